@@ -1,0 +1,7 @@
+// PLACEHOLDER: replaced by the area that owns this subcommand.
+#include "cli/subcommands.h"
+#include "core/error.h"
+
+namespace pt::cli {
+int run_bench_allreduce(const std::vector<std::string>&) { PT_FAIL("'bench_allreduce' is not implemented yet"); }
+}  // namespace pt::cli

@@ -1,0 +1,95 @@
+#include "cli/options.h"
+
+#include <iostream>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace pt::cli {
+
+std::optional<po::variables_map> parse_or_help(const po::options_description& desc,
+                                               const std::vector<std::string>& args,
+                                               const std::string& usage_line) {
+  for (const auto& a : args)
+    if (a == "--help" || a == "-h") {
+      std::cout << "usage: " << usage_line << "\n\n" << desc << "\n";
+      return std::nullopt;
+    }
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(desc).run(), vm);
+  po::notify(vm);
+  return vm;
+}
+
+void add_run_options(po::options_description& desc, RunOptions& o, const char* default_precision) {
+  o.precision = default_precision;
+  desc.add_options()
+      ("device", po::value(&o.device)->default_value(o.device),
+       "where to run: auto (the GPU of this rank when there is one, else the CPU), cpu or cuda")
+      ("precision", po::value(&o.precision)->default_value(o.precision),
+       "fp32 (true FP32 GEMMs), tf32, or bf16 (mixed: bf16 GEMM operands, fp32 master weights)")
+      ("out", po::value(&o.out), "HDF5 results file (default: <subcommand>-<time>.h5)")
+      ("overwrite", po::bool_switch(&o.overwrite), "replace --out if it exists")
+      ("seed", po::value(&o.seed)->default_value(o.seed), "random seed");
+}
+
+Device resolve_device(const std::string& device, int local_rank) {
+  const int n = cuda_device_count();
+  if (device == "cpu") return Device::cpu();
+  if (device == "cuda" || device == "gpu") {
+    PT_CHECK(n > 0, "--device cuda: no CUDA device is usable on this machine");
+    PT_CHECK(local_rank < n, "--device cuda: local rank " + std::to_string(local_rank) + " but only " +
+                                 std::to_string(n) + " GPU(s) on this node");
+    return Device::cuda(local_rank);
+  }
+  PT_CHECK(device == "auto", "--device must be auto, cpu or cuda (got '" + device + "')");
+  if (n == 0) return Device::cpu();
+  PT_CHECK(local_rank < n, "local rank " + std::to_string(local_rank) + " has no GPU (" +
+                               std::to_string(n) + " on this node); start one rank per GPU");
+  return Device::cuda(local_rank);
+}
+
+std::vector<std::string> split_list(const std::vector<std::string>& words) {
+  std::vector<std::string> out;
+  for (const auto& w : words) {
+    std::stringstream ss(w);
+    std::string item;
+    while (std::getline(ss, item, ','))
+      if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+std::vector<int64_t> parse_int_list(const std::vector<std::string>& words, const char* flag) {
+  std::vector<int64_t> out;
+  for (const auto& s : split_list(words)) {
+    size_t pos = 0;
+    int64_t v = 0;
+    try {
+      v = std::stoll(s, &pos);
+    } catch (const std::exception&) {
+      pos = 0;
+    }
+    PT_CHECK(pos == s.size() && pos > 0, std::string("--") + flag + ": '" + s + "' is not an integer");
+    out.push_back(v);
+  }
+  return out;
+}
+
+std::vector<double> parse_double_list(const std::vector<std::string>& words, const char* flag) {
+  std::vector<double> out;
+  for (const auto& s : split_list(words)) {
+    size_t pos = 0;
+    double v = 0;
+    try {
+      v = std::stod(s, &pos);
+    } catch (const std::exception&) {
+      pos = 0;
+    }
+    PT_CHECK(pos == s.size() && pos > 0, std::string("--") + flag + ": '" + s + "' is not a number");
+    out.push_back(v);
+  }
+  return out;
+}
+
+}  // namespace pt::cli

@@ -1,0 +1,39 @@
+#pragma once
+// Boost.Program_options plumbing shared by the subcommands: parse with --help handling,
+// options every run shares (device, precision, output file), and list-valued flags.
+#include <boost/program_options.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+
+namespace pt::cli {
+
+namespace po = boost::program_options;
+
+// Parses args against desc. Returns nullopt after printing help (exit 0 is then correct).
+// Unknown or malformed options throw po::error, which main() reports with exit code 2.
+std::optional<po::variables_map> parse_or_help(const po::options_description& desc,
+                                               const std::vector<std::string>& args,
+                                               const std::string& usage_line);
+
+// Options every run shares; filled by add_run_options and read by resolve_run_options.
+struct RunOptions {
+  std::string device = "auto";     // auto | cpu | cuda
+  std::string precision = "fp32";  // fp32 | tf32 | bf16
+  std::string out;                 // HDF5 results file; "" → default name
+  bool overwrite = false;
+  uint64_t seed = 1337;
+};
+void add_run_options(po::options_description& desc, RunOptions& o, const char* default_precision = "fp32");
+// auto → CUDA device local_rank when one exists, else the CPU.
+Device resolve_device(const std::string& device, int local_rank);
+
+// "1,10,100" or repeated flags → list (po's multitoken vectors also accept "1 10 100").
+std::vector<std::string> split_list(const std::vector<std::string>& words);
+std::vector<int64_t> parse_int_list(const std::vector<std::string>& words, const char* flag);
+std::vector<double> parse_double_list(const std::vector<std::string>& words, const char* flag);
+
+}  // namespace pt::cli

@@ -1,0 +1,61 @@
+#include "cli/subcommands.h"
+
+#include <iostream>
+
+#include "core/error.h"
+#include "paratrain/version.h"
+
+namespace pt::cli {
+
+namespace {
+std::string g_invocation;
+}
+
+const std::vector<Subcommand>& top_level_subcommands() {
+  static const std::vector<Subcommand> table = {
+      {"train", "train the Transformer LM on a token file", run_train},
+      {"bench", "benchmarks: model, attention, allreduce, ddp (see 'paratrain bench --help')", run_bench},
+      {"demo", "small experiments: accumulation (see 'paratrain demo --help')", run_demo},
+  };
+  return table;
+}
+
+int run_bench(const std::vector<std::string>& args) {
+  return dispatch(bench_subcommands(), "paratrain bench", args);
+}
+
+int run_demo(const std::vector<std::string>& args) {
+  return dispatch(demo_subcommands(), "paratrain demo", args);
+}
+
+int dispatch(const std::vector<Subcommand>& table, const std::string& prefix,
+             const std::vector<std::string>& args) {
+  auto usage = [&](std::ostream& os) {
+    os << "usage: " << prefix << " <command> [options]   (" << prefix << " <command> --help)\n\n";
+    for (const auto& s : table) os << "  " << s.name << std::string(12 - std::min<size_t>(11, std::string(s.name).size()), ' ') << s.summary << "\n";
+  };
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    if (prefix == "paratrain") std::cout << "paratrain " << PARATRAIN_VERSION << " (" << PARATRAIN_GIT_REV << ")\n";
+    usage(std::cout);
+    return args.empty() ? 2 : 0;
+  }
+  if (prefix == "paratrain" && args[0] == "--version") {
+    std::cout << "paratrain " << PARATRAIN_VERSION << " (" << PARATRAIN_GIT_REV << ")\n";
+    return 0;
+  }
+  for (const auto& s : table)
+    if (args[0] == s.name) return s.run(std::vector<std::string>(args.begin() + 1, args.end()));
+  PT_FAIL("unknown command '" + args[0] + "' for " + prefix + " (see " + prefix + " --help)");
+}
+
+const std::string& invocation() { return g_invocation; }
+
+void set_invocation(int argc, char** argv) {
+  g_invocation.clear();
+  for (int i = 0; i < argc; ++i) {
+    if (i) g_invocation += ' ';
+    g_invocation += argv[i];
+  }
+}
+
+}  // namespace pt::cli

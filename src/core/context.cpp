@@ -1,0 +1,75 @@
+#include "core/context.h"
+
+#include <cstring>
+
+#include "core/allocator.h"
+#include "core/error.h"
+
+namespace pt {
+
+namespace {
+// cuBLASLt's documented recommendation for Hopper is 32 MiB of workspace.
+constexpr size_t kCublasWorkspaceBytes = 32u << 20;
+}
+
+Context::Context(Device device, Precision precision) : device_(device), precision_(precision) {
+  if (!device_.is_cuda()) return;
+  PT_CUDA_CHECK(cudaSetDevice(device_.index));
+  PT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  PT_CUBLAS_CHECK(cublasCreate(&cublas_));
+  PT_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
+  PT_CUBLAS_CHECK(cublasLtCreate(&cublaslt_));
+  workspace_bytes_ = kCublasWorkspaceBytes;
+  workspace_ = TrackingAllocator::instance().allocate(workspace_bytes_, DeviceKind::CUDA,
+                                                      "cublas_workspace", MemCategory::Workspace);
+  PT_CUBLAS_CHECK(cublasSetWorkspace(cublas_, workspace_, workspace_bytes_));
+  set_precision(precision_);
+}
+
+Context::~Context() {
+  if (!device_.is_cuda()) return;
+  // Destructors must not throw: report nothing, free what we can.
+  cudaStreamSynchronize(stream_);
+  TrackingAllocator::instance().release(workspace_);
+  cublasLtDestroy(cublaslt_);
+  cublasDestroy(cublas_);
+  cudaStreamDestroy(stream_);
+}
+
+void Context::set_precision(Precision p) {
+  precision_ = p;
+  if (!device_.is_cuda()) return;
+  // fp32 is true FP32: default math never uses TF32 unless asked (as torch with allow_tf32=False).
+  cublasMath_t mode = p == Precision::TF32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
+  PT_CUBLAS_CHECK(cublasSetMathMode(cublas_, mode));
+}
+
+DType Context::act_dtype() const {
+  return (precision_ == Precision::BF16 && device_.is_cuda()) ? DType::BF16 : DType::F32;
+}
+
+void Context::synchronize() const {
+  if (device_.is_cuda()) PT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void copy_bytes(Context& ctx, void* dst, DeviceKind dst_kind, const void* src, DeviceKind src_kind,
+                size_t bytes) {
+  if (bytes == 0) return;
+  if (dst_kind == DeviceKind::CPU && src_kind == DeviceKind::CPU) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  PT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, ctx.stream()));
+  if (dst_kind == DeviceKind::CPU || src_kind == DeviceKind::CPU)
+    PT_CUDA_CHECK(cudaStreamSynchronize(ctx.stream()));
+}
+
+void fill_zero(Context& ctx, void* dst, DeviceKind kind, size_t bytes) {
+  if (bytes == 0) return;
+  if (kind == DeviceKind::CPU)
+    std::memset(dst, 0, bytes);
+  else
+    PT_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, ctx.stream()));
+}
+
+}  // namespace pt

@@ -1,0 +1,60 @@
+#pragma once
+// Per-rank execution context: the device, the compute stream, cuBLAS/cuBLASLt handles and
+// workspace, the precision mode, and the optional kernel timer. Every op takes one.
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <memory>
+
+#include "core/device.h"
+#include "core/dtype.h"
+
+namespace pt {
+
+class KernelTimer;
+
+class Context {
+ public:
+  Context(Device device, Precision precision = Precision::FP32);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  Device device() const { return device_; }
+  bool is_cuda() const { return device_.is_cuda(); }
+  Precision precision() const { return precision_; }
+  void set_precision(Precision p);
+  // Element type of activations that feed GEMMs: bf16 in bf16 mode on the GPU, else fp32.
+  DType act_dtype() const;
+
+  cudaStream_t stream() const { return stream_; }       // compute stream (nullptr on the CPU)
+  cublasHandle_t cublas() const { return cublas_; }
+  cublasLtHandle_t cublaslt() const { return cublaslt_; }
+  void* workspace() const { return workspace_; }         // cuBLASLt workspace
+  size_t workspace_bytes() const { return workspace_bytes_; }
+
+  void synchronize() const;  // wait for the compute stream (no-op on the CPU)
+
+  // Kernel-time breakdown; null unless a benchmark turns it on (see core/profiler.h).
+  KernelTimer* timer() const { return timer_; }
+  void set_timer(KernelTimer* t) { timer_ = t; }
+
+ private:
+  Device device_;
+  Precision precision_;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  cublasLtHandle_t cublaslt_ = nullptr;
+  void* workspace_ = nullptr;
+  size_t workspace_bytes_ = 0;
+  KernelTimer* timer_ = nullptr;
+};
+
+// Copy bytes between any two places (host↔device, device↔device) on the context's stream;
+// blocks the host only when the host side is involved.
+void copy_bytes(Context& ctx, void* dst, DeviceKind dst_kind, const void* src, DeviceKind src_kind,
+                size_t bytes);
+void fill_zero(Context& ctx, void* dst, DeviceKind kind, size_t bytes);
+
+}  // namespace pt

@@ -1,0 +1,83 @@
+#pragma once
+// Error type and return-code checks for CUDA, cuBLAS, NCCL, MPI and HDF5: every failure names file and line.
+#include <stdexcept>
+#include <string>
+
+namespace pt {
+
+// Thrown for every failure the program reports. main() prints what() on one line,
+// prefixed by the rank, and exits non-zero (or MPI_Aborts when several ranks run).
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& msg) : std::runtime_error(msg) {}
+};
+
+// A device allocation that could not be satisfied even after the cache was emptied.
+// Benchmarks catch it to record a configuration as OOM and go on.
+class OutOfMemory : public Error {
+ public:
+  OutOfMemory(const std::string& msg, size_t requested_bytes)
+      : Error(msg), requested_bytes(requested_bytes) {}
+  size_t requested_bytes;
+};
+
+[[noreturn]] void fail_at(const char* file, int line, const std::string& msg);
+
+// Human-readable names of library status codes (defined where each library is used).
+std::string cuda_error_string(int code);
+std::string cublas_error_string(int code);
+std::string nccl_error_string(int code);
+std::string mpi_error_string(int code);
+
+}  // namespace pt
+
+// PT_CHECK(cond, msg): user-facing precondition; msg is any expression convertible to std::string.
+#define PT_CHECK(cond, msg)                                               \
+  do {                                                                    \
+    if (!(cond)) ::pt::fail_at(__FILE__, __LINE__, std::string(msg));     \
+  } while (0)
+
+#define PT_FAIL(msg) ::pt::fail_at(__FILE__, __LINE__, std::string(msg))
+
+#define PT_CUDA_CHECK(expr)                                                               \
+  do {                                                                                    \
+    int pt_rc_ = static_cast<int>(expr);                                                  \
+    if (pt_rc_ != 0)                                                                      \
+      ::pt::fail_at(__FILE__, __LINE__, std::string("CUDA error in ") + #expr + ": " +    \
+                                            ::pt::cuda_error_string(pt_rc_));             \
+  } while (0)
+
+// After a kernel launch: reports launch-configuration errors at the launch site.
+#define PT_CUDA_CHECK_LAUNCH() PT_CUDA_CHECK(cudaGetLastError())
+
+#define PT_CUBLAS_CHECK(expr)                                                             \
+  do {                                                                                    \
+    int pt_rc_ = static_cast<int>(expr);                                                  \
+    if (pt_rc_ != 0)                                                                      \
+      ::pt::fail_at(__FILE__, __LINE__, std::string("cuBLAS error in ") + #expr + ": " +  \
+                                            ::pt::cublas_error_string(pt_rc_));           \
+  } while (0)
+
+#define PT_NCCL_CHECK(expr)                                                               \
+  do {                                                                                    \
+    int pt_rc_ = static_cast<int>(expr);                                                  \
+    if (pt_rc_ != 0)                                                                      \
+      ::pt::fail_at(__FILE__, __LINE__, std::string("NCCL error in ") + #expr + ": " +    \
+                                            ::pt::nccl_error_string(pt_rc_));             \
+  } while (0)
+
+#define PT_MPI_CHECK(expr)                                                                \
+  do {                                                                                    \
+    int pt_rc_ = (expr);                                                                  \
+    if (pt_rc_ != 0)                                                                      \
+      ::pt::fail_at(__FILE__, __LINE__, std::string("MPI error in ") + #expr + ": " +     \
+                                            ::pt::mpi_error_string(pt_rc_));              \
+  } while (0)
+
+// HDF5 C API calls return a negative value on failure.
+#define PT_H5_CHECK(expr)                                                                 \
+  ([&]() {                                                                                \
+    auto pt_rc_ = (expr);                                                                 \
+    if (pt_rc_ < 0) ::pt::fail_at(__FILE__, __LINE__, std::string("HDF5 error in ") + #expr); \
+    return pt_rc_;                                                                        \
+  }())

@@ -1,0 +1,95 @@
+#include "model/param_store.h"
+
+#include "core/error.h"
+#include "ops/elementwise.h"
+
+namespace pt {
+
+Tensor Parameter::data() const {
+  PT_CHECK(store_ && store_->finalized(), "parameter '" + name + "' used before ParamStore::finalize");
+  return store_->flat_params().narrow(0, offset, numel).reshape(shape);
+}
+
+Tensor Parameter::grad() const {
+  if (!trainable) return Tensor();
+  PT_CHECK(store_ && store_->finalized(), "parameter '" + name + "' used before ParamStore::finalize");
+  return store_->flat_grads().narrow(0, grad_offset, numel).reshape(shape);
+}
+
+Tensor Parameter::data_lowp() const {
+  if (!store_ || !store_->has_lowp()) return Tensor();
+  return store_->flat_lowp().narrow(0, offset, numel).reshape(shape);
+}
+
+Parameter& ParamStore::add(const std::string& name, const Shape& shape, bool trainable) {
+  PT_CHECK(!finalized_, "ParamStore::add('" + name + "') after finalize");
+  PT_CHECK(find(name) == nullptr, "duplicate parameter name '" + name + "'");
+  auto p = std::make_unique<Parameter>();
+  p->name = name;
+  p->shape = shape;
+  p->numel = shape_numel(shape);
+  p->offset = numel_;
+  p->trainable = trainable;
+  p->index = static_cast<int>(params_.size());
+  p->store_ = this;
+  numel_ += p->numel;
+  if (trainable) {
+    p->grad_offset = grad_numel_;
+    grad_numel_ += p->numel;
+  }
+  params_.push_back(std::move(p));
+  return *params_.back();
+}
+
+Parameter* ParamStore::find(const std::string& name) const {
+  for (const auto& p : params_)
+    if (p->name == name) return p.get();
+  return nullptr;
+}
+
+void ParamStore::finalize(Context& ctx, bool lowp_mirror) {
+  PT_CHECK(!finalized_, "ParamStore::finalize called twice");
+  device_ = ctx.device();
+  flat_params_ = Tensor::empty({numel_}, DType::F32, device_, "params", MemCategory::Parameters);
+  fill_zero(ctx, flat_params_.data(), device_.kind, flat_params_.nbytes());
+  flat_grads_ = Tensor::empty({grad_numel_}, DType::F32, device_, "grads", MemCategory::Gradients);
+  fill_zero(ctx, flat_grads_.data(), device_.kind, flat_grads_.nbytes());
+  if (lowp_mirror) {
+    PT_CHECK(device_.is_cuda(), "the bf16 parameter mirror needs a CUDA device");
+    flat_lowp_ = Tensor::empty({numel_}, DType::BF16, device_, "params_bf16", MemCategory::Parameters);
+  }
+  finalized_ = true;
+  if (lowp_mirror) refresh_lowp(ctx);
+}
+
+void ParamStore::zero_grad(Context& ctx) {
+  fill_zero(ctx, flat_grads_.data(), device_.kind, flat_grads_.nbytes());
+  for (auto& p : params_) p->contributions_ = 0;
+}
+
+void ParamStore::refresh_lowp(Context& ctx) {
+  if (!has_lowp()) return;
+  ops::cast(ctx, flat_lowp_, flat_params_);
+}
+
+void ParamStore::grad_contributed(Parameter& p) {
+  if (!p.trainable) return;
+  ++p.contributions_;
+  PT_CHECK(p.contributions_ <= p.uses,
+           "parameter '" + p.name + "' received more gradient contributions than it has uses");
+  if (p.contributions_ == p.uses && listener_) listener_->on_grad_ready(p);
+}
+
+std::vector<float> ParamStore::params_to_host(Context& ctx) const {
+  std::vector<float> out(static_cast<size_t>(numel_));
+  copy_bytes(ctx, out.data(), DeviceKind::CPU, flat_params_.data(), device_.kind, out.size() * 4);
+  return out;
+}
+
+void ParamStore::params_from_host(Context& ctx, const std::vector<float>& values) {
+  PT_CHECK(static_cast<int64_t>(values.size()) == numel_, "params_from_host: wrong element count");
+  copy_bytes(ctx, flat_params_.data(), device_.kind, values.data(), DeviceKind::CPU, values.size() * 4);
+  refresh_lowp(ctx);
+}
+
+}  // namespace pt

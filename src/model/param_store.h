@@ -1,0 +1,101 @@
+#pragma once
+// ParamStore: one flat buffer of parameters, one of gradients (trainable parameters only),
+// and an optional bf16 mirror; each Parameter is a named view in registration order, and
+// the store tells a listener the moment a parameter's gradient is final.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/context.h"
+#include "core/tensor.h"
+
+namespace pt {
+
+class ParamStore;
+
+struct Parameter {
+  std::string name;         // PyTorch state_dict name, e.g. "layers.0.attn.q_proj.weight"
+  Shape shape;              // PyTorch's shape, row-major
+  int64_t numel = 0;
+  int64_t offset = 0;       // element offset in the flat parameter buffer
+  int64_t grad_offset = -1; // element offset in the flat gradient buffer; -1 when frozen
+  bool trainable = true;
+  int index = 0;            // registration order
+  int uses = 0;             // how many module call sites read it per forward (tied: 2)
+
+  Tensor data() const;      // fp32 view into the flat parameter buffer
+  Tensor grad() const;      // fp32 view into the flat gradient buffer (undefined if frozen)
+  Tensor data_lowp() const; // bf16 view into the mirror (undefined unless the mirror exists)
+
+ private:
+  friend class ParamStore;
+  ParamStore* store_ = nullptr;
+  int contributions_ = 0;   // gradient contributions seen in the current backward
+};
+
+// Told when a parameter's gradient is final for this backward pass: the C++ form of
+// PyTorch's post-accumulate-grad hook. Data-parallel strategies implement it.
+class GradReadyListener {
+ public:
+  virtual ~GradReadyListener() = default;
+  virtual void on_grad_ready(Parameter& p) = 0;
+};
+
+class ParamStore {
+ public:
+  ParamStore() = default;
+  ParamStore(const ParamStore&) = delete;
+  ParamStore& operator=(const ParamStore&) = delete;
+
+  // Registration (before finalize). Returns a stable reference.
+  Parameter& add(const std::string& name, const Shape& shape, bool trainable = true);
+  // A module that reads `p` in its forward calls this once at construction; a tied weight
+  // is read by two modules and so has uses == 2 (its gradient is final after the second).
+  void add_use(Parameter& p) { ++p.uses; }
+
+  // Allocates the flat buffers on ctx's device (parameters and gradients zeroed). With
+  // lowp_mirror a bf16 copy of every parameter is kept for mixed-precision GEMMs.
+  void finalize(Context& ctx, bool lowp_mirror);
+  bool finalized() const { return finalized_; }
+  Device device() const { return device_; }
+
+  const std::vector<std::unique_ptr<Parameter>>& params() const { return params_; }
+  Parameter& operator[](size_t i) const { return *params_.at(i); }
+  size_t size() const { return params_.size(); }
+  Parameter* find(const std::string& name) const;  // nullptr if absent
+
+  int64_t numel() const { return numel_; }            // all parameters
+  int64_t grad_numel() const { return grad_numel_; }  // trainable parameters
+  Tensor flat_params() const { return flat_params_; } // (numel) fp32
+  Tensor flat_grads() const { return flat_grads_; }   // (grad_numel) fp32
+  Tensor flat_lowp() const { return flat_lowp_; }     // (numel) bf16 or undefined
+  bool has_lowp() const { return flat_lowp_.defined(); }
+
+  // Start of a backward pass: zero the gradients and reset readiness counts.
+  void zero_grad(Context& ctx);
+  // Refresh the bf16 mirror from the fp32 parameters (after the optimizer or a load).
+  void refresh_lowp(Context& ctx);
+
+  void set_listener(GradReadyListener* l) { listener_ = l; }
+  GradReadyListener* listener() const { return listener_; }
+  // A module calls this after it has added its contribution to p.grad(); the listener
+  // fires when all `uses` contributions of a trainable parameter are in.
+  void grad_contributed(Parameter& p);
+
+  // Host copies of the whole parameter vector (checkpoints, tests, broadcast checks).
+  std::vector<float> params_to_host(Context& ctx) const;
+  void params_from_host(Context& ctx, const std::vector<float>& values);
+
+ private:
+  std::vector<std::unique_ptr<Parameter>> params_;
+  bool finalized_ = false;
+  Device device_;
+  int64_t numel_ = 0;
+  int64_t grad_numel_ = 0;
+  Tensor flat_params_, flat_grads_, flat_lowp_;
+  GradReadyListener* listener_ = nullptr;
+};
+
+}  // namespace pt

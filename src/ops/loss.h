@@ -1,0 +1,22 @@
+#pragma once
+// Losses: fused softmax cross-entropy over the vocabulary; mean squared error (toy models).
+#include "core/context.h"
+#include "core/tensor.h"
+
+namespace pt::ops {
+
+// logits (N, V) fp32|fp64|bf16; targets (N) int32 in [0, V). loss: a 1-element tensor (fp32;
+// fp64 for fp64 logits) on the same device receiving mean_i(−log softmax(logits_i)[t_i]).
+// When dlogits is defined (N, V, logits' dtype; may alias logits) it receives the gradient
+// of that mean: (softmax(logits_i) − onehot(t_i)) / N. Everything is computed in fp32 or
+// better; the loss stays on the device (no host synchronisation).
+void cross_entropy(Context& ctx, Tensor& loss, Tensor* dlogits, const Tensor& logits,
+                   const Tensor& targets);
+
+// MSE with mean (reduction="mean") or sum over all elements; loss: 1-element tensor;
+// dpred (optional) = d loss / d pred.
+enum class Reduction { Mean, Sum };
+void mse_loss(Context& ctx, Tensor& loss, Tensor* dpred, const Tensor& pred, const Tensor& target,
+              Reduction reduction);
+
+}  // namespace pt::ops

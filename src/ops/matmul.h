@@ -1,0 +1,19 @@
+#pragma once
+// GEMM: C = alpha · op(A) · op(B) + beta · C on row-major (optionally batched) tensors.
+// CPU through BLAS (sgemm/dgemm); CUDA through cuBLAS/cuBLASLt.
+#include "core/context.h"
+#include "core/tensor.h"
+
+namespace pt::ops {
+
+// A, B, C are 2-D (M×K, K×N, M×N after the transposes) or 3-D with a leading batch
+// dimension of equal size (a batch stride of 0 broadcasts that operand). The last
+// dimension must have stride 1; the row stride may be larger (sub-matrix views), so
+// per-head slices of a (B, T, H, D) tensor are legal operands without copies.
+// Types: A and B share one dtype: fp32 or fp64 (CPU), fp32 or bf16 (CUDA). C may be
+// fp32 or that dtype. Accumulation is in fp32 (fp64 for fp64). Under Precision::TF32
+// an fp32 GEMM on the GPU uses TF32 tensor cores; under FP32 it never does.
+void matmul(Context& ctx, Tensor& c, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b,
+            float alpha = 1.0f, float beta = 0.0f);
+
+}  // namespace pt::ops

@@ -1,0 +1,33 @@
+#pragma once
+// Optimizer arithmetic over flat fp32 ranges: AdamW, SGD, gradient norm and clipping.
+#include "core/context.h"
+#include "core/tensor.h"
+
+namespace pt::ops {
+
+struct AdamWHyper {
+  float lr = 1e-3f;
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float eps = 1e-8f;
+  float weight_decay = 0.01f;
+  int64_t step = 1;  // 1-based count of updates including this one (bias correction)
+};
+
+// torch.optim.AdamW exactly: p ← p·(1 − lr·wd); m ← β1·m + (1−β1)·g; v ← β2·v + (1−β2)·g²;
+// p ← p − lr/(1−β1^t) · m / (sqrt(v)/sqrt(1−β2^t) + eps). p, g, m, v: 1-D, same length and
+// dtype (fp32; fp64 on the CPU). When p_lowp is defined (bf16, same length) it receives the
+// updated parameters rounded to bf16 in the same pass (mixed precision's GEMM copy).
+void adamw_step(Context& ctx, Tensor& p, const Tensor& g, Tensor& m, Tensor& v,
+                const AdamWHyper& h, Tensor* p_lowp = nullptr);
+
+// Plain SGD with optional weight decay (torch.optim.SGD, no momentum): p ← p − lr·(g + wd·p).
+void sgd_step(Context& ctx, Tensor& p, const Tensor& g, float lr, float weight_decay = 0.0f,
+              Tensor* p_lowp = nullptr);
+
+// sumsq (1-element fp32|fp64 tensor, same device) += Σ x². No host synchronisation.
+void squared_norm_accumulate(Context& ctx, Tensor& sumsq, const Tensor& x);
+// x ← x · min(1, max_norm / (sqrt(sumsq) + 1e-6)), reading sumsq on the device.
+void clip_by_norm(Context& ctx, Tensor& x, const Tensor& sumsq, float max_norm);
+
+}  // namespace pt::ops

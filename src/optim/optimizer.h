@@ -1,0 +1,78 @@
+#pragma once
+// Optimizers over flat ranges of the parameter/gradient buffers: AdamW (torch semantics) and
+// SGD. A range is a contiguous run of parameters; sharded optimizers hand in their shard.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/context.h"
+#include "core/tensor.h"
+#include "model/param_store.h"
+#include "ops/optim_kernels.h"
+
+namespace pt {
+
+// A contiguous run of trainable parameters: 1-D fp32 views of equal length into the flat
+// parameter and gradient buffers, plus the bf16 mirror when it exists.
+struct FlatRange {
+  Tensor param;
+  Tensor grad;
+  Tensor param_lowp;  // undefined without a mirror
+  int64_t grad_begin = 0;  // element offset of this range in the flat gradient buffer
+};
+
+// Merges neighbouring parameters (adjacent in both flat buffers) into maximal ranges.
+// Frozen parameters are skipped. For the Transformer this yields one range.
+std::vector<FlatRange> contiguous_ranges(const std::vector<Parameter*>& params);
+std::vector<Parameter*> trainable_params(const ParamStore& store);
+// The ranges covering gradient elements [grad_begin, grad_end) (ZeRO-1's shard), cutting
+// parameters at the boundaries.
+std::vector<FlatRange> ranges_of_grad_slice(const ParamStore& store, int64_t grad_begin,
+                                            int64_t grad_end);
+
+enum class OptimizerKind { AdamW, SGD };
+OptimizerKind optimizer_kind_from_name(const std::string& name);  // "adamw" | "sgd"
+
+struct OptimizerConfig {
+  OptimizerKind kind = OptimizerKind::AdamW;
+  ops::AdamWHyper adamw;  // lr here is the peak/base lr; step() takes the scheduled lr
+  float sgd_weight_decay = 0.0f;
+};
+
+class Optimizer {
+ public:
+  Optimizer(const OptimizerConfig& cfg, Context& ctx) : cfg_(cfg), ctx_(ctx) {}
+  virtual ~Optimizer() = default;
+  // One update of every range with learning rate `lr`.
+  virtual void step(Context& ctx, float lr) = 0;
+  // Adds ranges after construction (ZeroRedundancyOptimizer's add_param_group).
+  virtual void add_ranges(const std::vector<FlatRange>& ranges) = 0;
+  const std::vector<FlatRange>& ranges() const { return ranges_; }
+  // Named state tensors for checkpoints (e.g. "exp_avg", "exp_avg_sq": flat, in range order).
+  virtual std::vector<std::pair<std::string, Tensor>> state() = 0;
+  virtual int64_t state_bytes() const = 0;
+  int64_t steps_taken() const { return steps_; }
+  void set_steps_taken(int64_t s) { steps_ = s; }
+  const OptimizerConfig& config() const { return cfg_; }
+
+ protected:
+  OptimizerConfig cfg_;
+  Context& ctx_;
+  std::vector<FlatRange> ranges_;
+  int64_t steps_ = 0;
+};
+
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& cfg, Context& ctx,
+                                          const std::vector<FlatRange>& ranges);
+
+// Cosine schedule with linear warm-up (the course's get_lr_cosine_schedule):
+// t < warmup: max_lr·t/warmup; warmup ≤ t ≤ cycle: min_lr + ½(1 + cos(π(t−warmup)/(cycle−warmup)))
+// ·(max_lr − min_lr); t > cycle: min_lr.
+double cosine_lr(int64_t t, double max_lr, double min_lr, int64_t warmup, int64_t cycle);
+
+// Global-norm clipping of the store's gradients: coefficient min(1, max_norm/(norm + 1e-6)).
+// Returns the pre-clip squared norm as a 1-element fp32 device tensor (no host sync);
+// max_norm <= 0 only measures.
+Tensor clip_grad_norm(Context& ctx, ParamStore& store, float max_norm);
+
+}  // namespace pt

@@ -1,0 +1,122 @@
+#include "test_util.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <limits>
+#include <random>
+#include <unistd.h>
+
+#include "core/error.h"
+
+namespace pt::test {
+
+std::vector<double> randn(int64_t n, uint64_t seed, double std) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> d(0.0, std);
+  std::vector<double> v(static_cast<size_t>(n));
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+std::vector<double> uniform(int64_t n, uint64_t seed, double lo, double hi) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> d(lo, hi);
+  std::vector<double> v(static_cast<size_t>(n));
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+std::vector<int32_t> random_ids(int64_t n, int32_t vocab, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int32_t> d(0, vocab - 1);
+  std::vector<int32_t> v(static_cast<size_t>(n));
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+Tensor make_tensor(Context& ctx, const Shape& shape, DType dtype, const std::vector<double>& values) {
+  PT_CHECK(static_cast<int64_t>(values.size()) == shape_numel(shape), "make_tensor: value count");
+  Tensor host = Tensor::empty(shape, dtype, Device::cpu(), "test_input");
+  for (size_t i = 0; i < values.size(); ++i) {
+    switch (dtype) {
+      case DType::F32: host.data_as<float>()[i] = static_cast<float>(values[i]); break;
+      case DType::F64: host.data_as<double>()[i] = values[i]; break;
+      case DType::BF16: host.data_as<uint16_t>()[i] = float_to_bf16_bits(static_cast<float>(values[i])); break;
+      case DType::F16: host.data_as<uint16_t>()[i] = float_to_half_bits(static_cast<float>(values[i])); break;
+      case DType::I32: host.data_as<int32_t>()[i] = static_cast<int32_t>(values[i]); break;
+      case DType::I64: host.data_as<int64_t>()[i] = static_cast<int64_t>(values[i]); break;
+      case DType::U16: host.data_as<uint16_t>()[i] = static_cast<uint16_t>(values[i]); break;
+    }
+  }
+  return ctx.is_cuda() ? host.to(ctx.device(), ctx) : host;
+}
+
+Tensor make_ids(Context& ctx, const Shape& shape, const std::vector<int32_t>& ids) {
+  std::vector<double> v(ids.begin(), ids.end());
+  return make_tensor(ctx, shape, DType::I32, v);
+}
+
+void poison(Context& ctx, Tensor& t) {
+  PT_CHECK(is_floating(t.dtype()), "poison: float tensors only");
+  std::vector<double> nan(static_cast<size_t>(t.numel()), std::numeric_limits<double>::quiet_NaN());
+  Tensor src = make_tensor(ctx, t.shape(), t.dtype(), nan);
+  if (t.is_contiguous()) {
+    t.copy_from(src, ctx);
+  } else {
+    PT_FAIL("poison: non-contiguous tensors are not supported");
+  }
+}
+
+double rel_error(const std::vector<double>& a, const std::vector<double>& ref) {
+  if (a.size() != ref.size()) return std::numeric_limits<double>::infinity();
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!std::isfinite(a[i])) return std::numeric_limits<double>::infinity();
+    num += (a[i] - ref[i]) * (a[i] - ref[i]);
+    den += ref[i] * ref[i];
+  }
+  return den == 0 ? std::sqrt(num) : std::sqrt(num / den);
+}
+
+double allclose_ratio(const std::vector<double>& a, const std::vector<double>& ref, double rtol,
+                      double atol) {
+  if (a.size() != ref.size()) return std::numeric_limits<double>::infinity();
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!std::isfinite(a[i])) return std::numeric_limits<double>::infinity();
+    worst = std::max(worst, std::fabs(a[i] - ref[i]) / (atol + rtol * std::fabs(ref[i])));
+  }
+  return worst;
+}
+
+std::vector<double> finite_difference(const std::function<double(const std::vector<double>&)>& f,
+                                      std::vector<double> x, double h) {
+  std::vector<double> g(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double xi = x[i];
+    x[i] = xi + h;
+    const double fp = f(x);
+    x[i] = xi - h;
+    const double fm = f(x);
+    x[i] = xi;
+    g[i] = (fp - fm) / (2 * h);
+  }
+  return g;
+}
+
+std::string source_path(const std::string& relative) {
+  const char* root = std::getenv("PARATRAIN_SOURCE_DIR");
+  PT_CHECK(root != nullptr, "PARATRAIN_SOURCE_DIR is not set (run the tests through ctest)");
+  return std::string(root) + "/" + relative;
+}
+
+std::string scratch_dir(const std::string& test_name) {
+  namespace fs = std::filesystem;
+  fs::path p = fs::temp_directory_path() / ("paratrain_test_" + test_name + "_" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p.string();
+}
+
+}  // namespace pt::test
