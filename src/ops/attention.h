@@ -6,8 +6,11 @@
 
 namespace pt::ops {
 
-// q (B, Tq, H, D); k, v (B, Tk, H, D); out (B, Tq, H, D): 4-D views with stride(3) == 1 and
-// any other strides (slices of a fused QKV buffer are fine). Scores are scaled by 1/sqrt(D).
+// Every attention op (naive here, flash in ops/flash_attention.h) takes 4-D views in the
+// logical order (B, H, T, D) with stride(3) == 1 and any other strides: the model's fused
+// QKV buffer (B, T, 3, H, D) is read in place as q = (B, H, T, D) with strides
+// (T·3C, D, 3C, 1), no transpose copies. A 3-D (B, T, D) input is the H = 1 case.
+// q (B, H, Tq, D); k, v (B, H, Tk, D); out (B, H, Tq, D). Scores are scaled by 1/sqrt(D).
 // probs (B, H, Tq, Tk) contiguous receives the softmax probabilities, saved for backward; its
 // dtype is q's (bf16 in mixed precision, as PyTorch autocast stores them) or fp32.
 // NVTX ranges: "computing attention scores", "computing softmax", "final matmul".

@@ -52,6 +52,11 @@ class Optimizer {
   virtual std::vector<std::pair<std::string, Tensor>> state() = 0;
   virtual int64_t state_bytes() const = 0;
   int64_t steps_taken() const { return steps_; }
+  // Global-norm clipping over this optimizer's ranges with coefficient
+  // min(1, max_norm/(norm + 1e-6)); max_norm <= 0 only measures. Sharded optimizers sum the
+  // squared norm over ranks first (reduce_sumsq), so every rank clips by the global norm.
+  // Returns the pre-clip squared norm: a 1-element fp32 tensor on the device (no host sync).
+  Tensor clip_grad_norm(Context& ctx, float max_norm);
   void set_steps_taken(int64_t s) { steps_ = s; }
   const OptimizerConfig& config() const { return cfg_; }
 
@@ -60,6 +65,8 @@ class Optimizer {
   Context& ctx_;
   std::vector<FlatRange> ranges_;
   int64_t steps_ = 0;
+  // Sum a partial squared norm over the ranks that share the parameters (sharded optimizers).
+  virtual void reduce_sumsq(Context& ctx, Tensor& sumsq) {}
 };
 
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& cfg, Context& ctx,
@@ -69,10 +76,5 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& cfg, Context& c
 // t < warmup: max_lr·t/warmup; warmup ≤ t ≤ cycle: min_lr + ½(1 + cos(π(t−warmup)/(cycle−warmup)))
 // ·(max_lr − min_lr); t > cycle: min_lr.
 double cosine_lr(int64_t t, double max_lr, double min_lr, int64_t warmup, int64_t cycle);
-
-// Global-norm clipping of the store's gradients: coefficient min(1, max_norm/(norm + 1e-6)).
-// Returns the pre-clip squared norm as a 1-element fp32 device tensor (no host sync);
-// max_norm <= 0 only measures.
-Tensor clip_grad_norm(Context& ctx, ParamStore& store, float max_norm);
 
 }  // namespace pt

@@ -1,0 +1,78 @@
+#pragma once
+// The pre-norm Transformer LM of the PyTorch reference: token embedding, num_layers blocks
+// h = x + Attn(RMSNorm(x)); out = h + SwiGLU(RMSNorm(h)), final RMSNorm, untied lm_head,
+// mean cross-entropy. Explicit forward/backward; parameters in one ParamStore.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/context.h"
+#include "core/tensor.h"
+#include "model/param_store.h"
+
+namespace pt {
+
+enum class AttentionImpl { Naive, Flash };
+AttentionImpl attention_impl_from_name(const std::string& name);  // "naive" | "flash"
+const char* attention_impl_name(AttentionImpl a);
+
+struct TransformerConfig {
+  int64_t vocab_size = 10000;
+  int64_t context_length = 256;
+  int64_t d_model = 512;
+  int64_t num_layers = 4;
+  int64_t num_heads = 16;
+  int64_t d_ff = 1344;
+  double rope_theta = 10000.0;
+  AttentionImpl attention = AttentionImpl::Naive;
+
+  // Named sizes (vocabulary 10000): small 768/3072/12/12, medium 1024/4096/24/16,
+  // large 1280/5120/36/20, xl 1600/6400/48/25, 2.7b 2560/10240/32/32 (d_model/d_ff/layers/heads).
+  static TransformerConfig named(const std::string& size);
+  static const std::vector<std::string>& size_names();
+  int64_t d_head() const { return d_model / num_heads; }
+  void validate() const;  // throws with a clear message for shapes that do not fit
+  int64_t num_params() const;
+  // Training FLOPs per token: 6·N (N without the embedding) + the attention term 12·L·T·d_model.
+  double train_flops_per_token(int64_t seq_len) const;
+};
+
+class TransformerBlock;  // model/transformer.cpp
+
+class TransformerLM {
+ public:
+  // Registers every parameter in PyTorch state_dict order and finalizes the store on ctx's
+  // device (with the bf16 mirror when ctx is in bf16 mode on the GPU). Weights are zero until
+  // init_weights or a checkpoint load.
+  TransformerLM(const TransformerConfig& cfg, Context& ctx);
+  ~TransformerLM();
+
+  // Truncated-normal init as the reference (host RNG: identical on CPU and GPU).
+  void init_weights(Context& ctx, uint64_t seed);
+
+  const TransformerConfig& config() const { return cfg_; }
+  ParamStore& store() { return store_; }
+
+  // ids, targets: (B, T) int32 on the model's device, 1 ≤ T ≤ context_length. Returns the
+  // mean cross-entropy as a 1-element fp32 device tensor (no host sync). With
+  // save_for_backward the activations backward needs are kept (and dlogits is computed in the
+  // loss kernel); without, they are released as soon as they are used.
+  Tensor forward(Context& ctx, const Tensor& ids, const Tensor& targets, bool save_for_backward = true);
+  // Logits (B, T, V) for ids (B, T): inference, nothing saved. fp32 (bf16 in bf16 mode).
+  Tensor forward_logits(Context& ctx, const Tensor& ids);
+  // Backward of the last forward (d loss = 1). Gradients are added to the store's flat buffer;
+  // the store's listener hears each parameter the moment its gradient is final, in reverse
+  // registration order. Activations are released on the way.
+  void backward(Context& ctx);
+  void release_activations();
+
+ private:
+  Tensor embed_and_blocks(Context& ctx, const Tensor& ids, bool save);
+  TransformerConfig cfg_;
+  ParamStore store_;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace pt
