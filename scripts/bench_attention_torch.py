@@ -57,7 +57,7 @@ def bench_backend(name, args, dtype):
         shape, device="cuda", dtype=dtype, generator=gen)
     with sdpa_kernel([BACKENDS[name]]):
         def fwd():
-            return F.scaled_dot_product_attention(q, k, v, is_causal=args.causal)
+            return F.scaled_dot_product_attention(q, k, v, is_causal=bool(args.causal))
 
         out = fwd()  # fails here if the backend cannot take this case
         fwd_ms = time_passes(fwd, args.warmup, args.iters)
