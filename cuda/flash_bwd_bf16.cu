@@ -11,6 +11,7 @@
 // is recomputing S = Q·Kᵀ and dP = dO·Vᵀ in the dQ pass: 7 tile products instead of 5. Which
 // is faster on an H100 is measured by `paratrain bench attention` (docs/FLASH_ATTENTION.md).
 #include "cuda/flash_mma.cuh"
+#include "cuda/flash_softmax.cuh"
 #include "cuda/flash_params.h"
 
 namespace pt::cuda {
@@ -69,24 +70,11 @@ __device__ __forceinline__ void dkdv_step(float (&acc_dk)[kHeadDim / 8][4], floa
                                           const float* sL, const float* sDelta, int key0, int m0,
                                           int seqlen_q, float scale_log2) {
   constexpr int kLd = smem_ld<kHeadDim>();
-  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   // Sᵀ = K·Qᵀ: rows are this warp's keys, columns the tile's queries.
   float acc_s[kBlockM / 8][4];
   zero(acc_s);
   warp_mma_ss<kHeadDim, kBlockM, false>(acc_s, sK, sQ, kLd);
-  // Pᵀ = exp(Sᵀ·scale − L_query); masked and out-of-range queries give exactly 0.
-#pragma unroll
-  for (int j = 0; j < kBlockM / 8; ++j)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int col = j * 8 + 2 * t + (e & 1);
-      float pv = exp2_approx(fmaf(acc_s[j][e], scale_log2, -sL[col] * kLog2e));
-      if constexpr (kMasked) {
-        const int query = m0 + col, key = key0 + g + 8 * (e >> 1);
-        if (query >= seqlen_q || (kCausal && key > query)) pv = 0.0f;
-      }
-      acc_s[j][e] = pv;
-    }
+  probs_by_col<kBlockM, kCausal, kMasked>(acc_s, sL, key0, m0, seqlen_q, scale_log2);
   // dV += Pᵀ·dO
   {
     uint32_t p_frag[kBlockM / 16][4];
@@ -97,10 +85,7 @@ __device__ __forceinline__ void dkdv_step(float (&acc_dk)[kHeadDim / 8][4], floa
   float acc_dp[kBlockM / 8][4];
   zero(acc_dp);
   warp_mma_ss<kHeadDim, kBlockM, false>(acc_dp, sV, sdO, kLd);
-#pragma unroll
-  for (int j = 0; j < kBlockM / 8; ++j)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) acc_dp[j][e] = acc_s[j][e] * (acc_dp[j][e] - sDelta[j * 8 + 2 * t + (e & 1)]);
+  ds_by_col<kBlockM>(acc_dp, acc_s, sDelta);
   // dK += dSᵀ·Q (the 1/sqrt(d) is applied once at the end)
   uint32_t ds_frag[kBlockM / 16][4];
   acc_to_a<kBlockM>(ds_frag, acc_dp);
@@ -198,28 +183,14 @@ __device__ __forceinline__ void dq_step(float (&acc_dq)[kHeadDim / 8][4], const 
                                         const float (&delta)[2], int row0, int n0, int seqlen_k,
                                         float scale_log2) {
   constexpr int kLd = smem_ld<kHeadDim>();
-  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   float acc_s[kBlockN / 8][4];  // S = Q·Kᵀ, then P, then dS
   zero(acc_s);
   warp_mma_ss<kHeadDim, kBlockN, false>(acc_s, sQw, sK, kLd);
-#pragma unroll
-  for (int j = 0; j < kBlockN / 8; ++j)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      float pv = exp2_approx(fmaf(acc_s[j][e], scale_log2, neg_lse2[e >> 1]));
-      if constexpr (kMasked) {
-        const int key = n0 + j * 8 + 2 * t + (e & 1), query = row0 + g + 8 * (e >> 1);
-        if (key >= seqlen_k || (kCausal && key > query)) pv = 0.0f;
-      }
-      acc_s[j][e] = pv;
-    }
+  probs_by_row<kBlockN, kCausal, kMasked>(acc_s, neg_lse2, row0, n0, seqlen_k, scale_log2);
   float acc_dp[kBlockN / 8][4];  // dP = dO·Vᵀ
   zero(acc_dp);
   warp_mma_ss<kHeadDim, kBlockN, false>(acc_dp, sdOw, sV, kLd);
-#pragma unroll
-  for (int j = 0; j < kBlockN / 8; ++j)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) acc_s[j][e] *= acc_dp[j][e] - delta[e >> 1];
+  ds_by_row<kBlockN>(acc_s, acc_dp, delta);
   uint32_t ds_frag[kBlockN / 16][4];
   acc_to_a<kBlockN>(ds_frag, acc_s);
   warp_mma_rs<kBlockN, kHeadDim, true>(acc_dq, ds_frag, sK, kLd);  // dQ += dS·K
@@ -309,14 +280,16 @@ void set_smem(Kernel kernel, int bytes) {
   PT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
 }
 
+template <int kHeadDim>
+void launch_delta(const FlashParams& p, cudaStream_t stream) {
+  constexpr int kThreads = 256;
+  const int64_t rows = static_cast<int64_t>(p.batch) * p.heads * p.seqlen_q;
+  flash_bwd_delta_kernel<kHeadDim><<<static_cast<unsigned>(ceil_div(rows, kThreads / 32)), kThreads, 0, stream>>>(p);
+  PT_CUDA_CHECK_LAUNCH();
+}
+
 template <int kHeadDim, bool kCausal>
-void launch_bwd(const FlashParams& p, cudaStream_t stream) {
-  {
-    constexpr int kThreads = 256;
-    const int64_t rows = static_cast<int64_t>(p.batch) * p.heads * p.seqlen_q;
-    flash_bwd_delta_kernel<kHeadDim><<<static_cast<unsigned>(ceil_div(rows, kThreads / 32)), kThreads, 0, stream>>>(p);
-    PT_CUDA_CHECK_LAUNCH();
-  }
+void launch_dkdv_dq(const FlashParams& p, cudaStream_t stream) {
   {
     using Tr = DkDvTraits<kHeadDim>;
     auto kernel = flash_bwd_dkdv_kernel<kHeadDim, kCausal>;
@@ -336,11 +309,15 @@ void launch_bwd(const FlashParams& p, cudaStream_t stream) {
 }
 
 template <int kHeadDim>
-void launch_bwd_causal(const FlashParams& p, cudaStream_t stream) {
+void launch_bwd(const FlashParams& p, cudaStream_t stream) {
+  launch_delta<kHeadDim>(p, stream);
+  if (p.kernels != FlashKernels::MmaSync && flash_bwd_wgmma(p, stream)) return;
+  PT_CHECK(p.kernels != FlashKernels::Wgmma,
+           "flash attention: no wgmma kernel for head dimension " + std::to_string(p.head_dim) + " (64 and 128 only)");
   if (p.causal)
-    launch_bwd<kHeadDim, true>(p, stream);
+    launch_dkdv_dq<kHeadDim, true>(p, stream);
   else
-    launch_bwd<kHeadDim, false>(p, stream);
+    launch_dkdv_dq<kHeadDim, false>(p, stream);
 }
 
 }  // namespace
@@ -348,10 +325,10 @@ void launch_bwd_causal(const FlashParams& p, cudaStream_t stream) {
 
 void flash_bwd_bf16(const FlashParams& p, cudaStream_t stream) {
   switch (p.head_dim) {
-    case 16: return flash::launch_bwd_causal<16>(p, stream);
-    case 32: return flash::launch_bwd_causal<32>(p, stream);
-    case 64: return flash::launch_bwd_causal<64>(p, stream);
-    case 128: return flash::launch_bwd_causal<128>(p, stream);
+    case 16: return flash::launch_bwd<16>(p, stream);
+    case 32: return flash::launch_bwd<32>(p, stream);
+    case 64: return flash::launch_bwd<64>(p, stream);
+    case 128: return flash::launch_bwd<128>(p, stream);
     default: PT_FAIL("flash attention: no bf16 kernel for head dimension " + std::to_string(p.head_dim));
   }
 }

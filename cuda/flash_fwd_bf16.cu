@@ -3,6 +3,7 @@
 // Algorithm 1 on them: S = Q·Kᵀ, online softmax (running max m, running sum l), O += P·V,
 // with the next K/V tile copied in (cp.async, two stages) while the current one is used.
 #include "cuda/flash_mma.cuh"
+#include "cuda/flash_softmax.cuh"
 #include "cuda/flash_params.h"
 
 namespace pt::cuda {
@@ -30,47 +31,11 @@ __device__ __forceinline__ void fwd_step(float (&acc_o)[kHeadDim / 8][4], float 
                                          const bf16* sK, const bf16* sV, int row0, int n0, int seqlen_k,
                                          float scale_log2, float mask_bias) {
   constexpr int kLd = smem_ld<kHeadDim>();
-  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   float acc_s[kBlockN / 8][4];  // (16, kBlockN) raw scores q·k
   zero(acc_s);
   warp_mma_rs<kHeadDim, kBlockN, false>(acc_s, q_frag, sK, kLd);
-  if constexpr (kMasked) {
-#pragma unroll
-    for (int j = 0; j < kBlockN / 8; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int col = n0 + j * 8 + 2 * t + (e & 1), row = row0 + g + 8 * (e >> 1);
-        if (col >= seqlen_k)
-          acc_s[j][e] = -INFINITY;  // past the last key: not a score at all
-        else if (kCausal && col > row)
-          acc_s[j][e] += mask_bias;
-      }
-  }
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    float mx = row_max[r];
-#pragma unroll
-    for (int j = 0; j < kBlockN / 8; ++j) mx = fmaxf(mx, fmaxf(acc_s[j][2 * r], acc_s[j][2 * r + 1]));
-    mx = quad_max(mx);  // finite: every tile has a valid key, masked ones are only biased
-    // First tile: row_max = -inf, alpha = 2^-inf = 0 (O and l are still zero anyway).
-    const float alpha = exp2_approx((row_max[r] - mx) * scale_log2);
-    row_max[r] = mx;
-    const float neg_max = -mx * scale_log2;
-    float sum = 0.0f;
-#pragma unroll
-    for (int j = 0; j < kBlockN / 8; ++j) {
-      acc_s[j][2 * r] = exp2_approx(fmaf(acc_s[j][2 * r], scale_log2, neg_max));
-      acc_s[j][2 * r + 1] = exp2_approx(fmaf(acc_s[j][2 * r + 1], scale_log2, neg_max));
-      sum += acc_s[j][2 * r] + acc_s[j][2 * r + 1];
-    }
-    // Each lane keeps a partial sum of its own columns; the quad adds them up at the end.
-    row_sum[r] = row_sum[r] * alpha + sum;
-#pragma unroll
-    for (int j = 0; j < kHeadDim / 8; ++j) {
-      acc_o[j][2 * r] *= alpha;
-      acc_o[j][2 * r + 1] *= alpha;
-    }
-  }
+  online_softmax<kBlockN, kHeadDim, kCausal, kMasked>(acc_s, acc_o, row_max, row_sum, row0, n0, seqlen_k,
+                                                      scale_log2, mask_bias);
   uint32_t p_frag[kBlockN / 16][4];  // P in bf16, straight from the S registers
   acc_to_a<kBlockN>(p_frag, acc_s);
   warp_mma_rs<kBlockN, kHeadDim, true>(acc_o, p_frag, sV, kLd);
@@ -90,7 +55,7 @@ __global__ void __launch_bounds__(FwdTraits<kHeadDim>::kThreads)
   const int m_block = static_cast<int>(gridDim.x - 1 - blockIdx.x);
   const int h = blockIdx.y, b = blockIdx.z;
   const int m0 = m_block * kBlockM;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int warp = threadIdx.x / 32;
   const int tq = p.seqlen_q, tk = p.seqlen_k;
 
   const bf16* q = static_cast<const bf16*>(p.q) + b * p.q_s.batch + h * p.q_s.head + m0 * p.q_s.row;
@@ -141,18 +106,9 @@ __global__ void __launch_bounds__(FwdTraits<kHeadDim>::kThreads)
     __syncthreads();  // this stage is refilled by the next iteration's copy
   }
 
-  // O = acc / l; L = m·scale + log(l), the logsumexp of the scaled scores.
   bf16* o = static_cast<bf16*>(p.o) + b * p.o_s.batch + h * p.o_s.head + row0 * p.o_s.row;
   float* lse = p.lse + (static_cast<int64_t>(b) * p.heads + h) * tq + row0;
-  float inv[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const float l = quad_sum(row_sum[r]);
-    inv[r] = 1.0f / l;
-    const int row = g + 8 * r;
-    if (t == 0 && row0 + row < tq) lse[row] = row_max[r] * p.scale + logf(l);
-  }
-  store_strip<kHeadDim>(o, p.o_s.row, acc_o, inv[0], inv[1], tq - row0);
+  store_output<kHeadDim>(o, p.o_s.row, lse, acc_o, row_max, row_sum, p.scale, tq - row0);
 }
 
 template <int kHeadDim, bool kCausal>
@@ -177,6 +133,9 @@ void launch_fwd_causal(const FlashParams& p, cudaStream_t stream) {
 }  // namespace flash
 
 void flash_fwd_bf16(const FlashParams& p, cudaStream_t stream) {
+  if (p.kernels != FlashKernels::MmaSync && flash_fwd_wgmma(p, stream)) return;
+  PT_CHECK(p.kernels != FlashKernels::Wgmma,
+           "flash attention: no wgmma kernel for head dimension " + std::to_string(p.head_dim) + " (64 and 128 only)");
   switch (p.head_dim) {
     case 16: return flash::launch_fwd_causal<16>(p, stream);
     case 32: return flash::launch_fwd_causal<32>(p, stream);

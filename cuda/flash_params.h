@@ -7,6 +7,10 @@
 
 namespace pt::cuda {
 
+// Which bf16 kernels run: Hopper warpgroup MMA (wgmma, head dims 64 and 128) or the mma.sync
+// FlashAttention-2 kernels (every head dim). Auto: wgmma where it covers the head dimension.
+enum class FlashKernels : uint8_t { Auto, MmaSync, Wgmma };
+
 // Element strides of one (B, H, T, D) view; the D stride is 1.
 struct RowStrides {
   int64_t batch = 0, head = 0, row = 0;
@@ -32,11 +36,16 @@ struct FlashParams {
   int batch = 0, heads = 0, seqlen_q = 0, seqlen_k = 0, head_dim = 0;
   float scale = 1.0f;  // 1/sqrt(D)
   bool causal = false;
+  FlashKernels kernels = FlashKernels::Auto;
 };
 
-// Tensor-core kernels (mma.sync m16n8k16, bf16 operands, fp32 accumulation).
+// Tensor-core kernels for bf16 (fp32 accumulation), the family chosen by p.kernels.
 void flash_fwd_bf16(const FlashParams& p, cudaStream_t stream);
 void flash_bwd_bf16(const FlashParams& p, cudaStream_t stream);
+// The wgmma kernels alone; false (nothing launched) when they do not cover p.head_dim. The
+// backward launches dK/dV and dQ and expects p.delta already computed.
+bool flash_fwd_wgmma(const FlashParams& p, cudaStream_t stream);
+bool flash_bwd_wgmma(const FlashParams& p, cudaStream_t stream);
 // CUDA-core kernels for fp32 inputs (FFMA, fp32 throughout: the tight-tolerance path).
 void flash_fwd_fp32(const FlashParams& p, cudaStream_t stream);
 void flash_bwd_fp32(const FlashParams& p, cudaStream_t stream);

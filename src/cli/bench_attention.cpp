@@ -56,7 +56,7 @@ Sweep preset(const std::string& study) {
 }
 
 struct Config {
-  std::string impl, dtype;
+  std::string impl, kernel, dtype;
   int64_t B, H, T, D;
   bool causal;
 };
@@ -173,6 +173,7 @@ Measurement measure(Context& ctx, const Config& c, const std::string& dout_kind,
   const DeviceKind kind = ctx.device().kind;
   alloc.empty_cache();
   alloc.reset_peak(kind);
+  const int64_t base = alloc.stats(kind).in_use;  // the context's own buffers (cuBLAS workspace)
   try {
     TrackingAllocator::Scope scope("bench_attention", MemCategory::Activations);
     const DType dt = dtype_from_name(c.dtype);
@@ -202,7 +203,7 @@ Measurement measure(Context& ctx, const Config& c, const std::string& dout_kind,
     };
     forward();
     ctx.synchronize();
-    r.mem_before_bwd = alloc.stats(kind).in_use;
+    r.mem_before_bwd = alloc.stats(kind).in_use - base;
     dq = Tensor::empty(shape, dt, ctx.device(), "dq");
     dk = Tensor::empty(shape, dt, ctx.device(), "dk");
     dv = Tensor::empty(shape, dt, ctx.device(), "dv");
@@ -227,7 +228,7 @@ Measurement measure(Context& ctx, const Config& c, const std::string& dout_kind,
     r.oom_request = static_cast<int64_t>(e.requested_bytes);
   }
   if (ctx.is_cuda()) ctx.synchronize();
-  r.peak = alloc.stats(kind).peak;
+  r.peak = alloc.stats(kind).peak - base;
   alloc.empty_cache();
   return r;
 }
@@ -235,6 +236,7 @@ Measurement measure(Context& ctx, const Config& c, const std::string& dout_kind,
 io::ResultTable make_table() {
   io::ResultTable t("attention", "latency (median over timed passes) and memory of naive and flash attention");
   t.add_string("impl", "naive | flash")
+      .add_string("kernel", "the kernels that ran: wgmma | mma.sync (bf16), simt (fp32), cpu; naive for naive")
       .add_string("dtype", "element type of q, k, v, out and the gradients")
       .add_int("batch", "batch size B")
       .add_int("heads", "heads H")
@@ -249,8 +251,10 @@ io::ResultTable make_table() {
       .add_double("bwd_tflops", "2.5 × forward FLOPs / bwd time, TFLOP/s", 1)
       .add_double("fwdbwd_tflops", "3.5 × forward FLOPs / fwd+bwd time, TFLOP/s", 1)
       .add_int("iters", "timed passes per phase")
-      .add_double("mem_before_bwd_MiB", "bytes in use just before backward (inputs, outputs, saved), MiB", 1)
-      .add_double("peak_MiB", "peak bytes in use during the configuration, MiB", 1)
+      .add_double("mem_before_bwd_MiB",
+                  "memory the configuration holds just before backward (q, k, v, dO, out and what forward saved; "
+                  "the context's cuBLAS workspace not counted), MiB", 1)
+      .add_double("peak_MiB", "peak memory of the configuration (workspace not counted), MiB", 1)
       .add_int("oom_request_bytes", "bytes the failing allocation asked for (0 unless OOM)");
   return t;
 }
@@ -261,6 +265,7 @@ void add_row(io::ResultTable& t, const Config& c, const Measurement& m) {
   const double mib = 1.0 / (1 << 20);
   t.add_row()
       .set("impl", c.impl)
+      .set("kernel", c.kernel)
       .set("dtype", c.dtype)
       .set("batch", c.B)
       .set("heads", c.H)
@@ -302,7 +307,7 @@ void check_sweep(const Sweep& s, const Context& ctx) {
 int run_bench_attention(const std::vector<std::string>& args) {
   RunOptions ro;
   std::string study = "flash", dout;
-  std::vector<std::string> impl_w, dtype_w, batch_w, heads_w, seq_w, dim_w;
+  std::vector<std::string> impl_w, dtype_w, batch_w, heads_w, seq_w, dim_w, kernels_w;
   std::string causal_s;
   Protocol pr;
   po::options_description desc("paratrain bench attention");
@@ -319,6 +324,8 @@ int run_bench_attention(const std::vector<std::string>& args) {
       ("head-dim", po::value(&dim_w)->multitoken(), "head dimensions (16, 32, 64, 128)")
       ("causal", po::value(&causal_s), "causal mask: 1/0 (overrides the study's)")
       ("dout", po::value(&dout), "upstream gradient: randn or ones (as o.sum().backward())")
+      ("flash-kernels", po::value(&kernels_w)->multitoken(),
+       "bf16 flash kernels to time: auto, mma, wgmma (a list compares them; default auto)")
       ("warmup", po::value(&pr.warmup)->default_value(pr.warmup), "untimed forward+backward passes first")
       ("iters", po::value(&pr.iters)->default_value(pr.iters), "timed passes per phase (forward, backward, both)")
       ("budget-ms", po::value(&pr.budget_ms)->default_value(pr.budget_ms),
@@ -340,6 +347,9 @@ int run_bench_attention(const std::vector<std::string>& args) {
     s.causal = causal_s == "1" || causal_s == "true";
   }
   if (!dout.empty()) s.dout = dout;
+  std::vector<ops::FlashKernels> kernels;
+  for (const auto& k : split_list(kernels_w)) kernels.push_back(ops::flash_kernels_from_name(k));
+  if (kernels.empty()) kernels.push_back(ops::FlashKernels::Auto);
 
   auto& rt = dist::Runtime::get();
   PT_CHECK(rt.world_size() == 1, "bench attention runs on one device: start it without mpirun -np > 1");
@@ -360,16 +370,29 @@ int run_bench_attention(const std::vector<std::string>& args) {
         for (int64_t H : s.heads)
           for (int64_t T : s.seq)
             for (const auto& impl : s.impls) {
-              const Config c{impl, dt, B, H, T, D, s.causal};
-              const Measurement m = measure(ctx, c, s.dout, pr, seed++);
-              add_row(table, c, m);
-              std::cerr << "bench attention: " << impl << " " << dt << " B" << B << " H" << H << " T" << T << " d" << D
-                        << ": " << m.status;
-              if (m.status == "ok") std::cerr << ", fwd+bwd " << m.fwdbwd_ms << " ms";
-              if (m.status == "OOM") std::cerr << " (" << m.oom_request << " bytes asked)";
-              std::cerr << std::endl;
-              record.add_table(table);
-              record.commit();  // a long sweep keeps what it has measured
+              // Flash in bf16 on the GPU: once per requested kernel family that covers d.
+              std::vector<ops::FlashKernels> families{ops::FlashKernels::Auto};
+              if (impl == "flash" && ctx.is_cuda() && dt == "bf16") {
+                families.clear();
+                for (auto k : kernels)
+                  if (k != ops::FlashKernels::Wgmma || D == 64 || D == 128) families.push_back(k);
+              }
+              for (auto family : families) {
+                ops::set_flash_kernels(family);
+                const std::string kernel =
+                    impl == "naive" ? "naive" : ops::flash_kernel_used(ctx, dtype_from_name(dt), D);
+                const Config c{impl, kernel, dt, B, H, T, D, s.causal};
+                const Measurement m = measure(ctx, c, s.dout, pr, seed++);
+                add_row(table, c, m);
+                std::cerr << "bench attention: " << impl << " (" << kernel << ") " << dt << " B" << B << " H" << H
+                          << " T" << T << " d" << D << ": " << m.status;
+                if (m.status == "ok") std::cerr << ", fwd+bwd " << m.fwdbwd_ms << " ms";
+                if (m.status == "OOM") std::cerr << " (" << m.oom_request << " bytes asked)";
+                std::cerr << std::endl;
+                record.add_table(table);
+                record.commit();  // a long sweep keeps what it has measured
+              }
+              ops::set_flash_kernels(ops::FlashKernels::Auto);
             }
   table.print(std::cout);
   std::cout << "results: " << record.path() << std::endl;

@@ -2,6 +2,7 @@
 // CPU implementation or the CUDA kernels.
 #include "ops/flash_attention.h"
 
+#include <atomic>
 #include <cmath>
 
 #include "core/error.h"
@@ -13,6 +14,9 @@ namespace pt::ops {
 namespace {
 
 constexpr int kCpuTile = 32;
+std::atomic<FlashKernels> g_kernels{FlashKernels::Auto};
+
+bool wgmma_covers(int64_t head_dim) { return head_dim == 64 || head_dim == 128; }
 
 // A 3-D (B, T, D) tensor as the (B, 1, T, D) view; 4-D tensors unchanged.
 Tensor as_4d(const Tensor& t, const char* what) {
@@ -97,10 +101,40 @@ cuda::FlashParams make_params(const Dims& dm, const Tensor& q, const Tensor& k, 
   p.head_dim = static_cast<int>(dm.d);
   p.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dm.d)));
   p.causal = causal;
+  p.kernels = g_kernels.load();
+  PT_CHECK(p.kernels != FlashKernels::Wgmma || q.dtype() != DType::BF16 || wgmma_covers(dm.d),
+           "flash attention: the wgmma kernels cover head dimensions 64 and 128, not " + std::to_string(dm.d) +
+               " (use the auto or mma.sync kernels)");
   return p;
 }
 
 }  // namespace
+
+void set_flash_kernels(FlashKernels kernels) { g_kernels.store(kernels); }
+FlashKernels flash_kernels() { return g_kernels.load(); }
+
+const char* flash_kernels_name(FlashKernels kernels) {
+  switch (kernels) {
+    case FlashKernels::Auto: return "auto";
+    case FlashKernels::MmaSync: return "mma.sync";
+    case FlashKernels::Wgmma: return "wgmma";
+  }
+  return "?";
+}
+
+FlashKernels flash_kernels_from_name(const std::string& name) {
+  if (name == "auto") return FlashKernels::Auto;
+  if (name == "mma" || name == "mma.sync") return FlashKernels::MmaSync;
+  if (name == "wgmma") return FlashKernels::Wgmma;
+  PT_FAIL("flash kernels must be auto, mma or wgmma (got '" + name + "')");
+}
+
+const char* flash_kernel_used(const Context& ctx, DType dtype, int64_t head_dim) {
+  if (!ctx.is_cuda()) return "cpu";
+  if (dtype != DType::BF16) return "simt";
+  const FlashKernels k = g_kernels.load();
+  return k != FlashKernels::MmaSync && wgmma_covers(head_dim) ? "wgmma" : "mma.sync";
+}
 
 void flash_attention_forward(Context& ctx, Tensor& out_in, Tensor& lse_in, const Tensor& q_in,
                              const Tensor& k_in, const Tensor& v_in, bool causal) {

@@ -1,8 +1,11 @@
 #pragma once
 // FlashAttention-2 forward and backward (CUDA), and the tiled CPU implementation of the same
 // two algorithms (the readable reference). Same layout rules as ops/attention.h.
+#include <string>
+
 #include "core/context.h"
 #include "core/tensor.h"
+#include "cuda/flash_params.h"
 
 namespace pt::ops {
 
@@ -21,6 +24,18 @@ void flash_attention_forward(Context& ctx, Tensor& out, Tensor& lse, const Tenso
 void flash_attention_backward(Context& ctx, Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dout,
                               const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                               const Tensor& lse, bool causal);
+
+// Which bf16 GPU kernels run (process-wide; tests and benchmarks compare the two families):
+// Hopper warpgroup MMA (Wgmma: head dims 64 and 128), the mma.sync FlashAttention-2 kernels
+// (MmaSync: every head dim), or Auto (wgmma where it covers the head dimension, else mma.sync).
+using cuda::FlashKernels;
+void set_flash_kernels(FlashKernels kernels);
+FlashKernels flash_kernels();
+const char* flash_kernels_name(FlashKernels kernels);       // "auto", "mma.sync", "wgmma"
+FlashKernels flash_kernels_from_name(const std::string& name);  // auto | mma | wgmma; throws otherwise
+// The kernels that actually run for these arguments on the GPU: "wgmma", "mma.sync" (bf16) or
+// "simt" (fp32); "cpu" on the CPU.
+const char* flash_kernel_used(const Context& ctx, DType dtype, int64_t head_dim);
 
 // The tiled CPU algorithms themselves (the functions above call these for CPU tensors with
 // 32 × 32 tiles). Tile sizes are parameters so tests can exercise partial and uneven tiles.

@@ -174,6 +174,15 @@ TEST(FlashCpu, StridedAndThreeDimensionalViews) {
   PT_EXPECT_ALLCLOSE(l3.to_host_f64(ctx), ref1.lse, 1e-6, 1e-6);
 }
 
+TEST(FlashCpu, KernelFamilyNames) {
+  for (auto k : {ops::FlashKernels::Auto, ops::FlashKernels::MmaSync, ops::FlashKernels::Wgmma})
+    EXPECT_EQ(ops::flash_kernels_from_name(ops::flash_kernels_name(k)), k);
+  EXPECT_EQ(ops::flash_kernels_from_name("mma"), ops::FlashKernels::MmaSync);
+  EXPECT_THROW(ops::flash_kernels_from_name("cudnn"), Error);
+  Context ctx(Device::cpu());
+  EXPECT_STREQ(ops::flash_kernel_used(ctx, DType::F32, 64), "cpu");
+}
+
 // Misuse gets one clear pt::Error, never a crash or a silent answer.
 TEST(FlashCpu, RejectsBadArguments) {
   Context ctx(Device::cpu());

@@ -6,6 +6,7 @@
 #include <limits>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "common/test_util.h"
 #include "core/error.h"
@@ -154,7 +155,30 @@ Outputs run_flash(Context& ctx, const Case& c, const std::vector<double>& q, con
 // bf16: the bar users know (rtol = atol = 1e-2). fp32: CUDA-core fp32 arithmetic, far tighter.
 double tolerance(DType t) { return t == DType::BF16 ? 1e-2 : 1e-4; }
 
+// Every bf16 case runs on each kernel family that covers it (wgmma: d = 64, 128).
+std::vector<ops::FlashKernels> families(const Case& c) {
+  if (c.dtype == DType::BF16 && (c.m.d == 64 || c.m.d == 128))
+    return {ops::FlashKernels::MmaSync, ops::FlashKernels::Wgmma};
+  return {ops::FlashKernels::Auto};
+}
+
+// Selects a kernel family for one scope; Auto again afterwards (also when an assertion throws).
+struct KernelsScope {
+  explicit KernelsScope(ops::FlashKernels k) { ops::set_flash_kernels(k); }
+  ~KernelsScope() { ops::set_flash_kernels(ops::FlashKernels::Auto); }
+};
+
+void check_case_with(const Case& c, uint64_t seed);
+
 void check_case(const Case& c, uint64_t seed) {
+  for (ops::FlashKernels k : families(c)) {
+    KernelsScope scope(k);
+    SCOPED_TRACE(std::string("kernels ") + ops::flash_kernels_name(k));
+    check_case_with(c, seed);
+  }
+}
+
+void check_case_with(const Case& c, uint64_t seed) {
   SCOPED_TRACE(describe(c));
   Context ctx(Device::cuda(0));
   const Dims& m = c.m;
@@ -227,11 +251,30 @@ TEST(FlashGpu, BackwardIsDeterministic) {
   Context ctx(Device::cuda(0));
   const auto q = randn(m.q_elems(), 7000), k = randn(m.k_elems(), 7001), v = randn(m.k_elems(), 7002);
   const auto dout = randn(m.q_elems(), 7003);
-  const Outputs a = run_flash(ctx, c, q, k, v, dout), b = run_flash(ctx, c, q, k, v, dout);
-  EXPECT_EQ(a.dq, b.dq);
-  EXPECT_EQ(a.dk, b.dk);
-  EXPECT_EQ(a.dv, b.dv);
-  EXPECT_EQ(a.o, b.o);
+  for (ops::FlashKernels kf : families(c)) {
+    KernelsScope scope(kf);
+    SCOPED_TRACE(ops::flash_kernels_name(kf));
+    const Outputs a = run_flash(ctx, c, q, k, v, dout), b = run_flash(ctx, c, q, k, v, dout);
+    EXPECT_EQ(a.dq, b.dq);
+    EXPECT_EQ(a.dk, b.dk);
+    EXPECT_EQ(a.dv, b.dv);
+    EXPECT_EQ(a.o, b.o);
+  }
+}
+
+TEST(FlashGpu, WgmmaRejectsUncoveredHeadDim) {
+  PT_REQUIRE_GPU();
+  Context ctx(Device::cuda(0));
+  KernelsScope scope(ops::FlashKernels::Wgmma);
+  Tensor q = Tensor::zeros({1, 1, 8, 32}, DType::BF16, ctx), k = Tensor::zeros({1, 1, 8, 32}, DType::BF16, ctx);
+  Tensor v = Tensor::zeros({1, 1, 8, 32}, DType::BF16, ctx), out = Tensor::zeros({1, 1, 8, 32}, DType::BF16, ctx);
+  Tensor lse = Tensor::zeros({1, 1, 8}, DType::F32, ctx);
+  try {
+    ops::flash_attention_forward(ctx, out, lse, q, k, v, false);
+    ADD_FAILURE() << "wgmma accepted head dimension 32";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("wgmma"), std::string::npos) << e.what();
+  }
 }
 
 TEST(FlashGpu, RejectsMisalignedBf16Rows) {

@@ -1,0 +1,294 @@
+// FlashAttention backward on Hopper warpgroup MMA (wgmma): the two passes of flash_bwd_bf16.cu
+// (dK/dV per key tile, dQ per query tile, no atomics; the reasons are given there) with each
+// warpgroup running its products on 64 rows from swizzled shared-memory tiles. Every operand
+// keeps its natural row layout: Q, K, V, dO are K-major where they are contracted over d and
+// MN-major where they are contracted over the sequence (flash_wgmma.cuh). Head dimensions 64, 128.
+// delta = rowsum(O ∘ dO) comes from flash_bwd_bf16.cu's kernel, launched first.
+#include "cuda/flash_params.h"
+#include "cuda/flash_softmax.cuh"
+#include "cuda/flash_wgmma.cuh"
+
+namespace pt::cuda {
+namespace flash {
+namespace {
+
+// dK/dV pass: two warpgroups × 64 keys per block, 64 queries per step. Per thread: Sᵀ and dPᵀ
+// (32 registers each), dK and dV (D/2 each).
+template <int kHeadDim>
+struct DkDvWgmmaTraits {
+  static constexpr int kWarpgroups = 2;
+  static constexpr int kBlockN = 64 * kWarpgroups;  // keys per block
+  static constexpr int kBlockM = 64;                 // queries per step
+  static constexpr int kThreads = 128 * kWarpgroups;
+  static constexpr int kKVBytes = sw128_tile_bytes<kBlockN, kHeadDim>();
+  static constexpr int kQBytes = sw128_tile_bytes<kBlockM, kHeadDim>();
+  // K, V; two stages of Q and dO; two stages of L and delta (fp32); alignment slack.
+  static constexpr int kSmemBytes = 2 * kKVBytes + 4 * kQBytes + 4 * kBlockM * 4 + kSwizzleBlockBytes;
+};
+
+// dQ pass: two warpgroups × 64 queries per block, 64 keys per step.
+template <int kHeadDim>
+struct DqWgmmaTraits {
+  static constexpr int kWarpgroups = 2;
+  static constexpr int kBlockM = 64 * kWarpgroups;
+  static constexpr int kBlockN = 64;
+  static constexpr int kThreads = 128 * kWarpgroups;
+  static constexpr int kQBytes = sw128_tile_bytes<kBlockM, kHeadDim>();
+  static constexpr int kKVBytes = sw128_tile_bytes<kBlockN, kHeadDim>();
+  static constexpr int kSmemBytes = 2 * kQBytes + 4 * kKVBytes + kSwizzleBlockBytes;  // Q, dO; 2 stages K, V
+};
+
+template <int kHeadDim, bool kCausal>
+__global__ void __launch_bounds__(DkDvWgmmaTraits<kHeadDim>::kThreads)
+    flash_bwd_dkdv_wgmma_kernel(const FlashParams p) {
+  using Tr = DkDvWgmmaTraits<kHeadDim>;
+  constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kThreads = Tr::kThreads;
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* smem = sw128_smem_base(smem_raw);
+  bf16* sK = reinterpret_cast<bf16*>(smem);                 // (kBlockN, D) SW128
+  bf16* sV = sK + kBlockN * kHeadDim;                        // (kBlockN, D) SW128
+  bf16* sQ = sV + kBlockN * kHeadDim;                        // (2, kBlockM, D) SW128
+  bf16* sdO = sQ + 2 * kBlockM * kHeadDim;                   // (2, kBlockM, D) SW128
+  float* sL = reinterpret_cast<float*>(sdO + 2 * kBlockM * kHeadDim);  // (2, kBlockM)
+  float* sDelta = sL + 2 * kBlockM;                                     // (2, kBlockM)
+
+  const int n0 = blockIdx.x * kBlockN, h = blockIdx.y, b = blockIdx.z;
+  const int wg = threadIdx.x / 128, warp_in_wg = (threadIdx.x / 32) % 4;
+  const int tq = p.seqlen_q, tk = p.seqlen_k;
+  const int64_t bh = static_cast<int64_t>(b) * p.heads + h;
+  const int key0 = n0 + wg * 64 + warp_in_wg * 16;  // this warp's 16 keys
+
+  const bf16* q = static_cast<const bf16*>(p.q) + b * p.q_s.batch + h * p.q_s.head;
+  const bf16* k = static_cast<const bf16*>(p.k) + b * p.k_s.batch + h * p.k_s.head + n0 * p.k_s.row;
+  const bf16* v = static_cast<const bf16*>(p.v) + b * p.v_s.batch + h * p.v_s.head + n0 * p.v_s.row;
+  const bf16* d_o = static_cast<const bf16*>(p.dout) + b * p.do_s.batch + h * p.do_s.head;
+  const float* lse = p.lse + bh * tq;
+  const float* delta = p.delta + bh * tq;
+
+  const int m_begin = kCausal ? n0 / kBlockM : 0;
+  const int m_blocks = (tq + kBlockM - 1) / kBlockM;
+  auto unmasked = [&](int i) {
+    return (!kCausal || i * kBlockM >= n0 + kBlockN - 1) && (i + 1) * kBlockM <= tq;
+  };
+  auto load_query_tile = [&](int i, int stage) {
+    const int m0 = i * kBlockM;
+    load_tile_sw128<kBlockM, kHeadDim, kThreads>(sQ + stage * kBlockM * kHeadDim, q + m0 * p.q_s.row, p.q_s.row,
+                                                 tq - m0);
+    load_tile_sw128<kBlockM, kHeadDim, kThreads>(sdO + stage * kBlockM * kHeadDim, d_o + m0 * p.do_s.row,
+                                                 p.do_s.row, tq - m0);
+    load_vec_async<kBlockM, kThreads>(sL + stage * kBlockM, lse + m0, tq - m0);
+    load_vec_async<kBlockM, kThreads>(sDelta + stage * kBlockM, delta + m0, tq - m0);
+  };
+
+  load_tile_sw128<kBlockN, kHeadDim, kThreads>(sK, k, p.k_s.row, tk - n0);
+  load_tile_sw128<kBlockN, kHeadDim, kThreads>(sV, v, p.v_s.row, tk - n0);
+  load_query_tile(m_begin, 0);
+  cp_async_commit();
+
+  float acc_dk[kHeadDim / 8][4], acc_dv[kHeadDim / 8][4];  // (64 keys, D) per warpgroup
+  zero(acc_dk);
+  zero(acc_dv);
+  const float scale_log2 = p.scale * kLog2e;
+
+  for (int i = m_begin; i < m_blocks; ++i) {
+    const int stage = (i - m_begin) & 1;
+    if (i + 1 < m_blocks) {
+      load_query_tile(i + 1, stage ^ 1);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    fence_async_proxy();
+    __syncthreads();
+    const bf16* sQi = sQ + stage * kBlockM * kHeadDim;
+    const bf16* sdOi = sdO + stage * kBlockM * kHeadDim;
+    const float* sLi = sL + stage * kBlockM;
+    const float* sDi = sDelta + stage * kBlockM;
+    const int m0 = i * kBlockM;
+
+    // Sᵀ = K·Qᵀ (rows: this warpgroup's keys; columns: the tile's queries)
+    float acc_s[kBlockM / 8][4];
+    zero(acc_s);
+    pin(acc_s);
+    wgmma_fence();
+    wgmma_k_major<kHeadDim, kBlockM, kBlockN, kBlockM>(acc_s, sK, wg * 64, sQi, 0);
+    wgmma_commit();
+    wgmma_wait<0>();
+    pin(acc_s);
+    if (unmasked(i))
+      probs_by_col<kBlockM, kCausal, false>(acc_s, sLi, key0, m0, tq, scale_log2);
+    else
+      probs_by_col<kBlockM, kCausal, true>(acc_s, sLi, key0, m0, tq, scale_log2);
+
+    // dV += Pᵀ·dO and dPᵀ = V·dOᵀ, one batch
+    uint32_t p_frag[kBlockM / 16][4];
+    acc_to_a<kBlockM>(p_frag, acc_s);
+    float acc_dp[kBlockM / 8][4];
+    zero(acc_dp);
+    pin(p_frag);
+    pin(acc_dp);
+    pin(acc_dv);
+    wgmma_fence();
+    wgmma_regs_mn_major<kBlockM, kHeadDim, kBlockM>(acc_dv, p_frag, sdOi);
+    wgmma_k_major<kHeadDim, kBlockM, kBlockN, kBlockM>(acc_dp, sV, wg * 64, sdOi, 0);
+    wgmma_commit();
+    wgmma_wait<0>();
+    pin(acc_dv);
+    pin(acc_dp);
+
+    // dSᵀ = Pᵀ ∘ (dPᵀ − delta); dK += dSᵀ·Q (1/sqrt(d) applied at the end)
+    ds_by_col<kBlockM>(acc_dp, acc_s, sDi);
+    uint32_t ds_frag[kBlockM / 16][4];
+    acc_to_a<kBlockM>(ds_frag, acc_dp);
+    pin(ds_frag);
+    pin(acc_dk);
+    wgmma_fence();
+    wgmma_regs_mn_major<kBlockM, kHeadDim, kBlockM>(acc_dk, ds_frag, sQi);
+    wgmma_commit();
+    wgmma_wait<0>();
+    pin(acc_dk);
+    __syncthreads();
+  }
+
+  bf16* dk = static_cast<bf16*>(p.dk) + b * p.dk_s.batch + h * p.dk_s.head + key0 * p.dk_s.row;
+  bf16* dv = static_cast<bf16*>(p.dv) + b * p.dv_s.batch + h * p.dv_s.head + key0 * p.dv_s.row;
+  store_strip<kHeadDim>(dk, p.dk_s.row, acc_dk, p.scale, p.scale, tk - key0);
+  store_strip<kHeadDim>(dv, p.dv_s.row, acc_dv, 1.0f, 1.0f, tk - key0);
+}
+
+template <int kHeadDim, bool kCausal>
+__global__ void __launch_bounds__(DqWgmmaTraits<kHeadDim>::kThreads)
+    flash_bwd_dq_wgmma_kernel(const FlashParams p) {
+  using Tr = DqWgmmaTraits<kHeadDim>;
+  constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kThreads = Tr::kThreads;
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* smem = sw128_smem_base(smem_raw);
+  bf16* sQ = reinterpret_cast<bf16*>(smem);  // (kBlockM, D) SW128
+  bf16* sdO = sQ + kBlockM * kHeadDim;        // (kBlockM, D) SW128
+  bf16* sK = sdO + kBlockM * kHeadDim;        // (2, kBlockN, D) SW128
+  bf16* sV = sK + 2 * kBlockN * kHeadDim;     // (2, kBlockN, D) SW128
+
+  const int m_block = static_cast<int>(gridDim.x - 1 - blockIdx.x);  // heaviest first (causal)
+  const int h = blockIdx.y, b = blockIdx.z;
+  const int m0 = m_block * kBlockM;
+  const int wg = threadIdx.x / 128, warp_in_wg = (threadIdx.x / 32) % 4;
+  const int tq = p.seqlen_q, tk = p.seqlen_k;
+  const int64_t bh = static_cast<int64_t>(b) * p.heads + h;
+  const int row0 = m0 + wg * 64 + warp_in_wg * 16;
+
+  const bf16* q = static_cast<const bf16*>(p.q) + b * p.q_s.batch + h * p.q_s.head + m0 * p.q_s.row;
+  const bf16* d_o = static_cast<const bf16*>(p.dout) + b * p.do_s.batch + h * p.do_s.head + m0 * p.do_s.row;
+  const bf16* k = static_cast<const bf16*>(p.k) + b * p.k_s.batch + h * p.k_s.head;
+  const bf16* v = static_cast<const bf16*>(p.v) + b * p.v_s.batch + h * p.v_s.head;
+
+  const int n_end = kCausal ? min(tk, m0 + kBlockM) : tk;
+  const int n_blocks = (n_end + kBlockN - 1) / kBlockN;
+  const int n_full = kCausal ? min((m0 + 1) / kBlockN, tk / kBlockN) : tk / kBlockN;
+
+  load_tile_sw128<kBlockM, kHeadDim, kThreads>(sQ, q, p.q_s.row, tq - m0);
+  load_tile_sw128<kBlockM, kHeadDim, kThreads>(sdO, d_o, p.do_s.row, tq - m0);
+  load_tile_sw128<kBlockN, kHeadDim, kThreads>(sK, k, p.k_s.row, tk);
+  load_tile_sw128<kBlockN, kHeadDim, kThreads>(sV, v, p.v_s.row, tk);
+  cp_async_commit();
+
+  float neg_lse2[2], delta[2];  // this thread's two rows
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = row0 + frag_row(2 * r);
+    const bool valid = row < tq;
+    neg_lse2[r] = valid ? -p.lse[bh * tq + row] * kLog2e : 0.0f;
+    delta[r] = valid ? p.delta[bh * tq + row] : 0.0f;
+  }
+  float acc_dq[kHeadDim / 8][4];
+  zero(acc_dq);
+  const float scale_log2 = p.scale * kLog2e;
+
+  for (int j = 0; j < n_blocks; ++j) {
+    const int stage = j & 1;
+    if (j + 1 < n_blocks) {
+      const int n1 = (j + 1) * kBlockN;
+      load_tile_sw128<kBlockN, kHeadDim, kThreads>(sK + (stage ^ 1) * kBlockN * kHeadDim, k + n1 * p.k_s.row,
+                                                   p.k_s.row, tk - n1);
+      load_tile_sw128<kBlockN, kHeadDim, kThreads>(sV + (stage ^ 1) * kBlockN * kHeadDim, v + n1 * p.v_s.row,
+                                                   p.v_s.row, tk - n1);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    fence_async_proxy();
+    __syncthreads();
+    const bf16* sKj = sK + stage * kBlockN * kHeadDim;
+    const bf16* sVj = sV + stage * kBlockN * kHeadDim;
+
+    // S = Q·Kᵀ and dP = dO·Vᵀ, one batch
+    float acc_s[kBlockN / 8][4], acc_dp[kBlockN / 8][4];
+    zero(acc_s);
+    zero(acc_dp);
+    pin(acc_s);
+    pin(acc_dp);
+    wgmma_fence();
+    wgmma_k_major<kHeadDim, kBlockN, kBlockM, kBlockN>(acc_s, sQ, wg * 64, sKj, 0);
+    wgmma_k_major<kHeadDim, kBlockN, kBlockM, kBlockN>(acc_dp, sdO, wg * 64, sVj, 0);
+    wgmma_commit();
+    wgmma_wait<0>();
+    pin(acc_s);
+    pin(acc_dp);
+    if (j < n_full)
+      probs_by_row<kBlockN, kCausal, false>(acc_s, neg_lse2, row0, j * kBlockN, tk, scale_log2);
+    else
+      probs_by_row<kBlockN, kCausal, true>(acc_s, neg_lse2, row0, j * kBlockN, tk, scale_log2);
+    ds_by_row<kBlockN>(acc_s, acc_dp, delta);
+
+    // dQ += dS·K (K read MN-major: its rows are the contraction)
+    uint32_t ds_frag[kBlockN / 16][4];
+    acc_to_a<kBlockN>(ds_frag, acc_s);
+    pin(ds_frag);
+    pin(acc_dq);
+    wgmma_fence();
+    wgmma_regs_mn_major<kBlockN, kHeadDim, kBlockN>(acc_dq, ds_frag, sKj);
+    wgmma_commit();
+    wgmma_wait<0>();
+    pin(acc_dq);
+    __syncthreads();
+  }
+
+  bf16* dq = static_cast<bf16*>(p.dq) + b * p.dq_s.batch + h * p.dq_s.head + row0 * p.dq_s.row;
+  store_strip<kHeadDim>(dq, p.dq_s.row, acc_dq, p.scale, p.scale, tq - row0);
+}
+
+template <typename Traits, typename Kernel>
+void launch(Kernel kernel, int blocks, const FlashParams& p, cudaStream_t stream) {
+  PT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSmemBytes));
+  kernel<<<dim3(static_cast<unsigned>(blocks), p.heads, p.batch), Traits::kThreads, Traits::kSmemBytes, stream>>>(p);
+  PT_CUDA_CHECK_LAUNCH();
+}
+
+template <int kHeadDim, bool kCausal>
+void launch_bwd(const FlashParams& p, cudaStream_t stream) {
+  using DkDv = DkDvWgmmaTraits<kHeadDim>;
+  using Dq = DqWgmmaTraits<kHeadDim>;
+  launch<DkDv>(flash_bwd_dkdv_wgmma_kernel<kHeadDim, kCausal>, static_cast<int>(ceil_div(p.seqlen_k, DkDv::kBlockN)),
+               p, stream);
+  launch<Dq>(flash_bwd_dq_wgmma_kernel<kHeadDim, kCausal>, static_cast<int>(ceil_div(p.seqlen_q, Dq::kBlockM)), p,
+             stream);
+}
+
+template <int kHeadDim>
+void launch_bwd_causal(const FlashParams& p, cudaStream_t stream) {
+  p.causal ? launch_bwd<kHeadDim, true>(p, stream) : launch_bwd<kHeadDim, false>(p, stream);
+}
+
+}  // namespace
+}  // namespace flash
+
+bool flash_bwd_wgmma(const FlashParams& p, cudaStream_t stream) {
+  switch (p.head_dim) {
+    case 64: flash::launch_bwd_causal<64>(p, stream); return true;
+    case 128: flash::launch_bwd_causal<128>(p, stream); return true;
+    default: return false;
+  }
+}
+
+}  // namespace pt::cuda

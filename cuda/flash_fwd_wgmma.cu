@@ -1,0 +1,140 @@
+// FlashAttention forward on Hopper warpgroup MMA (wgmma): Algorithm 1 as in flash_fwd_bf16.cu,
+// with each warpgroup computing S = Q·Kᵀ and O += P·V for 64 query rows straight from swizzled
+// shared-memory tiles (the B operand is never staged through registers, and one read of a K or V
+// tile feeds 64 rows instead of 16). Two warpgroups per block share the K/V tiles, copied in with
+// cp.async two stages deep. Head dimensions 64 and 128.
+#include "cuda/flash_params.h"
+#include "cuda/flash_softmax.cuh"
+#include "cuda/flash_wgmma.cuh"
+
+namespace pt::cuda {
+namespace flash {
+namespace {
+
+template <int kHeadDim>
+struct FwdWgmmaTraits {
+  static constexpr int kWarpgroups = 2;
+  static constexpr int kBlockM = 64 * kWarpgroups;  // query rows per block
+  static constexpr int kBlockN = 64;                 // keys per step
+  static constexpr int kThreads = 128 * kWarpgroups;
+  static constexpr int kQBytes = sw128_tile_bytes<kBlockM, kHeadDim>();
+  static constexpr int kKVBytes = sw128_tile_bytes<kBlockN, kHeadDim>();
+  // Q, then two stages of K and of V; 1 KiB slack to align the base to the swizzle period.
+  static constexpr int kSmemBytes = kQBytes + 4 * kKVBytes + kSwizzleBlockBytes;
+};
+
+template <int kHeadDim, bool kCausal>
+__global__ void __launch_bounds__(FwdWgmmaTraits<kHeadDim>::kThreads)
+    flash_fwd_wgmma_kernel(const FlashParams p) {
+  using Tr = FwdWgmmaTraits<kHeadDim>;
+  constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kThreads = Tr::kThreads;
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* smem = sw128_smem_base(smem_raw);
+  bf16* sQ = reinterpret_cast<bf16*>(smem);               // (kBlockM, D) SW128
+  bf16* sK = reinterpret_cast<bf16*>(smem + Tr::kQBytes);  // (2, kBlockN, D) SW128
+  bf16* sV = sK + 2 * kBlockN * kHeadDim;                  // (2, kBlockN, D) SW128
+
+  const int m_block = static_cast<int>(gridDim.x - 1 - blockIdx.x);  // heaviest causal tiles first
+  const int h = blockIdx.y, b = blockIdx.z;
+  const int m0 = m_block * kBlockM;
+  const int wg = threadIdx.x / 128, warp_in_wg = (threadIdx.x / 32) % 4;
+  const int tq = p.seqlen_q, tk = p.seqlen_k;
+  const int row0 = m0 + wg * 64 + warp_in_wg * 16;  // this warp's 16-row strip
+
+  const bf16* q = static_cast<const bf16*>(p.q) + b * p.q_s.batch + h * p.q_s.head + m0 * p.q_s.row;
+  const bf16* k = static_cast<const bf16*>(p.k) + b * p.k_s.batch + h * p.k_s.head;
+  const bf16* v = static_cast<const bf16*>(p.v) + b * p.v_s.batch + h * p.v_s.head;
+
+  const int n_end = kCausal ? min(tk, m0 + kBlockM) : tk;
+  const int n_blocks = (n_end + kBlockN - 1) / kBlockN;
+  const int n_full = kCausal ? min((m0 + 1) / kBlockN, tk / kBlockN) : tk / kBlockN;
+
+  load_tile_sw128<kBlockM, kHeadDim, kThreads>(sQ, q, p.q_s.row, tq - m0);
+  load_tile_sw128<kBlockN, kHeadDim, kThreads>(sK, k, p.k_s.row, tk);
+  load_tile_sw128<kBlockN, kHeadDim, kThreads>(sV, v, p.v_s.row, tk);
+  cp_async_commit();
+
+  const float scale_log2 = p.scale * kLog2e;
+  const float mask_bias = kMaskedScoreBias / p.scale;
+  float acc_o[kHeadDim / 8][4];  // (64, D) per warpgroup: this thread's fragment
+  zero(acc_o);
+  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
+
+  for (int j = 0; j < n_blocks; ++j) {
+    const int stage = j & 1;
+    if (j + 1 < n_blocks) {
+      const int n1 = (j + 1) * kBlockN;
+      load_tile_sw128<kBlockN, kHeadDim, kThreads>(sK + (stage ^ 1) * kBlockN * kHeadDim, k + n1 * p.k_s.row,
+                                                   p.k_s.row, tk - n1);
+      load_tile_sw128<kBlockN, kHeadDim, kThreads>(sV + (stage ^ 1) * kBlockN * kHeadDim, v + n1 * p.v_s.row,
+                                                   p.v_s.row, tk - n1);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    fence_async_proxy();
+    __syncthreads();
+    const bf16* sKj = sK + stage * kBlockN * kHeadDim;
+    const bf16* sVj = sV + stage * kBlockN * kHeadDim;
+
+    float acc_s[kBlockN / 8][4];  // (64, kBlockN) raw scores
+    zero(acc_s);
+    pin(acc_s);
+    wgmma_fence();
+    wgmma_k_major<kHeadDim, kBlockN, kBlockM, kBlockN>(acc_s, sQ, wg * 64, sKj, 0);
+    wgmma_commit();
+    wgmma_wait<0>();
+    pin(acc_s);
+
+    if (j < n_full)
+      online_softmax<kBlockN, kHeadDim, kCausal, false>(acc_s, acc_o, row_max, row_sum, row0, j * kBlockN, tk,
+                                                        scale_log2, mask_bias);
+    else
+      online_softmax<kBlockN, kHeadDim, kCausal, true>(acc_s, acc_o, row_max, row_sum, row0, j * kBlockN, tk,
+                                                       scale_log2, mask_bias);
+
+    uint32_t p_frag[kBlockN / 16][4];  // P in bf16 as the register A operand
+    acc_to_a<kBlockN>(p_frag, acc_s);
+    pin(p_frag);
+    pin(acc_o);
+    wgmma_fence();
+    wgmma_regs_mn_major<kBlockN, kHeadDim, kBlockN>(acc_o, p_frag, sVj);
+    wgmma_commit();
+    wgmma_wait<0>();
+    pin(acc_o);
+    __syncthreads();  // this stage is refilled by the next iteration's copy
+  }
+
+  bf16* o = static_cast<bf16*>(p.o) + b * p.o_s.batch + h * p.o_s.head + row0 * p.o_s.row;
+  float* lse = p.lse + (static_cast<int64_t>(b) * p.heads + h) * tq + row0;
+  store_output<kHeadDim>(o, p.o_s.row, lse, acc_o, row_max, row_sum, p.scale, tq - row0);
+}
+
+template <int kHeadDim, bool kCausal>
+void launch(const FlashParams& p, cudaStream_t stream) {
+  using Tr = FwdWgmmaTraits<kHeadDim>;
+  auto kernel = flash_fwd_wgmma_kernel<kHeadDim, kCausal>;
+  PT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes));
+  const dim3 grid(static_cast<unsigned>(ceil_div(p.seqlen_q, Tr::kBlockM)), p.heads, p.batch);
+  kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(p);
+  PT_CUDA_CHECK_LAUNCH();
+}
+
+template <int kHeadDim>
+void launch_causal(const FlashParams& p, cudaStream_t stream) {
+  p.causal ? launch<kHeadDim, true>(p, stream) : launch<kHeadDim, false>(p, stream);
+}
+
+}  // namespace
+}  // namespace flash
+
+bool flash_fwd_wgmma(const FlashParams& p, cudaStream_t stream) {
+  switch (p.head_dim) {
+    case 64: flash::launch_causal<64>(p, stream); return true;
+    case 128: flash::launch_causal<128>(p, stream); return true;
+    default: return false;
+  }
+}
+
+}  // namespace pt::cuda

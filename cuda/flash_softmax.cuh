@@ -1,0 +1,135 @@
+#pragma once
+// The element-wise parts of the flash kernels, on accumulator fragments: the forward's online
+// softmax and the backward's P and dS. Shared by the mma.sync and the wgmma kernels, whose fp32
+// accumulators have one layout: a thread holds rows g and g+8 of its warp's 16-row strip and, in
+// each 8-column tile j, columns 8j + 2t and 8j + 2t + 1 (acc[j][e]: row g + 8·(e/2), column
+// 8j + 2t + e%2).
+#include "cuda/flash_mma.cuh"
+
+namespace pt::cuda::flash {
+
+__device__ __forceinline__ int frag_row(int e) { return (threadIdx.x % 32) / 4 + 8 * (e >> 1); }
+__device__ __forceinline__ int frag_col(int j, int e) { return j * 8 + 2 * (threadIdx.x % 4) + (e & 1); }
+
+// Forward, one key tile: mask (kMasked: the tile crosses the diagonal or the end of the keys;
+// unmasked tiles do no index arithmetic), raise the running max, rescale O and the running sum,
+// and turn the raw scores S into P = exp(scale·S − max) in place.
+// row0: query index of the strip's first row; n0: key index of the tile's first column.
+template <int kBlockN, int kHeadDim, bool kCausal, bool kMasked>
+__device__ __forceinline__ void online_softmax(float (&acc_s)[kBlockN / 8][4], float (&acc_o)[kHeadDim / 8][4],
+                                               float (&row_max)[2], float (&row_sum)[2], int row0, int n0,
+                                               int seqlen_k, float scale_log2, float mask_bias) {
+  if constexpr (kMasked) {
+#pragma unroll
+    for (int j = 0; j < kBlockN / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int col = n0 + frag_col(j, e), row = row0 + frag_row(e);
+        if (col >= seqlen_k)
+          acc_s[j][e] = -INFINITY;  // past the last key: not a score at all
+        else if (kCausal && col > row)
+          acc_s[j][e] += mask_bias;
+      }
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float mx = row_max[r];
+#pragma unroll
+    for (int j = 0; j < kBlockN / 8; ++j) mx = fmaxf(mx, fmaxf(acc_s[j][2 * r], acc_s[j][2 * r + 1]));
+    mx = quad_max(mx);  // finite: every tile has a valid key, masked ones are only biased
+    // First tile: row_max = -inf, alpha = 2^-inf = 0 (O and l are still zero anyway).
+    const float alpha = exp2_approx((row_max[r] - mx) * scale_log2);
+    row_max[r] = mx;
+    const float neg_max = -mx * scale_log2;
+    float sum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kBlockN / 8; ++j) {
+      acc_s[j][2 * r] = exp2_approx(fmaf(acc_s[j][2 * r], scale_log2, neg_max));
+      acc_s[j][2 * r + 1] = exp2_approx(fmaf(acc_s[j][2 * r + 1], scale_log2, neg_max));
+      sum += acc_s[j][2 * r] + acc_s[j][2 * r + 1];
+    }
+    // Each lane keeps a partial sum of its own columns; the quad adds them up at the end.
+    row_sum[r] = row_sum[r] * alpha + sum;
+#pragma unroll
+    for (int j = 0; j < kHeadDim / 8; ++j) {
+      acc_o[j][2 * r] *= alpha;
+      acc_o[j][2 * r + 1] *= alpha;
+    }
+  }
+}
+
+// Forward epilogue: O = acc / l to bf16 rows, L = m·scale + log(l) (the logsumexp of the scaled
+// scores) to lse. o and lse point at the strip's first row.
+template <int kHeadDim>
+__device__ __forceinline__ void store_output(bf16* o, int64_t ld, float* lse, const float (&acc_o)[kHeadDim / 8][4],
+                                             const float (&row_max)[2], const float (&row_sum)[2], float scale,
+                                             int valid_rows) {
+  float inv[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const float l = quad_sum(row_sum[r]);
+    inv[r] = 1.0f / l;
+    if (threadIdx.x % 4 == 0 && frag_row(2 * r) < valid_rows) lse[frag_row(2 * r)] = row_max[r] * scale + logf(l);
+  }
+  store_strip<kHeadDim>(o, ld, acc_o, inv[0], inv[1], valid_rows);
+}
+
+// Backward, rows are queries (the dQ pass): P = exp(scale·S − L_row) in place; masked entries
+// (key past the end, or after the query when causal) exactly 0. neg_lse2[r] = −L·log2(e).
+template <int kBlockN, bool kCausal, bool kMasked>
+__device__ __forceinline__ void probs_by_row(float (&acc_s)[kBlockN / 8][4], const float (&neg_lse2)[2], int row0,
+                                             int n0, int seqlen_k, float scale_log2) {
+#pragma unroll
+  for (int j = 0; j < kBlockN / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float pv = exp2_approx(fmaf(acc_s[j][e], scale_log2, neg_lse2[e >> 1]));
+      if constexpr (kMasked) {
+        const int key = n0 + frag_col(j, e), query = row0 + frag_row(e);
+        if (key >= seqlen_k || (kCausal && key > query)) pv = 0.0f;
+      }
+      acc_s[j][e] = pv;
+    }
+}
+
+// dS = P ∘ (dP − delta_row), into acc_p.
+template <int kBlockN>
+__device__ __forceinline__ void ds_by_row(float (&acc_p)[kBlockN / 8][4], const float (&acc_dp)[kBlockN / 8][4],
+                                          const float (&delta)[2]) {
+#pragma unroll
+  for (int j = 0; j < kBlockN / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc_p[j][e] *= acc_dp[j][e] - delta[e >> 1];
+}
+
+// Backward, rows are keys and columns queries (the dK/dV pass computes Sᵀ = K·Qᵀ):
+// Pᵀ = exp(scale·Sᵀ − L_column) in place, masked entries (query past the end, or before the key
+// when causal) exactly 0. lse: the tile's L values; key0: key index of the strip's first row.
+template <int kBlockM, bool kCausal, bool kMasked>
+__device__ __forceinline__ void probs_by_col(float (&acc_s)[kBlockM / 8][4], const float* lse, int key0, int m0,
+                                             int seqlen_q, float scale_log2) {
+#pragma unroll
+  for (int j = 0; j < kBlockM / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int col = frag_col(j, e);
+      float pv = exp2_approx(fmaf(acc_s[j][e], scale_log2, -lse[col] * kLog2e));
+      if constexpr (kMasked) {
+        const int query = m0 + col, key = key0 + frag_row(e);
+        if (query >= seqlen_q || (kCausal && key > query)) pv = 0.0f;
+      }
+      acc_s[j][e] = pv;
+    }
+}
+
+// dSᵀ = Pᵀ ∘ (dPᵀ − delta_column), into acc_dp.
+template <int kBlockM>
+__device__ __forceinline__ void ds_by_col(float (&acc_dp)[kBlockM / 8][4], const float (&acc_p)[kBlockM / 8][4],
+                                          const float* delta) {
+#pragma unroll
+  for (int j = 0; j < kBlockM / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc_dp[j][e] = acc_p[j][e] * (acc_dp[j][e] - delta[frag_col(j, e)]);
+}
+
+}  // namespace pt::cuda::flash

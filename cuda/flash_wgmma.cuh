@@ -1,0 +1,171 @@
+#pragma once
+// Hopper warpgroup MMA (wgmma, sm_90a) for the flash kernels: shared-memory tiles in the
+// 128-byte-swizzled layout the tensor cores read directly, their matrix descriptors, and
+// m64n64k16 products (bf16 × bf16 → fp32) with A from shared memory or from registers.
+//
+// A warpgroup (4 consecutive warps, 128 threads) computes a 64-row strip; warp w of the group
+// owns rows 16w … 16w+15 and its accumulator fragment has the mma.sync layout (flash_softmax.cuh),
+// so one set of element-wise code serves both kernel families, and an accumulator read as bf16
+// pairs is the register A operand of the next product (acc_to_a in flash_mma.cuh).
+//
+// Tile layout ("SW128"): a (rows × D) bf16 tile is stored as D/64 column blocks of (rows × 64);
+// each 64-element row is 128 bytes and its 16-byte chunk c sits at chunk c ^ (row % 8). Blocks
+// start on 1024-byte boundaries (the swizzle is a function of the address). The same bytes serve
+//   - as a K-major operand (rows are M or N, columns are K): Q, K, dO as the A or B of Q·Kᵀ, dO·Vᵀ;
+//   - as an MN-major operand (rows are K, columns are N): V in P·V, dO in Pᵀ·dO, Q in dSᵀ·Q, K in dS·K,
+// so no tile is ever transposed in memory.
+#include <cstdint>
+
+#include "cuda/flash_mma.cuh"
+
+namespace pt::cuda::flash {
+
+constexpr int kSwizzleBlockBytes = 1024;  // 8 rows × 128 bytes: the swizzle pattern's period
+
+// Bytes of a (rows × kHeadDim) SW128 tile.
+template <int kRows, int kHeadDim>
+constexpr int sw128_tile_bytes() { return kRows * kHeadDim * 2; }
+
+// Rows [0, kRows) of a (rows, kHeadDim) bf16 matrix (row stride ld elements) into an SW128 tile,
+// asynchronously; rows ≥ valid_rows are zero-filled.
+template <int kRows, int kHeadDim, int kThreads>
+__device__ __forceinline__ void load_tile_sw128(bf16* dst, const bf16* src, int64_t ld, int valid_rows) {
+  static_assert(kHeadDim % 64 == 0 && kRows % 8 == 0, "SW128 tiles are 64-column blocks of 8-row groups");
+  constexpr int kChunksPerRow = kHeadDim / 8;
+  constexpr int kChunks = kRows * kChunksPerRow;
+  static_assert(kChunks % kThreads == 0, "tile chunks do not divide among threads");
+#pragma unroll
+  for (int c0 = 0; c0 < kChunks; c0 += kThreads) {
+    const int c = c0 + static_cast<int>(threadIdx.x);
+    const int r = c / kChunksPerRow, chunk = c % kChunksPerRow;
+    const int block = chunk / 8, in_row = chunk % 8;
+    const bool valid = r < valid_rows;
+    bf16* d = dst + block * kRows * 64 + r * 64 + ((in_row ^ (r & 7)) * 8);
+    cp_async_16(d, valid ? src + r * ld + chunk * 8 : src, valid);
+  }
+}
+
+// Shared memory that cp.async (or any ordinary store) wrote is read by wgmma through the async
+// proxy: every writing thread fences after its copies landed, before the barrier.
+__device__ __forceinline__ void fence_async_proxy() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+// Matrix descriptor: start address, leading and stride byte offsets, 128-byte swizzle.
+__device__ __forceinline__ uint64_t sw128_desc(const bf16* start, uint32_t lbo_bytes, uint32_t sbo_bytes) {
+  const uint32_t a = smem_addr(start);
+  return static_cast<uint64_t>((a & 0x3FFFF) >> 4) | (static_cast<uint64_t>(lbo_bytes >> 4) << 16) |
+         (static_cast<uint64_t>(sbo_bytes >> 4) << 32) | (1ull << 62);
+}
+
+// K-major operand: rows [row0, row0 + M or N) of a kRows-row tile, k-step kk (columns 16kk …).
+// Within a 128-byte row a k-step is a 32-byte offset; the hardware applies the swizzle to the
+// resulting addresses. SBO: 8-row groups are 1024 bytes apart; LBO is unused with swizzling.
+template <int kRows>
+__device__ __forceinline__ uint64_t desc_k_major(const bf16* tile, int row0, int kk) {
+  return sw128_desc(tile + (kk / 4) * kRows * 64 + row0 * 64 + (kk % 4) * 16, 16, kSwizzleBlockBytes);
+}
+
+// MN-major operand: k-step kk is rows 16kk … 16kk+15 of a kRows-row tile, N = the 64 columns of
+// block nb. Each product reads one 64-column block, so the offset between column blocks is never
+// used; the 8-row groups along K are 1024 bytes apart (SBO). LBO is set to the same 1024 bytes,
+// so the descriptor is right whichever of the two fields the hardware takes for that step.
+template <int kRows>
+__device__ __forceinline__ uint64_t desc_mn_major(const bf16* tile, int kk, int nb) {
+  return sw128_desc(tile + nb * kRows * 64 + kk * 16 * 64, kSwizzleBlockBytes, kSwizzleBlockBytes);
+}
+
+// wgmma.fence before the first product of a batch (accumulators or A registers were written by
+// ordinary instructions); commit the batch; wait until at most N batches are in flight.
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+
+// Pins registers at a point in the instruction stream: the compiler may not move reads or writes
+// of an accumulator across the asynchronous region between a product's issue and its wait.
+template <int N>
+__device__ __forceinline__ void pin(float (&acc)[N][4]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(acc[i][e])::"memory");
+}
+template <int N>
+__device__ __forceinline__ void pin(uint32_t (&a)[N][4]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(a[i][e])::"memory");
+}
+
+#define PT_WGMMA_ACC_OPERANDS(d)                                                                          \
+  "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), \
+      "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]),            \
+      "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]),            \
+      "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]),            \
+      "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+#define PT_WGMMA_ACC_LIST                                                                                   \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, " \
+  "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+
+// d (64 × 64) += A (64 × 16, shared, K-major) · B (16 × 64, shared; kTransB: MN-major).
+template <int kTransB>
+__device__ __forceinline__ void wgmma_ss(float (&d)[8][4], uint64_t desc_a, uint64_t desc_b) {
+  asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " PT_WGMMA_ACC_LIST
+               ", %32, %33, 1, 1, 1, 0, %34;\n"
+               : PT_WGMMA_ACC_OPERANDS(d)
+               : "l"(desc_a), "l"(desc_b), "n"(kTransB)
+               : "memory");
+}
+
+// d (64 × 64) += A (64 × 16, registers: this thread's fragment) · B (16 × 64, shared).
+template <int kTransB>
+__device__ __forceinline__ void wgmma_rs(float (&d)[8][4], const uint32_t (&a)[4], uint64_t desc_b) {
+  asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " PT_WGMMA_ACC_LIST
+               ", {%32, %33, %34, %35}, %36, 1, 1, 1, %37;\n"
+               : PT_WGMMA_ACC_OPERANDS(d)
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(kTransB)
+               : "memory");
+}
+
+#undef PT_WGMMA_ACC_LIST
+#undef PT_WGMMA_ACC_OPERANDS
+
+// The 64-column block nb of an accumulator (N/8 tiles of 8 columns) as a 64 × 64 accumulator.
+template <int N>
+__device__ __forceinline__ float (&block64(float (&acc)[N][4], int nb))[8][4] {
+  return *reinterpret_cast<float(*)[8][4]>(&acc[8 * nb]);
+}
+
+// acc (64 × N) += A (64 × K, K-major shared tile at desc_a's rows) · B (K × N, K-major shared
+// tile rows = N): the S = Q·Kᵀ shape. Issues K/16 × N/64 products; the caller commits and waits.
+template <int K, int N, int kARows, int kBRows>
+__device__ __forceinline__ void wgmma_k_major(float (&acc)[N / 8][4], const bf16* a_tile, int a_row0,
+                                              const bf16* b_tile, int b_row0) {
+#pragma unroll
+  for (int kk = 0; kk < K / 16; ++kk)
+#pragma unroll
+    for (int nb = 0; nb < N / 64; ++nb)
+      wgmma_ss<0>(block64<N / 8>(acc, nb), desc_k_major<kARows>(a_tile, a_row0, kk),
+                  desc_k_major<kBRows>(b_tile, b_row0 + nb * 64, kk));
+}
+
+// acc (64 × N) += A (64 × K, registers: acc_to_a fragments) · B (K × N, MN-major shared tile,
+// rows = K): the P·V shape. N is the head dimension (64-column blocks of the tile).
+template <int K, int N, int kBRows>
+__device__ __forceinline__ void wgmma_regs_mn_major(float (&acc)[N / 8][4], const uint32_t (&a)[K / 16][4],
+                                                    const bf16* b_tile) {
+#pragma unroll
+  for (int kk = 0; kk < K / 16; ++kk)
+#pragma unroll
+    for (int nb = 0; nb < N / 64; ++nb) wgmma_rs<1>(block64<N / 8>(acc, nb), a[kk], desc_mn_major<kBRows>(b_tile, kk, nb));
+}
+
+// The block's dynamic shared memory rounded up to the swizzle period (launch with 1 KiB extra).
+__device__ __forceinline__ unsigned char* sw128_smem_base(unsigned char* raw) {
+  const uint32_t a = smem_addr(raw);
+  return raw + ((kSwizzleBlockBytes - (a % kSwizzleBlockBytes)) % kSwizzleBlockBytes);
+}
+
+}  // namespace pt::cuda::flash
