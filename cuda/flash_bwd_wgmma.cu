@@ -12,11 +12,13 @@ namespace pt::cuda {
 namespace flash {
 namespace {
 
-// dK/dV pass: two warpgroups × 64 keys per block, 64 queries per step. Per thread: Sᵀ and dPᵀ
-// (32 registers each), dK and dV (D/2 each).
-template <int kHeadDim>
+// dK/dV pass: warpgroups × 64 keys per block, 64 queries per step. Per thread: Sᵀ and dPᵀ
+// (32 registers each), dK and dV (D/2 each). Two warpgroups share each Q/dO tile (half the copy
+// traffic); one warpgroup per block fits several blocks per SM, which then drift apart and keep
+// the tensor cores busy through each other's element-wise phases.
+template <int kHeadDim, int kWarpgroups_>
 struct DkDvWgmmaTraits {
-  static constexpr int kWarpgroups = 2;
+  static constexpr int kWarpgroups = kWarpgroups_;
   static constexpr int kBlockN = 64 * kWarpgroups;  // keys per block
   static constexpr int kBlockM = 64;                 // queries per step
   static constexpr int kThreads = 128 * kWarpgroups;
@@ -24,24 +26,28 @@ struct DkDvWgmmaTraits {
   static constexpr int kQBytes = sw128_tile_bytes<kBlockM, kHeadDim>();
   // K, V; two stages of Q and dO; two stages of L and delta (fp32); alignment slack.
   static constexpr int kSmemBytes = 2 * kKVBytes + 4 * kQBytes + 4 * kBlockM * 4 + kSwizzleBlockBytes;
+  // One warpgroup, d = 64: ask for registers that let three blocks share an SM.
+  static constexpr int kMinBlocks = kWarpgroups == 1 && kHeadDim == 64 ? 3 : 1;
 };
 
-// dQ pass: two warpgroups × 64 queries per block, 64 keys per step.
-template <int kHeadDim>
+// dQ pass: warpgroups × 64 queries per block, 64 keys per step.
+template <int kHeadDim, int kWarpgroups_>
 struct DqWgmmaTraits {
-  static constexpr int kWarpgroups = 2;
+  static constexpr int kWarpgroups = kWarpgroups_;
   static constexpr int kBlockM = 64 * kWarpgroups;
   static constexpr int kBlockN = 64;
   static constexpr int kThreads = 128 * kWarpgroups;
   static constexpr int kQBytes = sw128_tile_bytes<kBlockM, kHeadDim>();
   static constexpr int kKVBytes = sw128_tile_bytes<kBlockN, kHeadDim>();
   static constexpr int kSmemBytes = 2 * kQBytes + 4 * kKVBytes + kSwizzleBlockBytes;  // Q, dO; 2 stages K, V
+  static constexpr int kMinBlocks = kWarpgroups == 1 && kHeadDim == 64 ? 3 : 1;
 };
 
-template <int kHeadDim, bool kCausal>
-__global__ void __launch_bounds__(DkDvWgmmaTraits<kHeadDim>::kThreads)
+template <int kHeadDim, int kWarpgroups, bool kCausal>
+__global__ void __launch_bounds__(DkDvWgmmaTraits<kHeadDim, kWarpgroups>::kThreads,
+                                  DkDvWgmmaTraits<kHeadDim, kWarpgroups>::kMinBlocks)
     flash_bwd_dkdv_wgmma_kernel(const FlashParams p) {
-  using Tr = DkDvWgmmaTraits<kHeadDim>;
+  using Tr = DkDvWgmmaTraits<kHeadDim, kWarpgroups>;
   constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kThreads = Tr::kThreads;
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = sw128_smem_base(smem_raw);
@@ -157,10 +163,11 @@ __global__ void __launch_bounds__(DkDvWgmmaTraits<kHeadDim>::kThreads)
   store_strip<kHeadDim>(dv, p.dv_s.row, acc_dv, 1.0f, 1.0f, tk - key0);
 }
 
-template <int kHeadDim, bool kCausal>
-__global__ void __launch_bounds__(DqWgmmaTraits<kHeadDim>::kThreads)
+template <int kHeadDim, int kWarpgroups, bool kCausal>
+__global__ void __launch_bounds__(DqWgmmaTraits<kHeadDim, kWarpgroups>::kThreads,
+                                  DqWgmmaTraits<kHeadDim, kWarpgroups>::kMinBlocks)
     flash_bwd_dq_wgmma_kernel(const FlashParams p) {
-  using Tr = DqWgmmaTraits<kHeadDim>;
+  using Tr = DqWgmmaTraits<kHeadDim, kWarpgroups>;
   constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kThreads = Tr::kThreads;
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = sw128_smem_base(smem_raw);
@@ -265,14 +272,28 @@ void launch(Kernel kernel, int blocks, const FlashParams& p, cudaStream_t stream
   PT_CUDA_CHECK_LAUNCH();
 }
 
+template <int kHeadDim, int kWarpgroups, bool kCausal>
+void launch_dkdv(const FlashParams& p, cudaStream_t stream) {
+  using Tr = DkDvWgmmaTraits<kHeadDim, kWarpgroups>;
+  launch<Tr>(flash_bwd_dkdv_wgmma_kernel<kHeadDim, kWarpgroups, kCausal>,
+             static_cast<int>(ceil_div(p.seqlen_k, Tr::kBlockN)), p, stream);
+}
+
+template <int kHeadDim, int kWarpgroups, bool kCausal>
+void launch_dq(const FlashParams& p, cudaStream_t stream) {
+  using Tr = DqWgmmaTraits<kHeadDim, kWarpgroups>;
+  launch<Tr>(flash_bwd_dq_wgmma_kernel<kHeadDim, kWarpgroups, kCausal>,
+             static_cast<int>(ceil_div(p.seqlen_q, Tr::kBlockM)), p, stream);
+}
+
+// The compiled tile shapes: 1 or 2 warpgroups per block in each pass.
 template <int kHeadDim, bool kCausal>
 void launch_bwd(const FlashParams& p, cudaStream_t stream) {
-  using DkDv = DkDvWgmmaTraits<kHeadDim>;
-  using Dq = DqWgmmaTraits<kHeadDim>;
-  launch<DkDv>(flash_bwd_dkdv_wgmma_kernel<kHeadDim, kCausal>, static_cast<int>(ceil_div(p.seqlen_k, DkDv::kBlockN)),
-               p, stream);
-  launch<Dq>(flash_bwd_dq_wgmma_kernel<kHeadDim, kCausal>, static_cast<int>(ceil_div(p.seqlen_q, Dq::kBlockM)), p,
-             stream);
+  const int dkdv = p.tiles.dkdv_warpgroups, dq = p.tiles.dq_warpgroups;
+  PT_CHECK((dkdv == 1 || dkdv == 2) && (dq == 1 || dq == 2),
+           "flash attention: the wgmma backward passes run 1 or 2 warpgroups per block");
+  dkdv == 1 ? launch_dkdv<kHeadDim, 1, kCausal>(p, stream) : launch_dkdv<kHeadDim, 2, kCausal>(p, stream);
+  dq == 1 ? launch_dq<kHeadDim, 1, kCausal>(p, stream) : launch_dq<kHeadDim, 2, kCausal>(p, stream);
 }
 
 template <int kHeadDim>

@@ -1,8 +1,9 @@
 // FlashAttention forward on Hopper warpgroup MMA (wgmma): Algorithm 1 as in flash_fwd_bf16.cu,
 // with each warpgroup computing S = Q·Kᵀ and O += P·V for 64 query rows straight from swizzled
 // shared-memory tiles (the B operand is never staged through registers, and one read of a K or V
-// tile feeds 64 rows instead of 16). Two warpgroups per block share the K/V tiles, copied in with
-// cp.async two stages deep. Head dimensions 64 and 128.
+// tile feeds 64 rows instead of 16). The warpgroups of a block share the K/V tiles, copied in with
+// cp.async two stages deep. Head dimensions 64 and 128; tile shapes chosen at run time among the
+// compiled ones (FlashParams::tiles).
 #include "cuda/flash_params.h"
 #include "cuda/flash_softmax.cuh"
 #include "cuda/flash_wgmma.cuh"
@@ -11,11 +12,11 @@ namespace pt::cuda {
 namespace flash {
 namespace {
 
-template <int kHeadDim>
+template <int kHeadDim, int kWarpgroups_, int kBlockN_>
 struct FwdWgmmaTraits {
-  static constexpr int kWarpgroups = 2;
+  static constexpr int kWarpgroups = kWarpgroups_;
   static constexpr int kBlockM = 64 * kWarpgroups;  // query rows per block
-  static constexpr int kBlockN = 64;                 // keys per step
+  static constexpr int kBlockN = kBlockN_;           // keys per step
   static constexpr int kThreads = 128 * kWarpgroups;
   static constexpr int kQBytes = sw128_tile_bytes<kBlockM, kHeadDim>();
   static constexpr int kKVBytes = sw128_tile_bytes<kBlockN, kHeadDim>();
@@ -23,10 +24,10 @@ struct FwdWgmmaTraits {
   static constexpr int kSmemBytes = kQBytes + 4 * kKVBytes + kSwizzleBlockBytes;
 };
 
-template <int kHeadDim, bool kCausal>
-__global__ void __launch_bounds__(FwdWgmmaTraits<kHeadDim>::kThreads)
+template <int kHeadDim, int kWarpgroups, int kBlockN_, bool kCausal>
+__global__ void __launch_bounds__(FwdWgmmaTraits<kHeadDim, kWarpgroups, kBlockN_>::kThreads)
     flash_fwd_wgmma_kernel(const FlashParams p) {
-  using Tr = FwdWgmmaTraits<kHeadDim>;
+  using Tr = FwdWgmmaTraits<kHeadDim, kWarpgroups, kBlockN_>;
   constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kThreads = Tr::kThreads;
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = sw128_smem_base(smem_raw);
@@ -111,19 +112,31 @@ __global__ void __launch_bounds__(FwdWgmmaTraits<kHeadDim>::kThreads)
   store_output<kHeadDim>(o, p.o_s.row, lse, acc_o, row_max, row_sum, p.scale, tq - row0);
 }
 
-template <int kHeadDim, bool kCausal>
+template <int kHeadDim, int kWarpgroups, int kBlockN, bool kCausal>
 void launch(const FlashParams& p, cudaStream_t stream) {
-  using Tr = FwdWgmmaTraits<kHeadDim>;
-  auto kernel = flash_fwd_wgmma_kernel<kHeadDim, kCausal>;
+  using Tr = FwdWgmmaTraits<kHeadDim, kWarpgroups, kBlockN>;
+  auto kernel = flash_fwd_wgmma_kernel<kHeadDim, kWarpgroups, kBlockN, kCausal>;
   PT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes));
   const dim3 grid(static_cast<unsigned>(ceil_div(p.seqlen_q, Tr::kBlockM)), p.heads, p.batch);
   kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(p);
   PT_CUDA_CHECK_LAUNCH();
 }
 
+// The compiled tile shapes: (warpgroups, keys per step) ∈ {1, 2} × {64, 128}.
+template <int kHeadDim, bool kCausal>
+void launch_tiles(const FlashParams& p, cudaStream_t stream) {
+  const int wg = p.tiles.fwd_warpgroups, bn = p.tiles.fwd_block_n;
+  if (wg == 1 && bn == 64) return launch<kHeadDim, 1, 64, kCausal>(p, stream);
+  if (wg == 1 && bn == 128) return launch<kHeadDim, 1, 128, kCausal>(p, stream);
+  if (wg == 2 && bn == 64) return launch<kHeadDim, 2, 64, kCausal>(p, stream);
+  if (wg == 2 && bn == 128) return launch<kHeadDim, 2, 128, kCausal>(p, stream);
+  PT_FAIL("flash attention: no wgmma forward kernel with " + std::to_string(wg) + " warpgroups × " +
+          std::to_string(bn) + " keys (1 or 2 × 64 or 128)");
+}
+
 template <int kHeadDim>
 void launch_causal(const FlashParams& p, cudaStream_t stream) {
-  p.causal ? launch<kHeadDim, true>(p, stream) : launch<kHeadDim, false>(p, stream);
+  p.causal ? launch_tiles<kHeadDim, true>(p, stream) : launch_tiles<kHeadDim, false>(p, stream);
 }
 
 }  // namespace

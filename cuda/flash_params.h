@@ -11,6 +11,13 @@ namespace pt::cuda {
 // FlashAttention-2 kernels (every head dim). Auto: wgmma where it covers the head dimension.
 enum class FlashKernels : uint8_t { Auto, MmaSync, Wgmma };
 
+// Tile shapes of the wgmma kernels (compiled variants; see flash_fwd_wgmma.cu, flash_bwd_wgmma.cu):
+// forward warpgroups per block (64 query rows each) × keys per step; warpgroups per block of the
+// dK/dV pass (64 keys each) and of the dQ pass (64 queries each).
+struct WgmmaTiles {
+  int fwd_warpgroups = 2, fwd_block_n = 64, dkdv_warpgroups = 2, dq_warpgroups = 2;
+};
+
 // Element strides of one (B, H, T, D) view; the D stride is 1.
 struct RowStrides {
   int64_t batch = 0, head = 0, row = 0;
@@ -37,6 +44,7 @@ struct FlashParams {
   float scale = 1.0f;  // 1/sqrt(D)
   bool causal = false;
   FlashKernels kernels = FlashKernels::Auto;
+  WgmmaTiles tiles;
 };
 
 // Tensor-core kernels for bf16 (fp32 accumulation), the family chosen by p.kernels.

@@ -236,7 +236,7 @@ Measurement measure(Context& ctx, const Config& c, const std::string& dout_kind,
 io::ResultTable make_table() {
   io::ResultTable t("attention", "latency (median over timed passes) and memory of naive and flash attention");
   t.add_string("impl", "naive | flash")
-      .add_string("kernel", "the kernels that ran: wgmma | mma.sync (bf16), simt (fp32), cpu; naive for naive")
+      .add_string("kernel", "the kernels that ran: wgmma <tiles F/K/Q> | mma.sync (bf16), simt (fp32), cpu; naive for naive")
       .add_string("dtype", "element type of q, k, v, out and the gradients")
       .add_int("batch", "batch size B")
       .add_int("heads", "heads H")
@@ -307,7 +307,7 @@ void check_sweep(const Sweep& s, const Context& ctx) {
 int run_bench_attention(const std::vector<std::string>& args) {
   RunOptions ro;
   std::string study = "flash", dout;
-  std::vector<std::string> impl_w, dtype_w, batch_w, heads_w, seq_w, dim_w, kernels_w;
+  std::vector<std::string> impl_w, dtype_w, batch_w, heads_w, seq_w, dim_w, kernels_w, tiles_w;
   std::string causal_s;
   Protocol pr;
   po::options_description desc("paratrain bench attention");
@@ -326,6 +326,8 @@ int run_bench_attention(const std::vector<std::string>& args) {
       ("dout", po::value(&dout), "upstream gradient: randn or ones (as o.sum().backward())")
       ("flash-kernels", po::value(&kernels_w)->multitoken(),
        "bf16 flash kernels to time: auto, mma, wgmma (a list compares them; default auto)")
+      ("wgmma-tiles", po::value(&tiles_w)->multitoken(),
+       "wgmma tile shapes to time, F/K/Q each (see ops/flash_attention.h), e.g. 2x64/2/2,1x64/1/1")
       ("warmup", po::value(&pr.warmup)->default_value(pr.warmup), "untimed forward+backward passes first")
       ("iters", po::value(&pr.iters)->default_value(pr.iters), "timed passes per phase (forward, backward, both)")
       ("budget-ms", po::value(&pr.budget_ms)->default_value(pr.budget_ms),
@@ -350,6 +352,9 @@ int run_bench_attention(const std::vector<std::string>& args) {
   std::vector<ops::FlashKernels> kernels;
   for (const auto& k : split_list(kernels_w)) kernels.push_back(ops::flash_kernels_from_name(k));
   if (kernels.empty()) kernels.push_back(ops::FlashKernels::Auto);
+  std::vector<ops::WgmmaTiles> tiles;
+  for (const auto& t : split_list(tiles_w)) tiles.push_back(ops::wgmma_tiles_from_name(t));
+  if (tiles.empty()) tiles.push_back(ops::flash_wgmma_tiles());
 
   auto& rt = dist::Runtime::get();
   PT_CHECK(rt.world_size() == 1, "bench attention runs on one device: start it without mpirun -np > 1");
@@ -370,15 +375,27 @@ int run_bench_attention(const std::vector<std::string>& args) {
         for (int64_t H : s.heads)
           for (int64_t T : s.seq)
             for (const auto& impl : s.impls) {
-              // Flash in bf16 on the GPU: once per requested kernel family that covers d.
-              std::vector<ops::FlashKernels> families{ops::FlashKernels::Auto};
+              // Flash in bf16 on the GPU: once per requested kernel family that covers d, and
+              // the wgmma family once per requested tile shape.
+              struct Variant {
+                ops::FlashKernels family;
+                ops::WgmmaTiles tiles;
+              };
+              std::vector<Variant> variants{{ops::FlashKernels::Auto, tiles.front()}};
               if (impl == "flash" && ctx.is_cuda() && dt == "bf16") {
-                families.clear();
-                for (auto k : kernels)
-                  if (k != ops::FlashKernels::Wgmma || D == 64 || D == 128) families.push_back(k);
+                variants.clear();
+                const bool wgmma_covers = D == 64 || D == 128;
+                for (auto k : kernels) {
+                  if (k == ops::FlashKernels::MmaSync || !wgmma_covers) {
+                    if (k != ops::FlashKernels::Wgmma) variants.push_back({k, tiles.front()});
+                  } else {
+                    for (const auto& t : tiles) variants.push_back({k, t});
+                  }
+                }
               }
-              for (auto family : families) {
-                ops::set_flash_kernels(family);
+              for (const auto& variant : variants) {
+                ops::set_flash_kernels(variant.family);
+                ops::set_flash_wgmma_tiles(variant.tiles);
                 const std::string kernel =
                     impl == "naive" ? "naive" : ops::flash_kernel_used(ctx, dtype_from_name(dt), D);
                 const Config c{impl, kernel, dt, B, H, T, D, s.causal};
@@ -393,6 +410,7 @@ int run_bench_attention(const std::vector<std::string>& args) {
                 record.commit();  // a long sweep keeps what it has measured
               }
               ops::set_flash_kernels(ops::FlashKernels::Auto);
+              ops::set_flash_wgmma_tiles(tiles.front());
             }
   table.print(std::cout);
   std::cout << "results: " << record.path() << std::endl;

@@ -4,6 +4,8 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstdio>
+#include <mutex>
 
 #include "core/error.h"
 #include "core/profiler.h"
@@ -15,6 +17,8 @@ namespace {
 
 constexpr int kCpuTile = 32;
 std::atomic<FlashKernels> g_kernels{FlashKernels::Auto};
+std::mutex g_tiles_mu;
+WgmmaTiles g_tiles;  // guarded by g_tiles_mu
 
 bool wgmma_covers(int64_t head_dim) { return head_dim == 64 || head_dim == 128; }
 
@@ -102,6 +106,7 @@ cuda::FlashParams make_params(const Dims& dm, const Tensor& q, const Tensor& k, 
   p.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dm.d)));
   p.causal = causal;
   p.kernels = g_kernels.load();
+  p.tiles = flash_wgmma_tiles();
   PT_CHECK(p.kernels != FlashKernels::Wgmma || q.dtype() != DType::BF16 || wgmma_covers(dm.d),
            "flash attention: the wgmma kernels cover head dimensions 64 and 128, not " + std::to_string(dm.d) +
                " (use the auto or mma.sync kernels)");
@@ -129,11 +134,40 @@ FlashKernels flash_kernels_from_name(const std::string& name) {
   PT_FAIL("flash kernels must be auto, mma or wgmma (got '" + name + "')");
 }
 
-const char* flash_kernel_used(const Context& ctx, DType dtype, int64_t head_dim) {
+void set_flash_wgmma_tiles(const WgmmaTiles& tiles) {
+  wgmma_tiles_from_name(wgmma_tiles_name(tiles));  // only compiled shapes
+  std::lock_guard<std::mutex> lock(g_tiles_mu);
+  g_tiles = tiles;
+}
+
+WgmmaTiles flash_wgmma_tiles() {
+  std::lock_guard<std::mutex> lock(g_tiles_mu);
+  return g_tiles;
+}
+
+std::string wgmma_tiles_name(const WgmmaTiles& t) {
+  return std::to_string(t.fwd_warpgroups) + "x" + std::to_string(t.fwd_block_n) + "/" +
+         std::to_string(t.dkdv_warpgroups) + "/" + std::to_string(t.dq_warpgroups);
+}
+
+WgmmaTiles wgmma_tiles_from_name(const std::string& name) {
+  WgmmaTiles t;
+  char tail = 0;
+  const int n = std::sscanf(name.c_str(), "%dx%d/%d/%d%c", &t.fwd_warpgroups, &t.fwd_block_n, &t.dkdv_warpgroups,
+                            &t.dq_warpgroups, &tail);
+  auto one_or_two = [](int w) { return w == 1 || w == 2; };
+  PT_CHECK(n == 4 && one_or_two(t.fwd_warpgroups) && (t.fwd_block_n == 64 || t.fwd_block_n == 128) &&
+               one_or_two(t.dkdv_warpgroups) && one_or_two(t.dq_warpgroups),
+           "wgmma tiles '" + name + "': expected F/K/Q with F = 1|2 x 64|128 and K, Q = 1|2, e.g. 2x64/2/2");
+  return t;
+}
+
+std::string flash_kernel_used(const Context& ctx, DType dtype, int64_t head_dim) {
   if (!ctx.is_cuda()) return "cpu";
   if (dtype != DType::BF16) return "simt";
   const FlashKernels k = g_kernels.load();
-  return k != FlashKernels::MmaSync && wgmma_covers(head_dim) ? "wgmma" : "mma.sync";
+  if (k != FlashKernels::MmaSync && wgmma_covers(head_dim)) return "wgmma " + wgmma_tiles_name(flash_wgmma_tiles());
+  return "mma.sync";
 }
 
 void flash_attention_forward(Context& ctx, Tensor& out_in, Tensor& lse_in, const Tensor& q_in,

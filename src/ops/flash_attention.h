@@ -33,9 +33,17 @@ void set_flash_kernels(FlashKernels kernels);
 FlashKernels flash_kernels();
 const char* flash_kernels_name(FlashKernels kernels);       // "auto", "mma.sync", "wgmma"
 FlashKernels flash_kernels_from_name(const std::string& name);  // auto | mma | wgmma; throws otherwise
-// The kernels that actually run for these arguments on the GPU: "wgmma", "mma.sync" (bf16) or
-// "simt" (fp32); "cpu" on the CPU.
-const char* flash_kernel_used(const Context& ctx, DType dtype, int64_t head_dim);
+// Tile shapes of the wgmma kernels (process-wide; benchmarks compare the compiled variants),
+// written "F/K/Q": forward "<warpgroups>x<keys per step>" (1|2 x 64|128), then the warpgroups per
+// block of the dK/dV pass and of the dQ pass (1|2), e.g. "2x64/2/2".
+using cuda::WgmmaTiles;
+void set_flash_wgmma_tiles(const WgmmaTiles& tiles);
+WgmmaTiles flash_wgmma_tiles();
+std::string wgmma_tiles_name(const WgmmaTiles& tiles);
+WgmmaTiles wgmma_tiles_from_name(const std::string& name);  // throws for shapes not compiled
+// The kernels that run for these arguments: "wgmma <tiles>" or "mma.sync" (bf16 on the GPU),
+// "simt" (fp32 on the GPU), "cpu".
+std::string flash_kernel_used(const Context& ctx, DType dtype, int64_t head_dim);
 
 // The tiled CPU algorithms themselves (the functions above call these for CPU tensors with
 // 32 × 32 tiles). Tile sizes are parameters so tests can exercise partial and uneven tiles.

@@ -180,7 +180,11 @@ TEST(FlashCpu, KernelFamilyNames) {
   EXPECT_EQ(ops::flash_kernels_from_name("mma"), ops::FlashKernels::MmaSync);
   EXPECT_THROW(ops::flash_kernels_from_name("cudnn"), Error);
   Context ctx(Device::cpu());
-  EXPECT_STREQ(ops::flash_kernel_used(ctx, DType::F32, 64), "cpu");
+  EXPECT_EQ(ops::flash_kernel_used(ctx, DType::F32, 64), "cpu");
+  for (const char* name : {"2x64/2/2", "1x128/1/2", "2x128/1/1"})
+    EXPECT_EQ(ops::wgmma_tiles_name(ops::wgmma_tiles_from_name(name)), name);
+  for (const char* bad : {"2x64", "3x64/2/2", "2x96/2/2", "2x64/2/2x", "2x64/0/1"})
+    EXPECT_THROW(ops::wgmma_tiles_from_name(bad), Error) << bad;
 }
 
 // Misuse gets one clear pt::Error, never a crash or a silent answer.

@@ -173,8 +173,13 @@ std::vector<ops::FlashKernels> families(const Case& c) {
 }
 
 // Selects a kernel family for one scope; Auto again afterwards (also when an assertion throws).
+// PT_FLASH_TEST_WGMMA_TILES (e.g. "1x128/1/1") runs the wgmma family with those tile shapes.
 struct KernelsScope {
-  explicit KernelsScope(ops::FlashKernels k) { ops::set_flash_kernels(k); }
+  explicit KernelsScope(ops::FlashKernels k) {
+    ops::set_flash_kernels(k);
+    if (const char* tiles = std::getenv("PT_FLASH_TEST_WGMMA_TILES"))
+      ops::set_flash_wgmma_tiles(ops::wgmma_tiles_from_name(tiles));
+  }
   ~KernelsScope() { ops::set_flash_kernels(ops::FlashKernels::Auto); }
 };
 
