@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -352,9 +353,9 @@ int run_bench_attention(const std::vector<std::string>& args) {
   std::vector<ops::FlashKernels> kernels;
   for (const auto& k : split_list(kernels_w)) kernels.push_back(ops::flash_kernels_from_name(k));
   if (kernels.empty()) kernels.push_back(ops::FlashKernels::Auto);
-  std::vector<ops::WgmmaTiles> tiles;
+  std::vector<std::optional<ops::WgmmaTiles>> tiles;  // nullopt: each head dimension's default
   for (const auto& t : split_list(tiles_w)) tiles.push_back(ops::wgmma_tiles_from_name(t));
-  if (tiles.empty()) tiles.push_back(ops::flash_wgmma_tiles());
+  if (tiles.empty()) tiles.push_back(std::nullopt);
 
   auto& rt = dist::Runtime::get();
   PT_CHECK(rt.world_size() == 1, "bench attention runs on one device: start it without mpirun -np > 1");
@@ -379,7 +380,7 @@ int run_bench_attention(const std::vector<std::string>& args) {
               // the wgmma family once per requested tile shape.
               struct Variant {
                 ops::FlashKernels family;
-                ops::WgmmaTiles tiles;
+                std::optional<ops::WgmmaTiles> tiles;
               };
               std::vector<Variant> variants{{ops::FlashKernels::Auto, tiles.front()}};
               if (impl == "flash" && ctx.is_cuda() && dt == "bf16") {
@@ -410,7 +411,7 @@ int run_bench_attention(const std::vector<std::string>& args) {
                 record.commit();  // a long sweep keeps what it has measured
               }
               ops::set_flash_kernels(ops::FlashKernels::Auto);
-              ops::set_flash_wgmma_tiles(tiles.front());
+              ops::set_flash_wgmma_tiles(std::nullopt);
             }
   table.print(std::cout);
   std::cout << "results: " << record.path() << std::endl;

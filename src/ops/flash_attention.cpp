@@ -18,7 +18,12 @@ namespace {
 constexpr int kCpuTile = 32;
 std::atomic<FlashKernels> g_kernels{FlashKernels::Auto};
 std::mutex g_tiles_mu;
-WgmmaTiles g_tiles;  // guarded by g_tiles_mu
+std::optional<WgmmaTiles> g_tiles;  // guarded by g_tiles_mu
+
+// Default wgmma tile shapes per head dimension.
+WgmmaTiles default_wgmma_tiles(int64_t head_dim) {
+  return wgmma_tiles_from_name(head_dim == 128 ? "2x64/2/2" : "2x64/2/2");
+}
 
 bool wgmma_covers(int64_t head_dim) { return head_dim == 64 || head_dim == 128; }
 
@@ -106,7 +111,7 @@ cuda::FlashParams make_params(const Dims& dm, const Tensor& q, const Tensor& k, 
   p.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dm.d)));
   p.causal = causal;
   p.kernels = g_kernels.load();
-  p.tiles = flash_wgmma_tiles();
+  p.tiles = flash_wgmma_tiles(dm.d);
   PT_CHECK(p.kernels != FlashKernels::Wgmma || q.dtype() != DType::BF16 || wgmma_covers(dm.d),
            "flash attention: the wgmma kernels cover head dimensions 64 and 128, not " + std::to_string(dm.d) +
                " (use the auto or mma.sync kernels)");
@@ -134,15 +139,20 @@ FlashKernels flash_kernels_from_name(const std::string& name) {
   PT_FAIL("flash kernels must be auto, mma or wgmma (got '" + name + "')");
 }
 
-void set_flash_wgmma_tiles(const WgmmaTiles& tiles) {
-  wgmma_tiles_from_name(wgmma_tiles_name(tiles));  // only compiled shapes
+void set_flash_wgmma_tiles(const std::optional<WgmmaTiles>& tiles) {
+  if (tiles) wgmma_tiles_from_name(wgmma_tiles_name(*tiles));  // only compiled shapes
   std::lock_guard<std::mutex> lock(g_tiles_mu);
   g_tiles = tiles;
 }
 
-WgmmaTiles flash_wgmma_tiles() {
+std::optional<WgmmaTiles> flash_wgmma_tiles_override() {
   std::lock_guard<std::mutex> lock(g_tiles_mu);
   return g_tiles;
+}
+
+WgmmaTiles flash_wgmma_tiles(int64_t head_dim) {
+  const auto o = flash_wgmma_tiles_override();
+  return o ? *o : default_wgmma_tiles(head_dim);
 }
 
 std::string wgmma_tiles_name(const WgmmaTiles& t) {
@@ -166,7 +176,8 @@ std::string flash_kernel_used(const Context& ctx, DType dtype, int64_t head_dim)
   if (!ctx.is_cuda()) return "cpu";
   if (dtype != DType::BF16) return "simt";
   const FlashKernels k = g_kernels.load();
-  if (k != FlashKernels::MmaSync && wgmma_covers(head_dim)) return "wgmma " + wgmma_tiles_name(flash_wgmma_tiles());
+  if (k != FlashKernels::MmaSync && wgmma_covers(head_dim))
+    return "wgmma " + wgmma_tiles_name(flash_wgmma_tiles(head_dim));
   return "mma.sync";
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 // FlashAttention-2 forward and backward (CUDA), and the tiled CPU implementation of the same
 // two algorithms (the readable reference). Same layout rules as ops/attention.h.
+#include <optional>
 #include <string>
 
 #include "core/context.h"
@@ -36,9 +37,11 @@ FlashKernels flash_kernels_from_name(const std::string& name);  // auto | mma | 
 // Tile shapes of the wgmma kernels (process-wide; benchmarks compare the compiled variants),
 // written "F/K/Q": forward "<warpgroups>x<keys per step>" (1|2 x 64|128), then the warpgroups per
 // block of the dK/dV pass and of the dQ pass (1|2), e.g. "2x64/2/2".
+// Unless set, each head dimension runs its default shape (the fastest measured on an H100).
 using cuda::WgmmaTiles;
-void set_flash_wgmma_tiles(const WgmmaTiles& tiles);
-WgmmaTiles flash_wgmma_tiles();
+void set_flash_wgmma_tiles(const std::optional<WgmmaTiles>& tiles);  // nullopt: the defaults
+std::optional<WgmmaTiles> flash_wgmma_tiles_override();
+WgmmaTiles flash_wgmma_tiles(int64_t head_dim);  // what runs for this head dimension
 std::string wgmma_tiles_name(const WgmmaTiles& tiles);
 WgmmaTiles wgmma_tiles_from_name(const std::string& name);  // throws for shapes not compiled
 // The kernels that run for these arguments: "wgmma <tiles>" or "mma.sync" (bf16 on the GPU),

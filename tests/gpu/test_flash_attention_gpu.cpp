@@ -180,7 +180,10 @@ struct KernelsScope {
     if (const char* tiles = std::getenv("PT_FLASH_TEST_WGMMA_TILES"))
       ops::set_flash_wgmma_tiles(ops::wgmma_tiles_from_name(tiles));
   }
-  ~KernelsScope() { ops::set_flash_kernels(ops::FlashKernels::Auto); }
+  ~KernelsScope() {
+    ops::set_flash_kernels(ops::FlashKernels::Auto);
+    ops::set_flash_wgmma_tiles(std::nullopt);
+  }
 };
 
 void check_case_with(const Case& c, uint64_t seed);
