@@ -22,8 +22,9 @@ std::optional<WgmmaTiles> g_tiles;  // guarded by g_tiles_mu
 
 // Default wgmma tile shapes per head dimension: the fastest of the compiled shapes on an H100
 // (docs/FLASH_ATTENTION.md, run 3; B 1, H 16, causal, T 8192 and 16384). d = 64: one warpgroup
-// per block in every pass (blocks of 176 or fewer registers, 2-4 per SM, drifting apart);
-// d = 128: the forward with two warpgroups and 128 keys per step, the backward shapes within noise.
+// per block in every pass (3-4 independent blocks per SM instead of one or two lock-stepped
+// pairs); d = 128: the forward with two warpgroups and 128 keys per step, the backward shapes
+// within noise of each other.
 WgmmaTiles default_wgmma_tiles(int64_t head_dim) {
   return wgmma_tiles_from_name(head_dim == 128 ? "2x128/2/1" : "1x64/1/1");
 }
