@@ -61,6 +61,12 @@ bool mpi_all_true(bool ok) {
   return all == 1;
 }
 
+std::vector<double> mpi_all_gather(double v) {
+  std::vector<double> all(static_cast<size_t>(dist::Runtime::get().world_size()));
+  PT_MPI_CHECK(MPI_Allgather(&v, 1, MPI_DOUBLE, all.data(), 1, MPI_DOUBLE, MPI_COMM_WORLD));
+  return all;
+}
+
 Tensor device_f32(Context& ctx, const std::vector<double>& values) {
   return make_tensor(ctx, {static_cast<int64_t>(values.size())}, DType::F32, values);
 }

@@ -52,6 +52,7 @@ std::string backend_param_name(const ::testing::TestParamInfo<dist::Backend>& in
 // Raw-MPI checks, independent of the code under test.
 std::vector<double> mpi_bcast_from_root(std::vector<double> v);  // rank 0's vector on all ranks
 bool mpi_all_true(bool ok);                                      // logical AND over ranks
+std::vector<double> mpi_all_gather(double v);                    // every rank's value, rank order
 
 // A tensor of fp32 values on ctx's device, and back.
 Tensor device_f32(Context& ctx, const std::vector<double>& values);
