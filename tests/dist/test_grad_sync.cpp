@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "dist/communicator.h"
 #include "dist/dist_util.h"
+#include "dist/ddp_options.h"
 #include "dist/grad_sync.h"
 
 namespace pt::test {
@@ -310,6 +311,32 @@ TEST(GradSyncSchedule, EveryStrategyBroadcastsAllParametersAtConstruction) {
     EXPECT_EQ(comm.calls[0].begin, 0);
     EXPECT_EQ(comm.calls[0].end, store->numel()) << "frozen parameters too";
   }
+}
+
+}  // namespace
+}  // namespace pt::test
+
+namespace pt::test {
+namespace {
+
+TEST(DdpOptions, ResolveAutoAndRejectContradictions) {
+  dist::DdpOptions o;
+  EXPECT_EQ(dist::resolve_ddp_options(o, 2).ddp, "bucketed");
+  EXPECT_EQ(dist::resolve_ddp_options(o, 1).ddp, "none");
+  o.shard = "zero1";
+  EXPECT_EQ(dist::resolve_ddp_options(o, 1).shard, "none") << "one rank has nothing to shard";
+  EXPECT_EQ(dist::resolve_ddp_options(o, 4).shard, "zero1");
+  o.ddp = "none";
+  EXPECT_THROW(dist::resolve_ddp_options(o, 2), Error);
+  o = dist::DdpOptions();
+  o.ddp = "ring";
+  EXPECT_THROW(dist::resolve_ddp_options(o, 2), Error);
+  o = dist::DdpOptions();
+  o.bucket_mb = -1;
+  EXPECT_THROW(dist::resolve_ddp_options(o, 2), Error);
+  o = dist::DdpOptions();
+  o.shard = "zero3";
+  EXPECT_THROW(dist::resolve_ddp_options(o, 2), Error);
 }
 
 }  // namespace
