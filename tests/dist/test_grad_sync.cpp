@@ -58,6 +58,9 @@ struct SyncCase {
   std::string label;  // test-name suffix for bucket sizes
 };
 
+void PrintTo(const SyncCase& c, std::ostream* os) { *os << dist::backend_name(c.backend) << " " << c.ddp << " bucket_mb " << c.bucket_mb; }
+
+
 std::string case_name(const ::testing::TestParamInfo<SyncCase>& info) {
   return info.param.ddp + info.param.label;
 }

@@ -21,6 +21,11 @@ struct ShardCase {
   OptimizerKind kind;
 };
 
+void PrintTo(const ShardCase& c, std::ostream* os) {
+  *os << dist::backend_name(c.backend) << " " << c.model << " " << shard_mode_name(c.mode) << " "
+      << (c.kind == OptimizerKind::AdamW ? "adamw" : "sgd");
+}
+
 std::string shard_case_name(const ::testing::TestParamInfo<ShardCase>& info) {
   return info.param.model + "_" + shard_mode_name(info.param.mode) +
          (info.param.kind == OptimizerKind::AdamW ? "_adamw" : "_sgd");
@@ -49,7 +54,9 @@ class ShardedTest : public ::testing::TestWithParam<ShardCase> {
   // Trains `model` with (sync, opt) and `reference` with ref_opt on identical batches and
   // compares after every step. clip > 0 clips both by the global gradient norm first.
   void train_and_compare(ToyNet& model, dist::GradSync& sync, Optimizer& opt, ToyNet& reference,
-                         Optimizer& ref_opt, int steps, float clip, double rtol) {
+                         Optimizer& ref_opt, int steps, float clip, double rtol, double atol) {
+    // AdamW at the course's lr 0.1; SGD on a summed loss needs a small one to stay finite.
+    const float lr = GetParam().kind == OptimizerKind::AdamW ? 0.1f : 1e-3f;
     const auto frozen = frozen_values(ctx(), reference.store());
     for (int step = 0; step < steps; ++step) {
       const auto perm = shuffled(16, step);
@@ -58,16 +65,16 @@ class ShardedTest : public ::testing::TestWithParam<ShardCase> {
       reference.store().zero_grad(ctx());
       toy_forward_backward(ctx(), reference, batch, ops::Reduction::Sum);
       if (clip > 0) ref_opt.clip_grad_norm(ctx(), clip);
-      ref_opt.step(ctx(), 0.1f);
+      ref_opt.step(ctx(), lr);
 
       model.store().zero_grad(ctx());
       sync.begin_step(ctx());
       toy_forward_backward(ctx(), model, batch, ops::Reduction::Sum);
       sync.finish(ctx());
       if (clip > 0) opt.clip_grad_norm(ctx(), clip);
-      opt.step(ctx(), 0.1f);
+      opt.step(ctx(), lr);
 
-      PT_EXPECT_ALLCLOSE(params_f64(ctx(), model.store()), params_f64(ctx(), reference.store()), rtol, 0)
+      PT_EXPECT_ALLCLOSE(params_f64(ctx(), model.store()), params_f64(ctx(), reference.store()), rtol, atol)
           << "step " << step;
       EXPECT_EQ(frozen_values(ctx(), model.store()), frozen) << "frozen parameters moved";
     }
@@ -83,7 +90,7 @@ TEST_P(ShardedTest, EqualsUnshardedOptimizer) {
   const auto cfg = config(c.kind);
   auto dp = make_data_parallel(ctx(), model->store(), &comm(), "flat", dist::kDefaultBucketMB, c.mode, cfg);
   auto ref_opt = plain_optimizer(cfg, ctx(), reference->store());
-  train_and_compare(*model, *dp.sync, *dp.optimizer, *reference, *ref_opt, 10, 0, 1e-7);
+  train_and_compare(*model, *dp.sync, *dp.optimizer, *reference, *ref_opt, 10, 0, 1e-7, 0);
   // State lives only for this rank's part.
   EXPECT_LT(dp.optimizer->state_bytes(), ref_opt->state_bytes() + (c.kind == OptimizerKind::SGD ? 1 : 0));
 }
@@ -99,7 +106,7 @@ TEST_P(ShardedTest, GlobalNormClippingEqualsUnsharded) {
   auto ref_opt = plain_optimizer(cfg, ctx(), reference->store());
   // Clipping is active (the gradient norm of the summed loss is far above 0.5); the norm is
   // summed in another order, so agreement is to rounding, not bitwise.
-  train_and_compare(*model, *dp.sync, *dp.optimizer, *reference, *ref_opt, 4, 0.5f, 1e-5);
+  train_and_compare(*model, *dp.sync, *dp.optimizer, *reference, *ref_opt, 4, 0.5f, 1e-5, 1e-6);
 }
 
 std::vector<ShardCase> shard_cases(dist::Backend b) {
@@ -176,6 +183,56 @@ TEST_P(ShardedDetailTest, ContradictoryConfigurationsAreRejected) {
 }
 
 PT_INSTANTIATE_BACKENDS(ShardedDetailTest);
+
+}  // namespace
+}  // namespace pt::test
+
+namespace pt::test {
+namespace {
+
+// ZeRO-1 on hand-built stores whose gradient buffer does not divide by the world size (a tail
+// for the last rank), with frozen parameters in between (packed gather) and without (in
+// place): one SGD step gives p − lr·mean over ranks of the gradients, everywhere.
+class Zero1LayoutTest : public BackendTest {
+ protected:
+  void check_layout(const std::vector<std::pair<Shape, bool>>& specs) {
+    ParamStore store;
+    for (size_t i = 0; i < specs.size(); ++i) store.add("p" + std::to_string(i), specs[i].first, specs[i].second);
+    for (const auto& p : store.params()) store.add_use(*p);
+    store.finalize(ctx(), false);
+    const int64_t n = store.numel(), g = store.grad_numel();
+    ASSERT_NE(g % world(), 0) << "the layout must leave a tail";
+    const auto p0 = randn(n, 3);  // the same start everywhere
+    const auto f32 = [](const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); };
+    store.params_from_host(ctx(), f32(p0));
+
+    OptimizerConfig cfg;
+    cfg.kind = OptimizerKind::SGD;
+    auto dp = make_data_parallel(ctx(), store, &comm(), "flat", 25, ShardMode::Zero1, cfg);
+    store.zero_grad(ctx());
+    const auto mine = f32(randn(g, 70 + rank()));
+    copy_bytes(ctx(), store.flat_grads().data(), store.device().kind, mine.data(), DeviceKind::CPU, mine.size() * 4);
+    dp.sync->finish(ctx());
+    dp.optimizer->step(ctx(), 0.5f);
+
+    std::vector<double> want(p0.size());
+    for (size_t i = 0; i < want.size(); ++i) want[i] = static_cast<float>(p0[i]);
+    for (const auto& p : store.params()) {
+      if (!p->trainable) continue;
+      for (int64_t k = 0; k < p->numel; ++k) {
+        double mean = 0;
+        for (int r = 0; r < world(); ++r) mean += static_cast<float>(randn(g, 70 + r)[p->grad_offset + k]);
+        want[p->offset + k] -= 0.5 * mean / world();
+      }
+    }
+    PT_EXPECT_ALLCLOSE(params_f64(ctx(), store), want, 1e-6, 1e-7);
+  }
+};
+
+TEST_P(Zero1LayoutTest, FrozenInBetweenAndATail) { check_layout({{{7, 3}, true}, {{4}, false}, {{33}, true}, {{2}, false}, {{5}, true}}); }
+TEST_P(Zero1LayoutTest, ContiguousTrainableAndATail) { check_layout({{{3}, false}, {{7, 3}, true}, {{33}, true}, {{5}, true}}); }
+
+PT_INSTANTIATE_BACKENDS(Zero1LayoutTest);
 
 }  // namespace
 }  // namespace pt::test

@@ -18,6 +18,9 @@ struct DdpCase {
   std::string label;
 };
 
+void PrintTo(const DdpCase& c, std::ostream* os) { *os << dist::backend_name(c.backend) << " " << c.model << " " << c.ddp << " bucket_mb " << c.bucket_mb; }
+
+
 std::string ddp_case_name(const ::testing::TestParamInfo<DdpCase>& info) {
   return info.param.model + "_" + info.param.ddp + info.param.label;
 }

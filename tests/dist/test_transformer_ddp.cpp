@@ -21,6 +21,9 @@ struct TfCase {
   std::string label;
 };
 
+void PrintTo(const TfCase& c, std::ostream* os) { *os << dist::backend_name(c.backend) << " " << c.label; }
+
+
 std::string tf_case_name(const ::testing::TestParamInfo<TfCase>& info) { return info.param.label; }
 
 TransformerConfig tiny() {
