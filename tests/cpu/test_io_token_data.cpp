@@ -292,3 +292,23 @@ TEST_F(IoSampler, RejectsBadConfigurations) {
 
 }  // namespace
 }  // namespace pt::io
+
+namespace pt::io {
+namespace {
+
+// The shipped sample file is what `paratrain train` reads with no arguments.
+TEST(IoSampleData, ShippedTokensLoadWithTheDefaultVocabulary) {
+  TokenFile f(test::source_path("data/sample_tokens.npy"), 10000);
+  EXPECT_EQ(f.dtype(), DType::U16);
+  EXPECT_EQ(f.size(), 966156);
+  EXPECT_EQ(f.token(f.size() - 1), 0);  // <|endoftext|>
+  SamplerConfig c;
+  c.global_batch = 8;
+  c.context_length = 1024;
+  BatchSampler s(f, c);
+  const TokenBatch b = s.batch(0);
+  EXPECT_EQ(b.inputs.size(), 8u * 1024u);
+}
+
+}  // namespace
+}  // namespace pt::io
