@@ -19,7 +19,8 @@ class RunRecord {
  public:
   // `path` empty → "<subcommand>-<YYYYmmdd-HHMMSS>.h5" in the working directory. Fails at
   // once (before any work) if the file exists and overwrite is false, or its directory is
-  // not writable, so a long sweep never loses its results at the end.
+  // not writable, so a long sweep never loses its results at the end. Under MPI only rank 0
+  // (the writer) checks; construct it on every rank or on rank 0 alone.
   RunRecord(const std::string& subcommand, const std::string& path, bool overwrite);
 
   const std::string& path() const { return path_; }
