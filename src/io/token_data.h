@@ -65,6 +65,8 @@ struct TokenBatch {
 //               non-overlapping inputs that walk through the file and wrap around.
 class BatchSampler {
  public:
+  // Keeps a reference to `data`, which must outlive the sampler. Checks B % W == 0 and that
+  // the file holds at least T + 1 tokens.
   BatchSampler(const TokenFile& data, const SamplerConfig& cfg);
   const SamplerConfig& config() const { return cfg_; }
   int64_t local_batch() const { return cfg_.global_batch / cfg_.world; }

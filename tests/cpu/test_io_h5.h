@@ -51,7 +51,9 @@ std::vector<T> read_field(hid_t dset, const std::string& name, hid_t native) {
   Handle mem{H5Tcreate(H5T_COMPOUND, sizeof(T)), H5Tclose};
   H5Tinsert(mem, name.c_str(), 0, native);
   std::vector<T> out(n);
-  if (n) EXPECT_GE(H5Dread(dset, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()), 0);
+  if (n) {
+    EXPECT_GE(H5Dread(dset, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()), 0);
+  }
   return out;
 }
 
@@ -63,7 +65,9 @@ inline std::vector<std::string> read_string_field(hid_t dset, const std::string&
   Handle str{H5Tcopy(ftype), H5Tclose};
   H5Tinsert(mem, name.c_str(), 0, str);
   std::vector<char> buf(n * width);
-  if (n) EXPECT_GE(H5Dread(dset, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()), 0);
+  if (n) {
+    EXPECT_GE(H5Dread(dset, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()), 0);
+  }
   std::vector<std::string> out;
   for (size_t i = 0; i < n; ++i) {
     const char* p = &buf[i * width];
@@ -92,7 +96,9 @@ inline std::vector<std::string> string_list_attr(hid_t obj, const std::string& n
   Handle space{H5Aget_space(attr), H5Sclose};
   const hssize_t n = H5Sget_simple_extent_npoints(space);
   std::vector<char*> ptrs(static_cast<size_t>(n), nullptr);
-  if (n) EXPECT_GE(H5Aread(attr, type, ptrs.data()), 0);
+  if (n) {
+    EXPECT_GE(H5Aread(attr, type, ptrs.data()), 0);
+  }
   std::vector<std::string> out;
   for (char* p : ptrs) {
     out.emplace_back(p ? p : "");
