@@ -4,8 +4,10 @@
 #include <boost/any.hpp>
 
 #include <cmath>
+#include <iomanip>
 #include <iostream>
 #include <map>
+#include <sstream>
 
 #include "cli/options.h"
 #include "cli/subcommands.h"
@@ -25,14 +27,14 @@ uint16_t half_add(uint16_t a, uint16_t b) {
   return float_to_half_bits(half_bits_to_float(a) + half_bits_to_float(b));
 }
 
-// Option values as text for the record's "option.<name>" attributes.
+// Option values as text for the record's "option.<name>" attributes (the types used here).
 std::map<std::string, std::string> option_strings(const po::variables_map& vm) {
   std::map<std::string, std::string> out;
   for (const auto& [name, v] : vm) {
     const boost::any& a = v.value();
     if (const auto* s = boost::any_cast<std::string>(&a)) out[name] = *s;
     else if (const auto* i = boost::any_cast<int64_t>(&a)) out[name] = std::to_string(*i);
-    else if (const auto* d = boost::any_cast<double>(&a)) out[name] = std::to_string(*d);
+    else if (const auto* d = boost::any_cast<double>(&a)) out[name] = (std::ostringstream() << std::setprecision(15) << *d).str();
     else if (const auto* b = boost::any_cast<bool>(&a)) out[name] = *b ? "true" : "false";
   }
   return out;
