@@ -34,7 +34,11 @@ std::map<std::string, std::string> option_strings(const po::variables_map& vm) {
     const boost::any& a = v.value();
     if (const auto* s = boost::any_cast<std::string>(&a)) out[name] = *s;
     else if (const auto* i = boost::any_cast<int64_t>(&a)) out[name] = std::to_string(*i);
-    else if (const auto* d = boost::any_cast<double>(&a)) out[name] = (std::ostringstream() << std::setprecision(15) << *d).str();
+    else if (const auto* d = boost::any_cast<double>(&a)) {
+      std::ostringstream o;
+      o << std::setprecision(15) << *d;  // "0.01", as typed
+      out[name] = o.str();
+    }
     else if (const auto* b = boost::any_cast<bool>(&a)) out[name] = *b ? "true" : "false";
   }
   return out;
