@@ -32,14 +32,14 @@ std::map<std::string, std::string> option_strings(const po::variables_map& vm) {
   std::map<std::string, std::string> out;
   for (const auto& [name, v] : vm) {
     const boost::any& a = v.value();
-    if (const auto* s = boost::any_cast<std::string>(&a)) out[name] = *s;
-    else if (const auto* i = boost::any_cast<int64_t>(&a)) out[name] = std::to_string(*i);
-    else if (const auto* d = boost::any_cast<double>(&a)) {
-      std::ostringstream o;
-      o << std::setprecision(15) << *d;  // "0.01", as typed
-      out[name] = o.str();
-    }
-    else if (const auto* b = boost::any_cast<bool>(&a)) out[name] = *b ? "true" : "false";
+    std::ostringstream o;
+    o << std::setprecision(15);  // doubles as typed: "0.01"
+    if (const auto* s = boost::any_cast<std::string>(&a)) o << *s;
+    else if (const auto* i = boost::any_cast<int64_t>(&a)) o << *i;
+    else if (const auto* d = boost::any_cast<double>(&a)) o << *d;
+    else if (const auto* b = boost::any_cast<bool>(&a)) o << (*b ? "true" : "false");
+    else continue;
+    out[name] = o.str();
   }
   return out;
 }
