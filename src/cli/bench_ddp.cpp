@@ -185,7 +185,10 @@ std::vector<Config> configs(const std::vector<std::string>& ddps, const std::vec
   for (const auto& s : shards) {
     const ShardMode m = shard_mode_from_name(s);
     if (m == ShardMode::Broadcast) out.push_back({"bucketed", dist::kDefaultBucketMB, m});
-    if (m == ShardMode::Zero1) out.push_back({"reduce_scatter", kNaN, m});
+    if (m == ShardMode::Zero1) {
+      out.push_back({"flat", kNaN, m});  // one reduce-scatter after backward
+      out.push_back({"bucketed", dist::kDefaultBucketMB, m});  // reduces overlapped with backward
+    }
   }
   return out;
 }
@@ -232,7 +235,8 @@ int run_bench_ddp(const std::vector<std::string>& args) {
       ("bucket-mb", po::value(&bucket_words)->multitoken(),
        "bucket caps for bucketed, MiB (default 1,10,100,1000; 0 = one bucket per parameter)")
       ("shard-optimizer", po::value(&shard_words)->multitoken(),
-       "sharding modes to add (default none): broadcast (with bucketed 25 MiB), zero1")
+       "sharding modes to add (default none): broadcast (with bucketed 25 MiB), zero1 (with flat "
+       "and with bucketed 25 MiB)")
       ("steps", po::value(&steps)->default_value(steps), "timed steps per configuration")
       ("warmup", po::value(&warmup)->default_value(warmup), "untimed steps first");
   auto vm = parse_or_help(desc, args, "mpirun -np N paratrain bench ddp [options]   (one rank per GPU)");
@@ -303,7 +307,8 @@ int run_bench_ddp(const std::vector<std::string>& args) {
   const double tokens = static_cast<double>(rt.world_size() * batch * context);
 
   io::ResultTable table("ddp", "data-parallel training step per strategy, bucket cap and optimizer sharding");
-  table.add_string("ddp", "gradient sync: none (no communication: the floor), naive, flat, overlap, bucketed, reduce_scatter (zero1)")
+  table.add_string("ddp", "gradient sync: none (no communication: the floor), naive, flat, overlap, bucketed; with "
+                  "zero1 reduce_scatter or bucketed_reduce")
       .add_double("bucket_mb", "bucket cap in MiB (bucketed only; NaN otherwise)", 0)
       .add_string("shard", "optimizer sharding: none, broadcast, zero1")
       .add_int("ranks", "data-parallel ranks")

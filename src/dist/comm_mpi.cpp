@@ -108,6 +108,20 @@ class MpiCommunicator : public Communicator {
     return work;
   }
 
+  WorkPtr reduce_async(Tensor& t, int root, ReduceOp op) override {
+    check_buffer(t, "reduce");
+    PT_CHECK(root >= 0 && root < world_, "reduce: root " + std::to_string(root) + " out of range");
+    MPI_Datatype type = mpi_type(t.dtype(), "reduce");
+    std::function<void()> done;
+    if (op == ReduceOp::Average && rank_ == root)
+      done = [p = t.data(), d = t.dtype(), n = t.numel(), w = world_] { divide(p, d, n, w); };
+    auto work = start(describe_op("reduce", t), std::move(done));
+    const bool at_root = rank_ == root;
+    PT_MPI_CHECK(MPI_Ireduce(at_root ? MPI_IN_PLACE : t.data(), at_root ? t.data() : nullptr,
+                             mpi_count(t.numel(), "reduce"), type, MPI_SUM, root, comm_, work->request()));
+    return work;
+  }
+
   WorkPtr reduce_scatter_async(const Tensor& send, Tensor& recv, ReduceOp op) override {
     const bool in_place = check_blocks(recv, send, "reduce_scatter");
     MPI_Datatype type = mpi_type(recv.dtype(), "reduce_scatter");

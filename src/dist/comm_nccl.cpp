@@ -110,6 +110,15 @@ class NcclCommunicator : public Communicator {
     });
   }
 
+  WorkPtr reduce_async(Tensor& t, int root, ReduceOp op) override {
+    check_buffer(t, "reduce");
+    PT_CHECK(root >= 0 && root < world_, "reduce: root " + std::to_string(root) + " out of range");
+    const ncclDataType_t type = nccl_type(t.dtype(), "reduce");
+    return launch(describe_op("reduce", t), t.numel(), [&] {
+      return ncclReduce(t.data(), t.data(), t.numel(), type, nccl_op(op), root, comm_, stream_);
+    });
+  }
+
   WorkPtr reduce_scatter_async(const Tensor& send, Tensor& recv, ReduceOp op) override {
     check_blocks(recv, send, "reduce_scatter");  // NCCL's in-place convention is ours
     const ncclDataType_t type = nccl_type(recv.dtype(), "reduce_scatter");

@@ -1,6 +1,6 @@
 #pragma once
-// Communicator: the collectives data parallelism needs (all-reduce, broadcast, reduce-scatter,
-// all-gather, barrier), blocking and asynchronous, with one NCCL (device buffers) and one MPI
+// Communicator: the collectives data parallelism needs (all-reduce, broadcast, reduce,
+// reduce-scatter, all-gather, barrier), blocking and asynchronous, with one NCCL (device buffers) and one MPI
 // (host buffers) implementation. Strategies and sharded optimizers are written against this.
 //
 // Ordering. NCCL work runs on the communicator's own stream: each collective first waits (an
@@ -72,6 +72,8 @@ class Communicator {
   virtual WorkPtr all_reduce_async(Tensor& t, ReduceOp op) = 0;
   // t ← root's t.
   virtual WorkPtr broadcast_async(Tensor& t, int root) = 0;
+  // On root, t ← op over ranks of t (in place); the other ranks' t is left unchanged.
+  virtual WorkPtr reduce_async(Tensor& t, int root, ReduceOp op) = 0;
   // send (world·n), recv (n): recv ← op over ranks of block `rank` of send. recv may be that
   // block of send itself (in place); otherwise the two must not overlap.
   virtual WorkPtr reduce_scatter_async(const Tensor& send, Tensor& recv, ReduceOp op) = 0;
@@ -82,6 +84,7 @@ class Communicator {
   // Blocking forms: async + wait (on the GPU the host still does not block).
   void all_reduce(Tensor& t, ReduceOp op) { all_reduce_async(t, op)->wait(); }
   void broadcast(Tensor& t, int root) { broadcast_async(t, root)->wait(); }
+  void reduce(Tensor& t, int root, ReduceOp op) { reduce_async(t, root, op)->wait(); }
   void reduce_scatter(const Tensor& send, Tensor& recv, ReduceOp op) {
     reduce_scatter_async(send, recv, op)->wait();
   }

@@ -1,5 +1,5 @@
-// The four data-parallel gradient strategies and ZeRO-1's reduce-scatter. Each differs only
-// in when its all-reduces start and over which part of the flat gradient buffer.
+// The four data-parallel gradient strategies and ZeRO-1's two reduce schedules. Each differs
+// only in when its collectives start and over which part of the flat gradient buffer.
 #include "dist/grad_sync.h"
 
 #include <algorithm>
@@ -50,6 +50,43 @@ std::vector<Bucket> plan_buckets(const ParamStore& store, double bucket_mb) {
 
 GradPartition::GradPartition(int64_t numel_, int world_)
     : numel(numel_), block(numel_ / world_), world(world_) {}
+
+// Bucket readiness shared by the bucketed all-reduce and ZeRO-1's bucketed reduce: counts
+// ready parameters per bucket and says when a bucket is complete.
+class BucketReadiness {
+ public:
+  BucketReadiness(const ParamStore& store, std::vector<Bucket> buckets)
+      : buckets_(std::move(buckets)), bucket_of_(store.size(), -1), ready_(buckets_.size(), 0),
+        started_(buckets_.size(), false) {
+    for (size_t b = 0; b < buckets_.size(); ++b)
+      for (int i : buckets_[b].params) bucket_of_[i] = static_cast<int>(b);
+  }
+  const Bucket& operator[](int b) const { return buckets_[b]; }
+  // The bucket p completes, or -1.
+  int on_ready(const Parameter& p) {
+    const int b = bucket_of_.at(p.index);
+    PT_CHECK(b >= 0, "bucketed sync: '" + p.name + "' is in no bucket");
+    if (++ready_[b] < static_cast<int>(buckets_[b].params.size())) return -1;
+    started_[b] = true;
+    return b;
+  }
+  // Buckets not started this step (their parameters were not all used), in bucket order;
+  // every rank runs the same model, so every rank lists the same ones. Resets for the next step.
+  std::vector<int> take_rest() {
+    std::vector<int> rest;
+    for (size_t b = 0; b < buckets_.size(); ++b)
+      if (!started_[b]) rest.push_back(static_cast<int>(b));
+    std::fill(ready_.begin(), ready_.end(), 0);
+    std::fill(started_.begin(), started_.end(), false);
+    return rest;
+  }
+
+ private:
+  std::vector<Bucket> buckets_;
+  std::vector<int> bucket_of_;  // by Parameter::index; -1 for frozen parameters
+  std::vector<int> ready_;      // parameters ready per bucket this step
+  std::vector<bool> started_;
+};
 
 namespace {
 
@@ -149,46 +186,30 @@ class OverlapSync : public AveragingSync {
 class BucketedSync : public AveragingSync {
  public:
   BucketedSync(Context& ctx, ParamStore& store, Communicator& comm, double bucket_mb)
-      : AveragingSync(ctx, store, comm),
-        buckets_(plan_buckets(store, bucket_mb)),
-        bucket_of_(store.size(), -1),
-        ready_(buckets_.size(), 0),
-        started_(buckets_.size(), false) {
-    for (size_t b = 0; b < buckets_.size(); ++b)
-      for (int i : buckets_[b].params) bucket_of_[i] = static_cast<int>(b);
-  }
+      : AveragingSync(ctx, store, comm), buckets_(store, plan_buckets(store, bucket_mb)) {}
   const char* name() const override { return "bucketed"; }
-  const std::vector<Bucket>& buckets() const { return buckets_; }
 
   void on_grad_ready(Parameter& p) override {
     comm_.poll();
-    const int b = bucket_of_.at(p.index);
-    PT_CHECK(b >= 0, "bucketed sync: '" + p.name + "' is in no bucket");
-    if (++ready_[b] == static_cast<int>(buckets_[b].params.size())) start(b);
+    const int b = buckets_.on_ready(p);
+    if (b >= 0) start(b);
   }
 
   void finish(Context& ctx) override {
     OpScope scope(ctx, "grad sync: bucketed wait", OpFamily::Communication);
-    for (size_t b = 0; b < buckets_.size(); ++b)
-      if (!started_[b]) start(static_cast<int>(b));  // unused parameters: same on every rank
+    for (int b : buckets_.take_rest()) start(b);
     for (auto& w : pending_) w->wait();
     pending_.clear();
-    std::fill(ready_.begin(), ready_.end(), 0);
-    std::fill(started_.begin(), started_.end(), false);
     end_step();
   }
 
  private:
   void start(int b) {
     const Bucket& bk = buckets_[b];
-    started_[b] = true;
     pending_.push_back(start_average(store_.flat_grads().narrow(0, bk.grad_begin, bk.grad_end - bk.grad_begin)));
   }
 
-  std::vector<Bucket> buckets_;
-  std::vector<int> bucket_of_;  // by Parameter::index; -1 for frozen parameters
-  std::vector<int> ready_;      // parameters ready per bucket this step
-  std::vector<bool> started_;
+  BucketReadiness buckets_;
   std::vector<WorkPtr> pending_;
 };
 
@@ -237,6 +258,56 @@ void ReduceScatterSync::finish(Context& ctx) {
   if (scatter) scatter->wait();
   if (tail) tail->wait();
   bytes_ = bytes;
+}
+
+BucketedReduceSync::BucketedReduceSync(Context& ctx, ParamStore& store, Communicator& comm, double bucket_mb)
+    : store_(store),
+      comm_(comm),
+      partition_(store.grad_numel(), comm.world_size()),
+      buckets_(std::make_unique<BucketReadiness>(store, plan_buckets(store, bucket_mb))) {
+  broadcast_parameters(ctx, store, comm);
+  store.set_listener(this);
+}
+
+BucketedReduceSync::~BucketedReduceSync() {
+  if (store_.listener() == this) store_.set_listener(nullptr);
+}
+
+void BucketedReduceSync::on_grad_ready(Parameter& p) {
+  comm_.poll();
+  const int b = buckets_->on_ready(p);
+  if (b >= 0) start(b);
+}
+
+void BucketedReduceSync::start(int b) {
+  const Bucket& bk = (*buckets_)[b];
+  for (int r = 0; r < partition_.world; ++r) {
+    const int64_t lo = std::max(bk.grad_begin, partition_.begin(r));
+    const int64_t hi = std::min(bk.grad_end, partition_.end(r));
+    if (lo >= hi) continue;
+    Tensor piece = store_.flat_grads().narrow(0, lo, hi - lo);
+    pending_.push_back(comm_.reduce_async(piece, r, ReduceOp::Average));
+    step_bytes_ += static_cast<int64_t>(piece.nbytes());
+  }
+}
+
+void BucketedReduceSync::finish(Context& ctx) {
+  OpScope scope(ctx, "grad sync: bucketed reduce wait", OpFamily::Communication);
+  for (int b : buckets_->take_rest()) start(b);
+  for (auto& w : pending_) w->wait();
+  pending_.clear();
+  bytes_ = step_bytes_;
+  step_bytes_ = 0;
+}
+
+std::unique_ptr<GradSync> make_zero1_sync(const std::string& ddp, Context& ctx, ParamStore& store,
+                                          Communicator& comm, double bucket_mb) {
+  PT_CHECK(store.finalized(), "make_zero1_sync: the ParamStore is not finalized");
+  if (ddp == "naive" || ddp == "flat") return std::make_unique<ReduceScatterSync>(ctx, store, comm);
+  if (ddp == "overlap") return std::make_unique<BucketedReduceSync>(ctx, store, comm, 0.0);
+  PT_CHECK(ddp == "bucketed", "--shard-optimizer zero1 with --ddp '" + ddp +
+                                  "': expected naive, flat (one reduce-scatter), overlap or bucketed");
+  return std::make_unique<BucketedReduceSync>(ctx, store, comm, bucket_mb);
 }
 
 }  // namespace pt::dist

@@ -13,6 +13,8 @@
 namespace pt::dist {
 
 class Communicator;
+class Work;
+class BucketReadiness;  // grad_sync.cpp
 
 class GradSync : public GradReadyListener {
  public:
@@ -76,9 +78,11 @@ struct GradPartition {
   int64_t tail() const { return numel - scattered(); }
 };
 
-// ZeRO-1's gradient step (it replaces the all-reduce): after backward one reduce-scatter
-// averages block r of the gradients into rank r (the tail by an all-reduce). Only this rank's
-// part [begin(rank), end(rank)) is meaningful afterwards; the optimizer steps just that part.
+// ZeRO-1's gradient step (it replaces the all-reduce): every rank ends with the average of its
+// own part [begin(rank), end(rank)) of the gradients; the rest of its buffer holds partial sums
+// and is not used (the optimizer steps only its part). Two schedules:
+
+// After backward, one reduce-scatter over [0, scattered()) (and an all-reduce of the tail).
 class ReduceScatterSync : public GradSync {
  public:
   ReduceScatterSync(Context& ctx, ParamStore& store, Communicator& comm);
@@ -94,5 +98,34 @@ class ReduceScatterSync : public GradSync {
   GradPartition partition_;
   int64_t bytes_ = 0;
 };
+
+// Overlapped with backward: buckets as for `bucketed`; once a bucket is ready, each piece of it
+// that falls in rank r's part is reduced (averaged) onto rank r — usually one reduce per
+// bucket, two where a bucket straddles a boundary. Each rank sends (world−1)/world of the
+// buffer, as with the reduce-scatter.
+class BucketedReduceSync : public GradSync {
+ public:
+  BucketedReduceSync(Context& ctx, ParamStore& store, Communicator& comm, double bucket_mb);
+  ~BucketedReduceSync() override;
+  void on_grad_ready(Parameter& p) override;
+  void finish(Context& ctx) override;
+  const char* name() const override { return "bucketed_reduce"; }
+  int64_t bytes_communicated() const override { return bytes_; }
+  const GradPartition& partition() const { return partition_; }
+
+ private:
+  void start(int bucket);
+  ParamStore& store_;
+  Communicator& comm_;
+  GradPartition partition_;
+  std::unique_ptr<BucketReadiness> buckets_;
+  std::vector<std::unique_ptr<Work>> pending_;
+  int64_t bytes_ = 0, step_bytes_ = 0;
+};
+
+// ZeRO-1's schedule for a --ddp name: naive or flat → ReduceScatterSync; overlap (one bucket
+// per parameter) or bucketed (bucket_mb) → BucketedReduceSync.
+std::unique_ptr<GradSync> make_zero1_sync(const std::string& ddp, Context& ctx, ParamStore& store,
+                                          Communicator& comm, double bucket_mb);
 
 }  // namespace pt::dist

@@ -288,7 +288,7 @@ DataParallel make_data_parallel(Context& ctx, ParamStore& store, dist::Communica
     dp.sync = dist::make_grad_sync(ddp, ctx, store, comm, bucket_mb);
     dp.optimizer = std::make_unique<BroadcastShardedOptimizer>(cfg, ctx, *comm, per_parameter_ranges(params));
   } else {
-    dp.sync = std::make_unique<dist::ReduceScatterSync>(ctx, store, *comm);
+    dp.sync = dist::make_zero1_sync(ddp, ctx, store, *comm, bucket_mb);
     dp.optimizer = std::make_unique<Zero1Optimizer>(cfg, ctx, *comm, store);
   }
   return dp;

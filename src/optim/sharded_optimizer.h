@@ -62,7 +62,7 @@ class BroadcastShardedOptimizer : public Optimizer {
 };
 
 // ZeRO stage 1: the flat gradient buffer is cut into a contiguous partition
-// (dist::GradPartition); dist::ReduceScatterSync leaves this rank's part averaged, this
+// (dist::GradPartition); make_zero1_sync's strategy leaves this rank's part averaged, this
 // optimizer updates the matching parameters, then one all-gather (and, for a tail shorter
 // than world_size, one broadcast) gives every rank all parameters. Parameters are gathered in
 // place when the trainable parameters are one contiguous run of the parameter buffer (any
@@ -95,7 +95,8 @@ class Zero1Optimizer : public Optimizer {
 // What a data-parallel run needs: the gradient-sync strategy and the optimizer.
 //   shard none:      make_grad_sync(ddp) + the ordinary optimizer over all trainable ranges
 //   shard broadcast: make_grad_sync(ddp) + BroadcastShardedOptimizer
-//   shard zero1:     ReduceScatterSync (it replaces the all-reduce; ddp is not used) + Zero1Optimizer
+//   shard zero1:     make_zero1_sync(ddp) (naive/flat: one reduce-scatter after backward;
+//                    overlap/bucketed: bucketed reduces onto the owners) + Zero1Optimizer
 // Sharding needs a communicator and gradient averaging (ddp "none" is rejected).
 struct DataParallel {
   std::unique_ptr<dist::GradSync> sync;

@@ -52,6 +52,24 @@ TEST_P(CommTest, BroadcastFromEveryRoot) {
   }
 }
 
+TEST_P(CommTest, ReduceToEveryRootLeavesOthersUnchanged) {
+  const int64_t n = 2053;
+  for (int root = 0; root < world(); ++root) {
+    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Average}) {
+      const uint64_t salt = 60 + root;
+      Tensor t = device_f32(ctx(), input_of(rank(), n, salt));
+      comm().reduce(t, root, op);
+      if (rank() == root) {
+        PT_EXPECT_ALLCLOSE(host_f64(ctx(), t), reduce_ref(world(), n, salt, op == ReduceOp::Average), 1e-6, 1e-6);
+      } else {
+        std::vector<double> mine;
+        for (double v : input_of(rank(), n, salt)) mine.push_back(static_cast<float>(v));
+        EXPECT_EQ(host_f64(ctx(), t), mine) << "a non-root buffer changed";
+      }
+    }
+  }
+}
+
 TEST_P(CommTest, ReduceScatterInPlaceAndOutOfPlace) {
   const int64_t block = 1031;
   const int64_t n = block * world();

@@ -77,7 +77,7 @@ class SyncTest : public ::testing::TestWithParam<SyncCase> {
   int world() const { return dist::Runtime::get().world_size(); }
   std::unique_ptr<dist::GradSync> make_sync(ParamStore& store) {
     const auto& c = GetParam();
-    if (c.ddp == "zero1") return std::make_unique<dist::ReduceScatterSync>(ctx(), store, comm());
+    if (c.ddp.rfind("zero1_", 0) == 0) return dist::make_zero1_sync(c.ddp.substr(6), ctx(), store, comm(), c.bucket_mb);
     return dist::make_grad_sync(c.ddp, ctx(), store, &comm(), c.bucket_mb);
   }
 };
@@ -93,7 +93,7 @@ TEST_P(SyncTest, AveragesTrainableGradientsAndBroadcastsRankZerosParameters) {
   for (double v : params_of(0, n)) rank0.push_back(static_cast<float>(v));
   EXPECT_EQ(host_f64(ctx(), store->flat_params()), rank0) << "parameters after construction";
 
-  const bool zero1 = GetParam().ddp == "zero1";
+  const bool zero1 = GetParam().ddp.rfind("zero1_", 0) == 0;
   const dist::GradPartition part(g, world());
   const int64_t lo = zero1 ? part.begin(rank()) : 0, hi = zero1 ? part.end(rank()) : g;
   for (int step = 0; step < 3; ++step) {
@@ -125,7 +125,10 @@ const std::vector<SyncCase> cases_for(dist::Backend b) {
           {b, "bucketed", 0, "_per_tensor"},
           {b, "bucketed", 0.0003, "_mixed"},
           {b, "bucketed", 100, "_single"},
-          {b, "zero1", 0, ""}};
+          {b, "zero1_flat", 0, ""},
+          {b, "zero1_overlap", 0, ""},
+          {b, "zero1_bucketed", 0.0003, "_mixed"},
+          {b, "zero1_bucketed", 100, "_single"}};
 }
 INSTANTIATE_TEST_SUITE_P(Mpi, SyncTest, ::testing::ValuesIn(cases_for(dist::Backend::MPI)), case_name);
 INSTANTIATE_TEST_SUITE_P(Nccl, SyncTest, ::testing::ValuesIn(cases_for(dist::Backend::NCCL)), case_name);
@@ -210,6 +213,7 @@ class RecordingComm : public dist::Communicator {
 
   dist::WorkPtr all_reduce_async(Tensor& t, dist::ReduceOp) override { return record("all_reduce", t); }
   dist::WorkPtr broadcast_async(Tensor& t, int) override { return record("broadcast", t); }
+  dist::WorkPtr reduce_async(Tensor& t, int, dist::ReduceOp) override { return record("reduce", t); }
   dist::WorkPtr reduce_scatter_async(const Tensor& s, Tensor&, dist::ReduceOp) override {
     return record("reduce_scatter", s);
   }
@@ -247,11 +251,11 @@ class CountingListener : public GradReadyListener {
   GradReadyListener* inner_;
 };
 
-std::vector<RecordingComm::Call> record_step(const std::string& ddp, double mb) {
+std::vector<RecordingComm::Call> record_step(const std::string& ddp, double mb, bool zero1 = false) {
   Context ctx(Device::cpu());
   auto store = make_store(ctx);
   RecordingComm comm(*store);
-  auto sync = dist::make_grad_sync(ddp, ctx, *store, &comm, mb);
+  auto sync = zero1 ? dist::make_zero1_sync(ddp, ctx, *store, comm, mb) : dist::make_grad_sync(ddp, ctx, *store, &comm, mb);
   CountingListener counting(comm, sync.get());
   store->set_listener(&counting);
   comm.calls.clear();  // the construction-time broadcast is checked elsewhere
@@ -301,6 +305,22 @@ TEST(GradSyncSchedule, BucketedStartsABucketWhenItsLastParameterIsReady) {
       {1078, 1155, 1}, {50, 1050, 3}, {0, 50, 5}, {1050, 1078, 99}};
   for (size_t i = 0; i < 4; ++i)
     EXPECT_EQ(std::make_tuple(calls[i].begin, calls[i].end, calls[i].at), want[i]) << i;
+}
+
+TEST(GradSyncSchedule, Zero1BucketedReducesABucketWhenReadyAndFlatScattersInFinish) {
+  auto calls = record_step("bucketed", 0.0003, true);
+  ASSERT_EQ(calls.size(), 4u);
+  const std::vector<std::tuple<int64_t, int64_t, int>> want = {
+      {1078, 1155, 1}, {50, 1050, 3}, {0, 50, 5}, {1050, 1078, 99}};
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(calls[i].op, "reduce");
+    EXPECT_EQ(std::make_tuple(calls[i].begin, calls[i].end, calls[i].at), want[i]) << i;
+  }
+  auto flat = record_step("flat", 0, true);
+  ASSERT_EQ(flat.size(), 1u);  // one rank: no tail
+  EXPECT_EQ(flat[0].op, "reduce_scatter");
+  EXPECT_EQ(flat[0].at, 99);
+  EXPECT_THROW(record_step("ring", 0, true), Error);
 }
 
 TEST(GradSyncSchedule, EveryStrategyBroadcastsAllParametersAtConstruction) {

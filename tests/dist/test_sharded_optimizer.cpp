@@ -18,16 +18,17 @@ struct ShardCase {
   dist::Backend backend;
   std::string model;
   ShardMode mode;
+  std::string ddp;  // the gradient schedule under it
   OptimizerKind kind;
 };
 
 void PrintTo(const ShardCase& c, std::ostream* os) {
   *os << dist::backend_name(c.backend) << " " << c.model << " " << shard_mode_name(c.mode) << " "
-      << (c.kind == OptimizerKind::AdamW ? "adamw" : "sgd");
+      << c.ddp << " " << (c.kind == OptimizerKind::AdamW ? "adamw" : "sgd");
 }
 
 std::string shard_case_name(const ::testing::TestParamInfo<ShardCase>& info) {
-  return info.param.model + "_" + shard_mode_name(info.param.mode) +
+  return info.param.model + "_" + shard_mode_name(info.param.mode) + "_" + info.param.ddp +
          (info.param.kind == OptimizerKind::AdamW ? "_adamw" : "_sgd");
 }
 
@@ -97,7 +98,7 @@ TEST_P(ShardedTest, EqualsUnshardedOptimizer) {
   model->init_weights(ctx(), 5);
   reference->init_weights(ctx(), 5);
   const auto cfg = config(c.kind);
-  auto dp = make_data_parallel(ctx(), model->store(), &comm(), "flat", dist::kDefaultBucketMB, c.mode, cfg);
+  auto dp = make_data_parallel(ctx(), model->store(), &comm(), c.ddp, 0.0025, c.mode, cfg);
   auto ref_opt = plain_optimizer(cfg, ctx(), reference->store());
   train_and_compare(*model, *dp.sync, *dp.optimizer, *reference, *ref_opt, 10, 0, 1e-7, 0);
   // State lives only for this rank's part.
@@ -111,7 +112,7 @@ TEST_P(ShardedTest, GlobalNormClippingEqualsUnsharded) {
   model->init_weights(ctx(), 6);
   reference->init_weights(ctx(), 6);
   const auto cfg = config(c.kind);
-  auto dp = make_data_parallel(ctx(), model->store(), &comm(), "bucketed", 0, c.mode, cfg);
+  auto dp = make_data_parallel(ctx(), model->store(), &comm(), c.ddp, 0, c.mode, cfg);
   auto ref_opt = plain_optimizer(cfg, ctx(), reference->store());
   // Clipping is active (the gradient norm of the summed loss is far above 0.5); the norm is
   // summed in another order, so agreement is to rounding, not bitwise.
@@ -120,9 +121,11 @@ TEST_P(ShardedTest, GlobalNormClippingEqualsUnsharded) {
 
 std::vector<ShardCase> shard_cases(dist::Backend b) {
   std::vector<ShardCase> out;
+  const std::vector<std::pair<ShardMode, std::string>> modes = {
+      {ShardMode::Broadcast, "flat"}, {ShardMode::Zero1, "flat"}, {ShardMode::Zero1, "bucketed"}};
   for (const std::string model : {"toy", "toy_tied"})
-    for (ShardMode mode : {ShardMode::Broadcast, ShardMode::Zero1})
-      for (OptimizerKind kind : {OptimizerKind::AdamW, OptimizerKind::SGD}) out.push_back({b, model, mode, kind});
+    for (const auto& [mode, ddp] : modes)
+      for (OptimizerKind kind : {OptimizerKind::AdamW, OptimizerKind::SGD}) out.push_back({b, model, mode, ddp, kind});
   return out;
 }
 INSTANTIATE_TEST_SUITE_P(Mpi, ShardedTest, ::testing::ValuesIn(shard_cases(dist::Backend::MPI)), shard_case_name);
@@ -206,6 +209,12 @@ namespace {
 class Zero1LayoutTest : public BackendTest {
  protected:
   void check_layout(const std::vector<std::pair<Shape, bool>>& specs) {
+    // One reduce-scatter; and per-parameter buckets reduced onto their owners (one straddles).
+    check_layout(specs, "flat");
+    check_layout(specs, "overlap");
+  }
+  void check_layout(const std::vector<std::pair<Shape, bool>>& specs, const std::string& ddp) {
+    SCOPED_TRACE(ddp);
     ParamStore store;
     for (size_t i = 0; i < specs.size(); ++i) store.add("p" + std::to_string(i), specs[i].first, specs[i].second);
     for (const auto& p : store.params()) store.add_use(*p);
@@ -218,7 +227,7 @@ class Zero1LayoutTest : public BackendTest {
 
     OptimizerConfig cfg;
     cfg.kind = OptimizerKind::SGD;
-    auto dp = make_data_parallel(ctx(), store, &comm(), "flat", 25, ShardMode::Zero1, cfg);
+    auto dp = make_data_parallel(ctx(), store, &comm(), ddp, 25, ShardMode::Zero1, cfg);
     store.zero_grad(ctx());
     const auto mine = f32(randn(g, 70 + rank()));
     copy_bytes(ctx(), store.flat_grads().data(), store.device().kind, mine.data(), DeviceKind::CPU, mine.size() * 4);

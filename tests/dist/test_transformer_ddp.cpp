@@ -110,7 +110,8 @@ std::vector<TfCase> tf_cases(dist::Backend b) {
           {b, "overlap", 0, ShardMode::None, "overlap"},
           {b, "bucketed", 0.01, ShardMode::None, "bucketed"},
           {b, "bucketed", dist::kDefaultBucketMB, ShardMode::Broadcast, "shard_broadcast"},
-          {b, "flat", 0, ShardMode::Zero1, "shard_zero1"}};
+          {b, "flat", 0, ShardMode::Zero1, "shard_zero1_flat"},
+          {b, "bucketed", 0.01, ShardMode::Zero1, "shard_zero1_bucketed"}};
 }
 INSTANTIATE_TEST_SUITE_P(Mpi, TransformerDdpTest, ::testing::ValuesIn(tf_cases(dist::Backend::MPI)), tf_case_name);
 INSTANTIATE_TEST_SUITE_P(Nccl, TransformerDdpTest, ::testing::ValuesIn(tf_cases(dist::Backend::NCCL)), tf_case_name);
