@@ -88,7 +88,7 @@ __global__ void softmax_backward_kernel(int64_t rows, int64_t tk, float scale, T
 
 }  // namespace
 
-void softmax_forward(cudaStream_t s, Tensor& probs, const Tensor& scores, float scale, bool causal) {
+void softmax_forward(cudaStream_t s, Tensor& probs, const Tensor& scores, double scale, bool causal) {
   const int64_t tk = scores.size(-1), tq = scores.size(-2), rows = scores.numel() / tk;
   const unsigned blocks = unsigned(ceil_div(rows, kWarps));
   dispatch_float(scores.dtype(), [&](auto itag) {
@@ -98,16 +98,16 @@ void softmax_forward(cudaStream_t s, Tensor& probs, const Tensor& scores, float 
       const TI* in = static_cast<const TI*>(scores.data());
       TO* out = static_cast<TO*>(probs.data());
       if (tk % kPack == 0 && aligned16(in) && aligned16(out))
-        softmax_forward_kernel<TI, TO, kPack><<<blocks, kThreads, 0, s>>>(rows, tq, tk, scale, causal, out, in);
+        softmax_forward_kernel<TI, TO, kPack><<<blocks, kThreads, 0, s>>>(rows, tq, tk, float(scale), causal, out, in);
       else
-        softmax_forward_kernel<TI, TO, 1><<<blocks, kThreads, 0, s>>>(rows, tq, tk, scale, causal, out, in);
+        softmax_forward_kernel<TI, TO, 1><<<blocks, kThreads, 0, s>>>(rows, tq, tk, float(scale), causal, out, in);
       PT_CUDA_CHECK_LAUNCH();
     });
   });
 }
 
 void softmax_backward(cudaStream_t s, Tensor& dscores, const Tensor& dprobs, const Tensor& probs,
-                      float scale) {
+                      double scale) {
   const int64_t tk = probs.size(-1), rows = probs.numel() / tk;
   const unsigned blocks = unsigned(ceil_div(rows, kWarps));
   dispatch_float(dscores.dtype(), [&](auto a) {
@@ -120,9 +120,9 @@ void softmax_backward(cudaStream_t s, Tensor& dscores, const Tensor& dprobs, con
         const TDP* dp = static_cast<const TDP*>(dprobs.data());
         const TP* p = static_cast<const TP*>(probs.data());
         if (tk % kPack == 0 && aligned16(ds) && aligned16(dp) && aligned16(p))
-          softmax_backward_kernel<TDS, TDP, TP, kPack><<<blocks, kThreads, 0, s>>>(rows, tk, scale, ds, dp, p);
+          softmax_backward_kernel<TDS, TDP, TP, kPack><<<blocks, kThreads, 0, s>>>(rows, tk, float(scale), ds, dp, p);
         else
-          softmax_backward_kernel<TDS, TDP, TP, 1><<<blocks, kThreads, 0, s>>>(rows, tk, scale, ds, dp, p);
+          softmax_backward_kernel<TDS, TDP, TP, 1><<<blocks, kThreads, 0, s>>>(rows, tk, float(scale), ds, dp, p);
         PT_CUDA_CHECK_LAUNCH();
       });
     });

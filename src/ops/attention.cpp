@@ -93,7 +93,7 @@ void naive_attention_forward(Context& ctx, Tensor& out, Tensor& probs, const Ten
   check_result(chk, out4, "out", {d.B, d.H, d.Tq, d.Dv}, q);
   if (d.B * d.H * d.Tq == 0) return;
   NvtxRange range("naive attention forward");
-  const float scale = 1.0f / std::sqrt(float(d.D));
+  const double scale = 1.0 / std::sqrt(double(d.D));
   const Shape head_block{d.H, d.Tq, d.Tk};  // one batch entry's scores or probs
   // Scores go straight into probs (softmax in place) when probs is wide; else an fp32 buffer.
   Tensor scores_buf;
@@ -143,7 +143,7 @@ void naive_attention_backward(Context& ctx, Tensor& dq, Tensor& dk, Tensor& dv, 
   check_result(chk, dv4, "dv", v4.shape(), q);
   if (d.B * d.H == 0) return;
   NvtxRange range("naive attention backward");
-  const float scale = 1.0f / std::sqrt(float(d.D));
+  const double scale = 1.0 / std::sqrt(double(d.D));
   const Shape head_block{d.H, d.Tq, d.Tk};
   const DType op_type = q.dtype();  // GEMM operand type: P and dS must match it
   // dP = dO Vᵀ in fp32 (or fp64); dS overwrites it when the operands are wide, else its own buffer.

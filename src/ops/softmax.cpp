@@ -20,7 +20,7 @@ void check_rows(const ArgCheck& chk, const Context& ctx, const Tensor& t, const 
 }
 }  // namespace
 
-void softmax_forward(Context& ctx, Tensor& probs, const Tensor& scores, float scale, bool causal) {
+void softmax_forward(Context& ctx, Tensor& probs, const Tensor& scores, double scale, bool causal) {
   ArgCheck chk(ctx, "softmax_forward");
   chk.float_storage(scores, "scores");
   chk.contiguous(scores, "scores");
@@ -35,7 +35,7 @@ void softmax_forward(Context& ctx, Tensor& probs, const Tensor& scores, float sc
 }
 
 void softmax_backward(Context& ctx, Tensor& dscores, const Tensor& dprobs, const Tensor& probs,
-                      float scale) {
+                      double scale) {
   ArgCheck chk(ctx, "softmax_backward");
   chk.float_storage(probs, "probs");
   chk.contiguous(probs, "probs");

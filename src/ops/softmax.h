@@ -9,9 +9,9 @@ namespace pt::ops {
 // with causal the mask hides key j > query i + (Tk - Tq) (bottom-right aligned, as PyTorch's
 // is_causal with Tq == Tk). Computed in fp32 (fp64 for fp64); probs may alias scores and may
 // be bf16 when scores are (mixed precision).
-void softmax_forward(Context& ctx, Tensor& probs, const Tensor& scores, float scale, bool causal);
+void softmax_forward(Context& ctx, Tensor& probs, const Tensor& scores, double scale, bool causal);
 // dscores = scale · probs ⊙ (dprobs − rowsum(dprobs ⊙ probs)); dscores may alias dprobs.
 void softmax_backward(Context& ctx, Tensor& dscores, const Tensor& dprobs, const Tensor& probs,
-                      float scale);
+                      double scale);
 
 }  // namespace pt::ops

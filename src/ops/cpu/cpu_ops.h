@@ -31,8 +31,8 @@ void rmsnorm_backward(Tensor& dx, Tensor& dw, const Tensor& dy, const Tensor& x,
 
 void rope(Tensor& out, const Tensor& in, double theta, bool inverse);
 
-void softmax_forward(Tensor& probs, const Tensor& scores, float scale, bool causal);
-void softmax_backward(Tensor& dscores, const Tensor& dprobs, const Tensor& probs, float scale);
+void softmax_forward(Tensor& probs, const Tensor& scores, double scale, bool causal);
+void softmax_backward(Tensor& dscores, const Tensor& dprobs, const Tensor& probs, double scale);
 
 void cross_entropy(Tensor& loss, Tensor* dlogits, const Tensor& logits, const Tensor& targets);
 void mse_loss(Tensor& loss, Tensor* dpred, const Tensor& pred, const Tensor& target,

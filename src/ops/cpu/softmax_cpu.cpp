@@ -8,7 +8,7 @@
 
 namespace pt::ops::cpu {
 
-void softmax_forward(Tensor& probs, const Tensor& scores, float scale, bool causal) {
+void softmax_forward(Tensor& probs, const Tensor& scores, double scale, bool causal) {
   detail::dispatch_cpu_float(scores.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const int64_t tk = scores.size(-1), tq = scores.size(-2), rows = scores.numel() / std::max<int64_t>(tk, 1);
@@ -30,7 +30,7 @@ void softmax_forward(Tensor& probs, const Tensor& scores, float scale, bool caus
   });
 }
 
-void softmax_backward(Tensor& dscores, const Tensor& dprobs, const Tensor& probs, float scale) {
+void softmax_backward(Tensor& dscores, const Tensor& dprobs, const Tensor& probs, double scale) {
   detail::dispatch_cpu_float(probs.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const int64_t tk = probs.size(-1), rows = probs.numel() / std::max<int64_t>(tk, 1);
