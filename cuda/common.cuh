@@ -94,9 +94,11 @@ inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 
 
 // ---- online softmax statistics ----------------------------------------------------------
 // Running max m and sum s of exp(x - m) over a set of values; two sets combine exactly.
+// Trivially constructible so that it can live in __shared__ memory; start from empty_stats().
 struct MaxSum {
-  float m = -INFINITY, s = 0.0f;
+  float m, s;
 };
+__device__ __forceinline__ MaxSum empty_stats() { return {-INFINITY, 0.0f}; }
 __device__ __forceinline__ MaxSum combine(MaxSum a, MaxSum b) {
   const float m = fmaxf(a.m, b.m);
   if (m == -INFINITY) return {m, 0.0f};  // both empty (fully masked)
@@ -130,7 +132,7 @@ __device__ __forceinline__ MaxSum block_combine(MaxSum v, MaxSum* scratch) {
   __syncthreads();
   if (lane == 0) scratch[warp] = v;
   __syncthreads();
-  v = lane < nwarps ? scratch[lane] : MaxSum{};
+  v = lane < nwarps ? scratch[lane] : empty_stats();
   return warp_combine(v);
 }
 

@@ -36,7 +36,7 @@ __global__ void cross_entropy_kernel(int64_t vocab, float inv_rows, float* loss,
   // block_combine's barriers order this read before the writes below.
   const float x_target = threadIdx.x == 0 && target_ok ? to_float(xr[target]) : 0.0f;
 
-  MaxSum st;
+  MaxSum st = empty_stats();
   for (int64_t c = int64_t(threadIdx.x) * N; c < vocab; c += int64_t(blockDim.x) * N) {
     float v[N];
     load_n<N>(xr + c, v);

@@ -36,7 +36,7 @@ __global__ void softmax_forward_kernel(int64_t rows, int64_t tq, int64_t tk, flo
   const TI* sr = scores + row * tk;
   TO* pr = probs + row * tk;
 
-  MaxSum st;
+  MaxSum st = empty_stats();
   for (int64_t c = int64_t(lane) * N; c < valid; c += kWarpSize * N) {
     float v[N];
     load_n<N>(sr + c, v);
