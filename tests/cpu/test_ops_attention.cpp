@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/profiler.h"
 #include "cpu/test_ops_helpers.h"
 #include "ops/attention.h"
 
@@ -145,6 +146,29 @@ TEST(Attention, ThreeDimensionalInputIsOneHead) {
   Tensor out = Tensor::empty({2, 3, 4}, DType::F64, ctx.device()), probs = Tensor::empty({2, 1, 3, 3}, DType::F64, ctx.device());
   ops::naive_attention_forward(ctx, out, probs, q, k, v, true);
   PT_EXPECT_ALLCLOSE(host(ctx, out), attention_ref(d, qv, kv, vv, true), 1e-13, 1e-14);
+}
+
+TEST(Attention, PhasesAreTimedUnderTheirFamilies) {
+  // "computing attention scores" and "final matmul" count as Matmul, "computing softmax" as
+  // Softmax; the matmul/softmax ops nested inside are not counted a second time.
+  Context ctx(Device::cpu());
+  KernelTimer timer(ctx);
+  ctx.set_timer(&timer);
+  const int64_t B = 3;
+  Tensor q = f64(ctx, {B, 2, 4, 8}, randn(B * 64, 1));
+  Tensor out = Tensor::empty({B, 2, 4, 8}, DType::F64, ctx.device()), probs = Tensor::empty({B, 2, 4, 4}, DType::F64, ctx.device());
+  timer.set_phase("forward");
+  ops::naive_attention_forward(ctx, out, probs, q, q, q, true);
+  ctx.set_timer(nullptr);
+  int64_t matmuls = 0, softmaxes = 0, others = 0;
+  for (const auto& e : timer.collect()) {
+    if (e.family == OpFamily::Matmul) matmuls += e.count;
+    else if (e.family == OpFamily::Softmax) softmaxes += e.count;
+    else others += e.count;
+  }
+  EXPECT_EQ(matmuls, B + 1);  // one scores GEMM per batch entry, one "final matmul" range
+  EXPECT_EQ(softmaxes, B);
+  EXPECT_EQ(others, 0);
 }
 
 TEST(Attention, MismatchedInputsGiveClearErrors) {
