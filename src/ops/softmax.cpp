@@ -26,6 +26,7 @@ void softmax_forward(Context& ctx, Tensor& probs, const Tensor& scores, double s
   chk.contiguous(scores, "scores");
   chk.require(scores.dim() >= 2, "scores must be (..., Tq, Tk), got " + shape_str(scores.shape()));
   check_rows(chk, ctx, probs, "probs", scores, "scores");
+  if (probs.data() == scores.data()) chk.same_dtype(probs, "probs", scores, "scores (in place)");
   if (scores.numel() == 0) return;
   OpScope scope(ctx, "softmax_forward", OpFamily::Softmax);
   if (ctx.is_cuda())
@@ -42,6 +43,7 @@ void softmax_backward(Context& ctx, Tensor& dscores, const Tensor& dprobs, const
   chk.require(probs.dim() >= 1, "probs must have a last dimension");
   check_rows(chk, ctx, dprobs, "dprobs", probs, "probs");
   check_rows(chk, ctx, dscores, "dscores", probs, "probs");
+  if (dscores.data() == dprobs.data()) chk.same_dtype(dscores, "dscores", dprobs, "dprobs (in place)");
   if (probs.numel() == 0) return;
   OpScope scope(ctx, "softmax_backward", OpFamily::Softmax);
   if (ctx.is_cuda())

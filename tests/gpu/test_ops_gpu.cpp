@@ -41,14 +41,14 @@ TEST_P(GpuElementwise, MixedTypesMatchCpu) {
     for (DType tb : {DType::F32, DType::BF16})
       for (DType to : {DType::F32, DType::BF16}) {
         SCOPED_TRACE(std::string(dtype_name(to)) + " = " + dtype_name(ta) + " + " + dtype_name(tb));
-        Pair a = make_pair(gpu, cpu, {n}, ta, av), b = make_pair(gpu, cpu, {n}, tb, bv);
+        Pair a = make_twin(gpu, cpu, {n}, ta, av), b = make_twin(gpu, cpu, {n}, tb, bv);
         Pair out = make_output(gpu, cpu, {n}, to);
         ops::add(gpu, out.gpu, a.gpu, b.gpu);
         ops::add(cpu, out.cpu, a.cpu, b.cpu);
         PT_EXPECT_GPU_CLOSE(out.gpu, out.cpu, gpu, cpu, tol_for(to), 1e-6);
       }
   // x += alpha·y (fp32 residual stream += bf16 branch), x *= alpha, relu, relu backward in place.
-  Pair x = make_pair(gpu, cpu, {n}, DType::F32, av), y = make_pair(gpu, cpu, {n}, DType::BF16, bv);
+  Pair x = make_twin(gpu, cpu, {n}, DType::F32, av), y = make_twin(gpu, cpu, {n}, DType::BF16, bv);
   ops::add_inplace(gpu, x.gpu, y.gpu, 0.5f);
   ops::add_inplace(cpu, x.cpu, y.cpu, 0.5f);
   PT_EXPECT_GPU_CLOSE(x.gpu, x.cpu, gpu, cpu, kTolF32, 1e-7);
@@ -59,7 +59,7 @@ TEST_P(GpuElementwise, MixedTypesMatchCpu) {
   ops::relu_forward(gpu, r.gpu, x.gpu);
   ops::relu_forward(cpu, r.cpu, x.cpu);
   PT_EXPECT_GPU_CLOSE(r.gpu, r.cpu, gpu, cpu, kTolF32, 1e-7);  // x itself differs by fp32 rounding
-  Pair dr = make_pair(gpu, cpu, {n}, DType::F32, cv);
+  Pair dr = make_twin(gpu, cpu, {n}, DType::F32, cv);
   ops::relu_backward(gpu, dr.gpu, dr.gpu, r.gpu);
   ops::relu_backward(cpu, dr.cpu, dr.cpu, r.cpu);
   PT_EXPECT_GPU_CLOSE(dr.gpu, dr.cpu, gpu, cpu, 0.0, 0.0);  // a mask of identical values: exact
@@ -119,12 +119,12 @@ TEST_P(GpuSwiglu, ForwardAndBackward) {
   const auto [dt, cols] = GetParam();
   Context gpu(Device::cuda(0)), cpu(Device::cpu());
   const int64_t rows = 5, n = rows * cols;
-  Pair h1 = make_pair(gpu, cpu, {rows, cols}, dt, randn(n, 7, 2.0)), h3 = make_pair(gpu, cpu, {rows, cols}, dt, randn(n, 8));
+  Pair h1 = make_twin(gpu, cpu, {rows, cols}, dt, randn(n, 7, 2.0)), h3 = make_twin(gpu, cpu, {rows, cols}, dt, randn(n, 8));
   Pair g = make_output(gpu, cpu, {rows, cols}, dt);
   ops::swiglu_forward(gpu, g.gpu, h1.gpu, h3.gpu);
   ops::swiglu_forward(cpu, g.cpu, h1.cpu, h3.cpu);
   PT_EXPECT_GPU_CLOSE(g.gpu, g.cpu, gpu, cpu, tol_for(dt), 1e-6);
-  Pair dg = make_pair(gpu, cpu, {rows, cols}, dt, randn(n, 9));
+  Pair dg = make_twin(gpu, cpu, {rows, cols}, dt, randn(n, 9));
   Pair dh1 = make_output(gpu, cpu, {rows, cols}, dt);
   ops::swiglu_backward(gpu, dh1.gpu, dg.gpu, dg.gpu, h1.gpu, h3.gpu);  // dh3 overwrites dg
   ops::swiglu_backward(cpu, dh1.cpu, dg.cpu, dg.cpu, h1.cpu, h3.cpu);
@@ -141,13 +141,13 @@ TEST(GpuBias, ForwardAndBackward) {
   Context gpu(Device::cuda(0)), cpu(Device::cpu());
   for (int64_t cols : {int64_t(48), int64_t(37)}) {
     const int64_t rows = 300;  // several row slices → several atomics per column
-    Pair y = make_pair(gpu, cpu, {rows, cols}, DType::F32, randn(rows * cols, 10));
-    Pair bias = make_pair(gpu, cpu, {cols}, DType::F32, randn(cols, 11));
+    Pair y = make_twin(gpu, cpu, {rows, cols}, DType::F32, randn(rows * cols, 10));
+    Pair bias = make_twin(gpu, cpu, {cols}, DType::F32, randn(cols, 11));
     ops::add_bias(gpu, y.gpu, bias.gpu);
     ops::add_bias(cpu, y.cpu, bias.cpu);
     PT_EXPECT_GPU_CLOSE(y.gpu, y.cpu, gpu, cpu, kTolF32, 1e-7);
-    Pair dbias = make_pair(gpu, cpu, {cols}, DType::F32, randn(cols, 12));  // accumulated into
-    Pair dy = make_pair(gpu, cpu, {rows, cols}, DType::BF16, randn(rows * cols, 13));
+    Pair dbias = make_twin(gpu, cpu, {cols}, DType::F32, randn(cols, 12));  // accumulated into
+    Pair dy = make_twin(gpu, cpu, {rows, cols}, DType::BF16, randn(rows * cols, 13));
     ops::bias_backward(gpu, dbias.gpu, dy.gpu);
     ops::bias_backward(cpu, dbias.cpu, dy.cpu);
     PT_EXPECT_GPU_CLOSE(dbias.gpu, dbias.cpu, gpu, cpu, kTolF32, 1e-6);
@@ -165,13 +165,13 @@ TEST(GpuEmbedding, GatherScatterAndBadIds) {
   for (int64_t dim : {int64_t(64), int64_t(13)})
     for (DType dt : {DType::F32, DType::BF16}) {
       SCOPED_TRACE(std::string(dtype_name(dt)) + " dim " + std::to_string(dim));
-      Pair w = make_pair(gpu, cpu, {vocab, dim}, dt, randn(vocab * dim, 15));
+      Pair w = make_twin(gpu, cpu, {vocab, dim}, dt, randn(vocab * dim, 15));
       Pair out = make_output(gpu, cpu, {n, dim}, dt);
       ops::embedding_forward(gpu, out.gpu, ids_g, w.gpu);
       ops::embedding_forward(cpu, out.cpu, ids_c, w.cpu);
       PT_EXPECT_GPU_CLOSE(out.gpu, out.cpu, gpu, cpu, 0.0, 0.0);  // a copy: exact
-      Pair dw = make_pair(gpu, cpu, {vocab, dim}, DType::F32, randn(vocab * dim, 16));
-      Pair dout = make_pair(gpu, cpu, {n, dim}, dt, randn(n * dim, 17));
+      Pair dw = make_twin(gpu, cpu, {vocab, dim}, DType::F32, randn(vocab * dim, 16));
+      Pair dout = make_twin(gpu, cpu, {n, dim}, dt, randn(n * dim, 17));
       ops::embedding_backward(gpu, dw.gpu, dout.gpu, ids_g);
       ops::embedding_backward(cpu, dw.cpu, dout.cpu, ids_c);
       PT_EXPECT_GPU_CLOSE(dw.gpu, dw.cpu, gpu, cpu, kTolF32, 1e-6);
@@ -197,20 +197,20 @@ TEST_P(GpuRMSNorm, ForwardAndBackward) {
   const auto [cols, act] = GetParam();
   Context gpu(Device::cuda(0)), cpu(Device::cpu());
   const int64_t rows = 300;  // more rows than one block's warps → several blocks add into dw
-  Pair x = make_pair(gpu, cpu, {rows, cols}, DType::F32, randn(rows * cols, 20, 2.0));
-  Pair w = make_pair(gpu, cpu, {cols}, DType::F32, uniform(cols, 21, 0.5, 1.5));
+  Pair x = make_twin(gpu, cpu, {rows, cols}, DType::F32, randn(rows * cols, 20, 2.0));
+  Pair w = make_twin(gpu, cpu, {cols}, DType::F32, uniform(cols, 21, 0.5, 1.5));
   Pair y = make_output(gpu, cpu, {rows, cols}, act), rstd = make_output(gpu, cpu, {rows}, DType::F32);
   ops::rmsnorm_forward(gpu, y.gpu, rstd.gpu, x.gpu, w.gpu, 1e-5f);
   ops::rmsnorm_forward(cpu, y.cpu, rstd.cpu, x.cpu, w.cpu, 1e-5f);
   PT_EXPECT_GPU_CLOSE(y.gpu, y.cpu, gpu, cpu, tol_for(act), 1e-6);
   PT_EXPECT_GPU_CLOSE(rstd.gpu, rstd.cpu, gpu, cpu, kTolF32, 0.0);
 
-  Pair dy = make_pair(gpu, cpu, {rows, cols}, act, randn(rows * cols, 22));
+  Pair dy = make_twin(gpu, cpu, {rows, cols}, act, randn(rows * cols, 22));
   for (bool accumulate : {false, true}) {
     SCOPED_TRACE(accumulate ? "accumulate" : "write");
-    Pair dx = make_pair(gpu, cpu, {rows, cols}, DType::F32, randn(rows * cols, 23));
+    Pair dx = make_twin(gpu, cpu, {rows, cols}, DType::F32, randn(rows * cols, 23));
     if (!accumulate) poison(gpu, dx.gpu);
-    Pair dw = make_pair(gpu, cpu, {cols}, DType::F32, randn(cols, 24));
+    Pair dw = make_twin(gpu, cpu, {cols}, DType::F32, randn(cols, 24));
     // The CPU backward reads the fp64 rstd it computed; the GPU its own fp32 one.
     ops::rmsnorm_backward(gpu, dx.gpu, dw.gpu, dy.gpu, x.gpu, w.gpu, rstd.gpu, accumulate);
     ops::rmsnorm_backward(cpu, dx.cpu, dw.cpu, dy.cpu, x.cpu, w.cpu, rstd.cpu, accumulate);
@@ -233,7 +233,7 @@ TEST_P(GpuRope, InPlaceOnFusedQkvAndInverse) {
   const auto [dt, D] = GetParam();
   Context gpu(Device::cuda(0)), cpu(Device::cpu());
   const int64_t B = 2, T = 50, H = 3, C = H * D;
-  Pair qkv = make_pair(gpu, cpu, {B, T, 3, H, D}, dt, randn(B * T * 3 * C, 25));
+  Pair qkv = make_twin(gpu, cpu, {B, T, 3, H, D}, dt, randn(B * T * 3 * C, 25));
   auto view = [&](Tensor& t, int64_t which) { return t.as_strided({B, H, T, D}, {T * 3 * C, D, 3 * C, 1}, which * C); };
   for (int64_t which : {0, 1}) {
     Tensor vg = view(qkv.gpu, which), vc = view(qkv.cpu, which);
@@ -279,7 +279,7 @@ TEST_P(GpuSoftmax, ForwardAndBackward) {
   const Shape shape{c.R, c.tq, c.tk};
   const int64_t n = c.R * c.tq * c.tk;
   const double scale = 0.125;
-  Pair s = make_pair(gpu, cpu, shape, c.in, randn(n, 26, 8.0));
+  Pair s = make_twin(gpu, cpu, shape, c.in, randn(n, 26, 8.0));
   Pair p = make_output(gpu, cpu, shape, c.out);
   ops::softmax_forward(gpu, p.gpu, s.gpu, scale, c.causal);
   ops::softmax_forward(cpu, p.cpu, s.cpu, scale, c.causal);
@@ -289,7 +289,7 @@ TEST_P(GpuSoftmax, ForwardAndBackward) {
     PT_EXPECT_GPU_CLOSE(s.gpu, p.cpu, gpu, cpu, tol_for(c.out), 1e-7);
   }
   // Backward: dP fp32 (a GEMM result), P as stored by the forward, dS in place over dP.
-  Pair dp = make_pair(gpu, cpu, shape, DType::F32, randn(n, 27));
+  Pair dp = make_twin(gpu, cpu, shape, DType::F32, randn(n, 27));
   Tensor p_stored_c = make_tensor(cpu, shape, DType::F64, p.gpu.to_host_f64(gpu));
   ops::softmax_backward(gpu, dp.gpu, dp.gpu, p.gpu, scale);
   ops::softmax_backward(cpu, dp.cpu, dp.cpu, p_stored_c, scale);
@@ -320,7 +320,7 @@ TEST_P(GpuCrossEntropy, LossAndGradientInPlace) {
   Context gpu(Device::cuda(0)), cpu(Device::cpu());
   const int64_t n = 64;
   const auto tv = random_ids(n, int32_t(vocab), 28);
-  Pair logits = make_pair(gpu, cpu, {n, vocab}, dt, randn(n * vocab, 29, 3.0));
+  Pair logits = make_twin(gpu, cpu, {n, vocab}, dt, randn(n * vocab, 29, 3.0));
   Tensor tg = make_ids(gpu, {n}, tv), tc = make_ids(cpu, {n}, tv);
   Pair loss = make_output(gpu, cpu, {1}, DType::F32);
   Pair dlogits = make_output(gpu, cpu, {n, vocab}, dt);
@@ -355,7 +355,7 @@ TEST(GpuMse, MeanAndSum) {
   Context gpu(Device::cuda(0)), cpu(Device::cpu());
   for (int64_t n : {int64_t(4099), int64_t(5)})
     for (auto red : {ops::Reduction::Mean, ops::Reduction::Sum}) {
-      Pair pred = make_pair(gpu, cpu, {n}, DType::F32, randn(n, 31)), target = make_pair(gpu, cpu, {n}, DType::F32, randn(n, 32));
+      Pair pred = make_twin(gpu, cpu, {n}, DType::F32, randn(n, 31)), target = make_twin(gpu, cpu, {n}, DType::F32, randn(n, 32));
       Pair loss = make_output(gpu, cpu, {1}, DType::F32), dpred = make_output(gpu, cpu, {n}, DType::F32);
       ops::mse_loss(gpu, loss.gpu, &dpred.gpu, pred.gpu, target.gpu, red);
       ops::mse_loss(cpu, loss.cpu, &dpred.cpu, pred.cpu, target.cpu, red);
@@ -370,15 +370,15 @@ TEST(GpuOptim, AdamWWithBf16CopyOverSteps) {
   PT_REQUIRE_GPU();
   Context gpu(Device::cuda(0)), cpu(Device::cpu());
   for (int64_t n : {int64_t(4096), int64_t(1003)}) {
-    Pair p = make_pair(gpu, cpu, {n}, DType::F32, randn(n, 33));
-    Pair m = make_pair(gpu, cpu, {n}, DType::F32, std::vector<double>(n, 0.0));
-    Pair v = make_pair(gpu, cpu, {n}, DType::F32, std::vector<double>(n, 0.0));
+    Pair p = make_twin(gpu, cpu, {n}, DType::F32, randn(n, 33));
+    Pair m = make_twin(gpu, cpu, {n}, DType::F32, std::vector<double>(n, 0.0));
+    Pair v = make_twin(gpu, cpu, {n}, DType::F32, std::vector<double>(n, 0.0));
     Tensor lowp = Tensor::empty({n}, DType::BF16, gpu.device());
     ops::AdamWHyper h;
     h.weight_decay = 0.1f;
     for (int64_t step = 1; step <= 3; ++step) {
       h.step = step;
-      Pair g = make_pair(gpu, cpu, {n}, DType::F32, randn(n, 40 + step));
+      Pair g = make_twin(gpu, cpu, {n}, DType::F32, randn(n, 40 + step));
       poison(gpu, lowp);
       ops::adamw_step(gpu, p.gpu, g.gpu, m.gpu, v.gpu, h, &lowp);
       ops::adamw_step(cpu, p.cpu, g.cpu, m.cpu, v.cpu, h);
@@ -396,7 +396,7 @@ TEST(GpuOptim, SgdNormAndClip) {
   PT_REQUIRE_GPU();
   Context gpu(Device::cuda(0)), cpu(Device::cpu());
   const int64_t n = 100003;
-  Pair p = make_pair(gpu, cpu, {n}, DType::F32, randn(n, 50)), g = make_pair(gpu, cpu, {n}, DType::F32, randn(n, 51));
+  Pair p = make_twin(gpu, cpu, {n}, DType::F32, randn(n, 50)), g = make_twin(gpu, cpu, {n}, DType::F32, randn(n, 51));
   ops::sgd_step(gpu, p.gpu, g.gpu, 0.1f, 0.01f);
   ops::sgd_step(cpu, p.cpu, g.cpu, 0.1f, 0.01f);
   PT_EXPECT_GPU_CLOSE(p.gpu, p.cpu, gpu, cpu, kTolF32, 1e-7);
@@ -412,7 +412,7 @@ TEST(GpuOptim, SgdNormAndClip) {
     PT_EXPECT_GPU_CLOSE(sumsq, ref, gpu, cpu, 1e-5, 0.0);
 
     // Clip to a tenth of the norm; the CPU clips by its own (fp64) sum.
-    Pair x = make_pair(gpu, cpu, {n}, DType::F32, randn(n, 52));
+    Pair x = make_twin(gpu, cpu, {n}, DType::F32, randn(n, 52));
     const float max_norm = float(std::sqrt(ref.to_host_f64(cpu)[0]) / 10);
     ops::clip_by_norm(gpu, x.gpu, sumsq, max_norm);
     ops::clip_by_norm(cpu, x.cpu, ref, max_norm);

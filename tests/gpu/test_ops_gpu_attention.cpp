@@ -20,7 +20,7 @@ TEST_P(GpuAttention, ForwardAndBackwardOnFusedViews) {
   // bf16: probs, outputs and dS are each rounded once to bf16 (u = 2^-8) → 2e-2.
   const double bound = dt == DType::BF16 ? 2e-2 : 1e-5;
 
-  Pair qkv = make_pair(gpu, cpu, {B, T, 3, H, D}, dt, randn(B * T * 3 * C, 1));
+  Pair qkv = make_twin(gpu, cpu, {B, T, 3, H, D}, dt, randn(B * T * 3 * C, 1));
   auto view = [&](Tensor& t, int64_t which) { return t.as_strided({B, H, T, D}, {T * 3 * C, D, 3 * C, 1}, which * C); };
   auto token_major = [&](Tensor& t) { return t.as_strided({B, H, T, D}, {T * C, D, C, 1}); };
   Tensor qg = view(qkv.gpu, 0), kg = view(qkv.gpu, 1), vg = view(qkv.gpu, 2);
@@ -34,7 +34,7 @@ TEST_P(GpuAttention, ForwardAndBackwardOnFusedViews) {
   EXPECT_LE(rel_error(out.gpu.to_host_f64(gpu), out.cpu.to_host_f64(cpu)), bound);
   EXPECT_LE(rel_error(probs.gpu.to_host_f64(gpu), probs.cpu.to_host_f64(cpu)), bound);
 
-  Pair dout = make_pair(gpu, cpu, {B, H, T, D}, dt, randn(B * H * T * D, 2));
+  Pair dout = make_twin(gpu, cpu, {B, H, T, D}, dt, randn(B * H * T * D, 2));
   Pair dqkv = make_output(gpu, cpu, {B, T, 3, H, D}, dt);
   Tensor dqg = view(dqkv.gpu, 0), dkg = view(dqkv.gpu, 1), dvg = view(dqkv.gpu, 2);
   Tensor dqc = view(dqkv.cpu, 0), dkc = view(dqkv.cpu, 1), dvc = view(dqkv.cpu, 2);

@@ -23,7 +23,7 @@ inline std::vector<double> stored(const std::vector<double>& v, DType dtype) {
 struct Pair {
   Tensor gpu, cpu;
 };
-inline Pair make_pair(Context& gpu, Context& cpu, const Shape& shape, DType dtype,
+inline Pair make_twin(Context& gpu, Context& cpu, const Shape& shape, DType dtype,
                       const std::vector<double>& v) {
   return {make_tensor(gpu, shape, dtype, v), make_tensor(cpu, shape, DType::F64, stored(v, dtype))};
 }

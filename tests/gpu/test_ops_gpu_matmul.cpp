@@ -41,9 +41,9 @@ TEST_P(GpuMatmul, MatchesCpuFp64) {
   Context gpu(Device::cuda(0), g.precision), cpu(Device::cpu());
   const int64_t m = 33, n = 17, k = 29;  // odd on purpose
   const Shape a_shape = g.ta ? Shape{k, m} : Shape{m, k}, b_shape = g.tb ? Shape{n, k} : Shape{k, n};
-  Pair a = make_pair(gpu, cpu, a_shape, g.ab, randn(m * k, 1));
-  Pair b = make_pair(gpu, cpu, b_shape, g.ab, randn(k * n, 2));
-  Pair c = make_pair(gpu, cpu, {m, n}, g.c, randn(m * n, 3));
+  Pair a = make_twin(gpu, cpu, a_shape, g.ab, randn(m * k, 1));
+  Pair b = make_twin(gpu, cpu, b_shape, g.ab, randn(k * n, 2));
+  Pair c = make_twin(gpu, cpu, {m, n}, g.c, randn(m * n, 3));
   ops::matmul(gpu, c.gpu, a.gpu, b.gpu, g.ta, g.tb, 1.5f, 0.5f);
   ops::matmul(cpu, c.cpu, a.cpu, b.cpu, g.ta, g.tb, 1.5f, 0.5f);
   EXPECT_LE(rel_error(c.gpu.to_host_f64(gpu), c.cpu.to_host_f64(cpu)), bound(g));
@@ -72,8 +72,8 @@ TEST(GpuMatmulModes, Fp32ModeIsTrueFp32OnLongSums) {
   // k = 1024: TF32 operands would leave ~1e-3 relative error; true FP32 stays near 1e-7.
   Context gpu(Device::cuda(0), Precision::FP32), cpu(Device::cpu());
   const int64_t m = 64, n = 48, k = 1024;
-  Pair a = make_pair(gpu, cpu, {m, k}, DType::F32, randn(m * k, 4));
-  Pair b = make_pair(gpu, cpu, {k, n}, DType::F32, randn(k * n, 5));
+  Pair a = make_twin(gpu, cpu, {m, k}, DType::F32, randn(m * k, 4));
+  Pair b = make_twin(gpu, cpu, {k, n}, DType::F32, randn(k * n, 5));
   Pair c = make_output(gpu, cpu, {m, n}, DType::F32);
   ops::matmul(gpu, c.gpu, a.gpu, b.gpu, false, false);
   ops::matmul(cpu, c.cpu, a.cpu, b.cpu, false, false);
@@ -85,8 +85,8 @@ TEST(GpuMatmulViews, BatchedBroadcastAndPerHeadViews) {
   Context gpu(Device::cuda(0), Precision::FP32), cpu(Device::cpu());
   // scores (H, T, T) = q_h k_hᵀ with q, k token-major (T, H, D): per-head strides (D, H·D, 1).
   const int64_t T = 19, H = 3, D = 8;
-  Pair q = make_pair(gpu, cpu, {T, H, D}, DType::F32, randn(T * H * D, 6));
-  Pair k = make_pair(gpu, cpu, {T, H, D}, DType::F32, randn(T * H * D, 7));
+  Pair q = make_twin(gpu, cpu, {T, H, D}, DType::F32, randn(T * H * D, 6));
+  Pair k = make_twin(gpu, cpu, {T, H, D}, DType::F32, randn(T * H * D, 7));
   Pair s = make_output(gpu, cpu, {H, T, T}, DType::F32);
   auto heads = [&](const Tensor& t) { return t.as_strided({H, T, D}, {D, H * D, 1}); };
   ops::matmul(gpu, s.gpu, heads(q.gpu), heads(k.gpu), false, true);
@@ -94,8 +94,8 @@ TEST(GpuMatmulViews, BatchedBroadcastAndPerHeadViews) {
   EXPECT_LE(rel_error(s.gpu.to_host_f64(gpu), s.cpu.to_host_f64(cpu)), 1e-6);
 
   // A broadcast over the batch (stride 0) times a batch of B.
-  Pair a = make_pair(gpu, cpu, {5, 7}, DType::F32, randn(35, 8));
-  Pair b = make_pair(gpu, cpu, {4, 7, 9}, DType::F32, randn(4 * 63, 9));
+  Pair a = make_twin(gpu, cpu, {5, 7}, DType::F32, randn(35, 8));
+  Pair b = make_twin(gpu, cpu, {4, 7, 9}, DType::F32, randn(4 * 63, 9));
   Pair c = make_output(gpu, cpu, {4, 5, 9}, DType::F32);
   ops::matmul(gpu, c.gpu, a.gpu.as_strided({4, 5, 7}, {0, 7, 1}), b.gpu, false, false);
   ops::matmul(cpu, c.cpu, a.cpu, b.cpu, false, false);
