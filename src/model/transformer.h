@@ -44,8 +44,9 @@ class TransformerLM {
  public:
   // Registers every parameter in PyTorch state_dict order and finalizes the store on ctx's
   // device (with the bf16 mirror when ctx is in bf16 mode on the GPU). Weights are zero until
-  // init_weights or a checkpoint load.
-  TransformerLM(const TransformerConfig& cfg, Context& ctx);
+  // init_weights or a checkpoint load. param_dtype fp64 (CPU only) runs the whole model in
+  // fp64: the finite-difference tests use it.
+  TransformerLM(const TransformerConfig& cfg, Context& ctx, DType param_dtype = DType::F32);
   ~TransformerLM();
 
   // Truncated-normal init as the reference (host RNG: identical on CPU and GPU).
