@@ -22,12 +22,16 @@ std::optional<po::variables_map> parse_or_help(const po::options_description& de
 }
 
 void add_run_options(po::options_description& desc, RunOptions& o, const char* default_precision) {
-  o.precision = default_precision;
   desc.add_options()
       ("device", po::value(&o.device)->default_value(o.device),
-       "where to run: auto (the GPU of this rank when there is one, else the CPU), cpu or cuda")
-      ("precision", po::value(&o.precision)->default_value(o.precision),
-       "fp32 (true FP32 GEMMs), tf32, or bf16 (mixed: bf16 GEMM operands, fp32 master weights)")
+       "where to run: auto (the GPU of this rank when there is one, else the CPU), cpu or cuda");
+  if (default_precision) {
+    o.precision = default_precision;
+    desc.add_options()
+        ("precision", po::value(&o.precision)->default_value(o.precision),
+         "fp32 (true FP32 GEMMs), tf32, or bf16 (mixed: bf16 GEMM operands, fp32 master weights)");
+  }
+  desc.add_options()
       ("out", po::value(&o.out), "HDF5 results file (default: <subcommand>-<time>.h5)")
       ("overwrite", po::bool_switch(&o.overwrite), "replace --out if it exists")
       ("seed", po::value(&o.seed)->default_value(o.seed), "random seed");
@@ -47,6 +51,26 @@ Device resolve_device(const std::string& device, int local_rank) {
   PT_CHECK(local_rank < n, "local rank " + std::to_string(local_rank) + " has no GPU (" +
                                std::to_string(n) + " on this node); start one rank per GPU");
   return Device::cuda(local_rank);
+}
+
+std::map<std::string, std::string> options_as_strings(const po::variables_map& vm) {
+  std::map<std::string, std::string> out;
+  for (const auto& [name, value] : vm) {
+    const boost::any& v = value.value();
+    std::string text;
+    if (const auto* s = boost::any_cast<std::string>(&v)) text = *s;
+    else if (const auto* i = boost::any_cast<int>(&v)) text = std::to_string(*i);
+    else if (const auto* l = boost::any_cast<int64_t>(&v)) text = std::to_string(*l);
+    else if (const auto* u = boost::any_cast<uint64_t>(&v)) text = std::to_string(*u);
+    else if (const auto* d = boost::any_cast<double>(&v)) text = std::to_string(*d);
+    else if (const auto* f = boost::any_cast<float>(&v)) text = std::to_string(*f);
+    else if (const auto* b = boost::any_cast<bool>(&v)) text = *b ? "true" : "false";
+    else if (const auto* vs = boost::any_cast<std::vector<std::string>>(&v)) {
+      for (const auto& w : *vs) text += (text.empty() ? "" : " ") + w;
+    } else text = "?";
+    out[name] = text;
+  }
+  return out;
 }
 
 std::vector<std::string> split_list(const std::vector<std::string>& words) {

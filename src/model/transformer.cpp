@@ -30,6 +30,7 @@ struct NamedSize {
   int64_t d_model, d_ff, layers, heads;
 };
 constexpr NamedSize kSizes[] = {
+    {"tiny", 128, 384, 4, 4},  // not a reference size: CPU smoke runs and `paratrain train`'s default
     {"small", 768, 3072, 12, 12},    {"medium", 1024, 4096, 24, 16}, {"large", 1280, 5120, 36, 20},
     {"xl", 1600, 6400, 48, 25},      {"2.7b", 2560, 10240, 32, 32},
 };

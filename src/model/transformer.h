@@ -27,7 +27,7 @@ struct TransformerConfig {
   double rope_theta = 10000.0;
   AttentionImpl attention = AttentionImpl::Naive;
 
-  // Named sizes (vocabulary 10000): small 768/3072/12/12, medium 1024/4096/24/16,
+  // Named sizes (vocabulary 10000): tiny 128/384/4/4 (CPU smoke runs), small 768/3072/12/12, medium 1024/4096/24/16,
   // large 1280/5120/36/20, xl 1600/6400/48/25, 2.7b 2560/10240/32/32 (d_model/d_ff/layers/heads).
   static TransformerConfig named(const std::string& size);
   static const std::vector<std::string>& size_names();
