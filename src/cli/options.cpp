@@ -1,5 +1,6 @@
 #include "cli/options.h"
 
+#include <iomanip>
 #include <iostream>
 #include <sstream>
 
@@ -57,18 +58,19 @@ std::map<std::string, std::string> options_as_strings(const po::variables_map& v
   std::map<std::string, std::string> out;
   for (const auto& [name, value] : vm) {
     const boost::any& v = value.value();
-    std::string text;
-    if (const auto* s = boost::any_cast<std::string>(&v)) text = *s;
-    else if (const auto* i = boost::any_cast<int>(&v)) text = std::to_string(*i);
-    else if (const auto* l = boost::any_cast<int64_t>(&v)) text = std::to_string(*l);
-    else if (const auto* u = boost::any_cast<uint64_t>(&v)) text = std::to_string(*u);
-    else if (const auto* d = boost::any_cast<double>(&v)) text = std::to_string(*d);
-    else if (const auto* f = boost::any_cast<float>(&v)) text = std::to_string(*f);
-    else if (const auto* b = boost::any_cast<bool>(&v)) text = *b ? "true" : "false";
-    else if (const auto* vs = boost::any_cast<std::vector<std::string>>(&v)) {
-      for (const auto& w : *vs) text += (text.empty() ? "" : " ") + w;
-    } else text = "?";
-    out[name] = text;
+    std::ostringstream o;
+    o << std::setprecision(15);  // doubles as typed: "0.01"
+    if (const auto* s = boost::any_cast<std::string>(&v)) o << *s;
+    else if (const auto* i = boost::any_cast<int>(&v)) o << *i;
+    else if (const auto* l = boost::any_cast<int64_t>(&v)) o << *l;
+    else if (const auto* u = boost::any_cast<uint64_t>(&v)) o << *u;
+    else if (const auto* d = boost::any_cast<double>(&v)) o << *d;
+    else if (const auto* f = boost::any_cast<float>(&v)) o << *f;
+    else if (const auto* b = boost::any_cast<bool>(&v)) o << (*b ? "true" : "false");
+    else if (const auto* vs = boost::any_cast<std::vector<std::string>>(&v))
+      for (size_t i = 0; i < vs->size(); ++i) o << (i ? " " : "") << (*vs)[i];
+    else continue;
+    out[name] = o.str();
   }
   return out;
 }
