@@ -7,6 +7,7 @@
 #include <map>
 
 #include "common/test_util.h"
+#include "core/error.h"
 #include "model/transformer.h"
 
 namespace pt {

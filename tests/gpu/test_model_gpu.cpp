@@ -25,14 +25,14 @@ TransformerConfig gpu_test_config(AttentionImpl attn = AttentionImpl::Naive) {
   return c;
 }
 
-struct Run {
+struct TrainRun {
   std::vector<double> losses;
   std::vector<double> grads;  // after the first backward
   std::vector<double> params; // after the last step
 };
 
 // `steps` AdamW steps on fixed random batches, from weights `w0`.
-Run train(Context& ctx, const TransformerConfig& cfg, const std::vector<double>& w0, int steps) {
+TrainRun train(Context& ctx, const TransformerConfig& cfg, const std::vector<double>& w0, int steps) {
   TransformerLM m(cfg, ctx);
   m.store().params_from_host_f64(ctx, w0);
   OptimizerConfig oc;
@@ -40,7 +40,7 @@ Run train(Context& ctx, const TransformerConfig& cfg, const std::vector<double>&
   auto opt = make_optimizer(oc, ctx, contiguous_ranges(trainable_params(m.store())));
   dist::NoSync sync;
   TrainStep step(m, *opt, sync, 1.0f);
-  Run r;
+  TrainRun r;
   const int64_t B = 2, T = 32;
   for (int s = 0; s < steps; ++s) {
     Tensor ids = test::make_ids(ctx, {B, T}, test::random_ids(B * T, 97, 100 + s));
@@ -70,7 +70,7 @@ TEST(TransformerGpu, Fp32MatchesTheCpuOverTenTrainingSteps) {
   const TransformerConfig cfg = gpu_test_config();
   const auto w0 = initial_weights(cfg);
   Context cpu(Device::cpu()), gpu(Device::cuda(0), Precision::FP32);
-  Run a = train(cpu, cfg, w0, 10), b = train(gpu, cfg, w0, 10);
+  TrainRun a = train(cpu, cfg, w0, 10), b = train(gpu, cfg, w0, 10);
   // fp32 on both sides: only summation order differs. Gradients agree to ~1e-5 relative;
   // ten Adam steps amplify differences a little (Adam normalises tiny gradients).
   EXPECT_LE(test::rel_error(b.grads, a.grads), 1e-4);
@@ -84,7 +84,7 @@ TEST(TransformerGpu, Bf16MixedPrecisionStaysCloseToFp32) {
   const TransformerConfig cfg = gpu_test_config();
   const auto w0 = initial_weights(cfg);
   Context cpu(Device::cpu()), gpu(Device::cuda(0), Precision::BF16);
-  Run a = train(cpu, cfg, w0, 3), b = train(gpu, cfg, w0, 3);
+  TrainRun a = train(cpu, cfg, w0, 3), b = train(gpu, cfg, w0, 3);
   // bf16 GEMM operands (8-bit mantissa): the loss agrees to ~1e-2 relative and the
   // gradient direction to a few per cent (documented tolerance for mixed precision).
   EXPECT_NEAR(b.losses[0], a.losses[0], 1e-2 * a.losses[0]);
@@ -96,7 +96,7 @@ TEST(TransformerGpu, Tf32StaysCloseToFp32) {
   const TransformerConfig cfg = gpu_test_config();
   const auto w0 = initial_weights(cfg);
   Context cpu(Device::cpu()), gpu(Device::cuda(0), Precision::TF32);
-  Run a = train(cpu, cfg, w0, 1), b = train(gpu, cfg, w0, 1);
+  TrainRun a = train(cpu, cfg, w0, 1), b = train(gpu, cfg, w0, 1);
   EXPECT_NEAR(b.losses[0], a.losses[0], 2e-3 * a.losses[0]);
   EXPECT_LE(test::rel_error(b.grads, a.grads), 1e-2);
 }
@@ -106,8 +106,8 @@ TEST(TransformerGpu, FlashAttentionModelMatchesNaive) {
   for (Precision prec : {Precision::FP32, Precision::BF16}) {
     const auto w0 = initial_weights(gpu_test_config());
     Context gpu(Device::cuda(0), prec);
-    Run naive = train(gpu, gpu_test_config(AttentionImpl::Naive), w0, 2);
-    Run flash = train(gpu, gpu_test_config(AttentionImpl::Flash), w0, 2);
+    TrainRun naive = train(gpu, gpu_test_config(AttentionImpl::Naive), w0, 2);
+    TrainRun flash = train(gpu, gpu_test_config(AttentionImpl::Flash), w0, 2);
     const double tol = prec == Precision::FP32 ? 1e-4 : 2e-2;
     EXPECT_NEAR(flash.losses[0], naive.losses[0], tol * naive.losses[0]) << precision_name(prec);
     EXPECT_LE(test::rel_error(flash.grads, naive.grads), prec == Precision::FP32 ? 1e-4 : 5e-2)
