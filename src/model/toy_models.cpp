@@ -70,7 +70,7 @@ ToyModelWithTiedWeights::ToyModelWithTiedWeights(Context& ctx)
     : fc1_(store_, "fc1", 10, 10),
       fc2_(store_, "fc2", 10, 50),
       fc3_(store_, "fc3", 50, 10),
-      fc4_(store_, "fc4", fc2_.weight()),
+      fc4_(store_, {&fc2_.weight()}),
       fc5_(store_, "fc5", 50, 5) {
   check_fp32(ctx);
   store_.finalize(ctx, false);
