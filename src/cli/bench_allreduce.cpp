@@ -104,8 +104,9 @@ int run_bench_allreduce(const std::vector<std::string>& args) {
   Context ctx(device);
   auto comm = dist::make_communicator(backend, ctx);
   record.collect_environment(ctx);
-  record.set_options({{"backend", dist::backend_name(backend)}, {"iters", std::to_string(iters)},
-                      {"warmup", std::to_string(warmup)}, {"device", device.str()}});
+  record.set_options(options_as_strings(*vm));
+  record.set_attr("backend", dist::backend_name(backend));
+  record.set_attr("device", device.str());
 
   io::ResultTable table("allreduce", "fp32 sum all-reduce over all ranks, in place (nccl-tests' columns)");
   table.add_string("backend", "nccl or mpi")

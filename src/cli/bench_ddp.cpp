@@ -268,13 +268,15 @@ int run_bench_ddp(const std::vector<std::string>& args) {
   Context ctx(device, precision_from_name(run.precision));
   auto comm = dist::make_communicator(dist::backend_for(device), ctx);
   record.collect_environment(ctx);
-  record.set_options({{"model", size}, {"d_model", std::to_string(cfg.d_model)},
-                      {"num_layers", std::to_string(cfg.num_layers)}, {"num_heads", std::to_string(cfg.num_heads)},
-                      {"d_ff", std::to_string(cfg.d_ff)}, {"vocab_size", std::to_string(cfg.vocab_size)},
-                      {"context", std::to_string(context)}, {"batch_per_rank", std::to_string(batch)},
-                      {"attention", attention}, {"optimizer", optimizer}, {"precision", run.precision},
-                      {"steps", std::to_string(steps)}, {"warmup", std::to_string(warmup)},
-                      {"backend", comm->name()}, {"device", device.str()}});
+  record.set_options(options_as_strings(*vm));
+  record.set_attr("backend", comm->name());
+  record.set_attr("device", device.str());
+  record.set_attr("model.d_model", cfg.d_model);
+  record.set_attr("model.num_layers", cfg.num_layers);
+  record.set_attr("model.num_heads", cfg.num_heads);
+  record.set_attr("model.d_ff", cfg.d_ff);
+  record.set_attr("model.vocab_size", cfg.vocab_size);
+  record.set_attr("model.parameters", cfg.num_params());
 
   TransformerLM model(cfg, ctx);
   model.init_weights(ctx, run.seed);
@@ -309,7 +311,7 @@ int run_bench_ddp(const std::vector<std::string>& args) {
   io::ResultTable table("ddp", "data-parallel training step per strategy, bucket cap and optimizer sharding");
   table.add_string("ddp", "gradient sync: none (no communication: the floor), naive, flat, overlap, bucketed; with "
                   "zero1 reduce_scatter or bucketed_reduce")
-      .add_double("bucket_mb", "bucket cap in MiB (bucketed only; NaN otherwise)", 0)
+      .add_double("bucket_mb", "bucket cap in MiB (bucketed only; NaN otherwise)", 2)
       .add_string("shard", "optimizer sharding: none, broadcast, zero1")
       .add_int("ranks", "data-parallel ranks")
       .add_string("precision", "fp32, tf32 or bf16")
