@@ -130,9 +130,10 @@ std::string paratrain_binary() {
   return guess.string();
 }
 
-CliResult run_paratrain(const std::string& args) {
+namespace {
+CliResult run_shell(const std::string& command) {
   CliResult r;
-  const std::string cmd = paratrain_binary() + " " + args + " 2>&1";
+  const std::string cmd = command + " 2>&1";
   FILE* pipe = popen(cmd.c_str(), "r");
   PT_CHECK(pipe != nullptr, "popen failed for: " + cmd);
   char buf[4096];
@@ -141,6 +142,13 @@ CliResult run_paratrain(const std::string& args) {
   const int status = pclose(pipe);
   r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
+}
+}  // namespace
+
+CliResult run_paratrain(const std::string& args) { return run_shell(paratrain_binary() + " " + args); }
+
+CliResult run_paratrain_mpi(int ranks, const std::string& args) {
+  return run_shell("mpiexec -n " + std::to_string(ranks) + " --oversubscribe " + paratrain_binary() + " " + args);
 }
 
 std::string source_path(const std::string& relative) {
