@@ -13,6 +13,23 @@
 
 namespace pt::test {
 
+namespace {
+// The environment every test process needs (see tests/CMakeLists.txt), set before main().
+const bool kEnvironmentSet = [] {
+  const char* vars[][2] = {
+      {"PARATRAIN_SOURCE_DIR", PT_TEST_SOURCE_DIR},
+      {"PARATRAIN_BINARY", PT_TEST_PARATRAIN_BINARY},
+      {"OPENBLAS_NUM_THREADS", "1"},
+      {"OMPI_ALLOW_RUN_AS_ROOT", "1"},
+      {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"},
+      {"OMPI_MCA_rmaps_base_oversubscribe", "1"},
+      {"NCCL_NVLS_ENABLE", "0"},
+  };
+  for (const auto& v : vars) setenv(v[0], v[1], /*overwrite=*/0);
+  return true;
+}();
+}  // namespace
+
 std::vector<double> randn(int64_t n, uint64_t seed, double std) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> d(0.0, std);
