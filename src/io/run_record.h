@@ -19,7 +19,8 @@ class RunRecord {
  public:
   // `path` empty → "<subcommand>-<YYYYmmdd-HHMMSS>.h5" in the working directory. Fails at
   // once (before any work) if the file exists and overwrite is false, or its directory is
-  // not writable, so a long sweep never loses its results at the end.
+  // not writable, so a long sweep never loses its results at the end. Under MPI only rank 0
+  // (the writer) checks; construct it on every rank or on rank 0 alone.
   RunRecord(const std::string& subcommand, const std::string& path, bool overwrite);
 
   const std::string& path() const { return path_; }
@@ -28,6 +29,9 @@ class RunRecord {
   void set_attr(const std::string& key, const std::string& value);
   void set_attr(const std::string& key, int64_t value);
   void set_attr(const std::string& key, double value);
+  // A 1-D array of strings (h5py: numpy array of str), e.g. one host name per rank.
+  void set_attr(const std::string& key, const std::vector<std::string>& values);
+  void set_attr(const std::string& key, const char* value) { set_attr(key, std::string(value)); }
   // Every option's value, stored as "option.<name>" attributes.
   void set_options(const std::map<std::string, std::string>& options);
   // Collective over MPI_COMM_WORLD (every rank must call): host names, GPU names, driver,
@@ -56,6 +60,9 @@ class RunRecord {
   std::map<std::string, std::string> str_attrs_;
   std::map<std::string, int64_t> int_attrs_;
   std::map<std::string, double> dbl_attrs_;
+  std::map<std::string, std::vector<std::string>> list_attrs_;
+  std::string start_time_;  // ISO-8601 UTC, when the record was created
+  void erase_attr(const std::string& key);
   std::vector<ResultTable> tables_;
   struct NumericDataset {
     std::string path, description;

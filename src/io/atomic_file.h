@@ -1,0 +1,23 @@
+#pragma once
+// Output files that appear whole or not at all: write "<path>.tmp.<pid>", then rename it
+// over <path>. Used by RunRecord and checkpoints.
+#include <functional>
+#include <string>
+
+namespace pt::io {
+
+// Fails with one clear message (naming `what`, e.g. "results file") when `path` exists and
+// overwrite is false, is a directory, or its directory is missing or not writable. Call it
+// before any work so a long run never loses its output at the end.
+void check_output_path(const std::string& path, bool overwrite, const std::string& what);
+
+// "<path>.tmp.<pid>"
+std::string temp_path_for(const std::string& path);
+
+// Calls write(tmp) and then moves tmp onto path. replace = false refuses a path that exists
+// by then (atomically, via link(2) where the file system supports it). On any failure the
+// temporary file is removed and the error rethrown; path is never half-written.
+void write_atomically(const std::string& path, bool replace, const std::string& what,
+                      const std::function<void(const std::string& tmp)>& write);
+
+}  // namespace pt::io

@@ -1,0 +1,235 @@
+#include "io/checkpoint.h"
+
+#include <hdf5.h>
+
+#include <cstring>
+
+#include "core/error.h"
+#include "io/atomic_file.h"
+#include "io/h5_util.h"
+#include "optim/optimizer.h"
+#include "paratrain/version.h"
+
+namespace pt::io {
+
+namespace {
+
+constexpr int64_t kFormatVersion = 1;
+constexpr size_t kMaxListedProblems = 6;
+
+std::string what_of(const std::string& path) { return "checkpoint '" + path + "'"; }
+
+// Opens dataset `name` under `loc`, or returns an invalid Id when there is none (no link, or
+// the link is a group): expected answers, so HDF5's error printing is kept quiet.
+h5::Id try_open_dataset(hid_t loc, const std::string& name) {
+  h5::QuietErrors quiet;
+  if (H5Lexists(loc, name.c_str(), H5P_DEFAULT) <= 0) return {};
+  const hid_t d = H5Dopen2(loc, name.c_str(), H5P_DEFAULT);
+  return d >= 0 ? h5::Id(d, H5Dclose) : h5::Id();
+}
+
+bool is_float_dataset(hid_t dset) {
+  h5::Id type(PT_H5_CHECK(H5Dget_type(dset)), H5Tclose);
+  return H5Tget_class(type) == H5T_FLOAT;
+}
+
+// One error listing every problem (capped), so a mismatched file is fixed in one go.
+[[noreturn]] void fail_with(const std::string& head, const std::vector<std::string>& problems) {
+  std::string msg = head;
+  for (size_t i = 0; i < problems.size() && i < kMaxListedProblems; ++i) msg += (i ? "; " : ": ") + problems[i];
+  if (problems.size() > kMaxListedProblems)
+    msg += "; and " + std::to_string(problems.size() - kMaxListedProblems) + " more";
+  PT_FAIL(msg);
+}
+
+const char* optimizer_name(OptimizerKind k) { return k == OptimizerKind::AdamW ? "adamw" : "sgd"; }
+
+hid_t native_type_of(DType t) {
+  PT_CHECK(t == DType::F32 || t == DType::F64,
+           std::string("checkpoint: optimizer state must be fp32 or fp64, got ") + dtype_name(t));
+  return t == DType::F32 ? H5T_NATIVE_FLOAT : H5T_NATIVE_DOUBLE;
+}
+
+herr_t collect_attr_name(hid_t, const char* name, const H5A_info_t*, void* names) {
+  static_cast<std::vector<std::string>*>(names)->push_back(name);
+  return 0;
+}
+
+}  // namespace
+
+void save_checkpoint(const std::string& path, const ParamStore& params, Context& ctx,
+                     Optimizer* opt, const CheckpointInfo& info) {
+  PT_CHECK(params.finalized(), "save_checkpoint: the parameter store is not finalized");
+  const std::vector<float> host = params.params_to_host(ctx);  // (numel) fp32, flat
+  // Optimizer state to the host first: nothing touches the device while the file is open.
+  struct HostState {
+    std::string name;
+    DType dtype;
+    std::vector<char> bytes;
+    int64_t numel;
+  };
+  std::vector<HostState> state;
+  if (opt)
+    for (auto& [name, t] : opt->state()) {
+      check_contiguous(t, "optimizer state");
+      native_type_of(t.dtype());
+      HostState s{name, t.dtype(), std::vector<char>(t.nbytes()), t.numel()};
+      copy_bytes(ctx, s.bytes.data(), DeviceKind::CPU, t.data(), t.device().kind, t.nbytes());
+      state.push_back(std::move(s));
+    }
+
+  write_atomically(path, true, "checkpoint", [&](const std::string& tmp) {
+    h5::Id file = h5::create_file(tmp);
+    std::vector<std::string> names;
+    for (const auto& up : params.params()) {
+      const Parameter& p = *up;
+      const std::vector<float> values(host.begin() + p.offset, host.begin() + p.offset + p.numel);
+      h5::write_dataset(file, p.name, values, p.shape);
+      names.push_back(p.name);
+    }
+    h5::write_attr(file, "format", std::string("paratrain-checkpoint"));
+    h5::write_attr(file, "format_version", kFormatVersion);
+    h5::write_attr(file, "program_version", std::string(PARATRAIN_VERSION));
+    h5::write_attr(file, "git_revision", std::string(PARATRAIN_GIT_REV));
+    h5::write_attr(file, "parameter_names", names);  // registration (state_dict) order
+    for (const auto& [k, v] : info.text) h5::write_attr(file, k, v);
+    for (const auto& [k, v] : info.ints) h5::write_attr(file, k, v);
+    for (const auto& [k, v] : info.reals) h5::write_attr(file, k, v);
+    h5::write_attr(file, "step", info.step);
+    if (opt) {
+      h5::Id group(PT_H5_CHECK(H5Gcreate2(file, "optimizer", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)), H5Gclose);
+      const OptimizerConfig& cfg = opt->config();
+      h5::write_attr(group, "kind", std::string(optimizer_name(cfg.kind)));
+      h5::write_attr(group, "step", opt->steps_taken());
+      h5::write_attr(group, "lr", static_cast<double>(cfg.adamw.lr));
+      h5::write_attr(group, "beta1", static_cast<double>(cfg.adamw.beta1));
+      h5::write_attr(group, "beta2", static_cast<double>(cfg.adamw.beta2));
+      h5::write_attr(group, "eps", static_cast<double>(cfg.adamw.eps));
+      h5::write_attr(group, "weight_decay", static_cast<double>(cfg.adamw.weight_decay));
+      h5::write_attr(group, "sgd_weight_decay", static_cast<double>(cfg.sgd_weight_decay));
+      for (const auto& s : state) {
+        const std::string dpath = "optimizer/" + s.name;
+        if (s.dtype == DType::F32) {
+          std::vector<float> v(static_cast<size_t>(s.numel));
+          std::memcpy(v.data(), s.bytes.data(), s.bytes.size());
+          h5::write_dataset(file, dpath, v, {s.numel});
+        } else {
+          std::vector<double> v(static_cast<size_t>(s.numel));
+          std::memcpy(v.data(), s.bytes.data(), s.bytes.size());
+          h5::write_dataset(file, dpath, v, {s.numel});
+        }
+      }
+    }
+    PT_H5_CHECK(H5Fflush(file, H5F_SCOPE_GLOBAL));
+    file.reset();
+  });
+}
+
+void load_weights(const std::string& path, ParamStore& params, Context& ctx) {
+  PT_CHECK(params.finalized(), "load_weights: the parameter store is not finalized");
+  h5::Id file = h5::open_file_readonly(path, what_of(path));
+  std::vector<float> host(static_cast<size_t>(params.numel()));  // (numel) fp32, flat
+  std::vector<std::string> problems;
+  for (const auto& up : params.params()) {
+    const Parameter& p = *up;
+    h5::Id d = try_open_dataset(file, p.name);
+    if (d < 0) {
+      problems.push_back("tensor '" + p.name + "' is missing (expected shape " + shape_str(p.shape) + ")");
+      continue;
+    }
+    const Shape found = h5::dataset_shape(d);
+    if (found != p.shape) {
+      problems.push_back("tensor '" + p.name + "' has shape " + shape_str(found) + ", expected " + shape_str(p.shape));
+      continue;
+    }
+    if (!is_float_dataset(d)) {
+      problems.push_back("tensor '" + p.name + "' is not floating point (fp32 or fp64 expected)");
+      continue;
+    }
+    if (p.numel > 0)
+      PT_H5_CHECK(H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, host.data() + p.offset));
+  }
+  if (!problems.empty()) fail_with(what_of(path) + " does not match the model", problems);
+  params.params_from_host(ctx, host);  // also refreshes the bf16 mirror
+}
+
+void load_optimizer_state(const std::string& path, Optimizer& opt, Context& ctx) {
+  h5::Id file = h5::open_file_readonly(path, what_of(path));
+  h5::Id group;
+  {
+    h5::QuietErrors quiet;
+    if (H5Lexists(file, "optimizer", H5P_DEFAULT) > 0) group = h5::Id(H5Gopen2(file, "optimizer", H5P_DEFAULT), H5Gclose);
+  }
+  PT_CHECK(group >= 0, what_of(path) + " has no optimizer state (group /optimizer): it holds weights only");
+  auto state = opt.state();
+  std::vector<std::vector<char>> host(state.size());
+  std::vector<std::string> problems;
+  for (size_t i = 0; i < state.size(); ++i) {
+    const auto& [name, t] = state[i];
+    check_contiguous(t, "optimizer state");
+    const hid_t mem = native_type_of(t.dtype());
+    h5::Id d = try_open_dataset(group, name);
+    if (d < 0) {
+      problems.push_back("state '" + name + "' is missing (expected " + std::to_string(t.numel()) + " elements)");
+      continue;
+    }
+    const Shape found = h5::dataset_shape(d);
+    if (found != Shape{t.numel()} || !is_float_dataset(d)) {
+      problems.push_back("state '" + name + "' has shape " + shape_str(found) + ", expected " +
+                         shape_str({t.numel()}) + " floats (a different model, or a sharded run?)");
+      continue;
+    }
+    host[i].resize(t.nbytes());
+    if (t.numel() > 0) PT_H5_CHECK(H5Dread(d, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, host[i].data()));
+  }
+  if (!problems.empty()) fail_with(what_of(path) + ": optimizer state does not match", problems);
+  const int64_t step = h5::read_int_attr(group, "step");
+  for (size_t i = 0; i < state.size(); ++i) {
+    Tensor& t = state[i].second;
+    copy_bytes(ctx, t.data(), t.device().kind, host[i].data(), DeviceKind::CPU, t.nbytes());
+  }
+  opt.set_steps_taken(step);
+}
+
+CheckpointInfo read_checkpoint_info(const std::string& path) {
+  h5::Id file = h5::open_file_readonly(path, what_of(path));
+  std::vector<std::string> names;
+  hsize_t idx = 0;
+  PT_H5_CHECK(H5Aiterate2(file, H5_INDEX_NAME, H5_ITER_INC, &idx, collect_attr_name, &names));
+  CheckpointInfo info;
+  PT_CHECK(h5::has_attr(file, "step"), what_of(path) + " has no 'step' attribute (not a paratrain checkpoint?)");
+  for (const auto& name : names) {
+    h5::Id attr(PT_H5_CHECK(H5Aopen(file, name.c_str(), H5P_DEFAULT)), H5Aclose);
+    h5::Id type(PT_H5_CHECK(H5Aget_type(attr)), H5Tclose);
+    h5::Id space(PT_H5_CHECK(H5Aget_space(attr)), H5Sclose);
+    if (PT_H5_CHECK(H5Sget_simple_extent_ndims(space)) != 0) continue;  // lists: parameter_names
+    switch (H5Tget_class(type)) {
+      case H5T_STRING: info.text[name] = h5::read_string_attr(file, name); break;
+      case H5T_INTEGER: info.ints[name] = h5::read_int_attr(file, name); break;
+      case H5T_FLOAT: info.reals[name] = h5::read_double_attr(file, name); break;
+      default: break;
+    }
+  }
+  PT_CHECK(info.ints.count("step"), what_of(path) + ": attribute 'step' is not an integer");
+  info.step = info.ints.at("step");
+  info.ints.erase("step");
+  return info;
+}
+
+void add_sampler_state(CheckpointInfo& info, const SamplerConfig& cfg) {
+  info.text["data.sampling"] = sampling_name(cfg.sampling);
+  info.ints["data.seed"] = static_cast<int64_t>(cfg.seed);  // bit pattern of the uint64
+  info.ints["data.global_batch"] = cfg.global_batch;
+  info.ints["data.context_length"] = cfg.context_length;
+}
+
+void restore_sampler_state(const CheckpointInfo& info, SamplerConfig& cfg) {
+  const auto s = info.text.find("data.sampling");
+  const auto seed = info.ints.find("data.seed");
+  PT_CHECK(s != info.text.end() && seed != info.ints.end(),
+           "checkpoint has no data sampler state (data.sampling, data.seed)");
+  cfg.sampling = sampling_from_name(s->second);
+  cfg.seed = static_cast<uint64_t>(seed->second);
+}
+
+}  // namespace pt::io

@@ -1,0 +1,51 @@
+#pragma once
+// Checkpoints in HDF5, laid out like a PyTorch state_dict saved with h5py: one fp32 dataset
+// per parameter at the root, named and shaped as in PyTorch; optimizer state in /optimizer;
+// the step, the data sampler's state and the model configuration as root attributes.
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "core/context.h"
+#include "io/token_data.h"
+#include "model/param_store.h"
+
+namespace pt {
+class Optimizer;
+}
+
+namespace pt::io {
+
+// What a checkpoint says about the run besides tensors: root attributes. Keys are free-form
+// ("model.d_model", "data.seed", ...); see docs/HDF5_SCHEMA.md for the ones train writes.
+struct CheckpointInfo {
+  int64_t step = 0;                         // training steps completed
+  std::map<std::string, std::string> text;
+  std::map<std::string, int64_t> ints;
+  std::map<std::string, double> reals;
+};
+
+// Writes `path` atomically (temp file + rename; an existing file is replaced: use
+// check_output_path first to refuse one). opt may be null (weights only).
+void save_checkpoint(const std::string& path, const ParamStore& params, Context& ctx,
+                     Optimizer* opt, const CheckpointInfo& info);
+
+// Loads every parameter of `params` from `path`: each must be present with exactly its shape
+// (fp32 or fp64 datasets, converted; other float widths too). Missing, mis-shaped or
+// non-float tensors give one error naming each, with expected and found shapes; nothing is
+// changed then. Datasets the model does not have are ignored. Refreshes the bf16 mirror.
+void load_weights(const std::string& path, ParamStore& params, Context& ctx);
+
+// Loads /optimizer: every Optimizer::state() tensor by name, with exactly its element count,
+// and the optimizer's step count.
+void load_optimizer_state(const std::string& path, Optimizer& opt, Context& ctx);
+
+// The root attributes (step and every free-form attribute).
+CheckpointInfo read_checkpoint_info(const std::string& path);
+
+// The sampler has no state but its config and the step (its windows are a function of
+// (seed, step)): these record it as "data.*" attributes, and restore sampling and seed.
+void add_sampler_state(CheckpointInfo& info, const SamplerConfig& cfg);
+void restore_sampler_state(const CheckpointInfo& info, SamplerConfig& cfg);
+
+}  // namespace pt::io

@@ -1,0 +1,96 @@
+#pragma once
+// Thin RAII and attribute helpers over the HDF5 C API (internal to io/): owned ids, string
+// types, attributes and datasets with parents created, and reading attributes back.
+#include <hdf5.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace pt::io::h5 {
+
+// Owns one hid_t and closes it with the matching H5?close (errors on close are ignored:
+// destructors must not throw, and the write that matters was already checked).
+class Id {
+ public:
+  using Closer = herr_t (*)(hid_t);
+  Id() = default;
+  Id(hid_t id, Closer close) : id_(id), close_(close) {}
+  ~Id() { reset(); }
+  Id(Id&& o) noexcept : id_(o.id_), close_(o.close_) { o.id_ = -1; }
+  Id& operator=(Id&& o) noexcept {
+    if (this != &o) {
+      reset();
+      id_ = o.id_;
+      close_ = o.close_;
+      o.id_ = -1;
+    }
+    return *this;
+  }
+  Id(const Id&) = delete;
+  Id& operator=(const Id&) = delete;
+  operator hid_t() const { return id_; }  // NOLINT: used wherever the C API wants a hid_t
+  void reset() {
+    if (id_ >= 0 && close_) close_(id_);
+    id_ = -1;
+  }
+
+ private:
+  hid_t id_ = -1;
+  Closer close_ = nullptr;
+};
+
+// Turns off HDF5's automatic error-stack printing for its lifetime: for probing calls
+// whose failure is an expected answer (is this an HDF5 file? does this link exist?).
+class QuietErrors {
+ public:
+  QuietErrors();
+  ~QuietErrors();
+  QuietErrors(const QuietErrors&) = delete;
+  QuietErrors& operator=(const QuietErrors&) = delete;
+
+ private:
+  H5E_auto2_t func_ = nullptr;
+  void* data_ = nullptr;
+};
+
+// New file (truncating) in the 1.8 format: dense attribute storage (no 64 KiB header cap),
+// readable by every h5py; objects are closed with the file (H5F_CLOSE_STRONG).
+Id create_file(const std::string& path);
+// Opens an existing HDF5 file read-only; `what` names it in errors ("checkpoint 'x.h5'").
+Id open_file_readonly(const std::string& path, const std::string& what);
+
+// Fixed-length, null-padded UTF-8 string type of `width` bytes (h5py/numpy: dtype 'S<width>').
+Id fixed_string_type(size_t width);
+// Variable-length UTF-8 string type (h5py attributes: str).
+Id vlen_string_type();
+
+// Link-creation property list that creates missing parent groups ("/a/b/c" makes /a, /a/b).
+Id lcpl_with_parents();
+
+// Attributes on any object (replaced when present).
+void write_attr(hid_t obj, const std::string& name, const std::string& value);
+void write_attr(hid_t obj, const std::string& name, int64_t value);
+void write_attr(hid_t obj, const std::string& name, double value);
+void write_attr(hid_t obj, const std::string& name, const std::vector<std::string>& values);
+void write_attr(hid_t obj, const std::string& name, const std::vector<int64_t>& values);
+
+// Numeric and string datasets at `path` (parents created). shape's product must match.
+void write_dataset(hid_t file, const std::string& path, const std::vector<double>& values,
+                   const std::vector<int64_t>& shape);
+void write_dataset(hid_t file, const std::string& path, const std::vector<int64_t>& values,
+                   const std::vector<int64_t>& shape);
+void write_dataset(hid_t file, const std::string& path, const std::vector<float>& values,
+                   const std::vector<int64_t>& shape);
+void write_strings(hid_t file, const std::string& path, const std::vector<std::string>& values);
+
+// Reading back (checkpoints, tests). A missing attribute or wrong type throws naming it.
+bool has_attr(hid_t obj, const std::string& name);
+std::string read_string_attr(hid_t obj, const std::string& name);
+int64_t read_int_attr(hid_t obj, const std::string& name);
+double read_double_attr(hid_t obj, const std::string& name);
+
+// Dimensions of a dataset's dataspace (empty for a scalar).
+std::vector<int64_t> dataset_shape(hid_t dset);
+
+}  // namespace pt::io::h5

@@ -1,0 +1,323 @@
+#include "io/run_record.h"
+
+#include <cublas_api.h>
+#include <cuda_runtime_api.h>
+#include <hdf5.h>
+#include <mpi.h>
+#include <nccl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <ctime>
+
+#include "cli/subcommands.h"
+#include "core/context.h"
+#include "core/error.h"
+#include "io/atomic_file.h"
+#include "io/h5_util.h"
+#include "paratrain/version.h"
+
+namespace pt::io {
+
+namespace {
+
+constexpr int64_t kSchemaVersion = 1;
+
+std::string utc_now_iso8601() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// CUDA encodes versions as 1000·major + 10·minor.
+std::string cuda_version(cudaError_t rc, int v) {
+  if (rc != cudaSuccess) return std::string("unavailable (") + cudaGetErrorName(rc) + ")";
+  if (v == 0) return "unavailable (no driver)";
+  return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
+}
+
+std::string cublas_version() {
+  int v[3] = {0, 0, 0};
+  const libraryPropertyType props[3] = {MAJOR_VERSION, MINOR_VERSION, PATCH_LEVEL};
+  for (int i = 0; i < 3; ++i)
+    if (cublasGetProperty(props[i], &v[i]) != CUBLAS_STATUS_SUCCESS) return "unavailable";
+  return std::to_string(v[0]) + "." + std::to_string(v[1]) + "." + std::to_string(v[2]);
+}
+
+// NCCL ≥ 2.9 encodes 10000·major + 100·minor + patch.
+std::string nccl_version() {
+  int v = 0;
+  if (ncclGetVersion(&v) != ncclSuccess) return "unavailable";
+  return std::to_string(v / 10000) + "." + std::to_string((v % 10000) / 100) + "." + std::to_string(v % 100);
+}
+
+std::string trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\0')) s.pop_back();
+  return s;
+}
+
+bool mpi_usable() {
+  int init = 0, fin = 0;
+  PT_MPI_CHECK(MPI_Initialized(&init));
+  PT_MPI_CHECK(MPI_Finalized(&fin));
+  return init && !fin;
+}
+
+// Every rank's `mine` (truncated to 255 bytes), in rank order, on every rank.
+std::vector<std::string> all_gather_strings(const std::string& mine) {
+  constexpr int kLen = 256;
+  if (!mpi_usable()) return {mine};
+  int world = 1;
+  PT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
+  std::vector<char> send(kLen, '\0'), recv(static_cast<size_t>(kLen) * world, '\0');
+  std::memcpy(send.data(), mine.data(), std::min<size_t>(mine.size(), kLen - 1));
+  PT_MPI_CHECK(MPI_Allgather(send.data(), kLen, MPI_CHAR, recv.data(), kLen, MPI_CHAR, MPI_COMM_WORLD));
+  std::vector<std::string> out;
+  for (int r = 0; r < world; ++r) out.emplace_back(recv.data() + static_cast<size_t>(r) * kLen);
+  return out;
+}
+
+void write_table(hid_t file, const ResultTable& t) {
+  using h5::Id;
+  const auto& cols = t.columns();
+  PT_CHECK(!cols.empty(), "table '" + t.name() + "' has no columns");
+  // Packed row layout: each field at its byte offset; strings fixed-width per column.
+  std::vector<size_t> width(cols.size()), offset(cols.size());
+  size_t row_bytes = 0;
+  for (size_t c = 0; c < cols.size(); ++c) {
+    if (cols[c].type == ColumnType::String) {
+      width[c] = 1;
+      for (size_t r = 0; r < t.rows(); ++r) width[c] = std::max(width[c], std::get<std::string>(t.at(r, c)).size());
+    } else {
+      width[c] = 8;
+    }
+    offset[c] = row_bytes;
+    row_bytes += width[c];
+  }
+  Id type(PT_H5_CHECK(H5Tcreate(H5T_COMPOUND, row_bytes)), H5Tclose);
+  std::vector<Id> string_types;
+  for (size_t c = 0; c < cols.size(); ++c) {
+    hid_t field = H5T_NATIVE_INT64;
+    if (cols[c].type == ColumnType::Double) field = H5T_NATIVE_DOUBLE;
+    if (cols[c].type == ColumnType::String) {
+      string_types.push_back(h5::fixed_string_type(width[c]));
+      field = string_types.back();
+    }
+    PT_H5_CHECK(H5Tinsert(type, cols[c].name.c_str(), offset[c], field));
+  }
+  std::vector<char> buf(row_bytes * t.rows(), '\0');  // (rows, row_bytes)
+  for (size_t r = 0; r < t.rows(); ++r) {
+    char* row = buf.data() + r * row_bytes;
+    for (size_t c = 0; c < cols.size(); ++c) {
+      const Value& v = t.at(r, c);
+      if (cols[c].type == ColumnType::Int) {
+        const int64_t x = std::get<int64_t>(v);
+        std::memcpy(row + offset[c], &x, 8);
+      } else if (cols[c].type == ColumnType::Double) {
+        const double x = std::get<double>(v);
+        std::memcpy(row + offset[c], &x, 8);
+      } else {
+        const std::string& s = std::get<std::string>(v);
+        std::memcpy(row + offset[c], s.data(), s.size());
+      }
+    }
+  }
+  const std::string path = "/" + t.name();
+  const hsize_t dims[1] = {t.rows()};
+  Id space(PT_H5_CHECK(H5Screate_simple(1, dims, nullptr)), H5Sclose);
+  Id lcpl = h5::lcpl_with_parents();
+  Id dset(PT_H5_CHECK(H5Dcreate2(file, path.c_str(), type, space, lcpl, H5P_DEFAULT, H5P_DEFAULT)), H5Dclose);
+  if (t.rows() > 0) PT_H5_CHECK(H5Dwrite(dset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()));
+  std::vector<std::string> descriptions;
+  std::vector<int64_t> precisions;
+  for (const auto& c : cols) {
+    descriptions.push_back(c.description);
+    precisions.push_back(c.print_precision);
+  }
+  h5::write_attr(dset, "description", t.description());
+  h5::write_attr(dset, "field_descriptions", descriptions);
+  h5::write_attr(dset, "field_precisions", precisions);
+}
+
+}  // namespace
+
+std::string default_output_name(const std::string& subcommand) {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&now, &tm);
+  char stamp[32];
+  std::strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &tm);
+  std::string base = subcommand.empty() ? "paratrain" : subcommand;
+  for (char& ch : base)
+    if (ch == ' ' || ch == '/') ch = '_';
+  return base + "-" + stamp + ".h5";
+}
+
+RunRecord::RunRecord(const std::string& subcommand, const std::string& path, bool overwrite)
+    : subcommand_(subcommand),
+      path_(path.empty() ? default_output_name(subcommand) : path),
+      overwrite_(overwrite),
+      start_time_(utc_now_iso8601()) {
+  // Only rank 0 writes, so only rank 0 checks: a slower rank must not find rank 0's file.
+  int rank = 0;
+  if (mpi_usable()) PT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  if (rank == 0) check_output_path(path_, overwrite_, "results file");
+}
+
+void RunRecord::erase_attr(const std::string& key) {
+  PT_CHECK(!key.empty(), "attribute with an empty name");
+  str_attrs_.erase(key);
+  int_attrs_.erase(key);
+  dbl_attrs_.erase(key);
+  list_attrs_.erase(key);
+}
+
+void RunRecord::set_attr(const std::string& key, const std::string& value) {
+  erase_attr(key);
+  str_attrs_[key] = value;
+}
+void RunRecord::set_attr(const std::string& key, int64_t value) {
+  erase_attr(key);
+  int_attrs_[key] = value;
+}
+void RunRecord::set_attr(const std::string& key, double value) {
+  erase_attr(key);
+  dbl_attrs_[key] = value;
+}
+void RunRecord::set_attr(const std::string& key, const std::vector<std::string>& values) {
+  erase_attr(key);
+  list_attrs_[key] = values;
+}
+
+void RunRecord::set_options(const std::map<std::string, std::string>& options) {
+  for (const auto& [k, v] : options) set_attr("option." + k, v);
+}
+
+void RunRecord::collect_environment(const Context& ctx) {
+  std::string host, gpu = "none (cpu)";
+  char buf[256] = {0};
+  if (gethostname(buf, sizeof(buf) - 1) == 0) host = buf;
+  if (ctx.is_cuda()) {
+    cudaDeviceProp prop{};
+    PT_CUDA_CHECK(cudaGetDeviceProperties(&prop, ctx.device().index));
+    gpu = prop.name;
+  }
+  const auto hosts = all_gather_strings(host);
+  const auto gpus = all_gather_strings(gpu);
+  const auto devices = all_gather_strings(ctx.device().str());
+  set_attr("hosts", hosts);
+  set_attr("gpus", gpus);
+  set_attr("devices", devices);
+  set_attr("world_size", static_cast<int64_t>(hosts.size()));
+  set_attr("precision", std::string(precision_name(ctx.precision())));
+
+  int v = 0;
+  cudaError_t rc = cudaDriverGetVersion(&v);
+  set_attr("cuda_driver_version", cuda_version(rc, v));
+  v = 0;
+  rc = cudaRuntimeGetVersion(&v);
+  set_attr("cuda_runtime_version", cuda_version(rc, v));
+  cudaGetLastError();  // a failed query above must not poison a later launch check
+  set_attr("cublas_version", cublas_version());
+  set_attr("nccl_version", nccl_version());
+
+  char lib[MPI_MAX_LIBRARY_VERSION_STRING] = {0};
+  int len = 0, major = 0, minor = 0;
+  PT_MPI_CHECK(MPI_Get_library_version(lib, &len));
+  PT_MPI_CHECK(MPI_Get_version(&major, &minor));
+  set_attr("mpi_library", trim(std::string(lib, static_cast<size_t>(len))));
+  set_attr("mpi_version", std::to_string(major) + "." + std::to_string(minor));
+  unsigned h5maj = 0, h5min = 0, h5rel = 0;
+  PT_H5_CHECK(H5get_libversion(&h5maj, &h5min, &h5rel));
+  set_attr("hdf5_version", std::to_string(h5maj) + "." + std::to_string(h5min) + "." + std::to_string(h5rel));
+
+  set_attr("program_version", std::string(PARATRAIN_VERSION));
+  set_attr("git_revision", std::string(PARATRAIN_GIT_REV));
+  set_attr("command_line", cli::invocation());
+}
+
+void RunRecord::add_table(const ResultTable& table) {
+  table.validate();
+  for (auto& t : tables_)
+    if (t.name() == table.name()) {
+      t = table;
+      return;
+    }
+  tables_.push_back(table);
+}
+
+void RunRecord::add_dataset(const std::string& path, const std::vector<double>& values,
+                            const std::vector<int64_t>& shape, const std::string& description) {
+  NumericDataset d{path, description, shape, values, {}, false};
+  for (auto& e : datasets_)
+    if (e.path == path) {
+      e = std::move(d);
+      return;
+    }
+  datasets_.push_back(std::move(d));
+}
+
+void RunRecord::add_dataset(const std::string& path, const std::vector<int64_t>& values,
+                            const std::vector<int64_t>& shape, const std::string& description) {
+  NumericDataset d{path, description, shape, {}, values, true};
+  for (auto& e : datasets_)
+    if (e.path == path) {
+      e = std::move(d);
+      return;
+    }
+  datasets_.push_back(std::move(d));
+}
+
+void RunRecord::add_strings(const std::string& path, const std::vector<std::string>& values,
+                            const std::string& description) {
+  StringDataset d{path, description, values};
+  for (auto& e : string_datasets_)
+    if (e.path == path) {
+      e = std::move(d);
+      return;
+    }
+  string_datasets_.push_back(std::move(d));
+}
+
+void RunRecord::commit() {
+  for (const auto& t : tables_) t.validate();
+  // After the first commit the file is ours: later commits replace it.
+  const bool replace = overwrite_ || committed_once_;
+  write_atomically(path_, replace, "results file", [&](const std::string& tmp) {
+    h5::Id file = h5::create_file(tmp);
+    h5::write_attr(file, "subcommand", subcommand_);
+    h5::write_attr(file, "schema_version", kSchemaVersion);
+    h5::write_attr(file, "start_time", start_time_);
+    h5::write_attr(file, "commit_time", utc_now_iso8601());
+    for (const auto& [k, v] : str_attrs_) h5::write_attr(file, k, v);
+    for (const auto& [k, v] : int_attrs_) h5::write_attr(file, k, v);
+    for (const auto& [k, v] : dbl_attrs_) h5::write_attr(file, k, v);
+    for (const auto& [k, v] : list_attrs_) h5::write_attr(file, k, v);
+    for (const auto& t : tables_) write_table(file, t);
+    auto describe = [&](const std::string& path, const std::string& description) {
+      if (description.empty()) return;
+      h5::Id obj(PT_H5_CHECK(H5Oopen(file, path.c_str(), H5P_DEFAULT)), H5Oclose);
+      h5::write_attr(obj, "description", description);
+    };
+    for (const auto& d : datasets_) {
+      if (d.is_int)
+        h5::write_dataset(file, d.path, d.ivalues, d.shape);
+      else
+        h5::write_dataset(file, d.path, d.dvalues, d.shape);
+      describe(d.path, d.description);
+    }
+    for (const auto& d : string_datasets_) {
+      h5::write_strings(file, d.path, d.values);
+      describe(d.path, d.description);
+    }
+    PT_H5_CHECK(H5Fflush(file, H5F_SCOPE_GLOBAL));
+    file.reset();  // closed before the rename: the moved file is complete
+  });
+  committed_once_ = true;
+}
+
+}  // namespace pt::io

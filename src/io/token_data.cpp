@@ -1,0 +1,330 @@
+#include "io/token_data.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <map>
+
+#include "core/error.h"
+
+namespace pt::io {
+
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  if (s.size() < suffix.size()) return false;
+  std::string tail = s.substr(s.size() - suffix.size());
+  std::transform(tail.begin(), tail.end(), tail.begin(), [](unsigned char c) { return std::tolower(c); });
+  return tail == suffix;
+}
+
+// ---- .npy header: "\x93NUMPY", version, header length, then a Python dict literal like
+// {'descr': '<u2', 'fortran_order': False, 'shape': (1000,), }
+struct NpyHeader {
+  std::string descr;
+  bool fortran_order = false;
+  std::vector<int64_t> shape;
+  size_t data_offset = 0;
+};
+
+// Just enough of Python's literal syntax for the three keys numpy writes.
+class DictParser {
+ public:
+  DictParser(const std::string& text, const std::string& what) : s_(text), what_(what) {}
+
+  std::map<std::string, std::string> strings;
+  std::map<std::string, bool> bools;
+  std::map<std::string, std::vector<int64_t>> tuples;
+
+  void parse() {
+    expect('{');
+    while (true) {
+      skip_ws();
+      if (peek() == '}') break;
+      const std::string key = string_literal();
+      expect(':');
+      skip_ws();
+      const char c = peek();
+      if (c == '\'' || c == '"') {
+        strings[key] = string_literal();
+      } else if (c == '(' || c == '[') {
+        tuples[key] = int_tuple();
+      } else if (s_.compare(i_, 4, "True") == 0) {
+        bools[key] = true;
+        i_ += 4;
+      } else if (s_.compare(i_, 5, "False") == 0) {
+        bools[key] = false;
+        i_ += 5;
+      } else {
+        bad("unexpected value for key '" + key + "'");
+      }
+      skip_ws();
+      if (peek() == ',') ++i_;
+    }
+  }
+
+ private:
+  const std::string& s_;
+  const std::string& what_;
+  size_t i_ = 0;
+
+  [[noreturn]] void bad(const std::string& msg) const {
+    PT_FAIL(what_ + ": bad .npy header (" + msg + "): " + s_);
+  }
+  char peek() const { return i_ < s_.size() ? s_[i_] : '\0'; }
+  void skip_ws() {
+    while (i_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[i_]))) ++i_;
+  }
+  void expect(char c) {
+    skip_ws();
+    if (peek() != c) bad(std::string("expected '") + c + "'");
+    ++i_;
+  }
+  std::string string_literal() {
+    skip_ws();
+    const char q = peek();
+    if (q != '\'' && q != '"') bad("expected a quoted string");
+    const size_t end = s_.find(q, i_ + 1);
+    if (end == std::string::npos) bad("unterminated string");
+    std::string out = s_.substr(i_ + 1, end - i_ - 1);
+    i_ = end + 1;
+    return out;
+  }
+  std::vector<int64_t> int_tuple() {
+    const char close = peek() == '(' ? ')' : ']';
+    ++i_;
+    std::vector<int64_t> out;
+    while (true) {
+      skip_ws();
+      if (peek() == close) {
+        ++i_;
+        return out;
+      }
+      if (!std::isdigit(static_cast<unsigned char>(peek()))) bad("shape must be a tuple of integers");
+      int64_t v = 0;
+      while (std::isdigit(static_cast<unsigned char>(peek()))) {
+        if (v > (INT64_MAX - 9) / 10) bad("dimension too large");
+        v = v * 10 + (s_[i_++] - '0');
+      }
+      if (peek() == 'L') ++i_;  // Python 2 longs
+      out.push_back(v);
+      skip_ws();
+      if (peek() == ',') ++i_;
+    }
+  }
+};
+
+uint32_t le_u32(const unsigned char* p) {
+  return static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 | static_cast<uint32_t>(p[2]) << 16 |
+         static_cast<uint32_t>(p[3]) << 24;
+}
+
+constexpr unsigned char kNpyMagic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
+
+bool has_npy_magic(const unsigned char* p, size_t bytes) {
+  return bytes >= 6 && std::memcmp(p, kNpyMagic, 6) == 0;
+}
+
+NpyHeader parse_npy(const unsigned char* p, size_t bytes, const std::string& what) {
+  PT_CHECK(has_npy_magic(p, bytes), what + ": not a .npy file (the NumPy magic string \\x93NUMPY is missing)");
+  PT_CHECK(bytes >= 10, what + ": truncated .npy header");
+  const int major = p[6];
+  PT_CHECK(major >= 1 && major <= 3, what + ": unsupported .npy format version " + std::to_string(major));
+  // Version 1 stores the header length in 2 bytes, versions 2 and 3 in 4.
+  const size_t prefix = major == 1 ? 10 : 12;
+  PT_CHECK(bytes >= prefix, what + ": truncated .npy header");
+  const size_t hlen = major == 1 ? (static_cast<size_t>(p[8]) | static_cast<size_t>(p[9]) << 8) : le_u32(p + 8);
+  PT_CHECK(bytes >= prefix + hlen, what + ": truncated .npy header (the file ends inside it)");
+  const std::string text(reinterpret_cast<const char*>(p + prefix), hlen);
+  DictParser d(text, what);
+  d.parse();
+  PT_CHECK(d.strings.count("descr"), what + ": .npy header has no 'descr'");
+  PT_CHECK(d.bools.count("fortran_order"), what + ": .npy header has no 'fortran_order'");
+  PT_CHECK(d.tuples.count("shape"), what + ": .npy header has no 'shape'");
+  return {d.strings["descr"], d.bools["fortran_order"], d.tuples["shape"], prefix + hlen};
+}
+
+DType dtype_of_descr(const std::string& descr, const std::string& what) {
+  if (descr == "<u2") return DType::U16;
+  if (descr == "<i4") return DType::I32;
+  if (descr == "<i8") return DType::I64;
+  PT_CHECK(descr.empty() || descr[0] != '>',
+           what + ": big-endian dtype '" + descr + "' is not supported (save it as little-endian)");
+  PT_FAIL(what + ": unsupported dtype '" + descr + "' (token files hold uint16, int32 or int64)");
+}
+
+template <typename T>
+T load(const unsigned char* p, int64_t i) {
+  T v;
+  std::memcpy(&v, p + i * static_cast<int64_t>(sizeof(T)), sizeof(T));  // any alignment
+  return v;
+}
+
+template <typename T>
+void check_range(const unsigned char* p, int64_t n, int64_t vocab, const std::string& what) {
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t v = static_cast<int64_t>(load<T>(p, i));
+    if (v < 0 || v >= vocab)
+      PT_FAIL(what + ": token id " + std::to_string(v) + " at position " + std::to_string(i) +
+              (v < 0 ? " is negative" : " is not below the vocabulary size " + std::to_string(vocab)));
+  }
+}
+
+template <typename T>
+void convert(const unsigned char* p, int64_t start, int64_t n, int32_t* out) {
+  for (int64_t k = 0; k < n; ++k) out[k] = static_cast<int32_t>(load<T>(p, start + k));
+}
+
+// splitmix64: a full-period 64-bit mixer, enough to key one draw per (seed, step, row).
+uint64_t mix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+TokenFile::TokenFile(const std::string& path, int64_t vocab_size) : path_(path), vocab_(vocab_size) {
+  const std::string what = "token file '" + path + "'";
+  PT_CHECK(vocab_size > 0, what + ": vocabulary size must be positive");
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  PT_CHECK(fd >= 0, what + ": cannot open: " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || S_ISDIR(st.st_mode)) {
+    ::close(fd);
+    PT_FAIL(what + (S_ISDIR(st.st_mode) ? ": is a directory" : ": cannot stat"));
+  }
+  map_bytes_ = static_cast<size_t>(st.st_size);
+  if (map_bytes_ == 0) {
+    ::close(fd);
+    PT_FAIL(what + ": is empty");
+  }
+  map_ = ::mmap(nullptr, map_bytes_, PROT_READ, MAP_PRIVATE, fd, 0);
+  const int map_errno = errno;
+  ::close(fd);  // the mapping keeps the file
+  if (map_ == MAP_FAILED) {
+    map_ = nullptr;
+    PT_FAIL(what + ": cannot memory-map: " + std::strerror(map_errno));
+  }
+  try {
+    const auto* bytes = static_cast<const unsigned char*>(map_);
+    const bool npy = ends_with(path, ".npy") || (!ends_with(path, ".bin") && has_npy_magic(bytes, map_bytes_));
+    if (npy) {
+      const NpyHeader h = parse_npy(bytes, map_bytes_, what);
+      PT_CHECK(!h.fortran_order, what + ": Fortran-order arrays are not supported (save a C-order array)");
+      PT_CHECK(h.shape.size() == 1, what + ": array is " + std::to_string(h.shape.size()) +
+                                        "-D; a token file must be 1-D");
+      dtype_ = dtype_of_descr(h.descr, what);
+      count_ = h.shape[0];
+      const size_t have = map_bytes_ - h.data_offset;
+      PT_CHECK(static_cast<size_t>(count_) <= have / dtype_size(dtype_),
+               what + ": truncated: the header promises " + std::to_string(count_) + " tokens of " +
+                   std::to_string(dtype_size(dtype_)) + " bytes but only " + std::to_string(have) +
+                   " bytes of data follow");
+      const size_t need = static_cast<size_t>(count_) * dtype_size(dtype_);
+      PT_CHECK(have == need, what + ": " + std::to_string(have - need) +
+                                 " unexpected bytes after the array the header describes");
+      data_ = bytes + h.data_offset;
+    } else {
+      PT_CHECK(ends_with(path, ".bin"), what + ": unknown format: expected a .npy file (NumPy magic) or a "
+                                               "raw uint16 .bin file");
+      PT_CHECK(map_bytes_ % 2 == 0, what + ": odd number of bytes (" + std::to_string(map_bytes_) +
+                                        "); a .bin token file is raw little-endian uint16, so it is truncated");
+      dtype_ = DType::U16;
+      count_ = static_cast<int64_t>(map_bytes_ / 2);
+      data_ = bytes;
+    }
+    switch (dtype_) {
+      case DType::U16: check_range<uint16_t>(data_, count_, vocab_, what); break;
+      case DType::I32: check_range<int32_t>(data_, count_, vocab_, what); break;
+      default: check_range<int64_t>(data_, count_, vocab_, what); break;
+    }
+  } catch (...) {
+    ::munmap(map_, map_bytes_);
+    map_ = nullptr;
+    throw;
+  }
+}
+
+TokenFile::~TokenFile() {
+  if (map_) ::munmap(map_, map_bytes_);
+}
+
+void TokenFile::read(int64_t start, int64_t n, int32_t* out) const {
+  PT_CHECK(start >= 0 && n >= 0 && start + n <= count_,
+           "token file '" + path_ + "': read of [" + std::to_string(start) + ", " + std::to_string(start + n) +
+               ") is outside its " + std::to_string(count_) + " tokens");
+  switch (dtype_) {
+    case DType::U16: convert<uint16_t>(data_, start, n, out); break;
+    case DType::I32: convert<int32_t>(data_, start, n, out); break;
+    default: convert<int64_t>(data_, start, n, out); break;
+  }
+}
+
+int64_t TokenFile::token(int64_t i) const {
+  int32_t v = 0;
+  read(i, 1, &v);
+  return v;
+}
+
+Sampling sampling_from_name(const std::string& name) {
+  if (name == "random") return Sampling::Random;
+  if (name == "sequential") return Sampling::Sequential;
+  PT_FAIL("--sampling must be random or sequential (got '" + name + "')");
+}
+
+const char* sampling_name(Sampling s) { return s == Sampling::Random ? "random" : "sequential"; }
+
+BatchSampler::BatchSampler(const TokenFile& data, const SamplerConfig& cfg) : data_(data), cfg_(cfg) {
+  PT_CHECK(cfg.global_batch > 0, "--batch-size must be positive");
+  PT_CHECK(cfg.context_length > 0, "--context-length must be positive");
+  PT_CHECK(cfg.world >= 1 && cfg.rank >= 0 && cfg.rank < cfg.world, "sampler: bad rank/world");
+  PT_CHECK(cfg.global_batch % cfg.world == 0,
+           "--batch-size " + std::to_string(cfg.global_batch) + " is not divisible by the number of ranks (" +
+               std::to_string(cfg.world) + "); the global batch is split evenly");
+  PT_CHECK(data.size() >= cfg.context_length + 1,
+           "token file '" + data.path() + "' has " + std::to_string(data.size()) + " tokens; context length " +
+               std::to_string(cfg.context_length) + " needs at least " + std::to_string(cfg.context_length + 1));
+}
+
+int64_t BatchSampler::window_start(int64_t step, int64_t j) const {
+  PT_CHECK(step >= 0 && j >= 0 && j < cfg_.global_batch, "sampler: window index out of range");
+  const int64_t T = cfg_.context_length;
+  const uint64_t starts = static_cast<uint64_t>(data_.size() - T);  // valid starts: [0, n − T − 1]
+  if (cfg_.sampling == Sampling::Sequential) {
+    const unsigned __int128 pos =
+        (static_cast<unsigned __int128>(step) * cfg_.global_batch + static_cast<uint64_t>(j)) * T;
+    return static_cast<int64_t>(pos % starts);
+  }
+  const uint64_t key = mix64(mix64(mix64(cfg_.seed) ^ static_cast<uint64_t>(step)) ^ static_cast<uint64_t>(j));
+  // Multiply-shift maps 64 random bits onto [0, starts) (bias ≤ starts / 2^64).
+  return static_cast<int64_t>((static_cast<unsigned __int128>(key) * starts) >> 64);
+}
+
+void BatchSampler::fill(int64_t step, int32_t* inputs, int32_t* targets) const {
+  const int64_t T = cfg_.context_length, rows = local_batch();
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t s = window_start(step, cfg_.rank * rows + r);
+    data_.read(s, T, inputs + r * T);
+    data_.read(s + 1, T, targets + r * T);
+  }
+}
+
+TokenBatch BatchSampler::batch(int64_t step) const {
+  TokenBatch b;
+  b.rows = local_batch();
+  b.cols = cfg_.context_length;
+  b.inputs.resize(static_cast<size_t>(b.rows * b.cols));
+  b.targets.resize(b.inputs.size());
+  fill(step, b.inputs.data(), b.targets.data());
+  return b;
+}
+
+}  // namespace pt::io

@@ -1,0 +1,84 @@
+#pragma once
+// Token files (.npy 1-D uint16/int32/int64, or raw little-endian uint16 .bin), memory-mapped
+// and validated once at open, and the batch sampler that cuts (input, target) windows.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace pt::io {
+
+// A read-only memory map of a token file. Opening checks the format and scans every token
+// once: each must lie in [0, vocab_size). Errors name the file and what is wrong.
+class TokenFile {
+ public:
+  TokenFile(const std::string& path, int64_t vocab_size);
+  ~TokenFile();
+  TokenFile(const TokenFile&) = delete;
+  TokenFile& operator=(const TokenFile&) = delete;
+
+  const std::string& path() const { return path_; }
+  int64_t size() const { return count_; }  // number of tokens
+  DType dtype() const { return dtype_; }    // U16, I32 or I64 as stored
+  int64_t vocab_size() const { return vocab_; }
+  int64_t token(int64_t i) const;
+  // out[k] = token(start + k) for k < n.
+  void read(int64_t start, int64_t n, int32_t* out) const;
+
+ private:
+  std::string path_;
+  int64_t vocab_ = 0;
+  DType dtype_ = DType::U16;
+  int64_t count_ = 0;
+  void* map_ = nullptr;        // whole file
+  size_t map_bytes_ = 0;
+  const unsigned char* data_ = nullptr;  // first token (after the .npy header)
+};
+
+enum class Sampling { Random, Sequential };
+Sampling sampling_from_name(const std::string& name);  // "random" | "sequential"
+const char* sampling_name(Sampling s);
+
+struct SamplerConfig {
+  int64_t global_batch = 0;    // --batch-size: sequences per step over all ranks
+  int64_t context_length = 0;  // T
+  Sampling sampling = Sampling::Random;
+  uint64_t seed = 0;
+  int rank = 0, world = 1;     // this rank takes rows [rank·B/W, (rank+1)·B/W) of the batch
+};
+
+// Host int32 token windows of one step for this rank: row b is the window starting at s_b,
+// inputs[b][t] = file[s_b + t] and targets[b][t] = file[s_b + t + 1] (the next token).
+struct TokenBatch {
+  int64_t rows = 0, cols = 0;    // (B_local, T)
+  std::vector<int32_t> inputs;   // (B_local, T)
+  std::vector<int32_t> targets;  // (B_local, T)
+};
+
+// Windows of T+1 tokens from a TokenFile. It has no state but its config: the windows of
+// step i are a pure function of (seed, i), so a resumed run draws exactly the batches an
+// uninterrupted one would, and the global batch is the same for every world size.
+//   random:     window j of step i starts at a uniform draw from [0, n − T − 1], from a
+//               counter-based generator keyed by (seed, i, j).
+//   sequential: window j of step i starts at ((i·B + j)·T) mod (n − T): consecutive,
+//               non-overlapping inputs that walk through the file and wrap around.
+class BatchSampler {
+ public:
+  // Keeps a reference to `data`, which must outlive the sampler. Checks B % W == 0 and that
+  // the file holds at least T + 1 tokens.
+  BatchSampler(const TokenFile& data, const SamplerConfig& cfg);
+  const SamplerConfig& config() const { return cfg_; }
+  int64_t local_batch() const { return cfg_.global_batch / cfg_.world; }
+  // Start offset in the file of window j ∈ [0, global_batch) of step `step`.
+  int64_t window_start(int64_t step, int64_t j) const;
+  TokenBatch batch(int64_t step) const;
+  // The same into caller buffers of local_batch()·T elements each.
+  void fill(int64_t step, int32_t* inputs, int32_t* targets) const;
+
+ private:
+  const TokenFile& data_;
+  SamplerConfig cfg_;
+};
+
+}  // namespace pt::io

@@ -1,0 +1,294 @@
+// Checkpoints: save → load round trip (weights, optimizer state, step, sampler state), the
+// on-disk layout read with the plain C API, a file in h5py's state_dict layout, and errors.
+#include <gtest/gtest.h>
+#include <hdf5.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "common/test_util.h"
+#include "core/error.h"
+#include "cpu/test_io_h5.h"
+#include "io/checkpoint.h"
+#include "optim/optimizer.h"
+
+namespace pt::io {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace pt::test::h5read;
+
+// A small store with PyTorch-style names (dots, matrices and vectors).
+struct TinyModel {
+  ParamStore store;
+  explicit TinyModel(Context& ctx) {
+    store.add("token_embeddings.weight", {10, 4});
+    store.add("layers.0.ln1.weight", {4});
+    store.add("layers.0.attn.q_proj.weight", {6, 4});
+    store.add("lm_head.weight", {10, 4});
+    store.finalize(ctx, false);
+  }
+  void fill(Context& ctx, uint64_t seed) {
+    const auto v = test::randn(store.numel(), seed);
+    store.params_from_host(ctx, std::vector<float>(v.begin(), v.end()));
+  }
+};
+
+// Two fp32 state tensors over the gradient buffer, as AdamW has: enough to test checkpoints
+// without the optimizer implementation.
+class FakeAdam : public Optimizer {
+ public:
+  FakeAdam(Context& ctx, int64_t n) : Optimizer(OptimizerConfig{}, ctx) {
+    m_ = Tensor::zeros({n}, DType::F32, ctx, "exp_avg");
+    v_ = Tensor::zeros({n}, DType::F32, ctx, "exp_avg_sq");
+  }
+  void step(Context&, float) override {}
+  void add_ranges(const std::vector<FlatRange>&) override {}
+  std::vector<std::pair<std::string, Tensor>> state() override { return {{"exp_avg", m_}, {"exp_avg_sq", v_}}; }
+  int64_t state_bytes() const override { return static_cast<int64_t>(m_.nbytes() + v_.nbytes()); }
+  Tensor m_, v_;
+};
+
+void set_values(Tensor& t, uint64_t seed) {
+  const auto v = test::randn(t.numel(), seed);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data_as<float>()[i] = static_cast<float>(v[i]);
+}
+
+std::vector<float> values(const Tensor& t) {
+  return std::vector<float>(t.data_as<float>(), t.data_as<float>() + t.numel());
+}
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(IoCheckpoint, SaveThenLoadRestoresEverything) {
+  Context ctx(Device::cpu());
+  const std::string dir = test::scratch_dir("ckpt_roundtrip");
+  const std::string path = dir + "/ckpt.h5";
+  TinyModel a(ctx);
+  a.fill(ctx, 1);
+  FakeAdam opt_a(ctx, a.store.grad_numel());
+  set_values(opt_a.m_, 2);
+  set_values(opt_a.v_, 3);
+  opt_a.set_steps_taken(17);
+  CheckpointInfo info;
+  info.step = 17;
+  info.text["model.size"] = "tiny";
+  info.ints["model.d_model"] = 4;
+  info.reals["model.rope_theta"] = 10000.0;
+  SamplerConfig sc;
+  sc.sampling = Sampling::Sequential;
+  sc.seed = 0xfedcba9876543210ull;  // above 2^63: stored as its bit pattern
+  sc.global_batch = 8;
+  sc.context_length = 32;
+  add_sampler_state(info, sc);
+  save_checkpoint(path, a.store, ctx, &opt_a, info);
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1) << "temporary file left";
+
+  TinyModel b(ctx);
+  FakeAdam opt_b(ctx, b.store.grad_numel());
+  load_weights(path, b.store, ctx);
+  EXPECT_EQ(b.store.params_to_host(ctx), a.store.params_to_host(ctx));  // bitwise
+  load_optimizer_state(path, opt_b, ctx);
+  EXPECT_EQ(values(opt_b.m_), values(opt_a.m_));
+  EXPECT_EQ(values(opt_b.v_), values(opt_a.v_));
+  EXPECT_EQ(opt_b.steps_taken(), 17);
+
+  const CheckpointInfo back = read_checkpoint_info(path);
+  EXPECT_EQ(back.step, 17);
+  EXPECT_EQ(back.text.at("model.size"), "tiny");
+  EXPECT_EQ(back.ints.at("model.d_model"), 4);
+  EXPECT_EQ(back.reals.at("model.rope_theta"), 10000.0);
+  EXPECT_EQ(back.text.at("format"), "paratrain-checkpoint");
+  SamplerConfig restored;
+  restore_sampler_state(back, restored);
+  EXPECT_EQ(restored.sampling, Sampling::Sequential);
+  EXPECT_EQ(restored.seed, sc.seed);
+  EXPECT_EQ(back.ints.at("data.global_batch"), 8);
+  EXPECT_EQ(back.ints.at("data.context_length"), 32);
+
+  // Saving again replaces the file (periodic --save-every), atomically.
+  a.fill(ctx, 9);
+  info.step = 18;
+  save_checkpoint(path, a.store, ctx, nullptr, info);
+  load_weights(path, b.store, ctx);
+  EXPECT_EQ(b.store.params_to_host(ctx), a.store.params_to_host(ctx));
+  EXPECT_EQ(read_checkpoint_info(path).step, 18);
+  EXPECT_NE(error_of([&] { load_optimizer_state(path, opt_b, ctx); }).find("weights only"), std::string::npos);
+}
+
+TEST(IoCheckpoint, LayoutIsOneFp32DatasetPerParameterAtTheRoot) {
+  Context ctx(Device::cpu());
+  const std::string path = test::scratch_dir("ckpt_layout") + "/ckpt.h5";
+  TinyModel a(ctx);
+  a.fill(ctx, 4);
+  FakeAdam opt(ctx, a.store.grad_numel());
+  save_checkpoint(path, a.store, ctx, &opt, CheckpointInfo{});
+
+  Handle f = open_file(path);
+  ASSERT_GE(f.id, 0);
+  for (const auto& up : a.store.params()) {
+    const Parameter& p = *up;
+    Handle d = open_dataset(f, p.name);  // a root link whose name contains dots
+    ASSERT_GE(d.id, 0) << p.name;
+    Handle type{H5Dget_type(d), H5Tclose};
+    EXPECT_EQ(H5Tget_class(type), H5T_FLOAT);
+    EXPECT_EQ(H5Tget_size(type), 4u);
+    const auto dims = shape_of(d);
+    EXPECT_EQ(Shape(dims.begin(), dims.end()), p.shape) << p.name;
+    std::vector<float> v(static_cast<size_t>(p.numel));
+    ASSERT_GE(H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()), 0);
+    EXPECT_EQ(v, values(p.data())) << p.name << ": row-major, PyTorch's shape";
+  }
+  Handle g{H5Gopen2(f, "optimizer", H5P_DEFAULT), H5Gclose};
+  ASSERT_GE(g.id, 0);
+  Handle m = open_dataset(g, "exp_avg");
+  EXPECT_EQ(shape_of(m), std::vector<hsize_t>{static_cast<hsize_t>(a.store.grad_numel())});
+  EXPECT_EQ(string_attr(g, "kind"), "adamw");
+  EXPECT_EQ(string_list_attr(f, "parameter_names"),
+            (std::vector<std::string>{"token_embeddings.weight", "layers.0.ln1.weight",
+                                      "layers.0.attn.q_proj.weight", "lm_head.weight"}));
+}
+
+// What `for k, v in sd.items(): f[k] = v.numpy()` produces: default file properties, one
+// dataset per tensor at the root, float32 (or float64), plus whatever else the dict held.
+void write_state_dict_like_h5py(const std::string& path, const TinyModel& m, const std::vector<float>& src,
+                                bool fp64_embeddings) {
+  Handle f{H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose};
+  ASSERT_GE(f.id, 0);
+  for (const auto& up : m.store.params()) {
+    const Parameter& p = *up;
+    std::vector<hsize_t> dims(p.shape.begin(), p.shape.end());
+    Handle space{H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose};
+    const bool f64 = fp64_embeddings && p.name == "token_embeddings.weight";
+    Handle d{H5Dcreate2(f, p.name.c_str(), f64 ? H5T_IEEE_F64LE : H5T_IEEE_F32LE, space, H5P_DEFAULT,
+                        H5P_DEFAULT, H5P_DEFAULT),
+             H5Dclose};
+    ASSERT_GE(d.id, 0);
+    if (f64) {
+      std::vector<double> v(src.begin() + p.offset, src.begin() + p.offset + p.numel);
+      ASSERT_GE(H5Dwrite(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()), 0);
+    } else {
+      ASSERT_GE(H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, src.data() + p.offset), 0);
+    }
+  }
+  // An extra buffer the model does not have (e.g. a RoPE cache): ignored on load.
+  hsize_t n = 3;
+  Handle space{H5Screate_simple(1, &n, nullptr), H5Sclose};
+  Handle extra{H5Dcreate2(f, "rope.cos_cached", H5T_STD_I64LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose};
+  ASSERT_GE(extra.id, 0);
+}
+
+TEST(IoCheckpoint, LoadsAStateDictWrittenInH5pyLayout) {
+  Context ctx(Device::cpu());
+  const std::string path = test::scratch_dir("ckpt_h5py_layout") + "/sd.h5";
+  TinyModel src(ctx);
+  src.fill(ctx, 5);
+  const std::vector<float> expected = src.store.params_to_host(ctx);
+  write_state_dict_like_h5py(path, src, expected, /*fp64_embeddings=*/true);
+  TinyModel dst(ctx);
+  load_weights(path, dst.store, ctx);
+  EXPECT_EQ(dst.store.params_to_host(ctx), expected);  // fp32 → fp64 → fp32 is exact
+  EXPECT_NE(error_of([&] { read_checkpoint_info(path); }).find("no 'step'"), std::string::npos);
+}
+
+TEST(IoCheckpoint, MissingOrMisshapedTensorsAreNamedAndNothingChanges) {
+  Context ctx(Device::cpu());
+  const std::string dir = test::scratch_dir("ckpt_mismatch");
+  TinyModel src(ctx);
+  src.fill(ctx, 6);
+  save_checkpoint(dir + "/ok.h5", src.store, ctx, nullptr, CheckpointInfo{});
+
+  // A model whose q_proj is (8, 4) and which has a tensor the file lacks.
+  ParamStore other;
+  other.add("token_embeddings.weight", {10, 4});
+  other.add("layers.0.ln1.weight", {4});
+  other.add("layers.0.attn.q_proj.weight", {8, 4});
+  other.add("lm_head.weight", {10, 4});
+  other.add("ln_final.weight", {4});
+  other.finalize(ctx, false);
+  const auto before = other.params_to_host(ctx);
+  const std::string msg = error_of([&] { load_weights(dir + "/ok.h5", other, ctx); });
+  EXPECT_NE(msg.find("ok.h5"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'layers.0.attn.q_proj.weight' has shape (6, 4), expected (8, 4)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'ln_final.weight' is missing (expected shape (4,))"), std::string::npos) << msg;
+  EXPECT_EQ(other.params_to_host(ctx), before) << "a failed load must not change parameters";
+
+  // A tensor stored as integers is refused.
+  {
+    Handle f{H5Fcreate((dir + "/int.h5").c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose};
+    hsize_t n = 4;
+    Handle space{H5Screate_simple(1, &n, nullptr), H5Sclose};
+    Handle d{H5Dcreate2(f, "layers.0.ln1.weight", H5T_STD_I32LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+             H5Dclose};
+  }
+  ParamStore one;
+  one.add("layers.0.ln1.weight", {4});
+  one.finalize(ctx, false);
+  EXPECT_NE(error_of([&] { load_weights(dir + "/int.h5", one, ctx); }).find("not floating point"), std::string::npos);
+}
+
+TEST(IoCheckpoint, BadFilesAndOptimizerMismatch) {
+  Context ctx(Device::cpu());
+  const std::string dir = test::scratch_dir("ckpt_bad");
+  TinyModel m(ctx);
+  std::string msg = error_of([&] { load_weights(dir + "/none.h5", m.store, ctx); });
+  EXPECT_NE(msg.find("none.h5"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("cannot open"), std::string::npos) << msg;
+  { std::ofstream(dir + "/text.h5") << "not hdf5"; }
+  msg = error_of([&] { load_weights(dir + "/text.h5", m.store, ctx); });
+  EXPECT_NE(msg.find("not an HDF5 file"), std::string::npos) << msg;
+
+  FakeAdam opt(ctx, m.store.grad_numel());
+  save_checkpoint(dir + "/ck.h5", m.store, ctx, &opt, CheckpointInfo{});
+  FakeAdam bigger(ctx, m.store.grad_numel() + 1);
+  msg = error_of([&] { load_optimizer_state(dir + "/ck.h5", bigger, ctx); });
+  EXPECT_NE(msg.find("'exp_avg' has shape"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'exp_avg_sq'"), std::string::npos) << msg;
+}
+
+// With h5py on the machine (optional): a file written from a state_dict-like dict by h5py
+// loads unchanged, and h5py reads our checkpoint by the dotted names.
+TEST(IoCheckpoint, RoundTripThroughH5py) {
+  std::string python;
+  for (const char* candidate : {"/usr/bin/python3", "python3"})
+    if (std::system((std::string(candidate) + " -c 'import h5py, numpy' >/dev/null 2>&1").c_str()) == 0) {
+      python = candidate;
+      break;
+    }
+  if (python.empty()) GTEST_SKIP() << "no python3 with h5py and numpy";
+  Context ctx(Device::cpu());
+  const std::string dir = test::scratch_dir("ckpt_h5py");
+  TinyModel m(ctx);
+  m.fill(ctx, 8);
+  save_checkpoint(dir + "/ours.h5", m.store, ctx, nullptr, CheckpointInfo{});
+  const std::string script = dir + "/check.py";
+  std::ofstream(script) << R"(
+import sys, h5py, numpy as np
+d = sys.argv[1]
+with h5py.File(d + "/ours.h5", "r") as f:
+    q = f["layers.0.attn.q_proj.weight"]
+    assert q.shape == (6, 4) and q.dtype == np.float32, (q.shape, q.dtype)
+    sd = {k: f[k][()] for k in f.attrs["parameter_names"]}
+# Same tensors, written the way a user saves a PyTorch state_dict: negated, so a load is visible.
+with h5py.File(d + "/theirs.h5", "w") as f:
+    for k, v in sd.items():
+        f[k] = -v
+)";
+  ASSERT_EQ(std::system((python + " " + script + " " + dir).c_str()), 0);
+  TinyModel back(ctx);
+  load_weights(dir + "/theirs.h5", back.store, ctx);
+  auto expected = m.store.params_to_host(ctx);
+  for (float& x : expected) x = -x;
+  EXPECT_EQ(back.store.params_to_host(ctx), expected);
+}
+
+}  // namespace
+}  // namespace pt::io
