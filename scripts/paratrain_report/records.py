@@ -172,3 +172,56 @@ class Records:
 
     def memory_timelines(self):
         return [t for run in self.files for t in run.memory_timelines]
+
+
+# ---- writing (scripts that produce run records of their own, and test files) --------------
+
+def _structured(rows):
+    """Rows (dicts with the same keys, in column order) → numpy structured array in the schema's
+    types: str → fixed-length null-padded UTF-8, int/bool → int64, float → float64."""
+    names = list(rows[0])
+    fields = []
+    for n in names:
+        v = rows[0][n]
+        if isinstance(v, str):
+            fields.append((n, f"S{max(1, max(len(r[n].encode('utf-8')) for r in rows))}"))
+        elif isinstance(v, (bool, int, np.integer)):
+            fields.append((n, "<i8"))
+        else:
+            fields.append((n, "<f8"))
+    return np.array([tuple(r[n].encode("utf-8") if isinstance(r[n], str) else r[n] for n in names)
+                     for r in rows], dtype=fields)
+
+
+def write_record(path, tables, attrs=None, datasets=None, overwrite=False):
+    """Write a run record atomically (temporary file, then rename). tables: name -> list of row
+    dicts; attrs: root attributes (str, int, float, list of str); datasets: path -> 1-D values
+    (a list of str becomes a fixed-length string dataset). Refuses to replace an existing file
+    unless overwrite."""
+    if os.path.exists(path) and not overwrite:
+        raise ReportError(f"{path}: exists (pass --overwrite to replace it)")
+    tmp = f"{path}.tmp.{os.getpid()}"
+    try:
+        with h5py.File(tmp, "w", libver=("earliest", "v108")) as f:
+            f.attrs["schema_version"] = np.int64(1)
+            for k, v in (attrs or {}).items():
+                if isinstance(v, (list, tuple)):
+                    f.attrs[k] = np.array([str(x) for x in v], dtype=h5py.string_dtype())
+                elif isinstance(v, (bool, int, np.integer)):
+                    f.attrs[k] = np.int64(v)
+                else:
+                    f.attrs[k] = v
+            for name, rows in tables.items():
+                if not rows:
+                    raise ValueError(f"table {name} has no rows")
+                f.create_dataset(name, data=_structured(rows))
+            for p, v in (datasets or {}).items():
+                if len(v) and isinstance(v[0], str):
+                    enc = [s.encode("utf-8") for s in v]
+                    f.create_dataset(p, data=np.array(enc, dtype=f"S{max(1, max(map(len, enc)))}"))
+                else:
+                    f.create_dataset(p, data=np.asarray(v))
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)

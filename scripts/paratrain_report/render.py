@@ -98,5 +98,9 @@ def latex_document(sections, title):
 
 
 def csv(section):
-    """The section's values at full precision, headed by the frame's column names."""
-    return section.frame[[c.key for c in section.columns]].to_csv(index=False)
+    """The section's values at full precision, headed by the frame's column names; the device
+    column always (printed tables show it only when the rows come from several devices)."""
+    keys = [c.key for c in section.columns]
+    if "gpu" in section.frame and "gpu" not in keys:
+        keys.insert(0, "gpu")
+    return section.frame[keys].to_csv(index=False)

@@ -3,49 +3,19 @@ for kinds the CPU build cannot produce (bf16, GPUs, several ranks) and for check
 exact numbers (the overhead fit)."""
 import math
 
-import h5py
 import numpy as np
 
-from paratrain_report import overhead
+from paratrain_report import overhead, records
 from paratrain_report.model_sizes import SIZES, VOCAB_SIZE
 
 GPU = "NVIDIA H100 80GB HBM3"
 
 
 def write_record(path, subcommand, tables, attrs=None, datasets=None, world_size=1, gpu=GPU):
-    """tables: name -> list of row dicts (same keys, in column order). Strings become fixed-length
-    null-padded fields, ints int64, floats float64, as paratrain writes them."""
-    with h5py.File(path, "w") as f:
-        f.attrs["subcommand"] = subcommand
-        f.attrs["schema_version"] = np.int64(1)
-        f.attrs["world_size"] = np.int64(world_size)
-        f.attrs["gpus"] = np.array([gpu] * world_size, dtype=h5py.string_dtype())
-        f.attrs["hosts"] = np.array(["node0"] * world_size, dtype=h5py.string_dtype())
-        for k, v in (attrs or {}).items():
-            f.attrs[k] = np.int64(v) if isinstance(v, int) else v
-        for name, rows in tables.items():
-            f.create_dataset(name, data=structured(rows))
-        for p, v in (datasets or {}).items():
-            if len(v) and isinstance(v[0], str):
-                width = max(1, max(len(s.encode()) for s in v))
-                f.create_dataset(p, data=np.array([s.encode() for s in v], dtype=f"S{width}"))
-            else:
-                f.create_dataset(p, data=np.asarray(v))
-
-
-def structured(rows):
-    names = list(rows[0])
-    fields = []
-    for n in names:
-        v = rows[0][n]
-        if isinstance(v, str):
-            fields.append((n, f"S{max(1, max(len(r[n].encode()) for r in rows))}"))
-        elif isinstance(v, (bool, int, np.integer)):
-            fields.append((n, "<i8"))
-        else:
-            fields.append((n, "<f8"))
-    return np.array([tuple(r[n].encode() if isinstance(r[n], str) else r[n] for n in names) for r in rows],
-                    dtype=fields)
+    """A run record as paratrain writes it: tables name -> list of row dicts (column order)."""
+    base = {"subcommand": subcommand, "world_size": world_size, "gpus": [gpu] * world_size,
+            "hosts": ["node0"] * world_size}
+    records.write_record(path, tables, {**base, **(attrs or {})}, datasets, overwrite=True)
 
 
 # ---- bench model ---------------------------------------------------------------------------
