@@ -28,7 +28,8 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from paratrain_report.model_sizes import SIZES, VOCAB_SIZE, train_flops_per_token  # noqa: E402
 
-ATTENTION_IMPLS = ("naive", "sdpa")  # naive: scores materialised, as the reference; sdpa: F.scaled_dot_product_attention
+# naive: the scores materialised, as the reference writes it; sdpa: F.scaled_dot_product_attention
+ATTENTION_IMPLS = ("naive", "sdpa")
 
 
 @dataclass
@@ -80,8 +81,12 @@ class Embedding(nn.Module):
         return self.weight[ids]
 
 
+def _at_least_fp32(x):
+    return x.to(torch.promote_types(x.dtype, torch.float32))
+
+
 class RMSNorm(nn.Module):
-    """x · rsqrt(mean(x²) + eps) · weight in fp32, returned in the input's dtype."""
+    """x · rsqrt(mean(x²) + eps) · weight in fp32 (or wider), returned in the input's dtype."""
 
     def __init__(self, d_model, eps=1e-5):
         super().__init__()
@@ -90,8 +95,8 @@ class RMSNorm(nn.Module):
 
     def forward(self, x):
         in_dtype = x.dtype
-        x = x.float()
-        y = x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps) * self.weight.float()
+        x = _at_least_fp32(x)
+        y = x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps) * self.weight.to(x.dtype)
         return y.to(in_dtype)
 
 
@@ -194,8 +199,8 @@ class TransformerLM(nn.Module):
 
 
 def cross_entropy(logits, targets):
-    """Mean cross-entropy over all positions, computed in fp32."""
-    return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1))
+    """Mean cross-entropy over all positions, computed in fp32 (or wider)."""
+    return F.cross_entropy(_at_least_fp32(logits).reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
 def save_state_dict_h5(model, path):

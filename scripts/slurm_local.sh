@@ -48,24 +48,30 @@ start() {
     echo "slurm_local: already running in $dir (stop it first)" >&2
     exit 1
   fi
-  mkdir -p "$dir"/{state,spool,log,pids,munge}
-  local user run_munge=()
+  mkdir -p "$dir"/{state,spool,log,pids}
+  local user run_munge=() mdir
   user=$(id -un)
 
-  # munged refuses a socket directory others can write, and a key others can read.
-  chmod 711 "$dir/munge"
-  if [[ ! -s "$dir/munge/munge.key" ]]; then
-    head -c 1024 /dev/urandom >"$dir/munge/munge.key"
-  fi
-  chmod 400 "$dir/munge/munge.key"
+  # munged runs as user munge, which must reach its directory: DIR may sit under a private
+  # directory (pytest's), so munged's files live in a directory of their own under /tmp (mode
+  # 711: munged refuses a socket directory others can write), named in DIR/munge_dir.
+  mdir=$(mktemp -d /tmp/paratrain-munge.XXXXXX)
+  echo "$mdir" >"$dir/munge_dir"
+  chmod 711 "$mdir"
+  head -c 1024 /dev/urandom >"$mdir/munge.key"
+  chmod 400 "$mdir/munge.key"
   if [[ $(id -u) == 0 ]] && id munge >/dev/null 2>&1; then
-    chown -R munge: "$dir/munge"
+    chown -R munge: "$mdir"
     run_munge=(runuser -u munge --)
   fi
-  "${run_munge[@]}" munged --socket="$dir/munge/munge.socket.2" --key-file="$dir/munge/munge.key" \
-    --pid-file="$dir/munge/munged.pid" --log-file="$dir/munge/munged.log" --seed-file="$dir/munge/munged.seed"
-  for _ in $(seq 50); do [[ -S "$dir/munge/munge.socket.2" && -s "$dir/munge/munged.pid" ]] && break; sleep 0.1; done
-  cp "$dir/munge/munged.pid" "$dir/pids/munged"
+  if ! "${run_munge[@]}" munged --socket="$mdir/munge.socket.2" --key-file="$mdir/munge.key" \
+      --pid-file="$mdir/munged.pid" --log-file="$mdir/munged.log" --seed-file="$mdir/munged.seed"; then
+    echo "slurm_local: munged did not start (log: $mdir/munged.log)" >&2
+    stop "$dir"
+    exit 1
+  fi
+  for _ in $(seq 50); do [[ -S "$mdir/munge.socket.2" && -s "$mdir/munged.pid" ]] && break; sleep 0.1; done
+  cp "$mdir/munged.pid" "$dir/pids/munged"
 
   local node conf="$dir/slurm.conf"
   node=$(slurmd -C | head -n 1 | sed 's/ *$//')
@@ -78,7 +84,7 @@ SlurmUser=$user
 SlurmdUser=$user
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket=$dir/munge/munge.socket.2
+AuthInfo=socket=$mdir/munge.socket.2
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/affinity
 SelectType=select/cons_tres
@@ -132,14 +138,23 @@ stop() {
       sleep 0.2
     done
   fi
-  local name pid
+  local name pid mdir=""
+  [[ -s "$dir/munge_dir" ]] && mdir=$(<"$dir/munge_dir")
   for name in slurmd slurmctld munged; do
-    pid=$(alive_pid "$dir/pids/$name" "$name" "$dir") || continue
+    # munged's command line names its own directory, the others name DIR (their slurm.conf)
+    pid=$(alive_pid "$dir/pids/$name" "$name" "$([[ $name == munged ]] && echo "$mdir" || echo "$dir")") || {
+      rm -f "$dir/pids/$name"
+      continue
+    }
     kill -TERM "$pid" 2>/dev/null || true
     for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null || true
     rm -f "$dir/pids/$name"
   done
+  # the munge directory this instance created (its name is ours: /tmp/paratrain-munge.*)
+  if [[ "$mdir" == /tmp/paratrain-munge.* && -d "$mdir" ]]; then
+    rm -rf "$mdir" "$dir/munge_dir"
+  fi
 }
 
 case "${1:-}" in

@@ -14,7 +14,7 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from . import overhead, sections  # noqa: E402
+from . import sections  # noqa: E402
 from .records import MEMORY_CATEGORIES  # noqa: E402
 
 MIB = float(1 << 20)

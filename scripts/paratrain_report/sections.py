@@ -533,7 +533,8 @@ def sharding(rec):
         Column("ranks", "ranks"), Column("precision", "precision"), Column("shard", "sharding"),
         Column("ddp", "gradient sync"), Column("bucket_mb", "bucket MiB", "{:g}"),
         Column("step_ms", "step ms", "{:.2f}"), Column("overhead_pct", "vs none %", "{:+.1f}"),
-        Column("init_MB", "after init MB", "{:,.1f}"), Column("init_optstate_MB", "optimizer state at init MB", "{:,.1f}"),
+        Column("init_MB", "after init MB", "{:,.1f}"),
+        Column("init_optstate_MB", "optimizer state at init MB", "{:,.1f}"),
         Column("step_MB", "step peak MB", "{:,.1f}"), Column("step_optstate_MB", "optimizer state MB", "{:,.1f}"),
         Column("optstate_vs_unsharded", "optimizer state vs unsharded", "{:.2f}×"),
         Column("peak_MB", "peak MB", "{:,.1f}")], out)

@@ -135,16 +135,19 @@ def ddp_file(path, w_Bps, o_s, t0_ms=200.0, buckets_mb=(0, 1, 10, 100, 1000), ra
     """Step times exactly t0 + s/(n_b·w) + n_b·o for the bucketed rows."""
     numels = ddp_param_numels()
     s = 4.0 * sum(numels)
+
+    def bucketed_ms(mb):  # the overhead model, exactly
+        nb = overhead.bucket_count(numels, mb)
+        return t0_ms + 1e3 * (s / (nb * w_Bps) + nb * o_s)
+
     rows = [ddp_row("none", t0_ms, ranks=ranks, precision=precision, floor=t0_ms)]
     rows.append(ddp_row("flat", t0_ms + 1e3 * (s / w_Bps + o_s), ranks=ranks, precision=precision, floor=t0_ms))
-    for mb in buckets_mb:
-        nb = overhead.bucket_count(numels, mb)
-        step = t0_ms + 1e3 * (s / (nb * w_Bps) + nb * o_s)
-        rows.append(ddp_row("bucketed", step, bucket_mb=float(mb), ranks=ranks, precision=precision, floor=t0_ms))
-    if shards:
-        rows.append(ddp_row("bucketed", t0_ms + 30, bucket_mb=25.0, ranks=ranks, precision=precision,
+    caps = list(buckets_mb) + ([25] if shards and 25 not in buckets_mb else [])
+    for mb in caps:
+        rows.append(ddp_row("bucketed", bucketed_ms(mb), bucket_mb=float(mb), ranks=ranks, precision=precision,
                             floor=t0_ms))
-        rows.append(ddp_row("bucketed", t0_ms + 40, bucket_mb=25.0, shard="broadcast", ranks=ranks,
+    if shards:
+        rows.append(ddp_row("bucketed", bucketed_ms(25) + 10, bucket_mb=25.0, shard="broadcast", ranks=ranks,
                             precision=precision, floor=t0_ms, optstate_MB=500.0 / ranks))
         rows.append(ddp_row("reduce_scatter", t0_ms + 35, shard="zero1", ranks=ranks, precision=precision,
                             floor=t0_ms, optstate_MB=500.0 / ranks))

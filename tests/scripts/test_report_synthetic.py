@@ -149,20 +149,20 @@ def test_missing_kinds_are_skipped(tmp_path, out_dir):
 
 # ---- bench ddp and the overhead model ------------------------------------------------------
 
-W, O = 40e9, 1.5e-3  # bytes/s, s
+BANDWIDTH, CALL_COST = 40e9, 1.5e-3  # bytes/s, s
 
 
 def test_bucket_fit_recovers_bandwidth_and_call_overhead(tmp_path, out_dir):
     path = tmp_path / "ddp.h5"
-    s = synth.ddp_file(path, w_Bps=W, o_s=O, buckets_mb=(0, 1, 5, 10, 25, 100, 1000))
+    s = synth.ddp_file(path, w_Bps=BANDWIDTH, o_s=CALL_COST, buckets_mb=(0, 1, 5, 10, 25, 100, 1000))
     run_report([path], out_dir)
     fit = read_csv(out_dir, "ddp_bucket_fit")
     assert len(fit) == 1
-    assert fit["w_GBps"].iloc[0] == pytest.approx(W / 1e9, rel=1e-6)
-    assert fit["o_ms"].iloc[0] == pytest.approx(O * 1e3, rel=1e-6)
+    assert fit["w_GBps"].iloc[0] == pytest.approx(BANDWIDTH / 1e9, rel=1e-6)
+    assert fit["o_ms"].iloc[0] == pytest.approx(CALL_COST * 1e3, rel=1e-6)
     assert fit["t0_from"].iloc[0] == "ddp=none"
-    assert fit["opt_buckets"].iloc[0] == pytest.approx(math.sqrt(s / (W * O)), rel=1e-6)
-    assert fit["opt_bucket_MiB"].iloc[0] == pytest.approx(math.sqrt(s * W * O) / (1 << 20), rel=1e-6)
+    assert fit["opt_buckets"].iloc[0] == pytest.approx(math.sqrt(s / (BANDWIDTH * CALL_COST)), rel=1e-6)
+    assert fit["opt_bucket_MiB"].iloc[0] == pytest.approx(math.sqrt(s * BANDWIDTH * CALL_COST) / (1 << 20), rel=1e-6)
     points = read_csv(out_dir, "ddp_buckets")
     assert np.allclose(points["residual_ms"], 0.0, atol=1e-6)
     numels = synth.ddp_param_numels()
@@ -175,14 +175,14 @@ def test_fit_with_free_intercept_and_noise():
     s = 500e6
     n = np.array([1, 2, 4, 8, 16, 32, 64, 128], dtype=float)
     t0 = 0.2
-    exact = t0 + s / (n * W) + n * O
+    exact = t0 + s / (n * BANDWIDTH) + n * CALL_COST
     fit = overhead.fit_overhead(s, n, exact)  # t0 unknown: fitted
     assert fit.t0_fitted and fit.t0_s == pytest.approx(t0, rel=1e-9)
-    assert fit.w_Bps == pytest.approx(W, rel=1e-9) and fit.o_s == pytest.approx(O, rel=1e-9)
+    assert fit.w_Bps == pytest.approx(BANDWIDTH, rel=1e-9) and fit.o_s == pytest.approx(CALL_COST, rel=1e-9)
     rng = np.random.default_rng(0)
     noisy = exact * (1 + 0.002 * rng.standard_normal(len(n)))
     fit = overhead.fit_overhead(s, n, noisy, t0_s=t0)
-    assert fit.w_Bps == pytest.approx(W, rel=0.1) and fit.o_s == pytest.approx(O, rel=0.1)
+    assert fit.w_Bps == pytest.approx(BANDWIDTH, rel=0.1) and fit.o_s == pytest.approx(CALL_COST, rel=0.1)
     # the optimum minimises the model
     nb = fit.optimal_buckets
     assert fit.overhead_s(nb) <= min(fit.overhead_s(nb * 0.9), fit.overhead_s(nb * 1.1))
@@ -217,7 +217,7 @@ def test_bucket_count_follows_plan_buckets():
 
 def test_ddp_strategies_sharding_and_timeline(tmp_path, out_dir):
     path = tmp_path / "ddp.h5"
-    synth.ddp_file(path, w_Bps=W, o_s=O, shards=True, events=True)
+    synth.ddp_file(path, w_Bps=BANDWIDTH, o_s=CALL_COST, shards=True, events=True)
     run_report([path], out_dir, "--plots")
     ddp = read_csv(out_dir, "ddp")
     assert ddp["ddp"].tolist()[:2] == ["none", "flat"]
@@ -241,7 +241,7 @@ def test_overlap_fraction():
 
 def test_pytorch_ddp_rows_beside_ours(tmp_path, out_dir):
     path = tmp_path / "ddp.h5"
-    synth.ddp_file(path, w_Bps=W, o_s=O, buckets_mb=(1, 25, 100), shards=True)
+    synth.ddp_file(path, w_Bps=BANDWIDTH, o_s=CALL_COST, buckets_mb=(1, 25, 100), shards=True)
     torch_path = tmp_path / "torch_ddp.h5"
     torch_rows = [{"ddp": d, "bucket_mb": b, "shard": "none", "ranks": 2, "precision": "fp32", "step_ms": ms,
                    "step_sd_ms": 1.0, "step_ms_max_rank": ms, "overhead_pct": 0.0, "peak_MB": 4000.0,
@@ -269,8 +269,8 @@ def test_torch_comparison_ratios(model_h5, tmp_path, out_dir):
         synth.torch_row("small", 512, "bf16", "eager", 160.0), synth.torch_row("small", 512, "bf16", "compile", 100.0),
         synth.torch_row("small", 128, "bf16", "eager", 50.0)]})
     other_gpu = tmp_path / "torch_h200.h5"
-    synth.write_record(other_gpu, "compare_torch", {"torch_model": [synth.torch_row("small", 512, "fp32", "eager", 1.0)]},
-                       gpu="NVIDIA H200")
+    synth.write_record(other_gpu, "compare_torch",
+                       {"torch_model": [synth.torch_row("small", 512, "fp32", "eager", 1.0)]}, gpu="NVIDIA H200")
     run_report([model_h5, torch_path, other_gpu], out_dir)
     df = read_csv(out_dir, "torch_compare")
     # only the same device is compared: the H200 row matches nothing of ours
@@ -318,8 +318,8 @@ def test_markdown_and_latex_are_well_formed(model_h5, out_dir):
     assert tex.count("\\begin{tabular}") == tex.count("\\end{tabular}") >= 5
     assert "2.73$\\times$" in tex
     # every underscore and percent sign in the printed text is escaped (comments and labels aside)
-    body = "\n".join(l for l in tex[tex.index("\\begin{document}"):].splitlines()
-                     if not l.startswith(("%", "\\label")))
+    body = "\n".join(line for line in tex[tex.index("\\begin{document}"):].splitlines()
+                     if not line.startswith(("%", "\\label")))
     assert "_" not in body.replace("\\_", "")
     assert "%" not in body.replace("\\%", "")
     assert "MFU \\%" in body
