@@ -6,6 +6,9 @@
 
 #include <cstdint>
 
+#include <string>
+
+#include "core/dtype.h"
 #include "core/error.h"
 
 namespace pt::cuda {
@@ -52,6 +55,117 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
   __syncthreads();
   v = lane < nwarps ? scratch[lane] : -INFINITY;
   return warp_max(v);
+}
+
+// ---- 16-byte packs ----------------------------------------------------------------------
+// Elementwise and row-wise kernels move kPack consecutive elements per thread as 16-byte
+// words (one LDG.128 for bf16, two for fp32) when every pointer is 16-byte aligned and the
+// length allows; otherwise they fall back to one element at a time.
+constexpr int kPack = 8;
+
+template <int N, typename T>
+__device__ __forceinline__ void load_pack(const T* p, float (&out)[N]) {
+  static_assert((N * sizeof(T)) % 16 == 0, "a pack is a whole number of 16-byte words");
+  constexpr int kWords = int(N * sizeof(T) / 16), kPerWord = int(16 / sizeof(T));
+#pragma unroll
+  for (int w = 0; w < kWords; ++w) {
+    const uint4 raw = reinterpret_cast<const uint4*>(p)[w];
+    const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+    for (int i = 0; i < kPerWord; ++i) out[w * kPerWord + i] = to_float(e[i]);
+  }
+}
+
+template <int N, typename T>
+__device__ __forceinline__ void store_pack(T* p, const float (&in)[N]) {
+  static_assert((N * sizeof(T)) % 16 == 0, "a pack is a whole number of 16-byte words");
+  constexpr int kWords = int(N * sizeof(T) / 16), kPerWord = int(16 / sizeof(T));
+#pragma unroll
+  for (int w = 0; w < kWords; ++w) {
+    uint4 raw;
+    T* e = reinterpret_cast<T*>(&raw);
+#pragma unroll
+    for (int i = 0; i < kPerWord; ++i) e[i] = from_float<T>(in[w * kPerWord + i]);
+    reinterpret_cast<uint4*>(p)[w] = raw;
+  }
+}
+
+inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+// ---- online softmax statistics ----------------------------------------------------------
+// Running max m and sum s of exp(x - m) over a set of values; two sets combine exactly.
+// Trivially constructible so that it can live in __shared__ memory; start from empty_stats().
+struct MaxSum {
+  float m, s;
+};
+__device__ __forceinline__ MaxSum empty_stats() { return {-INFINITY, 0.0f}; }
+__device__ __forceinline__ MaxSum combine(MaxSum a, MaxSum b) {
+  const float m = fmaxf(a.m, b.m);
+  if (m == -INFINITY) return {m, 0.0f};  // both empty (fully masked)
+  return {m, a.s * expf(a.m - m) + b.s * expf(b.m - m)};
+}
+// Folds N values (already scaled; -inf for masked) into the running statistics.
+template <int N>
+__device__ __forceinline__ MaxSum fold(MaxSum acc, const float (&v)[N]) {
+  float m = acc.m;
+#pragma unroll
+  for (int i = 0; i < N; ++i) m = fmaxf(m, v[i]);
+  if (m == -INFINITY) return acc;
+  float s = acc.s * expf(acc.m - m);
+#pragma unroll
+  for (int i = 0; i < N; ++i) s += expf(v[i] - m);
+  return {m, s};
+}
+__device__ __forceinline__ MaxSum warp_combine(MaxSum v) {
+#pragma unroll
+  for (int o = kWarpSize / 2; o > 0; o >>= 1) {
+    MaxSum other{__shfl_xor_sync(0xffffffffu, v.m, o), __shfl_xor_sync(0xffffffffu, v.s, o)};
+    v = combine(v, other);
+  }
+  return v;
+}
+// Over the block; every thread gets the result. `scratch` holds 32 MaxSums.
+__device__ __forceinline__ MaxSum block_combine(MaxSum v, MaxSum* scratch) {
+  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+  const int nwarps = (blockDim.x + kWarpSize - 1) / kWarpSize;
+  v = warp_combine(v);
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = lane < nwarps ? scratch[lane] : empty_stats();
+  return warp_combine(v);
+}
+
+// ---- launch arithmetic --------------------------------------------------------------------
+// Streaming multiprocessors of the current device (cached per device ordinal).
+inline int sm_count() {
+  static int cached[64] = {};
+  int dev = 0;
+  PT_CUDA_CHECK(cudaGetDevice(&dev));
+  if (dev < 64 && cached[dev] > 0) return cached[dev];
+  int n = 0;
+  PT_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+  if (dev < 64) cached[dev] = n;
+  return n;
+}
+// Blocks for a grid-stride loop over `work` items with `threads` per block: enough to fill
+// the device several times over, never more than the work needs.
+inline unsigned grid_for(int64_t work, int threads) {
+  const int64_t cap = int64_t(sm_count()) * 16;
+  const int64_t need = ceil_div(work, threads);
+  return static_cast<unsigned>(need < 1 ? 1 : (need < cap ? need : cap));
+}
+
+// ---- dtype dispatch -------------------------------------------------------------------------
+template <typename T> struct TypeTag { using type = T; };
+// Calls f(TypeTag<float>) or f(TypeTag<__nv_bfloat16>) for the GPU storage types.
+template <typename F>
+void dispatch_float(DType t, F&& f) {
+  switch (t) {
+    case DType::F32: f(TypeTag<float>{}); return;
+    case DType::BF16: f(TypeTag<__nv_bfloat16>{}); return;
+    default: PT_FAIL(std::string("GPU op called with unsupported dtype ") + dtype_name(t));
+  }
 }
 
 }  // namespace pt::cuda

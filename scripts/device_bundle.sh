@@ -23,10 +23,14 @@ done | sort -u | while read -r name path; do
   if ! [[ $name =~ $deny ]]; then cp -L "$path" "$dest/lib/$name"; fi
 done
 strip --strip-unneeded "$dest"/bin/* 2>/dev/null || true
+# The device tool carries at most 64 MiB: ship bin/ and lib/ as one xz archive (~5x smaller).
+tar -C "$dest" -cf - bin lib | xz -T0 -6 > "$dest/payload.tar.xz"
+rm -rf "$dest/bin" "$dest/lib"
 cat > "$dest/env.sh" <<'ENV'
-# Source on the GPU machine: PATH to the bundle's executables; LD_LIBRARY_PATH to the
-# bundle's copy of each library the system cannot resolve.
+# Source on the GPU machine: unpacks the payload, puts the bundle's executables on PATH and
+# the bundle's copy of each library the system cannot resolve on LD_LIBRARY_PATH.
 _pt_bundle=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+[ -d "$_pt_bundle/bin" ] || tar -C "$_pt_bundle" -xJf "$_pt_bundle/payload.tar.xz"
 mkdir -p "$_pt_bundle/use"
 for _pt_lib in "$_pt_bundle"/lib/*; do
   _pt_name=$(basename "$_pt_lib")

@@ -1,7 +1,379 @@
-// PLACEHOLDER: replaced by the area that owns this subcommand.
+// `paratrain bench attention`: latency and memory of naive and flash attention over a sweep.
+//
+// Studies (presets; every dimension can be replaced by its flag):
+//   naive         naive attention, batch 8, one head, d ∈ {16,32,64,128} × T ∈ {256 … 16384}, fp32
+//   flash         flash vs naive, batch 1, causal, T = 128 … 65536 (powers of two),
+//                 d ∈ {16,32,64,128} × {bf16, fp32}
+//   leaderboard   flash only, batch 1, 16 heads, T 16384, d 64, bf16, causal, dO = ones
+// Protocol per configuration and implementation: one forward, then the memory in use (the
+// inputs, outputs and what the forward saved for backward: memory just before backward); then
+// `--warmup` forward+backward passes; then `--iters` timed forward passes, backward passes and
+// forward+backward passes, each timed alone with CUDA events and synchronised; medians
+// reported. A configuration that runs out of memory is recorded as OOM with the bytes asked for,
+// and the sweep goes on.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <iostream>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "cli/options.h"
 #include "cli/subcommands.h"
+#include "core/allocator.h"
+#include "core/context.h"
 #include "core/error.h"
+#include "dist/runtime.h"
+#include "io/run_record.h"
+#include "io/table.h"
+#include "ops/attention.h"
+#include "ops/flash_attention.h"
 
 namespace pt::cli {
-int run_bench_attention(const std::vector<std::string>&) { PT_FAIL("'bench_attention' is not implemented yet"); }
+
+namespace {
+
+struct Sweep {
+  std::vector<std::string> impls;
+  std::vector<int64_t> batch, heads, seq, head_dim;
+  std::vector<std::string> dtypes;
+  bool causal = false;
+  std::string dout = "randn";  // randn | ones
+};
+
+Sweep preset(const std::string& study) {
+  if (study == "naive") return {{"naive"}, {8}, {1}, {256, 1024, 4096, 8192, 16384}, {16, 32, 64, 128}, {"fp32"}, false};
+  if (study == "flash") {
+    std::vector<int64_t> seq;
+    for (int64_t t = 128; t <= 65536; t *= 2) seq.push_back(t);
+    return {{"flash", "naive"}, {1}, {1}, seq, {16, 32, 64, 128}, {"bf16", "fp32"}, true};
+  }
+  if (study == "leaderboard") return {{"flash"}, {1}, {16}, {16384}, {64}, {"bf16"}, true, "ones"};
+  PT_FAIL("--study must be naive, flash or leaderboard (got '" + study + "')");
+}
+
+struct Config {
+  std::string impl, dtype;
+  int64_t B, H, T, D;
+  bool causal;
+};
+
+// The standard count: forward 4·Tq·Tk·d per head (two matmuls), halved when causal; backward 2.5×.
+double forward_flops(const Config& c) {
+  const double f = 4.0 * static_cast<double>(c.T) * static_cast<double>(c.T) * c.D * c.B * c.H;
+  return c.causal ? f / 2 : f;
+}
+
+// Deterministic unit-variance values, cheap enough for 10⁸ elements (uniform on ±√3).
+std::vector<double> bench_values(int64_t n, uint64_t seed) {
+  std::vector<double> v(static_cast<size_t>(n));
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (auto& x : v) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    x = (static_cast<double>(s >> 11) * (1.0 / 9007199254740992.0) * 2.0 - 1.0) * 1.7320508075688772;
+  }
+  return v;
+}
+
+Tensor filled(Context& ctx, const Shape& shape, DType dtype, const std::vector<double>& values, const char* name) {
+  Tensor host = Tensor::empty(shape, dtype, Device::cpu(), name, MemCategory::Other);
+  const size_t n = values.size();
+  switch (dtype) {
+    case DType::F32:
+      for (size_t i = 0; i < n; ++i) host.data_as<float>()[i] = static_cast<float>(values[i]);
+      break;
+    case DType::F64:
+      for (size_t i = 0; i < n; ++i) host.data_as<double>()[i] = values[i];
+      break;
+    case DType::BF16:
+      for (size_t i = 0; i < n; ++i) host.data_as<uint16_t>()[i] = float_to_bf16_bits(static_cast<float>(values[i]));
+      break;
+    default: PT_FAIL(std::string("bench attention: unsupported dtype ") + dtype_name(dtype));
+  }
+  if (!ctx.is_cuda()) return host;
+  Tensor dev = Tensor::empty(shape, dtype, ctx.device(), name, MemCategory::Activations);
+  dev.copy_from(host, ctx);
+  return dev;
+}
+
+// Wall time of one call on the context's device: CUDA events on the GPU, the host clock on the CPU.
+class PhaseTimer {
+ public:
+  explicit PhaseTimer(Context& ctx) : ctx_(ctx) {
+    if (ctx.is_cuda()) {
+      PT_CUDA_CHECK(cudaEventCreate(&start_));
+      PT_CUDA_CHECK(cudaEventCreate(&stop_));
+    }
+  }
+  ~PhaseTimer() {
+    if (ctx_.is_cuda()) {
+      cudaEventDestroy(start_);
+      cudaEventDestroy(stop_);
+    }
+  }
+  template <typename F>
+  double time_ms(F&& f) {
+    if (!ctx_.is_cuda()) {
+      const auto t0 = std::chrono::steady_clock::now();
+      f();
+      return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    }
+    PT_CUDA_CHECK(cudaEventRecord(start_, ctx_.stream()));
+    f();
+    PT_CUDA_CHECK(cudaEventRecord(stop_, ctx_.stream()));
+    PT_CUDA_CHECK(cudaEventSynchronize(stop_));
+    float ms = 0;
+    PT_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
+    return ms;
+  }
+
+ private:
+  Context& ctx_;
+  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+};
+
+double median(std::vector<double> v) {
+  if (v.empty()) return NAN;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+struct Protocol {
+  int warmup = 10, iters = 100;
+  double budget_ms = 0;  // per timed phase; 0 = no limit
+};
+
+struct Measurement {
+  std::string status = "ok";
+  double fwd_ms = NAN, bwd_ms = NAN, fwdbwd_ms = NAN;
+  int64_t iters = 0;
+  int64_t mem_before_bwd = -1, peak = -1, oom_request = 0;
+};
+
+// Timed repetitions of f: up to `iters`, fewer when the phase has used up its budget.
+template <typename F>
+std::vector<double> repeat(PhaseTimer& timer, const Protocol& pr, F&& f) {
+  std::vector<double> ms;
+  double total = 0;
+  for (int i = 0; i < pr.iters; ++i) {
+    ms.push_back(timer.time_ms(f));
+    total += ms.back();
+    if (pr.budget_ms > 0 && total > pr.budget_ms) break;
+  }
+  return ms;
+}
+
+Measurement measure(Context& ctx, const Config& c, const std::string& dout_kind, const Protocol& pr, uint64_t seed) {
+  Measurement r;
+  auto& alloc = TrackingAllocator::instance();
+  const DeviceKind kind = ctx.device().kind;
+  alloc.empty_cache();
+  alloc.reset_peak(kind);
+  try {
+    TrackingAllocator::Scope scope("bench_attention", MemCategory::Activations);
+    const DType dt = dtype_from_name(c.dtype);
+    const Shape shape{c.B, c.H, c.T, c.D};
+    const int64_t n = shape_numel(shape);
+    Tensor q = filled(ctx, shape, dt, bench_values(n, seed), "q");
+    Tensor k = filled(ctx, shape, dt, bench_values(n, seed + 1), "k");
+    Tensor v = filled(ctx, shape, dt, bench_values(n, seed + 2), "v");
+    Tensor dout = filled(ctx, shape, dt, dout_kind == "ones" ? std::vector<double>(n, 1.0) : bench_values(n, seed + 3), "dout");
+    Tensor out = Tensor::empty(shape, dt, ctx.device(), "out");
+    const bool flash = c.impl == "flash";
+    // Saved for backward: the logsumexp (flash) or the probabilities (naive, q's dtype as autocast).
+    Tensor saved = flash ? Tensor::empty({c.B, c.H, c.T}, DType::F32, ctx.device(), "lse")
+                         : Tensor::empty({c.B, c.H, c.T, c.T}, dt, ctx.device(), "probs");
+    Tensor dq, dk, dv;
+    auto forward = [&] {
+      if (flash)
+        ops::flash_attention_forward(ctx, out, saved, q, k, v, c.causal);
+      else
+        ops::naive_attention_forward(ctx, out, saved, q, k, v, c.causal);
+    };
+    auto backward = [&] {
+      if (flash)
+        ops::flash_attention_backward(ctx, dq, dk, dv, dout, q, k, v, out, saved, c.causal);
+      else
+        ops::naive_attention_backward(ctx, dq, dk, dv, dout, q, k, v, saved, c.causal);
+    };
+    forward();
+    ctx.synchronize();
+    r.mem_before_bwd = alloc.stats(kind).in_use;
+    dq = Tensor::empty(shape, dt, ctx.device(), "dq");
+    dk = Tensor::empty(shape, dt, ctx.device(), "dk");
+    dv = Tensor::empty(shape, dt, ctx.device(), "dv");
+    for (int i = 0; i < pr.warmup; ++i) {
+      forward();
+      backward();
+    }
+    ctx.synchronize();
+    PhaseTimer timer(ctx);
+    const auto f = repeat(timer, pr, forward);
+    const auto b = repeat(timer, pr, backward);
+    const auto fb = repeat(timer, pr, [&] {
+      forward();
+      backward();
+    });
+    r.fwd_ms = median(f);
+    r.bwd_ms = median(b);
+    r.fwdbwd_ms = median(fb);
+    r.iters = static_cast<int64_t>(std::min({f.size(), b.size(), fb.size()}));
+  } catch (const OutOfMemory& e) {
+    r.status = "OOM";
+    r.oom_request = static_cast<int64_t>(e.requested_bytes);
+  }
+  if (ctx.is_cuda()) ctx.synchronize();
+  r.peak = alloc.stats(kind).peak;
+  alloc.empty_cache();
+  return r;
+}
+
+io::ResultTable make_table() {
+  io::ResultTable t("attention", "latency (median over timed passes) and memory of naive and flash attention");
+  t.add_string("impl", "naive | flash")
+      .add_string("dtype", "element type of q, k, v, out and the gradients")
+      .add_int("batch", "batch size B")
+      .add_int("heads", "heads H")
+      .add_int("seq", "sequence length T (queries = keys)")
+      .add_int("head_dim", "head dimension d")
+      .add_int("causal", "1 = causal mask")
+      .add_string("status", "ok | OOM (see oom_request_bytes)")
+      .add_double("fwd_ms", "forward latency, median, ms", 3)
+      .add_double("bwd_ms", "backward latency, median, ms", 3)
+      .add_double("fwdbwd_ms", "forward + backward latency, median, ms", 3)
+      .add_double("fwd_tflops", "4·T²·d·B·H (halved if causal) / fwd time, TFLOP/s", 1)
+      .add_double("bwd_tflops", "2.5 × forward FLOPs / bwd time, TFLOP/s", 1)
+      .add_double("fwdbwd_tflops", "3.5 × forward FLOPs / fwd+bwd time, TFLOP/s", 1)
+      .add_int("iters", "timed passes per phase")
+      .add_double("mem_before_bwd_MiB", "bytes in use just before backward (inputs, outputs, saved), MiB", 1)
+      .add_double("peak_MiB", "peak bytes in use during the configuration, MiB", 1)
+      .add_int("oom_request_bytes", "bytes the failing allocation asked for (0 unless OOM)");
+  return t;
+}
+
+void add_row(io::ResultTable& t, const Config& c, const Measurement& m) {
+  const double f = forward_flops(c);
+  auto tflops = [](double flops, double ms) { return std::isfinite(ms) ? flops / (ms * 1e9) : NAN; };
+  const double mib = 1.0 / (1 << 20);
+  t.add_row()
+      .set("impl", c.impl)
+      .set("dtype", c.dtype)
+      .set("batch", c.B)
+      .set("heads", c.H)
+      .set("seq", c.T)
+      .set("head_dim", c.D)
+      .set("causal", static_cast<int64_t>(c.causal))
+      .set("status", m.status)
+      .set("fwd_ms", m.fwd_ms)
+      .set("bwd_ms", m.bwd_ms)
+      .set("fwdbwd_ms", m.fwdbwd_ms)
+      .set("fwd_tflops", tflops(f, m.fwd_ms))
+      .set("bwd_tflops", tflops(2.5 * f, m.bwd_ms))
+      .set("fwdbwd_tflops", tflops(3.5 * f, m.fwdbwd_ms))
+      .set("iters", m.iters)
+      .set("mem_before_bwd_MiB", m.mem_before_bwd < 0 ? NAN : m.mem_before_bwd * mib)
+      .set("peak_MiB", m.peak < 0 ? NAN : m.peak * mib)
+      .set("oom_request_bytes", m.oom_request);
+}
+
+void check_sweep(const Sweep& s, const Context& ctx) {
+  const std::set<std::string> impls{"flash", "naive"};
+  for (const auto& i : s.impls) PT_CHECK(impls.count(i), "--impl: '" + i + "' is not naive or flash");
+  for (const auto& d : s.dtypes) {
+    const DType t = dtype_from_name(d);
+    if (ctx.is_cuda())
+      PT_CHECK(t == DType::BF16 || t == DType::F32, "--dtype on the GPU: bf16 or fp32 (got " + d + ")");
+    else
+      PT_CHECK(t == DType::F32 || t == DType::F64, "--dtype on the CPU: fp32 or fp64 (got " + d + ")");
+  }
+  for (int64_t d : s.head_dim)
+    PT_CHECK(d == 16 || d == 32 || d == 64 || d == 128, "--head-dim: 16, 32, 64 or 128 (got " + std::to_string(d) + ")");
+  for (const auto* list : {&s.batch, &s.heads, &s.seq})
+    for (int64_t x : *list) PT_CHECK(x > 0, "bench attention: sizes must be positive (got " + std::to_string(x) + ")");
+  PT_CHECK(s.dout == "ones" || s.dout == "randn", "--dout must be ones or randn (got '" + s.dout + "')");
+}
+
+}  // namespace
+
+int run_bench_attention(const std::vector<std::string>& args) {
+  RunOptions ro;
+  std::string study = "flash", dout;
+  std::vector<std::string> impl_w, dtype_w, batch_w, heads_w, seq_w, dim_w;
+  std::string causal_s;
+  Protocol pr;
+  po::options_description desc("paratrain bench attention");
+  add_run_options(desc, ro);
+  desc.add_options()
+      ("study", po::value(&study)->default_value(study),
+       "preset: naive (naive attention, B 8, 1 head, fp32, T 256…16384), flash (flash vs naive, B 1, "
+       "causal, T 128…65536, bf16+fp32) or leaderboard (B 1, 16 heads, T 16384, d 64, bf16, causal, dO = ones)")
+      ("impl", po::value(&impl_w)->multitoken(), "implementations: naive,flash (overrides the study's)")
+      ("dtype", po::value(&dtype_w)->multitoken(), "element types: bf16,fp32 (GPU) or fp32,fp64 (CPU)")
+      ("batch", po::value(&batch_w)->multitoken(), "batch sizes")
+      ("heads", po::value(&heads_w)->multitoken(), "head counts")
+      ("seq", po::value(&seq_w)->multitoken(), "sequence lengths")
+      ("head-dim", po::value(&dim_w)->multitoken(), "head dimensions (16, 32, 64, 128)")
+      ("causal", po::value(&causal_s), "causal mask: 1/0 (overrides the study's)")
+      ("dout", po::value(&dout), "upstream gradient: randn or ones (as o.sum().backward())")
+      ("warmup", po::value(&pr.warmup)->default_value(pr.warmup), "untimed forward+backward passes first")
+      ("iters", po::value(&pr.iters)->default_value(pr.iters), "timed passes per phase (forward, backward, both)")
+      ("budget-ms", po::value(&pr.budget_ms)->default_value(pr.budget_ms),
+       "stop a phase's timed passes once they add up to this many ms (0: always --iters)");
+  auto vm = parse_or_help(desc, args, "paratrain bench attention [options]");
+  if (!vm) return 0;
+  PT_CHECK(pr.iters > 0 && pr.warmup >= 0, "--iters must be positive and --warmup not negative");
+
+  Sweep s = preset(study);
+  if (!impl_w.empty()) s.impls = split_list(impl_w);
+  if (!dtype_w.empty()) s.dtypes = split_list(dtype_w);
+  if (!batch_w.empty()) s.batch = parse_int_list(batch_w, "batch");
+  if (!heads_w.empty()) s.heads = parse_int_list(heads_w, "heads");
+  if (!seq_w.empty()) s.seq = parse_int_list(seq_w, "seq");
+  if (!dim_w.empty()) s.head_dim = parse_int_list(dim_w, "head-dim");
+  if (!causal_s.empty()) {
+    PT_CHECK(causal_s == "1" || causal_s == "0" || causal_s == "true" || causal_s == "false",
+             "--causal must be 1 or 0 (got '" + causal_s + "')");
+    s.causal = causal_s == "1" || causal_s == "true";
+  }
+  if (!dout.empty()) s.dout = dout;
+
+  auto& rt = dist::Runtime::get();
+  PT_CHECK(rt.world_size() == 1, "bench attention runs on one device: start it without mpirun -np > 1");
+  Context ctx(resolve_device(ro.device, rt.local_rank()));
+  check_sweep(s, ctx);
+  io::RunRecord record("bench_attention", ro.out, ro.overwrite);  // fails now, not after the sweep
+  record.collect_environment(ctx);
+  record.set_attr("study", study);
+  record.set_attr("dout", s.dout);
+  record.set_attr("timing", std::string("median of per-pass event timings after warm-up; memory before backward "
+                                        "from the tracking allocator after one forward"));
+
+  io::ResultTable table = make_table();
+  uint64_t seed = ro.seed;
+  for (int64_t D : s.head_dim)
+    for (const auto& dt : s.dtypes)
+      for (int64_t B : s.batch)
+        for (int64_t H : s.heads)
+          for (int64_t T : s.seq)
+            for (const auto& impl : s.impls) {
+              const Config c{impl, dt, B, H, T, D, s.causal};
+              const Measurement m = measure(ctx, c, s.dout, pr, seed++);
+              add_row(table, c, m);
+              std::cerr << "bench attention: " << impl << " " << dt << " B" << B << " H" << H << " T" << T << " d" << D
+                        << ": " << m.status;
+              if (m.status == "ok") std::cerr << ", fwd+bwd " << m.fwdbwd_ms << " ms";
+              if (m.status == "OOM") std::cerr << " (" << m.oom_request << " bytes asked)";
+              std::cerr << std::endl;
+              record.add_table(table);
+              record.commit();  // a long sweep keeps what it has measured
+            }
+  table.print(std::cout);
+  std::cout << "results: " << record.path() << std::endl;
+  return 0;
+}
+
 }  // namespace pt::cli

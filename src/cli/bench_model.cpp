@@ -1,7 +1,83 @@
-// PLACEHOLDER: replaced by the area that owns this subcommand.
+// `paratrain bench model`: options → bench::run_model_bench → stdout tables + HDF5 record.
+#include <iostream>
+
+#include "bench/model_bench.h"
+#include "cli/options.h"
 #include "cli/subcommands.h"
+#include "core/context.h"
 #include "core/error.h"
+#include "dist/runtime.h"
+#include "io/run_record.h"
 
 namespace pt::cli {
-int run_bench_model(const std::vector<std::string>&) { PT_FAIL("'bench_model' is not implemented yet"); }
+
+int run_bench_model(const std::vector<std::string>& args) {
+  bench::ModelBenchOptions o;
+  RunOptions run;
+  std::vector<std::string> sizes{"small"}, contexts{"128,256,512,1024"}, precisions{"fp32,bf16"},
+      attention{"naive,flash"}, warmups{"5"};
+  std::string mode = "train-step";
+  po::options_description desc("paratrain bench model options");
+  desc.add_options()
+      ("sizes", po::value(&sizes)->multitoken()->default_value(sizes, "small"),
+       "model sizes: tiny small medium large xl 2.7b (list)")
+      ("contexts", po::value(&contexts)->multitoken()->default_value(contexts, "128,256,512,1024"),
+       "context lengths (list)")
+      ("precisions", po::value(&precisions)->multitoken()->default_value(precisions, "fp32,bf16"),
+       "fp32, tf32, bf16 (list)")
+      ("attention", po::value(&attention)->multitoken()->default_value(attention, "naive,flash"),
+       "naive, flash (list)")
+      ("batch-size", po::value(&o.batch_size)->default_value(o.batch_size), "sequences per step")
+      ("vocab-size", po::value(&o.vocab_size)->default_value(o.vocab_size), "vocabulary size")
+      ("mode", po::value(&mode)->default_value(mode), "forward | forward-backward | train-step")
+      ("warmup", po::value(&warmups)->multitoken()->default_value(warmups, "5"),
+       "warm-up steps before measuring (list; 0, 1, 2 are allowed and meaningful)")
+      ("steps", po::value(&o.steps)->default_value(o.steps), "measured steps")
+      ("breakdown", po::bool_switch(&o.breakdown),
+       "GPU time per phase and op family (CUDA events), inference and train step")
+      ("memory-profile", po::bool_switch(&o.memory_profile),
+       "peak memory (forward only, train step), bytes before backward, breakdown and timeline")
+      ("profile-steps", po::bool_switch(&o.profile_steps),
+       "bracket the measured steps with cudaProfilerStart/Stop (nsys --capture-range=cudaProfilerApi)")
+      ("peak-tflops", po::value(&o.peak_tflops)->default_value(0), "device peak for MFU (0: from the device name)");
+  add_run_options(desc, run, nullptr);
+  auto vm = parse_or_help(desc, args, "paratrain bench model [options]");
+  if (!vm) return 0;
+  o.sizes = split_list(sizes);
+  o.contexts = parse_int_list(contexts, "contexts");
+  o.precisions.clear();
+  for (const auto& p : split_list(precisions)) o.precisions.push_back(precision_from_name(p));
+  o.attention = split_list(attention);
+  o.warmups = parse_int_list(warmups, "warmup");
+  o.mode = bench::model_bench_mode_from_name(mode);
+  o.seed = run.seed;
+
+  auto& rt = dist::Runtime::get();
+  PT_CHECK(rt.world_size() == 1, "bench model runs as one process (use bench ddp for several ranks)");
+  const Device device = resolve_device(run.device, rt.local_rank());
+  io::RunRecord record("bench-model", run.out, run.overwrite);
+  {
+    Context env_ctx(device);
+    record.collect_environment(env_ctx);
+  }
+  record.set_options(options_as_strings(*vm));
+  bench::ModelBenchResults r = bench::run_model_bench(o, device, &record);
+  std::cout << "\n";
+  r.timings.print(std::cout);
+  record.add_table(r.timings);
+  if (o.breakdown) {
+    std::cout << "\n";
+    r.breakdown.print(std::cout);
+    record.add_table(r.breakdown);
+  }
+  if (o.memory_profile) {
+    std::cout << "\n";
+    r.memory.print(std::cout);
+    record.add_table(r.memory);
+  }
+  record.commit();
+  std::cout << "\nresults: " << record.path() << std::endl;
+  return 0;
+}
+
 }  // namespace pt::cli

@@ -1,7 +1,6 @@
 // `paratrain demo <what>`: small experiments. accumulation: fp32 versus fp16 accumulators.
 #include "cli/demo.h"
 
-#include <boost/any.hpp>
 
 #include <cmath>
 #include <iomanip>
@@ -25,23 +24,6 @@ namespace {
 // because fp32's 24 bits are at least 2·11 + 2 (double rounding is then innocuous).
 uint16_t half_add(uint16_t a, uint16_t b) {
   return float_to_half_bits(half_bits_to_float(a) + half_bits_to_float(b));
-}
-
-// Option values as text for the record's "option.<name>" attributes (the types used here).
-std::map<std::string, std::string> option_strings(const po::variables_map& vm) {
-  std::map<std::string, std::string> out;
-  for (const auto& [name, v] : vm) {
-    const boost::any& a = v.value();
-    std::ostringstream o;
-    o << std::setprecision(15);  // doubles as typed: "0.01"
-    if (const auto* s = boost::any_cast<std::string>(&a)) o << *s;
-    else if (const auto* i = boost::any_cast<int64_t>(&a)) o << *i;
-    else if (const auto* d = boost::any_cast<double>(&a)) o << *d;
-    else if (const auto* b = boost::any_cast<bool>(&a)) o << (*b ? "true" : "false");
-    else continue;
-    out[name] = o.str();
-  }
-  return out;
 }
 
 int run_demo_accumulation(const std::vector<std::string>& args) {
@@ -81,7 +63,7 @@ int run_demo_accumulation(const std::vector<std::string>& args) {
         .set("error", c.sum - static_cast<double>(count) * value);
 
   Context ctx(Device::cpu());
-  record.set_options(option_strings(*vm));
+  record.set_options(options_as_strings(*vm));
   record.set_attr("count", count);
   record.set_attr("value", value);
   record.collect_environment(ctx);  // collective: every rank takes part

@@ -1,5 +1,6 @@
 #include "cli/options.h"
 
+#include <iomanip>
 #include <iostream>
 #include <sstream>
 
@@ -22,12 +23,16 @@ std::optional<po::variables_map> parse_or_help(const po::options_description& de
 }
 
 void add_run_options(po::options_description& desc, RunOptions& o, const char* default_precision) {
-  o.precision = default_precision;
   desc.add_options()
       ("device", po::value(&o.device)->default_value(o.device),
-       "where to run: auto (the GPU of this rank when there is one, else the CPU), cpu or cuda")
-      ("precision", po::value(&o.precision)->default_value(o.precision),
-       "fp32 (true FP32 GEMMs), tf32, or bf16 (mixed: bf16 GEMM operands, fp32 master weights)")
+       "where to run: auto (the GPU of this rank when there is one, else the CPU), cpu or cuda");
+  if (default_precision) {
+    o.precision = default_precision;
+    desc.add_options()
+        ("precision", po::value(&o.precision)->default_value(o.precision),
+         "fp32 (true FP32 GEMMs), tf32, or bf16 (mixed: bf16 GEMM operands, fp32 master weights)");
+  }
+  desc.add_options()
       ("out", po::value(&o.out), "HDF5 results file (default: <subcommand>-<time>.h5)")
       ("overwrite", po::bool_switch(&o.overwrite), "replace --out if it exists")
       ("seed", po::value(&o.seed)->default_value(o.seed), "random seed");
@@ -47,6 +52,27 @@ Device resolve_device(const std::string& device, int local_rank) {
   PT_CHECK(local_rank < n, "local rank " + std::to_string(local_rank) + " has no GPU (" +
                                std::to_string(n) + " on this node); start one rank per GPU");
   return Device::cuda(local_rank);
+}
+
+std::map<std::string, std::string> options_as_strings(const po::variables_map& vm) {
+  std::map<std::string, std::string> out;
+  for (const auto& [name, value] : vm) {
+    const boost::any& v = value.value();
+    std::ostringstream o;
+    o << std::setprecision(15);  // doubles as typed: "0.01"
+    if (const auto* s = boost::any_cast<std::string>(&v)) o << *s;
+    else if (const auto* i = boost::any_cast<int>(&v)) o << *i;
+    else if (const auto* l = boost::any_cast<int64_t>(&v)) o << *l;
+    else if (const auto* u = boost::any_cast<uint64_t>(&v)) o << *u;
+    else if (const auto* d = boost::any_cast<double>(&v)) o << *d;
+    else if (const auto* f = boost::any_cast<float>(&v)) o << *f;
+    else if (const auto* b = boost::any_cast<bool>(&v)) o << (*b ? "true" : "false");
+    else if (const auto* vs = boost::any_cast<std::vector<std::string>>(&v))
+      for (size_t i = 0; i < vs->size(); ++i) o << (i ? " " : "") << (*vs)[i];
+    else continue;
+    out[name] = o.str();
+  }
+  return out;
 }
 
 std::vector<std::string> split_list(const std::vector<std::string>& words) {

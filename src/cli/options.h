@@ -3,6 +3,7 @@
 // options every run shares (device, precision, output file), and list-valued flags.
 #include <boost/program_options.hpp>
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,9 +28,13 @@ struct RunOptions {
   bool overwrite = false;
   uint64_t seed = 1337;
 };
+// default_precision == nullptr leaves --precision out (sweeps take a list flag instead).
 void add_run_options(po::options_description& desc, RunOptions& o, const char* default_precision = "fp32");
 // auto → CUDA device local_rank when one exists, else the CPU.
 Device resolve_device(const std::string& device, int local_rank);
+
+// Every option's value as text (defaults included), for the HDF5 record's attributes.
+std::map<std::string, std::string> options_as_strings(const po::variables_map& vm);
 
 // "1,10,100" or repeated flags → list (po's multitoken vectors also accept "1 10 100").
 std::vector<std::string> split_list(const std::vector<std::string>& words);

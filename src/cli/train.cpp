@@ -1,7 +1,270 @@
-// PLACEHOLDER: replaced by the area that owns this subcommand.
+// `paratrain train`: train the Transformer LM on a token file, one rank per GPU (or CPU ranks),
+// with a progress line per step and every step's figures in the run's HDF5 file.
+#include <mpi.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include "cli/options.h"
 #include "cli/subcommands.h"
+#include "core/context.h"
 #include "core/error.h"
+#include "dist/grad_sync.h"
+#include "dist/runtime.h"
+#include "io/checkpoint.h"
+#include "io/run_record.h"
+#include "io/token_data.h"
+#include "model/train_step.h"
+#include "model/transformer.h"
+#include "paratrain/version.h"
 
 namespace pt::cli {
-int run_train(const std::vector<std::string>&) { PT_FAIL("'train' is not implemented yet"); }
+
+namespace {
+
+struct TrainOptions {
+  std::string model = "tiny";
+  int64_t d_model = 0, num_layers = 0, num_heads = 0, d_ff = 0;  // 0: from --model
+  int64_t vocab_size = 10000;
+  int64_t context_length = 128;
+  std::string attention = "auto";
+  std::string data;
+  std::string sampling = "random";
+  int64_t batch_size = 16;
+  int64_t steps = 200;
+  std::string optimizer = "adamw";
+  double lr = 3e-3, min_lr = -1, weight_decay = 0.01, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  int64_t warmup_steps = 20, cosine_steps = 0;
+  double grad_clip = 1.0;
+  std::string save, init_from, resume;
+  int64_t save_every = 0;
+  int64_t log_every = 1;
+};
+
+std::string default_data_path() {
+  const std::string local = "data/sample_tokens.npy";
+  if (std::filesystem::exists(local)) return local;
+  return std::string(PARATRAIN_SOURCE_DIR) + "/data/sample_tokens.npy";
+}
+
+double mean_over_ranks(double x) {
+  double sum = 0;
+  PT_MPI_CHECK(MPI_Allreduce(&x, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+  return sum / dist::Runtime::get().world_size();
+}
+
+void refuse_existing(const std::string& path, bool overwrite, const char* flag) {
+  PT_CHECK(overwrite || !std::filesystem::exists(path),
+           std::string(flag) + " " + path + " exists (use --overwrite to replace it)");
+  const auto dir = std::filesystem::path(path).parent_path();
+  PT_CHECK(dir.empty() || std::filesystem::is_directory(dir),
+           std::string(flag) + ": directory " + dir.string() + " does not exist");
+}
+
+}  // namespace
+
+int run_train(const std::vector<std::string>& args) {
+  TrainOptions t;
+  RunOptions run;
+  po::options_description model("Model"), data("Data"), optim("Optimisation"), ckpt("Checkpoints"),
+      general("Run");
+  model.add_options()
+      ("model", po::value(&t.model)->default_value(t.model), "named size: tiny small medium large xl 2.7b")
+      ("d-model", po::value(&t.d_model), "override the size's d_model")
+      ("num-layers", po::value(&t.num_layers), "override the size's layer count")
+      ("num-heads", po::value(&t.num_heads), "override the size's head count")
+      ("d-ff", po::value(&t.d_ff), "override the size's feed-forward width")
+      ("vocab-size", po::value(&t.vocab_size)->default_value(t.vocab_size), "vocabulary size (token ids must be below it)")
+      ("context-length", po::value(&t.context_length)->default_value(t.context_length), "sequence length T")
+      ("attention", po::value(&t.attention)->default_value(t.attention),
+       "naive | flash | auto (flash on the GPU, naive on the CPU)");
+  data.add_options()
+      ("data", po::value(&t.data), "token file: .npy (1-D uint16/int32/int64) or raw uint16 .bin "
+                                   "(default: data/sample_tokens.npy)")
+      ("sampling", po::value(&t.sampling)->default_value(t.sampling),
+       "random (seeded random windows) | sequential (consecutive windows, deterministic)")
+      ("batch-size", po::value(&t.batch_size)->default_value(t.batch_size),
+       "global batch in sequences; each rank takes its contiguous slice");
+  optim.add_options()
+      ("steps", po::value(&t.steps)->default_value(t.steps), "total training steps")
+      ("optimizer", po::value(&t.optimizer)->default_value(t.optimizer), "adamw | sgd")
+      ("lr", po::value(&t.lr)->default_value(t.lr), "peak learning rate")
+      ("min-lr", po::value(&t.min_lr)->default_value(t.min_lr), "final learning rate (default lr/10)")
+      ("warmup-steps", po::value(&t.warmup_steps)->default_value(t.warmup_steps), "linear warm-up steps")
+      ("cosine-steps", po::value(&t.cosine_steps)->default_value(t.cosine_steps),
+       "end of the cosine decay (default: --steps)")
+      ("weight-decay", po::value(&t.weight_decay)->default_value(t.weight_decay), "AdamW/SGD weight decay")
+      ("beta1", po::value(&t.beta1)->default_value(t.beta1), "AdamW beta1")
+      ("beta2", po::value(&t.beta2)->default_value(t.beta2), "AdamW beta2")
+      ("eps", po::value(&t.eps)->default_value(t.eps), "AdamW epsilon")
+      ("grad-clip", po::value(&t.grad_clip)->default_value(t.grad_clip),
+       "global gradient-norm clip (0 disables)");
+  ckpt.add_options()
+      ("save", po::value(&t.save), "write a checkpoint (HDF5) here at the end")
+      ("save-every", po::value(&t.save_every)->default_value(0), "also every N steps (needs --save)")
+      ("init-from", po::value(&t.init_from), "start from this checkpoint's weights (a PyTorch state_dict "
+                                             "saved with h5py in the same layout loads too)")
+      ("resume", po::value(&t.resume), "continue a run: weights, optimizer state, step and data order");
+  general.add_options()("log-every", po::value(&t.log_every)->default_value(t.log_every),
+                        "progress line every N steps (rank 0)");
+  add_run_options(general, run, "fp32");
+  po::options_description desc("paratrain train options");
+  desc.add(model).add(data).add(optim).add(ckpt).add(general);
+  auto vm = parse_or_help(desc, args, "paratrain train [options]   (mpirun -np N paratrain train ... for data parallelism)");
+  if (!vm) return 0;
+
+  // ---- validate everything before any work -------------------------------------------------
+  auto& rt = dist::Runtime::get();
+  PT_CHECK(t.steps >= 1, "--steps must be at least 1");
+  PT_CHECK(t.batch_size >= 1, "--batch-size must be at least 1");
+  PT_CHECK(t.log_every >= 1, "--log-every must be at least 1");
+  PT_CHECK(t.lr > 0, "--lr must be positive");
+  PT_CHECK(t.warmup_steps >= 0 && t.save_every >= 0, "--warmup-steps and --save-every must be non-negative");
+  PT_CHECK(t.init_from.empty() || t.resume.empty(), "--init-from and --resume contradict each other: pick one");
+  PT_CHECK(t.save_every == 0 || !t.save.empty(), "--save-every needs --save FILE");
+  PT_CHECK(t.batch_size % rt.world_size() == 0,
+           "--batch-size " + std::to_string(t.batch_size) + " is not divisible by the " +
+               std::to_string(rt.world_size()) + " ranks");
+  PT_CHECK(rt.world_size() == 1, "data-parallel training (several ranks) is not available yet");
+  const Precision precision = precision_from_name(run.precision);
+  const Device device = resolve_device(run.device, rt.local_rank());
+  PT_CHECK(!(precision == Precision::BF16 && device.is_cpu()), "--precision bf16 needs a GPU");
+  TransformerConfig cfg = TransformerConfig::named(t.model);
+  if (t.d_model) cfg.d_model = t.d_model;
+  if (t.num_layers) cfg.num_layers = t.num_layers;
+  if (t.num_heads) cfg.num_heads = t.num_heads;
+  if (t.d_ff) cfg.d_ff = t.d_ff;
+  cfg.vocab_size = t.vocab_size;
+  cfg.context_length = t.context_length;
+  const std::string attn = t.attention == "auto" ? (device.is_cuda() ? "flash" : "naive") : t.attention;
+  cfg.attention = attention_impl_from_name(attn);
+  cfg.validate();
+  OptimizerConfig oc;
+  oc.kind = optimizer_kind_from_name(t.optimizer);
+  oc.adamw.lr = static_cast<float>(t.lr);
+  oc.adamw.beta1 = static_cast<float>(t.beta1);
+  oc.adamw.beta2 = static_cast<float>(t.beta2);
+  oc.adamw.eps = static_cast<float>(t.eps);
+  oc.adamw.weight_decay = static_cast<float>(t.weight_decay);
+  oc.sgd_weight_decay = static_cast<float>(t.weight_decay);
+  const double min_lr = t.min_lr < 0 ? t.lr / 10 : t.min_lr;
+  const int64_t cosine_steps = t.cosine_steps > 0 ? t.cosine_steps : t.steps;
+  if (t.data.empty()) t.data = default_data_path();
+  if (!t.save.empty() && t.save != t.resume) refuse_existing(t.save, run.overwrite, "--save");
+
+  io::TokenFile tokens(t.data, cfg.vocab_size);
+  io::SamplerConfig sc;
+  sc.global_batch = t.batch_size;
+  sc.context_length = cfg.context_length;
+  sc.sampling = io::sampling_from_name(t.sampling);
+  sc.seed = run.seed;
+  sc.rank = rt.rank();
+  sc.world = rt.world_size();
+  int64_t start_step = 0;
+  if (!t.resume.empty()) {
+    io::CheckpointInfo info = io::read_checkpoint_info(t.resume);
+    io::restore_sampler_state(info, sc);
+    start_step = info.step;
+    PT_CHECK(start_step < t.steps, "--resume: the checkpoint is at step " + std::to_string(start_step) +
+                                       ", nothing left to do for --steps " + std::to_string(t.steps));
+  }
+  io::BatchSampler sampler(tokens, sc);
+  io::RunRecord record("train", run.out, run.overwrite);
+
+  // ---- build ---------------------------------------------------------------------------------
+  Context ctx(device, precision);
+  record.collect_environment(ctx);
+  record.set_options(options_as_strings(*vm));
+  TransformerLM lm(cfg, ctx);
+  if (!t.resume.empty())
+    io::load_weights(t.resume, lm.store(), ctx);
+  else if (!t.init_from.empty())
+    io::load_weights(t.init_from, lm.store(), ctx);
+  else
+    lm.init_weights(ctx, run.seed);
+  auto optimizer = make_optimizer(oc, ctx, contiguous_ranges(trainable_params(lm.store())));
+  if (!t.resume.empty()) io::load_optimizer_state(t.resume, *optimizer, ctx);
+  dist::NoSync sync;
+  TrainStep step_fn(lm, *optimizer, sync, static_cast<float>(t.grad_clip));
+
+  io::ResultTable steps_table("train_steps", "one row per training step (rank 0; loss averaged over ranks)");
+  steps_table.add_int("step").add_double("loss", "mean cross-entropy, nats", 4)
+      .add_double("lr", "learning rate", 6).add_double("grad_norm", "global norm before clipping", 4)
+      .add_double("step_ms", "wall time of the step, ms", 2).add_double("tokens_per_s", "", 0);
+  record.set_attr("model.parameters", lm.config().num_params());
+  record.set_attr("model.attention", std::string(attention_impl_name(cfg.attention)));
+  auto save = [&](int64_t steps_done) {
+    io::CheckpointInfo info;
+    info.step = steps_done;
+    info.ints = {{"model.vocab_size", cfg.vocab_size}, {"model.context_length", cfg.context_length},
+                 {"model.d_model", cfg.d_model}, {"model.num_layers", cfg.num_layers},
+                 {"model.num_heads", cfg.num_heads}, {"model.d_ff", cfg.d_ff}};
+    info.reals = {{"model.rope_theta", cfg.rope_theta}};
+    io::add_sampler_state(info, sc);
+    if (rt.is_root()) io::save_checkpoint(t.save, lm.store(), ctx, optimizer.get(), info);
+  };
+
+  if (rt.is_root())
+    std::printf("train: %s (%lld parameters) on %s, %s, %s attention, batch %lld × %lld tokens, %s sampling of %s "
+                "(%lld tokens)\n",
+                t.model.c_str(), static_cast<long long>(cfg.num_params()), device.str().c_str(),
+                precision_name(precision), attn.c_str(), static_cast<long long>(t.batch_size),
+                static_cast<long long>(cfg.context_length), t.sampling.c_str(), t.data.c_str(),
+                static_cast<long long>(tokens.size()));
+
+  // ---- train ---------------------------------------------------------------------------------
+  const int64_t local_rows = sampler.local_batch();
+  Tensor h_ids = Tensor::empty({local_rows, cfg.context_length}, DType::I32, Device::cpu(), "batch_ids");
+  Tensor h_tg = Tensor::empty({local_rows, cfg.context_length}, DType::I32, Device::cpu(), "batch_targets");
+  const double tokens_per_step = static_cast<double>(t.batch_size * cfg.context_length);
+  double last_loss = NAN;
+  try {
+    for (int64_t s = start_step; s < t.steps; ++s) {
+      const auto t0 = std::chrono::steady_clock::now();
+      sampler.fill(s, h_ids.data_as<int32_t>(), h_tg.data_as<int32_t>());
+      Tensor ids = device.is_cuda() ? h_ids.to(device, ctx) : h_ids;
+      Tensor tg = device.is_cuda() ? h_tg.to(device, ctx) : h_tg;
+      const double lr = cosine_lr(s + 1, t.lr, min_lr, t.warmup_steps, cosine_steps);
+      StepOutputs out = step_fn.run(ctx, ids, tg, static_cast<float>(lr));
+      const double loss = mean_over_ranks(out.loss.to_host_f64(ctx)[0]);  // waits for the step
+      const double gnorm = std::sqrt(out.grad_sumsq.to_host_f64(ctx)[0]);
+      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      PT_CHECK(std::isfinite(loss), "the loss became " + std::to_string(loss) + " at step " + std::to_string(s + 1) +
+                                        " (try a smaller --lr)");
+      last_loss = loss;
+      steps_table.add_row().set("step", s + 1).set("loss", loss).set("lr", lr).set("grad_norm", gnorm)
+          .set("step_ms", ms).set("tokens_per_s", tokens_per_step / (ms * 1e-3));
+      if (rt.is_root() && ((s + 1) % t.log_every == 0 || s + 1 == t.steps))
+        std::printf("step %6lld/%lld | loss %.4f | lr %.2e | grad norm %.3f | %8.0f tok/s | %.1f ms\n",
+                    static_cast<long long>(s + 1), static_cast<long long>(t.steps), loss, lr, gnorm,
+                    tokens_per_step / (ms * 1e-3), ms);
+      if (t.save_every > 0 && (s + 1) % t.save_every == 0 && s + 1 < t.steps) {
+        save(s + 1);
+        record.add_table(steps_table);
+        if (rt.is_root()) record.commit();
+      }
+      std::fflush(stdout);
+    }
+  } catch (const std::exception& e) {
+    // Keep what was measured: the record of the completed steps, marked as failed.
+    record.set_attr("status", std::string("failed: ") + e.what());
+    record.add_table(steps_table);
+    if (rt.is_root() && steps_table.rows() > 0) record.commit();
+    throw;
+  }
+  if (!t.save.empty()) save(t.steps);
+  record.set_attr("status", std::string("completed"));
+  record.set_attr("final_loss", last_loss);
+  record.add_table(steps_table);
+  if (rt.is_root()) {
+    record.commit();
+    std::printf("results: %s%s%s\n", record.path().c_str(), t.save.empty() ? "" : ", checkpoint: ",
+                t.save.c_str());
+  }
+  return 0;
+}
+
 }  // namespace pt::cli

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "core/context.h"
 #include "core/tensor.h"
@@ -12,31 +13,41 @@
 namespace pt {
 
 // y = x Wᵀ (+ b). W (d_out, d_in) as in PyTorch. In bf16 mode the GEMM reads the bf16
-// mirror of W and x must already be bf16 (Context::act_dtype); gradients are fp32.
+// mirror of W and x must already be bf16 (Context::act_dtype); gradients stay fp32.
 class Linear {
  public:
+  // Registers "<name>.weight" (and "<name>.bias").
   Linear(ParamStore& store, const std::string& name, int64_t d_in, int64_t d_out, bool bias = false,
          bool bias_trainable = true);
-  // Tied weight: reuses `shared_weight` (one Parameter used twice, synchronised once).
-  Linear(ParamStore& store, const std::string& name, Parameter& shared_weight, bool bias = false);
+  // Uses existing parameters: several weights (d_out_i, d_in) stacked along d_out act as one
+  // (Σd_out_i, d_in) GEMM — they must be adjacent in the flat buffers (q_proj, k_proj, v_proj
+  // are) — and one weight shared by two Linears is a tied weight (one Parameter, two uses).
+  Linear(ParamStore& store, const std::vector<Parameter*>& stacked_weights, Parameter* bias = nullptr);
 
-  // x (N, d_in) → (N, d_out) in ctx.act_dtype(). Saves x (a reference, not a copy).
+  // x (N, d_in) → y (N, d_out) in x's dtype. Saves x (a reference, not a copy).
   Tensor forward(Context& ctx, const Tensor& x);
-  // dy (N, d_out) → dx (N, d_in) (skipped, undefined, when need_dx is false).
-  // dW += dyᵀ x, db += Σ dy; then the store is told both are final.
+  // y (N, d_out) = beta·y + x Wᵀ: beta = 1 fuses a residual add (y fp32, x bf16 is allowed).
+  void forward_into(Context& ctx, const Tensor& x, Tensor& y, float beta);
+  // dy (N, d_out) → dx (N, d_in), or nothing when need_dx is false. dW += dyᵀ x and
+  // db += Σ dy are computed first and the store is told at once (overlap hangs on that).
   Tensor backward(Context& ctx, const Tensor& dy, bool need_dx = true);
+  // As backward, with dx = dx_beta·dx + dy W (dx_beta = 1 sums two branches).
+  void backward_into(Context& ctx, const Tensor& dy, Tensor& dx, float dx_beta);
   void release() { saved_x_ = Tensor(); }
 
-  Parameter& weight() { return *weight_; }
+  Parameter& weight() { return *weights_.front(); }
   Parameter* bias() { return bias_; }
   int64_t d_in() const { return d_in_; }
   int64_t d_out() const { return d_out_; }
 
  private:
+  Tensor weight_view(DType operand_dtype) const;  // (d_out, d_in) of the stacked weights
+  Tensor weight_grad_view() const;
+  void weight_backward(Context& ctx, const Tensor& dy);
   ParamStore& store_;
-  Parameter* weight_;
+  std::vector<Parameter*> weights_;
   Parameter* bias_ = nullptr;
-  int64_t d_in_, d_out_;
+  int64_t d_in_ = 0, d_out_ = 0;
   Tensor saved_x_;
 };
 
@@ -44,7 +55,7 @@ class Linear {
 class Embedding {
  public:
   Embedding(ParamStore& store, const std::string& name, int64_t vocab, int64_t dim);
-  Tensor forward(Context& ctx, const Tensor& ids);  // ids (N) int32; saves ids
+  Tensor forward(Context& ctx, const Tensor& ids);  // ids (N) int32 → (N, C) param dtype; saves ids
   void backward(Context& ctx, const Tensor& dout);  // dweight += scatter; store told
   void release() { saved_ids_ = Tensor(); }
   Parameter& weight() { return *weight_; }
@@ -56,12 +67,12 @@ class Embedding {
 };
 
 // RMSNorm over the last dimension, eps 1e-5, weight initialised to ones; computed in fp32,
-// output in ctx.act_dtype() (the GEMM operand that follows).
+// output in `out_dtype` (the dtype of the GEMM operand that follows).
 class RMSNorm {
  public:
   RMSNorm(ParamStore& store, const std::string& name, int64_t dim, float eps = 1e-5f);
-  Tensor forward(Context& ctx, const Tensor& x);  // x (N, C) fp32; saves x and rstd
-  // dx of the norm's input added into `dx_accum` (N, C) fp32 when accumulate, else written.
+  Tensor forward(Context& ctx, const Tensor& x, DType out_dtype);  // x (N, C) fp32; saves x, rstd
+  // dx (N, C), x's dtype: the gradient of the norm's input, added when accumulate else written.
   void backward(Context& ctx, const Tensor& dy, Tensor& dx, bool accumulate);
   void release() { saved_x_ = Tensor(); rstd_ = Tensor(); }
   Parameter& weight() { return *weight_; }

@@ -47,12 +47,15 @@ Parameter* ParamStore::find(const std::string& name) const {
   return nullptr;
 }
 
-void ParamStore::finalize(Context& ctx, bool lowp_mirror) {
+void ParamStore::finalize(Context& ctx, bool lowp_mirror, DType dtype) {
   PT_CHECK(!finalized_, "ParamStore::finalize called twice");
+  PT_CHECK(dtype == DType::F32 || (dtype == DType::F64 && ctx.device().is_cpu()),
+           std::string("parameters must be fp32 (fp64 only on the CPU), got ") + dtype_name(dtype));
   device_ = ctx.device();
-  flat_params_ = Tensor::empty({numel_}, DType::F32, device_, "params", MemCategory::Parameters);
+  dtype_ = dtype;
+  flat_params_ = Tensor::empty({numel_}, dtype, device_, "params", MemCategory::Parameters);
   fill_zero(ctx, flat_params_.data(), device_.kind, flat_params_.nbytes());
-  flat_grads_ = Tensor::empty({grad_numel_}, DType::F32, device_, "grads", MemCategory::Gradients);
+  flat_grads_ = Tensor::empty({grad_numel_}, dtype, device_, "grads", MemCategory::Gradients);
   fill_zero(ctx, flat_grads_.data(), device_.kind, flat_grads_.nbytes());
   if (lowp_mirror) {
     PT_CHECK(device_.is_cuda(), "the bf16 parameter mirror needs a CUDA device");
@@ -80,16 +83,31 @@ void ParamStore::grad_contributed(Parameter& p) {
   if (p.contributions_ == p.uses && listener_) listener_->on_grad_ready(p);
 }
 
+std::vector<double> ParamStore::params_to_host_f64(Context& ctx) const {
+  return flat_params_.to_host_f64(ctx);
+}
+
 std::vector<float> ParamStore::params_to_host(Context& ctx) const {
-  std::vector<float> out(static_cast<size_t>(numel_));
-  copy_bytes(ctx, out.data(), DeviceKind::CPU, flat_params_.data(), device_.kind, out.size() * 4);
-  return out;
+  return flat_params_.to_host_f32(ctx);
+}
+
+void ParamStore::params_from_host_f64(Context& ctx, const std::vector<double>& values) {
+  PT_CHECK(static_cast<int64_t>(values.size()) == numel_,
+           "params_from_host: " + std::to_string(values.size()) + " values for " +
+               std::to_string(numel_) + " parameters");
+  Tensor host = Tensor::empty({numel_}, dtype_, Device::cpu(), "params_staging");
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (dtype_ == DType::F64)
+      host.data_as<double>()[i] = values[i];
+    else
+      host.data_as<float>()[i] = static_cast<float>(values[i]);
+  }
+  copy_bytes(ctx, flat_params_.data(), device_.kind, host.data(), DeviceKind::CPU, host.nbytes());
+  refresh_lowp(ctx);
 }
 
 void ParamStore::params_from_host(Context& ctx, const std::vector<float>& values) {
-  PT_CHECK(static_cast<int64_t>(values.size()) == numel_, "params_from_host: wrong element count");
-  copy_bytes(ctx, flat_params_.data(), device_.kind, values.data(), DeviceKind::CPU, values.size() * 4);
-  refresh_lowp(ctx);
+  params_from_host_f64(ctx, std::vector<double>(values.begin(), values.end()));
 }
 
 }  // namespace pt

@@ -25,9 +25,10 @@ struct Parameter {
   int index = 0;            // registration order
   int uses = 0;             // how many module call sites read it per forward (tied: 2)
 
-  Tensor data() const;      // fp32 view into the flat parameter buffer
-  Tensor grad() const;      // fp32 view into the flat gradient buffer (undefined if frozen)
+  Tensor data() const;      // view into the flat parameter buffer (fp32; fp64 in CPU tests)
+  Tensor grad() const;      // view into the flat gradient buffer (undefined if frozen)
   Tensor data_lowp() const; // bf16 view into the mirror (undefined unless the mirror exists)
+  ParamStore& store() const { return *store_; }
 
  private:
   friend class ParamStore;
@@ -56,8 +57,11 @@ class ParamStore {
   void add_use(Parameter& p) { ++p.uses; }
 
   // Allocates the flat buffers on ctx's device (parameters and gradients zeroed). With
-  // lowp_mirror a bf16 copy of every parameter is kept for mixed-precision GEMMs.
-  void finalize(Context& ctx, bool lowp_mirror);
+  // lowp_mirror a bf16 copy of every parameter is kept for mixed-precision GEMMs. dtype is
+  // fp32 for training; fp64 (CPU only) lets tests check whole-model gradients by finite
+  // differences.
+  void finalize(Context& ctx, bool lowp_mirror, DType dtype = DType::F32);
+  DType dtype() const { return dtype_; }
   bool finalized() const { return finalized_; }
   Device device() const { return device_; }
 
@@ -68,8 +72,8 @@ class ParamStore {
 
   int64_t numel() const { return numel_; }            // all parameters
   int64_t grad_numel() const { return grad_numel_; }  // trainable parameters
-  Tensor flat_params() const { return flat_params_; } // (numel) fp32
-  Tensor flat_grads() const { return flat_grads_; }   // (grad_numel) fp32
+  Tensor flat_params() const { return flat_params_; } // (numel) dtype()
+  Tensor flat_grads() const { return flat_grads_; }   // (grad_numel) dtype()
   Tensor flat_lowp() const { return flat_lowp_; }     // (numel) bf16 or undefined
   bool has_lowp() const { return flat_lowp_.defined(); }
 
@@ -84,14 +88,18 @@ class ParamStore {
   // fires when all `uses` contributions of a trainable parameter are in.
   void grad_contributed(Parameter& p);
 
-  // Host copies of the whole parameter vector (checkpoints, tests, broadcast checks).
+  // Host copies of the whole parameter vector (checkpoints, tests, broadcast checks),
+  // converted from/to the store's dtype.
   std::vector<float> params_to_host(Context& ctx) const;
   void params_from_host(Context& ctx, const std::vector<float>& values);
+  std::vector<double> params_to_host_f64(Context& ctx) const;
+  void params_from_host_f64(Context& ctx, const std::vector<double>& values);
 
  private:
   std::vector<std::unique_ptr<Parameter>> params_;
   bool finalized_ = false;
   Device device_;
+  DType dtype_ = DType::F32;
   int64_t numel_ = 0;
   int64_t grad_numel_ = 0;
   Tensor flat_params_, flat_grads_, flat_lowp_;

@@ -27,7 +27,7 @@ struct TransformerConfig {
   double rope_theta = 10000.0;
   AttentionImpl attention = AttentionImpl::Naive;
 
-  // Named sizes (vocabulary 10000): small 768/3072/12/12, medium 1024/4096/24/16,
+  // Named sizes (vocabulary 10000): tiny 128/384/4/4 (CPU smoke runs), small 768/3072/12/12, medium 1024/4096/24/16,
   // large 1280/5120/36/20, xl 1600/6400/48/25, 2.7b 2560/10240/32/32 (d_model/d_ff/layers/heads).
   static TransformerConfig named(const std::string& size);
   static const std::vector<std::string>& size_names();
@@ -44,8 +44,9 @@ class TransformerLM {
  public:
   // Registers every parameter in PyTorch state_dict order and finalizes the store on ctx's
   // device (with the bf16 mirror when ctx is in bf16 mode on the GPU). Weights are zero until
-  // init_weights or a checkpoint load.
-  TransformerLM(const TransformerConfig& cfg, Context& ctx);
+  // init_weights or a checkpoint load. param_dtype fp64 (CPU only) runs the whole model in
+  // fp64: the finite-difference tests use it.
+  TransformerLM(const TransformerConfig& cfg, Context& ctx, DType param_dtype = DType::F32);
   ~TransformerLM();
 
   // Truncated-normal init as the reference (host RNG: identical on CPU and GPU).

@@ -1,8 +1,166 @@
-// PLACEHOLDER: the ops area replaces this file.
 #include "ops/elementwise.h"
 
-#include "core/error.h"
+#include "core/profiler.h"
+#include "cuda/elementwise.h"
+#include "ops/cpu/cpu_ops.h"
+#include "ops/op_common.h"
 
 namespace pt::ops {
-void cast(Context&, Tensor&, const Tensor&) { PT_FAIL("ops::cast is not implemented yet"); }
+
+using detail::ArgCheck;
+
+namespace {
+// Same shape and contiguous (all elementwise operands); on the CPU also the same dtype.
+void same_layout(const ArgCheck& chk, const Context& ctx, const Tensor& t, const char* name,
+                 const Tensor& ref, const char* ref_name) {
+  chk.float_storage(t, name);
+  chk.contiguous(t, name);
+  chk.require(t.shape() == ref.shape(), std::string(name) + " has shape " + shape_str(t.shape()) +
+                                            " but " + ref_name + " has " + shape_str(ref.shape()));
+  if (!ctx.is_cuda()) chk.same_dtype(t, name, ref, ref_name);
+}
+void first(const ArgCheck& chk, const Tensor& t, const char* name) {
+  chk.float_storage(t, name);
+  chk.contiguous(t, name);
+}
+}  // namespace
+
+void add(Context& ctx, Tensor& out, const Tensor& a, const Tensor& b) {
+  ArgCheck chk(ctx, "add");
+  first(chk, out, "out");
+  same_layout(chk, ctx, a, "a", out, "out");
+  same_layout(chk, ctx, b, "b", out, "out");
+  OpScope scope(ctx, "add", OpFamily::Elementwise);
+  if (ctx.is_cuda())
+    cuda::add(ctx.stream(), out, a, b);
+  else
+    cpu::add(out, a, b);
+}
+
+void add_inplace(Context& ctx, Tensor& x, const Tensor& y, float alpha) {
+  ArgCheck chk(ctx, "add_inplace");
+  first(chk, x, "x");
+  same_layout(chk, ctx, y, "y", x, "x");
+  OpScope scope(ctx, "add_inplace", OpFamily::Elementwise);
+  if (ctx.is_cuda())
+    cuda::add_inplace(ctx.stream(), x, y, alpha);
+  else
+    cpu::add_inplace(x, y, alpha);
+}
+
+void scale_inplace(Context& ctx, Tensor& x, float alpha) {
+  ArgCheck chk(ctx, "scale_inplace");
+  first(chk, x, "x");
+  OpScope scope(ctx, "scale_inplace", OpFamily::Elementwise);
+  if (ctx.is_cuda())
+    cuda::scale_inplace(ctx.stream(), x, alpha);
+  else
+    cpu::scale_inplace(x, alpha);
+}
+
+void cast(Context& ctx, Tensor& dst, const Tensor& src) {
+  ArgCheck chk(ctx, "cast");
+  if (ctx.is_cuda()) {
+    chk.float_storage(dst, "dst");
+    chk.float_storage(src, "src");
+  } else {  // host conversions exist for every float type
+    chk.dtype_is(dst, "dst", {DType::F32, DType::F64, DType::BF16, DType::F16});
+    chk.dtype_is(src, "src", {DType::F32, DType::F64, DType::BF16, DType::F16});
+  }
+  chk.contiguous(dst, "dst");
+  chk.contiguous(src, "src");
+  chk.require(dst.numel() == src.numel(), "dst has " + std::to_string(dst.numel()) +
+                                              " elements but src has " +
+                                              std::to_string(src.numel()));
+  OpScope scope(ctx, "cast", OpFamily::Elementwise);
+  if (ctx.is_cuda())
+    cuda::cast(ctx.stream(), dst, src);
+  else
+    cpu::cast(dst, src);
+}
+
+void add_bias(Context& ctx, Tensor& y, const Tensor& bias) {
+  ArgCheck chk(ctx, "add_bias");
+  first(chk, y, "y");
+  chk.rank_is(y, "y", 2);
+  chk.float_storage(bias, "bias");
+  chk.shape_is(bias, "bias", {y.size(1)});
+  if (!ctx.is_cuda()) chk.same_dtype(bias, "bias", y, "y");
+  OpScope scope(ctx, "add_bias", OpFamily::Elementwise);
+  if (ctx.is_cuda())
+    cuda::add_bias(ctx.stream(), y, bias);
+  else
+    cpu::add_bias(y, bias);
+}
+
+void bias_backward(Context& ctx, Tensor& dbias, const Tensor& dy) {
+  ArgCheck chk(ctx, "bias_backward");
+  first(chk, dy, "dy");
+  chk.rank_is(dy, "dy", 2);
+  if (ctx.is_cuda())
+    chk.dtype_is(dbias, "dbias", {DType::F32});  // accumulated with fp32 atomics
+  else
+    chk.same_dtype(dbias, "dbias", dy, "dy");
+  chk.shape_is(dbias, "dbias", {dy.size(1)});
+  OpScope scope(ctx, "bias_backward", OpFamily::Elementwise);
+  if (ctx.is_cuda())
+    cuda::bias_backward(ctx.stream(), dbias, dy);
+  else
+    cpu::bias_backward(dbias, dy);
+}
+
+void relu_forward(Context& ctx, Tensor& y, const Tensor& x) {
+  ArgCheck chk(ctx, "relu_forward");
+  first(chk, y, "y");
+  same_layout(chk, ctx, x, "x", y, "y");
+  OpScope scope(ctx, "relu_forward", OpFamily::Elementwise);
+  if (ctx.is_cuda())
+    cuda::relu_forward(ctx.stream(), y, x);
+  else
+    cpu::relu_forward(y, x);
+}
+
+void relu_backward(Context& ctx, Tensor& dx, const Tensor& dy, const Tensor& y) {
+  ArgCheck chk(ctx, "relu_backward");
+  first(chk, dx, "dx");
+  same_layout(chk, ctx, dy, "dy", dx, "dx");
+  same_layout(chk, ctx, y, "y", dx, "dx");
+  OpScope scope(ctx, "relu_backward", OpFamily::Elementwise);
+  if (ctx.is_cuda())
+    cuda::relu_backward(ctx.stream(), dx, dy, y);
+  else
+    cpu::relu_backward(dx, dy, y);
+}
+
+void swiglu_forward(Context& ctx, Tensor& g, const Tensor& h1, const Tensor& h3) {
+  ArgCheck chk(ctx, "swiglu_forward");
+  first(chk, g, "g");
+  same_layout(chk, ctx, h1, "h1", g, "g");
+  same_layout(chk, ctx, h3, "h3", g, "g");
+  chk.same_dtype(h3, "h3", h1, "h1");
+  OpScope scope(ctx, "swiglu_forward", OpFamily::Elementwise);
+  if (ctx.is_cuda())
+    cuda::swiglu_forward(ctx.stream(), g, h1, h3);
+  else
+    cpu::swiglu_forward(g, h1, h3);
+}
+
+void swiglu_backward(Context& ctx, Tensor& dh1, Tensor& dh3, const Tensor& dg, const Tensor& h1,
+                     const Tensor& h3) {
+  ArgCheck chk(ctx, "swiglu_backward");
+  first(chk, dg, "dg");
+  same_layout(chk, ctx, dh1, "dh1", dg, "dg");
+  same_layout(chk, ctx, dh3, "dh3", dg, "dg");
+  same_layout(chk, ctx, h1, "h1", dg, "dg");
+  same_layout(chk, ctx, h3, "h3", dg, "dg");
+  chk.same_dtype(dh1, "dh1", dg, "dg");
+  chk.same_dtype(dh3, "dh3", dg, "dg");
+  chk.same_dtype(h3, "h3", h1, "h1");
+  OpScope scope(ctx, "swiglu_backward", OpFamily::Elementwise);
+  if (ctx.is_cuda())
+    cuda::swiglu_backward(ctx.stream(), dh1, dh3, dg, h1, h3);
+  else
+    cpu::swiglu_backward(dh1, dh3, dg, h1, h3);
+}
+
 }  // namespace pt::ops

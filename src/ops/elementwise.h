@@ -5,15 +5,20 @@
 
 namespace pt::ops {
 
-// All tensors contiguous, same device. Unless a comment says otherwise, float inputs may be
-// fp32, fp64 (CPU only) or bf16 (CUDA only) and math is done in fp32 (fp64 for fp64).
+// All tensors contiguous, same device, same shape (bias: (C)). Math in fp32 (fp64 for fp64).
+// Types: on the CPU every float tensor of a call has one type, fp32 or fp64 (cast excepted);
+// on the GPU each tensor is fp32 or bf16 independently (e.g. an fp32 residual stream plus a
+// bf16 branch), except where a comment pairs them.
 
 void add(Context& ctx, Tensor& out, const Tensor& a, const Tensor& b);  // out = a + b (out may alias)
 void add_inplace(Context& ctx, Tensor& x, const Tensor& y, float alpha = 1.0f);  // x += alpha·y
 void scale_inplace(Context& ctx, Tensor& x, float alpha);                       // x *= alpha
-void cast(Context& ctx, Tensor& dst, const Tensor& src);  // element type conversion, equal numel
+// Element type conversion, equal numel, round to nearest even. CPU: any of fp32, fp64, bf16,
+// fp16 both ways; GPU: fp32 ↔ bf16 (same type = a copy).
+void cast(Context& ctx, Tensor& dst, const Tensor& src);
 
-// y (N, C) += bias (C) broadcast over rows; dbias (C) += column sums of dy (N, C).
+// y (N, C) += bias (C) broadcast over rows; dbias (C) += column sums of dy (N, C)
+// (dbias fp32 on the GPU: it is summed with atomics).
 void add_bias(Context& ctx, Tensor& y, const Tensor& bias);
 void bias_backward(Context& ctx, Tensor& dbias, const Tensor& dy);
 
@@ -22,7 +27,8 @@ void relu_forward(Context& ctx, Tensor& y, const Tensor& x);
 void relu_backward(Context& ctx, Tensor& dx, const Tensor& dy, const Tensor& y);
 
 // SwiGLU gate: g = silu(h1) ⊙ h3 with silu(a) = a·sigmoid(a); all (N, F).
-// Backward: dh1 = dg ⊙ h3 ⊙ silu'(h1), dh3 = dg ⊙ silu(h1).
+// Backward: dh1 = dg ⊙ h3 ⊙ silu'(h1), dh3 = dg ⊙ silu(h1); dh1 or dh3 may alias dg.
+// h1 and h3 share a type; dg, dh1 and dh3 share a type.
 void swiglu_forward(Context& ctx, Tensor& g, const Tensor& h1, const Tensor& h3);
 void swiglu_backward(Context& ctx, Tensor& dh1, Tensor& dh3, const Tensor& dg, const Tensor& h1,
                      const Tensor& h3);

@@ -9,12 +9,14 @@ namespace pt::ops {
 // fp64 for fp64 logits) on the same device receiving mean_i(−log softmax(logits_i)[t_i]).
 // When dlogits is defined (N, V, logits' dtype; may alias logits) it receives the gradient
 // of that mean: (softmax(logits_i) − onehot(t_i)) / N. Everything is computed in fp32 or
-// better; the loss stays on the device (no host synchronisation).
+// better; the loss stays on the device (no host synchronisation). Targets are checked on the
+// CPU; on the GPU an out-of-range target makes the loss NaN. The GPU sums rows with fp32
+// atomics, so the loss's last bits may vary between runs (the gradient does not).
 void cross_entropy(Context& ctx, Tensor& loss, Tensor* dlogits, const Tensor& logits,
                    const Tensor& targets);
 
-// MSE with mean (reduction="mean") or sum over all elements; loss: 1-element tensor;
-// dpred (optional) = d loss / d pred.
+// MSE with mean (reduction="mean") or sum over all elements; loss: 1-element tensor (as for
+// cross_entropy); dpred (optional, pred's dtype) = d loss / d pred.
 enum class Reduction { Mean, Sum };
 void mse_loss(Context& ctx, Tensor& loss, Tensor* dpred, const Tensor& pred, const Tensor& target,
               Reduction reduction);

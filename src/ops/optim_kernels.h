@@ -25,9 +25,10 @@ void adamw_step(Context& ctx, Tensor& p, const Tensor& g, Tensor& m, Tensor& v,
 void sgd_step(Context& ctx, Tensor& p, const Tensor& g, float lr, float weight_decay = 0.0f,
               Tensor* p_lowp = nullptr);
 
-// sumsq (1-element fp32|fp64 tensor, same device) += Σ x². No host synchronisation.
+// sumsq (1-element fp32|fp64 tensor, same device) += Σ x² (x any float storage type). No
+// host synchronisation; on the GPU block partial sums meet in sumsq with atomics.
 void squared_norm_accumulate(Context& ctx, Tensor& sumsq, const Tensor& x);
-// x ← x · min(1, max_norm / (sqrt(sumsq) + 1e-6)), reading sumsq on the device.
+// x ← x · min(1, max_norm / (sqrt(sumsq) + 1e-6)), reading sumsq on the device; max_norm > 0.
 void clip_by_norm(Context& ctx, Tensor& x, const Tensor& sumsq, float max_norm);
 
 }  // namespace pt::ops

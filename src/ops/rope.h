@@ -5,11 +5,14 @@
 
 namespace pt::ops {
 
-// Views in the attention ops' logical order (B, H, T, D), any strides with stride(3) == 1.
+// Views in the attention ops' logical order (B, H, T, D), any strides with stride(3) == 1;
+// a 3-D (B, T, D) view is the H = 1 case. in and out share a dtype (fp32|fp64 on the CPU,
+// fp32|bf16 on the GPU).
 // x_out[b,h,t,2i:2i+2] = R(t · theta^(-2i/D)) · x_in[b,h,t,2i:2i+2], positions t = 0..T-1.
 // inverse = true rotates by the negative angle: that is the backward pass (R is orthogonal).
-// out may alias in (in-place on a slice of the fused QKV buffer). D must be even. Angles are computed in fp64 on the
-// CPU and fp32 on the GPU (same as PyTorch's precomputed fp32 tables).
+// out may alias in exactly (in place on a slice of the fused QKV buffer), not partially.
+// D must be even. Angles are computed in fp64 on the CPU and fp32 on the GPU (as PyTorch's
+// precomputed fp32 tables), so at position t they differ by ~t·2^-23 radians.
 void rope(Context& ctx, Tensor& out, const Tensor& in, double theta, bool inverse);
 
 }  // namespace pt::ops

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <sys/wait.h>
 #include <limits>
 #include <random>
 #include <unistd.h>
@@ -103,6 +105,42 @@ std::vector<double> finite_difference(const std::function<double(const std::vect
     g[i] = (fp - fm) / (2 * h);
   }
   return g;
+}
+
+void write_npy_raw(const std::string& path, const std::string& dict, const std::string& payload,
+                   int major) {
+  const size_t prefix = major == 1 ? 10 : 12;
+  std::string header = dict;
+  while ((prefix + header.size() + 1) % 64 != 0) header += ' ';
+  header += '\n';
+  std::string out = std::string("\x93NUMPY", 6) + static_cast<char>(major) + '\0';
+  const size_t n = header.size();
+  out += static_cast<char>(n & 0xff);
+  out += static_cast<char>((n >> 8) & 0xff);
+  if (major != 1) out += std::string("\0\0", 2);
+  out += header + payload;
+  std::ofstream(path, std::ios::binary) << out;
+}
+
+std::string paratrain_binary() {
+  if (const char* env = std::getenv("PARATRAIN_BINARY")) return env;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe");
+  const auto guess = self.parent_path().parent_path() / "paratrain";
+  PT_CHECK(std::filesystem::exists(guess), "paratrain binary not found (set PARATRAIN_BINARY)");
+  return guess.string();
+}
+
+CliResult run_paratrain(const std::string& args) {
+  CliResult r;
+  const std::string cmd = paratrain_binary() + " " + args + " 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  PT_CHECK(pipe != nullptr, "popen failed for: " + cmd);
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) r.output.append(buf, n);
+  const int status = pclose(pipe);
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
 }
 
 std::string source_path(const std::string& relative) {

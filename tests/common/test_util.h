@@ -41,6 +41,32 @@ double allclose_ratio(const std::vector<double>& a, const std::vector<double>& r
 std::vector<double> finite_difference(const std::function<double(const std::vector<double>&)>& f,
                                       std::vector<double> x, double h = 1e-6);
 
+// A .npy file written the way numpy does (format 1.0 or 2.0, header padded to 64 bytes), with
+// any header dictionary text, so tests can also produce every malformed variant.
+void write_npy_raw(const std::string& path, const std::string& dict, const std::string& payload,
+                   int major = 1);
+template <typename T>
+std::string bytes_of(const std::vector<T>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+}
+// A well-formed 1-D .npy of `v` with numpy dtype string `descr` ("<u2", "<i4", "<i8").
+template <typename T>
+void write_npy(const std::string& path, const std::vector<T>& v, const char* descr, int major = 1) {
+  write_npy_raw(path,
+                std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': (" +
+                    std::to_string(v.size()) + ",), }",
+                bytes_of(v), major);
+}
+
+// Runs the paratrain CLI ($PARATRAIN_BINARY, set by ctest, else build/paratrain beside the
+// test binary) with `args` (shell words); returns its exit code and stdout+stderr.
+struct CliResult {
+  int rc = -1;
+  std::string output;
+};
+std::string paratrain_binary();
+CliResult run_paratrain(const std::string& args);
+
 // Path of a file in the source tree (tests run from the build tree).
 std::string source_path(const std::string& relative);
 // A fresh empty directory for one test's files (removed by the OS temp cleaner, not by us).

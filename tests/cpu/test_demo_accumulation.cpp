@@ -71,17 +71,8 @@ int run(const std::string& cmd) {
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
-// The CLI: $PARATRAIN_BINARY, else beside the test's build directory (build/tests/../paratrain).
-std::string paratrain_binary() {
-  if (const char* env = std::getenv("PARATRAIN_BINARY")) return env;
-  const auto self = std::filesystem::read_symlink("/proc/self/exe");
-  const auto guess = self.parent_path().parent_path() / "paratrain";
-  return std::filesystem::exists(guess) ? guess.string() : "";
-}
-
 TEST(DemoAccumulation, SubcommandPrintsAndRecordsTheTable) {
-  const std::string bin = paratrain_binary();
-  if (bin.empty()) GTEST_SKIP() << "paratrain binary not found (set PARATRAIN_BINARY)";
+  const std::string bin = test::paratrain_binary();
   const std::string dir = test::scratch_dir("demo_accumulation");
   const std::string out = dir + "/acc.h5", log = dir + "/log.txt";
   ASSERT_EQ(run(bin + " demo accumulation --out " + out + " > " + log + " 2>&1"), 0);

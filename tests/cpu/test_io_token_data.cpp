@@ -12,35 +12,9 @@
 namespace pt::io {
 namespace {
 
-// Writes a .npy file the way numpy does (format 1.0 or 2.0, header padded to 64 bytes),
-// with any header text, so the tests can also produce every malformed variant.
-void write_npy_raw(const std::string& path, const std::string& dict, const std::string& payload,
-                   int major = 1) {
-  const size_t prefix = major == 1 ? 10 : 12;
-  std::string header = dict;
-  while ((prefix + header.size() + 1) % 64 != 0) header += ' ';
-  header += '\n';
-  std::string out = std::string("\x93NUMPY", 6) + static_cast<char>(major) + '\0';
-  const size_t n = header.size();
-  out += static_cast<char>(n & 0xff);
-  out += static_cast<char>((n >> 8) & 0xff);
-  if (major != 1) out += std::string("\0\0", 2);
-  out += header + payload;
-  std::ofstream(path, std::ios::binary) << out;
-}
-
-template <typename T>
-std::string bytes_of(const std::vector<T>& v) {
-  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
-}
-
-template <typename T>
-void write_npy(const std::string& path, const std::vector<T>& v, const char* descr, int major = 1) {
-  write_npy_raw(path,
-                std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': (" +
-                    std::to_string(v.size()) + ",), }",
-                bytes_of(v), major);
-}
+using test::bytes_of;
+using test::write_npy;
+using test::write_npy_raw;
 
 std::string error_of(const std::function<void()>& fn) {
   try {

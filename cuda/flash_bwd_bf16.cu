@@ -1,0 +1,359 @@
+// FlashAttention-2 backward on tensor cores, with recomputation and no atomics.
+//
+//   delta = rowsum(O ∘ dO)                                   (flash_bwd_delta_kernel)
+//   per key tile:   dV = Σ_i P_iᵀ dO_i,  dK = Σ_i dS_iᵀ Q_i   (flash_bwd_dkdv_kernel)
+//   per query tile: dQ = Σ_j dS_j K_j                        (flash_bwd_dq_kernel)
+//   with P = exp(S − L) rebuilt from the saved L, dP = dO·Vᵀ, dS = P ∘ (dP − delta).
+//
+// Why two passes rather than FlashAttention-2's single pass with atomicAdd on dQ: each
+// output has exactly one writer, so dQ is deterministic, needs no fp32 (B, H, Tq, D) scratch
+// buffer nor its zeroing and conversion passes, and no red.global traffic into L2. The price
+// is recomputing S = Q·Kᵀ and dP = dO·Vᵀ in the dQ pass: 7 tile products instead of 5. Which
+// is faster on an H100 is measured by `paratrain bench attention` (docs/FLASH_ATTENTION.md).
+#include "cuda/flash_mma.cuh"
+#include "cuda/flash_params.h"
+
+namespace pt::cuda {
+namespace flash {
+namespace {
+
+// dK/dV pass: kWarps × 16 keys per block (each warp its own 16 keys), kBlockM queries per
+// step. Four accumulators live per warp: S and dP (kBlockM/2 registers each), dK and dV
+// (kHeadDim/2 each); d = 128 halves the query step to stay clear of spills.
+template <int kHeadDim>
+struct DkDvTraits {
+  static constexpr int kWarps = 4;
+  static constexpr int kBlockN = 16 * kWarps;
+  static constexpr int kBlockM = kHeadDim <= 64 ? 64 : 32;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kLd = smem_ld<kHeadDim>();
+  // K, V once; two stages of Q, dO (bf16) and L, delta (fp32).
+  static constexpr int kSmemBytes = (2 * kBlockN + 4 * kBlockM) * kLd * 2 + 4 * kBlockM * 4;
+};
+
+// dQ pass: kWarps × 16 queries per block, kBlockN keys per step.
+template <int kHeadDim>
+struct DqTraits {
+  static constexpr int kWarps = 4;
+  static constexpr int kBlockM = 16 * kWarps;
+  static constexpr int kBlockN = kHeadDim <= 64 ? 64 : 32;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kLd = smem_ld<kHeadDim>();
+  static constexpr int kSmemBytes = (2 * kBlockM + 4 * kBlockN) * kLd * 2;  // Q, dO; 2 stages K, V
+};
+
+// delta[b, h, i] = Σ_c O[i, c] · dO[i, c] in fp32: one warp per query row.
+template <int kHeadDim>
+__global__ void flash_bwd_delta_kernel(const FlashParams p) {
+  const int warps_per_block = blockDim.x / 32;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * warps_per_block + threadIdx.x / 32;
+  const int64_t rows = static_cast<int64_t>(p.batch) * p.heads * p.seqlen_q;
+  if (row >= rows) return;
+  const int lane = threadIdx.x % 32;
+  const int i = static_cast<int>(row % p.seqlen_q);
+  const int h = static_cast<int>((row / p.seqlen_q) % p.heads);
+  const int b = static_cast<int>(row / (static_cast<int64_t>(p.seqlen_q) * p.heads));
+  const bf16* o = static_cast<const bf16*>(p.o) + b * p.o_s.batch + h * p.o_s.head + i * p.o_s.row;
+  const bf16* d_o = static_cast<const bf16*>(p.dout) + b * p.do_s.batch + h * p.do_s.head + i * p.do_s.row;
+  float s = 0.0f;
+  for (int c = lane; c < kHeadDim; c += 32) s += __bfloat162float(o[c]) * __bfloat162float(d_o[c]);
+  s = warp_sum(s);
+  if (lane == 0) p.delta[row] = s;
+}
+
+// Query tile [m0, m0 + kBlockM) against this warp's 16 keys starting at key0. kMasked: the
+// tile crosses the diagonal (causal) or the end of the queries.
+template <int kHeadDim, int kBlockM, bool kCausal, bool kMasked>
+__device__ __forceinline__ void dkdv_step(float (&acc_dk)[kHeadDim / 8][4], float (&acc_dv)[kHeadDim / 8][4],
+                                          const bf16* sK, const bf16* sV, const bf16* sQ, const bf16* sdO,
+                                          const float* sL, const float* sDelta, int key0, int m0,
+                                          int seqlen_q, float scale_log2) {
+  constexpr int kLd = smem_ld<kHeadDim>();
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  // Sᵀ = K·Qᵀ: rows are this warp's keys, columns the tile's queries.
+  float acc_s[kBlockM / 8][4];
+  zero(acc_s);
+  warp_mma_ss<kHeadDim, kBlockM, false>(acc_s, sK, sQ, kLd);
+  // Pᵀ = exp(Sᵀ·scale − L_query); masked and out-of-range queries give exactly 0.
+#pragma unroll
+  for (int j = 0; j < kBlockM / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int col = j * 8 + 2 * t + (e & 1);
+      float pv = exp2_approx(fmaf(acc_s[j][e], scale_log2, -sL[col] * kLog2e));
+      if constexpr (kMasked) {
+        const int query = m0 + col, key = key0 + g + 8 * (e >> 1);
+        if (query >= seqlen_q || (kCausal && key > query)) pv = 0.0f;
+      }
+      acc_s[j][e] = pv;
+    }
+  // dV += Pᵀ·dO
+  {
+    uint32_t p_frag[kBlockM / 16][4];
+    acc_to_a<kBlockM>(p_frag, acc_s);
+    warp_mma_rs<kBlockM, kHeadDim, true>(acc_dv, p_frag, sdO, kLd);
+  }
+  // dPᵀ = V·dOᵀ; dSᵀ = Pᵀ ∘ (dPᵀ − delta_query)
+  float acc_dp[kBlockM / 8][4];
+  zero(acc_dp);
+  warp_mma_ss<kHeadDim, kBlockM, false>(acc_dp, sV, sdO, kLd);
+#pragma unroll
+  for (int j = 0; j < kBlockM / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc_dp[j][e] = acc_s[j][e] * (acc_dp[j][e] - sDelta[j * 8 + 2 * t + (e & 1)]);
+  // dK += dSᵀ·Q (the 1/sqrt(d) is applied once at the end)
+  uint32_t ds_frag[kBlockM / 16][4];
+  acc_to_a<kBlockM>(ds_frag, acc_dp);
+  warp_mma_rs<kBlockM, kHeadDim, true>(acc_dk, ds_frag, sQ, kLd);
+}
+
+template <int kHeadDim, bool kCausal>
+__global__ void __launch_bounds__(DkDvTraits<kHeadDim>::kThreads)
+    flash_bwd_dkdv_kernel(const FlashParams p) {
+  using Tr = DkDvTraits<kHeadDim>;
+  constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kLd = Tr::kLd, kThreads = Tr::kThreads;
+  extern __shared__ __align__(16) unsigned char smem[];
+  bf16* sK = reinterpret_cast<bf16*>(smem);  // (kBlockN, kLd)
+  bf16* sV = sK + kBlockN * kLd;              // (kBlockN, kLd)
+  bf16* sQ = sV + kBlockN * kLd;              // (2, kBlockM, kLd)
+  bf16* sdO = sQ + 2 * kBlockM * kLd;         // (2, kBlockM, kLd)
+  float* sL = reinterpret_cast<float*>(sdO + 2 * kBlockM * kLd);  // (2, kBlockM)
+  float* sDelta = sL + 2 * kBlockM;                                // (2, kBlockM)
+
+  const int n_block = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  const int n0 = n_block * kBlockN;
+  const int warp = threadIdx.x / 32;
+  const int tq = p.seqlen_q, tk = p.seqlen_k;
+  const int64_t bh = static_cast<int64_t>(b) * p.heads + h;
+
+  const bf16* q = static_cast<const bf16*>(p.q) + b * p.q_s.batch + h * p.q_s.head;
+  const bf16* k = static_cast<const bf16*>(p.k) + b * p.k_s.batch + h * p.k_s.head + n0 * p.k_s.row;
+  const bf16* v = static_cast<const bf16*>(p.v) + b * p.v_s.batch + h * p.v_s.head + n0 * p.v_s.row;
+  const bf16* d_o = static_cast<const bf16*>(p.dout) + b * p.do_s.batch + h * p.do_s.head;
+  const float* lse = p.lse + bh * tq;
+  const float* delta = p.delta + bh * tq;
+
+  // Causal: queries before n0 see none of these keys. Query tiles from m_full on lie wholly
+  // after the tile's last key (and inside the queries): no mask there.
+  const int m_begin = kCausal ? n0 / kBlockM : 0;
+  const int m_blocks = (tq + kBlockM - 1) / kBlockM;
+  auto unmasked = [&](int i) {
+    return (!kCausal || i * kBlockM >= n0 + kBlockN - 1) && (i + 1) * kBlockM <= tq;
+  };
+
+  auto load_query_tile = [&](int i, int stage) {
+    const int m0 = i * kBlockM;
+    load_tile_async<kBlockM, kHeadDim, kThreads>(sQ + stage * kBlockM * kLd, q + m0 * p.q_s.row, p.q_s.row, tq - m0);
+    load_tile_async<kBlockM, kHeadDim, kThreads>(sdO + stage * kBlockM * kLd, d_o + m0 * p.do_s.row, p.do_s.row, tq - m0);
+    load_vec_async<kBlockM, kThreads>(sL + stage * kBlockM, lse + m0, tq - m0);
+    load_vec_async<kBlockM, kThreads>(sDelta + stage * kBlockM, delta + m0, tq - m0);
+  };
+
+  load_tile_async<kBlockN, kHeadDim, kThreads>(sK, k, p.k_s.row, tk - n0);
+  load_tile_async<kBlockN, kHeadDim, kThreads>(sV, v, p.v_s.row, tk - n0);
+  load_query_tile(m_begin, 0);
+  cp_async_commit();
+
+  float acc_dk[kHeadDim / 8][4], acc_dv[kHeadDim / 8][4];  // (16 keys, kHeadDim) per warp
+  zero(acc_dk);
+  zero(acc_dv);
+  const float scale_log2 = p.scale * kLog2e;
+  const bf16* sKw = sK + warp * 16 * kLd;
+  const bf16* sVw = sV + warp * 16 * kLd;
+  const int key0 = n0 + warp * 16;
+
+  for (int i = m_begin; i < m_blocks; ++i) {
+    const int stage = (i - m_begin) & 1;
+    if (i + 1 < m_blocks) {
+      load_query_tile(i + 1, stage ^ 1);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    const bf16* sQi = sQ + stage * kBlockM * kLd;
+    const bf16* sdOi = sdO + stage * kBlockM * kLd;
+    const float* sLi = sL + stage * kBlockM;
+    const float* sDi = sDelta + stage * kBlockM;
+    if (unmasked(i))
+      dkdv_step<kHeadDim, kBlockM, kCausal, false>(acc_dk, acc_dv, sKw, sVw, sQi, sdOi, sLi, sDi, key0,
+                                                   i * kBlockM, tq, scale_log2);
+    else
+      dkdv_step<kHeadDim, kBlockM, kCausal, true>(acc_dk, acc_dv, sKw, sVw, sQi, sdOi, sLi, sDi, key0,
+                                                  i * kBlockM, tq, scale_log2);
+    __syncthreads();
+  }
+
+  bf16* dk = static_cast<bf16*>(p.dk) + b * p.dk_s.batch + h * p.dk_s.head + key0 * p.dk_s.row;
+  bf16* dv = static_cast<bf16*>(p.dv) + b * p.dv_s.batch + h * p.dv_s.head + key0 * p.dv_s.row;
+  store_strip<kHeadDim>(dk, p.dk_s.row, acc_dk, p.scale, p.scale, tk - key0);
+  store_strip<kHeadDim>(dv, p.dv_s.row, acc_dv, 1.0f, 1.0f, tk - key0);
+}
+
+// Key tile [n0, n0 + kBlockN) for this warp's 16 queries starting at row0.
+template <int kHeadDim, int kBlockN, bool kCausal, bool kMasked>
+__device__ __forceinline__ void dq_step(float (&acc_dq)[kHeadDim / 8][4], const bf16* sQw, const bf16* sdOw,
+                                        const bf16* sK, const bf16* sV, const float (&neg_lse2)[2],
+                                        const float (&delta)[2], int row0, int n0, int seqlen_k,
+                                        float scale_log2) {
+  constexpr int kLd = smem_ld<kHeadDim>();
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  float acc_s[kBlockN / 8][4];  // S = Q·Kᵀ, then P, then dS
+  zero(acc_s);
+  warp_mma_ss<kHeadDim, kBlockN, false>(acc_s, sQw, sK, kLd);
+#pragma unroll
+  for (int j = 0; j < kBlockN / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float pv = exp2_approx(fmaf(acc_s[j][e], scale_log2, neg_lse2[e >> 1]));
+      if constexpr (kMasked) {
+        const int key = n0 + j * 8 + 2 * t + (e & 1), query = row0 + g + 8 * (e >> 1);
+        if (key >= seqlen_k || (kCausal && key > query)) pv = 0.0f;
+      }
+      acc_s[j][e] = pv;
+    }
+  float acc_dp[kBlockN / 8][4];  // dP = dO·Vᵀ
+  zero(acc_dp);
+  warp_mma_ss<kHeadDim, kBlockN, false>(acc_dp, sdOw, sV, kLd);
+#pragma unroll
+  for (int j = 0; j < kBlockN / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc_s[j][e] *= acc_dp[j][e] - delta[e >> 1];
+  uint32_t ds_frag[kBlockN / 16][4];
+  acc_to_a<kBlockN>(ds_frag, acc_s);
+  warp_mma_rs<kBlockN, kHeadDim, true>(acc_dq, ds_frag, sK, kLd);  // dQ += dS·K
+}
+
+template <int kHeadDim, bool kCausal>
+__global__ void __launch_bounds__(DqTraits<kHeadDim>::kThreads)
+    flash_bwd_dq_kernel(const FlashParams p) {
+  using Tr = DqTraits<kHeadDim>;
+  constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kLd = Tr::kLd, kThreads = Tr::kThreads;
+  extern __shared__ __align__(16) unsigned char smem[];
+  bf16* sQ = reinterpret_cast<bf16*>(smem);  // (kBlockM, kLd)
+  bf16* sdO = sQ + kBlockM * kLd;             // (kBlockM, kLd)
+  bf16* sK = sdO + kBlockM * kLd;             // (2, kBlockN, kLd)
+  bf16* sV = sK + 2 * kBlockN * kLd;          // (2, kBlockN, kLd)
+
+  const int m_block = static_cast<int>(gridDim.x - 1 - blockIdx.x);  // heaviest first (causal)
+  const int h = blockIdx.y, b = blockIdx.z;
+  const int m0 = m_block * kBlockM;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4;
+  const int tq = p.seqlen_q, tk = p.seqlen_k;
+  const int64_t bh = static_cast<int64_t>(b) * p.heads + h;
+
+  const bf16* q = static_cast<const bf16*>(p.q) + b * p.q_s.batch + h * p.q_s.head + m0 * p.q_s.row;
+  const bf16* d_o = static_cast<const bf16*>(p.dout) + b * p.do_s.batch + h * p.do_s.head + m0 * p.do_s.row;
+  const bf16* k = static_cast<const bf16*>(p.k) + b * p.k_s.batch + h * p.k_s.head;
+  const bf16* v = static_cast<const bf16*>(p.v) + b * p.v_s.batch + h * p.v_s.head;
+
+  const int n_end = kCausal ? min(tk, m0 + kBlockM) : tk;
+  const int n_blocks = (n_end + kBlockN - 1) / kBlockN;
+  const int n_full = kCausal ? min((m0 + 1) / kBlockN, tk / kBlockN) : tk / kBlockN;
+
+  load_tile_async<kBlockM, kHeadDim, kThreads>(sQ, q, p.q_s.row, tq - m0);
+  load_tile_async<kBlockM, kHeadDim, kThreads>(sdO, d_o, p.do_s.row, tq - m0);
+  load_tile_async<kBlockN, kHeadDim, kThreads>(sK, k, p.k_s.row, tk);
+  load_tile_async<kBlockN, kHeadDim, kThreads>(sV, v, p.v_s.row, tk);
+  cp_async_commit();
+
+  // This lane's two rows: −L·log2(e) (so P = 2^(s·scale·log2e − L·log2e)) and delta.
+  const int row0 = m0 + warp * 16;
+  float neg_lse2[2], delta[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = row0 + g + 8 * r;
+    const bool valid = row < tq;
+    neg_lse2[r] = valid ? -p.lse[bh * tq + row] * kLog2e : 0.0f;
+    delta[r] = valid ? p.delta[bh * tq + row] : 0.0f;
+  }
+
+  float acc_dq[kHeadDim / 8][4];
+  zero(acc_dq);
+  const float scale_log2 = p.scale * kLog2e;
+  const bf16* sQw = sQ + warp * 16 * kLd;
+  const bf16* sdOw = sdO + warp * 16 * kLd;
+
+  for (int j = 0; j < n_blocks; ++j) {
+    const int stage = j & 1;
+    if (j + 1 < n_blocks) {
+      const int n1 = (j + 1) * kBlockN;
+      load_tile_async<kBlockN, kHeadDim, kThreads>(sK + (stage ^ 1) * kBlockN * kLd, k + n1 * p.k_s.row,
+                                                   p.k_s.row, tk - n1);
+      load_tile_async<kBlockN, kHeadDim, kThreads>(sV + (stage ^ 1) * kBlockN * kLd, v + n1 * p.v_s.row,
+                                                   p.v_s.row, tk - n1);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    const bf16* sKj = sK + stage * kBlockN * kLd;
+    const bf16* sVj = sV + stage * kBlockN * kLd;
+    if (j < n_full)
+      dq_step<kHeadDim, kBlockN, kCausal, false>(acc_dq, sQw, sdOw, sKj, sVj, neg_lse2, delta, row0,
+                                                 j * kBlockN, tk, scale_log2);
+    else
+      dq_step<kHeadDim, kBlockN, kCausal, true>(acc_dq, sQw, sdOw, sKj, sVj, neg_lse2, delta, row0,
+                                                j * kBlockN, tk, scale_log2);
+    __syncthreads();
+  }
+
+  bf16* dq = static_cast<bf16*>(p.dq) + b * p.dq_s.batch + h * p.dq_s.head + row0 * p.dq_s.row;
+  store_strip<kHeadDim>(dq, p.dq_s.row, acc_dq, p.scale, p.scale, tq - row0);
+}
+
+template <typename Kernel>
+void set_smem(Kernel kernel, int bytes) {
+  PT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+}
+
+template <int kHeadDim, bool kCausal>
+void launch_bwd(const FlashParams& p, cudaStream_t stream) {
+  {
+    constexpr int kThreads = 256;
+    const int64_t rows = static_cast<int64_t>(p.batch) * p.heads * p.seqlen_q;
+    flash_bwd_delta_kernel<kHeadDim><<<static_cast<unsigned>(ceil_div(rows, kThreads / 32)), kThreads, 0, stream>>>(p);
+    PT_CUDA_CHECK_LAUNCH();
+  }
+  {
+    using Tr = DkDvTraits<kHeadDim>;
+    auto kernel = flash_bwd_dkdv_kernel<kHeadDim, kCausal>;
+    set_smem(kernel, Tr::kSmemBytes);
+    const dim3 grid(static_cast<unsigned>(ceil_div(p.seqlen_k, Tr::kBlockN)), p.heads, p.batch);
+    kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(p);
+    PT_CUDA_CHECK_LAUNCH();
+  }
+  {
+    using Tr = DqTraits<kHeadDim>;
+    auto kernel = flash_bwd_dq_kernel<kHeadDim, kCausal>;
+    set_smem(kernel, Tr::kSmemBytes);
+    const dim3 grid(static_cast<unsigned>(ceil_div(p.seqlen_q, Tr::kBlockM)), p.heads, p.batch);
+    kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(p);
+    PT_CUDA_CHECK_LAUNCH();
+  }
+}
+
+template <int kHeadDim>
+void launch_bwd_causal(const FlashParams& p, cudaStream_t stream) {
+  if (p.causal)
+    launch_bwd<kHeadDim, true>(p, stream);
+  else
+    launch_bwd<kHeadDim, false>(p, stream);
+}
+
+}  // namespace
+}  // namespace flash
+
+void flash_bwd_bf16(const FlashParams& p, cudaStream_t stream) {
+  switch (p.head_dim) {
+    case 16: return flash::launch_bwd_causal<16>(p, stream);
+    case 32: return flash::launch_bwd_causal<32>(p, stream);
+    case 64: return flash::launch_bwd_causal<64>(p, stream);
+    case 128: return flash::launch_bwd_causal<128>(p, stream);
+    default: PT_FAIL("flash attention: no bf16 kernel for head dimension " + std::to_string(p.head_dim));
+  }
+}
+
+}  // namespace pt::cuda

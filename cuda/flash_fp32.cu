@@ -1,0 +1,294 @@
+// FlashAttention-2 forward and backward for fp32 inputs on CUDA cores (FFMA, fp32 throughout).
+// TF32 tensor cores would be faster but round operands to 10 mantissa bits (~1e-3 relative
+// error), far outside the fp32 tolerance the tests hold these kernels to; fp32 is the
+// precise path, bf16 the fast one.
+//
+// Same algorithms and loop structure as the bf16 kernels (flash_fwd_bf16.cu, flash_bwd_bf16.cu),
+// in their plainest form: 128 threads, 32 × 32 tiles in shared memory, four lanes (a quad)
+// per tile row, each lane owning every fourth score column and every fourth output column.
+#include "cuda/common.cuh"
+#include "cuda/flash_params.h"
+
+namespace pt::cuda {
+namespace flash_fp32 {
+namespace {
+
+constexpr int kTile = 32;                // rows per query tile and per key tile
+constexpr int kThreads = 4 * kTile;      // a quad per row
+constexpr float kMaskedScoreBias = -1e6f;
+
+// Shared rows padded by one float: the quad's four rows (stride kHeadDim + 1, odd) and a
+// warp's eight rows fall in distinct banks.
+template <int kHeadDim>
+constexpr int ld() { return kHeadDim + 1; }
+
+// Rows [row0, row0 + kTile) of a (T, D) fp32 matrix into shared memory; zeros past `rows`.
+template <int kHeadDim>
+__device__ __forceinline__ void load_tile(float* dst, const float* src, int64_t row_stride, int row0, int rows) {
+  for (int idx = threadIdx.x; idx < kTile * kHeadDim; idx += kThreads) {
+    const int r = idx / kHeadDim, c = idx % kHeadDim;
+    dst[r * ld<kHeadDim>() + c] = row0 + r < rows ? src[(row0 + r) * row_stride + c] : 0.0f;
+  }
+}
+__device__ __forceinline__ void load_vec(float* dst, const float* src, int row0, int rows) {
+  if (threadIdx.x < kTile) dst[threadIdx.x] = row0 + threadIdx.x < rows ? src[row0 + threadIdx.x] : 0.0f;
+}
+
+// out[i] = a_row · b_row(c4 + 4i) for the 8 columns this lane owns.
+template <int kHeadDim>
+__device__ __forceinline__ void row_dots(float (&out)[kTile / 4], const float* a_row, const float* b_tile, int c4) {
+#pragma unroll
+  for (int i = 0; i < kTile / 4; ++i) out[i] = 0.0f;
+  for (int c = 0; c < kHeadDim; ++c) {
+    const float a = a_row[c];
+#pragma unroll
+    for (int i = 0; i < kTile / 4; ++i) out[i] = fmaf(a, b_tile[(c4 + 4 * i) * ld<kHeadDim>() + c], out[i]);
+  }
+}
+
+// acc[j] (column c4 + 4j) += Σ_n w[n] · tile[n][c4 + 4j], where w[n] lives in lane (n % 4) of
+// this quad as w_own[n / 4]: broadcast across the quad by shuffles.
+template <int kHeadDim>
+__device__ __forceinline__ void accumulate_rows(float (&acc)[kHeadDim / 4], const float (&w_own)[kTile / 4],
+                                                const float* tile, int c4) {
+  const int quad_base = (threadIdx.x % 32) & ~3;
+#pragma unroll
+  for (int n = 0; n < kTile; ++n) {
+    const float w = __shfl_sync(0xffffffffu, w_own[n / 4], quad_base + n % 4);
+#pragma unroll
+    for (int j = 0; j < kHeadDim / 4; ++j) acc[j] = fmaf(w, tile[n * ld<kHeadDim>() + c4 + 4 * j], acc[j]);
+  }
+}
+
+__device__ __forceinline__ float quad_max(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+__device__ __forceinline__ float quad_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+template <int kHeadDim>
+constexpr int smem_bytes(int tiles) { return tiles * kTile * ld<kHeadDim>() * 4 + 2 * kTile * 4; }
+
+template <int kHeadDim, bool kCausal>
+__global__ void __launch_bounds__(kThreads) fwd_kernel(const FlashParams p) {
+  extern __shared__ float smem[];
+  float* sQ = smem;                             // (kTile, ld)
+  float* sK = sQ + kTile * ld<kHeadDim>();      // (kTile, ld)
+  float* sV = sK + kTile * ld<kHeadDim>();      // (kTile, ld)
+  const int m0 = static_cast<int>(gridDim.x - 1 - blockIdx.x) * kTile;
+  const int h = blockIdx.y, b = blockIdx.z;
+  const int r = threadIdx.x / 4, c4 = threadIdx.x % 4;
+  const int tq = p.seqlen_q, tk = p.seqlen_k, row = m0 + r;
+  const float* q = static_cast<const float*>(p.q) + b * p.q_s.batch + h * p.q_s.head;
+  const float* k = static_cast<const float*>(p.k) + b * p.k_s.batch + h * p.k_s.head;
+  const float* v = static_cast<const float*>(p.v) + b * p.v_s.batch + h * p.v_s.head;
+
+  load_tile<kHeadDim>(sQ, q, p.q_s.row, m0, tq);
+  float acc[kHeadDim / 4] = {};
+  float m = -INFINITY, l = 0.0f;  // running max and this lane's share of the running sum
+  const int n_end = kCausal ? min(tk, m0 + kTile) : tk;
+  for (int n0 = 0; n0 < n_end; n0 += kTile) {
+    __syncthreads();  // previous tile's K, V fully used
+    load_tile<kHeadDim>(sK, k, p.k_s.row, n0, tk);
+    load_tile<kHeadDim>(sV, v, p.v_s.row, n0, tk);
+    __syncthreads();
+    float s[kTile / 4];
+    row_dots<kHeadDim>(s, sQ + r * ld<kHeadDim>(), sK, c4);
+    float mx = m;
+#pragma unroll
+    for (int i = 0; i < kTile / 4; ++i) {
+      const int col = n0 + c4 + 4 * i;
+      s[i] *= p.scale;
+      if (col >= tk) s[i] = -INFINITY;
+      else if (kCausal && col > row) s[i] += kMaskedScoreBias;
+      mx = fmaxf(mx, s[i]);
+    }
+    mx = quad_max(mx);
+    const float alpha = expf(m - mx);  // 0 on the first tile (m = -inf)
+    m = mx;
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kTile / 4; ++i) sum += (s[i] = expf(s[i] - mx));
+    l = l * alpha + sum;
+#pragma unroll
+    for (int j = 0; j < kHeadDim / 4; ++j) acc[j] *= alpha;
+    accumulate_rows<kHeadDim>(acc, s, sV, c4);
+  }
+  l = quad_sum(l);
+  if (row < tq) {
+    float* o = static_cast<float*>(p.o) + b * p.o_s.batch + h * p.o_s.head + row * p.o_s.row;
+#pragma unroll
+    for (int j = 0; j < kHeadDim / 4; ++j) o[c4 + 4 * j] = acc[j] / l;
+    if (c4 == 0) p.lse[(static_cast<int64_t>(b) * p.heads + h) * tq + row] = m + logf(l);
+  }
+}
+
+// delta = rowsum(O ∘ dO), one quad per row.
+template <int kHeadDim>
+__global__ void __launch_bounds__(kThreads) delta_kernel(const FlashParams p) {
+  const int m0 = blockIdx.x * kTile, h = blockIdx.y, b = blockIdx.z;
+  const int row = m0 + threadIdx.x / 4, c4 = threadIdx.x % 4;
+  float s = 0.0f;
+  if (row < p.seqlen_q) {
+    const float* o = static_cast<const float*>(p.o) + b * p.o_s.batch + h * p.o_s.head + row * p.o_s.row;
+    const float* d_o = static_cast<const float*>(p.dout) + b * p.do_s.batch + h * p.do_s.head + row * p.do_s.row;
+    for (int c = c4; c < kHeadDim; c += 4) s = fmaf(o[c], d_o[c], s);
+  }
+  s = quad_sum(s);
+  if (row < p.seqlen_q && c4 == 0) p.delta[(static_cast<int64_t>(b) * p.heads + h) * p.seqlen_q + row] = s;
+}
+
+// dK, dV for one key tile: this quad's key row against every query tile that sees it.
+template <int kHeadDim, bool kCausal>
+__global__ void __launch_bounds__(kThreads) dkdv_kernel(const FlashParams p) {
+  extern __shared__ float smem[];
+  float* sK = smem;                             // (kTile, ld)
+  float* sV = sK + kTile * ld<kHeadDim>();
+  float* sQ = sV + kTile * ld<kHeadDim>();
+  float* sdO = sQ + kTile * ld<kHeadDim>();
+  float* sL = sdO + kTile * ld<kHeadDim>();     // (kTile)
+  float* sD = sL + kTile;                       // (kTile)
+  const int n0 = blockIdx.x * kTile, h = blockIdx.y, b = blockIdx.z;
+  const int r = threadIdx.x / 4, c4 = threadIdx.x % 4, key = n0 + r;
+  const int tq = p.seqlen_q, tk = p.seqlen_k;
+  const int64_t bh = static_cast<int64_t>(b) * p.heads + h;
+  const float* q = static_cast<const float*>(p.q) + b * p.q_s.batch + h * p.q_s.head;
+  const float* k = static_cast<const float*>(p.k) + b * p.k_s.batch + h * p.k_s.head;
+  const float* v = static_cast<const float*>(p.v) + b * p.v_s.batch + h * p.v_s.head;
+  const float* d_o = static_cast<const float*>(p.dout) + b * p.do_s.batch + h * p.do_s.head;
+
+  load_tile<kHeadDim>(sK, k, p.k_s.row, n0, tk);
+  load_tile<kHeadDim>(sV, v, p.v_s.row, n0, tk);
+  float dk[kHeadDim / 4] = {}, dv[kHeadDim / 4] = {};
+  for (int m0 = kCausal ? n0 / kTile * kTile : 0; m0 < tq; m0 += kTile) {
+    __syncthreads();
+    load_tile<kHeadDim>(sQ, q, p.q_s.row, m0, tq);
+    load_tile<kHeadDim>(sdO, d_o, p.do_s.row, m0, tq);
+    load_vec(sL, p.lse + bh * tq, m0, tq);
+    load_vec(sD, p.delta + bh * tq, m0, tq);
+    __syncthreads();
+    float pt[kTile / 4], dpt[kTile / 4];  // Pᵀ and dPᵀ for (key, query m0 + c4 + 4i)
+    row_dots<kHeadDim>(pt, sK + r * ld<kHeadDim>(), sQ, c4);
+    row_dots<kHeadDim>(dpt, sV + r * ld<kHeadDim>(), sdO, c4);
+#pragma unroll
+    for (int i = 0; i < kTile / 4; ++i) {
+      const int col = c4 + 4 * i, query = m0 + col;
+      const bool masked = query >= tq || (kCausal && key > query);
+      pt[i] = masked ? 0.0f : expf(pt[i] * p.scale - sL[col]);
+      dpt[i] = pt[i] * (dpt[i] - sD[col]);  // dSᵀ
+    }
+    accumulate_rows<kHeadDim>(dv, pt, sdO, c4);   // dV += Pᵀ dO
+    accumulate_rows<kHeadDim>(dk, dpt, sQ, c4);   // dK += dSᵀ Q
+  }
+  if (key < tk) {
+    float* dkp = static_cast<float*>(p.dk) + b * p.dk_s.batch + h * p.dk_s.head + key * p.dk_s.row;
+    float* dvp = static_cast<float*>(p.dv) + b * p.dv_s.batch + h * p.dv_s.head + key * p.dv_s.row;
+#pragma unroll
+    for (int j = 0; j < kHeadDim / 4; ++j) {
+      dkp[c4 + 4 * j] = dk[j] * p.scale;
+      dvp[c4 + 4 * j] = dv[j];
+    }
+  }
+}
+
+// dQ for one query tile: this quad's query row against every key tile it sees.
+template <int kHeadDim, bool kCausal>
+__global__ void __launch_bounds__(kThreads) dq_kernel(const FlashParams p) {
+  extern __shared__ float smem[];
+  float* sQ = smem;                             // (kTile, ld)
+  float* sdO = sQ + kTile * ld<kHeadDim>();
+  float* sK = sdO + kTile * ld<kHeadDim>();
+  float* sV = sK + kTile * ld<kHeadDim>();
+  const int m0 = static_cast<int>(gridDim.x - 1 - blockIdx.x) * kTile;
+  const int h = blockIdx.y, b = blockIdx.z;
+  const int r = threadIdx.x / 4, c4 = threadIdx.x % 4, row = m0 + r;
+  const int tq = p.seqlen_q, tk = p.seqlen_k;
+  const int64_t bh = static_cast<int64_t>(b) * p.heads + h;
+  const float* q = static_cast<const float*>(p.q) + b * p.q_s.batch + h * p.q_s.head;
+  const float* k = static_cast<const float*>(p.k) + b * p.k_s.batch + h * p.k_s.head;
+  const float* v = static_cast<const float*>(p.v) + b * p.v_s.batch + h * p.v_s.head;
+  const float* d_o = static_cast<const float*>(p.dout) + b * p.do_s.batch + h * p.do_s.head;
+
+  load_tile<kHeadDim>(sQ, q, p.q_s.row, m0, tq);
+  load_tile<kHeadDim>(sdO, d_o, p.do_s.row, m0, tq);
+  const float L = row < tq ? p.lse[bh * tq + row] : 0.0f;
+  const float D = row < tq ? p.delta[bh * tq + row] : 0.0f;
+  float dq[kHeadDim / 4] = {};
+  const int n_end = kCausal ? min(tk, m0 + kTile) : tk;
+  for (int n0 = 0; n0 < n_end; n0 += kTile) {
+    __syncthreads();
+    load_tile<kHeadDim>(sK, k, p.k_s.row, n0, tk);
+    load_tile<kHeadDim>(sV, v, p.v_s.row, n0, tk);
+    __syncthreads();
+    float s[kTile / 4], dp[kTile / 4];
+    row_dots<kHeadDim>(s, sQ + r * ld<kHeadDim>(), sK, c4);
+    row_dots<kHeadDim>(dp, sdO + r * ld<kHeadDim>(), sV, c4);
+#pragma unroll
+    for (int i = 0; i < kTile / 4; ++i) {
+      const int key = n0 + c4 + 4 * i;
+      const bool masked = key >= tk || (kCausal && key > row);
+      const float pv = masked ? 0.0f : expf(s[i] * p.scale - L);
+      s[i] = pv * (dp[i] - D);  // dS
+    }
+    accumulate_rows<kHeadDim>(dq, s, sK, c4);  // dQ += dS K
+  }
+  if (row < tq) {
+    float* dqp = static_cast<float*>(p.dq) + b * p.dq_s.batch + h * p.dq_s.head + row * p.dq_s.row;
+#pragma unroll
+    for (int j = 0; j < kHeadDim / 4; ++j) dqp[c4 + 4 * j] = dq[j] * p.scale;
+  }
+}
+
+template <typename Kernel>
+void launch(Kernel kernel, dim3 grid, int smem, cudaStream_t stream, const FlashParams& p) {
+  PT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  kernel<<<grid, kThreads, smem, stream>>>(p);
+  PT_CUDA_CHECK_LAUNCH();
+}
+
+dim3 grid_q(const FlashParams& p) { return dim3(static_cast<unsigned>(ceil_div(p.seqlen_q, kTile)), p.heads, p.batch); }
+dim3 grid_k(const FlashParams& p) { return dim3(static_cast<unsigned>(ceil_div(p.seqlen_k, kTile)), p.heads, p.batch); }
+
+template <int kHeadDim, bool kCausal>
+void fwd(const FlashParams& p, cudaStream_t stream) {
+  launch(fwd_kernel<kHeadDim, kCausal>, grid_q(p), smem_bytes<kHeadDim>(3), stream, p);
+}
+
+template <int kHeadDim, bool kCausal>
+void bwd(const FlashParams& p, cudaStream_t stream) {
+  delta_kernel<kHeadDim><<<grid_q(p), kThreads, 0, stream>>>(p);
+  PT_CUDA_CHECK_LAUNCH();
+  launch(dkdv_kernel<kHeadDim, kCausal>, grid_k(p), smem_bytes<kHeadDim>(4), stream, p);
+  launch(dq_kernel<kHeadDim, kCausal>, grid_q(p), smem_bytes<kHeadDim>(4), stream, p);
+}
+
+#define PT_FLASH_FP32_DISPATCH(fn)                                                         \
+  template <bool kCausal>                                                                  \
+  void fn##_d(const FlashParams& p, cudaStream_t s) {                                      \
+    switch (p.head_dim) {                                                                  \
+      case 16: return fn<16, kCausal>(p, s);                                               \
+      case 32: return fn<32, kCausal>(p, s);                                               \
+      case 64: return fn<64, kCausal>(p, s);                                               \
+      case 128: return fn<128, kCausal>(p, s);                                             \
+      default: PT_FAIL("flash attention: no fp32 kernel for head dimension " +              \
+                       std::to_string(p.head_dim));                                        \
+    }                                                                                      \
+  }
+PT_FLASH_FP32_DISPATCH(fwd)
+PT_FLASH_FP32_DISPATCH(bwd)
+#undef PT_FLASH_FP32_DISPATCH
+
+}  // namespace
+}  // namespace flash_fp32
+
+void flash_fwd_fp32(const FlashParams& p, cudaStream_t stream) {
+  p.causal ? flash_fp32::fwd_d<true>(p, stream) : flash_fp32::fwd_d<false>(p, stream);
+}
+void flash_bwd_fp32(const FlashParams& p, cudaStream_t stream) {
+  p.causal ? flash_fp32::bwd_d<true>(p, stream) : flash_fp32::bwd_d<false>(p, stream);
+}
+
+}  // namespace pt::cuda

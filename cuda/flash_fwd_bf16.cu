@@ -1,0 +1,189 @@
+// FlashAttention-2 forward on tensor cores (bf16 operands, fp32 softmax and accumulators).
+// One thread block per (query tile, head, batch); each warp owns 16 query rows and runs
+// Algorithm 1 on them: S = Q·Kᵀ, online softmax (running max m, running sum l), O += P·V,
+// with the next K/V tile copied in (cp.async, two stages) while the current one is used.
+#include "cuda/flash_mma.cuh"
+#include "cuda/flash_params.h"
+
+namespace pt::cuda {
+namespace flash {
+namespace {
+
+// Tile shapes per head dimension: kBlockM = 16 rows × kWarps query rows per block, kBlockN keys
+// per step. The S accumulator is kBlockN/2 fp32 registers, O is kHeadDim/2, the Q strip
+// kHeadDim/4: 128 query rows × 64 keys keeps d = 128 under ~170 registers.
+template <int kHeadDim>
+struct FwdTraits {
+  static constexpr int kWarps = 8;
+  static constexpr int kBlockM = 16 * kWarps;
+  static constexpr int kBlockN = kHeadDim <= 32 ? 128 : 64;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kLd = smem_ld<kHeadDim>();
+  static constexpr int kSmemBytes = (kBlockM + 4 * kBlockN) * kLd * 2;  // Q + 2 stages of K, V
+};
+
+// One key tile of Algorithm 1 for this warp's 16 rows. kMasked: the tile crosses the diagonal
+// (causal) or the end of the keys; unmasked tiles do no index arithmetic at all.
+template <int kHeadDim, int kBlockN, bool kCausal, bool kMasked>
+__device__ __forceinline__ void fwd_step(float (&acc_o)[kHeadDim / 8][4], float (&row_max)[2],
+                                         float (&row_sum)[2], const uint32_t (&q_frag)[kHeadDim / 16][4],
+                                         const bf16* sK, const bf16* sV, int row0, int n0, int seqlen_k,
+                                         float scale_log2, float mask_bias) {
+  constexpr int kLd = smem_ld<kHeadDim>();
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  float acc_s[kBlockN / 8][4];  // (16, kBlockN) raw scores q·k
+  zero(acc_s);
+  warp_mma_rs<kHeadDim, kBlockN, false>(acc_s, q_frag, sK, kLd);
+  if constexpr (kMasked) {
+#pragma unroll
+    for (int j = 0; j < kBlockN / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int col = n0 + j * 8 + 2 * t + (e & 1), row = row0 + g + 8 * (e >> 1);
+        if (col >= seqlen_k)
+          acc_s[j][e] = -INFINITY;  // past the last key: not a score at all
+        else if (kCausal && col > row)
+          acc_s[j][e] += mask_bias;
+      }
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float mx = row_max[r];
+#pragma unroll
+    for (int j = 0; j < kBlockN / 8; ++j) mx = fmaxf(mx, fmaxf(acc_s[j][2 * r], acc_s[j][2 * r + 1]));
+    mx = quad_max(mx);  // finite: every tile has a valid key, masked ones are only biased
+    // First tile: row_max = -inf, alpha = 2^-inf = 0 (O and l are still zero anyway).
+    const float alpha = exp2_approx((row_max[r] - mx) * scale_log2);
+    row_max[r] = mx;
+    const float neg_max = -mx * scale_log2;
+    float sum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kBlockN / 8; ++j) {
+      acc_s[j][2 * r] = exp2_approx(fmaf(acc_s[j][2 * r], scale_log2, neg_max));
+      acc_s[j][2 * r + 1] = exp2_approx(fmaf(acc_s[j][2 * r + 1], scale_log2, neg_max));
+      sum += acc_s[j][2 * r] + acc_s[j][2 * r + 1];
+    }
+    // Each lane keeps a partial sum of its own columns; the quad adds them up at the end.
+    row_sum[r] = row_sum[r] * alpha + sum;
+#pragma unroll
+    for (int j = 0; j < kHeadDim / 8; ++j) {
+      acc_o[j][2 * r] *= alpha;
+      acc_o[j][2 * r + 1] *= alpha;
+    }
+  }
+  uint32_t p_frag[kBlockN / 16][4];  // P in bf16, straight from the S registers
+  acc_to_a<kBlockN>(p_frag, acc_s);
+  warp_mma_rs<kBlockN, kHeadDim, true>(acc_o, p_frag, sV, kLd);
+}
+
+template <int kHeadDim, bool kCausal>
+__global__ void __launch_bounds__(FwdTraits<kHeadDim>::kThreads)
+    flash_fwd_kernel(const FlashParams p) {
+  using Tr = FwdTraits<kHeadDim>;
+  constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kLd = Tr::kLd, kThreads = Tr::kThreads;
+  extern __shared__ __align__(16) unsigned char smem[];
+  bf16* sQ = reinterpret_cast<bf16*>(smem);  // (kBlockM, kLd)
+  bf16* sK = sQ + kBlockM * kLd;              // (2, kBlockN, kLd)
+  bf16* sV = sK + 2 * kBlockN * kLd;          // (2, kBlockN, kLd)
+
+  // Causal: the last query tiles have the most key tiles; launch them first.
+  const int m_block = static_cast<int>(gridDim.x - 1 - blockIdx.x);
+  const int h = blockIdx.y, b = blockIdx.z;
+  const int m0 = m_block * kBlockM;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int tq = p.seqlen_q, tk = p.seqlen_k;
+
+  const bf16* q = static_cast<const bf16*>(p.q) + b * p.q_s.batch + h * p.q_s.head + m0 * p.q_s.row;
+  const bf16* k = static_cast<const bf16*>(p.k) + b * p.k_s.batch + h * p.k_s.head;
+  const bf16* v = static_cast<const bf16*>(p.v) + b * p.v_s.batch + h * p.v_s.head;
+
+  const int n_end = kCausal ? min(tk, m0 + kBlockM) : tk;
+  const int n_blocks = (n_end + kBlockN - 1) / kBlockN;
+  // Tiles [0, n_full) lie wholly below the diagonal of every row here and inside the keys.
+  const int n_full = kCausal ? min((m0 + 1) / kBlockN, tk / kBlockN) : tk / kBlockN;
+
+  load_tile_async<kBlockM, kHeadDim, kThreads>(sQ, q, p.q_s.row, tq - m0);
+  load_tile_async<kBlockN, kHeadDim, kThreads>(sK, k, p.k_s.row, tk);
+  load_tile_async<kBlockN, kHeadDim, kThreads>(sV, v, p.v_s.row, tk);
+  cp_async_commit();
+
+  const float scale_log2 = p.scale * kLog2e;
+  const float mask_bias = kMaskedScoreBias / p.scale;  // -1e6 on the scaled score
+  float acc_o[kHeadDim / 8][4];  // (16, kHeadDim) unnormalised output
+  zero(acc_o);
+  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};  // rows g and g+8
+  uint32_t q_frag[kHeadDim / 16][4];
+  const int row0 = m0 + warp * 16;
+
+  for (int j = 0; j < n_blocks; ++j) {
+    const int stage = j & 1;
+    if (j + 1 < n_blocks) {
+      const int n1 = (j + 1) * kBlockN;
+      load_tile_async<kBlockN, kHeadDim, kThreads>(sK + (stage ^ 1) * kBlockN * kLd, k + n1 * p.k_s.row,
+                                                   p.k_s.row, tk - n1);
+      load_tile_async<kBlockN, kHeadDim, kThreads>(sV + (stage ^ 1) * kBlockN * kLd, v + n1 * p.v_s.row,
+                                                   p.v_s.row, tk - n1);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    if (j == 0) load_a_strip<kHeadDim>(q_frag, sQ + warp * 16 * kLd, kLd);
+    const bf16* sKj = sK + stage * kBlockN * kLd;
+    const bf16* sVj = sV + stage * kBlockN * kLd;
+    if (j < n_full)
+      fwd_step<kHeadDim, kBlockN, kCausal, false>(acc_o, row_max, row_sum, q_frag, sKj, sVj, row0,
+                                                  j * kBlockN, tk, scale_log2, mask_bias);
+    else
+      fwd_step<kHeadDim, kBlockN, kCausal, true>(acc_o, row_max, row_sum, q_frag, sKj, sVj, row0,
+                                                 j * kBlockN, tk, scale_log2, mask_bias);
+    __syncthreads();  // this stage is refilled by the next iteration's copy
+  }
+
+  // O = acc / l; L = m·scale + log(l), the logsumexp of the scaled scores.
+  bf16* o = static_cast<bf16*>(p.o) + b * p.o_s.batch + h * p.o_s.head + row0 * p.o_s.row;
+  float* lse = p.lse + (static_cast<int64_t>(b) * p.heads + h) * tq + row0;
+  float inv[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const float l = quad_sum(row_sum[r]);
+    inv[r] = 1.0f / l;
+    const int row = g + 8 * r;
+    if (t == 0 && row0 + row < tq) lse[row] = row_max[r] * p.scale + logf(l);
+  }
+  store_strip<kHeadDim>(o, p.o_s.row, acc_o, inv[0], inv[1], tq - row0);
+}
+
+template <int kHeadDim, bool kCausal>
+void launch_fwd(const FlashParams& p, cudaStream_t stream) {
+  using Tr = FwdTraits<kHeadDim>;
+  auto kernel = flash_fwd_kernel<kHeadDim, kCausal>;
+  PT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes));
+  const dim3 grid(static_cast<unsigned>(ceil_div(p.seqlen_q, Tr::kBlockM)), p.heads, p.batch);
+  kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(p);
+  PT_CUDA_CHECK_LAUNCH();
+}
+
+template <int kHeadDim>
+void launch_fwd_causal(const FlashParams& p, cudaStream_t stream) {
+  if (p.causal)
+    launch_fwd<kHeadDim, true>(p, stream);
+  else
+    launch_fwd<kHeadDim, false>(p, stream);
+}
+
+}  // namespace
+}  // namespace flash
+
+void flash_fwd_bf16(const FlashParams& p, cudaStream_t stream) {
+  switch (p.head_dim) {
+    case 16: return flash::launch_fwd_causal<16>(p, stream);
+    case 32: return flash::launch_fwd_causal<32>(p, stream);
+    case 64: return flash::launch_fwd_causal<64>(p, stream);
+    case 128: return flash::launch_fwd_causal<128>(p, stream);
+    default: PT_FAIL("flash attention: no bf16 kernel for head dimension " + std::to_string(p.head_dim));
+  }
+}
+
+}  // namespace pt::cuda

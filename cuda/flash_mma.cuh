@@ -1,0 +1,219 @@
+#pragma once
+// Warp-level building blocks of the tensor-core flash kernels: asynchronous tile copies
+// (cp.async, 16-byte chunks, zero-filled tails), ldmatrix fragment loads, and the
+// mma.sync m16n8k16 (bf16 × bf16 → fp32) products a warp runs on a 16-row strip.
+//
+// Fragment layouts (PTX ISA, "mma.m16n8k16"), lane = 4·g + t (g = lane/4, t = lane%4):
+//   A 16×16 (row-major): a0 = A[g][2t..2t+1], a1 = A[g+8][2t..], a2 = A[g][2t+8..], a3 = A[g+8][2t+8..]
+//   B 16×8  (k × n):     b0 = B[2t..2t+1][g],  b1 = B[2t+8..2t+9][g]
+//   C 16×8  (fp32):      c0,c1 = C[g][2t..2t+1], c2,c3 = C[g+8][2t..2t+1]
+// So an accumulator tile read as bf16 pairs is already the A fragment of the next product
+// (P·V, dS·K): no shared-memory round trip for P or dS.
+//
+// Shared-memory tiles hold rows of D bf16 padded by 8 elements (16 bytes): a row stride of
+// D/8 + 1 (odd) 16-byte chunks puts the 8 rows an ldmatrix phase reads in 8 different bank
+// groups for every D, so neither ldmatrix nor the cp.async stores conflict.
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "cuda/common.cuh"
+
+namespace pt::cuda::flash {
+
+using bf16 = __nv_bfloat16;
+
+constexpr float kLog2e = 1.4426950408889634f;
+// Masked (key after query) scores get this added: the reference implementation's convention.
+constexpr float kMaskedScoreBias = -1e6f;
+
+template <int kHeadDim>
+constexpr int smem_ld() { return kHeadDim + 8; }
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes global → shared, asynchronous; when !valid nothing is read and zeros are written.
+__device__ __forceinline__ void cp_async_16(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+               "r"(valid ? 16 : 0));
+}
+// 4 bytes (one fp32) global → shared, zero-filled when !valid.
+__device__ __forceinline__ void cp_async_4(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+               "r"(valid ? 4 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+// Wait until at most N committed groups are still in flight.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const bf16* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const bf16* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+
+__device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Two floats → one register of bf16 pairs, the lower column in the low half.
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+
+// 2^x on the special-function unit; 2^-inf = +0, which the masking relies on.
+__device__ __forceinline__ float exp2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Rows [0, kRows) of a (rows, kHeadDim) bf16 matrix at `src` (row stride `ld` elements) into a
+// padded shared tile; rows ≥ valid_rows are zero-filled, so tail tiles need no special case
+// in the products (only in the masks).
+template <int kRows, int kHeadDim, int kThreads>
+__device__ __forceinline__ void load_tile_async(bf16* dst, const bf16* src, int64_t ld, int valid_rows) {
+  constexpr int kChunksPerRow = kHeadDim / 8;
+  constexpr int kChunks = kRows * kChunksPerRow;
+  static_assert(kChunks % kThreads == 0 || kChunks < kThreads, "tile chunks do not divide among threads");
+#pragma unroll
+  for (int c0 = 0; c0 < kChunks; c0 += kThreads) {
+    const int c = c0 + static_cast<int>(threadIdx.x);
+    if (kChunks % kThreads == 0 || c < kChunks) {
+      const int r = c / kChunksPerRow, col = (c % kChunksPerRow) * 8;
+      const bool valid = r < valid_rows;
+      cp_async_16(dst + r * smem_ld<kHeadDim>() + col, valid ? src + r * ld + col : src, valid);
+    }
+  }
+}
+
+// kRows fp32 values (lse or delta of a query tile) into shared memory, zero past valid_rows.
+template <int kRows, int kThreads>
+__device__ __forceinline__ void load_vec_async(float* dst, const float* src, int valid_rows) {
+#pragma unroll
+  for (int r0 = 0; r0 < kRows; r0 += kThreads) {
+    const int r = r0 + static_cast<int>(threadIdx.x);
+    if (kRows % kThreads == 0 || r < kRows) cp_async_4(dst + r, r < valid_rows ? src + r : src, r < valid_rows);
+  }
+}
+
+// A fragments of a 16 × 16 block at (0, k0) of a row-major padded shared tile.
+__device__ __forceinline__ void load_a_frag(uint32_t (&a)[4], const bf16* tile, int ld, int k0) {
+  const int lane = threadIdx.x % 32;
+  ldmatrix_x4(a, tile + (lane % 8 + 8 * ((lane / 8) % 2)) * ld + k0 + 8 * (lane / 16));
+}
+
+// The warp's whole 16 × K strip as A fragments (kept in registers across a loop).
+template <int K>
+__device__ __forceinline__ void load_a_strip(uint32_t (&a)[K / 16][4], const bf16* tile, int ld) {
+#pragma unroll
+  for (int kk = 0; kk < K / 16; ++kk) load_a_frag(a[kk], tile, ld, kk * 16);
+}
+
+// B fragments for n-tiles n0 and n0+8 at k-step k0: b[0], b[1] of n0; b[2], b[3] of n0+8.
+// kRowsAreK = false: the tile stores B transposed, row n holds B[·][n] (K rows for Q·Kᵀ).
+// kRowsAreK = true:  the tile stores B itself, row k holds B[k][·] (V rows for P·V).
+template <bool kRowsAreK>
+__device__ __forceinline__ void load_b_frag(uint32_t (&b)[4], const bf16* tile, int ld, int k0, int n0) {
+  const int lane = threadIdx.x % 32;
+  if constexpr (kRowsAreK)
+    ldmatrix_x4_trans(b, tile + (k0 + lane % 8 + 8 * ((lane / 8) % 2)) * ld + n0 + 8 * (lane / 16));
+  else
+    ldmatrix_x4(b, tile + (n0 + lane % 8 + 8 * (lane / 16)) * ld + k0 + 8 * ((lane / 8) % 2));
+}
+
+// acc (16 × N) += A (16 × K, in registers) · B (K × N, in shared memory).
+template <int K, int N, bool kRowsAreK>
+__device__ __forceinline__ void warp_mma_rs(float (&acc)[N / 8][4], const uint32_t (&a)[K / 16][4],
+                                            const bf16* b_tile, int ld) {
+  static_assert(K % 16 == 0 && N % 16 == 0, "mma shapes are multiples of 16");
+#pragma unroll
+  for (int kk = 0; kk < K / 16; ++kk)
+#pragma unroll
+    for (int nn = 0; nn < N / 16; ++nn) {
+      uint32_t b[4];
+      load_b_frag<kRowsAreK>(b, b_tile, ld, kk * 16, nn * 16);
+      mma_16816(acc[2 * nn], a[kk], b[0], b[1]);
+      mma_16816(acc[2 * nn + 1], a[kk], b[2], b[3]);
+    }
+}
+
+// acc (16 × N) += A (16 × K, rows of a shared tile) · B: A loaded one k-step at a time, which
+// keeps only 4 registers of A live (the backward kernels hold four accumulators already).
+template <int K, int N, bool kRowsAreK>
+__device__ __forceinline__ void warp_mma_ss(float (&acc)[N / 8][4], const bf16* a_tile,
+                                            const bf16* b_tile, int ld) {
+  static_assert(K % 16 == 0 && N % 16 == 0, "mma shapes are multiples of 16");
+#pragma unroll
+  for (int kk = 0; kk < K / 16; ++kk) {
+    uint32_t a[4];
+    load_a_frag(a, a_tile, ld, kk * 16);
+#pragma unroll
+    for (int nn = 0; nn < N / 16; ++nn) {
+      uint32_t b[4];
+      load_b_frag<kRowsAreK>(b, b_tile, ld, kk * 16, nn * 16);
+      mma_16816(acc[2 * nn], a, b[0], b[1]);
+      mma_16816(acc[2 * nn + 1], a, b[2], b[3]);
+    }
+  }
+}
+
+// A 16 × N accumulator as bf16 A fragments of a 16 × N (rows × k) operand.
+template <int N>
+__device__ __forceinline__ void acc_to_a(uint32_t (&a)[N / 16][4], const float (&acc)[N / 8][4]) {
+#pragma unroll
+  for (int kk = 0; kk < N / 16; ++kk) {
+    a[kk][0] = pack_bf16(acc[2 * kk][0], acc[2 * kk][1]);
+    a[kk][1] = pack_bf16(acc[2 * kk][2], acc[2 * kk][3]);
+    a[kk][2] = pack_bf16(acc[2 * kk + 1][0], acc[2 * kk + 1][1]);
+    a[kk][3] = pack_bf16(acc[2 * kk + 1][2], acc[2 * kk + 1][3]);
+  }
+}
+
+template <int N>
+__device__ __forceinline__ void zero(float (&acc)[N][4]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
+}
+
+// Store a warp's 16 × D accumulator strip (times `scale`) as bf16 rows; rows ≥ valid_rows skipped.
+template <int kHeadDim>
+__device__ __forceinline__ void store_strip(bf16* dst, int64_t ld, const float (&acc)[kHeadDim / 8][4],
+                                            float scale_lo, float scale_hi, int valid_rows) {
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int j = 0; j < kHeadDim / 8; ++j) {
+    const int col = j * 8 + 2 * t;
+    if (g < valid_rows)
+      *reinterpret_cast<uint32_t*>(dst + g * ld + col) = pack_bf16(acc[j][0] * scale_lo, acc[j][1] * scale_lo);
+    if (g + 8 < valid_rows)
+      *reinterpret_cast<uint32_t*>(dst + (g + 8) * ld + col) = pack_bf16(acc[j][2] * scale_hi, acc[j][3] * scale_hi);
+  }
+}
+
+// Max and sum over the 4 lanes (one quad) that hold the same accumulator row.
+__device__ __forceinline__ float quad_max(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+__device__ __forceinline__ float quad_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+}  // namespace pt::cuda::flash

@@ -1,0 +1,20 @@
+#pragma once
+// CUDA launchers behind ops/loss.h (plain C++ header). Losses are reduced with fp32 atomics
+// into the device scalar (zeroed first on the stream), so the last bits of the loss may vary
+// from run to run; gradients do not depend on that order.
+#include <cuda_runtime_api.h>
+
+#include "core/tensor.h"
+#include "ops/loss.h"
+
+namespace pt::cuda {
+
+// logits (N, V) fp32|bf16; dlogits (optional) same dtype, may alias logits; loss fp32 (1).
+// One block per row. A target outside [0, V) gives a NaN loss (no host check possible).
+void cross_entropy(cudaStream_t s, Tensor& loss, Tensor* dlogits, const Tensor& logits,
+                   const Tensor& targets);
+// pred, target fp32|bf16, same numel; dpred (optional) pred's dtype; loss fp32 (1).
+void mse_loss(cudaStream_t s, Tensor& loss, Tensor* dpred, const Tensor& pred, const Tensor& target,
+              ops::Reduction reduction);
+
+}  // namespace pt::cuda

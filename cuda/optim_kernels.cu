@@ -1,0 +1,195 @@
+// Optimizer arithmetic over flat fp32 ranges: one pass per update, 16-byte packs, the bf16
+// GEMM copy written in the same pass; the norm and clip read/write device scalars only.
+#include <cmath>
+#include <type_traits>
+
+#include "cuda/common.cuh"
+#include "cuda/optim_kernels.h"
+
+namespace pt::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+template <int N, typename T>
+__device__ __forceinline__ void load_n(const T* p, float (&v)[N]) {
+  if constexpr (N == 1) v[0] = to_float(*p);
+  else load_pack<N>(p, v);
+}
+template <int N, typename T>
+__device__ __forceinline__ void store_n(T* p, const float (&v)[N]) {
+  if constexpr (N == 1) *p = from_float<T>(v[0]);
+  else store_pack<N>(p, v);
+}
+
+// The scalars of one AdamW step, formed on the host in double as torch forms them.
+struct AdamWScalars {
+  float decay;      // 1 − lr·wd
+  float step_size;  // lr / (1 − β1^t)
+  float bc2_sqrt;   // sqrt(1 − β2^t)
+  float beta1, beta2, eps;
+};
+
+// Grid-stride walk over whole groups of N elements; the launcher sends the tail (n % N)
+// through an N == 1 launch.
+template <int N>
+__device__ __forceinline__ int64_t group_stride() {
+  return int64_t(gridDim.x) * blockDim.x * N;
+}
+template <int N>
+__device__ __forceinline__ int64_t group_start() {
+  return (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * N;
+}
+
+template <int N>
+__global__ void adamw_kernel(int64_t n, AdamWScalars h, float* p, const float* g, float* m,
+                             float* v, __nv_bfloat16* p_lowp) {
+  for (int64_t c = group_start<N>(); c + N <= n; c += group_stride<N>()) {
+    float pv[N], gv[N], mv[N], vv[N];
+    load_n<N>(p + c, pv);
+    load_n<N>(g + c, gv);
+    load_n<N>(m + c, mv);
+    load_n<N>(v + c, vv);
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      mv[k] += (1.0f - h.beta1) * (gv[k] - mv[k]);  // torch's lerp(m, g, 1 − β1)
+      vv[k] = h.beta2 * vv[k] + (1.0f - h.beta2) * gv[k] * gv[k];
+      pv[k] = pv[k] * h.decay - h.step_size * mv[k] / (sqrtf(vv[k]) / h.bc2_sqrt + h.eps);
+    }
+    store_n<N>(p + c, pv);
+    store_n<N>(m + c, mv);
+    store_n<N>(v + c, vv);
+    if (p_lowp) store_n<N>(p_lowp + c, pv);
+  }
+}
+
+template <int N>
+__global__ void sgd_kernel(int64_t n, float lr, float wd, float* p, const float* g,
+                           __nv_bfloat16* p_lowp) {
+  for (int64_t c = group_start<N>(); c + N <= n; c += group_stride<N>()) {
+    float pv[N], gv[N];
+    load_n<N>(p + c, pv);
+    load_n<N>(g + c, gv);
+#pragma unroll
+    for (int k = 0; k < N; ++k) pv[k] -= lr * (gv[k] + wd * pv[k]);
+    store_n<N>(p + c, pv);
+    if (p_lowp) store_n<N>(p_lowp + c, pv);
+  }
+}
+
+template <typename S, typename T, int N>
+__global__ void squared_norm_kernel(int64_t n, S* sumsq, const T* x) {
+  __shared__ float scratch[32];
+  float sum = 0.0f;
+  for (int64_t c = group_start<N>(); c + N <= n; c += group_stride<N>()) {
+    float v[N];
+    load_n<N>(x + c, v);
+#pragma unroll
+    for (int k = 0; k < N; ++k) sum += v[k] * v[k];
+  }
+  sum = block_sum(sum, scratch);
+  if (threadIdx.x == 0) atomicAdd(sumsq, S(sum));
+}
+
+template <typename S, typename T, int N>
+__global__ void clip_kernel(int64_t n, float max_norm, T* x, const S* sumsq) {
+  const float coef = fminf(1.0f, max_norm / (sqrtf(float(*sumsq)) + 1e-6f));
+  for (int64_t c = group_start<N>(); c + N <= n; c += group_stride<N>()) {
+    float v[N];
+    load_n<N>(x + c, v);
+#pragma unroll
+    for (int k = 0; k < N; ++k) v[k] *= coef;
+    store_n<N>(x + c, v);
+  }
+}
+
+// Splits [0, n) into a packed head (when every pointer is 16-byte aligned) and a scalar
+// tail, launching launch(N-tag, offset, count) for each non-empty part.
+template <typename Launch>
+void packed_then_tail(int64_t n, bool aligned, Launch&& launch) {
+  const int64_t head = aligned ? n / kPack * kPack : 0;
+  if (head > 0) launch(std::integral_constant<int, kPack>{}, int64_t(0), head);
+  if (head < n) launch(std::integral_constant<int, 1>{}, head, n - head);
+}
+
+}  // namespace
+
+void adamw_step(cudaStream_t s, Tensor& p, const Tensor& g, Tensor& m, Tensor& v,
+                const ops::AdamWHyper& h, Tensor* p_lowp) {
+  const double t = double(h.step);
+  AdamWScalars sc;
+  sc.decay = float(1.0 - double(h.lr) * double(h.weight_decay));
+  sc.step_size = float(double(h.lr) / (1.0 - std::pow(double(h.beta1), t)));
+  sc.bc2_sqrt = float(std::sqrt(1.0 - std::pow(double(h.beta2), t)));
+  sc.beta1 = h.beta1;
+  sc.beta2 = h.beta2;
+  sc.eps = h.eps;
+  float *pp = p.data_as<float>(), *pm = m.data_as<float>(), *pv = v.data_as<float>();
+  const float* pg = g.data_as<const float>();
+  __nv_bfloat16* lowp = p_lowp ? static_cast<__nv_bfloat16*>(p_lowp->data()) : nullptr;
+  const bool aligned = aligned16(pp) && aligned16(pg) && aligned16(pm) && aligned16(pv) &&
+                       (!lowp || aligned16(lowp));
+  packed_then_tail(p.numel(), aligned, [&](auto n_tag, int64_t off, int64_t count) {
+    constexpr int N = decltype(n_tag)::value;
+    adamw_kernel<N><<<grid_for(count / N, kThreads), kThreads, 0, s>>>(
+        count, sc, pp + off, pg + off, pm + off, pv + off, lowp ? lowp + off : nullptr);
+    PT_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void sgd_step(cudaStream_t s, Tensor& p, const Tensor& g, float lr, float weight_decay,
+              Tensor* p_lowp) {
+  float* pp = p.data_as<float>();
+  const float* pg = g.data_as<const float>();
+  __nv_bfloat16* lowp = p_lowp ? static_cast<__nv_bfloat16*>(p_lowp->data()) : nullptr;
+  const bool aligned = aligned16(pp) && aligned16(pg) && (!lowp || aligned16(lowp));
+  packed_then_tail(p.numel(), aligned, [&](auto n_tag, int64_t off, int64_t count) {
+    constexpr int N = decltype(n_tag)::value;
+    sgd_kernel<N><<<grid_for(count / N, kThreads), kThreads, 0, s>>>(
+        count, lr, weight_decay, pp + off, pg + off, lowp ? lowp + off : nullptr);
+    PT_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void squared_norm_accumulate(cudaStream_t s, Tensor& sumsq, const Tensor& x) {
+  auto run = [&](auto stag, auto xtag) {
+    using S = typename decltype(stag)::type;
+    using T = typename decltype(xtag)::type;
+    const T* px = static_cast<const T*>(x.data());
+    packed_then_tail(x.numel(), aligned16(px), [&](auto n_tag, int64_t off, int64_t count) {
+      constexpr int N = decltype(n_tag)::value;
+      squared_norm_kernel<S, T, N><<<grid_for(count / N, kThreads), kThreads, 0, s>>>(
+          count, sumsq.data_as<S>(), px + off);
+      PT_CUDA_CHECK_LAUNCH();
+    });
+  };
+  dispatch_float(x.dtype(), [&](auto xtag) {
+    if (sumsq.dtype() == DType::F64)
+      run(TypeTag<double>{}, xtag);
+    else
+      run(TypeTag<float>{}, xtag);
+  });
+}
+
+void clip_by_norm(cudaStream_t s, Tensor& x, const Tensor& sumsq, float max_norm) {
+  auto run = [&](auto stag, auto xtag) {
+    using S = typename decltype(stag)::type;
+    using T = typename decltype(xtag)::type;
+    T* px = static_cast<T*>(x.data());
+    packed_then_tail(x.numel(), aligned16(px), [&](auto n_tag, int64_t off, int64_t count) {
+      constexpr int N = decltype(n_tag)::value;
+      clip_kernel<S, T, N><<<grid_for(count / N, kThreads), kThreads, 0, s>>>(
+          count, max_norm, px + off, sumsq.data_as<const S>());
+      PT_CUDA_CHECK_LAUNCH();
+    });
+  };
+  dispatch_float(x.dtype(), [&](auto xtag) {
+    if (sumsq.dtype() == DType::F64)
+      run(TypeTag<double>{}, xtag);
+    else
+      run(TypeTag<float>{}, xtag);
+  });
+}
+
+}  // namespace pt::cuda

@@ -1,0 +1,21 @@
+#pragma once
+// CUDA launchers behind ops/optim_kernels.h (plain C++ header). One pass over a flat fp32
+// range each; the norm and clip read and write device scalars only (no host sync).
+#include <cuda_runtime_api.h>
+
+#include "core/tensor.h"
+#include "ops/optim_kernels.h"
+
+namespace pt::cuda {
+
+// p, g, m, v fp32 1-D; p_lowp (optional) bf16.
+void adamw_step(cudaStream_t s, Tensor& p, const Tensor& g, Tensor& m, Tensor& v,
+                const ops::AdamWHyper& h, Tensor* p_lowp);
+void sgd_step(cudaStream_t s, Tensor& p, const Tensor& g, float lr, float weight_decay,
+              Tensor* p_lowp);
+// x fp32|bf16; sumsq fp32|fp64 (one element). Block partial sums, then one atomic per block.
+void squared_norm_accumulate(cudaStream_t s, Tensor& sumsq, const Tensor& x);
+// x fp32|bf16; sumsq fp32|fp64 read on the device.
+void clip_by_norm(cudaStream_t s, Tensor& x, const Tensor& sumsq, float max_norm);
+
+}  // namespace pt::cuda

@@ -1,0 +1,346 @@
+#include "bench/model_bench.h"
+
+#include <cuda_profiler_api.h>
+
+#include <cmath>
+#include <iostream>
+#include <limits>
+#include <memory>
+#include <random>
+#include <sstream>
+
+#include "bench/timing.h"
+#include "core/allocator.h"
+#include "core/error.h"
+#include "core/profiler.h"
+#include "dist/grad_sync.h"
+#include "model/train_step.h"
+#include "model/transformer.h"
+#include "optim/optimizer.h"
+
+namespace pt::bench {
+
+ModelBenchMode model_bench_mode_from_name(const std::string& name) {
+  if (name == "forward") return ModelBenchMode::Forward;
+  if (name == "forward-backward") return ModelBenchMode::ForwardBackward;
+  if (name == "train-step") return ModelBenchMode::TrainStep;
+  PT_FAIL("unknown --mode '" + name + "' (expected forward, forward-backward or train-step)");
+}
+
+const char* model_bench_mode_name(ModelBenchMode m) {
+  switch (m) {
+    case ModelBenchMode::Forward: return "forward";
+    case ModelBenchMode::ForwardBackward: return "forward-backward";
+    case ModelBenchMode::TrainStep: return "train-step";
+  }
+  return "?";
+}
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+struct Config {
+  std::string size;
+  int64_t context;
+  Precision precision;
+  AttentionImpl attention;
+  int64_t warmup;
+};
+
+std::string config_key(const Config& c) {
+  std::ostringstream o;
+  o << c.size << "_ctx" << c.context << "_" << precision_name(c.precision) << "_"
+    << attention_impl_name(c.attention) << "_w" << c.warmup;
+  return o.str();
+}
+
+void define_tables(ModelBenchResults& r) {
+  auto& t = r.timings;
+  t.add_string("size").add_int("d_model").add_int("num_layers").add_int("context_length")
+      .add_int("batch_size").add_string("precision").add_string("attention").add_string("mode")
+      .add_int("warmup_steps").add_int("measured_steps")
+      .add_string("status", "ok, or oom (the configuration did not fit in device memory)")
+      .add_int("oom_requested_bytes", "bytes of the allocation that failed (0 unless oom)")
+      .add_double("forward_ms_mean", "forward (and loss) per step, ms").add_double("forward_ms_sd")
+      .add_double("backward_ms_mean", "backward per step, ms").add_double("backward_ms_sd")
+      .add_double("optimizer_ms_mean", "clip + AdamW per step, ms").add_double("optimizer_ms_sd")
+      .add_double("step_ms_mean", "whole step, ms").add_double("step_ms_sd")
+      .add_double("first_step_ms", "the first step of the run (warm-up effects)")
+      .add_double("tokens_per_s", "", 0)
+      .add_double("tflops", "model FLOP/s achieved (6·N·tokens + attention term), TFLOP/s", 1)
+      .add_double("peak_tflops", "dense peak of the device for the precision, TFLOP/s", 1)
+      .add_double("mfu", "model FLOPs utilisation = tflops / peak_tflops", 4)
+      .add_int("peak_memory_bytes", "tracking allocator peak during the measured steps");
+  r.breakdown.add_string("size").add_int("context_length").add_string("precision").add_string("attention")
+      .add_string("pass", "inference (forward only) or train-step")
+      .add_string("phase", "forward, backward or optimizer")
+      .add_string("family", "op family: matmul, attention, softmax, normalization, elementwise, loss, optimizer, communication, other")
+      .add_double("ms_per_step", "GPU time per step from CUDA events, ms")
+      .add_double("ops_per_step", "", 1)
+      .add_double("percent_of_pass", "", 1);
+  r.memory.add_string("size").add_int("context_length").add_int("batch_size").add_string("precision")
+      .add_string("attention").add_string("status")
+      .add_int("peak_forward_bytes", "peak of a forward-only (inference) pass")
+      .add_int("peak_train_step_bytes", "peak of a full train step")
+      .add_int("before_backward_bytes", "in use when backward starts")
+      .add_int("peak_parameters_bytes", "breakdown of the train-step peak: parameters (+bf16 mirror)")
+      .add_int("peak_gradients_bytes").add_int("peak_optimizer_state_bytes")
+      .add_int("peak_activations_bytes", "activations saved for backward and their gradients")
+      .add_int("peak_workspace_bytes").add_int("peak_other_bytes")
+      .add_string("timeline", "HDF5 group holding the allocation timeline of the train step");
+}
+
+struct Measured {
+  std::vector<double> fwd, bwd, opt, step;
+  double first_step_ms = kNaN;
+  int64_t peak = 0;
+};
+
+// A model, its optimizer and fixed random inputs for one configuration.
+struct Rig {
+  Rig(const Config& c, const ModelBenchOptions& opt, Context& ctx) {
+    TransformerConfig tc = TransformerConfig::named(c.size);
+    tc.vocab_size = opt.vocab_size;
+    tc.context_length = c.context;
+    tc.attention = c.attention;
+    cfg = tc;
+    model = std::make_unique<TransformerLM>(tc, ctx);
+    model->init_weights(ctx, opt.seed);
+    OptimizerConfig oc;
+    optimizer = make_optimizer(oc, ctx, contiguous_ranges(trainable_params(model->store())));
+    step = std::make_unique<TrainStep>(*model, *optimizer, sync, /*max_grad_norm=*/1.0f);
+    // Random tokens: timing does not depend on their values.
+    std::mt19937_64 rng(opt.seed);
+    std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(tc.vocab_size - 1));
+    Tensor h_ids = Tensor::empty({opt.batch_size, c.context}, DType::I32, Device::cpu(), "bench_ids");
+    Tensor h_tg = Tensor::empty({opt.batch_size, c.context}, DType::I32, Device::cpu(), "bench_targets");
+    for (int64_t i = 0; i < h_ids.numel(); ++i) {
+      h_ids.data_as<int32_t>()[i] = tok(rng);
+      h_tg.data_as<int32_t>()[i] = tok(rng);
+    }
+    ids = h_ids.to(ctx.device(), ctx);
+    targets = h_tg.to(ctx.device(), ctx);
+  }
+  TransformerConfig cfg;
+  std::unique_ptr<TransformerLM> model;
+  std::unique_ptr<Optimizer> optimizer;
+  dist::NoSync sync;
+  std::unique_ptr<TrainStep> step;
+  Tensor ids, targets;
+};
+
+// One step in the benchmark's mode, with a clock mark after each phase.
+void run_step(Rig& rig, Context& ctx, ModelBenchMode mode, StreamClock& clock, KernelTimer* timer) {
+  clock.reset();
+  clock.mark();
+  if (timer) timer->set_phase("forward");
+  if (mode == ModelBenchMode::Forward) {
+    rig.model->forward(ctx, rig.ids, rig.targets, /*save_for_backward=*/false);
+    clock.mark();
+    return;
+  }
+  rig.model->store().zero_grad(ctx);
+  rig.model->forward(ctx, rig.ids, rig.targets, true);
+  clock.mark();
+  if (timer) timer->set_phase("backward");
+  rig.model->backward(ctx);
+  clock.mark();
+  if (mode == ModelBenchMode::TrainStep) {
+    if (timer) timer->set_phase("optimizer");
+    NvtxRange r("optimizer step");
+    rig.optimizer->clip_grad_norm(ctx, 1.0f);
+    rig.optimizer->step(ctx, 1e-4f);
+    clock.mark();
+  }
+}
+
+Measured measure(Rig& rig, Context& ctx, const Config& c, const ModelBenchOptions& opt) {
+  Measured m;
+  StreamClock clock(ctx);
+  auto& alloc = TrackingAllocator::instance();
+  for (int64_t i = 0; i < c.warmup + opt.steps; ++i) {
+    const bool measured = i >= c.warmup;
+    if (measured && i == c.warmup) {
+      alloc.reset_peak(ctx.device().kind);
+      if (opt.profile_steps && ctx.is_cuda()) PT_CUDA_CHECK(cudaProfilerStart());
+    }
+    {
+      NvtxRange r(measured ? "measured step" : "warmup step");
+      run_step(rig, ctx, opt.mode, clock, nullptr);
+      ctx.synchronize();
+    }
+    std::vector<double> iv = clock.intervals_ms();
+    double total = 0;
+    for (double x : iv) total += x;
+    if (i == 0) m.first_step_ms = total;
+    if (!measured) continue;
+    m.fwd.push_back(iv.at(0));
+    if (iv.size() > 1) m.bwd.push_back(iv[1]);
+    if (iv.size() > 2) m.opt.push_back(iv[2]);
+    m.step.push_back(total);
+  }
+  if (opt.profile_steps && ctx.is_cuda()) PT_CUDA_CHECK(cudaProfilerStop());
+  m.peak = alloc.stats(ctx.device().kind).peak;
+  return m;
+}
+
+void add_breakdown(ModelBenchResults& r, Rig& rig, Context& ctx, const Config& c,
+                   const ModelBenchOptions& opt) {
+  KernelTimer timer(ctx);
+  StreamClock clock(ctx);
+  struct Pass {
+    const char* name;
+    ModelBenchMode mode;
+  };
+  const Pass passes[] = {{"inference", ModelBenchMode::Forward}, {"train-step", ModelBenchMode::TrainStep}};
+  for (const Pass& p : passes) {
+    ctx.set_timer(&timer);
+    for (int s = 0; s < opt.steps; ++s) run_step(rig, ctx, p.mode, clock, &timer);
+    ctx.set_timer(nullptr);
+    std::vector<KernelTimer::Entry> entries = timer.collect();
+    double total = 0;
+    for (const auto& e : entries) total += e.ms;
+    for (const auto& e : entries)
+      r.breakdown.add_row()
+          .set("size", c.size).set("context_length", c.context).set("precision", precision_name(c.precision))
+          .set("attention", attention_impl_name(c.attention)).set("pass", p.name).set("phase", e.phase)
+          .set("family", op_family_name(e.family)).set("ms_per_step", e.ms / opt.steps)
+          .set("ops_per_step", static_cast<double>(e.count) / opt.steps)
+          .set("percent_of_pass", total > 0 ? 100.0 * e.ms / total : kNaN);
+  }
+}
+
+void add_memory_profile(ModelBenchResults& r, Rig& rig, Context& ctx, const Config& c,
+                        const ModelBenchOptions& opt, io::RunRecord* record) {
+  auto& alloc = TrackingAllocator::instance();
+  const DeviceKind kind = ctx.device().kind;
+  ctx.synchronize();
+  alloc.reset_peak(kind);
+  rig.model->forward(ctx, rig.ids, rig.targets, false);
+  ctx.synchronize();
+  const int64_t peak_forward = alloc.stats(kind).peak;
+
+  alloc.reset_peak(kind);
+  alloc.clear_timeline();
+  alloc.set_timeline_enabled(true);
+  rig.model->store().zero_grad(ctx);
+  rig.model->forward(ctx, rig.ids, rig.targets, true);
+  const int64_t before_backward = alloc.stats(kind).in_use;
+  rig.model->backward(ctx);
+  rig.optimizer->clip_grad_norm(ctx, 1.0f);
+  rig.optimizer->step(ctx, 1e-4f);
+  ctx.synchronize();
+  alloc.set_timeline_enabled(false);
+  const MemoryStats st = alloc.stats(kind);
+  const std::string group = "/memory_timeline/" + config_key(c);
+  auto cat = [&](MemCategory m) { return st.at_peak_by_category[static_cast<int>(m)]; };
+  r.memory.add_row()
+      .set("size", c.size).set("context_length", c.context).set("batch_size", opt.batch_size)
+      .set("precision", precision_name(c.precision)).set("attention", attention_impl_name(c.attention))
+      .set("status", "ok").set("peak_forward_bytes", peak_forward).set("peak_train_step_bytes", st.peak)
+      .set("before_backward_bytes", before_backward)
+      .set("peak_parameters_bytes", cat(MemCategory::Parameters))
+      .set("peak_gradients_bytes", cat(MemCategory::Gradients))
+      .set("peak_optimizer_state_bytes", cat(MemCategory::OptimizerState))
+      .set("peak_activations_bytes", cat(MemCategory::Activations))
+      .set("peak_workspace_bytes", cat(MemCategory::Workspace))
+      .set("peak_other_bytes", cat(MemCategory::Other)).set("timeline", group);
+  if (!record) return;
+  std::vector<MemoryEvent> tl = alloc.timeline();
+  std::vector<double> t;
+  std::vector<int64_t> in_use, delta, category;
+  std::vector<std::string> tags;
+  for (const auto& e : tl) {
+    t.push_back(e.time_s);
+    in_use.push_back(e.in_use);
+    delta.push_back(e.delta);
+    category.push_back(static_cast<int64_t>(e.category));
+    tags.push_back(e.tag);
+  }
+  record->add_dataset(group + "/time_s", t, {}, "seconds since the allocator started");
+  record->add_dataset(group + "/bytes_in_use", in_use, {}, "bytes in use after the event");
+  record->add_dataset(group + "/delta_bytes", delta, {}, "+size for an allocation, -size for a free");
+  record->add_dataset(group + "/category", category, {},
+                      "0 parameters, 1 gradients, 2 optimizer_state, 3 activations, 4 workspace, 5 other");
+  record->add_strings(group + "/tag", tags, "module scope / buffer name of the allocation");
+  alloc.clear_timeline();
+}
+
+}  // namespace
+
+ModelBenchResults run_model_bench(const ModelBenchOptions& opt, Device device, io::RunRecord* record) {
+  PT_CHECK(opt.steps >= 1, "--steps must be at least 1");
+  PT_CHECK(opt.batch_size >= 1, "--batch-size must be at least 1");
+  ModelBenchResults r;
+  define_tables(r);
+  for (const std::string& size : opt.sizes) TransformerConfig::named(size);  // fail fast on a typo
+  for (const std::string& size : opt.sizes)
+    for (int64_t context : opt.contexts)
+      for (Precision prec : opt.precisions)
+        for (const std::string& attn_name : opt.attention)
+          for (int64_t warmup : opt.warmups) {
+            Config c{size, context, prec, attention_impl_from_name(attn_name), warmup};
+            PT_CHECK(warmup >= 0, "--warmup must be non-negative");
+            PT_CHECK(!(prec == Precision::BF16 && device.is_cpu()),
+                     "bf16 needs a GPU: use --precision fp32 with --device cpu");
+            Context ctx(device, prec);
+            std::string peak_name;
+            const double peak = opt.peak_tflops > 0 ? opt.peak_tflops * 1e12
+                                                    : device_peak_flops(ctx, prec, &peak_name);
+            auto row = [&](const char* status, int64_t oom_bytes) {
+              const TransformerConfig tc = TransformerConfig::named(size);
+              return std::move(r.timings.add_row()
+                                   .set("size", size).set("d_model", tc.d_model).set("num_layers", tc.num_layers)
+                                   .set("context_length", context).set("batch_size", opt.batch_size)
+                                   .set("precision", precision_name(prec)).set("attention", attn_name)
+                                   .set("mode", model_bench_mode_name(opt.mode)).set("warmup_steps", warmup)
+                                   .set("measured_steps", static_cast<int64_t>(opt.steps)).set("status", status)
+                                   .set("oom_requested_bytes", oom_bytes)
+                                   .set("peak_tflops", peak > 0 ? peak / 1e12 : kNaN));
+            };
+            try {
+              Rig rig(c, opt, ctx);
+              Measured m = measure(rig, ctx, c, opt);
+              const Summary f = summarize(m.fwd), b = summarize(m.bwd), o = summarize(m.opt), s = summarize(m.step);
+              const double tokens = static_cast<double>(opt.batch_size * context);
+              double flops = rig.cfg.train_flops_per_token(context) * tokens;
+              if (opt.mode == ModelBenchMode::Forward) flops /= 3.0;
+              const double tflops = flops / (s.mean * 1e-3) / 1e12;
+              row("ok", 0)
+                  .set("forward_ms_mean", f.mean).set("forward_ms_sd", f.sd)
+                  .set("backward_ms_mean", b.mean).set("backward_ms_sd", b.sd)
+                  .set("optimizer_ms_mean", o.mean).set("optimizer_ms_sd", o.sd)
+                  .set("step_ms_mean", s.mean).set("step_ms_sd", s.sd).set("first_step_ms", m.first_step_ms)
+                  .set("tokens_per_s", tokens / (s.mean * 1e-3)).set("tflops", tflops)
+                  .set("mfu", peak > 0 ? tflops * 1e12 / peak : kNaN).set("peak_memory_bytes", m.peak);
+              std::cout << "bench model: " << config_key(c) << "  step " << s.mean << " ms (sd " << s.sd
+                        << ")  " << tflops << " TFLOP/s" << (peak > 0 ? "  MFU " + std::to_string(tflops * 1e12 / peak) : "")
+                        << std::endl;
+              if (opt.breakdown) add_breakdown(r, rig, ctx, c, opt);
+              if (opt.memory_profile) add_memory_profile(r, rig, ctx, c, opt, record);
+            } catch (const OutOfMemory& e) {
+              ctx.synchronize();
+              TrackingAllocator::instance().set_timeline_enabled(false);
+              row("oom", static_cast<int64_t>(e.requested_bytes))
+                  .set("forward_ms_mean", kNaN).set("forward_ms_sd", kNaN).set("backward_ms_mean", kNaN)
+                  .set("backward_ms_sd", kNaN).set("optimizer_ms_mean", kNaN).set("optimizer_ms_sd", kNaN)
+                  .set("step_ms_mean", kNaN).set("step_ms_sd", kNaN).set("first_step_ms", kNaN)
+                  .set("tokens_per_s", kNaN).set("tflops", kNaN).set("mfu", kNaN).set("peak_memory_bytes", 0);
+              if (opt.memory_profile)
+                r.memory.add_row()
+                    .set("size", size).set("context_length", context).set("batch_size", opt.batch_size)
+                    .set("precision", precision_name(prec)).set("attention", attn_name).set("status", "oom")
+                    .set("peak_forward_bytes", 0).set("peak_train_step_bytes", 0).set("before_backward_bytes", 0)
+                    .set("peak_parameters_bytes", 0).set("peak_gradients_bytes", 0)
+                    .set("peak_optimizer_state_bytes", 0).set("peak_activations_bytes", 0)
+                    .set("peak_workspace_bytes", 0).set("peak_other_bytes", 0).set("timeline", "");
+              std::cout << "bench model: " << config_key(c) << "  out of memory (" << e.requested_bytes
+                        << " bytes requested)" << std::endl;
+            }
+            TrackingAllocator::instance().empty_cache();
+          }
+  return r;
+}
+
+}  // namespace pt::bench

@@ -1,0 +1,47 @@
+#pragma once
+// `paratrain bench model`: time the Transformer per phase over sizes × contexts × precisions ×
+// attention implementations × warm-up counts, with optional kernel-time breakdown and memory
+// profile. Results are ResultTables (printed and written to the run's HDF5 file).
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+#include "io/run_record.h"
+#include "io/table.h"
+
+namespace pt::bench {
+
+enum class ModelBenchMode { Forward, ForwardBackward, TrainStep };
+ModelBenchMode model_bench_mode_from_name(const std::string& name);
+const char* model_bench_mode_name(ModelBenchMode m);
+
+struct ModelBenchOptions {
+  std::vector<std::string> sizes{"small"};
+  std::vector<int64_t> contexts{128, 256, 512, 1024};
+  std::vector<Precision> precisions{Precision::FP32, Precision::BF16};
+  std::vector<std::string> attention{"naive", "flash"};
+  std::vector<int64_t> warmups{5};
+  int64_t batch_size = 4;
+  int64_t vocab_size = 10000;
+  int steps = 10;
+  ModelBenchMode mode = ModelBenchMode::TrainStep;
+  bool breakdown = false;       // kernel-time breakdown per phase and op family
+  bool memory_profile = false;  // peak/forward/step memory, breakdown and timeline
+  bool profile_steps = false;   // cudaProfilerStart/Stop around the measured steps
+  double peak_tflops = 0;       // override of the device's dense peak (0: from the device name)
+  uint64_t seed = 1337;
+};
+
+struct ModelBenchResults {
+  io::ResultTable timings{"model"};
+  io::ResultTable breakdown{"model_breakdown"};
+  io::ResultTable memory{"model_memory"};
+};
+
+// Runs every configuration on `device`; an out-of-memory configuration is recorded with
+// status "oom" and the bytes it asked for, and the sweep goes on. Memory timelines go to
+// `record` (datasets under /memory_timeline/) when memory_profile is on. Progress lines go to
+// stdout as each configuration finishes.
+ModelBenchResults run_model_bench(const ModelBenchOptions& opt, Device device, io::RunRecord* record);
+
+}  // namespace pt::bench

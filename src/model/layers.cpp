@@ -1,0 +1,198 @@
+#include "model/layers.h"
+
+#include <cmath>
+
+#include "core/error.h"
+#include "core/profiler.h"
+#include "ops/elementwise.h"
+#include "ops/embedding.h"
+#include "ops/matmul.h"
+#include "ops/rmsnorm.h"
+
+namespace pt {
+
+// ---- Linear -------------------------------------------------------------------------------
+
+Linear::Linear(ParamStore& store, const std::string& name, int64_t d_in, int64_t d_out, bool bias,
+               bool bias_trainable)
+    : store_(store), d_in_(d_in), d_out_(d_out) {
+  weights_.push_back(&store.add(name + ".weight", {d_out, d_in}));
+  store.add_use(*weights_.front());
+  if (bias) {
+    bias_ = &store.add(name + ".bias", {d_out}, bias_trainable);
+    store.add_use(*bias_);
+  }
+}
+
+Linear::Linear(ParamStore& store, const std::vector<Parameter*>& stacked_weights, Parameter* bias)
+    : store_(store), weights_(stacked_weights), bias_(bias) {
+  PT_CHECK(!weights_.empty(), "Linear needs at least one weight");
+  d_in_ = weights_.front()->shape.at(1);
+  for (size_t i = 0; i < weights_.size(); ++i) {
+    Parameter* w = weights_[i];
+    PT_CHECK(w->shape.size() == 2 && w->shape[1] == d_in_,
+             "Linear: stacked weight '" + w->name + "' must be (d_out, " + std::to_string(d_in_) + ")");
+    if (i > 0) {
+      const Parameter* prev = weights_[i - 1];
+      PT_CHECK(w->offset == prev->offset + prev->numel && w->trainable == prev->trainable &&
+                   (!w->trainable || w->grad_offset == prev->grad_offset + prev->numel),
+               "Linear: stacked weights '" + prev->name + "' and '" + w->name + "' are not adjacent");
+    }
+    d_out_ += w->shape[0];
+    store.add_use(*w);
+  }
+  if (bias_) store.add_use(*bias_);
+}
+
+Tensor Linear::weight_view(DType operand_dtype) const {
+  const Parameter& w0 = *weights_.front();
+  const ParamStore& s = w0.store();
+  Tensor flat = operand_dtype == DType::BF16 ? s.flat_lowp() : s.flat_params();
+  PT_CHECK(flat.defined(), "Linear '" + w0.name + "': bf16 input but no bf16 parameter mirror");
+  return flat.narrow(0, w0.offset, d_out_ * d_in_).reshape({d_out_, d_in_});
+}
+
+Tensor Linear::weight_grad_view() const {
+  const Parameter& w0 = *weights_.front();
+  return w0.store().flat_grads().narrow(0, w0.grad_offset, d_out_ * d_in_).reshape({d_out_, d_in_});
+}
+
+Tensor Linear::forward(Context& ctx, const Tensor& x) {
+  PT_CHECK(x.dim() == 2 && x.size(1) == d_in_,
+           "Linear '" + weights_.front()->name + "': input " + x.describe() + ", expected (N, " +
+               std::to_string(d_in_) + ")");
+  Tensor y = Tensor::empty({x.size(0), d_out_}, x.dtype(), ctx.device(), "linear_out");
+  forward_into(ctx, x, y, 0.0f);
+  return y;
+}
+
+void Linear::forward_into(Context& ctx, const Tensor& x, Tensor& y, float beta) {
+  Tensor w = weight_view(x.dtype());
+  ops::matmul(ctx, y, x, w, /*trans_a=*/false, /*trans_b=*/true, 1.0f, beta);
+  if (bias_) {
+    Tensor b = x.dtype() == DType::BF16 ? bias_->data_lowp() : bias_->data();
+    ops::add_bias(ctx, y, b);
+  }
+  saved_x_ = x;
+}
+
+void Linear::weight_backward(Context& ctx, const Tensor& dy) {
+  PT_CHECK(saved_x_.defined(), "Linear '" + weights_.front()->name + "': backward without forward");
+  if (weights_.front()->trainable) {
+    Tensor dw = weight_grad_view();  // (d_out, d_in) += dyᵀ (d_out, N) · x (N, d_in)
+    ops::matmul(ctx, dw, dy, saved_x_, /*trans_a=*/true, /*trans_b=*/false, 1.0f, 1.0f);
+  }
+  for (Parameter* w : weights_) store_.grad_contributed(*w);
+  if (bias_ && bias_->trainable) {
+    Tensor db = bias_->grad();
+    ops::bias_backward(ctx, db, dy);
+    store_.grad_contributed(*bias_);
+  }
+}
+
+Tensor Linear::backward(Context& ctx, const Tensor& dy, bool need_dx) {
+  if (!need_dx) {
+    weight_backward(ctx, dy);
+    release();
+    return Tensor();
+  }
+  Tensor dx = Tensor::empty({dy.size(0), d_in_}, dy.dtype(), ctx.device(), "linear_dx");
+  backward_into(ctx, dy, dx, 0.0f);
+  return dx;
+}
+
+void Linear::backward_into(Context& ctx, const Tensor& dy, Tensor& dx, float dx_beta) {
+  weight_backward(ctx, dy);
+  Tensor w = weight_view(dy.dtype());  // dx (N, d_in) = dy (N, d_out) · W (d_out, d_in)
+  ops::matmul(ctx, dx, dy, w, false, false, 1.0f, dx_beta);
+  release();
+}
+
+// ---- Embedding ----------------------------------------------------------------------------
+
+Embedding::Embedding(ParamStore& store, const std::string& name, int64_t vocab, int64_t dim)
+    : store_(store), weight_(&store.add(name + ".weight", {vocab, dim})) {
+  store.add_use(*weight_);
+}
+
+Tensor Embedding::forward(Context& ctx, const Tensor& ids) {
+  Tensor w = weight_->data();
+  Tensor out = Tensor::empty({ids.numel(), w.size(1)}, w.dtype(), ctx.device(), "embedding_out");
+  ops::embedding_forward(ctx, out, ids.reshape({ids.numel()}), w);
+  saved_ids_ = ids.reshape({ids.numel()});
+  return out;
+}
+
+void Embedding::backward(Context& ctx, const Tensor& dout) {
+  if (weight_->trainable) {
+    Tensor dw = weight_->grad();
+    ops::embedding_backward(ctx, dw, dout, saved_ids_);
+  }
+  store_.grad_contributed(*weight_);
+  release();
+}
+
+// ---- RMSNorm ------------------------------------------------------------------------------
+
+RMSNorm::RMSNorm(ParamStore& store, const std::string& name, int64_t dim, float eps)
+    : store_(store), weight_(&store.add(name + ".weight", {dim})), eps_(eps) {
+  store.add_use(*weight_);
+}
+
+Tensor RMSNorm::forward(Context& ctx, const Tensor& x, DType out_dtype) {
+  Tensor y = Tensor::empty(x.shape(), out_dtype, ctx.device(), "rmsnorm_out");
+  rstd_ = Tensor::empty({x.size(0)}, x.dtype(), ctx.device(), "rmsnorm_rstd");
+  Tensor w = weight_->data();
+  ops::rmsnorm_forward(ctx, y, rstd_, x, w, eps_);
+  saved_x_ = x;
+  return y;
+}
+
+void RMSNorm::backward(Context& ctx, const Tensor& dy, Tensor& dx, bool accumulate) {
+  PT_CHECK(saved_x_.defined(), "RMSNorm '" + weight_->name + "': backward without forward");
+  Tensor w = weight_->data();
+  Tensor dw = weight_->grad();
+  ops::rmsnorm_backward(ctx, dx, dw, dy, saved_x_, w, rstd_, accumulate);
+  store_.grad_contributed(*weight_);
+  release();
+}
+
+// ---- initialisers -------------------------------------------------------------------------
+
+namespace {
+void write_param(Context& ctx, Parameter& p, const std::vector<double>& values) {
+  Tensor dst = p.data();
+  Tensor host = Tensor::empty(dst.shape(), dst.dtype(), Device::cpu(), "init_staging");
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (dst.dtype() == DType::F64)
+      host.data_as<double>()[i] = values[i];
+    else
+      host.data_as<float>()[i] = static_cast<float>(values[i]);
+  }
+  dst.copy_from(host, ctx);
+}
+}  // namespace
+
+void init_trunc_normal(Context& ctx, Parameter& p, double std, double lo, double hi, std::mt19937_64& rng) {
+  std::normal_distribution<double> normal(0.0, std);
+  std::vector<double> v(static_cast<size_t>(p.numel));
+  for (auto& x : v) {
+    do {
+      x = normal(rng);
+    } while (x < lo || x > hi);  // rejection: the same law as torch.nn.init.trunc_normal_
+  }
+  write_param(ctx, p, v);
+}
+
+void init_constant(Context& ctx, Parameter& p, double value) {
+  write_param(ctx, p, std::vector<double>(static_cast<size_t>(p.numel), value));
+}
+
+void init_uniform(Context& ctx, Parameter& p, double bound, std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> u(-bound, bound);
+  std::vector<double> v(static_cast<size_t>(p.numel));
+  for (auto& x : v) x = u(rng);
+  write_param(ctx, p, v);
+}
+
+}  // namespace pt

@@ -1,0 +1,32 @@
+#include "model/train_step.h"
+
+#include "core/profiler.h"
+
+namespace pt {
+
+TrainStep::TrainStep(TransformerLM& model, Optimizer& optimizer, dist::GradSync& sync, float max_grad_norm)
+    : model_(model), optimizer_(optimizer), sync_(sync), max_grad_norm_(max_grad_norm) {
+  model_.store().set_listener(&sync_);
+}
+
+TrainStep::~TrainStep() {
+  if (model_.store().listener() == &sync_) model_.store().set_listener(nullptr);
+}
+
+StepOutputs TrainStep::run(Context& ctx, const Tensor& ids, const Tensor& targets, float lr) {
+  StepOutputs out;
+  model_.store().zero_grad(ctx);
+  sync_.begin_step(ctx);
+  out.loss = model_.forward(ctx, ids, targets, /*save_for_backward=*/true);
+  model_.backward(ctx);
+  {
+    NvtxRange r("gradient sync");
+    sync_.finish(ctx);
+  }
+  NvtxRange r("optimizer step");
+  out.grad_sumsq = optimizer_.clip_grad_norm(ctx, max_grad_norm_);
+  optimizer_.step(ctx, lr);
+  return out;
+}
+
+}  // namespace pt

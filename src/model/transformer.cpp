@@ -1,0 +1,377 @@
+#include "model/transformer.h"
+
+#include <cmath>
+#include <random>
+
+#include "core/error.h"
+#include "core/profiler.h"
+#include "model/layers.h"
+#include "ops/attention.h"
+#include "ops/elementwise.h"
+#include "ops/flash_attention.h"
+#include "ops/loss.h"
+#include "ops/rope.h"
+
+namespace pt {
+
+// ---- configuration ------------------------------------------------------------------------
+
+AttentionImpl attention_impl_from_name(const std::string& name) {
+  if (name == "naive") return AttentionImpl::Naive;
+  if (name == "flash") return AttentionImpl::Flash;
+  PT_FAIL("unknown attention '" + name + "' (expected naive or flash)");
+}
+
+const char* attention_impl_name(AttentionImpl a) { return a == AttentionImpl::Flash ? "flash" : "naive"; }
+
+namespace {
+struct NamedSize {
+  const char* name;
+  int64_t d_model, d_ff, layers, heads;
+};
+constexpr NamedSize kSizes[] = {
+    {"tiny", 128, 384, 4, 4},  // not a reference size: CPU smoke runs and `paratrain train`'s default
+    {"small", 768, 3072, 12, 12},    {"medium", 1024, 4096, 24, 16}, {"large", 1280, 5120, 36, 20},
+    {"xl", 1600, 6400, 48, 25},      {"2.7b", 2560, 10240, 32, 32},
+};
+}  // namespace
+
+const std::vector<std::string>& TransformerConfig::size_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    for (const auto& s : kSizes) v.push_back(s.name);
+    return v;
+  }();
+  return names;
+}
+
+TransformerConfig TransformerConfig::named(const std::string& size) {
+  for (const auto& s : kSizes)
+    if (size == s.name) {
+      TransformerConfig c;
+      c.d_model = s.d_model;
+      c.d_ff = s.d_ff;
+      c.num_layers = s.layers;
+      c.num_heads = s.heads;
+      return c;
+    }
+  std::string known;
+  for (const auto& s : kSizes) known += std::string(known.empty() ? "" : ", ") + s.name;
+  PT_FAIL("unknown model size '" + size + "' (known: " + known + ")");
+}
+
+void TransformerConfig::validate() const {
+  PT_CHECK(vocab_size > 0, "vocab_size must be positive");
+  PT_CHECK(context_length > 0, "context_length must be positive");
+  PT_CHECK(d_model > 0 && num_layers > 0 && num_heads > 0 && d_ff > 0,
+           "d_model, num_layers, num_heads and d_ff must be positive");
+  PT_CHECK(d_model % num_heads == 0, "d_model (" + std::to_string(d_model) +
+                                         ") must be divisible by num_heads (" +
+                                         std::to_string(num_heads) + ")");
+  PT_CHECK(d_head() % 2 == 0, "the head dimension d_model/num_heads = " + std::to_string(d_head()) +
+                                  " must be even for RoPE");
+  PT_CHECK(rope_theta > 0, "rope_theta must be positive");
+}
+
+int64_t TransformerConfig::num_params() const {
+  const int64_t per_layer = 4 * d_model * d_model + 3 * d_model * d_ff + 2 * d_model;
+  return 2 * vocab_size * d_model + num_layers * per_layer + d_model;
+}
+
+double TransformerConfig::train_flops_per_token(int64_t seq_len) const {
+  // 6 FLOPs per parameter per token for the GEMMs (embedding lookups are not GEMMs) plus the
+  // attention score and value products: 2·2·T·d_model forward per layer, ×3 with backward.
+  const double n_gemm = static_cast<double>(num_params() - vocab_size * d_model);
+  return 6.0 * n_gemm + 12.0 * static_cast<double>(num_layers) * static_cast<double>(seq_len) *
+                            static_cast<double>(d_model);
+}
+
+// ---- one block ----------------------------------------------------------------------------
+
+// h = x + output_proj(Attn(RoPE(q), RoPE(k), v)) with q, k, v from one stacked GEMM on
+// ln1(x); out = h + w2(silu(w1·ln2(h)) ⊙ w3·ln2(h)).
+class TransformerBlock {
+ public:
+  TransformerBlock(ParamStore& store, const TransformerConfig& cfg, int index)
+      : cfg_(cfg), prefix_("layers." + std::to_string(index)),
+        ln1_(store, prefix_ + ".ln1", cfg.d_model),
+        q_(&store.add(prefix_ + ".attn.q_proj.weight", {cfg.d_model, cfg.d_model})),
+        k_(&store.add(prefix_ + ".attn.k_proj.weight", {cfg.d_model, cfg.d_model})),
+        v_(&store.add(prefix_ + ".attn.v_proj.weight", {cfg.d_model, cfg.d_model})),
+        qkv_(store, {q_, k_, v_}),
+        out_proj_(store, prefix_ + ".attn.output_proj", cfg.d_model, cfg.d_model),
+        ln2_(store, prefix_ + ".ln2", cfg.d_model),
+        w1_(store, prefix_ + ".ffn.w1", cfg.d_model, cfg.d_ff),
+        w2_(store, prefix_ + ".ffn.w2", cfg.d_ff, cfg.d_model),
+        w3_(store, prefix_ + ".ffn.w3", cfg.d_model, cfg.d_ff) {}
+
+  // Registration order must be the state_dict's: ln1, q, k, v, output_proj, ln2, w1, w2, w3.
+  // The member initialisers above run in declaration order, which is that order.
+
+  void init(Context& ctx, std::mt19937_64& rng) {
+    auto trunc = [&](Parameter& p) {
+      const double std = std::sqrt(2.0 / static_cast<double>(p.shape[0] + p.shape[1]));
+      init_trunc_normal(ctx, p, std, -3 * std, 3 * std, rng);
+    };
+    init_constant(ctx, ln1_.weight(), 1.0);
+    trunc(*q_);
+    trunc(*k_);
+    trunc(*v_);
+    trunc(out_proj_.weight());
+    init_constant(ctx, ln2_.weight(), 1.0);
+    trunc(w1_.weight());
+    trunc(w2_.weight());
+    trunc(w3_.weight());
+  }
+
+  // x (N, C) fp32 residual stream → out (N, C) fp32. B·T = N.
+  Tensor forward(Context& ctx, const Tensor& x, int64_t B, int64_t T, DType act, bool save) {
+    NvtxRange range(prefix_);
+    TrackingAllocator::Scope scope(prefix_, MemCategory::Activations);
+    const int64_t N = B * T, C = cfg_.d_model, H = cfg_.num_heads, D = cfg_.d_head();
+    Tensor h;
+    {
+      TrackingAllocator::Scope s("attn", MemCategory::Activations);
+      Tensor a = ln1_.forward(ctx, x, act);    // (N, C)
+      qkv_buf_ = qkv_.forward(ctx, a);         // (N, 3C) = (B, T, 3, H, D)
+      Tensor q = head_view(qkv_buf_, 0, B, T), k = head_view(qkv_buf_, 1, B, T);
+      ops::rope(ctx, q, q, cfg_.rope_theta, false);
+      ops::rope(ctx, k, k, cfg_.rope_theta, false);
+      Tensor v = head_view(qkv_buf_, 2, B, T);
+      attn_out_ = Tensor::empty({N, C}, act, ctx.device(), "attn_out");  // (B, T, H, D)
+      Tensor o = attn_out_.as_strided({B, H, T, D}, {T * C, D, C, 1});
+      if (cfg_.attention == AttentionImpl::Flash) {
+        lse_ = Tensor::empty({B, H, T}, DType::F32, ctx.device(), "attn_lse");
+        ops::flash_attention_forward(ctx, o, lse_, q, k, v, /*causal=*/true);
+      } else {
+        probs_ = Tensor::empty({B, H, T, T}, act, ctx.device(), "attn_probs");
+        ops::naive_attention_forward(ctx, o, probs_, q, k, v, /*causal=*/true);
+      }
+      h = Tensor::empty({N, C}, x.dtype(), ctx.device(), "residual_h");
+      h.copy_from(x, ctx);
+      out_proj_.forward_into(ctx, attn_out_, h, 1.0f);  // h = x + attn_out · Woᵀ
+    }
+    Tensor out;
+    {
+      TrackingAllocator::Scope s("ffn", MemCategory::Activations);
+      Tensor b = ln2_.forward(ctx, h, act);  // (N, C)
+      h1_ = w1_.forward(ctx, b);             // (N, F)
+      h3_ = w3_.forward(ctx, b);             // (N, F)
+      Tensor g = Tensor::empty(h1_.shape(), act, ctx.device(), "swiglu_out");
+      ops::swiglu_forward(ctx, g, h1_, h3_);
+      out = Tensor::empty({N, C}, x.dtype(), ctx.device(), "residual_out");
+      out.copy_from(h, ctx);
+      w2_.forward_into(ctx, g, out, 1.0f);  // out = h + g · W2ᵀ
+    }
+    if (!save) release();
+    return out;
+  }
+
+  // dout (N, C) fp32, the gradient of this block's output, becomes the gradient of its
+  // input in place (the residual path is the identity; each branch adds its part).
+  void backward(Context& ctx, Tensor& dout, int64_t B, int64_t T, DType act) {
+    NvtxRange range(prefix_);
+    TrackingAllocator::Scope scope(prefix_, MemCategory::Activations);
+    const int64_t N = B * T, C = cfg_.d_model, H = cfg_.num_heads, D = cfg_.d_head();
+    {
+      TrackingAllocator::Scope s("ffn", MemCategory::Activations);
+      Tensor dy = as_act(ctx, dout, act);
+      Tensor dg = w2_.backward(ctx, dy);  // (N, F)
+      Tensor dh1 = Tensor::empty(h1_.shape(), act, ctx.device(), "swiglu_dh1");
+      Tensor dh3 = Tensor::empty(h3_.shape(), act, ctx.device(), "swiglu_dh3");
+      ops::swiglu_backward(ctx, dh1, dh3, dg, h1_, h3_);
+      h1_ = Tensor();
+      h3_ = Tensor();
+      Tensor db = w3_.backward(ctx, dh3);  // (N, C)
+      w1_.backward_into(ctx, dh1, db, 1.0f);
+      ln2_.backward(ctx, db, dout, /*accumulate=*/true);  // dout is now dL/dh
+    }
+    {
+      TrackingAllocator::Scope s("attn", MemCategory::Activations);
+      Tensor dy = as_act(ctx, dout, act);
+      Tensor dattn = out_proj_.backward(ctx, dy);  // (N, C) = (B, T, H, D)
+      Tensor dqkv = Tensor::empty({N, 3 * C}, act, ctx.device(), "attn_dqkv");
+      Tensor dq = head_view(dqkv, 0, B, T), dk = head_view(dqkv, 1, B, T), dv = head_view(dqkv, 2, B, T);
+      Tensor q = head_view(qkv_buf_, 0, B, T), k = head_view(qkv_buf_, 1, B, T), v = head_view(qkv_buf_, 2, B, T);
+      Tensor dO = dattn.as_strided({B, H, T, D}, {T * C, D, C, 1});
+      if (cfg_.attention == AttentionImpl::Flash) {
+        Tensor o = attn_out_.as_strided({B, H, T, D}, {T * C, D, C, 1});
+        ops::flash_attention_backward(ctx, dq, dk, dv, dO, q, k, v, o, lse_, /*causal=*/true);
+        lse_ = Tensor();
+      } else {
+        ops::naive_attention_backward(ctx, dq, dk, dv, dO, q, k, v, probs_, /*causal=*/true);
+        probs_ = Tensor();
+      }
+      qkv_buf_ = Tensor();
+      attn_out_ = Tensor();
+      ops::rope(ctx, dq, dq, cfg_.rope_theta, /*inverse=*/true);
+      ops::rope(ctx, dk, dk, cfg_.rope_theta, /*inverse=*/true);
+      Tensor da = qkv_.backward(ctx, dqkv);  // (N, C)
+      ln1_.backward(ctx, da, dout, /*accumulate=*/true);  // dout is now dL/dx
+    }
+  }
+
+  void release() {
+    ln1_.release();
+    qkv_.release();
+    out_proj_.release();
+    ln2_.release();
+    w1_.release();
+    w2_.release();
+    w3_.release();
+    qkv_buf_ = attn_out_ = probs_ = lse_ = h1_ = h3_ = Tensor();
+  }
+
+ private:
+  // (B, H, T, D) view of q (which = 0), k (1) or v (2) inside a (B, T, 3, H, D) buffer.
+  Tensor head_view(const Tensor& qkv, int which, int64_t B, int64_t T) const {
+    const int64_t C = cfg_.d_model, D = cfg_.d_head();
+    return qkv.as_strided({B, cfg_.num_heads, T, D}, {T * 3 * C, D, 3 * C, 1}, which * C);
+  }
+  // The fp32 residual gradient as a GEMM operand: itself in fp32, a bf16 copy in bf16 mode.
+  static Tensor as_act(Context& ctx, const Tensor& x, DType act) {
+    if (x.dtype() == act) return x;
+    Tensor y = Tensor::empty(x.shape(), act, ctx.device(), "grad_cast");
+    ops::cast(ctx, y, x);
+    return y;
+  }
+
+  const TransformerConfig& cfg_;
+  std::string prefix_;
+  RMSNorm ln1_;
+  Parameter *q_, *k_, *v_;
+  Linear qkv_;
+  Linear out_proj_;
+  RMSNorm ln2_;
+  Linear w1_, w2_, w3_;
+  Tensor qkv_buf_;   // (N, 3C) act: q, k (rotated) and v, saved for attention backward
+  Tensor attn_out_;  // (N, C) act = (B, T, H, D): attention output O (flash backward reads it)
+  Tensor probs_;     // (B, H, T, T) act: naive attention's softmax, saved
+  Tensor lse_;       // (B, H, T) fp32: flash attention's logsumexp, saved
+  Tensor h1_, h3_;   // (N, F) act: SwiGLU inputs, saved
+};
+
+// ---- the model ----------------------------------------------------------------------------
+
+struct TransformerLM::Impl {
+  std::unique_ptr<Embedding> embedding;
+  std::vector<std::unique_ptr<TransformerBlock>> blocks;
+  std::unique_ptr<RMSNorm> ln_final;
+  std::unique_ptr<Linear> lm_head;
+  DType act = DType::F32;
+  // Saved by forward for backward:
+  int64_t B = 0, T = 0;
+  Tensor logits;  // (N, V): after a training forward it holds dloss/dlogits (in place)
+  bool have_grad = false;
+};
+
+TransformerLM::TransformerLM(const TransformerConfig& cfg, Context& ctx, DType param_dtype)
+    : cfg_(cfg), impl_(std::make_unique<Impl>()) {
+  cfg_.validate();
+  Impl& m = *impl_;
+  m.embedding = std::make_unique<Embedding>(store_, "token_embeddings", cfg_.vocab_size, cfg_.d_model);
+  for (int i = 0; i < cfg_.num_layers; ++i)
+    m.blocks.push_back(std::make_unique<TransformerBlock>(store_, cfg_, i));
+  m.ln_final = std::make_unique<RMSNorm>(store_, "ln_final", cfg_.d_model);
+  m.lm_head = std::make_unique<Linear>(store_, "lm_head", cfg_.d_model, cfg_.vocab_size);
+  const bool mirror = ctx.is_cuda() && ctx.precision() == Precision::BF16;
+  store_.finalize(ctx, mirror, param_dtype);
+  m.act = param_dtype == DType::F64 ? DType::F64 : ctx.act_dtype();
+}
+
+TransformerLM::~TransformerLM() = default;
+
+void TransformerLM::init_weights(Context& ctx, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  Impl& m = *impl_;
+  init_trunc_normal(ctx, m.embedding->weight(), 1.0, -3.0, 3.0, rng);
+  for (auto& b : m.blocks) b->init(ctx, rng);
+  init_constant(ctx, m.ln_final->weight(), 1.0);
+  const double std = std::sqrt(2.0 / static_cast<double>(cfg_.d_model + cfg_.vocab_size));
+  init_trunc_normal(ctx, m.lm_head->weight(), std, -3 * std, 3 * std, rng);
+  store_.refresh_lowp(ctx);
+}
+
+Tensor TransformerLM::embed_and_blocks(Context& ctx, const Tensor& ids, bool save) {
+  Impl& m = *impl_;
+  PT_CHECK(ids.dim() == 2, "model input must be (batch, seq), got " + ids.describe());
+  PT_CHECK(ids.dtype() == DType::I32, "token ids must be int32");
+  m.B = ids.size(0);
+  m.T = ids.size(1);
+  PT_CHECK(m.T >= 1 && m.T <= cfg_.context_length,
+           "sequence length " + std::to_string(m.T) + " outside 1.." + std::to_string(cfg_.context_length) +
+               " (the model's context length)");
+  Tensor x;
+  {
+    TrackingAllocator::Scope scope("token_embeddings", MemCategory::Activations);
+    x = m.embedding->forward(ctx, ids);  // (N, C) fp32
+    if (!save) m.embedding->release();
+  }
+  for (auto& b : m.blocks) {
+    x = b->forward(ctx, x, m.B, m.T, m.act, save);
+  }
+  return x;
+}
+
+Tensor TransformerLM::forward(Context& ctx, const Tensor& ids, const Tensor& targets, bool save) {
+  NvtxRange range("forward");
+  Impl& m = *impl_;
+  PT_CHECK(targets.shape() == ids.shape(), "targets " + shape_str(targets.shape()) +
+                                               " must have the shape of the inputs " + shape_str(ids.shape()));
+  Tensor x = embed_and_blocks(ctx, ids, save);
+  TrackingAllocator::Scope scope("lm_head", MemCategory::Activations);
+  Tensor xf = m.ln_final->forward(ctx, x, m.act);  // (N, C)
+  m.logits = m.lm_head->forward(ctx, xf);          // (N, V)
+  Tensor loss = Tensor::empty({1}, m.act == DType::F64 ? DType::F64 : DType::F32, ctx.device(), "loss");
+  Tensor flat_targets = targets.reshape({targets.numel()});
+  ops::cross_entropy(ctx, loss, save ? &m.logits : nullptr, m.logits, flat_targets);
+  m.have_grad = save;
+  if (!save) {
+    m.ln_final->release();
+    m.lm_head->release();
+    m.logits = Tensor();
+  }
+  return loss;
+}
+
+Tensor TransformerLM::forward_logits(Context& ctx, const Tensor& ids) {
+  NvtxRange range("forward");
+  Impl& m = *impl_;
+  Tensor x = embed_and_blocks(ctx, ids, /*save=*/false);
+  Tensor xf = m.ln_final->forward(ctx, x, m.act);
+  Tensor logits = m.lm_head->forward(ctx, xf);
+  m.ln_final->release();
+  m.lm_head->release();
+  m.have_grad = false;
+  return logits.reshape({m.B, m.T, cfg_.vocab_size});
+}
+
+void TransformerLM::backward(Context& ctx) {
+  NvtxRange range("backward");
+  Impl& m = *impl_;
+  PT_CHECK(m.have_grad, "backward() needs a forward() with save_for_backward");
+  m.have_grad = false;
+  Tensor dx;
+  {
+    TrackingAllocator::Scope scope("lm_head", MemCategory::Activations);
+    Tensor dxf = m.lm_head->backward(ctx, m.logits);  // (N, C) act
+    m.logits = Tensor();
+    dx = Tensor::empty({m.B * m.T, cfg_.d_model}, store_.dtype(), ctx.device(), "residual_grad");
+    m.ln_final->backward(ctx, dxf, dx, /*accumulate=*/false);
+  }
+  for (auto it = m.blocks.rbegin(); it != m.blocks.rend(); ++it) (*it)->backward(ctx, dx, m.B, m.T, m.act);
+  TrackingAllocator::Scope scope("token_embeddings", MemCategory::Activations);
+  m.embedding->backward(ctx, dx);
+}
+
+void TransformerLM::release_activations() {
+  Impl& m = *impl_;
+  m.embedding->release();
+  for (auto& b : m.blocks) b->release();
+  m.ln_final->release();
+  m.lm_head->release();
+  m.logits = Tensor();
+  m.have_grad = false;
+}
+
+}  // namespace pt

@@ -1,0 +1,82 @@
+// CPU optimizer arithmetic over flat ranges (torch.optim formulas, in the storage type).
+#include <algorithm>
+#include <cmath>
+
+#include "ops/cpu/cpu_ops.h"
+#include "ops/op_common.h"
+
+namespace pt::ops::cpu {
+
+using detail::dispatch_cpu_float;
+
+namespace {
+void store_lowp(Tensor* p_lowp, int64_t i, double v) {
+  p_lowp->data_as<uint16_t>()[i] = float_to_bf16_bits(static_cast<float>(v));
+}
+}  // namespace
+
+void adamw_step(Tensor& p, const Tensor& g, Tensor& m, Tensor& v, const AdamWHyper& h,
+                Tensor* p_lowp) {
+  dispatch_cpu_float(p.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    // Scalars as torch forms them: in double on the host, then in the parameter's type.
+    const double t = double(h.step);
+    const T decay = T(1.0 - double(h.lr) * double(h.weight_decay));
+    const T step_size = T(double(h.lr) / (1.0 - std::pow(double(h.beta1), t)));
+    const T bc2_sqrt = T(std::sqrt(1.0 - std::pow(double(h.beta2), t)));
+    const T b1 = T(h.beta1), b2 = T(h.beta2), eps = T(h.eps);
+    T *pp = p.data_as<T>(), *pm = m.data_as<T>(), *pv = v.data_as<T>();
+    const T* pg = g.data_as<const T>();
+    for (int64_t i = 0, n = p.numel(); i < n; ++i) {
+      const T gi = pg[i];
+      T pi = pp[i] * decay;
+      const T mi = pm[i] + (T(1) - b1) * (gi - pm[i]);  // torch's lerp(m, g, 1 − β1)
+      const T vi = b2 * pv[i] + (T(1) - b2) * gi * gi;
+      pi -= step_size * mi / (std::sqrt(vi) / bc2_sqrt + eps);
+      pp[i] = pi;
+      pm[i] = mi;
+      pv[i] = vi;
+      if (p_lowp) store_lowp(p_lowp, i, double(pi));
+    }
+  });
+}
+
+void sgd_step(Tensor& p, const Tensor& g, float lr, float weight_decay, Tensor* p_lowp) {
+  dispatch_cpu_float(p.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T* pp = p.data_as<T>();
+    const T* pg = g.data_as<const T>();
+    for (int64_t i = 0, n = p.numel(); i < n; ++i) {
+      pp[i] -= T(lr) * (pg[i] + T(weight_decay) * pp[i]);
+      if (p_lowp) store_lowp(p_lowp, i, double(pp[i]));
+    }
+  });
+}
+
+void squared_norm_accumulate(Tensor& sumsq, const Tensor& x) {
+  dispatch_cpu_float(sumsq.dtype(), [&](auto acc_tag) {
+    using S = decltype(acc_tag);
+    dispatch_cpu_float(x.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      const T* px = x.data_as<const T>();
+      S sum = 0;
+      for (int64_t i = 0, n = x.numel(); i < n; ++i) sum += S(px[i]) * S(px[i]);
+      sumsq.data_as<S>()[0] += sum;
+    });
+  });
+}
+
+void clip_by_norm(Tensor& x, const Tensor& sumsq, float max_norm) {
+  dispatch_cpu_float(sumsq.dtype(), [&](auto acc_tag) {
+    using S = decltype(acc_tag);
+    const double norm = std::sqrt(double(sumsq.data_as<const S>()[0]));
+    const double coef = std::min(1.0, double(max_norm) / (norm + 1e-6));
+    dispatch_cpu_float(x.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      T* px = x.data_as<T>();
+      for (int64_t i = 0, n = x.numel(); i < n; ++i) px[i] *= T(coef);
+    });
+  });
+}
+
+}  // namespace pt::ops::cpu

@@ -1,0 +1,63 @@
+#include "ops/embedding.h"
+
+#include "core/profiler.h"
+#include "cuda/embedding.h"
+#include "ops/cpu/cpu_ops.h"
+#include "ops/op_common.h"
+
+namespace pt::ops {
+
+using detail::ArgCheck;
+
+namespace {
+void check_ids(const ArgCheck& chk, const Context& ctx, const Tensor& ids, int64_t vocab) {
+  chk.dtype_is(ids, "ids", {DType::I32});
+  chk.rank_is(ids, "ids", 1);
+  chk.contiguous(ids, "ids");
+  if (ctx.is_cuda()) return;  // the GPU cannot check without a host sync (see the header)
+  const int32_t* id = ids.data_as<const int32_t>();
+  for (int64_t i = 0; i < ids.numel(); ++i)
+    chk.require(id[i] >= 0 && id[i] < vocab, "token id " + std::to_string(id[i]) + " at position " +
+                                                 std::to_string(i) + " is outside [0, " +
+                                                 std::to_string(vocab) + ")");
+}
+}  // namespace
+
+void embedding_forward(Context& ctx, Tensor& out, const Tensor& ids, const Tensor& weight) {
+  ArgCheck chk(ctx, "embedding_forward");
+  chk.float_storage(weight, "weight");
+  chk.matrix(weight, "weight");
+  chk.float_storage(out, "out");
+  chk.contiguous(out, "out");
+  chk.same_dtype(out, "out", weight, "weight");
+  chk.rank_is(ids, "ids", 1);
+  chk.shape_is(out, "out", {ids.size(0), weight.size(1)});
+  check_ids(chk, ctx, ids, weight.size(0));
+  OpScope scope(ctx, "embedding_forward", OpFamily::Elementwise);
+  if (ctx.is_cuda())
+    cuda::embedding_forward(ctx.stream(), out, ids, weight);
+  else
+    cpu::embedding_forward(out, ids, weight);
+}
+
+void embedding_backward(Context& ctx, Tensor& dweight, const Tensor& dout, const Tensor& ids) {
+  ArgCheck chk(ctx, "embedding_backward");
+  if (ctx.is_cuda())
+    chk.dtype_is(dweight, "dweight", {DType::F32});  // fp32 atomics
+  else
+    chk.float_storage(dweight, "dweight");
+  chk.matrix(dweight, "dweight");
+  chk.float_storage(dout, "dout");
+  chk.contiguous(dout, "dout");
+  if (!ctx.is_cuda()) chk.same_dtype(dout, "dout", dweight, "dweight");
+  chk.rank_is(ids, "ids", 1);
+  chk.shape_is(dout, "dout", {ids.size(0), dweight.size(1)});
+  check_ids(chk, ctx, ids, dweight.size(0));
+  OpScope scope(ctx, "embedding_backward", OpFamily::Elementwise);
+  if (ctx.is_cuda())
+    cuda::embedding_backward(ctx.stream(), dweight, dout, ids);
+  else
+    cpu::embedding_backward(dweight, dout, ids);
+}
+
+}  // namespace pt::ops

@@ -1,0 +1,169 @@
+// Flash attention: argument checks (one clear message per misuse) and dispatch to the tiled
+// CPU implementation or the CUDA kernels.
+#include "ops/flash_attention.h"
+
+#include <cmath>
+
+#include "core/error.h"
+#include "core/profiler.h"
+#include "cuda/flash_params.h"
+
+namespace pt::ops {
+
+namespace {
+
+constexpr int kCpuTile = 32;
+
+// A 3-D (B, T, D) tensor as the (B, 1, T, D) view; 4-D tensors unchanged.
+Tensor as_4d(const Tensor& t, const char* what) {
+  if (t.dim() == 4) return t;
+  PT_CHECK(t.dim() == 3, std::string("flash attention: ") + what + " must be (B, H, T, D) or (B, T, D), got " +
+                             t.describe());
+  return t.as_strided({t.size(0), 1, t.size(1), t.size(2)},
+                      {t.stride(0), t.size(1) * t.stride(1), t.stride(1), t.stride(2)});
+}
+Tensor lse_as_3d(const Tensor& t) {
+  if (t.dim() == 2) return t.reshape({t.size(0), 1, t.size(1)});
+  return t;
+}
+
+struct Dims {
+  int64_t B, H, tq, tk, d;
+};
+
+void check_layout(const Tensor& t, const Shape& shape, DType dtype, Device device, const char* what) {
+  check_shape(t, shape, what);
+  check_dtype(t, dtype, what);
+  PT_CHECK(t.device() == device, std::string("flash attention: ") + what + " is on " + t.device().str() +
+                                     ", the context runs on " + device.str());
+  PT_CHECK(t.stride(3) == 1, std::string("flash attention: ") + what +
+                                 " must have a contiguous last (head) dimension, got strides of " +
+                                 t.describe());
+  if (device.is_cuda() && dtype == DType::BF16) {
+    // The kernels copy 16-byte row chunks asynchronously: rows must start 16-byte aligned.
+    bool aligned = reinterpret_cast<uintptr_t>(t.data()) % 16 == 0;
+    for (int i = 0; i < 3; ++i) aligned = aligned && (t.size(i) == 1 || t.stride(i) % 8 == 0);
+    PT_CHECK(aligned, std::string("flash attention: ") + what +
+                          " rows must start on 16-byte boundaries (bf16 strides a multiple of 8), got " +
+                          t.describe());
+  }
+}
+
+Dims check_inputs(const Context& ctx, const Tensor& q, const Tensor& k, const Tensor& v, bool causal) {
+  const Dims dm{q.size(0), q.size(1), q.size(2), k.size(2), q.size(3)};
+  PT_CHECK(dm.d == 16 || dm.d == 32 || dm.d == 64 || dm.d == 128,
+           "flash attention supports head dimensions 16, 32, 64 and 128, got " + std::to_string(dm.d));
+  PT_CHECK(dm.B > 0 && dm.H > 0 && dm.tq > 0 && dm.tk > 0,
+           "flash attention: empty input " + q.describe() + " / " + k.describe());
+  PT_CHECK(!causal || dm.tq == dm.tk, "flash attention: causal attention needs as many queries as keys, got Tq = " +
+                                          std::to_string(dm.tq) + ", Tk = " + std::to_string(dm.tk));
+  const DType dt = q.dtype();
+  if (ctx.is_cuda())
+    PT_CHECK(dt == DType::BF16 || dt == DType::F32,
+             std::string("flash attention on the GPU takes bf16 or fp32, got ") + dtype_name(dt));
+  else
+    PT_CHECK(dt == DType::F32 || dt == DType::F64,
+             std::string("flash attention on the CPU takes fp32 or fp64, got ") + dtype_name(dt));
+  PT_CHECK(dm.tq < (int64_t(1) << 31) && dm.tk < (int64_t(1) << 31) && dm.H <= 65535 && dm.B <= 65535,
+           "flash attention: sizes beyond the kernels' grid limits: " + q.describe());
+  check_layout(q, {dm.B, dm.H, dm.tq, dm.d}, dt, ctx.device(), "q");
+  check_layout(k, {dm.B, dm.H, dm.tk, dm.d}, dt, ctx.device(), "k");
+  check_layout(v, {dm.B, dm.H, dm.tk, dm.d}, dt, ctx.device(), "v");
+  return dm;
+}
+
+void check_lse(const Tensor& lse, const Dims& dm, Device device) {
+  check_shape(lse, {dm.B, dm.H, dm.tq}, "lse");
+  check_dtype(lse, DType::F32, "lse");
+  check_contiguous(lse, "lse");
+  PT_CHECK(lse.device() == device, "flash attention: lse is on " + lse.device().str() + ", the context runs on " +
+                                       device.str());
+}
+
+cuda::RowStrides row_strides(const Tensor& t) { return {t.stride(0), t.stride(1), t.stride(2)}; }
+
+cuda::FlashParams make_params(const Dims& dm, const Tensor& q, const Tensor& k, const Tensor& v, bool causal) {
+  cuda::FlashParams p;
+  p.q = q.data();
+  p.k = k.data();
+  p.v = v.data();
+  p.q_s = row_strides(q);
+  p.k_s = row_strides(k);
+  p.v_s = row_strides(v);
+  p.batch = static_cast<int>(dm.B);
+  p.heads = static_cast<int>(dm.H);
+  p.seqlen_q = static_cast<int>(dm.tq);
+  p.seqlen_k = static_cast<int>(dm.tk);
+  p.head_dim = static_cast<int>(dm.d);
+  p.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dm.d)));
+  p.causal = causal;
+  return p;
+}
+
+}  // namespace
+
+void flash_attention_forward(Context& ctx, Tensor& out_in, Tensor& lse_in, const Tensor& q_in,
+                             const Tensor& k_in, const Tensor& v_in, bool causal) {
+  const Tensor q = as_4d(q_in, "q"), k = as_4d(k_in, "k"), v = as_4d(v_in, "v");
+  Tensor out = as_4d(out_in, "out"), lse = lse_as_3d(lse_in);
+  const Dims dm = check_inputs(ctx, q, k, v, causal);
+  check_layout(out, {dm.B, dm.H, dm.tq, dm.d}, q.dtype(), ctx.device(), "out");
+  check_lse(lse, dm, ctx.device());
+  OpScope scope(ctx, "flash attention forward", OpFamily::Attention);
+  if (!ctx.is_cuda()) {
+    flash_cpu::forward(out, lse, q, k, v, causal, kCpuTile, kCpuTile);
+    return;
+  }
+  cuda::FlashParams p = make_params(dm, q, k, v, causal);
+  p.o = out.data();
+  p.o_s = row_strides(out);
+  p.lse = lse.data_as<float>();
+  if (q.dtype() == DType::BF16)
+    cuda::flash_fwd_bf16(p, ctx.stream());
+  else
+    cuda::flash_fwd_fp32(p, ctx.stream());
+}
+
+void flash_attention_backward(Context& ctx, Tensor& dq_in, Tensor& dk_in, Tensor& dv_in,
+                              const Tensor& dout_in, const Tensor& q_in, const Tensor& k_in,
+                              const Tensor& v_in, const Tensor& out_in, const Tensor& lse_in,
+                              bool causal) {
+  const Tensor q = as_4d(q_in, "q"), k = as_4d(k_in, "k"), v = as_4d(v_in, "v");
+  const Tensor out = as_4d(out_in, "out"), dout = as_4d(dout_in, "dout"), lse = lse_as_3d(lse_in);
+  Tensor dq = as_4d(dq_in, "dq"), dk = as_4d(dk_in, "dk"), dv = as_4d(dv_in, "dv");
+  const Dims dm = check_inputs(ctx, q, k, v, causal);
+  const DType dt = q.dtype();
+  check_layout(out, {dm.B, dm.H, dm.tq, dm.d}, dt, ctx.device(), "out");
+  check_layout(dout, {dm.B, dm.H, dm.tq, dm.d}, dt, ctx.device(), "dout");
+  check_layout(dq, {dm.B, dm.H, dm.tq, dm.d}, dt, ctx.device(), "dq");
+  check_layout(dk, {dm.B, dm.H, dm.tk, dm.d}, dt, ctx.device(), "dk");
+  check_layout(dv, {dm.B, dm.H, dm.tk, dm.d}, dt, ctx.device(), "dv");
+  check_lse(lse, dm, ctx.device());
+  OpScope scope(ctx, "flash attention backward", OpFamily::Attention);
+  if (!ctx.is_cuda()) {
+    flash_cpu::backward(dq, dk, dv, dout, q, k, v, out, lse, causal, kCpuTile, kCpuTile);
+    return;
+  }
+  Tensor delta = Tensor::empty({dm.B, dm.H, dm.tq}, DType::F32, ctx.device(), "flash_delta",
+                               MemCategory::Workspace);
+  cuda::FlashParams p = make_params(dm, q, k, v, causal);
+  p.o = const_cast<void*>(out.data());
+  p.o_s = row_strides(out);
+  p.lse = const_cast<float*>(lse.data_as<float>());
+  p.dout = dout.data();
+  p.do_s = row_strides(dout);
+  p.dq = dq.data();
+  p.dq_s = row_strides(dq);
+  p.dk = dk.data();
+  p.dk_s = row_strides(dk);
+  p.dv = dv.data();
+  p.dv_s = row_strides(dv);
+  p.delta = delta.data_as<float>();
+  if (dt == DType::BF16)
+    cuda::flash_bwd_bf16(p, ctx.stream());
+  else
+    cuda::flash_bwd_fp32(p, ctx.stream());
+  // delta goes back to the allocator's cache; the stream orders its reuse after the kernels.
+}
+
+}  // namespace pt::ops

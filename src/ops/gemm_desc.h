@@ -1,0 +1,25 @@
+#pragma once
+// A validated, row-major, (batched) GEMM as both backends receive it from ops::matmul:
+// C[i] = alpha · op(A[i]) · op(B[i]) + beta · C[i] for i < batch.
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace pt::ops {
+
+struct GemmDesc {
+  int64_t batch, m, n, k;  // op(A) (m, k), op(B) (k, n), C (m, n)
+  bool trans_a, trans_b;   // A stored (k, m) / B stored (n, k) when set
+  DType ab_dtype, c_dtype;
+  float alpha, beta;
+  // ld*: row stride of the stored matrix (≥ its column count); stride_*: batch stride in
+  // elements (0 broadcasts A or B; never 0 for C when batch > 1).
+  const void* a;
+  int64_t lda, stride_a;
+  const void* b;
+  int64_t ldb, stride_b;
+  void* c;
+  int64_t ldc, stride_c;
+};
+
+}  // namespace pt::ops

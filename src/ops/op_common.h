@@ -1,0 +1,93 @@
+#pragma once
+// Internal to the op implementations: argument checks that fail with one clear message
+// naming the op and the argument, and the CPU dtype dispatch. Not part of the op interface.
+#include <initializer_list>
+#include <string>
+#include <type_traits>
+
+#include "core/context.h"
+#include "core/error.h"
+#include "core/tensor.h"
+
+namespace pt::ops::detail {
+
+// Checks the arguments of one op call; every failure reads "<op>: <what is wrong>".
+class ArgCheck {
+ public:
+  ArgCheck(const Context& ctx, const char* op) : ctx_(ctx), op_(op) {}
+
+  [[noreturn]] void fail(const std::string& msg) const { PT_FAIL(std::string(op_) + ": " + msg); }
+  void require(bool cond, const std::string& msg) const {
+    if (!cond) fail(msg);
+  }
+
+  // Defined and on the context's device.
+  void on_device(const Tensor& t, const char* name) const {
+    require(t.defined(), std::string(name) + " is an undefined tensor");
+    require(t.device() == ctx_.device(), std::string(name) + " is on " + t.device().str() +
+                                             " but the context runs on " + ctx_.device().str());
+  }
+  // A float storage type this device computes with: fp32|fp64 on the CPU, fp32|bf16 on the GPU.
+  void float_storage(const Tensor& t, const char* name) const {
+    on_device(t, name);
+    if (ctx_.is_cuda())
+      require(t.dtype() == DType::F32 || t.dtype() == DType::BF16,
+              std::string(name) + " is " + dtype_name(t.dtype()) +
+                  "; on the GPU this op takes fp32 or bf16");
+    else
+      require(t.dtype() == DType::F32 || t.dtype() == DType::F64,
+              std::string(name) + " is " + dtype_name(t.dtype()) +
+                  "; on the CPU this op takes fp32 or fp64 (bf16 is GPU-only)");
+  }
+  void dtype_is(const Tensor& t, const char* name, std::initializer_list<DType> allowed) const {
+    on_device(t, name);
+    std::string list;
+    for (DType d : allowed) {
+      if (t.dtype() == d) return;
+      list += (list.empty() ? "" : " or ") + std::string(dtype_name(d));
+    }
+    fail(std::string(name) + " is " + dtype_name(t.dtype()) + ", expected " + list);
+  }
+  void same_dtype(const Tensor& t, const char* name, const Tensor& ref, const char* ref_name) const {
+    require(t.dtype() == ref.dtype(), std::string(name) + " is " + dtype_name(t.dtype()) + " but " +
+                                          ref_name + " is " + dtype_name(ref.dtype()) +
+                                          " (they must match)");
+  }
+  // The CPU computes every op in one type: there the dtypes must match.
+  void cpu_same_dtype(const Tensor& t, const char* name, const Tensor& ref, const char* ref_name) const {
+    if (!ctx_.is_cuda()) same_dtype(t, name, ref, ref_name);
+  }
+  void shape_is(const Tensor& t, const char* name, const Shape& expected) const {
+    require(t.shape() == expected, std::string(name) + " has shape " + shape_str(t.shape()) +
+                                       ", expected " + shape_str(expected));
+  }
+  void rank_is(const Tensor& t, const char* name, int dims) const {
+    require(t.dim() == dims, std::string(name) + " must be " + std::to_string(dims) + "-D, got " +
+                                 shape_str(t.shape()));
+  }
+  void contiguous(const Tensor& t, const char* name) const {
+    require(t.is_contiguous(), std::string(name) + " must be contiguous, got shape " +
+                                   shape_str(t.shape()) + " with strides " + shape_str(t.strides()));
+  }
+  // The usual row-wise op argument: contiguous (rows, cols).
+  void matrix(const Tensor& t, const char* name) const {
+    rank_is(t, name, 2);
+    contiguous(t, name);
+  }
+
+ private:
+  const Context& ctx_;
+  const char* op_;
+};
+
+// Calls f(float{}) or f(double{}) for a CPU float dtype (validated by ArgCheck::float_storage).
+template <typename F>
+void dispatch_cpu_float(DType t, F&& f) {
+  switch (t) {
+    case DType::F32: f(float{}); return;
+    case DType::F64: f(double{}); return;
+    default: PT_FAIL(std::string("CPU op called with unsupported dtype ") + dtype_name(t));
+  }
+}
+
+}  // namespace pt::ops::detail

@@ -1,0 +1,101 @@
+#include "ops/optim_kernels.h"
+
+#include "core/profiler.h"
+#include "cuda/optim_kernels.h"
+#include "ops/cpu/cpu_ops.h"
+#include "ops/op_common.h"
+
+namespace pt::ops {
+
+using detail::ArgCheck;
+
+namespace {
+// A flat optimizer operand: 1-D, contiguous, the master type (fp32; fp64 too on the CPU).
+void check_flat(const ArgCheck& chk, const Context& ctx, const Tensor& t, const char* name,
+                const Tensor* ref) {
+  if (ctx.is_cuda())
+    chk.dtype_is(t, name, {DType::F32});
+  else
+    chk.float_storage(t, name);
+  chk.rank_is(t, name, 1);
+  chk.contiguous(t, name);
+  if (ref) {
+    chk.same_dtype(t, name, *ref, "p");
+    chk.shape_is(t, name, ref->shape());
+  }
+}
+Tensor* check_lowp(const ArgCheck& chk, Tensor* p_lowp, const Tensor& p) {
+  if (!p_lowp || !p_lowp->defined()) return nullptr;
+  chk.dtype_is(*p_lowp, "p_lowp", {DType::BF16});
+  chk.shape_is(*p_lowp, "p_lowp", p.shape());
+  chk.contiguous(*p_lowp, "p_lowp");
+  return p_lowp;
+}
+void check_sumsq(const ArgCheck& chk, const Tensor& sumsq) {
+  chk.dtype_is(sumsq, "sumsq", {DType::F32, DType::F64});
+  chk.require(sumsq.numel() == 1, "sumsq must have exactly one element, got shape " +
+                                      shape_str(sumsq.shape()));
+}
+}  // namespace
+
+void adamw_step(Context& ctx, Tensor& p, const Tensor& g, Tensor& m, Tensor& v,
+                const AdamWHyper& h, Tensor* p_lowp) {
+  ArgCheck chk(ctx, "adamw_step");
+  check_flat(chk, ctx, p, "p", nullptr);
+  check_flat(chk, ctx, g, "g", &p);
+  check_flat(chk, ctx, m, "m", &p);
+  check_flat(chk, ctx, v, "v", &p);
+  p_lowp = check_lowp(chk, p_lowp, p);
+  chk.require(h.step >= 1, "step must count from 1 (it is " + std::to_string(h.step) + ")");
+  chk.require(h.beta1 >= 0 && h.beta1 < 1 && h.beta2 >= 0 && h.beta2 < 1,
+              "betas must lie in [0, 1)");
+  if (p.numel() == 0) return;
+  OpScope scope(ctx, "adamw_step", OpFamily::Optimizer);
+  if (ctx.is_cuda())
+    cuda::adamw_step(ctx.stream(), p, g, m, v, h, p_lowp);
+  else
+    cpu::adamw_step(p, g, m, v, h, p_lowp);
+}
+
+void sgd_step(Context& ctx, Tensor& p, const Tensor& g, float lr, float weight_decay,
+              Tensor* p_lowp) {
+  ArgCheck chk(ctx, "sgd_step");
+  check_flat(chk, ctx, p, "p", nullptr);
+  check_flat(chk, ctx, g, "g", &p);
+  p_lowp = check_lowp(chk, p_lowp, p);
+  if (p.numel() == 0) return;
+  OpScope scope(ctx, "sgd_step", OpFamily::Optimizer);
+  if (ctx.is_cuda())
+    cuda::sgd_step(ctx.stream(), p, g, lr, weight_decay, p_lowp);
+  else
+    cpu::sgd_step(p, g, lr, weight_decay, p_lowp);
+}
+
+void squared_norm_accumulate(Context& ctx, Tensor& sumsq, const Tensor& x) {
+  ArgCheck chk(ctx, "squared_norm_accumulate");
+  check_sumsq(chk, sumsq);
+  chk.float_storage(x, "x");
+  chk.contiguous(x, "x");
+  if (x.numel() == 0) return;
+  OpScope scope(ctx, "squared_norm", OpFamily::Optimizer);
+  if (ctx.is_cuda())
+    cuda::squared_norm_accumulate(ctx.stream(), sumsq, x);
+  else
+    cpu::squared_norm_accumulate(sumsq, x);
+}
+
+void clip_by_norm(Context& ctx, Tensor& x, const Tensor& sumsq, float max_norm) {
+  ArgCheck chk(ctx, "clip_by_norm");
+  check_sumsq(chk, sumsq);
+  chk.float_storage(x, "x");
+  chk.contiguous(x, "x");
+  chk.require(max_norm > 0, "max_norm must be positive");
+  if (x.numel() == 0) return;
+  OpScope scope(ctx, "clip_by_norm", OpFamily::Optimizer);
+  if (ctx.is_cuda())
+    cuda::clip_by_norm(ctx.stream(), x, sumsq, max_norm);
+  else
+    cpu::clip_by_norm(x, sumsq, max_norm);
+}
+
+}  // namespace pt::ops

@@ -1,0 +1,72 @@
+#include "ops/rmsnorm.h"
+
+#include "core/profiler.h"
+#include "cuda/rmsnorm.h"
+#include "ops/cpu/cpu_ops.h"
+#include "ops/op_common.h"
+
+namespace pt::ops {
+
+using detail::ArgCheck;
+
+namespace {
+// x (N, C) in the "master" type: fp32 on the GPU, fp32|fp64 on the CPU; w (C) and rstd (N) too.
+void check_master(const ArgCheck& chk, const Context& ctx, const Tensor& x, const Tensor& w,
+                  const Tensor& rstd) {
+  if (ctx.is_cuda())
+    chk.dtype_is(x, "x", {DType::F32});
+  else
+    chk.float_storage(x, "x");
+  chk.matrix(x, "x");
+  chk.on_device(w, "w");
+  chk.same_dtype(w, "w", x, "x");
+  chk.shape_is(w, "w", {x.size(1)});
+  chk.contiguous(w, "w");
+  chk.on_device(rstd, "rstd");
+  chk.same_dtype(rstd, "rstd", x, "x");
+  chk.shape_is(rstd, "rstd", {x.size(0)});
+  chk.contiguous(rstd, "rstd");
+}
+// A (N, C) tensor in any storage type the device allows (the CPU: x's type).
+void check_like_x(const ArgCheck& chk, const Context& ctx, const Tensor& t, const char* name,
+                  const Tensor& x) {
+  chk.float_storage(t, name);
+  chk.shape_is(t, name, x.shape());
+  chk.contiguous(t, name);
+  if (!ctx.is_cuda()) chk.same_dtype(t, name, x, "x");
+}
+}  // namespace
+
+void rmsnorm_forward(Context& ctx, Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& w,
+                     float eps) {
+  ArgCheck chk(ctx, "rmsnorm_forward");
+  check_master(chk, ctx, x, w, rstd);
+  check_like_x(chk, ctx, y, "y", x);
+  OpScope scope(ctx, "rmsnorm_forward", OpFamily::Norm);
+  if (ctx.is_cuda())
+    cuda::rmsnorm_forward(ctx.stream(), y, rstd, x, w, eps);
+  else
+    cpu::rmsnorm_forward(y, rstd, x, w, eps);
+}
+
+void rmsnorm_backward(Context& ctx, Tensor& dx, Tensor& dw, const Tensor& dy, const Tensor& x,
+                      const Tensor& w, const Tensor& rstd, bool accumulate) {
+  ArgCheck chk(ctx, "rmsnorm_backward");
+  check_master(chk, ctx, x, w, rstd);
+  check_like_x(chk, ctx, dy, "dy", x);
+  chk.on_device(dx, "dx");
+  chk.same_dtype(dx, "dx", x, "x");
+  chk.shape_is(dx, "dx", x.shape());
+  chk.contiguous(dx, "dx");
+  chk.on_device(dw, "dw");
+  chk.same_dtype(dw, "dw", x, "x");
+  chk.shape_is(dw, "dw", w.shape());
+  chk.contiguous(dw, "dw");
+  OpScope scope(ctx, "rmsnorm_backward", OpFamily::Norm);
+  if (ctx.is_cuda())
+    cuda::rmsnorm_backward(ctx.stream(), dx, dw, dy, x, w, rstd, accumulate);
+  else
+    cpu::rmsnorm_backward(dx, dw, dy, x, w, rstd, accumulate);
+}
+
+}  // namespace pt::ops

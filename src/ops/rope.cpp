@@ -1,0 +1,42 @@
+#include "ops/rope.h"
+
+#include "core/profiler.h"
+#include "cuda/rope.h"
+#include "ops/cpu/cpu_ops.h"
+#include "ops/op_common.h"
+
+namespace pt::ops {
+
+namespace {
+// A 3-D (B, T, D) view is the H = 1 case, as in the attention ops.
+Tensor as_4d(const Tensor& t) {
+  if (t.dim() != 3) return t;
+  return t.as_strided({t.size(0), 1, t.size(1), t.size(2)},
+                      {t.stride(0), t.size(1) * t.stride(1), t.stride(1), t.stride(2)});
+}
+}  // namespace
+
+void rope(Context& ctx, Tensor& out, const Tensor& in, double theta, bool inverse) {
+  detail::ArgCheck chk(ctx, "rope");
+  chk.float_storage(in, "in");
+  chk.float_storage(out, "out");
+  chk.same_dtype(out, "out", in, "in");
+  chk.require(in.dim() == 4 || in.dim() == 3,
+              "in must be a (B, H, T, D) or (B, T, D) view, got " + shape_str(in.shape()));
+  chk.require(out.shape() == in.shape(), "out has shape " + shape_str(out.shape()) +
+                                             " but in has " + shape_str(in.shape()));
+  chk.require(in.stride(-1) == 1 && out.stride(-1) == 1,
+              "the last dimension (D) must have stride 1");
+  chk.require(in.size(-1) % 2 == 0, "D = " + std::to_string(in.size(-1)) +
+                                        " must be even (dimensions rotate in pairs)");
+  chk.require(theta > 0, "theta must be positive");
+  Tensor in4 = as_4d(in), out4 = as_4d(out);
+  if (in4.numel() == 0) return;
+  OpScope scope(ctx, "rope", OpFamily::Elementwise);
+  if (ctx.is_cuda())
+    cuda::rope(ctx.stream(), out4, in4, theta, inverse);
+  else
+    cpu::rope(out4, in4, theta, inverse);
+}
+
+}  // namespace pt::ops

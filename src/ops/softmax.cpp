@@ -1,0 +1,55 @@
+#include "ops/softmax.h"
+
+#include "core/profiler.h"
+#include "cuda/softmax.h"
+#include "ops/cpu/cpu_ops.h"
+#include "ops/op_common.h"
+
+namespace pt::ops {
+
+using detail::ArgCheck;
+
+namespace {
+void check_rows(const ArgCheck& chk, const Context& ctx, const Tensor& t, const char* name,
+                const Tensor& ref, const char* ref_name) {
+  chk.float_storage(t, name);
+  chk.contiguous(t, name);
+  chk.require(t.shape() == ref.shape(), std::string(name) + " has shape " + shape_str(t.shape()) +
+                                            " but " + ref_name + " has " + shape_str(ref.shape()));
+  if (!ctx.is_cuda()) chk.same_dtype(t, name, ref, ref_name);
+}
+}  // namespace
+
+void softmax_forward(Context& ctx, Tensor& probs, const Tensor& scores, double scale, bool causal) {
+  ArgCheck chk(ctx, "softmax_forward");
+  chk.float_storage(scores, "scores");
+  chk.contiguous(scores, "scores");
+  chk.require(scores.dim() >= 2, "scores must be (..., Tq, Tk), got " + shape_str(scores.shape()));
+  check_rows(chk, ctx, probs, "probs", scores, "scores");
+  if (probs.data() == scores.data()) chk.same_dtype(probs, "probs", scores, "scores (in place)");
+  if (scores.numel() == 0) return;
+  OpScope scope(ctx, "softmax_forward", OpFamily::Softmax);
+  if (ctx.is_cuda())
+    cuda::softmax_forward(ctx.stream(), probs, scores, scale, causal);
+  else
+    cpu::softmax_forward(probs, scores, scale, causal);
+}
+
+void softmax_backward(Context& ctx, Tensor& dscores, const Tensor& dprobs, const Tensor& probs,
+                      double scale) {
+  ArgCheck chk(ctx, "softmax_backward");
+  chk.float_storage(probs, "probs");
+  chk.contiguous(probs, "probs");
+  chk.require(probs.dim() >= 1, "probs must have a last dimension");
+  check_rows(chk, ctx, dprobs, "dprobs", probs, "probs");
+  check_rows(chk, ctx, dscores, "dscores", probs, "probs");
+  if (dscores.data() == dprobs.data()) chk.same_dtype(dscores, "dscores", dprobs, "dprobs (in place)");
+  if (probs.numel() == 0) return;
+  OpScope scope(ctx, "softmax_backward", OpFamily::Softmax);
+  if (ctx.is_cuda())
+    cuda::softmax_backward(ctx.stream(), dscores, dprobs, probs, scale);
+  else
+    cpu::softmax_backward(dscores, dprobs, probs, scale);
+}
+
+}  // namespace pt::ops

@@ -1,0 +1,183 @@
+#include "optim/optimizer.h"
+
+#include <cmath>
+
+#include "core/error.h"
+#include "core/profiler.h"
+
+namespace pt {
+
+std::vector<Parameter*> trainable_params(const ParamStore& store) {
+  std::vector<Parameter*> out;
+  for (const auto& p : store.params())
+    if (p->trainable) out.push_back(p.get());
+  return out;
+}
+
+namespace {
+FlatRange make_range(const ParamStore& store, int64_t param_begin, int64_t grad_begin, int64_t n) {
+  FlatRange r;
+  r.param = store.flat_params().narrow(0, param_begin, n);
+  r.grad = store.flat_grads().narrow(0, grad_begin, n);
+  if (store.has_lowp()) r.param_lowp = store.flat_lowp().narrow(0, param_begin, n);
+  r.grad_begin = grad_begin;
+  return r;
+}
+}  // namespace
+
+std::vector<FlatRange> contiguous_ranges(const std::vector<Parameter*>& params) {
+  std::vector<FlatRange> out;
+  int64_t p0 = 0, g0 = 0, n = 0;
+  const ParamStore* store = nullptr;
+  for (Parameter* p : params) {
+    if (!p->trainable || p->numel == 0) continue;
+    if (store && &p->store() == store && p->offset == p0 + n && p->grad_offset == g0 + n) {
+      n += p->numel;
+      continue;
+    }
+    if (store) out.push_back(make_range(*store, p0, g0, n));
+    store = &p->store();
+    p0 = p->offset;
+    g0 = p->grad_offset;
+    n = p->numel;
+  }
+  if (store) out.push_back(make_range(*store, p0, g0, n));
+  return out;
+}
+
+std::vector<FlatRange> ranges_of_grad_slice(const ParamStore& store, int64_t grad_begin,
+                                            int64_t grad_end) {
+  PT_CHECK(0 <= grad_begin && grad_begin <= grad_end && grad_end <= store.grad_numel(),
+           "ranges_of_grad_slice: [" + std::to_string(grad_begin) + ", " + std::to_string(grad_end) +
+               ") outside the gradient buffer");
+  std::vector<FlatRange> out;
+  int64_t p0 = 0, g0 = 0, n = 0;
+  bool open = false;
+  for (const auto& pp : store.params()) {
+    const Parameter& p = *pp;
+    if (!p.trainable) continue;
+    const int64_t lo = std::max(grad_begin, p.grad_offset);
+    const int64_t hi = std::min(grad_end, p.grad_offset + p.numel);
+    if (lo >= hi) continue;
+    const int64_t param_lo = p.offset + (lo - p.grad_offset);
+    if (open && param_lo == p0 + n && lo == g0 + n) {
+      n += hi - lo;
+      continue;
+    }
+    if (open) out.push_back(make_range(store, p0, g0, n));
+    p0 = param_lo;
+    g0 = lo;
+    n = hi - lo;
+    open = true;
+  }
+  if (open) out.push_back(make_range(store, p0, g0, n));
+  return out;
+}
+
+OptimizerKind optimizer_kind_from_name(const std::string& name) {
+  if (name == "adamw") return OptimizerKind::AdamW;
+  if (name == "sgd") return OptimizerKind::SGD;
+  PT_FAIL("unknown optimizer '" + name + "' (expected adamw or sgd)");
+}
+
+Tensor Optimizer::clip_grad_norm(Context& ctx, float max_norm) {
+  const DType dt = ranges_.empty() ? DType::F32 : ranges_.front().grad.dtype();
+  Tensor sumsq = Tensor::zeros({1}, dt, ctx, "grad_sumsq");
+  for (const FlatRange& r : ranges_) ops::squared_norm_accumulate(ctx, sumsq, r.grad);
+  reduce_sumsq(ctx, sumsq);
+  if (max_norm > 0)
+    for (FlatRange& r : ranges_) ops::clip_by_norm(ctx, r.grad, sumsq, max_norm);
+  return sumsq;
+}
+
+namespace {
+
+// AdamW with first and second moments kept in two flat buffers laid out in range order.
+class AdamW final : public Optimizer {
+ public:
+  AdamW(const OptimizerConfig& cfg, Context& ctx, const std::vector<FlatRange>& ranges)
+      : Optimizer(cfg, ctx) {
+    add_ranges(ranges);
+  }
+
+  void add_ranges(const std::vector<FlatRange>& ranges) override {
+    TrackingAllocator::Scope scope("optimizer", MemCategory::OptimizerState);
+    for (const FlatRange& r : ranges) {
+      ranges_.push_back(r);
+      m_.push_back(Tensor::zeros({r.param.numel()}, r.param.dtype(), ctx_, "exp_avg"));
+      v_.push_back(Tensor::zeros({r.param.numel()}, r.param.dtype(), ctx_, "exp_avg_sq"));
+    }
+  }
+
+  void step(Context& ctx, float lr) override {
+    ++steps_;
+    ops::AdamWHyper h = cfg_.adamw;
+    h.lr = lr;
+    h.step = steps_;
+    for (size_t i = 0; i < ranges_.size(); ++i) {
+      FlatRange& r = ranges_[i];
+      ops::adamw_step(ctx, r.param, r.grad, m_[i], v_[i], h,
+                      r.param_lowp.defined() ? &r.param_lowp : nullptr);
+    }
+  }
+
+  std::vector<std::pair<std::string, Tensor>> state() override {
+    std::vector<std::pair<std::string, Tensor>> out;
+    for (size_t i = 0; i < ranges_.size(); ++i) {
+      out.emplace_back("exp_avg." + std::to_string(i), m_[i]);
+      out.emplace_back("exp_avg_sq." + std::to_string(i), v_[i]);
+    }
+    return out;
+  }
+
+  int64_t state_bytes() const override {
+    int64_t b = 0;
+    for (size_t i = 0; i < m_.size(); ++i) b += static_cast<int64_t>(m_[i].nbytes() + v_[i].nbytes());
+    return b;
+  }
+
+ private:
+  std::vector<Tensor> m_, v_;  // (range numel) each, the parameters' dtype
+};
+
+class SGD final : public Optimizer {
+ public:
+  SGD(const OptimizerConfig& cfg, Context& ctx, const std::vector<FlatRange>& ranges)
+      : Optimizer(cfg, ctx) {
+    add_ranges(ranges);
+  }
+  void add_ranges(const std::vector<FlatRange>& ranges) override {
+    ranges_.insert(ranges_.end(), ranges.begin(), ranges.end());
+  }
+  void step(Context& ctx, float lr) override {
+    ++steps_;
+    for (FlatRange& r : ranges_)
+      ops::sgd_step(ctx, r.param, r.grad, lr, cfg_.sgd_weight_decay,
+                    r.param_lowp.defined() ? &r.param_lowp : nullptr);
+  }
+  std::vector<std::pair<std::string, Tensor>> state() override { return {}; }
+  int64_t state_bytes() const override { return 0; }
+};
+
+}  // namespace
+
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& cfg, Context& ctx,
+                                          const std::vector<FlatRange>& ranges) {
+  switch (cfg.kind) {
+    case OptimizerKind::AdamW: return std::make_unique<AdamW>(cfg, ctx, ranges);
+    case OptimizerKind::SGD: return std::make_unique<SGD>(cfg, ctx, ranges);
+  }
+  PT_FAIL("unknown optimizer kind");
+}
+
+double cosine_lr(int64_t t, double max_lr, double min_lr, int64_t warmup, int64_t cycle) {
+  if (t < warmup) return max_lr * static_cast<double>(t) / static_cast<double>(warmup);
+  if (t <= cycle) {
+    if (cycle == warmup) return min_lr;
+    const double progress = static_cast<double>(t - warmup) / static_cast<double>(cycle - warmup);
+    return min_lr + 0.5 * (1.0 + std::cos(M_PI * progress)) * (max_lr - min_lr);
+  }
+  return min_lr;
+}
+
+}  // namespace pt

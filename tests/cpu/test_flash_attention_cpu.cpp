@@ -1,0 +1,204 @@
+// The tiled CPU flash attention (forward and backward) against naive attention in fp64.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "core/error.h"
+#include "ops/flash_attention.h"
+#include "test_flash_reference.h"
+#include "common/test_util.h"
+
+namespace pt::test {
+namespace {
+
+using flash_ref::Dims;
+
+struct Case {
+  Dims m;
+  bool causal;
+  DType dtype;
+  int block_q = 32, block_k = 32;  // tiles of the CPU algorithm
+};
+
+std::string name(const Case& c) {
+  return std::string(dtype_name(c.dtype)) + " B" + std::to_string(c.m.B) + " H" + std::to_string(c.m.H) + " Tq" +
+         std::to_string(c.m.tq) + " Tk" + std::to_string(c.m.tk) + " d" + std::to_string(c.m.d) +
+         (c.causal ? " causal" : "") + " tiles " + std::to_string(c.block_q) + "x" + std::to_string(c.block_k);
+}
+
+// Tolerances: fp64 arithmetic is exact to ~1e-13 except where the fp32 lse enters (P in the
+// backward); fp32 arithmetic lands near 1e-6.
+struct Tol {
+  double out, lse, grad;
+};
+Tol tolerance(DType t) { return t == DType::F64 ? Tol{1e-11, 1e-6, 1e-5} : Tol{2e-5, 1e-5, 5e-5}; }
+
+void run_case(const Case& c, uint64_t seed) {
+  SCOPED_TRACE(name(c));
+  Context ctx(Device::cpu());
+  const Dims& m = c.m;
+  const auto q = randn(m.q_elems(), seed), k = randn(m.k_elems(), seed + 1), v = randn(m.k_elems(), seed + 2);
+  const auto dout = randn(m.q_elems(), seed + 3);
+  const auto ref = flash_ref::attention(m, q, k, v, &dout, c.causal);
+
+  const Shape qs{m.B, m.H, m.tq, m.d}, ks{m.B, m.H, m.tk, m.d};
+  Tensor tq = make_tensor(ctx, qs, c.dtype, q), tk = make_tensor(ctx, ks, c.dtype, k);
+  Tensor tv = make_tensor(ctx, ks, c.dtype, v), tdo = make_tensor(ctx, qs, c.dtype, dout);
+  Tensor out = Tensor::empty(qs, c.dtype, ctx.device(), "out");
+  Tensor lse = Tensor::empty({m.B, m.H, m.tq}, DType::F32, ctx.device(), "lse");
+  Tensor dq = Tensor::empty(qs, c.dtype, ctx.device(), "dq");
+  Tensor dk = Tensor::empty(ks, c.dtype, ctx.device(), "dk"), dv = Tensor::empty(ks, c.dtype, ctx.device(), "dv");
+  for (Tensor* t : {&out, &lse, &dq, &dk, &dv}) poison(ctx, *t);
+
+  ops::flash_cpu::forward(out, lse, tq, tk, tv, c.causal, c.block_q, c.block_k);
+  ops::flash_cpu::backward(dq, dk, dv, tdo, tq, tk, tv, out, lse, c.causal, c.block_q, c.block_k);
+
+  const Tol tol = tolerance(c.dtype);
+  PT_EXPECT_ALLCLOSE(out.to_host_f64(ctx), ref.o, tol.out, tol.out);
+  PT_EXPECT_ALLCLOSE(lse.to_host_f64(ctx), ref.lse, tol.lse, tol.lse);
+  PT_EXPECT_ALLCLOSE(dq.to_host_f64(ctx), ref.dq, tol.grad, tol.grad);
+  PT_EXPECT_ALLCLOSE(dk.to_host_f64(ctx), ref.dk, tol.grad, tol.grad);
+  PT_EXPECT_ALLCLOSE(dv.to_host_f64(ctx), ref.dv, tol.grad, tol.grad);
+}
+
+// The oracle itself: its analytic gradients equal finite differences of its forward.
+TEST(FlashReference, GradientsMatchFiniteDifferences) {
+  for (bool causal : {false, true}) {
+    const Dims m{1, 2, 5, causal ? 5 : 7, 16};
+    const auto q = randn(m.q_elems(), 11), k = randn(m.k_elems(), 12), v = randn(m.k_elems(), 13);
+    const auto dout = randn(m.q_elems(), 14);
+    const auto ref = flash_ref::attention(m, q, k, v, &dout, causal);
+    // L(q, k, v) = Σ O ∘ dO, whose gradient is (dQ, dK, dV).
+    auto loss = [&](const std::vector<double>& qq, const std::vector<double>& kk, const std::vector<double>& vv) {
+      const auto o = flash_ref::attention(m, qq, kk, vv, nullptr, causal).o;
+      double s = 0;
+      for (size_t i = 0; i < o.size(); ++i) s += o[i] * dout[i];
+      return s;
+    };
+    PT_EXPECT_ALLCLOSE(finite_difference([&](const std::vector<double>& x) { return loss(x, k, v); }, q), ref.dq, 1e-6, 1e-7);
+    PT_EXPECT_ALLCLOSE(finite_difference([&](const std::vector<double>& x) { return loss(q, x, v); }, k), ref.dk, 1e-6, 1e-7);
+    PT_EXPECT_ALLCLOSE(finite_difference([&](const std::vector<double>& x) { return loss(q, k, x); }, v), ref.dv, 1e-6, 1e-7);
+  }
+}
+
+// The case: batch 4, sequence 128, d 64, causal and not, fp32 and fp64.
+TEST(FlashCpu, Batch4Seq128D64) {
+  for (DType t : {DType::F32, DType::F64})
+    for (bool causal : {false, true}) run_case({{4, 1, 128, 128, 64}, causal, t}, 100);
+}
+
+TEST(FlashCpu, EveryHeadDim) {
+  for (int64_t d : {16, 32, 64, 128})
+    for (DType t : {DType::F32, DType::F64})
+      for (bool causal : {false, true}) run_case({{2, 2, 70, 70, d}, causal, t}, 200 + d);
+}
+
+TEST(FlashCpu, OddLengths) {
+  for (int64_t T : {1, 31, 33, 97})
+    for (bool causal : {false, true}) run_case({{1, 3, T, T, 32}, causal, DType::F32}, 300 + T);
+}
+
+TEST(FlashCpu, UnequalQueryKeyLengths) {
+  for (auto [tq, tk] : {std::pair<int64_t, int64_t>{50, 77}, {128, 33}, {1, 65}, {65, 1}})
+    for (DType t : {DType::F32, DType::F64}) run_case({{2, 2, tq, tk, 64}, false, t}, 400 + tq);
+}
+
+// Tiles that divide nothing: partial tiles everywhere, more key than query tiles per row.
+TEST(FlashCpu, UnevenTiles) {
+  for (bool causal : {false, true})
+    for (auto [bq, bk] : {std::pair<int, int>{7, 5}, {5, 7}, {1, 3}, {64, 16}})
+      run_case({{2, 1, 45, 45, 16}, causal, DType::F64, bq, bk}, 500 + bq);
+  run_case({{1, 2, 23, 41, 32}, false, DType::F64, 6, 9}, 550);
+}
+
+// A fused QKV buffer (B, T, 3, H, D) read in place through the public entry points, gradients
+// written into a fused buffer too; 3-D (B, T, D) inputs as the H = 1 case.
+TEST(FlashCpu, StridedAndThreeDimensionalViews) {
+  Context ctx(Device::cpu());
+  const int64_t B = 2, T = 40, H = 3, D = 32;
+  const Dims m{B, H, T, T, D};
+  const auto qkv = randn(B * T * 3 * H * D, 600), dout = randn(m.q_elems(), 601);
+  // Logical (B, H, T, D) copies for the reference.
+  std::vector<double> q(m.q_elems()), k(m.q_elems()), v(m.q_elems());
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t c = 0; c < D; ++c) {
+          const int64_t src = (((b * T + t) * 3) * H + h) * D + c, dst = ((b * H + h) * T + t) * D + c;
+          q[dst] = qkv[src];
+          k[dst] = qkv[src + H * D];
+          v[dst] = qkv[src + 2 * H * D];
+        }
+  const auto ref = flash_ref::attention(m, q, k, v, &dout, true);
+
+  Tensor buf = make_tensor(ctx, {B, T, 3, H, D}, DType::F64, qkv);
+  const Shape shape{B, H, T, D}, strides{T * 3 * H * D, D, 3 * H * D, 1};
+  Tensor tq = buf.as_strided(shape, strides, 0), tk = buf.as_strided(shape, strides, H * D);
+  Tensor tv = buf.as_strided(shape, strides, 2 * H * D);
+  Tensor tdo = make_tensor(ctx, shape, DType::F64, dout);
+  Tensor out = Tensor::empty(shape, DType::F64, ctx.device(), "out");
+  Tensor lse = Tensor::empty({B, H, T}, DType::F32, ctx.device(), "lse");
+  Tensor grads = Tensor::empty({B, T, 3, H, D}, DType::F64, ctx.device(), "dqkv");
+  poison(ctx, grads);
+  Tensor dq = grads.as_strided(shape, strides, 0), dk = grads.as_strided(shape, strides, H * D);
+  Tensor dv = grads.as_strided(shape, strides, 2 * H * D);
+  ops::flash_attention_forward(ctx, out, lse, tq, tk, tv, true);
+  ops::flash_attention_backward(ctx, dq, dk, dv, tdo, tq, tk, tv, out, lse, true);
+  PT_EXPECT_ALLCLOSE(out.to_host_f64(ctx), ref.o, 1e-11, 1e-11);
+  const auto g = grads.to_host_f64(ctx);
+  std::vector<double> gq(m.q_elems()), gk(m.q_elems()), gv(m.q_elems());
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t c = 0; c < D; ++c) {
+          const int64_t src = (((b * T + t) * 3) * H + h) * D + c, dst = ((b * H + h) * T + t) * D + c;
+          gq[dst] = g[src];
+          gk[dst] = g[src + H * D];
+          gv[dst] = g[src + 2 * H * D];
+        }
+  PT_EXPECT_ALLCLOSE(gq, ref.dq, 1e-5, 1e-5);
+  PT_EXPECT_ALLCLOSE(gk, ref.dk, 1e-5, 1e-5);
+  PT_EXPECT_ALLCLOSE(gv, ref.dv, 1e-5, 1e-5);
+
+  // 3-D: (B, T, D) with lse (B, T) is the one-head case.
+  const Dims m1{B, 1, T, T, D};
+  const auto q1 = randn(m1.q_elems(), 610), k1 = randn(m1.q_elems(), 611), v1 = randn(m1.q_elems(), 612);
+  const auto ref1 = flash_ref::attention(m1, q1, k1, v1, nullptr, false);
+  Tensor q3 = make_tensor(ctx, {B, T, D}, DType::F64, q1), k3 = make_tensor(ctx, {B, T, D}, DType::F64, k1);
+  Tensor v3 = make_tensor(ctx, {B, T, D}, DType::F64, v1);
+  Tensor o3 = Tensor::empty({B, T, D}, DType::F64, ctx.device(), "o3");
+  Tensor l3 = Tensor::empty({B, T}, DType::F32, ctx.device(), "l3");
+  ops::flash_attention_forward(ctx, o3, l3, q3, k3, v3, false);
+  PT_EXPECT_ALLCLOSE(o3.to_host_f64(ctx), ref1.o, 1e-11, 1e-11);
+  PT_EXPECT_ALLCLOSE(l3.to_host_f64(ctx), ref1.lse, 1e-6, 1e-6);
+}
+
+// Misuse gets one clear pt::Error, never a crash or a silent answer.
+TEST(FlashCpu, RejectsBadArguments) {
+  Context ctx(Device::cpu());
+  auto t = [&](Shape s, DType dt = DType::F32) { return Tensor::zeros(s, dt, ctx); };
+  Tensor lse = t({1, 1, 8});
+  auto expect_error = [&](const Tensor& q, const Tensor& k, const Tensor& v, Tensor out, Tensor l, bool causal,
+                          const char* what) {
+    try {
+      ops::flash_attention_forward(ctx, out, l, q, k, v, causal);
+      ADD_FAILURE() << "no error for " << what;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  expect_error(t({1, 1, 8, 48}), t({1, 1, 8, 48}), t({1, 1, 8, 48}), t({1, 1, 8, 48}), lse, false, "head dimension");
+  expect_error(t({1, 1, 8, 16}), t({1, 1, 9, 16}), t({1, 1, 9, 16}), t({1, 1, 8, 16}), lse, true, "causal");
+  expect_error(t({1, 1, 8, 16}), t({1, 1, 9, 16}), t({1, 1, 8, 16}), t({1, 1, 8, 16}), lse, false, "v: expected shape");
+  expect_error(t({1, 1, 8, 16}), t({1, 1, 8, 16}, DType::F64), t({1, 1, 8, 16}), t({1, 1, 8, 16}), lse, false, "k: expected fp32");
+  expect_error(t({1, 1, 8, 16}, DType::BF16), t({1, 1, 8, 16}, DType::BF16), t({1, 1, 8, 16}, DType::BF16),
+               t({1, 1, 8, 16}, DType::BF16), lse, false, "fp32 or fp64");
+  expect_error(t({1, 1, 8, 16}), t({1, 1, 8, 16}), t({1, 1, 8, 16}), t({1, 1, 8, 16}), t({1, 2, 8}), false, "lse: expected shape");
+  Tensor wide = t({1, 1, 8, 32});
+  Tensor strided_d = wide.as_strided({1, 1, 8, 16}, {256, 256, 32, 2});
+  expect_error(strided_d, t({1, 1, 8, 16}), t({1, 1, 8, 16}), t({1, 1, 8, 16}), lse, false, "contiguous last");
+}
+
+}  // namespace
+}  // namespace pt::test

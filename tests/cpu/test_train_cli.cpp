@@ -1,0 +1,165 @@
+// `paratrain train` end to end on the CPU: the loss falls on the sample data, a resumed run
+// reproduces an uninterrupted one, and bad input gets one clear error line, a non-zero exit
+// and no results file.
+#include <gtest/gtest.h>
+#include <hdf5.h>
+
+#include <filesystem>
+#include <map>
+#include <regex>
+
+#include "common/test_util.h"
+
+namespace pt {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Options of a model small enough that 40 CPU steps take about a second; `over` replaces or
+// adds options (each option appears once: the CLI rejects repeats).
+std::string tiny(const std::map<std::string, std::string>& over = {}) {
+  std::map<std::string, std::string> o = {
+      {"model", "tiny"}, {"d-model", "32"}, {"num-layers", "1"}, {"num-heads", "2"}, {"d-ff", "64"},
+      {"context-length", "16"}, {"batch-size", "4"}, {"device", "cpu"}, {"log-every", "1"}};
+  for (const auto& [k, v] : over) o[k] = v;
+  std::string s = "train";
+  for (const auto& [k, v] : o) s += " --" + k + (v.empty() ? "" : " " + v);
+  return s + " ";
+}
+
+std::vector<double> printed_losses(const std::string& output) {
+  std::vector<double> out;
+  static const std::regex re("loss ([0-9.]+)");
+  for (auto it = std::sregex_iterator(output.begin(), output.end(), re); it != std::sregex_iterator(); ++it)
+    out.push_back(std::stod((*it)[1]));
+  return out;
+}
+
+// The "loss" column of the run record's train_steps table, read with the plain HDF5 API.
+std::vector<double> recorded_losses(const std::string& path) {
+  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  EXPECT_GE(f, 0) << path;
+  hid_t d = H5Dopen2(f, "train_steps", H5P_DEFAULT);
+  EXPECT_GE(d, 0);
+  hid_t space = H5Dget_space(d);
+  hsize_t n = 0;
+  H5Sget_simple_extent_dims(space, &n, nullptr);
+  hid_t mem = H5Tcreate(H5T_COMPOUND, sizeof(double));
+  H5Tinsert(mem, "loss", 0, H5T_NATIVE_DOUBLE);
+  std::vector<double> loss(n);
+  EXPECT_GE(H5Dread(d, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, loss.data()), 0);
+  H5Tclose(mem);
+  H5Sclose(space);
+  H5Dclose(d);
+  H5Fclose(f);
+  return loss;
+}
+
+TEST(TrainCli, LossFallsOnTheSampleDataAndEveryStepIsRecorded) {
+  const std::string dir = test::scratch_dir("train_falls");
+  const std::string out = dir + "/run.h5";
+  test::CliResult r = test::run_paratrain(tiny({{"steps", "40"}, {"lr", "1e-2"}, {"warmup-steps", "4"}}) + "--out " + out);
+  ASSERT_EQ(r.rc, 0) << r.output;
+  const std::vector<double> printed = printed_losses(r.output);
+  ASSERT_EQ(printed.size(), 40u) << r.output;
+  const std::vector<double> rec = recorded_losses(out);
+  ASSERT_EQ(rec.size(), 40u);
+  EXPECT_NEAR(rec.front(), std::log(10000.0), 0.5) << "starts near uniform over the vocabulary";
+  double tail = 0;
+  for (size_t i = 35; i < 40; ++i) tail += rec[i] / 5;
+  EXPECT_LT(tail, rec.front() - 1.5) << "the loss falls by more than 1.5 nats in 40 steps";
+  for (size_t i = 0; i < 40; ++i) EXPECT_NEAR(printed[i], rec[i], 6e-5) << "stdout and HDF5 agree";
+}
+
+TEST(TrainCli, SaveLoadContinueGivesTheLossesOfAnUninterruptedRun) {
+  const std::string dir = test::scratch_dir("train_resume");
+  auto run = [&](std::map<std::string, std::string> over) {
+    // The schedule is fixed by --cosine-steps, so a run cut short at step 5 follows the same
+    // learning rates as the full one (as a preempted 10-step run would).
+    over.insert({{"sampling", "sequential"}, {"warmup-steps", "2"}, {"steps", "10"}, {"cosine-steps", "10"}});
+    return test::run_paratrain(tiny(over));
+  };
+  test::CliResult full = run({{"out", dir + "/full.h5"}});
+  ASSERT_EQ(full.rc, 0) << full.output;
+  // The first half stops at step 5 with a checkpoint, as a crashed or preempted run would.
+  test::CliResult first = run({{"steps", "5"}, {"save", dir + "/ck.h5"}, {"out", dir + "/first.h5"}});
+  ASSERT_EQ(first.rc, 0) << first.output;
+  test::CliResult rest = run({{"resume", dir + "/ck.h5"}, {"out", dir + "/rest.h5"}});
+  ASSERT_EQ(rest.rc, 0) << rest.output;
+  const auto a = recorded_losses(dir + "/full.h5"), b = recorded_losses(dir + "/first.h5"),
+             c = recorded_losses(dir + "/rest.h5");
+  ASSERT_EQ(a.size(), 10u);
+  ASSERT_EQ(b.size(), 5u);
+  ASSERT_EQ(c.size(), 5u);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(b[i], a[i]) << "step " << i + 1;
+  // The same arithmetic in the same order on the CPU: bit-identical.
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(c[i], a[i + 5]) << "step " << i + 6;
+
+  // --init-from takes the weights only: a fresh optimizer from step 0.
+  test::CliResult init = run({{"init-from", dir + "/ck.h5"}, {"steps", "1"}, {"out", dir + "/init.h5"}});
+  ASSERT_EQ(init.rc, 0) << init.output;
+  EXPECT_LT(recorded_losses(dir + "/init.h5")[0], a[0] - 0.01) << "started from trained weights";
+}
+
+struct BadCase {
+  const char* name;
+  std::string args;
+  const char* expected;  // a phrase the error line must contain
+};
+
+TEST(TrainCli, BadInputGetsOneClearErrorAndNoResults) {
+  const std::string dir = test::scratch_dir("train_bad");
+  // Token files, each wrong in one way.
+  test::write_npy_raw(dir + "/2d.npy", "{'descr': '<u2', 'fortran_order': False, 'shape': (4, 4), }",
+                      std::string(32, '\1'));
+  test::write_npy(dir + "/short.npy", std::vector<uint16_t>(10, 1), "<u2");
+  test::write_npy(dir + "/big_ids.npy", std::vector<uint16_t>(100, 20000), "<u2");
+  test::write_npy_raw(dir + "/truncated.npy", "{'descr': '<u2', 'fortran_order': False, 'shape': (100,), }",
+                      std::string(50, '\1'));
+  test::write_npy(dir + "/float.npy", std::vector<float>(100, 1.0f), "<f4");
+  // A checkpoint of a one-layer model, then loads into models it does not fit.
+  ASSERT_EQ(test::run_paratrain(tiny({{"steps", "1"}, {"save", dir + "/ck1.h5"}, {"out", dir + "/ck1_run.h5"}})).rc, 0);
+  const std::vector<BadCase> cases = {
+      {"unknown flag", "train --bogus 1", "unrecognised option"},
+      {"malformed value", "train --steps many", "steps"},
+      {"contradictory flags", "train --init-from " + dir + "/ck1.h5 --resume " + dir + "/ck1.h5", "contradict"},
+      {"save-every without save", "train --save-every 5", "--save"},
+      {"unknown size", "train --model enormous", "enormous"},
+      {"heads do not divide", tiny({{"num-heads", "3"}}), "divisible"},
+      {"bf16 without GPU", tiny({{"precision", "bf16"}}), "bf16"},
+      {"missing token file", tiny({{"data", dir + "/nope.npy"}}), "nope.npy"},
+      {"2-D token file", tiny({{"data", dir + "/2d.npy"}}), "1-D"},
+      {"truncated token file", tiny({{"data", dir + "/truncated.npy"}}), "truncated"},
+      {"float token file", tiny({{"data", dir + "/float.npy"}}), "f4"},
+      {"ids beyond the vocabulary", tiny({{"data", dir + "/big_ids.npy"}}), "20000"},
+      {"file shorter than the context", tiny({{"data", dir + "/short.npy"}}), "16"},
+      {"checkpoint missing tensors", tiny({{"num-layers", "2"}, {"init-from", dir + "/ck1.h5"}}), "layers.1"},
+      {"checkpoint mis-shaped tensors", tiny({{"d-model", "64"}, {"init-from", dir + "/ck1.h5"}}), "shape"},
+      {"missing checkpoint", tiny({{"init-from", dir + "/none.h5"}}), "none.h5"},
+  };
+  for (const BadCase& c : cases) {
+    const std::string out = dir + "/out_" + std::to_string(&c - cases.data()) + ".h5";
+    test::CliResult r = test::run_paratrain(c.args + " --out " + out);
+    EXPECT_NE(r.rc, 0) << c.name << ": " << r.output;
+    // One line that starts with the program's error prefix, naming the problem.
+    const std::regex err("(^|\n)paratrain: error: [^\n]*");
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(r.output, m, err)) << c.name << ": " << r.output;
+    EXPECT_NE(m.str().find(c.expected), std::string::npos) << c.name << ": " << m.str();
+    size_t errors = 0;
+    for (size_t p = r.output.find("error"); p != std::string::npos; p = r.output.find("error", p + 1)) ++errors;
+    EXPECT_EQ(errors, 1u) << c.name << ": " << r.output;
+    EXPECT_FALSE(fs::exists(out)) << c.name << ": nothing is written";
+  }
+}
+
+TEST(TrainCli, HelpListsTheOptionsAndExitsZero) {
+  test::CliResult r = test::run_paratrain("train --help");
+  EXPECT_EQ(r.rc, 0);
+  for (const char* opt : {"--model", "--data", "--sampling", "--batch-size", "--lr", "--save", "--resume",
+                          "--precision", "--device", "--out"})
+    EXPECT_NE(r.output.find(opt), std::string::npos) << opt;
+}
+
+}  // namespace
+}  // namespace pt

@@ -1,0 +1,254 @@
+// The CUDA flash-attention kernels (bf16 tensor-core and fp32 CUDA-core) against naive
+// attention in fp64 on the CPU: O, L, dQ, dK, dV, every output poisoned (NaN) before each run.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <sstream>
+#include <string>
+
+#include "common/test_util.h"
+#include "core/error.h"
+#include "cpu/test_flash_reference.h"
+#include "ops/flash_attention.h"
+
+namespace pt::test {
+namespace {
+
+using flash_ref::Dims;
+
+// How the (B, H, T, D) views sit in memory: their own contiguous buffers, or the model's
+// layout (q, k, v and their gradients in place in (B, T, 3, H, D); out in (B, T, H, D)).
+enum class Layout { Contiguous, FusedQkv };
+
+struct Case {
+  Dims m;
+  bool causal;
+  DType dtype;
+  Layout layout = Layout::Contiguous;
+};
+
+std::string describe(const Case& c) {
+  std::ostringstream os;
+  os << dtype_name(c.dtype) << " B" << c.m.B << " H" << c.m.H << " Tq" << c.m.tq << " Tk" << c.m.tk << " d" << c.m.d
+     << (c.causal ? " causal" : "") << (c.layout == Layout::FusedQkv ? " fused-qkv" : "");
+  return os.str();
+}
+
+// A strided (B, H, T, D) view into a buffer; the host mirrors place and gather logical values.
+struct Placed {
+  Shape buf_shape, strides;
+  int64_t offset = 0;
+  int64_t at(int64_t b, int64_t h, int64_t t, int64_t c) const {
+    return offset + b * strides[0] + h * strides[1] + t * strides[2] + c;
+  }
+};
+
+Placed contiguous(int64_t B, int64_t H, int64_t T, int64_t D) { return {{B, H, T, D}, {H * T * D, T * D, D, 1}, 0}; }
+Placed fused_slot(int64_t B, int64_t H, int64_t T, int64_t D, int slot) {
+  return {{B, T, 3, H, D}, {T * 3 * H * D, D, 3 * H * D, 1}, slot * H * D};
+}
+Placed bthd(int64_t B, int64_t H, int64_t T, int64_t D) { return {{B, T, H, D}, {T * H * D, D, H * D, 1}, 0}; }
+
+void scatter(std::vector<double>& phys, const Placed& p, const std::vector<double>& logical, int64_t B, int64_t H,
+             int64_t T, int64_t D) {
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t c = 0; c < D; ++c) phys[p.at(b, h, t, c)] = logical[((b * H + h) * T + t) * D + c];
+}
+std::vector<double> gather(const std::vector<double>& phys, const Placed& p, int64_t B, int64_t H, int64_t T,
+                           int64_t D) {
+  std::vector<double> out(B * H * T * D);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t c = 0; c < D; ++c) out[((b * H + h) * T + t) * D + c] = phys[p.at(b, h, t, c)];
+  return out;
+}
+
+std::vector<double> round_bf16(std::vector<double> v) {
+  for (auto& x : v) x = round_to_bf16(static_cast<float>(x));
+  return v;
+}
+
+// allclose with a diagnosis on failure: how many elements miss, the worst one's (row, column)
+// in the logical (B·H·T, D) layout — fragment-layout bugs show as a pattern there.
+void expect_close(const char* what, const std::vector<double>& got, const std::vector<double>& ref, double tol,
+                  int64_t d) {
+  ASSERT_EQ(got.size(), ref.size()) << what;
+  int64_t bad = 0, nan = 0, worst = -1;
+  double worst_ratio = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!std::isfinite(got[i])) {
+      ++nan;
+      if (worst < 0 || std::isfinite(worst_ratio)) worst = static_cast<int64_t>(i), worst_ratio = INFINITY;
+      continue;
+    }
+    const double r = std::fabs(got[i] - ref[i]) / (tol + tol * std::fabs(ref[i]));
+    if (r > 1) ++bad;
+    if (r > worst_ratio) worst_ratio = r, worst = static_cast<int64_t>(i);
+  }
+  EXPECT_TRUE(bad == 0 && nan == 0) << what << ": " << bad << " elements outside rtol = atol = " << tol << ", " << nan
+                                    << " not finite, of " << got.size() << "; worst at row " << worst / d << " col "
+                                    << worst % d << ": got " << got[worst] << ", want " << ref[worst]
+                                    << "; relative error " << rel_error(got, ref);
+}
+
+struct Outputs {
+  std::vector<double> o, lse, dq, dk, dv;
+};
+
+Outputs run_flash(Context& ctx, const Case& c, const std::vector<double>& q, const std::vector<double>& k,
+                  const std::vector<double>& v, const std::vector<double>& dout) {
+  const Dims& m = c.m;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  Placed pq, pk, pv, po, pg[3];
+  if (c.layout == Layout::FusedQkv) {
+    pq = fused_slot(m.B, m.H, m.tq, m.d, 0), pk = fused_slot(m.B, m.H, m.tk, m.d, 1), pv = fused_slot(m.B, m.H, m.tk, m.d, 2);
+    po = bthd(m.B, m.H, m.tq, m.d);
+    for (int s = 0; s < 3; ++s) pg[s] = fused_slot(m.B, m.H, m.tq, m.d, s);
+  } else {
+    pq = contiguous(m.B, m.H, m.tq, m.d), pk = contiguous(m.B, m.H, m.tk, m.d), pv = pk;
+    po = pq;
+    pg[0] = pq, pg[1] = pk, pg[2] = pk;
+  }
+  const Shape qs{m.B, m.H, m.tq, m.d}, ks{m.B, m.H, m.tk, m.d};
+  Tensor tq, tk, tv, dq, dk, dv, gbuf[3];
+  if (c.layout == Layout::FusedQkv) {
+    std::vector<double> buf(shape_numel(pq.buf_shape), nan);
+    scatter(buf, pq, q, m.B, m.H, m.tq, m.d);
+    scatter(buf, pk, k, m.B, m.H, m.tk, m.d);
+    scatter(buf, pv, v, m.B, m.H, m.tk, m.d);
+    Tensor qkv = make_tensor(ctx, pq.buf_shape, c.dtype, buf);
+    tq = qkv.as_strided(qs, pq.strides, pq.offset), tk = qkv.as_strided(ks, pk.strides, pk.offset);
+    tv = qkv.as_strided(ks, pv.strides, pv.offset);
+    Tensor g = make_tensor(ctx, pq.buf_shape, c.dtype, std::vector<double>(buf.size(), nan));  // poisoned
+    gbuf[0] = gbuf[1] = gbuf[2] = g;
+    dq = g.as_strided(qs, pg[0].strides, pg[0].offset), dk = g.as_strided(ks, pg[1].strides, pg[1].offset);
+    dv = g.as_strided(ks, pg[2].strides, pg[2].offset);
+  } else {
+    tq = make_tensor(ctx, qs, c.dtype, q), tk = make_tensor(ctx, ks, c.dtype, k), tv = make_tensor(ctx, ks, c.dtype, v);
+    gbuf[0] = dq = make_tensor(ctx, qs, c.dtype, std::vector<double>(m.q_elems(), nan));
+    gbuf[1] = dk = make_tensor(ctx, ks, c.dtype, std::vector<double>(m.k_elems(), nan));
+    gbuf[2] = dv = make_tensor(ctx, ks, c.dtype, std::vector<double>(m.k_elems(), nan));
+  }
+  Tensor obuf = make_tensor(ctx, po.buf_shape, c.dtype, std::vector<double>(shape_numel(po.buf_shape), nan));
+  Tensor out = obuf.as_strided(qs, po.strides, po.offset);
+  Tensor lse = make_tensor(ctx, {m.B, m.H, m.tq}, DType::F32, std::vector<double>(m.rows(), nan));
+  Tensor tdo = make_tensor(ctx, qs, c.dtype, dout);
+
+  ops::flash_attention_forward(ctx, out, lse, tq, tk, tv, c.causal);
+  ops::flash_attention_backward(ctx, dq, dk, dv, tdo, tq, tk, tv, out, lse, c.causal);
+  ctx.synchronize();
+
+  Outputs r;
+  r.o = gather(obuf.to_host_f64(ctx), po, m.B, m.H, m.tq, m.d);
+  r.lse = lse.to_host_f64(ctx);
+  r.dq = gather(gbuf[0].to_host_f64(ctx), pg[0], m.B, m.H, m.tq, m.d);
+  r.dk = gather(gbuf[1].to_host_f64(ctx), pg[1], m.B, m.H, m.tk, m.d);
+  r.dv = gather(gbuf[2].to_host_f64(ctx), pg[2], m.B, m.H, m.tk, m.d);
+  return r;
+}
+
+// bf16: the bar users know (rtol = atol = 1e-2). fp32: CUDA-core fp32 arithmetic, far tighter.
+double tolerance(DType t) { return t == DType::BF16 ? 1e-2 : 1e-4; }
+
+void check_case(const Case& c, uint64_t seed) {
+  SCOPED_TRACE(describe(c));
+  Context ctx(Device::cuda(0));
+  const Dims& m = c.m;
+  auto q = randn(m.q_elems(), seed), k = randn(m.k_elems(), seed + 1), v = randn(m.k_elems(), seed + 2);
+  auto dout = randn(m.q_elems(), seed + 3);
+  if (c.dtype == DType::BF16) {  // the reference sees exactly the inputs the kernel sees
+    q = round_bf16(q), k = round_bf16(k), v = round_bf16(v), dout = round_bf16(dout);
+  }
+  const auto ref = flash_ref::attention(m, q, k, v, &dout, c.causal);
+  const Outputs got = run_flash(ctx, c, q, k, v, dout);
+  const double tol = tolerance(c.dtype);
+  expect_close("O", got.o, ref.o, tol, m.d);
+  expect_close("L", got.lse, ref.lse, tol, 1);
+  expect_close("dQ", got.dq, ref.dq, tol, m.d);
+  expect_close("dK", got.dk, ref.dk, tol, m.d);
+  expect_close("dV", got.dv, ref.dv, tol, m.d);
+}
+
+const DType kTypes[] = {DType::BF16, DType::F32};
+
+TEST(FlashGpu, Batch4Seq128D64) {
+  PT_REQUIRE_GPU();
+  for (DType t : kTypes)
+    for (bool causal : {false, true}) check_case({{4, 2, 128, 128, 64}, causal, t}, 1000);
+}
+
+TEST(FlashGpu, EveryHeadDim) {
+  PT_REQUIRE_GPU();
+  for (int64_t d : {16, 32, 64, 128})
+    for (DType t : kTypes)
+      for (bool causal : {false, true}) check_case({{1, 2, 200, 200, d}, causal, t}, 2000 + d);
+}
+
+// Tail tiles in queries and keys: lengths below, at and around the tile sizes (32 … 128).
+TEST(FlashGpu, OddLengths) {
+  PT_REQUIRE_GPU();
+  for (int64_t T : {1, 17, 63, 65, 127, 129, 333})
+    for (DType t : kTypes)
+      for (bool causal : {false, true}) check_case({{2, 1, T, T, 64}, causal, t}, 3000 + T);
+}
+
+TEST(FlashGpu, UnequalQueryKeyLengths) {
+  PT_REQUIRE_GPU();
+  for (auto [tq, tk] : {std::pair<int64_t, int64_t>{100, 257}, {300, 45}, {1, 130}, {130, 1}})
+    for (int64_t d : {32, 128})
+      for (DType t : kTypes) check_case({{2, 2, tq, tk, d}, false, t}, 4000 + tq + tk);
+}
+
+// The model's fused QKV buffer read in place; out (B, T, H, D); gradients into a fused buffer.
+TEST(FlashGpu, FusedQkvStrides) {
+  PT_REQUIRE_GPU();
+  for (int64_t d : {16, 64, 128})
+    for (DType t : kTypes)
+      for (bool causal : {false, true}) check_case({{2, 3, 150, 150, d}, causal, t, Layout::FusedQkv}, 5000 + d);
+}
+
+// Many key tiles per query tile: the two-stage copy pipeline turns over many times.
+TEST(FlashGpu, LongSequences) {
+  PT_REQUIRE_GPU();
+  for (int64_t d : {64, 128})
+    for (bool causal : {false, true}) check_case({{1, 2, 1031, 1031, d}, causal, DType::BF16}, 6000 + d);
+  check_case({{1, 1, 700, 700, 64}, true, DType::F32}, 6100);
+}
+
+// No atomics: every gradient element has one writer, so two backward passes agree bit for bit.
+TEST(FlashGpu, BackwardIsDeterministic) {
+  PT_REQUIRE_GPU();
+  const Case c{{2, 4, 777, 777, 64}, true, DType::BF16};
+  const Dims& m = c.m;
+  Context ctx(Device::cuda(0));
+  const auto q = randn(m.q_elems(), 7000), k = randn(m.k_elems(), 7001), v = randn(m.k_elems(), 7002);
+  const auto dout = randn(m.q_elems(), 7003);
+  const Outputs a = run_flash(ctx, c, q, k, v, dout), b = run_flash(ctx, c, q, k, v, dout);
+  EXPECT_EQ(a.dq, b.dq);
+  EXPECT_EQ(a.dk, b.dk);
+  EXPECT_EQ(a.dv, b.dv);
+  EXPECT_EQ(a.o, b.o);
+}
+
+TEST(FlashGpu, RejectsMisalignedBf16Rows) {
+  PT_REQUIRE_GPU();
+  Context ctx(Device::cuda(0));
+  // Rows 68 elements apart: 136 bytes, not a multiple of 16.
+  Tensor buf = Tensor::zeros({1, 1, 8, 68}, DType::BF16, ctx);
+  Tensor q = buf.as_strided({1, 1, 8, 64}, {8 * 68, 8 * 68, 68, 1});
+  Tensor k = Tensor::zeros({1, 1, 8, 64}, DType::BF16, ctx), v = Tensor::zeros({1, 1, 8, 64}, DType::BF16, ctx);
+  Tensor out = Tensor::zeros({1, 1, 8, 64}, DType::BF16, ctx), lse = Tensor::zeros({1, 1, 8}, DType::F32, ctx);
+  try {
+    ops::flash_attention_forward(ctx, out, lse, q, k, v, false);
+    ADD_FAILURE() << "misaligned rows accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("16-byte"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace pt::test

@@ -1,0 +1,106 @@
+// matmul on the GPU (cuBLAS) against the fp64 CPU GEMM on the same stored values: every
+// transpose combination in FP32, TF32 and bf16 (fp32 or bf16 C), odd sizes, alpha/beta,
+// broadcast batch stride, per-head views, and true FP32 when TF32 is off.
+#include <gtest/gtest.h>
+
+#include <ostream>
+#include <sstream>
+
+#include "gpu/test_ops_gpu_helpers.h"
+#include "ops/matmul.h"
+
+namespace pt::test {
+namespace {
+
+struct GemmCase {
+  bool ta, tb;
+  DType ab, c;
+  Precision precision;
+};
+std::ostream& operator<<(std::ostream& o, const GemmCase& g) {
+  return o << (g.ta ? "T" : "N") << (g.tb ? "T" : "N") << "_" << dtype_name(g.ab) << "_C" << dtype_name(g.c)
+           << "_" << precision_name(g.precision);
+}
+
+// Norm-wise relative error bounds (‖got − ref‖ / ‖ref‖), inputs identical on both sides:
+//  fp32 operands, FP32: only fp32 accumulation order differs      → 1e-6
+//  fp32 operands, TF32: operands rounded to 10-bit mantissas     → 5e-3
+//  bf16 operands, fp32 C: products exact in fp32, fp32 sums      → 1e-6
+//  bf16 operands, bf16 C: one bf16 rounding of the result (u = 2^-8) → 1e-2
+double bound(const GemmCase& g) {
+  if (g.c == DType::BF16) return 1e-2;
+  if (g.ab == DType::F32 && g.precision == Precision::TF32) return 5e-3;
+  return 1e-6;
+}
+
+class GpuMatmul : public ::testing::TestWithParam<GemmCase> {};
+
+TEST_P(GpuMatmul, MatchesCpuFp64) {
+  PT_REQUIRE_GPU();
+  const GemmCase g = GetParam();
+  Context gpu(Device::cuda(0), g.precision), cpu(Device::cpu());
+  const int64_t m = 33, n = 17, k = 29;  // odd on purpose
+  const Shape a_shape = g.ta ? Shape{k, m} : Shape{m, k}, b_shape = g.tb ? Shape{n, k} : Shape{k, n};
+  Pair a = make_twin(gpu, cpu, a_shape, g.ab, randn(m * k, 1));
+  Pair b = make_twin(gpu, cpu, b_shape, g.ab, randn(k * n, 2));
+  Pair c = make_twin(gpu, cpu, {m, n}, g.c, randn(m * n, 3));
+  ops::matmul(gpu, c.gpu, a.gpu, b.gpu, g.ta, g.tb, 1.5f, 0.5f);
+  ops::matmul(cpu, c.cpu, a.cpu, b.cpu, g.ta, g.tb, 1.5f, 0.5f);
+  EXPECT_LE(rel_error(c.gpu.to_host_f64(gpu), c.cpu.to_host_f64(cpu)), bound(g));
+}
+
+std::vector<GemmCase> all_cases() {
+  std::vector<GemmCase> cases;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      cases.push_back({ta, tb, DType::F32, DType::F32, Precision::FP32});
+      cases.push_back({ta, tb, DType::F32, DType::F32, Precision::TF32});
+      cases.push_back({ta, tb, DType::BF16, DType::F32, Precision::BF16});
+      cases.push_back({ta, tb, DType::BF16, DType::BF16, Precision::BF16});
+    }
+  return cases;
+}
+INSTANTIATE_TEST_SUITE_P(All, GpuMatmul, ::testing::ValuesIn(all_cases()),
+                         [](const auto& info) {
+                           std::ostringstream o;
+                           o << info.param;
+                           return o.str();
+                         });
+
+TEST(GpuMatmulModes, Fp32ModeIsTrueFp32OnLongSums) {
+  PT_REQUIRE_GPU();
+  // k = 1024: TF32 operands would leave ~1e-3 relative error; true FP32 stays near 1e-7.
+  Context gpu(Device::cuda(0), Precision::FP32), cpu(Device::cpu());
+  const int64_t m = 64, n = 48, k = 1024;
+  Pair a = make_twin(gpu, cpu, {m, k}, DType::F32, randn(m * k, 4));
+  Pair b = make_twin(gpu, cpu, {k, n}, DType::F32, randn(k * n, 5));
+  Pair c = make_output(gpu, cpu, {m, n}, DType::F32);
+  ops::matmul(gpu, c.gpu, a.gpu, b.gpu, false, false);
+  ops::matmul(cpu, c.cpu, a.cpu, b.cpu, false, false);
+  EXPECT_LE(rel_error(c.gpu.to_host_f64(gpu), c.cpu.to_host_f64(cpu)), 1e-6);
+}
+
+TEST(GpuMatmulViews, BatchedBroadcastAndPerHeadViews) {
+  PT_REQUIRE_GPU();
+  Context gpu(Device::cuda(0), Precision::FP32), cpu(Device::cpu());
+  // scores (H, T, T) = q_h k_hᵀ with q, k token-major (T, H, D): per-head strides (D, H·D, 1).
+  const int64_t T = 19, H = 3, D = 8;
+  Pair q = make_twin(gpu, cpu, {T, H, D}, DType::F32, randn(T * H * D, 6));
+  Pair k = make_twin(gpu, cpu, {T, H, D}, DType::F32, randn(T * H * D, 7));
+  Pair s = make_output(gpu, cpu, {H, T, T}, DType::F32);
+  auto heads = [&](const Tensor& t) { return t.as_strided({H, T, D}, {D, H * D, 1}); };
+  ops::matmul(gpu, s.gpu, heads(q.gpu), heads(k.gpu), false, true);
+  ops::matmul(cpu, s.cpu, heads(q.cpu), heads(k.cpu), false, true);
+  EXPECT_LE(rel_error(s.gpu.to_host_f64(gpu), s.cpu.to_host_f64(cpu)), 1e-6);
+
+  // A broadcast over the batch (stride 0) times a batch of B.
+  Pair a = make_twin(gpu, cpu, {5, 7}, DType::F32, randn(35, 8));
+  Pair b = make_twin(gpu, cpu, {4, 7, 9}, DType::F32, randn(4 * 63, 9));
+  Pair c = make_output(gpu, cpu, {4, 5, 9}, DType::F32);
+  ops::matmul(gpu, c.gpu, a.gpu.as_strided({4, 5, 7}, {0, 7, 1}), b.gpu, false, false);
+  ops::matmul(cpu, c.cpu, a.cpu, b.cpu, false, false);
+  EXPECT_LE(rel_error(c.gpu.to_host_f64(gpu), c.cpu.to_host_f64(cpu)), 1e-6);
+}
+
+}  // namespace
+}  // namespace pt::test
