@@ -333,7 +333,11 @@ def allreduce(rec):
 
 # ---- bench ddp -----------------------------------------------------------------------------
 
-DDP_ATTRS = ("option.model", "option.d_model", "option.num_layers", "option.d_ff", "option.vocab_size")
+_DIMS = ("d_model", "num_layers", "d_ff", "vocab_size")
+# The benchmarked model's shape: `model.*` attributes (resolved values), else the options
+# (`option.d_model` or `option.d-model`; 0 or absent = the named size's value).
+DDP_ATTRS = tuple(f"model.{d}" for d in _DIMS) + ("option.model",) + tuple(
+    f"option.{d}" for d in _DIMS) + tuple(f"option.{d.replace('_', '-')}" for d in _DIMS)
 
 
 def _ddp_table(rec):
@@ -407,18 +411,21 @@ def _ddp_torch(rec, ours):
 
 
 def _model_param_numels(row):
-    """Parameter sizes of the benchmarked model from the file's options (0 = the size's value)."""
+    """Parameter sizes of the benchmarked model from the file's attributes (see DDP_ATTRS)."""
     size = SIZES.get(str(row.get("option.model", "")), (0, 0, 0, 0))
     named = {"d_model": size[0], "d_ff": size[1], "num_layers": size[2], "vocab_size": VOCAB_SIZE}
 
-    def opt(name):
-        try:
-            v = int(float(row.get(f"option.{name}", 0)))
-        except (TypeError, ValueError):
-            v = 0
-        return v or named[name]
+    def dim(name):
+        for key in (f"model.{name}", f"option.{name}", f"option.{name.replace('_', '-')}"):
+            try:
+                v = int(float(row.get(key, 0)))
+            except (TypeError, ValueError):
+                v = 0
+            if v > 0:
+                return v
+        return named[name]
 
-    dims = {k: opt(k) for k in named}
+    dims = {k: dim(k) for k in _DIMS}
     if not all(dims.values()):
         return None
     return overhead.reference_param_numels(dims["vocab_size"], dims["d_model"], dims["num_layers"], dims["d_ff"])

@@ -131,7 +131,7 @@ def ddp_row(ddp, step_ms, bucket_mb=float("nan"), shard="none", ranks=2, precisi
 
 
 def ddp_file(path, w_Bps, o_s, t0_ms=200.0, buckets_mb=(0, 1, 10, 100, 1000), ranks=2, precision="fp32",
-             shards=False, events=False):
+             shards=False, events=False, model_attrs=True):
     """Step times exactly t0 + s/(n_b·w) + n_b·o for the bucketed rows."""
     numels = ddp_param_numels()
     s = 4.0 * sum(numels)
@@ -155,8 +155,10 @@ def ddp_file(path, w_Bps, o_s, t0_ms=200.0, buckets_mb=(0, 1, 10, 100, 1000), ra
     if events:
         tables["ddp_events"] = ddp_events(ranks)
     d_model, d_ff, layers, heads = SIZES[DDP_MODEL]
-    attrs = {"option.model": DDP_MODEL, "option.d_model": str(d_model), "option.num_layers": str(layers),
-             "option.d_ff": str(d_ff), "option.vocab_size": str(VOCAB_SIZE), "option.precision": precision}
+    attrs = {"option.model": DDP_MODEL, "option.precision": precision, "option.d-model": "0"}
+    if model_attrs:  # the resolved shape, as bench ddp records it; else only the named size
+        attrs.update({"model.d_model": d_model, "model.num_layers": layers, "model.num_heads": heads,
+                      "model.d_ff": d_ff, "model.vocab_size": VOCAB_SIZE})
     write_record(path, "bench ddp", tables, attrs=attrs, world_size=ranks)
     return s
 

@@ -170,6 +170,18 @@ def test_bucket_fit_recovers_bandwidth_and_call_overhead(tmp_path, out_dir):
     assert points.set_index("bucket_mb").loc[1000.0, "n_buckets"] == 1
 
 
+def test_bucket_counts_from_the_named_size_alone(tmp_path, out_dir):
+    a, b = tmp_path / "resolved.h5", tmp_path / "named.h5"
+    synth.ddp_file(a, w_Bps=BANDWIDTH, o_s=CALL_COST)
+    synth.ddp_file(b, w_Bps=BANDWIDTH, o_s=CALL_COST, model_attrs=False, ranks=4)
+    run_report([a, b], out_dir)
+    points = read_csv(out_dir, "ddp_buckets")
+    two, four = points[points["ranks"] == 2], points[points["ranks"] == 4]
+    assert len(two) == len(four) == 5
+    assert two["n_buckets"].tolist() == four["n_buckets"].tolist()
+    assert len(read_csv(out_dir, "ddp_bucket_fit")) == 2
+
+
 def test_fit_with_free_intercept_and_noise():
     from paratrain_report import overhead
     s = 500e6
