@@ -306,8 +306,15 @@ def memory_timeline(timeline, out_dir, top=10):
 
 
 def memory_timelines(rec, out_dir, max_plots=24):
+    """One figure per configuration of the memory table (its `timeline` column names the group),
+    or per timeline when there is no such table."""
+    timelines = rec.memory_timelines()
+    rows = sections.memory_rows(rec)
+    if rows is not None and "timeline" in rows:
+        wanted = {(f, str(t).rsplit("/", 1)[-1]) for f, t in zip(rows["file"], rows["timeline"])}
+        timelines = [t for t in timelines if (os.path.basename(t.file), t.name) in wanted]
     paths = []
-    for t in rec.memory_timelines()[:max_plots]:
+    for t in timelines[:max_plots]:
         paths += memory_timeline(t, out_dir)
     return paths
 

@@ -67,6 +67,7 @@ _TEX_ESCAPES = {
     "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
     "×": r"$\times$", "±": r"$\pm$", "–": "--", "≈": r"$\approx$", "·": r"$\cdot$",
     "√": r"$\surd$", "≤": r"$\le$", "≥": r"$\ge$", "→": r"$\to$", "µ": r"$\mu$",
+    "−": r"$-$", "…": r"\ldots{}", "↔": r"$\leftrightarrow$", "²": r"$^2$",
 }
 
 
@@ -74,10 +75,16 @@ def tex_escape(text):
     return "".join(_TEX_ESCAPES.get(ch, ch) for ch in str(text))
 
 
+def tex_prose(text):
+    """Escaped text with Markdown `code` spans as \texttt."""
+    parts = str(text).split("`")
+    return "".join(rf"\texttt{{{tex_escape(p)}}}" if i % 2 else tex_escape(p) for i, p in enumerate(parts))
+
+
 def latex(section):
     spec = "".join("r" if _is_numeric(section, c) else "l" for c in section.columns)
     lines = [f"% {section.key}", r"\begin{table}[htbp]", r"\centering\small",
-             rf"\caption{{{tex_escape(section.title)}. {tex_escape(section.description)}}}",
+             rf"\caption{{{tex_escape(section.title)}. {tex_prose(section.description)}}}",
              rf"\label{{tab:{section.key}}}",
              rf"\begin{{tabular}}{{{spec}}}", r"\toprule",
              " & ".join(tex_escape(c.header) for c in section.columns) + r" \\", r"\midrule"]
@@ -85,7 +92,7 @@ def latex(section):
         lines.append(" & ".join(tex_escape(x) for x in row) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}"]
     for n in section.notes:
-        lines.append(r"\par\footnotesize " + tex_escape(n))
+        lines.append(r"\par\footnotesize " + tex_prose(n))
     lines += [r"\end{table}", ""]
     return "\n".join(lines)
 

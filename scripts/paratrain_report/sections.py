@@ -196,17 +196,28 @@ def warmup_comparison(rec):
     return [Section("warmup", "Warm-up steps compared", desc, cols, out)]
 
 
-def memory_per_context(rec):
+MEMORY_KEYS = ["gpu", "size", "precision", "attention", "batch_size", "context_length"]
+
+
+def memory_rows(rec):
+    """`model_memory` rows, one per configuration: bench model profiles memory once per warm-up
+    count, and memory does not depend on it (the last profile is kept). None without the table."""
     df = rec.table("model_memory")
     if df is None:
+        return None
+    return df.drop_duplicates(subset=_present(df, MEMORY_KEYS), keep="last").reset_index(drop=True)
+
+
+def memory_per_context(rec):
+    df = memory_rows(rec)
+    if df is None:
         return []
-    df = df.copy()
     parts = ["peak_forward", "peak_train_step", "before_backward", "peak_parameters", "peak_gradients",
              "peak_optimizer_state", "peak_activations", "peak_workspace", "peak_other"]
     for p in parts:
         if f"{p}_bytes" in df:
             df[f"{p}_MiB"] = df[f"{p}_bytes"].where(df["status"] == "ok") / MIB
-    df = _sort(df, ["gpu", "size", "precision", "attention", "batch_size", "context_length"])
+    df = _sort(df, MEMORY_KEYS)
     headers = {"peak_forward": "forward peak", "peak_train_step": "train-step peak",
                "before_backward": "before backward", "peak_parameters": "params",
                "peak_gradients": "grads", "peak_optimizer_state": "optimizer state",

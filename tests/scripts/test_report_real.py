@@ -59,8 +59,11 @@ def test_model_memory_and_timelines(tmp_path):
     assert (mem["peak_forward_MiB"] > 0).all()
     assert (mem["peak_train_step_MiB"] >= mem["peak_forward_MiB"]).all()
     assert (mem["before_backward_MiB"] <= mem["peak_train_step_MiB"]).all()
+    t = table(path, "model_memory")
+    assert len(t) == 8  # profiled once per warm-up count; the report keeps one per configuration
     with h5py.File(path, "r") as f:
         groups = sorted(f["memory_timeline"])
+        assert len(groups) == 8
         for g in groups:
             tl = f["memory_timeline"][g]
             used, delta = tl["bytes_in_use"][()], tl["delta_bytes"][()]
@@ -69,7 +72,10 @@ def test_model_memory_and_timelines(tmp_path):
             assert np.array_equal(np.diff(used), delta[1:])
             assert set(np.unique(tl["category"][()])) <= set(range(6))
     plots = sorted(glob.glob(str(out / "plots" / "memory_timeline_*.png")))
-    assert len(plots) == len(groups) == 4
+    last = {}  # per configuration, the last profile's timeline group
+    for row in t:
+        last[(row["context_length"], row["attention"])] = row["timeline"].decode().rsplit("/", 1)[-1]
+    assert sorted(os.path.basename(p) for p in plots) == sorted(f"memory_timeline_{g}.png" for g in last.values())
     for p in plots:
         assert png_size(p)[0] > 400
 

@@ -335,6 +335,24 @@ def test_markdown_and_latex_are_well_formed(model_h5, out_dir):
     assert "_" not in body.replace("\\_", "")
     assert "%" not in body.replace("\\%", "")
     assert "MFU \\%" in body
+    assert body.isascii(), sorted({ch for ch in body if not ch.isascii()})  # pdflatex-safe
+    assert "`" not in body and "\\texttt{paratrain bench model}" in body
+
+
+def test_latex_of_every_kind_is_plain_ascii(model_h5, tmp_path, out_dir):
+    files = [model_h5, tmp_path / "att.h5", tmp_path / "ar.h5", tmp_path / "ddp.h5", tmp_path / "train.h5",
+             tmp_path / "torch.h5"]
+    synth.write_record(files[1], "bench attention", {"attention": [
+        synth.attention_row(i, 64) for i in ("naive", "flash")]})
+    synth.write_record(files[2], "bench allreduce", {"allreduce": synth.allreduce_rows("nccl", 2, [1 << 20])})
+    synth.ddp_file(files[3], w_Bps=BANDWIDTH, o_s=CALL_COST, shards=True)
+    synth.train_file(files[4])
+    synth.write_record(files[5], "compare_torch", {"torch_model": [synth.torch_row("small", 512, "bf16", "eager", 1.0)]})
+    run_report(files, out_dir)
+    tex = open(out_dir / "report.tex").read()
+    assert tex.count("\\begin{table}") == len(os.listdir(out_dir / "csv")) >= 14
+    body = tex[tex.index("\\begin{document}"):]
+    assert body.isascii(), sorted({ch for ch in body if not ch.isascii()})
 
 
 def test_memory_timeline_and_attention_plots(model_h5, tmp_path, out_dir):
