@@ -10,7 +10,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.transforms as mtransforms  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
+from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
@@ -78,6 +78,10 @@ def attention_latency(rec, out_dir):
             ax.set_xticklabels([str(t) for t in seqs], rotation=45, fontsize=8)
             ax.minorticks_off()
             ax.set_yscale("log")
+            plain = FuncFormatter(lambda v, _: f"{v:g}")
+            ax.yaxis.set_major_formatter(plain)
+            ax.yaxis.set_minor_formatter(plain)
+            ax.tick_params(axis="y", which="minor", labelsize=7)
             ax.set_xlabel("sequence length T")
             ax.set_ylabel(f"{what} latency (ms)")
             ax.set_title(f"{dtype}, {'causal' if causal else 'not causal'}: {what}")
@@ -259,10 +263,14 @@ def _slug(text):
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_") or "timeline"
 
 
-def memory_timeline(timeline, out_dir, top=10):
+PERSISTENT = ("parameters", "gradients", "optimizer_state")  # allocated before a step, kept after
+
+
+def memory_timeline(timeline, out_dir, top=10, persistent=None):
     """Bytes in use over the allocation events of one train step, stacked by category, with the
     largest allocations numbered where they happen and listed by tag (the view of PyTorch's
-    memory_viz)."""
+    memory_viz). `persistent` (category → bytes, from the memory table) splits what was in use
+    before the first event into parameters, gradients and optimizer state."""
     ev = timeline.frame
     if ev.empty:
         return []
@@ -271,7 +279,18 @@ def memory_timeline(timeline, out_dir, top=10):
     in_use = ev["bytes_in_use"].to_numpy(dtype=float)
     base = in_use[0] - ev["delta_bytes"].iloc[0]  # in use before the first recorded event
     extend = lambda a: np.append(a, a[-1])  # noqa: E731
-    stacks, labels, colors = [np.full(len(idx), base / MIB)], ["in use before the step"], ["#bbbbbb"]
+    stacks, labels, colors = [], [], []
+    known = {k: v for k, v in (persistent or {}).items() if v > 0}
+    if known and sum(known.values()) <= base:
+        for name, nbytes in known.items():
+            stacks.append(np.full(len(idx), nbytes / MIB))
+            labels.append(f"{name.replace('_', ' ')} (before the step)")
+            colors.append(CATEGORY_COLORS[name])
+        base -= sum(known.values())
+    if base > 0:
+        stacks.append(np.full(len(idx), base / MIB))
+        labels.append("other, in use before the step" if known else "in use before the step")
+        colors.append("#bbbbbb")
     for code, name in enumerate(MEMORY_CATEGORIES):
         delta = np.where(ev["category"].to_numpy() == code, ev["delta_bytes"].to_numpy(dtype=float), 0.0)
         if np.any(delta):
@@ -310,12 +329,15 @@ def memory_timelines(rec, out_dir, max_plots=24):
     or per timeline when there is no such table."""
     timelines = rec.memory_timelines()
     rows = sections.memory_rows(rec)
+    persistent = {}
     if rows is not None and "timeline" in rows:
-        wanted = {(f, str(t).rsplit("/", 1)[-1]) for f, t in zip(rows["file"], rows["timeline"])}
-        timelines = [t for t in timelines if (os.path.basename(t.file), t.name) in wanted]
+        for _, r in rows.iterrows():
+            key = (r["file"], str(r["timeline"]).rsplit("/", 1)[-1])
+            persistent[key] = {c: float(r.get(f"peak_{c}_bytes", 0) or 0) for c in PERSISTENT}
+        timelines = [t for t in timelines if (os.path.basename(t.file), t.name) in persistent]
     paths = []
     for t in timelines[:max_plots]:
-        paths += memory_timeline(t, out_dir)
+        paths += memory_timeline(t, out_dir, persistent=persistent.get((os.path.basename(t.file), t.name)))
     return paths
 
 

@@ -245,7 +245,7 @@ def kernel_breakdown(rec):
     agg["pct"] = 100.0 * agg["ms"] / totals
     wide = agg.pivot_table(index=keys + ["family"], columns="pass", values=["ms", "pct"], dropna=False)
     wide.columns = [f"{p}_{v}" for v, p in wide.columns]
-    out = wide.reset_index()
+    out = wide.dropna(how="all").reset_index()  # pivoting made every family × configuration
     sort_by = "train-step_ms" if "train-step_ms" in out else out.columns[-1]
     out = out.sort_values(sort_by, ascending=False, kind="stable")
     out = _sort(out, keys)

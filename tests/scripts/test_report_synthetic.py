@@ -347,7 +347,8 @@ def test_latex_of_every_kind_is_plain_ascii(model_h5, tmp_path, out_dir):
     synth.write_record(files[2], "bench allreduce", {"allreduce": synth.allreduce_rows("nccl", 2, [1 << 20])})
     synth.ddp_file(files[3], w_Bps=BANDWIDTH, o_s=CALL_COST, shards=True)
     synth.train_file(files[4])
-    synth.write_record(files[5], "compare_torch", {"torch_model": [synth.torch_row("small", 512, "bf16", "eager", 1.0)]})
+    synth.write_record(files[5], "compare_torch",
+                       {"torch_model": [synth.torch_row("small", 512, "bf16", "eager", 1.0)]})
     run_report(files, out_dir)
     tex = open(out_dir / "report.tex").read()
     assert tex.count("\\begin{table}") == len(os.listdir(out_dir / "csv")) >= 14
