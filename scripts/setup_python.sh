@@ -3,12 +3,12 @@
 # scripts/report and the script tests. Idempotent: an up-to-date .venv is left as it is.
 # Without PyPI it falls back to a venv that sees the system's packages (Debian: python3-h5py,
 # python3-pandas, python3-matplotlib, python3-pytest), and says so.
-#   scripts/setup_python.sh [PYTHON]     (default /usr/bin/python3, else python3)
+#   scripts/setup_python.sh [PYTHON]     (or $PYTHON; default /usr/bin/python3, else python3)
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 venv=$repo/.venv
 req=$repo/scripts/requirements.txt
-python=${1:-}
+python=${1:-${PYTHON:-}}
 if [[ -z "$python" ]]; then
   if [[ -x /usr/bin/python3 ]]; then python=/usr/bin/python3; else python=python3; fi
 fi

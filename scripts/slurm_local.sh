@@ -148,7 +148,7 @@ stop() {
     }
     kill -TERM "$pid" 2>/dev/null || true
     for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null || true
+    if kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid" 2>/dev/null || true; fi
     rm -f "$dir/pids/$name"
   done
   # the munge directory this instance created (its name is ours: /tmp/paratrain-munge.*)

@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034  # sourced: the variables are used by the scripts that source it
 # Settings and helpers shared by the sbatch scripts and submit_all.sh (sourced, not run).
 #
 # Every setting is an environment variable with a default for a GPU cluster; PT_MODE=cpu
@@ -91,7 +92,8 @@ read -r -a PT_PRECISION_LIST <<<"$PT_PRECISIONS"
 read -r -a PT_ATTN_STUDY_LIST <<<"$PT_ATTN_STUDIES"
 PT_MODEL_TASKS=$(( ${#PT_SIZE_LIST[@]} * ${#PT_CONTEXT_LIST[@]} * ${#PT_PRECISION_LIST[@]} ))
 
-pt_overwrite_flag() { [[ "$PT_OVERWRITE" == 1 ]] && echo "--overwrite" || true; }
+PT_OVERWRITE_ARGS=()  # "${PT_OVERWRITE_ARGS[@]}" on paratrain's command line
+if [[ "$PT_OVERWRITE" == 1 ]]; then PT_OVERWRITE_ARGS=(--overwrite); fi
 
 # Prints a command, then runs it; the job fails with it.
 pt_run() {
