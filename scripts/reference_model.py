@@ -108,8 +108,9 @@ class RotaryEmbedding(nn.Module):
         inv_freq = theta ** (-torch.arange(0, d_head, 2, dtype=torch.float64) / d_head)  # (d_head/2,)
         angles = torch.arange(context_length, dtype=torch.float64)[:, None] * inv_freq[None, :]  # (T, d/2)
         # Buffers, not parameters, and not persistent: the state_dict holds only the weights.
-        self.register_buffer("cos", angles.cos().float(), persistent=False)
-        self.register_buffer("sin", angles.sin().float(), persistent=False)
+        # Kept in fp64 and cast to the input's dtype per call, so an fp64 model is exact.
+        self.register_buffer("cos", angles.cos(), persistent=False)
+        self.register_buffer("sin", angles.sin(), persistent=False)
 
     def forward(self, x):  # x (B, H, T, d_head)
         t = x.shape[-2]
