@@ -9,8 +9,9 @@ then --steps measured steps; every phase timed with CUDA events and each step en
 synchronisation; mean and sample standard deviation per phase; peak memory from
 torch.cuda.max_memory_allocated over the measured steps; tokens/s; MFU = (6·N + attention term)
 FLOPs per token × tokens / step time / the device's dense peak for the precision. fp32 is true
-FP32 (TF32 off); bf16 is autocast (FP32 weights and optimizer state). Out-of-memory
-configurations are recorded with status "oom" and the sweep goes on.
+FP32 (TF32 off); bf16 is autocast (FP32 weights and optimizer state). "compile" compiles the
+model with torch.compile (its backward follows); the loss and AdamW (PyTorch's default, foreach)
+run as in eager. Out-of-memory configurations are recorded with status "oom" and the sweep goes on.
 
 Run it in the same job as paratrain, on the same GPU:
     build/paratrain bench model --sizes small,medium,large,xl,2.7b --contexts 512 --precisions fp32,bf16 \\
