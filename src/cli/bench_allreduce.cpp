@@ -1,7 +1,167 @@
-// PLACEHOLDER: replaced by the area that owns this subcommand.
+// `paratrain bench allreduce`: the nccl-tests table for an fp32 sum all-reduce over every
+// rank: bytes, count, time, algorithm and bus bandwidth, and how many elements came out wrong.
+#include <chrono>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "cli/options.h"
 #include "cli/subcommands.h"
+#include "core/context.h"
 #include "core/error.h"
+#include "dist/communicator.h"
+#include "dist/host_collectives.h"
+#include "dist/runtime.h"
+#include "io/run_record.h"
+#include "io/table.h"
 
 namespace pt::cli {
-int run_bench_allreduce(const std::vector<std::string>&) { PT_FAIL("'bench_allreduce' is not implemented yet"); }
+
+namespace {
+
+// "1M" = 2^20 bytes (as nccl-tests' -b/-e), "10M", "1G", "64K", "4096"; an optional "B".
+int64_t parse_bytes(const std::string& word) {
+  std::string s = word;
+  if (!s.empty() && (s.back() == 'B' || s.back() == 'b')) s.pop_back();
+  int64_t scale = 1;
+  if (!s.empty()) {
+    switch (s.back()) {
+      case 'K': case 'k': scale = int64_t{1} << 10; break;
+      case 'M': case 'm': scale = int64_t{1} << 20; break;
+      case 'G': case 'g': scale = int64_t{1} << 30; break;
+      default: break;
+    }
+    if (scale != 1) s.pop_back();
+  }
+  size_t pos = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &pos);
+  } catch (const std::exception&) {
+    pos = 0;
+  }
+  PT_CHECK(pos > 0 && pos == s.size() && v > 0,
+           "--sizes: '" + word + "' is not a size (examples: 4096, 64K, 1M, 1G)");
+  const auto bytes = static_cast<int64_t>(v * static_cast<double>(scale));
+  PT_CHECK(bytes >= 4, "--sizes: '" + word + "' is smaller than one fp32 element");
+  return bytes;
+}
+
+// Rank r contributes (r + 1)·((i mod 13) + 1): every partial sum is a small integer, exact in
+// fp32, so the check is equality.
+float pattern(int rank, int64_t i) { return static_cast<float>((rank + 1) * (i % 13 + 1)); }
+
+// One correctness round: fill, all-reduce (sum), compare. Returns the wrong elements here.
+int64_t check_round(Context& ctx, dist::Communicator& comm, Tensor& buf) {
+  const int64_t n = buf.numel();
+  const int w = comm.world_size();
+  std::vector<float> host(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) host[i] = pattern(comm.rank(), i);
+  copy_bytes(ctx, buf.data(), buf.device().kind, host.data(), DeviceKind::CPU, buf.nbytes());
+  comm.all_reduce(buf, dist::ReduceOp::Sum);
+  copy_bytes(ctx, host.data(), DeviceKind::CPU, buf.data(), buf.device().kind, buf.nbytes());
+  int64_t wrong = 0;
+  const float ranks_sum = static_cast<float>(w * (w + 1) / 2);
+  for (int64_t i = 0; i < n; ++i) wrong += host[i] != ranks_sum * static_cast<float>(i % 13 + 1);
+  return wrong;
+}
+
+}  // namespace
+
+int run_bench_allreduce(const std::vector<std::string>& args) {
+  RunOptions run;
+  std::string backend_word = "auto";
+  std::vector<std::string> size_words;
+  int iters = 20, warmup = 5;
+  po::options_description desc("bench allreduce options");
+  add_run_options(desc, run);
+  desc.add_options()
+      ("backend", po::value(&backend_word)->default_value(backend_word),
+       "nccl (GPU buffers), mpi (host buffers), or auto: nccl when this rank has a GPU")
+      ("sizes", po::value(&size_words)->multitoken(),
+       "message sizes in bytes, K/M/G = 2^10/2^20/2^30 (default 1M,10M,100M,1G)")
+      ("iters", po::value(&iters)->default_value(iters), "timed iterations per size")
+      ("warmup", po::value(&warmup)->default_value(warmup), "untimed iterations per size first");
+  auto vm = parse_or_help(desc, args,
+                          "mpirun -np N paratrain bench allreduce [options]   (one rank per GPU)");
+  if (!vm) return 0;
+  PT_CHECK(iters >= 1, "--iters must be at least 1");
+  PT_CHECK(warmup >= 0, "--warmup must be >= 0");
+  std::vector<int64_t> sizes;
+  for (const auto& w : split_list(size_words.empty() ? std::vector<std::string>{"1M,10M,100M,1G"} : size_words))
+    sizes.push_back(parse_bytes(w));
+
+  auto& rt = dist::Runtime::get();
+  Device device = resolve_device(run.device, rt.local_rank());
+  const dist::Backend backend =
+      backend_word == "auto" ? dist::backend_for(device) : dist::backend_from_name(backend_word);
+  if (backend == dist::Backend::NCCL)
+    PT_CHECK(device.is_cuda(), "--backend nccl needs a GPU for every rank (this rank runs on the CPU)");
+  else
+    device = Device::cpu();  // MPI collectives work on host memory
+
+  io::RunRecord record("bench_allreduce", run.out, run.overwrite);  // fails now, not after the sweep
+  Context ctx(device);
+  auto comm = dist::make_communicator(backend, ctx);
+  record.collect_environment(ctx);
+  record.set_options(options_as_strings(*vm));
+  record.set_attr("backend", dist::backend_name(backend));
+  record.set_attr("device", device.str());
+
+  io::ResultTable table("allreduce", "fp32 sum all-reduce over all ranks, in place (nccl-tests' columns)");
+  table.add_string("backend", "nccl or mpi")
+      .add_int("ranks", "number of ranks taking part")
+      .add_int("bytes", "message size per rank")
+      .add_int("count", "fp32 elements per rank")
+      .add_string("type", "element type")
+      .add_string("redop", "reduction")
+      .add_double("time_us", "time per all-reduce, mean over ranks (microseconds)", 1)
+      .add_double("time_us_max", "time per all-reduce, slowest rank (microseconds)", 1)
+      .add_double("algbw_GBps", "bytes / time_us (GB/s, 1e9 bytes)", 2)
+      .add_double("busbw_GBps", "algbw x 2(n-1)/n: the link bandwidth a ring needs (GB/s)", 2)
+      .add_int("wrong", "elements differing from the exact sum in the check round, all ranks");
+
+  int64_t wrong_total = 0;
+  const int n = rt.world_size();
+  for (int64_t bytes : sizes) {
+    const int64_t count = bytes / 4;
+    Tensor buf = Tensor::empty({count}, DType::F32, device, "allreduce_buffer", MemCategory::Other);
+    const int64_t wrong = dist::sum_over_ranks(check_round(ctx, *comm, buf));
+    wrong_total += wrong;
+    fill_zero(ctx, buf.data(), device.kind, buf.nbytes());  // sums of zeros: no overflow while timing
+    for (int i = 0; i < warmup; ++i) comm->all_reduce(buf, dist::ReduceOp::Sum);
+    comm->barrier();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < iters; ++i) comm->all_reduce(buf, dist::ReduceOp::Sum);
+    comm->synchronize();
+    const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
+    const auto t = dist::spread_over_ranks(us);
+    const double algbw = static_cast<double>(count * 4) / (t.mean * 1e-6) / 1e9;
+    table.add_row()
+        .set("backend", dist::backend_name(backend))
+        .set("ranks", n)
+        .set("bytes", count * 4)
+        .set("count", count)
+        .set("type", "float")
+        .set("redop", "sum")
+        .set("time_us", t.mean)
+        .set("time_us_max", t.max)
+        .set("algbw_GBps", algbw)
+        .set("busbw_GBps", algbw * 2.0 * (n - 1) / n)
+        .set("wrong", wrong);
+  }
+
+  if (rt.is_root()) {
+    table.print(std::cout);
+    record.add_table(table);
+    record.commit();
+    std::cout << "results: " << record.path() << std::endl;
+  }
+  if (wrong_total > 0) {
+    if (rt.is_root()) std::cerr << "paratrain: error: " << wrong_total << " wrong elements in the all-reduce check" << std::endl;
+    return 1;
+  }
+  return 0;
+}
+
 }  // namespace pt::cli

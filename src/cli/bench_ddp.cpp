@@ -1,7 +1,357 @@
-// PLACEHOLDER: replaced by the area that owns this subcommand.
+// `paratrain bench ddp`: the Transformer's training step under each gradient-sync strategy,
+// bucket size and optimizer-sharding mode on the same ranks: step time, the communication
+// not hidden behind compute, bytes sent, and memory (peak and its breakdown).
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <iostream>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cli/options.h"
 #include "cli/subcommands.h"
+#include "core/allocator.h"
+#include "core/context.h"
 #include "core/error.h"
+#include "dist/communicator.h"
+#include "dist/grad_sync.h"
+#include "dist/host_collectives.h"
+#include "dist/runtime.h"
+#include "io/run_record.h"
+#include "io/table.h"
+#include "model/transformer.h"
+#include "optim/sharded_optimizer.h"
 
 namespace pt::cli {
-int run_bench_ddp(const std::vector<std::string>&) { PT_FAIL("'bench_ddp' is not implemented yet"); }
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kMB = 1e6;
+
+// Points in a step, on the compute stream (CUDA events) or the host clock (CPU ops are
+// synchronous): read after the step has been waited for.
+class StepMarks {
+ public:
+  enum Point { Start, BackwardEnd, SyncEnd, End, Count };
+  explicit StepMarks(const Context& ctx) : ctx_(ctx) {
+    if (ctx.is_cuda())
+      for (auto& e : events_) PT_CUDA_CHECK(cudaEventCreate(&e));
+  }
+  ~StepMarks() {
+    for (auto& e : events_)
+      if (e) cudaEventDestroy(e);
+  }
+  void mark(Point p) {
+    if (ctx_.is_cuda())
+      PT_CUDA_CHECK(cudaEventRecord(events_[p], ctx_.stream()));
+    else
+      host_[p] = std::chrono::steady_clock::now();
+  }
+  double ms(Point a, Point b) const {
+    if (!ctx_.is_cuda()) return std::chrono::duration<double, std::milli>(host_[b] - host_[a]).count();
+    float ms = 0;
+    PT_CUDA_CHECK(cudaEventElapsedTime(&ms, events_[a], events_[b]));
+    return ms;
+  }
+
+ private:
+  const Context& ctx_;
+  cudaEvent_t events_[Count] = {};
+  std::chrono::steady_clock::time_point host_[Count];
+};
+
+struct Config {
+  std::string ddp;
+  double bucket_mb;  // NaN unless bucketed
+  ShardMode shard;
+};
+
+// Memory at one moment: total and the categories the issue asks for (bytes).
+struct MemPoint {
+  double total = 0, params = 0, grads = 0, optstate = 0, acts = 0;
+};
+MemPoint mem_point(int64_t total, const std::array<int64_t, kMemCategories>& by) {
+  auto cat = [&](MemCategory c) { return static_cast<double>(by[static_cast<int>(c)]); };
+  return {static_cast<double>(total), cat(MemCategory::Parameters), cat(MemCategory::Gradients),
+          cat(MemCategory::OptimizerState), cat(MemCategory::Activations)};
+}
+
+struct Result {
+  Config cfg;
+  std::string sync_name;
+  double step_ms = 0, step_sd = 0, step_ms_max_rank = 0, exposed_ms = 0, comm_bytes = 0, peak = 0;
+  MemPoint init, before_step, during_step;  // rank 0
+};
+
+double mean_of(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return v.empty() ? 0 : s / static_cast<double>(v.size());
+}
+double sd_of(const std::vector<double>& v) {
+  if (v.size() < 2) return 0;
+  const double m = mean_of(v);
+  double s = 0;
+  for (double x : v) s += (x - m) * (x - m);
+  return std::sqrt(s / static_cast<double>(v.size() - 1));
+}
+
+struct Bench {
+  Context& ctx;
+  dist::Communicator& comm;
+  TransformerLM& model;
+  Tensor ids, targets;
+  OptimizerConfig opt_cfg;
+  int warmup, steps;
+
+  Result run(const Config& c) {
+    auto& alloc = TrackingAllocator::instance();
+    const DeviceKind kind = ctx.device().kind;
+    ParamStore& store = model.store();
+    Result r;
+    r.cfg = c;
+    comm.barrier();
+    alloc.reset_peak(kind);
+    DataParallel dp = make_data_parallel(ctx, store, &comm, c.ddp, std::isnan(c.bucket_mb) ? dist::kDefaultBucketMB : c.bucket_mb,
+                                         c.shard, opt_cfg);
+    r.sync_name = dp.sync->name();
+    const MemoryStats at_init = alloc.stats(kind);
+    r.init = mem_point(at_init.in_use, at_init.in_use_by_category);
+
+    StepMarks marks(ctx);
+    std::vector<double> step_ms, exposed_ms;
+    int64_t bytes = 0;
+    for (int s = 0; s < warmup + steps; ++s) {
+      const bool first = s == 0, timed = s >= warmup;
+      if (s == warmup) alloc.reset_peak(kind);
+      if (first) alloc.reset_peak(kind);
+      store.zero_grad(ctx);
+      dp.sync->begin_step(ctx);
+      marks.mark(StepMarks::Start);
+      model.forward(ctx, ids, targets);
+      model.backward(ctx);
+      marks.mark(StepMarks::BackwardEnd);
+      dp.sync->finish(ctx);
+      marks.mark(StepMarks::SyncEnd);
+      if (first) {
+        const MemoryStats m = alloc.stats(kind);
+        r.before_step = mem_point(m.peak, m.at_peak_by_category);
+        alloc.reset_peak(kind);
+      }
+      dp.optimizer->step(ctx, opt_cfg.adamw.lr);
+      marks.mark(StepMarks::End);
+      // A stuck collective must time out here rather than hang the compute-stream wait.
+      comm.synchronize();
+      ctx.synchronize();
+      if (first) {
+        const MemoryStats m = alloc.stats(kind);
+        r.during_step = mem_point(m.peak, m.at_peak_by_category);
+      }
+      if (timed) {
+        step_ms.push_back(marks.ms(StepMarks::Start, StepMarks::End));
+        exposed_ms.push_back(marks.ms(StepMarks::BackwardEnd, StepMarks::SyncEnd));
+        bytes = dp.sync->bytes_communicated();
+      }
+    }
+    // The sharded optimizers move every trainable parameter once per step as well.
+    if (c.shard != ShardMode::None) bytes += store.grad_numel() * static_cast<int64_t>(sizeof(float));
+
+    const auto step = dist::spread_over_ranks(mean_of(step_ms));
+    r.step_ms = step.mean;
+    r.step_ms_max_rank = step.max;
+    r.step_sd = dist::spread_over_ranks(sd_of(step_ms)).max;
+    r.exposed_ms = dist::spread_over_ranks(mean_of(exposed_ms)).mean;
+    r.comm_bytes = static_cast<double>(bytes);
+    r.peak = dist::spread_over_ranks(static_cast<double>(alloc.stats(kind).peak)).max;
+    return r;
+  }
+};
+
+std::vector<Config> configs(const std::vector<std::string>& ddps, const std::vector<double>& buckets,
+                            const std::vector<std::string>& shards) {
+  std::vector<Config> out;
+  for (const auto& d : ddps) {
+    if (d == "bucketed")
+      for (double mb : buckets) out.push_back({d, mb, ShardMode::None});
+    else
+      out.push_back({d, kNaN, ShardMode::None});
+  }
+  for (const auto& s : shards) {
+    const ShardMode m = shard_mode_from_name(s);
+    if (m == ShardMode::Broadcast) out.push_back({"bucketed", dist::kDefaultBucketMB, m});
+    if (m == ShardMode::Zero1) {
+      out.push_back({"flat", kNaN, m});  // one reduce-scatter after backward
+      out.push_back({"bucketed", dist::kDefaultBucketMB, m});  // reduces overlapped with backward
+    }
+  }
+  return out;
+}
+
+void add_memory_columns(io::ResultTable& t, const std::string& prefix, const std::string& when, bool acts) {
+  t.add_double(prefix + "_MB", "rank 0: " + when + " (MB)", 1)
+      .add_double(prefix + "_params_MB", "rank 0: parameters (fp32 + bf16 copy), " + when + " (MB)", 1)
+      .add_double(prefix + "_grads_MB", "rank 0: gradients, " + when + " (MB)", 1)
+      .add_double(prefix + "_optstate_MB", "rank 0: optimizer state, " + when + " (MB)", 1);
+  if (acts) t.add_double(prefix + "_acts_MB", "rank 0: activations, " + when + " (MB)", 1);
+}
+
+void set_memory(io::ResultTable::RowBuilder& row, const std::string& prefix, const MemPoint& m, bool acts) {
+  row.set(prefix + "_MB", m.total / kMB)
+      .set(prefix + "_params_MB", m.params / kMB)
+      .set(prefix + "_grads_MB", m.grads / kMB)
+      .set(prefix + "_optstate_MB", m.optstate / kMB);
+  if (acts) row.set(prefix + "_acts_MB", m.acts / kMB);
+}
+
+}  // namespace
+
+int run_bench_ddp(const std::vector<std::string>& args) {
+  RunOptions run;
+  std::string size = "xl", attention = "naive", optimizer = "adamw";
+  int64_t context = 512, batch = 4, d_model = 0, num_layers = 0, num_heads = 0, d_ff = 0, vocab = 0;
+  int steps = 10, warmup = 3;
+  std::vector<std::string> ddp_words, bucket_words, shard_words;
+  po::options_description desc("bench ddp options");
+  add_run_options(desc, run);
+  desc.add_options()
+      ("model", po::value(&size)->default_value(size), "named size: small, medium, large, xl, 2.7b")
+      ("d-model", po::value(&d_model)->default_value(0), "override the size's d_model (0: keep)")
+      ("num-layers", po::value(&num_layers)->default_value(0), "override the number of layers (0: keep)")
+      ("num-heads", po::value(&num_heads)->default_value(0), "override the number of heads (0: keep)")
+      ("d-ff", po::value(&d_ff)->default_value(0), "override d_ff (0: keep)")
+      ("vocab-size", po::value(&vocab)->default_value(0), "override the vocabulary (0: keep)")
+      ("context", po::value(&context)->default_value(context), "sequence length")
+      ("batch", po::value(&batch)->default_value(batch), "sequences per rank per step")
+      ("attention", po::value(&attention)->default_value(attention), "naive or flash")
+      ("optimizer", po::value(&optimizer)->default_value(optimizer), "adamw or sgd")
+      ("ddp", po::value(&ddp_words)->multitoken(),
+       "strategies to time (default none,naive,flat,overlap,bucketed); none is the floor")
+      ("bucket-mb", po::value(&bucket_words)->multitoken(),
+       "bucket caps for bucketed, MiB (default 1,10,100,1000; 0 = one bucket per parameter)")
+      ("shard-optimizer", po::value(&shard_words)->multitoken(),
+       "sharding modes to add (default none): broadcast (with bucketed 25 MiB), zero1 (with flat "
+       "and with bucketed 25 MiB)")
+      ("steps", po::value(&steps)->default_value(steps), "timed steps per configuration")
+      ("warmup", po::value(&warmup)->default_value(warmup), "untimed steps first");
+  auto vm = parse_or_help(desc, args, "mpirun -np N paratrain bench ddp [options]   (one rank per GPU)");
+  if (!vm) return 0;
+  PT_CHECK(steps >= 1 && warmup >= 1, "--steps and --warmup must be at least 1");
+  PT_CHECK(context >= 1 && batch >= 1, "--context and --batch must be positive");
+  const auto ddps = split_list(ddp_words.empty() ? std::vector<std::string>{"none,naive,flat,overlap,bucketed"} : ddp_words);
+  const auto buckets = parse_double_list(bucket_words.empty() ? std::vector<std::string>{"1,10,100,1000"} : bucket_words, "bucket-mb");
+  const auto shards = split_list(shard_words.empty() ? std::vector<std::string>{"none"} : shard_words);
+  for (const auto& d : ddps)
+    PT_CHECK(std::find(dist::grad_sync_names().begin(), dist::grad_sync_names().end(), d) != dist::grad_sync_names().end(),
+             "--ddp: unknown strategy '" + d + "' (expected none, naive, flat, overlap or bucketed)");
+  for (double mb : buckets) PT_CHECK(mb >= 0, "--bucket-mb values must be >= 0");
+  const auto plan = configs(ddps, buckets, shards);
+
+  TransformerConfig cfg = TransformerConfig::named(size);
+  if (d_model) cfg.d_model = d_model;
+  if (num_layers) cfg.num_layers = num_layers;
+  if (num_heads) cfg.num_heads = num_heads;
+  if (d_ff) cfg.d_ff = d_ff;
+  if (vocab) cfg.vocab_size = vocab;
+  cfg.context_length = std::max(cfg.context_length, context);
+  cfg.attention = attention_impl_from_name(attention);
+  cfg.validate();
+
+  auto& rt = dist::Runtime::get();
+  const Device device = resolve_device(run.device, rt.local_rank());
+  io::RunRecord record("bench_ddp", run.out, run.overwrite);  // fails now, not after the sweep
+  Context ctx(device, precision_from_name(run.precision));
+  auto comm = dist::make_communicator(dist::backend_for(device), ctx);
+  record.collect_environment(ctx);
+  record.set_options(options_as_strings(*vm));
+  record.set_attr("backend", comm->name());
+  record.set_attr("device", device.str());
+  record.set_attr("model.d_model", cfg.d_model);
+  record.set_attr("model.num_layers", cfg.num_layers);
+  record.set_attr("model.num_heads", cfg.num_heads);
+  record.set_attr("model.d_ff", cfg.d_ff);
+  record.set_attr("model.vocab_size", cfg.vocab_size);
+  record.set_attr("model.parameters", cfg.num_params());
+
+  TransformerLM model(cfg, ctx);
+  model.init_weights(ctx, run.seed);
+  // Each rank its own batch (as in data-parallel training); the same one every step.
+  std::mt19937_64 rng(run.seed + 1000 * static_cast<uint64_t>(rt.rank()));
+  std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(cfg.vocab_size - 1));
+  Tensor host_ids = Tensor::empty({batch, context}, DType::I32, Device::cpu(), "ids");
+  Tensor host_targets = Tensor::empty({batch, context}, DType::I32, Device::cpu(), "targets");
+  for (int64_t i = 0; i < batch * context; ++i) {
+    host_ids.data_as<int32_t>()[i] = tok(rng);
+    host_targets.data_as<int32_t>()[i] = tok(rng);
+  }
+  OptimizerConfig opt_cfg;
+  opt_cfg.kind = optimizer_kind_from_name(optimizer);
+  opt_cfg.adamw.lr = 1e-4f;
+  Bench bench{ctx, *comm, model, host_ids.to(device, ctx), host_targets.to(device, ctx), opt_cfg, warmup, steps};
+
+  std::vector<Result> results;
+  for (const auto& c : plan) {
+    results.push_back(bench.run(c));
+    const Result& r = results.back();
+    if (rt.is_root())
+      std::cout << "ddp " << r.sync_name << " bucket_mb " << c.bucket_mb << " shard " << shard_mode_name(c.shard)
+                << ": " << r.step_ms << " ms/step, exposed communication " << r.exposed_ms << " ms" << std::endl;
+  }
+
+  double floor_ms = kNaN;
+  for (const auto& r : results)
+    if (r.cfg.ddp == "none") floor_ms = r.step_ms;
+  const double tokens = static_cast<double>(rt.world_size() * batch * context);
+
+  io::ResultTable table("ddp", "data-parallel training step per strategy, bucket cap and optimizer sharding");
+  table.add_string("ddp", "gradient sync: none (no communication: the floor), naive, flat, overlap, bucketed; with "
+                  "zero1 reduce_scatter or bucketed_reduce")
+      .add_double("bucket_mb", "bucket cap in MiB (bucketed only; NaN otherwise)", 2)
+      .add_string("shard", "optimizer sharding: none, broadcast, zero1")
+      .add_int("ranks", "data-parallel ranks")
+      .add_string("precision", "fp32, tf32 or bf16")
+      .add_double("step_ms", "time per training step, mean over steps and ranks (ms)", 2)
+      .add_double("step_sd_ms", "standard deviation over steps, largest over ranks (ms)", 2)
+      .add_double("step_ms_max_rank", "mean step time of the slowest rank (ms)", 2)
+      .add_double("overhead_pct", "step_ms over the ddp=none floor measured in this run (%)", 2)
+      .add_double("exposed_comm_ms", "end of backward to end of gradient sync: communication not hidden (ms)", 3)
+      .add_double("comm_MB", "bytes this rank put into collectives per step (gradients + sharded parameters, MB)", 1)
+      .add_double("tokens_per_s", "global tokens per second", 0)
+      .add_double("peak_MB", "peak tracked memory over the timed steps, largest rank (MB)", 1);
+  add_memory_columns(table, "init", "in use after model, strategy and optimizer are built", false);
+  add_memory_columns(table, "before_step", "peak of the first step before the optimizer step", true);
+  add_memory_columns(table, "step", "peak during the first optimizer step", true);
+  for (const auto& r : results) {
+    auto row = table.add_row();
+    row.set("ddp", r.sync_name)
+        .set("bucket_mb", r.cfg.bucket_mb)
+        .set("shard", shard_mode_name(r.cfg.shard))
+        .set("ranks", rt.world_size())
+        .set("precision", run.precision)
+        .set("step_ms", r.step_ms)
+        .set("step_sd_ms", r.step_sd)
+        .set("step_ms_max_rank", r.step_ms_max_rank)
+        .set("overhead_pct", (r.step_ms / floor_ms - 1.0) * 100.0)
+        .set("exposed_comm_ms", r.exposed_ms)
+        .set("comm_MB", r.comm_bytes / kMB)
+        .set("tokens_per_s", tokens / (r.step_ms * 1e-3))
+        .set("peak_MB", r.peak / kMB);
+    set_memory(row, "init", r.init, false);
+    set_memory(row, "before_step", r.before_step, true);
+    set_memory(row, "step", r.during_step, true);
+  }
+  if (rt.is_root()) {
+    table.print(std::cout);
+    record.add_table(table);
+    record.commit();
+    std::cout << "results: " << record.path() << std::endl;
+  }
+  return 0;
+}
+
 }  // namespace pt::cli

@@ -12,6 +12,8 @@
 #include "cli/subcommands.h"
 #include "core/context.h"
 #include "core/error.h"
+#include "dist/communicator.h"
+#include "dist/ddp_options.h"
 #include "dist/grad_sync.h"
 #include "dist/runtime.h"
 #include "io/checkpoint.h"
@@ -19,6 +21,7 @@
 #include "io/token_data.h"
 #include "model/train_step.h"
 #include "model/transformer.h"
+#include "optim/sharded_optimizer.h"
 #include "paratrain/version.h"
 
 namespace pt::cli {
@@ -69,8 +72,9 @@ void refuse_existing(const std::string& path, bool overwrite, const char* flag) 
 int run_train(const std::vector<std::string>& args) {
   TrainOptions t;
   RunOptions run;
+  dist::DdpOptions ddp_opt;
   po::options_description model("Model"), data("Data"), optim("Optimisation"), ckpt("Checkpoints"),
-      general("Run");
+      parallel("Data parallelism (mpirun/srun -n N: one rank per GPU)"), general("Run");
   model.add_options()
       ("model", po::value(&t.model)->default_value(t.model), "named size: tiny small medium large xl 2.7b")
       ("d-model", po::value(&t.d_model), "override the size's d_model")
@@ -108,11 +112,12 @@ int run_train(const std::vector<std::string>& args) {
       ("init-from", po::value(&t.init_from), "start from this checkpoint's weights (a PyTorch state_dict "
                                              "saved with h5py in the same layout loads too)")
       ("resume", po::value(&t.resume), "continue a run: weights, optimizer state, step and data order");
+  dist::add_ddp_options(parallel, ddp_opt);
   general.add_options()("log-every", po::value(&t.log_every)->default_value(t.log_every),
                         "progress line every N steps (rank 0)");
   add_run_options(general, run, "fp32");
   po::options_description desc("paratrain train options");
-  desc.add(model).add(data).add(optim).add(ckpt).add(general);
+  desc.add(model).add(data).add(optim).add(ckpt).add(parallel).add(general);
   auto vm = parse_or_help(desc, args, "paratrain train [options]   (mpirun -np N paratrain train ... for data parallelism)");
   if (!vm) return 0;
 
@@ -128,7 +133,7 @@ int run_train(const std::vector<std::string>& args) {
   PT_CHECK(t.batch_size % rt.world_size() == 0,
            "--batch-size " + std::to_string(t.batch_size) + " is not divisible by the " +
                std::to_string(rt.world_size()) + " ranks");
-  PT_CHECK(rt.world_size() == 1, "data-parallel training (several ranks) is not available yet");
+  const dist::DdpOptions ddp = dist::resolve_ddp_options(ddp_opt, rt.world_size());
   const Precision precision = precision_from_name(run.precision);
   const Device device = resolve_device(run.device, rt.local_rank());
   PT_CHECK(!(precision == Precision::BF16 && device.is_cpu()), "--precision bf16 needs a GPU");
@@ -185,10 +190,18 @@ int run_train(const std::vector<std::string>& args) {
     io::load_weights(t.init_from, lm.store(), ctx);
   else
     lm.init_weights(ctx, run.seed);
-  auto optimizer = make_optimizer(oc, ctx, contiguous_ranges(trainable_params(lm.store())));
-  if (!t.resume.empty()) io::load_optimizer_state(t.resume, *optimizer, ctx);
-  dist::NoSync sync;
-  TrainStep step_fn(lm, *optimizer, sync, static_cast<float>(t.grad_clip));
+  std::unique_ptr<dist::Communicator> comm;
+  if (rt.world_size() > 1) comm = dist::make_communicator(dist::backend_for(device), ctx);
+  // Rank 0's weights become everyone's here (the strategy broadcasts them at construction).
+  DataParallel dp = make_data_parallel(ctx, lm.store(), comm.get(), ddp.ddp, ddp.bucket_mb,
+                                       shard_mode_from_name(ddp.shard), oc);
+  Optimizer* optimizer = dp.optimizer.get();
+  if (!t.resume.empty()) {
+    PT_CHECK(ddp.shard == "none", "--resume with a sharded optimizer is not supported (its state is split "
+                                  "over the ranks); resume with --shard-optimizer none");
+    io::load_optimizer_state(t.resume, *optimizer, ctx);
+  }
+  TrainStep step_fn(lm, *optimizer, *dp.sync, static_cast<float>(t.grad_clip));
 
   io::ResultTable steps_table("train_steps", "one row per training step (rank 0; loss averaged over ranks)");
   steps_table.add_int("step").add_double("loss", "mean cross-entropy, nats", 4)
@@ -204,14 +217,16 @@ int run_train(const std::vector<std::string>& args) {
                  {"model.num_heads", cfg.num_heads}, {"model.d_ff", cfg.d_ff}};
     info.reals = {{"model.rope_theta", cfg.rope_theta}};
     io::add_sampler_state(info, sc);
-    if (rt.is_root()) io::save_checkpoint(t.save, lm.store(), ctx, optimizer.get(), info);
+    // A sharded optimizer holds only this rank's slice of the state: save the weights alone.
+    if (rt.is_root()) io::save_checkpoint(t.save, lm.store(), ctx, ddp.shard == "none" ? optimizer : nullptr, info);
   };
 
   if (rt.is_root())
-    std::printf("train: %s (%lld parameters) on %s, %s, %s attention, batch %lld × %lld tokens, %s sampling of %s "
-                "(%lld tokens)\n",
-                t.model.c_str(), static_cast<long long>(cfg.num_params()), device.str().c_str(),
-                precision_name(precision), attn.c_str(), static_cast<long long>(t.batch_size),
+    std::printf("train: %s (%lld parameters) on %d × %s, %s, %s attention, ddp %s, sharding %s, batch %lld × %lld "
+                "tokens, %s sampling of %s (%lld tokens)\n",
+                t.model.c_str(), static_cast<long long>(cfg.num_params()), rt.world_size(), device.str().c_str(),
+                precision_name(precision), attn.c_str(), ddp.ddp.c_str(), ddp.shard.c_str(),
+                static_cast<long long>(t.batch_size),
                 static_cast<long long>(cfg.context_length), t.sampling.c_str(), t.data.c_str(),
                 static_cast<long long>(tokens.size()));
 

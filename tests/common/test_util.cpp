@@ -13,6 +13,23 @@
 
 namespace pt::test {
 
+namespace {
+// The environment every test process needs (see tests/CMakeLists.txt), set before main().
+const bool kEnvironmentSet = [] {
+  const char* vars[][2] = {
+      {"PARATRAIN_SOURCE_DIR", PT_TEST_SOURCE_DIR},
+      {"PARATRAIN_BINARY", PT_TEST_PARATRAIN_BINARY},
+      {"OPENBLAS_NUM_THREADS", "1"},
+      {"OMPI_ALLOW_RUN_AS_ROOT", "1"},
+      {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"},
+      {"OMPI_MCA_rmaps_base_oversubscribe", "1"},
+      {"NCCL_NVLS_ENABLE", "0"},
+  };
+  for (const auto& v : vars) setenv(v[0], v[1], /*overwrite=*/0);
+  return true;
+}();
+}  // namespace
+
 std::vector<double> randn(int64_t n, uint64_t seed, double std) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> d(0.0, std);
@@ -130,9 +147,10 @@ std::string paratrain_binary() {
   return guess.string();
 }
 
-CliResult run_paratrain(const std::string& args) {
+namespace {
+CliResult run_shell(const std::string& command) {
   CliResult r;
-  const std::string cmd = paratrain_binary() + " " + args + " 2>&1";
+  const std::string cmd = command + " 2>&1";
   FILE* pipe = popen(cmd.c_str(), "r");
   PT_CHECK(pipe != nullptr, "popen failed for: " + cmd);
   char buf[4096];
@@ -141,6 +159,13 @@ CliResult run_paratrain(const std::string& args) {
   const int status = pclose(pipe);
   r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
+}
+}  // namespace
+
+CliResult run_paratrain(const std::string& args) { return run_shell(paratrain_binary() + " " + args); }
+
+CliResult run_paratrain_mpi(int ranks, const std::string& args) {
+  return run_shell("mpiexec -n " + std::to_string(ranks) + " --oversubscribe " + paratrain_binary() + " " + args);
 }
 
 std::string source_path(const std::string& relative) {

@@ -66,6 +66,8 @@ struct CliResult {
 };
 std::string paratrain_binary();
 CliResult run_paratrain(const std::string& args);
+// The same under `mpiexec -n ranks --oversubscribe` (CPU ranks over MPI).
+CliResult run_paratrain_mpi(int ranks, const std::string& args);
 
 // Path of a file in the source tree (tests run from the build tree).
 std::string source_path(const std::string& relative);

@@ -101,6 +101,34 @@ TEST(TrainCli, SaveLoadContinueGivesTheLossesOfAnUninterruptedRun) {
   EXPECT_LT(recorded_losses(dir + "/init.h5")[0], a[0] - 0.01) << "started from trained weights";
 }
 
+TEST(TrainCli, DataParallelRunsMatchOneProcessForEveryStrategy) {
+  const std::string dir = test::scratch_dir("train_ddp");
+  // SGD: an update proportional to the gradient, so rank-averaging rounding stays at 1e-7
+  // (Adam would magnify it in near-zero gradients). Global batch 4 = 2 ranks × 2.
+  auto args = [&](const std::string& out, const std::string& extra) {
+    return tiny({{"steps", "4"}, {"sampling", "sequential"}, {"optimizer", "sgd"}, {"lr", "0.5"},
+                 {"warmup-steps", "0"}, {"out", dir + "/" + out}}) + extra;
+  };
+  ASSERT_EQ(test::run_paratrain(args("one.h5", "")).rc, 0);
+  const auto ref = recorded_losses(dir + "/one.h5");
+  const std::vector<std::string> variants = {
+      "--ddp naive", "--ddp flat", "--ddp overlap", "--ddp bucketed --bucket-mb 0.01",
+      "--ddp bucketed --shard-optimizer broadcast", "--ddp flat --shard-optimizer zero1"};
+  for (size_t i = 0; i < variants.size(); ++i) {
+    const std::string out = "two_" + std::to_string(i) + ".h5";
+    test::CliResult r = test::run_paratrain_mpi(2, args(out, variants[i]));
+    ASSERT_EQ(r.rc, 0) << variants[i] << ": " << r.output;
+    const auto got = recorded_losses(dir + "/" + out);
+    ASSERT_EQ(got.size(), ref.size()) << variants[i];
+    for (size_t s = 0; s < ref.size(); ++s) EXPECT_NEAR(got[s], ref[s], 1e-5 * ref[s]) << variants[i] << " step " << s + 1;
+  }
+  // A global batch the ranks cannot split evenly is refused on every rank, before any work.
+  test::CliResult odd = test::run_paratrain_mpi(2, tiny({{"batch-size", "3"}, {"out", dir + "/odd.h5"}}));
+  EXPECT_NE(odd.rc, 0);
+  EXPECT_NE(odd.output.find("divisible"), std::string::npos) << odd.output;
+  EXPECT_FALSE(fs::exists(dir + "/odd.h5"));
+}
+
 struct BadCase {
   const char* name;
   std::string args;

@@ -1,0 +1,297 @@
+// Sharded optimizers: assignment of parameters to ranks, the inner optimizer over this rank's
+// part, and the exchange of updated parameters (broadcasts, or ZeRO-1's all-gather).
+#include "optim/sharded_optimizer.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "core/error.h"
+#include "core/profiler.h"
+#include "dist/communicator.h"
+#include "ops/elementwise.h"
+
+namespace pt {
+
+ShardMode shard_mode_from_name(const std::string& name) {
+  if (name == "none") return ShardMode::None;
+  if (name == "broadcast") return ShardMode::Broadcast;
+  if (name == "zero1") return ShardMode::Zero1;
+  PT_FAIL("unknown --shard-optimizer '" + name + "' (expected none, broadcast or zero1)");
+}
+
+const char* shard_mode_name(ShardMode m) {
+  switch (m) {
+    case ShardMode::None: return "none";
+    case ShardMode::Broadcast: return "broadcast";
+    case ShardMode::Zero1: return "zero1";
+  }
+  return "?";
+}
+
+std::vector<FlatRange> per_parameter_ranges(const std::vector<Parameter*>& params) {
+  std::vector<FlatRange> out;
+  for (Parameter* p : params)
+    if (p->trainable)
+      for (auto& r : contiguous_ranges({p})) out.push_back(r);
+  return out;
+}
+
+namespace {
+
+// Two ranges that follow each other in the parameter, gradient and bf16 buffers.
+bool adjacent(const FlatRange& a, const FlatRange& b) {
+  auto follows = [](const Tensor& x, const Tensor& y) {
+    if (!x.defined() || !y.defined()) return !x.defined() && !y.defined();
+    return static_cast<const char*>(x.data()) + x.nbytes() == y.data();
+  };
+  return a.grad_begin + a.param.numel() == b.grad_begin && follows(a.param, b.param) &&
+         follows(a.grad, b.grad) && follows(a.param_lowp, b.param_lowp);
+}
+
+Tensor extend(const Tensor& first, int64_t numel) {
+  if (!first.defined()) return Tensor();
+  return Tensor::view_of(first.data(), {numel}, first.dtype(), first.device());
+}
+
+FlatRange merge(const FlatRange& a, const FlatRange& b) {
+  const int64_t n = a.param.numel() + b.param.numel();
+  return {extend(a.param, n), extend(a.grad, n), extend(a.param_lowp, n), a.grad_begin};
+}
+
+// Refreshes the bf16 copy of ranges another rank updated (no-op without a mirror).
+void refresh_lowp(Context& ctx, const FlatRange& r) {
+  if (!r.param_lowp.defined()) return;
+  Tensor dst = r.param_lowp;
+  ops::cast(ctx, dst, r.param);
+}
+
+}  // namespace
+
+// ---- broadcast ------------------------------------------------------------------------
+
+BroadcastShardedOptimizer::BroadcastShardedOptimizer(const OptimizerConfig& cfg, Context& ctx,
+                                                     dist::Communicator& comm,
+                                                     const std::vector<FlatRange>& units)
+    : Optimizer(cfg, ctx), comm_(comm), load_(comm.world_size(), 0) {
+  std::vector<size_t> order(units.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return units[a].grad_begin < units[b].grad_begin; });
+  int64_t total = 0;
+  for (const auto& u : units) total += u.param.numel();
+  // Owner of a unit: the rank whose share [k·total/W, (k+1)·total/W) holds its midpoint.
+  std::vector<FlatRange> sorted;
+  std::vector<int> owners;
+  int64_t before = 0;
+  const int world = comm.world_size();
+  for (size_t i : order) {
+    const int64_t n = units[i].param.numel();
+    const double mid = static_cast<double>(before) + 0.5 * static_cast<double>(n);
+    int owner = total > 0 ? static_cast<int>(mid * world / static_cast<double>(total)) : 0;
+    owner = std::min(std::max(owner, 0), world - 1);
+    sorted.push_back(units[i]);
+    owners.push_back(owner);
+    before += n;
+  }
+  take(sorted, owners);
+}
+
+void BroadcastShardedOptimizer::add_ranges(const std::vector<FlatRange>& units) {
+  std::vector<size_t> order(units.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return units[a].param.numel() > units[b].param.numel();
+  });
+  std::vector<int> owners(units.size());
+  std::vector<int64_t> load = load_;
+  for (size_t i : order) {
+    const int r = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
+    owners[i] = r;
+    load[r] += units[i].param.numel();
+  }
+  take(units, owners);
+}
+
+void BroadcastShardedOptimizer::take(const std::vector<FlatRange>& units, const std::vector<int>& owners) {
+  std::vector<FlatRange> mine;
+  for (size_t i = 0; i < units.size(); ++i) {
+    for (const auto& u : units_)
+      PT_CHECK(u.grad_begin != units[i].grad_begin || units[i].param.numel() == 0,
+               "BroadcastShardedOptimizer: a parameter range was added twice");
+    units_.push_back(units[i]);
+    owner_.push_back(owners[i]);
+    load_[owners[i]] += units[i].param.numel();
+    if (owners[i] == comm_.rank()) mine.push_back(units[i]);
+  }
+  if (!mine.empty()) {
+    if (inner_) {
+      inner_->add_ranges(mine);
+    } else {
+      inner_ = make_optimizer(cfg_, ctx_, mine);
+      inner_->set_steps_taken(steps_);
+    }
+  }
+  ranges_ = inner_ ? inner_->ranges() : std::vector<FlatRange>{};
+  plan_broadcasts();
+}
+
+void BroadcastShardedOptimizer::plan_broadcasts() {
+  std::vector<size_t> order(units_.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return units_[a].grad_begin < units_[b].grad_begin; });
+  runs_.clear();
+  for (size_t i : order) {
+    if (!runs_.empty() && runs_.back().owner == owner_[i] && adjacent(runs_.back().range, units_[i]))
+      runs_.back().range = merge(runs_.back().range, units_[i]);
+    else
+      runs_.push_back({units_[i], owner_[i]});
+  }
+}
+
+void BroadcastShardedOptimizer::step(Context& ctx, float lr) {
+  if (inner_) {
+    inner_->set_steps_taken(steps_);
+    inner_->step(ctx, lr);
+  }
+  ++steps_;
+  OpScope scope(ctx, "sharded optimizer: broadcast parameters", OpFamily::Communication);
+  std::vector<dist::WorkPtr> works;
+  for (auto& run : runs_) works.push_back(comm_.broadcast_async(run.range.param, run.owner));
+  for (auto& w : works) w->wait();
+  for (const auto& run : runs_)
+    if (run.owner != comm_.rank()) refresh_lowp(ctx, run.range);
+}
+
+std::vector<std::pair<std::string, Tensor>> BroadcastShardedOptimizer::state() {
+  return inner_ ? inner_->state() : std::vector<std::pair<std::string, Tensor>>{};
+}
+
+int64_t BroadcastShardedOptimizer::state_bytes() const { return inner_ ? inner_->state_bytes() : 0; }
+
+void BroadcastShardedOptimizer::reduce_sumsq(Context& ctx, Tensor& sumsq) {
+  comm_.all_reduce(sumsq, dist::ReduceOp::Sum);
+}
+
+// ---- ZeRO-1 ---------------------------------------------------------------------------
+
+Zero1Optimizer::Zero1Optimizer(const OptimizerConfig& cfg, Context& ctx, dist::Communicator& comm,
+                               ParamStore& store)
+    : Optimizer(cfg, ctx), comm_(comm), store_(store), partition_(store.grad_numel(), comm.world_size()) {
+  PT_CHECK(store.finalized(), "Zero1Optimizer: the ParamStore is not finalized");
+  const int r = comm.rank();
+  ranges_ = ranges_of_grad_slice(store, partition_.begin(r), partition_.end(r));
+  if (!ranges_.empty()) inner_ = make_optimizer(cfg, ctx, ranges_);
+  for (const auto& p : store.params()) {
+    if (!p->trainable) continue;
+    const int64_t shift = p->offset - p->grad_offset;
+    if (param_shift_ == -1 && p->grad_offset == 0) param_shift_ = shift;
+    if (shift != param_shift_) {
+      param_shift_ = -1;
+      break;
+    }
+  }
+}
+
+void Zero1Optimizer::add_ranges(const std::vector<FlatRange>&) {
+  PT_FAIL("zero1 shards the whole gradient buffer: every trainable parameter is included at "
+          "construction, no parameter group can be added");
+}
+
+void Zero1Optimizer::step(Context& ctx, float lr) {
+  if (inner_) {
+    inner_->set_steps_taken(steps_);
+    inner_->step(ctx, lr);
+  }
+  ++steps_;
+  OpScope scope(ctx, "zero1: all-gather parameters", OpFamily::Communication);
+  if (param_shift_ >= 0)
+    gather_in_place(ctx);
+  else
+    gather_packed(ctx);
+  // The bf16 copies of parameters other ranks updated.
+  const int r = comm_.rank();
+  for (const auto& range : ranges_of_grad_slice(store_, 0, partition_.begin(r))) refresh_lowp(ctx, range);
+  for (const auto& range : ranges_of_grad_slice(store_, partition_.end(r), partition_.numel))
+    refresh_lowp(ctx, range);
+}
+
+// Trainable parameters are [shift, shift + grad_numel) of the parameter buffer, in gradient
+// order: gather straight into it.
+void Zero1Optimizer::gather_in_place(Context& ctx) {
+  const auto& part = partition_;
+  Tensor params = store_.flat_params().narrow(0, param_shift_, part.numel);
+  dist::WorkPtr gather, tail;
+  if (part.block > 0) {
+    Tensor all = params.narrow(0, 0, part.scattered());
+    Tensor mine = params.narrow(0, part.begin(comm_.rank()), part.block);
+    gather = comm_.all_gather_async(mine, all);
+  }
+  if (part.tail() > 0) {
+    Tensor t = params.narrow(0, part.scattered(), part.tail());
+    tail = comm_.broadcast_async(t, part.world - 1);
+  }
+  if (gather) gather->wait();
+  if (tail) tail->wait();
+}
+
+// Frozen parameters sit between trainable ones: pack this rank's part in gradient order,
+// gather the packed buffer, unpack every part.
+void Zero1Optimizer::gather_packed(Context& ctx) {
+  const auto& part = partition_;
+  if (!packed_.defined())
+    packed_ = Tensor::empty({part.numel}, DType::F32, store_.device(), "zero1_packed", MemCategory::Other);
+  for (const auto& r : ranges_) packed_.narrow(0, r.grad_begin, r.param.numel()).copy_from(r.param, ctx);
+  dist::WorkPtr gather, tail;
+  if (part.block > 0) {
+    Tensor all = packed_.narrow(0, 0, part.scattered());
+    Tensor mine = packed_.narrow(0, part.begin(comm_.rank()), part.block);
+    gather = comm_.all_gather_async(mine, all);
+  }
+  if (part.tail() > 0) {
+    Tensor t = packed_.narrow(0, part.scattered(), part.tail());
+    tail = comm_.broadcast_async(t, part.world - 1);
+  }
+  if (gather) gather->wait();
+  if (tail) tail->wait();
+  for (auto& r : ranges_of_grad_slice(store_, 0, part.numel))
+    r.param.copy_from(packed_.narrow(0, r.grad_begin, r.param.numel()), ctx);
+}
+
+std::vector<std::pair<std::string, Tensor>> Zero1Optimizer::state() {
+  return inner_ ? inner_->state() : std::vector<std::pair<std::string, Tensor>>{};
+}
+
+int64_t Zero1Optimizer::state_bytes() const { return inner_ ? inner_->state_bytes() : 0; }
+
+void Zero1Optimizer::reduce_sumsq(Context& ctx, Tensor& sumsq) {
+  comm_.all_reduce(sumsq, dist::ReduceOp::Sum);
+}
+
+// ---- assembly -------------------------------------------------------------------------
+
+DataParallel make_data_parallel(Context& ctx, ParamStore& store, dist::Communicator* comm,
+                                const std::string& ddp, double bucket_mb, ShardMode shard,
+                                const OptimizerConfig& cfg) {
+  DataParallel dp;
+  const auto params = trainable_params(store);
+  if (shard == ShardMode::None) {
+    dp.sync = dist::make_grad_sync(ddp, ctx, store, comm, bucket_mb);
+    dp.optimizer = make_optimizer(cfg, ctx, contiguous_ranges(params));
+    return dp;
+  }
+  PT_CHECK(comm != nullptr, std::string("--shard-optimizer ") + shard_mode_name(shard) +
+                                " needs a communicator (several ranks)");
+  PT_CHECK(ddp != "none", std::string("--shard-optimizer ") + shard_mode_name(shard) +
+                              " needs averaged gradients; it cannot run with --ddp none");
+  if (shard == ShardMode::Broadcast) {
+    dp.sync = dist::make_grad_sync(ddp, ctx, store, comm, bucket_mb);
+    dp.optimizer = std::make_unique<BroadcastShardedOptimizer>(cfg, ctx, *comm, per_parameter_ranges(params));
+  } else {
+    dp.sync = dist::make_zero1_sync(ddp, ctx, store, *comm, bucket_mb);
+    dp.optimizer = std::make_unique<Zero1Optimizer>(cfg, ctx, *comm, store);
+  }
+  return dp;
+}
+
+}  // namespace pt

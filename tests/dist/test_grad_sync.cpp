@@ -1,0 +1,366 @@
+// Gradient-sync strategies on a hand-built ParamStore (no model): every strategy leaves the
+// average over ranks of every trainable gradient, skips frozen parameters, syncs a tied one
+// once, makes rank 0's parameters everyone's; and each starts its collectives when it should.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "common/test_util.h"
+#include "core/error.h"
+#include "dist/communicator.h"
+#include "dist/dist_util.h"
+#include "dist/ddp_options.h"
+#include "dist/grad_sync.h"
+
+namespace pt::test {
+namespace {
+
+// Registration order; the fake backward below fires them in another order.
+struct Spec {
+  const char* name;
+  Shape shape;
+  bool trainable;
+  int uses;
+};
+const std::vector<Spec> kSpecs = {
+    {"embed", {8, 4}, true, 1},      {"frozen_scale", {5}, false, 1}, {"tied", {6, 3}, true, 2},
+    {"block.w", {40, 25}, true, 1},  {"block.b", {25}, true, 1},      {"unused", {3}, true, 1},
+    {"head", {7, 11}, true, 1},      {"const", {2}, false, 1}};
+// A backward pass: the tied weight contributes twice; "unused" never does.
+const std::vector<const char*> kBackwardOrder = {"head", "tied", "block.b", "block.w", "tied", "embed"};
+
+std::unique_ptr<ParamStore> make_store(Context& ctx) {
+  auto store = std::make_unique<ParamStore>();
+  for (const auto& s : kSpecs) {
+    Parameter& p = store->add(s.name, s.shape, s.trainable);
+    for (int u = 0; u < s.uses; ++u) store->add_use(p);
+  }
+  store->finalize(ctx, false);
+  return store;
+}
+
+std::vector<double> params_of(int rank, int64_t n) { return randn(n, 50 + rank); }
+std::vector<double> grads_of(int rank, int step, int64_t n) { return randn(n, 1000 * step + rank); }
+
+void set_flat(Context& ctx, const Tensor& flat, const std::vector<double>& v) {
+  std::vector<float> f(v.begin(), v.end());
+  copy_bytes(ctx, flat.data(), flat.device().kind, f.data(), DeviceKind::CPU, f.size() * 4);
+}
+
+void fake_backward(ParamStore& store) {
+  for (const char* name : kBackwardOrder) store.grad_contributed(*store.find(name));
+}
+
+struct SyncCase {
+  dist::Backend backend;
+  std::string ddp;  // a --ddp name, or "zero1" for the reduce-scatter
+  double bucket_mb;
+  std::string label;  // test-name suffix for bucket sizes
+};
+
+void PrintTo(const SyncCase& c, std::ostream* os) { *os << dist::backend_name(c.backend) << " " << c.ddp << " bucket_mb " << c.bucket_mb; }
+
+
+std::string case_name(const ::testing::TestParamInfo<SyncCase>& info) {
+  return info.param.ddp + info.param.label;
+}
+
+class SyncTest : public ::testing::TestWithParam<SyncCase> {
+ protected:
+  void SetUp() override {
+    PT_REQUIRE_BACKEND(GetParam().backend);
+    ASSERT_GE(world(), 2) << "run the dist suite under mpiexec -n 2 (or more)";
+  }
+  Context& ctx() { return backend_context(GetParam().backend); }
+  dist::Communicator& comm() { return backend_comm(GetParam().backend); }
+  int rank() const { return dist::Runtime::get().rank(); }
+  int world() const { return dist::Runtime::get().world_size(); }
+  std::unique_ptr<dist::GradSync> make_sync(ParamStore& store) {
+    const auto& c = GetParam();
+    if (c.ddp.rfind("zero1_", 0) == 0) return dist::make_zero1_sync(c.ddp.substr(6), ctx(), store, comm(), c.bucket_mb);
+    return dist::make_grad_sync(c.ddp, ctx(), store, &comm(), c.bucket_mb);
+  }
+};
+
+TEST_P(SyncTest, AveragesTrainableGradientsAndBroadcastsRankZerosParameters) {
+  auto store = make_store(ctx());
+  const int64_t n = store->numel(), g = store->grad_numel();
+  set_flat(ctx(), store->flat_params(), params_of(rank(), n));
+
+  auto sync = make_sync(*store);
+  EXPECT_EQ(store->listener(), sync.get());
+  std::vector<double> rank0;
+  for (double v : params_of(0, n)) rank0.push_back(static_cast<float>(v));
+  EXPECT_EQ(host_f64(ctx(), store->flat_params()), rank0) << "parameters after construction";
+
+  const bool zero1 = GetParam().ddp.rfind("zero1_", 0) == 0;
+  const dist::GradPartition part(g, world());
+  const int64_t lo = zero1 ? part.begin(rank()) : 0, hi = zero1 ? part.end(rank()) : g;
+  for (int step = 0; step < 3; ++step) {
+    store->zero_grad(ctx());
+    sync->begin_step(ctx());
+    set_flat(ctx(), store->flat_grads(), grads_of(rank(), step, g));
+    fake_backward(*store);
+    sync->finish(ctx());
+
+    std::vector<double> mean(static_cast<size_t>(g), 0.0);
+    for (int r = 0; r < world(); ++r) {
+      const auto x = grads_of(r, step, g);
+      for (int64_t i = 0; i < g; ++i) mean[i] += static_cast<float>(x[i]) / world();
+    }
+    const auto got = host_f64(ctx(), store->flat_grads());
+    PT_EXPECT_ALLCLOSE(std::vector<double>(got.begin() + lo, got.begin() + hi),
+                       std::vector<double>(mean.begin() + lo, mean.begin() + hi), 1e-6, 1e-7)
+        << "step " << step;
+    EXPECT_EQ(host_f64(ctx(), store->flat_params()), rank0) << "a sync must not touch parameters";
+    EXPECT_EQ(sync->bytes_communicated(), g * 4);
+  }
+}
+
+const std::vector<SyncCase> cases_for(dist::Backend b) {
+  // Bucket caps: one bucket per tensor, mixed (see BucketPlan below), one bucket.
+  return {{b, "naive", 0, ""},
+          {b, "flat", 0, ""},
+          {b, "overlap", 0, ""},
+          {b, "bucketed", 0, "_per_tensor"},
+          {b, "bucketed", 0.0003, "_mixed"},
+          {b, "bucketed", 100, "_single"},
+          {b, "zero1_flat", 0, ""},
+          {b, "zero1_overlap", 0, ""},
+          {b, "zero1_bucketed", 0.0003, "_mixed"},
+          {b, "zero1_bucketed", 100, "_single"}};
+}
+INSTANTIATE_TEST_SUITE_P(Mpi, SyncTest, ::testing::ValuesIn(cases_for(dist::Backend::MPI)), case_name);
+INSTANTIATE_TEST_SUITE_P(Nccl, SyncTest, ::testing::ValuesIn(cases_for(dist::Backend::NCCL)), case_name);
+
+// ---- bucket plans (no communication) ---------------------------------------------------
+
+std::vector<std::vector<std::string>> bucket_names(const ParamStore& store, double mb) {
+  std::vector<std::vector<std::string>> out;
+  int64_t expect_end = store.grad_numel();
+  for (const auto& b : dist::plan_buckets(store, mb)) {
+    std::vector<std::string> names;
+    for (int i : b.params) names.push_back(store[i].name);
+    out.push_back(names);
+    EXPECT_EQ(b.grad_end, expect_end) << "buckets tile the gradient buffer from its end";
+    const Parameter& last = store[b.params.back()];
+    EXPECT_EQ(b.grad_begin, last.grad_offset);
+    expect_end = b.grad_begin;
+  }
+  EXPECT_EQ(expect_end, 0);
+  return out;
+}
+
+TEST(BucketPlan, ZeroMeansOneBucketPerParameter) {
+  Context ctx(Device::cpu());
+  auto store = make_store(ctx);
+  using V = std::vector<std::vector<std::string>>;
+  EXPECT_EQ(bucket_names(*store, 0),
+            (V{{"head"}, {"unused"}, {"block.b"}, {"block.w"}, {"tied"}, {"embed"}}));
+}
+
+TEST(BucketPlan, CapGroupsNeighboursAndIsolatesLargeParameters) {
+  Context ctx(Device::cpu());
+  auto store = make_store(ctx);
+  using V = std::vector<std::vector<std::string>>;
+  // 0.0003 MiB = 314 bytes = 78 floats: head (77) fills one; block.w (1000) is alone.
+  EXPECT_EQ(bucket_names(*store, 0.0003),
+            (V{{"head"}, {"unused", "block.b"}, {"block.w"}, {"tied", "embed"}}));
+  EXPECT_EQ(bucket_names(*store, 100), (V{{"head", "unused", "block.b", "block.w", "tied", "embed"}}));
+  EXPECT_EQ(bucket_names(*store, dist::kDefaultBucketMB).size(), 1u);
+  EXPECT_THROW(dist::plan_buckets(*store, -1), Error);
+}
+
+TEST(GradSyncFactory, RejectsUnknownNamesAndMissingCommunicator) {
+  Context ctx(Device::cpu());
+  auto store = make_store(ctx);
+  EXPECT_THROW(dist::make_grad_sync("ring", ctx, *store, nullptr), Error);
+  EXPECT_THROW(dist::make_grad_sync("flat", ctx, *store, nullptr), Error);
+  EXPECT_STREQ(dist::make_grad_sync("none", ctx, *store, nullptr)->name(), "none");
+}
+
+TEST(GradPartition, ContiguousEqualBlocksWithTailOnLastRank) {
+  dist::GradPartition p(1155, 2);
+  EXPECT_EQ(p.block, 577);
+  EXPECT_EQ(p.begin(0), 0);
+  EXPECT_EQ(p.end(0), 577);
+  EXPECT_EQ(p.begin(1), 577);
+  EXPECT_EQ(p.end(1), 1155);
+  EXPECT_EQ(p.scattered(), 1154);
+  EXPECT_EQ(p.tail(), 1);
+  dist::GradPartition tiny(3, 4);  // fewer elements than ranks: all tail, on the last rank
+  EXPECT_EQ(tiny.block, 0);
+  EXPECT_EQ(tiny.end(2), 0);
+  EXPECT_EQ(tiny.begin(3), 0);
+  EXPECT_EQ(tiny.end(3), 3);
+}
+
+// ---- when each strategy starts its collectives -----------------------------------------
+
+// A one-rank communicator that records every collective (gradient element range) and when it
+// was started (the number of gradient-ready events seen so far).
+class RecordingComm : public dist::Communicator {
+ public:
+  RecordingComm(const ParamStore& store) : Communicator(Device::cpu(), 0, 1), store_(store) {}
+  dist::Backend backend() const override { return dist::Backend::MPI; }
+  struct Call {
+    std::string op;
+    int64_t begin, end;  // element range in the flat gradient buffer (or parameter buffer)
+    int at;              // ready events seen when it started
+  };
+  std::vector<Call> calls;
+  int ready_events = 0;
+
+  dist::WorkPtr all_reduce_async(Tensor& t, dist::ReduceOp) override { return record("all_reduce", t); }
+  dist::WorkPtr broadcast_async(Tensor& t, int) override { return record("broadcast", t); }
+  dist::WorkPtr reduce_async(Tensor& t, int, dist::ReduceOp) override { return record("reduce", t); }
+  dist::WorkPtr reduce_scatter_async(const Tensor& s, Tensor&, dist::ReduceOp) override {
+    return record("reduce_scatter", s);
+  }
+  dist::WorkPtr all_gather_async(const Tensor&, Tensor& r) override { return record("all_gather", r); }
+  void barrier() override {}
+  void synchronize() override {}
+
+ private:
+  struct Done : dist::Work {
+    void wait() override {}
+    bool test() override { return true; }
+    void synchronize() override {}
+  };
+  dist::WorkPtr record(const char* op, const Tensor& t) {
+    const bool grads = op != std::string("broadcast");
+    const float* base = (grads ? store_.flat_grads() : store_.flat_params()).data_as<float>();
+    const int64_t b = t.data_as<float>() - base;
+    calls.push_back({op, b, b + t.numel(), ready_events});
+    return std::make_unique<Done>();
+  }
+  const ParamStore& store_;
+};
+
+// Counts ready events before forwarding them to the strategy.
+class CountingListener : public GradReadyListener {
+ public:
+  CountingListener(RecordingComm& c, GradReadyListener* inner) : comm_(c), inner_(inner) {}
+  void on_grad_ready(Parameter& p) override {
+    ++comm_.ready_events;
+    inner_->on_grad_ready(p);
+  }
+
+ private:
+  RecordingComm& comm_;
+  GradReadyListener* inner_;
+};
+
+std::vector<RecordingComm::Call> record_step(const std::string& ddp, double mb, bool zero1 = false) {
+  Context ctx(Device::cpu());
+  auto store = make_store(ctx);
+  RecordingComm comm(*store);
+  auto sync = zero1 ? dist::make_zero1_sync(ddp, ctx, *store, comm, mb) : dist::make_grad_sync(ddp, ctx, *store, &comm, mb);
+  CountingListener counting(comm, sync.get());
+  store->set_listener(&counting);
+  comm.calls.clear();  // the construction-time broadcast is checked elsewhere
+  store->zero_grad(ctx);
+  sync->begin_step(ctx);
+  fake_backward(*store);
+  comm.ready_events = 99;  // marks collectives started by finish()
+  sync->finish(ctx);
+  return comm.calls;
+}
+
+// Gradient element ranges: embed [0,32) tied [32,50) block.w [50,1050) block.b [1050,1075)
+// unused [1075,1078) head [1078,1155). Ready events: head 1, block.b 2, block.w 3, tied 4, embed 5.
+TEST(GradSyncSchedule, NaiveAndFlatStartOnlyInFinish) {
+  auto naive = record_step("naive", 0);
+  ASSERT_EQ(naive.size(), 6u);
+  const std::vector<std::pair<int64_t, int64_t>> per_param = {
+      {1078, 1155}, {1075, 1078}, {1050, 1075}, {50, 1050}, {32, 50}, {0, 32}};
+  for (size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(naive[i].at, 99);
+    EXPECT_EQ(std::make_pair(naive[i].begin, naive[i].end), per_param[i]);
+  }
+  auto flat = record_step("flat", 0);
+  ASSERT_EQ(flat.size(), 1u);
+  EXPECT_EQ(flat[0].at, 99);
+  EXPECT_EQ(flat[0].begin, 0);
+  EXPECT_EQ(flat[0].end, 1155);
+}
+
+TEST(GradSyncSchedule, OverlapStartsEachParameterWhenReady) {
+  auto calls = record_step("overlap", 0);
+  ASSERT_EQ(calls.size(), 6u);
+  // head at 1st event, block.b 2nd, block.w 3rd, tied only after its 2nd use (4th), embed 5th;
+  // "unused" never became ready: finish() starts it.
+  const std::vector<std::tuple<int64_t, int64_t, int>> want = {
+      {1078, 1155, 1}, {1050, 1075, 2}, {50, 1050, 3}, {32, 50, 4}, {0, 32, 5}, {1075, 1078, 99}};
+  for (size_t i = 0; i < 6; ++i)
+    EXPECT_EQ(std::make_tuple(calls[i].begin, calls[i].end, calls[i].at), want[i]) << i;
+}
+
+TEST(GradSyncSchedule, BucketedStartsABucketWhenItsLastParameterIsReady) {
+  auto calls = record_step("bucketed", 0.0003);
+  ASSERT_EQ(calls.size(), 4u);
+  // Buckets {head} {unused, block.b} {block.w} {tied, embed}: the second waits for "unused",
+  // which never comes, so finish() starts it.
+  const std::vector<std::tuple<int64_t, int64_t, int>> want = {
+      {1078, 1155, 1}, {50, 1050, 3}, {0, 50, 5}, {1050, 1078, 99}};
+  for (size_t i = 0; i < 4; ++i)
+    EXPECT_EQ(std::make_tuple(calls[i].begin, calls[i].end, calls[i].at), want[i]) << i;
+}
+
+TEST(GradSyncSchedule, Zero1BucketedReducesABucketWhenReadyAndFlatScattersInFinish) {
+  auto calls = record_step("bucketed", 0.0003, true);
+  ASSERT_EQ(calls.size(), 4u);
+  const std::vector<std::tuple<int64_t, int64_t, int>> want = {
+      {1078, 1155, 1}, {50, 1050, 3}, {0, 50, 5}, {1050, 1078, 99}};
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(calls[i].op, "reduce");
+    EXPECT_EQ(std::make_tuple(calls[i].begin, calls[i].end, calls[i].at), want[i]) << i;
+  }
+  auto flat = record_step("flat", 0, true);
+  ASSERT_EQ(flat.size(), 1u);  // one rank: no tail
+  EXPECT_EQ(flat[0].op, "reduce_scatter");
+  EXPECT_EQ(flat[0].at, 99);
+  EXPECT_THROW(record_step("ring", 0, true), Error);
+}
+
+TEST(GradSyncSchedule, EveryStrategyBroadcastsAllParametersAtConstruction) {
+  for (const std::string ddp : {"naive", "flat", "overlap", "bucketed"}) {
+    Context ctx(Device::cpu());
+    auto store = make_store(ctx);
+    RecordingComm comm(*store);
+    auto sync = dist::make_grad_sync(ddp, ctx, *store, &comm, 1);
+    ASSERT_EQ(comm.calls.size(), 1u) << ddp;
+    EXPECT_EQ(comm.calls[0].op, "broadcast");
+    EXPECT_EQ(comm.calls[0].begin, 0);
+    EXPECT_EQ(comm.calls[0].end, store->numel()) << "frozen parameters too";
+  }
+}
+
+}  // namespace
+}  // namespace pt::test
+
+namespace pt::test {
+namespace {
+
+TEST(DdpOptions, ResolveAutoAndRejectContradictions) {
+  dist::DdpOptions o;
+  EXPECT_EQ(dist::resolve_ddp_options(o, 2).ddp, "bucketed");
+  EXPECT_EQ(dist::resolve_ddp_options(o, 1).ddp, "none");
+  o.shard = "zero1";
+  EXPECT_EQ(dist::resolve_ddp_options(o, 1).shard, "none") << "one rank has nothing to shard";
+  EXPECT_EQ(dist::resolve_ddp_options(o, 4).shard, "zero1");
+  o.ddp = "none";
+  EXPECT_THROW(dist::resolve_ddp_options(o, 2), Error);
+  o = dist::DdpOptions();
+  o.ddp = "ring";
+  EXPECT_THROW(dist::resolve_ddp_options(o, 2), Error);
+  o = dist::DdpOptions();
+  o.bucket_mb = -1;
+  EXPECT_THROW(dist::resolve_ddp_options(o, 2), Error);
+  o = dist::DdpOptions();
+  o.shard = "zero3";
+  EXPECT_THROW(dist::resolve_ddp_options(o, 2), Error);
+}
+
+}  // namespace
+}  // namespace pt::test
