@@ -18,7 +18,8 @@ done
 
 # ---- system packages (apt) -------------------------------------------------------------------
 packages=(cmake ninja-build g++ openmpi-bin libopenmpi-dev libhdf5-dev hdf5-tools
-          libboost-program-options-dev libopenblas-dev libgtest-dev python3-venv)
+          libboost-program-options-dev libopenblas-dev libgtest-dev python3-venv
+          slurm-wlm munge)  # slurm-wlm, munge: the local-Slurm test of the sweep scripts
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

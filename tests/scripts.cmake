@@ -1,0 +1,31 @@
+# Post-processing scripts (label "scripts"): pytest suites run by tests/scripts/run_pytest.sh
+# (.venv from scripts/setup_python.sh, else /usr/bin/python3), on run records the real binary
+# writes into build/test-data (fixture) and on hand-made ones; and the local-Slurm test.
+set(PT_SCRIPTS_DIR ${CMAKE_CURRENT_SOURCE_DIR}/scripts)
+set(PT_SCRIPTS_DATA ${CMAKE_BINARY_DIR}/test-data)
+set(PT_SCRIPTS_ENV ${PT_TEST_ENV} "PARATRAIN_TEST_DATA=${PT_SCRIPTS_DATA}")
+
+add_test(NAME scripts_test_data
+         COMMAND ${PT_SCRIPTS_DIR}/make_test_data.sh $<TARGET_FILE:paratrain> ${PT_SCRIPTS_DATA})
+set_tests_properties(scripts_test_data PROPERTIES
+                     FIXTURES_SETUP pt_scripts_data LABELS scripts TIMEOUT 600
+                     ENVIRONMENT "${PT_SCRIPTS_ENV}")
+
+# Hand-made records: every table kind, the overhead fit, malformed files, plots.
+add_test(NAME scripts_report_synthetic COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_report_synthetic.py)
+# The binary's own records through the report.
+add_test(NAME scripts_report_real COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_report_real.py)
+set_tests_properties(scripts_report_real PROPERTIES FIXTURES_REQUIRED pt_scripts_data)
+# compare_torch.py without PyTorch (its command line, its table) and the reference model
+# itself (skipped where PyTorch is not installed: it runs on the GPU machine).
+add_test(NAME scripts_compare_torch COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_compare_torch.py)
+add_test(NAME scripts_reference_model COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_reference_model.py)
+# Sweeps submitted to a real single-node Slurm in CPU mode (skipped without slurm-wlm/munge).
+add_test(NAME scripts_slurm COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_slurm.py)
+set_tests_properties(scripts_slurm PROPERTIES LABELS "scripts;slurm" TIMEOUT 900 RUN_SERIAL TRUE)
+
+set(PT_SCRIPTS_TESTS scripts_report_synthetic scripts_report_real scripts_compare_torch scripts_reference_model)
+set_tests_properties(${PT_SCRIPTS_TESTS} PROPERTIES LABELS scripts TIMEOUT 600)
+set_tests_properties(${PT_SCRIPTS_TESTS} scripts_slurm PROPERTIES ENVIRONMENT "${PT_SCRIPTS_ENV}")
+# A suite that skips (no PyTorch, no Slurm packages) shows as skipped in ctest, not as passed.
+set_tests_properties(scripts_reference_model scripts_slurm PROPERTIES SKIP_REGULAR_EXPRESSION "[0-9]+ skipped")

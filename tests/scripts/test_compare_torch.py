@@ -1,0 +1,80 @@
+"""compare_torch.py where PyTorch is absent: its command line works without importing torch, bad
+arguments are one clear error, and its row arithmetic (tokens/s, TFLOP/s, MFU) and the shared
+model counts agree with independent hand computations."""
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import SCRIPTS
+
+SCRIPT = os.path.join(SCRIPTS, "compare_torch.py")
+
+
+def run(args, tmp_path):
+    # A `torch` that cannot be imported: --help and argument errors must not need it.
+    fake = tmp_path / "no_torch"
+    fake.mkdir(exist_ok=True)
+    (fake / "torch.py").write_text("raise ImportError('torch must not be imported for this')\n")
+    env = dict(os.environ, PYTHONPATH=str(fake))
+    return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True, env=env, timeout=60)
+
+
+def test_help_without_torch(tmp_path):
+    proc = run(["--help"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "usage:" in proc.stdout and "--variants" in proc.stdout and "torch_model" in proc.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--sizes", "huge"], "unknown size 'huge'"),
+    (["--precisions", "fp16"], "unknown precision 'fp16'"),
+    (["--variants", "jit"], "unknown variant 'jit'"),
+    (["--contexts", "5x"], "--contexts"),
+    (["--attention", "flash"], "--attention must be naive or sdpa"),
+    (["--steps", "0"], "--steps"),
+])
+def test_bad_arguments(tmp_path, args, message):
+    proc = run(args, tmp_path)
+    assert proc.returncode == 2 and message in proc.stderr
+
+
+def test_existing_output_is_refused(tmp_path):
+    out = tmp_path / "torch.h5"
+    out.write_bytes(b"")
+    proc = run(["--out", str(out)], tmp_path)
+    assert proc.returncode == 2 and "exists" in proc.stderr
+
+
+def test_parameter_count_of_the_small_model():
+    from paratrain_report.model_sizes import num_params
+    # d 768, d_ff 3072, 12 layers, vocab 10000, by hand: per layer 4·768² + 3·768·3072 + 2·768
+    per_layer = 4 * 768 * 768 + 3 * 768 * 3072 + 2 * 768
+    assert per_layer == 9_438_720
+    assert num_params(10000, 768, 12, 3072) == 12 * per_layer + 2 * 10000 * 768 + 768 == 128_625_408
+
+
+def test_row_arithmetic():
+    sys.path.insert(0, SCRIPTS)
+    import compare_torch as ct
+    args = ct.parse_args(["--sizes", "xl", "--out", "/nonexistent/x.h5"])
+    measured = {"forward_ms_mean": 50.0, "forward_ms_sd": 1.0, "backward_ms_mean": 100.0, "backward_ms_sd": 1.0,
+                "optimizer_ms_mean": 16.0, "optimizer_ms_sd": 0.5, "step_ms_mean": 166.0, "step_ms_sd": 2.0,
+                "first_step_ms": 900.0, "peak_memory_bytes": 40 << 30}
+    # xl: d 1600, d_ff 6400, 48 layers; GEMM parameters exclude the embedding table
+    n_gemm = 48 * (4 * 1600 ** 2 + 3 * 1600 * 6400 + 2 * 1600) + 1600 + 10000 * 1600
+    flops = (6 * n_gemm + 12 * 48 * 512 * 1600) * 4 * 512
+    measured["flops_per_step"] = flops
+    from paratrain_report.model_sizes import dense_peak_flops
+    peak = dense_peak_flops("NVIDIA H200", "bf16")
+    assert peak == pytest.approx(989.4e12)
+    row = ct.make_row("xl", 512, "bf16", "eager", args, measured, peak, "ok")
+    assert row["tokens_per_s"] == pytest.approx(4 * 512 / 0.166)
+    assert row["tflops"] == pytest.approx(flops / 0.166 / 1e12)
+    assert row["mfu"] == pytest.approx(flops / 0.166 / 989.4e12)
+    assert list(row) == ct.ROW_FIELDS
+    oom = ct.make_row("xl", 512, "bf16", "compile", args, {}, peak, "oom")
+    assert oom["status"] == "oom" and math.isnan(oom["step_ms_mean"]) and math.isnan(oom["mfu"])
+    assert oom["peak_memory_bytes"] == 0

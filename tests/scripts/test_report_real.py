@@ -1,0 +1,165 @@
+"""scripts/report on run records the real binary wrote (ctest fixture scripts_test_data:
+tests/scripts/make_test_data.sh, tiny CPU configurations, into $PARATRAIN_TEST_DATA). Values in
+the report's tables are checked against the files read here with h5py directly."""
+import glob
+import math
+import os
+
+import h5py
+import numpy as np
+import pytest
+
+from conftest import png_size, read_csv, run_report
+
+DATA = os.environ.get("PARATRAIN_TEST_DATA", "")
+
+
+def data_file(name):
+    if not DATA or not os.path.isdir(DATA):
+        pytest.skip("PARATRAIN_TEST_DATA is not set: run through ctest (fixture scripts_test_data)")
+    path = os.path.join(DATA, f"{name}.h5")
+    if not os.path.exists(path):
+        pytest.skip(f"{path} was not produced (see {name}.log there: the subcommand is not implemented yet)")
+    return path
+
+
+def table(path, name):
+    with h5py.File(path, "r") as f:
+        return f[name][()]
+
+
+def text(values):
+    return [v.decode() for v in values]
+
+
+def test_model_tables(tmp_path):
+    path = data_file("model")
+    out = tmp_path / "report"
+    run_report([path], out, "--plots")
+    t = table(path, "model")
+    assert set(text(t["status"])) == {"ok"}
+    steady = t[t["warmup_steps"] == t["warmup_steps"].max()]
+    df = read_csv(out, "model_timings")
+    assert len(df) == len(steady) == 4  # tiny × {32, 64} × fp32 × {naive, flash}
+    for row in steady:
+        match = df[(df["context_length"] == row["context_length"]) & (df["attention"] == row["attention"].decode())]
+        assert len(match) == 1
+        assert match["step_ms_mean"].iloc[0] == pytest.approx(row["step_ms_mean"])
+        assert match["warmup_steps"].iloc[0] == row["warmup_steps"]
+    warm = read_csv(out, "warmup")
+    assert len(warm) == len(t) == 8 and sorted(set(warm["warmup_steps"])) == [0, 1]
+
+
+def test_model_memory_and_timelines(tmp_path):
+    path = data_file("model")
+    out = tmp_path / "report"
+    run_report([path], out, "--plots")
+    mem = read_csv(out, "memory")
+    assert len(mem) == 4
+    assert (mem["peak_forward_MiB"] > 0).all()
+    assert (mem["peak_train_step_MiB"] >= mem["peak_forward_MiB"]).all()
+    assert (mem["before_backward_MiB"] <= mem["peak_train_step_MiB"]).all()
+    t = table(path, "model_memory")
+    assert len(t) == 8  # profiled once per warm-up count; the report keeps one per configuration
+    with h5py.File(path, "r") as f:
+        groups = sorted(f["memory_timeline"])
+        assert len(groups) == 8
+        for g in groups:
+            tl = f["memory_timeline"][g]
+            used, delta = tl["bytes_in_use"][()], tl["delta_bytes"][()]
+            assert len(used) > 10 and len(tl["tag"]) == len(used)
+            # the running total is consistent with the events (the plot's stacking assumes it)
+            assert np.array_equal(np.diff(used), delta[1:])
+            assert set(np.unique(tl["category"][()])) <= set(range(6))
+    plots = sorted(glob.glob(str(out / "plots" / "memory_timeline_*.png")))
+    last = {}  # per configuration, the last profile's timeline group
+    for row in t:
+        last[(row["context_length"], row["attention"])] = row["timeline"].decode().rsplit("/", 1)[-1]
+    assert sorted(os.path.basename(p) for p in plots) == sorted(f"memory_timeline_{g}.png" for g in last.values())
+    for p in plots:
+        assert png_size(p)[0] > 400
+
+
+def test_model_breakdown(tmp_path):
+    path = data_file("model")
+    out = tmp_path / "report"
+    run_report([path], out)
+    df = read_csv(out, "breakdown")
+    t = table(path, "model_breakdown")
+    for (ctx, attn), g in df.groupby(["context_length", "attention"]):
+        for p in ("inference", "train-step"):
+            assert g[f"{p}_pct"].sum() == pytest.approx(100.0)
+            sel = t[(t["context_length"] == ctx) & (t["attention"] == attn.encode()) & (t["pass"] == p.encode())]
+            assert g[f"{p}_ms"].sum() == pytest.approx(sel["ms_per_step"].sum())
+
+
+def test_attention(tmp_path):
+    path = data_file("attention")
+    out = tmp_path / "report"
+    run_report([path], out, "--plots")
+    t = table(path, "attention")
+    cmp = read_csv(out, "attention_compare")
+    assert len(cmp) == len(t) // 2  # every configuration has a naive and a flash row
+    for _, r in cmp.iterrows():
+        sel = t[(t["seq"] == r["seq"]) & (t["head_dim"] == r["head_dim"])]
+        naive = sel[sel["impl"] == b"naive"]["fwdbwd_ms"][0]
+        flash = sel[sel["impl"] == b"flash"]["fwdbwd_ms"][0]
+        assert r["fwdbwd_ms_speedup"] == pytest.approx(naive / flash)
+    assert png_size(out / "plots" / "attention_latency.png")[0] > 400
+
+
+def test_allreduce(tmp_path):
+    path = data_file("allreduce")
+    out = tmp_path / "report"
+    run_report([path], out, "--plots")
+    df = read_csv(out, "allreduce")
+    assert df["bytes"].tolist() == [4096, 65536, 1 << 20]
+    assert (df["ranks"] == 2).all() and (df["wrong"] == 0).all()
+    assert df["busbw_GBps"].tolist() == pytest.approx((df["algbw_GBps"] * 2 * (2 - 1) / 2).tolist())
+    assert png_size(out / "plots" / "allreduce_bandwidth.png")[0] > 300
+
+
+def test_ddp(tmp_path):
+    path = data_file("ddp")
+    out = tmp_path / "report"
+    run_report([path], out, "--plots")
+    t = table(path, "ddp")
+    ddp = read_csv(out, "ddp")
+    assert set(ddp["ddp"]) == {"none", "naive", "flat", "overlap", "bucketed"}
+    points = read_csv(out, "ddp_buckets").set_index("bucket_mb")
+    # tiny: 4 layers × 9 parameters + embedding, ln_final, lm_head; with a 10 MiB cap the
+    # lm_head (4.9 MiB) and all four layers share a bucket, the embedding needs a second
+    assert points.loc[0.0, "n_buckets"] == 39
+    assert points.loc[10.0, "n_buckets"] == 2
+    for cap, r in points.iterrows():
+        sel = t[(t["ddp"] == b"bucketed") & (t["shard"] == b"none") & np.isclose(t["bucket_mb"], cap)]
+        assert r["step_ms"] == pytest.approx(sel["step_ms"][0])
+    shard = read_csv(out, "sharding")
+    assert set(shard["shard"]) == {"none", "broadcast", "zero1"}
+    for name in ("ddp_step_time.png", "ddp_buckets.png"):
+        assert png_size(out / "plots" / name)[0] > 300
+
+
+def test_training_and_accumulation(tmp_path):
+    train, acc = data_file("train"), data_file("accumulation")
+    out = tmp_path / "report"
+    run_report([train, acc], out, "--plots")
+    t = table(train, "train_steps")
+    df = read_csv(out, "training")
+    assert df["steps"].iloc[0] == len(t) == 6
+    assert df["first_loss"].iloc[0] == pytest.approx(t["loss"][0])
+    assert df["final_loss"].iloc[0] == pytest.approx(t["loss"][-1])
+    assert math.isfinite(df["step_ms"].iloc[0])
+    a = read_csv(out, "accumulation")
+    assert a["case"].tolist() == ["fp32", "fp16", "fp16 into fp32", "fp16 cast to fp32"]
+    assert a["sum"].tolist() == pytest.approx(table(acc, "accumulation")["sum"].tolist())
+
+
+def test_all_files_together(tmp_path):
+    if not DATA or not glob.glob(os.path.join(DATA, "*.h5")):
+        pytest.skip("no run records in PARATRAIN_TEST_DATA")
+    out = tmp_path / "report"
+    run_report(sorted(glob.glob(os.path.join(DATA, "*.h5"))), out, "--plots")
+    md = open(out / "report.md").read()
+    assert md.startswith("# paratrain results")
+    assert os.path.getsize(out / "report.tex") > 1000
