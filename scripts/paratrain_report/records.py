@@ -205,10 +205,14 @@ def write_record(path, tables, attrs=None, datasets=None, overwrite=False):
         with h5py.File(tmp, "w", libver=("earliest", "v108")) as f:
             f.attrs["schema_version"] = np.int64(1)
             for k, v in (attrs or {}).items():
+                if isinstance(v, np.ndarray) and v.dtype.kind in "US":
+                    v = [x.decode() if isinstance(x, bytes) else str(x) for x in v.ravel()]
                 if isinstance(v, (list, tuple)):
                     f.attrs[k] = np.array([str(x) for x in v], dtype=h5py.string_dtype())
                 elif isinstance(v, (bool, int, np.integer)):
                     f.attrs[k] = np.int64(v)
+                elif isinstance(v, str):
+                    f.attrs[k] = str(v)  # numpy.str_ (e.g. a GPU name) has no HDF5 conversion path
                 else:
                     f.attrs[k] = v
             for name, rows in tables.items():

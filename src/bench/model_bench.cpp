@@ -269,7 +269,8 @@ void add_memory_profile(ModelBenchResults& r, Rig& rig, Context& ctx, const Conf
 
 }  // namespace
 
-ModelBenchResults run_model_bench(const ModelBenchOptions& opt, Device device, io::RunRecord* record) {
+ModelBenchResults run_model_bench(const ModelBenchOptions& opt, Device device, io::RunRecord* record,
+                                  const std::function<void(const ModelBenchResults&)>& after_each) {
   PT_CHECK(opt.steps >= 1, "--steps must be at least 1");
   PT_CHECK(opt.batch_size >= 1, "--batch-size must be at least 1");
   ModelBenchResults r;
@@ -339,6 +340,7 @@ ModelBenchResults run_model_bench(const ModelBenchOptions& opt, Device device, i
                         << " bytes requested)" << std::endl;
             }
             TrackingAllocator::instance().empty_cache();
+            if (after_each) after_each(r);
           }
   return r;
 }

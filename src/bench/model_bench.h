@@ -2,6 +2,7 @@
 // `paratrain bench model`: time the Transformer per phase over sizes × contexts × precisions ×
 // attention implementations × warm-up counts, with optional kernel-time breakdown and memory
 // profile. Results are ResultTables (printed and written to the run's HDF5 file).
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -41,7 +42,9 @@ struct ModelBenchResults {
 // Runs every configuration on `device`; an out-of-memory configuration is recorded with
 // status "oom" and the bytes it asked for, and the sweep goes on. Memory timelines go to
 // `record` (datasets under /memory_timeline/) when memory_profile is on. Progress lines go to
-// stdout as each configuration finishes.
-ModelBenchResults run_model_bench(const ModelBenchOptions& opt, Device device, io::RunRecord* record);
+// stdout as each configuration finishes, and `after_each` (if set) sees the tables so far —
+// the CLI commits the HDF5 file there, so a sweep cut short keeps what it measured.
+ModelBenchResults run_model_bench(const ModelBenchOptions& opt, Device device, io::RunRecord* record,
+                                  const std::function<void(const ModelBenchResults&)>& after_each = {});
 
 }  // namespace pt::bench

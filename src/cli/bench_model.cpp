@@ -61,20 +61,28 @@ int run_bench_model(const std::vector<std::string>& args) {
     record.collect_environment(env_ctx);
   }
   record.set_options(options_as_strings(*vm));
-  bench::ModelBenchResults r = bench::run_model_bench(o, device, &record);
+  auto add_tables = [&](const bench::ModelBenchResults& r) {
+    record.add_table(r.timings);
+    if (o.breakdown && r.breakdown.rows()) record.add_table(r.breakdown);
+    if (o.memory_profile && r.memory.rows()) record.add_table(r.memory);
+  };
+  // The file is rewritten (atomically) after every configuration: a sweep that is cut short
+  // (a time limit, a crash) keeps every configuration it finished.
+  bench::ModelBenchResults r = bench::run_model_bench(o, device, &record, [&](const auto& partial) {
+    add_tables(partial);
+    record.commit();
+  });
   std::cout << "\n";
   r.timings.print(std::cout);
-  record.add_table(r.timings);
   if (o.breakdown) {
     std::cout << "\n";
     r.breakdown.print(std::cout);
-    record.add_table(r.breakdown);
   }
   if (o.memory_profile) {
     std::cout << "\n";
     r.memory.print(std::cout);
-    record.add_table(r.memory);
   }
+  add_tables(r);
   record.commit();
   std::cout << "\nresults: " << record.path() << std::endl;
   return 0;

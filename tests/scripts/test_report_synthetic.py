@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import synth
+from paratrain_report import records
 from conftest import png_size, read_csv, run_report
 
 
@@ -420,3 +421,13 @@ def test_write_record_is_atomic_and_refuses_to_overwrite(tmp_path):
     assert run.tables["t"].to_dict("records") == [{"a": 1, "b": "x", "c": 2.5}]
     assert run.attrs["gpus"] == ["g"] and run.attrs["schema_version"] == 1
     assert os.listdir(tmp_path) == ["r.h5"]
+
+
+def test_write_record_accepts_numpy_strings(tmp_path):
+    # torch reports device names as numpy.str_, which h5py cannot store as they are.
+    path = tmp_path / "np_strings.h5"
+    records.write_record(str(path), {"t": [{"a": 1, "b": "x"}]},
+                         {"gpu": np.str_("NVIDIA H100 80GB HBM3"), "gpus": np.array(["a", "bb"])})
+    with h5py.File(path) as f:
+        assert f.attrs["gpu"] == "NVIDIA H100 80GB HBM3"
+        assert [x.decode() if isinstance(x, bytes) else x for x in f.attrs["gpus"]] == ["a", "bb"]
