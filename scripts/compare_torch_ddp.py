@@ -1,139 +1,124 @@
 #!/usr/bin/env python3
-"""PyTorch side of `paratrain bench ddp`: the reference Transformer LM trained data-parallel
-with torch's own tools, timed with the same protocol (warm-up steps, then timed steps, each
-ended by a device synchronisation; the same model size, context, per-rank batch, AdamW and
-precision), so the two programs can be compared in one job on the same GPUs.
+"""PyTorch side of `paratrain bench ddp`: the reference Transformer LM (scripts/reference_model.py)
+trained data-parallel with torch's own tools, timed with the same protocol (warm-up steps, then
+timed steps, each ended by a device synchronisation; the same model size, context, per-rank batch,
+AdamW and precision), so the two programs can be compared in one job on the same GPUs.
 
 Strategies:
   none    no communication: each rank trains alone (the floor)
-  naive   after backward, one all-reduce per parameter gradient (then divided by world size)
+  naive   after backward, one all-reduce (average) per parameter gradient
   ddp     torch.nn.parallel.DistributedDataParallel, bucket_cap_mb (default 25)
   zero    DDP as above + torch.distributed.optim.ZeroRedundancyOptimizer(AdamW)
 
+Protocol per strategy and precision: a fresh model with the same seed on every rank, each rank its
+own fixed random batch; --warmup untimed steps, then --steps timed ones, each timed with CUDA
+events from before zero_grad to after the optimizer step and ended by a synchronisation; AdamW
+(lr 1e-4, weight decay 0.01, no clipping: as bench ddp); fp32 is true FP32 (TF32 off), bf16 is
+autocast; peak memory from torch.cuda.max_memory_allocated over the timed steps.
+
 Launch (one rank per GPU; torch reads Open MPI's rank variables, or torchrun's):
-  mpirun -np 2 -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=29500 \
+  mpirun -np 2 -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=29500 \\
       python3 scripts/compare_torch_ddp.py --model xl --precision fp32,bf16 --out torch_ddp.h5
-Results: a table on stdout (rank 0) and, with --out, an HDF5 file whose /ddp_torch table has
-the column names of paratrain's /ddp table (ddp, bucket_mb, shard, ranks, precision, step_ms,
-step_sd_ms, overhead_pct, peak_MB, tokens_per_s).
+Results: a table on stdout (rank 0) and an HDF5 run record (rank 0 writes it) whose table
+/ddp_torch has the column names of paratrain's /ddp table (ddp, bucket_mb, shard, ranks,
+precision, step_ms, step_sd_ms, step_ms_max_rank, overhead_pct, peak_MB, tokens_per_s);
+`scripts/report` sets its rows beside paratrain's (table "DDP vs PyTorch").
 """
 import argparse
+import datetime
 import math
 import os
+import socket
 import statistics
 import sys
-import time
 
-import torch
-import torch.distributed as dist
-import torch.nn as nn
-import torch.nn.functional as F
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-SIZES = {  # d_model, d_ff, num_layers, num_heads (vocabulary 10000)
-    "small": (768, 3072, 12, 12),
-    "medium": (1024, 4096, 24, 16),
-    "large": (1280, 5120, 36, 20),
-    "xl": (1600, 6400, 48, 25),
-    "2.7b": (2560, 10240, 32, 32),
-}
+from paratrain_report.model_sizes import SIZES  # noqa: E402  (no torch needed)
+
+STRATEGIES = ("none", "naive", "ddp", "zero")
+PRECISIONS = ("fp32", "bf16")
+ROW_FIELDS = ["ddp", "bucket_mb", "shard", "ranks", "precision", "step_ms", "step_sd_ms", "step_ms_max_rank",
+              "overhead_pct", "peak_MB", "tokens_per_s"]
 
 
-# ---- the reference model (same architecture, names and initialisation as paratrain's) ----
-def trunc_normal_(t, std):
-    nn.init.trunc_normal_(t, mean=0.0, std=std, a=-3 * std, b=3 * std)
+def parse_args(argv):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="xl", help=f"named size: {', '.join(SIZES)}")
+    ap.add_argument("--vocab-size", type=int, default=10000)
+    ap.add_argument("--context", type=int, default=512)
+    ap.add_argument("--batch", type=int, default=4, help="sequences per rank per step")
+    ap.add_argument("--attention", default="naive", help="naive (as bench ddp's default) or sdpa")
+    ap.add_argument("--precision", default="fp32,bf16", help="comma list of fp32 (TF32 off), bf16 (autocast)")
+    ap.add_argument("--strategies", default=",".join(STRATEGIES), help=f"comma list of {', '.join(STRATEGIES)}")
+    ap.add_argument("--bucket-mb", type=float, default=25.0, help="DDP bucket_cap_mb")
+    ap.add_argument("--steps", type=int, default=10, help="timed steps")
+    ap.add_argument("--warmup", type=int, default=3, help="untimed steps first")
+    ap.add_argument("--seed", type=int, default=1337)
+    ap.add_argument("--out", default="", help="HDF5 run record (default: torch_ddp-<time>.h5); rank 0 writes it")
+    ap.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
+    args = ap.parse_args(argv)
+    split = lambda s: [x for x in s.split(",") if x]  # noqa: E731
+    args.strategies, args.precision = split(args.strategies), split(args.precision)
+    if args.model not in SIZES:
+        ap.error(f"--model: unknown size '{args.model}' (expected {', '.join(SIZES)})")
+    for s in args.strategies:
+        if s not in STRATEGIES:
+            ap.error(f"--strategies: unknown strategy '{s}' (expected {', '.join(STRATEGIES)})")
+    for p in args.precision:
+        if p not in PRECISIONS:
+            ap.error(f"--precision: unknown precision '{p}' (expected {', '.join(PRECISIONS)})")
+    if not args.strategies or not args.precision:
+        ap.error("--strategies and --precision need at least one value")
+    if args.attention not in ("naive", "sdpa"):
+        ap.error(f"--attention must be naive or sdpa (got '{args.attention}')")
+    if args.steps < 1 or args.warmup < 0 or args.batch < 1 or args.context < 1 or args.vocab_size < 1:
+        ap.error("--steps, --batch, --context and --vocab-size must be >= 1, --warmup >= 0")
+    if not args.bucket_mb > 0:
+        ap.error(f"--bucket-mb must be positive (got {args.bucket_mb})")
+    if not args.out:
+        args.out = datetime.datetime.now().strftime("torch_ddp-%Y%m%d-%H%M%S.h5")
+    if os.path.exists(args.out) and not args.overwrite:
+        ap.error(f"--out {args.out} exists (pass --overwrite to replace it)")
+    return args
 
 
-class Linear(nn.Module):
-    def __init__(self, d_in, d_out):
-        super().__init__()
-        self.weight = nn.Parameter(torch.empty(d_out, d_in))
-        trunc_normal_(self.weight, math.sqrt(2.0 / (d_in + d_out)))
-
-    def forward(self, x):
-        return x @ self.weight.t()
-
-
-class RMSNorm(nn.Module):
-    def __init__(self, d, eps=1e-5):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(d))
-        self.eps = eps
-
-    def forward(self, x):
-        dtype = x.dtype
-        x = x.float()
-        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
-        return (x * self.weight).to(dtype)
+def make_row(strategy, precision, args, world, step_ms, step_sd_ms, step_ms_max_rank, peak_bytes):
+    """One /ddp_torch row (ROW_FIELDS order); overhead_pct is filled in by add_overheads."""
+    bucketed = strategy in ("ddp", "zero")
+    return {"ddp": strategy, "bucket_mb": float(args.bucket_mb) if bucketed else math.nan,
+            "shard": "zero" if strategy == "zero" else "none", "ranks": int(world), "precision": precision,
+            "step_ms": float(step_ms), "step_sd_ms": float(step_sd_ms), "step_ms_max_rank": float(step_ms_max_rank),
+            "overhead_pct": math.nan, "peak_MB": float(peak_bytes) / 1e6,
+            "tokens_per_s": world * args.batch * args.context / (step_ms * 1e-3)}
 
 
-def rope(x, theta):
-    # x (B, H, T, D): rotate pairs (2i, 2i+1) by position·theta^(−2i/D)
-    _, _, t, d = x.shape
-    inv = theta ** (-torch.arange(0, d, 2, device=x.device, dtype=torch.float32) / d)
-    ang = torch.arange(t, device=x.device, dtype=torch.float32)[:, None] * inv[None, :]
-    cos, sin = ang.cos().to(x.dtype), ang.sin().to(x.dtype)
-    x1, x2 = x[..., 0::2], x[..., 1::2]
-    out = torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
-    return out.flatten(-2)
+def add_overheads(rows):
+    """overhead_pct = step time over the `none` row of the same precision (NaN without one)."""
+    floor = {r["precision"]: r["step_ms"] for r in rows if r["ddp"] == "none"}
+    for r in rows:
+        f = floor.get(r["precision"])
+        r["overhead_pct"] = (r["step_ms"] / f - 1.0) * 100.0 if f else math.nan
+    return rows
 
 
-class Attention(nn.Module):
-    def __init__(self, d_model, heads, theta):
-        super().__init__()
-        self.h, self.theta = heads, theta
-        self.q_proj, self.k_proj = Linear(d_model, d_model), Linear(d_model, d_model)
-        self.v_proj, self.output_proj = Linear(d_model, d_model), Linear(d_model, d_model)
-
-    def forward(self, x):
-        b, t, c = x.shape
-        split = lambda y: y.view(b, t, self.h, c // self.h).transpose(1, 2)
-        q, k, v = split(self.q_proj(x)), split(self.k_proj(x)), split(self.v_proj(x))
-        q, k = rope(q, self.theta), rope(k, self.theta)
-        scores = (q @ k.transpose(-2, -1)) / math.sqrt(c // self.h)  # materialised, as the reference
-        mask = torch.ones(t, t, device=x.device, dtype=torch.bool).tril()
-        probs = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
-        y = (probs @ v).transpose(1, 2).reshape(b, t, c)
-        return self.output_proj(y)
+def write_results(path, rows, attrs, overwrite=False):
+    """The run record: table /ddp_torch in the schema's types (strings fixed-length UTF-8, as
+    paratrain's RunRecord writes them; docs/HDF5_SCHEMA.md) and the root attributes."""
+    from paratrain_report import records
+    records.write_record(path, {"ddp_torch": [{f: r[f] for f in ROW_FIELDS} for r in rows]}, attrs,
+                         overwrite=overwrite)
 
 
-class SwiGLU(nn.Module):
-    def __init__(self, d_model, d_ff):
-        super().__init__()
-        self.w1, self.w2, self.w3 = Linear(d_model, d_ff), Linear(d_ff, d_model), Linear(d_model, d_ff)
-
-    def forward(self, x):
-        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+def print_table(rows):
+    print("  ".join(f"{c:>16}" for c in ROW_FIELDS))
+    for r in rows:
+        print("  ".join(f"{r[c]:>16.2f}" if isinstance(r[c], float) else f"{r[c]!s:>16}" for c in ROW_FIELDS))
 
 
-class Block(nn.Module):
-    def __init__(self, d_model, heads, d_ff, theta):
-        super().__init__()
-        self.ln1, self.attn = RMSNorm(d_model), Attention(d_model, heads, theta)
-        self.ln2, self.ffn = RMSNorm(d_model), SwiGLU(d_model, d_ff)
+# ---- the measurement (needs PyTorch and GPUs) -------------------------------------------------
 
-    def forward(self, x):
-        x = x + self.attn(self.ln1(x))
-        return x + self.ffn(self.ln2(x))
-
-
-class TransformerLM(nn.Module):
-    def __init__(self, vocab, d_model, layers, heads, d_ff, theta=10000.0):
-        super().__init__()
-        self.token_embeddings = nn.Embedding(vocab, d_model)
-        trunc_normal_(self.token_embeddings.weight, 1.0)
-        self.layers = nn.ModuleList(Block(d_model, heads, d_ff, theta) for _ in range(layers))
-        self.ln_final = RMSNorm(d_model)
-        self.lm_head = Linear(d_model, vocab)
-
-    def forward(self, ids):
-        x = self.token_embeddings(ids)
-        for blk in self.layers:
-            x = blk(x)
-        return self.lm_head(self.ln_final(x))
-
-
-# ---- launch ----------------------------------------------------------------------------
-def init_distributed():
+def init_distributed(torch, dist):
     env = os.environ
     rank = int(env.get("OMPI_COMM_WORLD_RANK", env.get("RANK", 0)))
     world = int(env.get("OMPI_COMM_WORLD_SIZE", env.get("WORLD_SIZE", 1)))
@@ -145,137 +130,107 @@ def init_distributed():
     return rank, world, local
 
 
-def stats_over_ranks(x, device):
-    """(mean, max) of a per-rank float."""
-    t = torch.tensor([x], device=device, dtype=torch.float64)
-    all_ = [torch.zeros_like(t) for _ in range(dist.get_world_size())]
-    dist.all_gather(all_, t)
-    vals = [a.item() for a in all_]
-    return sum(vals) / len(vals), max(vals)
+def over_ranks(torch, dist, x, device):
+    """Every rank's float, in rank order."""
+    t = torch.tensor([float(x)], device=device, dtype=torch.float64)
+    parts = [torch.zeros_like(t) for _ in range(dist.get_world_size())]
+    dist.all_gather(parts, t)
+    return [p.item() for p in parts]
 
 
-def run_one(strategy, precision, args, rank, world, device):
-    d_model, d_ff, layers, heads = SIZES[args.model]
+def run_one(torch, dist, rm, strategy, precision, args, rank, world, device):
     torch.manual_seed(args.seed)  # the same initial weights on every rank
-    model = TransformerLM(args.vocab_size, d_model, layers, heads, d_ff).to(device)
+    cfg = rm.ModelConfig.named(args.model, vocab_size=args.vocab_size, context_length=args.context,
+                               attention=args.attention)
+    model = rm.TransformerLM.from_config(cfg).to(device)
     params = list(model.parameters())
-    torch.cuda.reset_peak_memory_stats(device)
     if strategy in ("ddp", "zero"):
-        model = nn.parallel.DistributedDataParallel(model, device_ids=[device.index],
-                                                    bucket_cap_mb=args.bucket_mb)
+        model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index],
+                                                          bucket_cap_mb=args.bucket_mb)
     if strategy == "zero":
         from torch.distributed.optim import ZeroRedundancyOptimizer
-        opt = ZeroRedundancyOptimizer(params, optimizer_class=torch.optim.AdamW, lr=1e-4)
+        opt = ZeroRedundancyOptimizer(params, optimizer_class=torch.optim.AdamW, lr=1e-4, weight_decay=0.01)
     else:
-        opt = torch.optim.AdamW(params, lr=1e-4)
+        opt = torch.optim.AdamW(params, lr=1e-4, weight_decay=0.01)
     g = torch.Generator(device="cpu").manual_seed(args.seed + 1000 * rank)  # each rank its batch
     ids = torch.randint(0, args.vocab_size, (args.batch, args.context), generator=g).to(device)
     tgt = torch.randint(0, args.vocab_size, (args.batch, args.context), generator=g).to(device)
     autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=precision == "bf16")
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
 
     times = []
     for step in range(args.warmup + args.steps):
+        torch.cuda.synchronize(device)
         if step == args.warmup:
             torch.cuda.reset_peak_memory_stats(device)
-        torch.cuda.synchronize(device)
-        t0 = time.perf_counter()
+        start.record()
         opt.zero_grad(set_to_none=True)
         with autocast:
             logits = model(ids)
-        loss = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), tgt.view(-1))
+        loss = rm.cross_entropy(logits, tgt)
         loss.backward()
-        if strategy == "naive":
+        if strategy == "naive":  # paratrain's naive: one averaging all-reduce per parameter
             for p in params:
-                dist.all_reduce(p.grad)
-                p.grad.div_(world)
+                dist.all_reduce(p.grad, op=dist.ReduceOp.AVG)
         opt.step()
+        end.record()
         torch.cuda.synchronize(device)
         if step >= args.warmup:
-            times.append((time.perf_counter() - t0) * 1e3)
+            times.append(start.elapsed_time(end))
     peak = torch.cuda.max_memory_allocated(device)
-    mean, max_rank = stats_over_ranks(statistics.mean(times), device)
-    sd, _ = stats_over_ranks(statistics.stdev(times) if len(times) > 1 else 0.0, device)
-    _, peak_max = stats_over_ranks(float(peak), device)
-    del model, opt, params
+    means = over_ranks(torch, dist, statistics.fmean(times), device)
+    sds = over_ranks(torch, dist, statistics.stdev(times) if len(times) > 1 else 0.0, device)
+    peaks = over_ranks(torch, dist, peak, device)
+    del model, opt, params, logits, loss
     torch.cuda.empty_cache()
-    return {"ddp": strategy, "bucket_mb": args.bucket_mb if strategy in ("ddp", "zero") else float("nan"),
-            "shard": "zero" if strategy == "zero" else "none", "ranks": world, "precision": precision,
-            "step_ms": mean, "step_sd_ms": sd, "step_ms_max_rank": max_rank, "peak_MB": peak_max / 1e6,
-            "tokens_per_s": world * args.batch * args.context / (mean * 1e-3)}
+    return make_row(strategy, precision, args, world, statistics.fmean(means), max(sds), max(means), max(peaks))
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default="xl", choices=sorted(SIZES))
-    ap.add_argument("--vocab-size", type=int, default=10000)
-    ap.add_argument("--context", type=int, default=512)
-    ap.add_argument("--batch", type=int, default=4, help="sequences per rank per step")
-    ap.add_argument("--precision", default="fp32,bf16", help="comma list of fp32, bf16")
-    ap.add_argument("--strategies", default="none,naive,ddp,zero", help="comma list of none, naive, ddp, zero")
-    ap.add_argument("--bucket-mb", type=float, default=25.0, help="DDP bucket_cap_mb")
-    ap.add_argument("--steps", type=int, default=10)
-    ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--seed", type=int, default=1337)
-    ap.add_argument("--out", default="", help="HDF5 file for the table (rank 0 writes it)")
-    args = ap.parse_args()
-    strategies = [s for s in args.strategies.split(",") if s]
-    precisions = [p for p in args.precision.split(",") if p]
-    for s in strategies:
-        if s not in ("none", "naive", "ddp", "zero"):
-            sys.exit(f"compare_torch_ddp.py: unknown strategy '{s}'")
-    for p in precisions:
-        if p not in ("fp32", "bf16"):
-            sys.exit(f"compare_torch_ddp.py: unknown precision '{p}'")
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
+    import torch  # only now: --help, argument errors and the writer work without PyTorch
+    import torch.distributed as dist
 
-    # True FP32 in fp32 mode (paratrain's fp32 never uses TF32).
-    torch.backends.cuda.matmul.allow_tf32 = False
+    import reference_model as rm
+
+    if not torch.cuda.is_available():
+        sys.exit("compare_torch_ddp.py: no CUDA device (the comparison is a GPU measurement)")
+    torch.backends.cuda.matmul.allow_tf32 = False  # fp32 means true FP32, as paratrain's
     torch.backends.cudnn.allow_tf32 = False
-    rank, world, local = init_distributed()
+    now = lambda: datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")  # noqa: E731
+    start_time = now()
+    rank, world, local = init_distributed(torch, dist)
     device = torch.device("cuda", local)
+    hosts, gpus, devices = [None] * world, [None] * world, [None] * world
+    dist.all_gather_object(hosts, socket.gethostname())
+    dist.all_gather_object(gpus, torch.cuda.get_device_name(device))
+    dist.all_gather_object(devices, str(device))
     rows = []
-    for precision in precisions:
-        floor = None
-        for s in strategies:
-            r = run_one(s, precision, args, rank, world, device)
-            if s == "none":
-                floor = r["step_ms"]
-            r["overhead_pct"] = (r["step_ms"] / floor - 1) * 100 if floor else float("nan")
-            rows.append(r)
+    for precision in args.precision:
+        for s in args.strategies:
+            rows.append(run_one(torch, dist, rm, s, precision, args, rank, world, device))
+            r = rows[-1]
             if rank == 0:
                 print(f"torch {precision} {s}: {r['step_ms']:.2f} ms/step (sd {r['step_sd_ms']:.2f}), "
                       f"peak {r['peak_MB']:.0f} MB", flush=True)
+    add_overheads(rows)
     if rank == 0:
-        cols = ["ddp", "bucket_mb", "shard", "ranks", "precision", "step_ms", "step_sd_ms",
-                "step_ms_max_rank", "overhead_pct", "peak_MB", "tokens_per_s"]
-        print("  ".join(f"{c:>14}" for c in cols))
-        for r in rows:
-            print("  ".join(f"{r[c]:>14.2f}" if isinstance(r[c], float) else f"{r[c]:>14}" for c in cols))
-        if args.out:
-            write_h5(args.out, rows, cols, args, world)
-            print(f"results: {args.out}")
-    dist.destroy_process_group()
-
-
-def write_h5(path, rows, cols, args, world):
-    import h5py
-    import numpy as np
-    fields = []
-    for c in cols:
-        v = rows[0][c]
-        fields.append((c, h5py.string_dtype() if isinstance(v, str) else (np.int64 if isinstance(v, int) else np.float64)))
-    data = np.array([tuple(r[c] for c in cols) for r in rows], dtype=fields)
-    tmp = f"{path}.tmp.{os.getpid()}"
-    with h5py.File(tmp, "w") as f:
-        f.create_dataset("ddp_torch", data=data)
-        f.attrs["program"] = "scripts/compare_torch_ddp.py"
-        f.attrs["torch_version"] = torch.__version__
-        f.attrs["nccl_version"] = ".".join(map(str, torch.cuda.nccl.version()))
-        f.attrs["device"] = torch.cuda.get_device_name()
-        f.attrs["world_size"] = world
+        print_table(rows)
+        attrs = {"subcommand": "compare_torch_ddp", "program": "scripts/compare_torch_ddp.py",
+                 "command_line": " ".join([sys.argv[0]] + list(argv)), "start_time": start_time,
+                 "commit_time": now(), "torch_version": torch.__version__,
+                 "cuda_runtime_version": str(torch.version.cuda),
+                 "nccl_version": ".".join(map(str, torch.cuda.nccl.version())), "world_size": world,
+                 "hosts": hosts, "gpus": gpus, "devices": devices,
+                 "precision": ",".join(args.precision)}
         for k, v in vars(args).items():
-            f.attrs[f"option.{k}"] = str(v)
-    os.replace(tmp, path)
+            attrs[f"option.{k.replace('_', '-')}"] = ",".join(map(str, v)) if isinstance(v, list) else str(v)
+        write_results(args.out, rows, attrs, overwrite=args.overwrite)
+        print(f"results: {args.out}")
+    dist.destroy_process_group()
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -16,15 +16,21 @@ add_test(NAME scripts_report_synthetic COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh t
 # The binary's own records through the report.
 add_test(NAME scripts_report_real COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_report_real.py)
 set_tests_properties(scripts_report_real PROPERTIES FIXTURES_REQUIRED pt_scripts_data)
+# bench ddp's per-rank timeline (/ddp_events) and bucket counts against the model's shapes.
+add_test(NAME scripts_ddp_events_real COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_ddp_events_real.py)
+set_tests_properties(scripts_ddp_events_real PROPERTIES FIXTURES_REQUIRED pt_scripts_data)
 # compare_torch.py without PyTorch (its command line, its table) and the reference model
 # itself (skipped where PyTorch is not installed: it runs on the GPU machine).
 add_test(NAME scripts_compare_torch COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_compare_torch.py)
+# compare_torch_ddp.py without PyTorch: command line, rows, its HDF5 writer read by the report.
+add_test(NAME scripts_compare_torch_ddp COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_compare_torch_ddp.py)
 add_test(NAME scripts_reference_model COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_reference_model.py)
 # Sweeps submitted to a real single-node Slurm in CPU mode (skipped without slurm-wlm/munge).
 add_test(NAME scripts_slurm COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_slurm.py)
 set_tests_properties(scripts_slurm PROPERTIES LABELS "scripts;slurm" TIMEOUT 900 RUN_SERIAL TRUE)
 
-set(PT_SCRIPTS_TESTS scripts_report_synthetic scripts_report_real scripts_compare_torch scripts_reference_model)
+set(PT_SCRIPTS_TESTS scripts_report_synthetic scripts_report_real scripts_ddp_events_real scripts_compare_torch
+    scripts_compare_torch_ddp scripts_reference_model)
 set_tests_properties(${PT_SCRIPTS_TESTS} PROPERTIES LABELS scripts TIMEOUT 600)
 set_tests_properties(${PT_SCRIPTS_TESTS} scripts_slurm PROPERTIES ENVIRONMENT "${PT_SCRIPTS_ENV}")
 # A suite that skips (no PyTorch, no Slurm packages) shows as skipped in ctest, not as passed.

@@ -1,6 +1,7 @@
 // `paratrain bench ddp`: the Transformer's training step under each gradient-sync strategy,
 // bucket size and optimizer-sharding mode on the same ranks: step time, the communication
-// not hidden behind compute, bytes sent, and memory (peak and its breakdown).
+// not hidden behind compute, bytes sent, memory (peak and its breakdown), and the per-rank
+// timeline of one extra, untimed step (/ddp_events: what overlapped with what).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/ddp_timeline.h"
 #include "cli/options.h"
 #include "cli/subcommands.h"
 #include "core/allocator.h"
@@ -85,9 +87,51 @@ MemPoint mem_point(int64_t total, const std::array<int64_t, kMemCategories>& by)
 struct Result {
   Config cfg;
   std::string sync_name;
+  int64_t buckets = 0;
   double step_ms = 0, step_sd = 0, step_ms_max_rank = 0, exposed_ms = 0, comm_bytes = 0, peak = 0;
   MemPoint init, before_step, during_step;  // rank 0
+  int64_t traced_step = 0;                  // index of the timeline's step (after the timed ones)
+  std::vector<std::vector<TimelineEvent>> events;  // rank 0: every rank's timeline, rank order
 };
+
+// The bucket plan of a configuration's gradient sync (empty unless bucketed).
+std::vector<dist::Bucket> bucket_plan(const ParamStore& store, const Config& c) {
+  if (c.ddp != "bucketed") return {};
+  return dist::plan_buckets(store, std::isnan(c.bucket_mb) ? dist::kDefaultBucketMB : c.bucket_mb);
+}
+
+// Gradient collectives per step: none 0, flat (and zero1's reduce-scatter) 1, naive and
+// overlap one per trainable parameter, bucketed its plan's count.
+int64_t bucket_count(const ParamStore& store, const Config& c) {
+  if (c.ddp == "none") return 0;
+  if (c.ddp == "flat") return 1;
+  if (c.ddp == "bucketed") return static_cast<int64_t>(bucket_plan(store, c).size());
+  int64_t n = 0;
+  for (const auto& p : store.params()) n += p->trainable ? 1 : 0;
+  return n;
+}
+
+// Every rank's events on rank 0 (empty elsewhere). Collective.
+std::vector<std::vector<TimelineEvent>> gather_events(const std::vector<TimelineEvent>& mine) {
+  std::vector<double> numbers;  // (compute 0 | comm 1, start, end) per event
+  std::vector<std::string> names;
+  for (const auto& e : mine) {
+    numbers.insert(numbers.end(), {e.stream == "comm" ? 1.0 : 0.0, e.start_ms, e.end_ms});
+    names.push_back(e.name);
+  }
+  const auto all_numbers = dist::gather_to_root(numbers);
+  const auto all_names = dist::gather_to_root(names);
+  std::vector<std::vector<TimelineEvent>> out(all_numbers.size());
+  for (size_t r = 0; r < out.size(); ++r) {
+    PT_CHECK(all_numbers[r].size() == 3 * all_names[r].size(), "bench ddp: rank " + std::to_string(r) +
+                                                                   "'s timeline arrived garbled");
+    for (size_t i = 0; i < all_names[r].size(); ++i) {
+      const double* v = &all_numbers[r][3 * i];
+      out[r].push_back({v[0] == 1.0 ? "comm" : "compute", all_names[r][i], v[1], v[2]});
+    }
+  }
+  return out;
+}
 
 double mean_of(const std::vector<double>& v) {
   double s = 0;
@@ -121,6 +165,7 @@ struct Bench {
     DataParallel dp = make_data_parallel(ctx, store, &comm, c.ddp, std::isnan(c.bucket_mb) ? dist::kDefaultBucketMB : c.bucket_mb,
                                          c.shard, opt_cfg);
     r.sync_name = dp.sync->name();
+    r.buckets = bucket_count(store, c);
     const MemoryStats at_init = alloc.stats(kind);
     r.init = mem_point(at_init.in_use, at_init.in_use_by_category);
 
@@ -169,7 +214,32 @@ struct Bench {
     r.exposed_ms = dist::spread_over_ranks(mean_of(exposed_ms)).mean;
     r.comm_bytes = static_cast<double>(bytes);
     r.peak = dist::spread_over_ranks(static_cast<double>(alloc.stats(kind).peak)).max;
+
+    r.traced_step = warmup + steps;
+    r.events = gather_events(traced_step(dp, c));
     return r;
+  }
+
+  // One more step, untimed, with the timeline recorder attached (its event records and
+  // per-gradient stamps stay out of the timed steps). Ranks start it together after a barrier.
+  std::vector<TimelineEvent> traced_step(DataParallel& dp, const Config& c) {
+    ParamStore& store = model.store();
+    StepTimeline timeline(ctx, store, comm, bucket_plan(store, c));
+    store.zero_grad(ctx);
+    dp.sync->begin_step(ctx);
+    comm.barrier();
+    timeline.begin();
+    model.forward(ctx, ids, targets);
+    timeline.mark(StepTimeline::ForwardEnd);
+    model.backward(ctx);
+    timeline.mark(StepTimeline::BackwardEnd);
+    dp.sync->finish(ctx);
+    timeline.mark(StepTimeline::SyncEnd);
+    dp.optimizer->step(ctx, opt_cfg.adamw.lr);
+    timeline.mark(StepTimeline::End);
+    comm.synchronize();
+    ctx.synchronize();
+    return timeline.finish();
   }
 };
 
@@ -313,6 +383,8 @@ int run_bench_ddp(const std::vector<std::string>& args) {
                   "zero1 reduce_scatter or bucketed_reduce")
       .add_double("bucket_mb", "bucket cap in MiB (bucketed only; NaN otherwise)", 2)
       .add_string("shard", "optimizer sharding: none, broadcast, zero1")
+      .add_int("buckets", "gradient collectives per step: 0 for none, 1 for flat and reduce_scatter, one per "
+               "trainable parameter for naive and overlap, dist::plan_buckets's count for bucketed")
       .add_int("ranks", "data-parallel ranks")
       .add_string("precision", "fp32, tf32 or bf16")
       .add_double("step_ms", "time per training step, mean over steps and ranks (ms)", 2)
@@ -331,6 +403,7 @@ int run_bench_ddp(const std::vector<std::string>& args) {
     row.set("ddp", r.sync_name)
         .set("bucket_mb", r.cfg.bucket_mb)
         .set("shard", shard_mode_name(r.cfg.shard))
+        .set("buckets", r.buckets)
         .set("ranks", rt.world_size())
         .set("precision", run.precision)
         .set("step_ms", r.step_ms)
@@ -345,9 +418,35 @@ int run_bench_ddp(const std::vector<std::string>& args) {
     set_memory(row, "before_step", r.before_step, true);
     set_memory(row, "step", r.during_step, true);
   }
+  io::ResultTable events("ddp_events", "per-rank timeline of one untimed step per configuration, after the timed "
+                         "ones: compute phases and collectives (docs/REPORT.md)");
+  events.add_string("ddp", "gradient sync, as in /ddp")
+      .add_double("bucket_mb", "bucket cap in MiB, as in /ddp", 2)
+      .add_string("shard", "optimizer sharding, as in /ddp")
+      .add_int("rank", "the rank that recorded the event")
+      .add_int("step", "index of the step in the configuration's run (warm-up and timed steps come first)")
+      .add_string("stream", "compute or comm")
+      .add_string("name", "forward, backward <module>, optimizer; <collective> <buffer> (MB)")
+      .add_double("start_ms", "since the step started on this rank (after a barrier): CUDA events on the GPU, "
+                  "the host clock on the CPU (ms)", 3)
+      .add_double("end_ms", "as start_ms (ms)", 3);
+  for (const auto& r : results)
+    for (size_t rank = 0; rank < r.events.size(); ++rank)
+      for (const auto& e : r.events[rank])
+        events.add_row()
+            .set("ddp", r.sync_name)
+            .set("bucket_mb", r.cfg.bucket_mb)
+            .set("shard", shard_mode_name(r.cfg.shard))
+            .set("rank", static_cast<int64_t>(rank))
+            .set("step", r.traced_step)
+            .set("stream", e.stream)
+            .set("name", e.name)
+            .set("start_ms", e.start_ms)
+            .set("end_ms", e.end_ms);
   if (rt.is_root()) {
     table.print(std::cout);
     record.add_table(table);
+    record.add_table(events);
     record.commit();
     std::cout << "results: " << record.path() << std::endl;
   }

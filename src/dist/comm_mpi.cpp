@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "dist/bounded_wait.h"
+#include "dist/comm_trace.h"
 #include "dist/communicator.h"
 
 namespace pt::dist {
@@ -56,6 +57,11 @@ class MpiWork : public Work {
   MpiWork(MpiCommunicator& comm, std::string op, std::function<void()> on_complete);
   ~MpiWork() override;
   MPI_Request* request() { return &req_; }
+  // test() stamps the entry's end time when it first sees the request complete.
+  void trace_into(CommTrace* trace, size_t entry) {
+    trace_ = trace;
+    trace_entry_ = entry;
+  }
   void wait() override;
   bool test() override;
   void synchronize() override { wait(); }
@@ -66,6 +72,8 @@ class MpiWork : public Work {
   MPI_Request req_ = MPI_REQUEST_NULL;
   std::function<void()> on_complete_;  // host post-processing, run once by wait()
   bool complete_ = false, finished_ = false;
+  CommTrace* trace_ = nullptr;
+  size_t trace_entry_ = 0;
 };
 
 class MpiCommunicator : public Communicator {
@@ -92,7 +100,7 @@ class MpiCommunicator : public Communicator {
     std::function<void()> done;
     if (op == ReduceOp::Average)
       done = [p = t.data(), d = t.dtype(), n = t.numel(), w = world_] { divide(p, d, n, w); };
-    auto work = start(describe_op("all_reduce", t), std::move(done));
+    auto work = start("all_reduce", t, -1, std::move(done));
     PT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, t.data(), mpi_count(t.numel(), "all_reduce"), type,
                                 MPI_SUM, comm_, work->request()));
     return work;
@@ -102,7 +110,7 @@ class MpiCommunicator : public Communicator {
     check_buffer(t, "broadcast");
     PT_CHECK(root >= 0 && root < world_, "broadcast: root " + std::to_string(root) + " out of range");
     MPI_Datatype type = mpi_type(t.dtype(), "broadcast");
-    auto work = start(describe_op("broadcast", t), nullptr);
+    auto work = start("broadcast", t, root, nullptr);
     PT_MPI_CHECK(MPI_Ibcast(t.data(), mpi_count(t.numel(), "broadcast"), type, root, comm_,
                             work->request()));
     return work;
@@ -115,7 +123,7 @@ class MpiCommunicator : public Communicator {
     std::function<void()> done;
     if (op == ReduceOp::Average && rank_ == root)
       done = [p = t.data(), d = t.dtype(), n = t.numel(), w = world_] { divide(p, d, n, w); };
-    auto work = start(describe_op("reduce", t), std::move(done));
+    auto work = start("reduce", t, root, std::move(done));
     const bool at_root = rank_ == root;
     PT_MPI_CHECK(MPI_Ireduce(at_root ? MPI_IN_PLACE : t.data(), at_root ? t.data() : nullptr,
                              mpi_count(t.numel(), "reduce"), type, MPI_SUM, root, comm_, work->request()));
@@ -135,7 +143,7 @@ class MpiCommunicator : public Communicator {
       if (scratch) std::memcpy(dst, scratch->data(), bytes);
       if (avg) divide(dst, d, n, w);
     };
-    auto work = start(describe_op("reduce_scatter", send), done);
+    auto work = start("reduce_scatter", send, -1, done);
     PT_MPI_CHECK(MPI_Ireduce_scatter_block(send.data(), out, mpi_count(n, "reduce_scatter"), type,
                                            MPI_SUM, comm_, work->request()));
     return work;
@@ -146,7 +154,7 @@ class MpiCommunicator : public Communicator {
     MPI_Datatype type = mpi_type(recv.dtype(), "all_gather");
     const int n = mpi_count(send.numel(), "all_gather");
     mpi_count(recv.numel(), "all_gather");
-    auto work = start(describe_op("all_gather", recv), nullptr);
+    auto work = start("all_gather", recv, -1, nullptr);
     // In place is MPI's own convention here: our block already sits where we receive it.
     PT_MPI_CHECK(MPI_Iallgather(in_place ? MPI_IN_PLACE : send.data(), in_place ? 0 : n,
                                 in_place ? MPI_DATATYPE_NULL : type, recv.data(), n, type, comm_,
@@ -184,9 +192,18 @@ class MpiCommunicator : public Communicator {
   }
 
  private:
-  std::unique_ptr<MpiWork> start(std::string op, std::function<void()> on_complete) {
+  // `big` is the collective's largest buffer (named in errors, and in the trace); root -1 when
+  // the op has none. The caller issues the MPI request right after.
+  std::unique_ptr<MpiWork> start(const char* kind, const Tensor& big, int root,
+                                 std::function<void()> on_complete) {
     poll();  // every new collective also advances the ones in flight
-    return std::make_unique<MpiWork>(*this, std::move(op), std::move(on_complete));
+    auto work = std::make_unique<MpiWork>(*this, describe_op(kind, big), std::move(on_complete));
+    if (trace_ != nullptr) {
+      TracedCollective c(kind, big.data(), static_cast<int64_t>(big.nbytes()), root);
+      c.host_start = std::chrono::steady_clock::now();
+      work->trace_into(trace_, trace_->add(std::move(c)));
+    }
+    return work;
   }
 
   void wait_request(MPI_Request* req, const std::string& op) {
@@ -224,6 +241,11 @@ bool MpiWork::test() {
   if (flag) {
     complete_ = true;
     comm_.retire(this);
+    if (trace_ != nullptr) {
+      TracedCollective& c = trace_->at(trace_entry_);
+      c.host_end = std::chrono::steady_clock::now();
+      c.host_done = true;
+    }
   }
   return complete_;
 }

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "dist/bounded_wait.h"
+#include "dist/comm_trace.h"
 #include "dist/communicator.h"
 
 namespace pt::dist {
@@ -96,7 +97,7 @@ class NcclCommunicator : public Communicator {
   WorkPtr all_reduce_async(Tensor& t, ReduceOp op) override {
     check_buffer(t, "all_reduce");
     const ncclDataType_t type = nccl_type(t.dtype(), "all_reduce");
-    return launch(describe_op("all_reduce", t), t.numel(), [&] {
+    return launch("all_reduce", t, -1, t.numel(), [&] {
       return ncclAllReduce(t.data(), t.data(), t.numel(), type, nccl_op(op), comm_, stream_);
     });
   }
@@ -105,7 +106,7 @@ class NcclCommunicator : public Communicator {
     check_buffer(t, "broadcast");
     PT_CHECK(root >= 0 && root < world_, "broadcast: root " + std::to_string(root) + " out of range");
     const ncclDataType_t type = nccl_type(t.dtype(), "broadcast");
-    return launch(describe_op("broadcast", t), t.numel(), [&] {
+    return launch("broadcast", t, root, t.numel(), [&] {
       return ncclBroadcast(t.data(), t.data(), t.numel(), type, root, comm_, stream_);
     });
   }
@@ -114,7 +115,7 @@ class NcclCommunicator : public Communicator {
     check_buffer(t, "reduce");
     PT_CHECK(root >= 0 && root < world_, "reduce: root " + std::to_string(root) + " out of range");
     const ncclDataType_t type = nccl_type(t.dtype(), "reduce");
-    return launch(describe_op("reduce", t), t.numel(), [&] {
+    return launch("reduce", t, root, t.numel(), [&] {
       return ncclReduce(t.data(), t.data(), t.numel(), type, nccl_op(op), root, comm_, stream_);
     });
   }
@@ -122,7 +123,7 @@ class NcclCommunicator : public Communicator {
   WorkPtr reduce_scatter_async(const Tensor& send, Tensor& recv, ReduceOp op) override {
     check_blocks(recv, send, "reduce_scatter");  // NCCL's in-place convention is ours
     const ncclDataType_t type = nccl_type(recv.dtype(), "reduce_scatter");
-    return launch(describe_op("reduce_scatter", send), recv.numel(), [&] {
+    return launch("reduce_scatter", send, -1, recv.numel(), [&] {
       return ncclReduceScatter(send.data(), recv.data(), recv.numel(), type, nccl_op(op), comm_, stream_);
     });
   }
@@ -130,7 +131,7 @@ class NcclCommunicator : public Communicator {
   WorkPtr all_gather_async(const Tensor& send, Tensor& recv) override {
     check_blocks(send, recv, "all_gather");
     const ncclDataType_t type = nccl_type(recv.dtype(), "all_gather");
-    return launch(describe_op("all_gather", recv), send.numel(), [&] {
+    return launch("all_gather", recv, -1, send.numel(), [&] {
       return ncclAllGather(send.data(), recv.data(), send.numel(), type, comm_, stream_);
     });
   }
@@ -198,15 +199,28 @@ class NcclCommunicator : public Communicator {
   void recycle(cudaEvent_t e) { free_events_.push_back(e); }
 
  private:
+  // `big` is the collective's largest buffer (named in errors, and in the trace); root -1 when
+  // the op has none; count is the element count NCCL is given.
   template <class Call>
-  WorkPtr launch(std::string op, int64_t count, Call&& call) {
+  WorkPtr launch(const char* kind, const Tensor& big, int root, int64_t count, Call&& call) {
+    std::string op = describe_op(kind, big);
     // The collective reads what the compute stream has produced so far.
     PT_CUDA_CHECK(cudaEventRecord(ready_, ctx_.stream()));
     PT_CUDA_CHECK(cudaStreamWaitEvent(stream_, ready_, 0));
+    cudaEvent_t traced_end = nullptr;
+    if (trace_ != nullptr) {
+      // After the wait: the span starts when the collective can run, not when it was issued.
+      TracedCollective c(kind, big.data(), static_cast<int64_t>(big.nbytes()), root);
+      c.start = trace_->take_event();
+      c.end = traced_end = trace_->take_event();
+      PT_CUDA_CHECK(cudaEventRecord(c.start, stream_));
+      trace_->add(std::move(c));
+    }
     if (count > 0) {
       const ncclResult_t rc = call();
       if (rc != ncclSuccess) fail(op, std::string("NCCL returned ") + ncclGetErrorString(rc));
     }
+    if (traced_end != nullptr) PT_CUDA_CHECK(cudaEventRecord(traced_end, stream_));
     cudaEvent_t done = take_event();
     PT_CUDA_CHECK(cudaEventRecord(done, stream_));
     return std::make_unique<NcclWork>(*this, done, std::move(op));

@@ -27,6 +27,8 @@
 
 namespace pt::dist {
 
+class CommTrace;  // dist/comm_trace.h
+
 enum class Backend { MPI, NCCL };
 Backend backend_from_name(const std::string& name);  // "mpi" | "nccl"; throws on others
 const char* backend_name(Backend b);
@@ -98,6 +100,11 @@ class Communicator {
   // Cheap: advances outstanding MPI requests; checks NCCL's asynchronous error state.
   virtual void poll() {}
 
+  // Records every collective issued from now on into `trace` (dist/comm_trace.h); nullptr
+  // stops. Attach and detach only while no collective is outstanding (after synchronize()).
+  void set_trace(CommTrace* trace) { trace_ = trace; }
+  CommTrace* trace() const { return trace_; }
+
  protected:
   Communicator(Device device, int rank, int world) : device_(device), rank_(rank), world_(world) {}
   // Shape, dtype, device and aliasing checks shared by both implementations.
@@ -107,6 +114,7 @@ class Communicator {
 
   Device device_;
   int rank_, world_;
+  CommTrace* trace_ = nullptr;
 };
 
 // Collective over MPI_COMM_WORLD (every rank calls it). NCCL: rank 0 makes the unique id and

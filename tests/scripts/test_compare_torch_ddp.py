@@ -1,0 +1,130 @@
+"""compare_torch_ddp.py where PyTorch is absent: its command line works without importing torch,
+bad arguments are one clear error, its rows and overheads are right, and its HDF5 writer makes a
+run record in the schema's types (strings fixed-length UTF-8, not numpy unicode, which h5py
+cannot store) that scripts/report reads into its paratrain-vs-PyTorch DDP table."""
+import math
+import os
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import h5py
+import numpy as np
+import pytest
+
+import synth
+from conftest import SCRIPTS, read_csv, run_report
+
+SCRIPT = os.path.join(SCRIPTS, "compare_torch_ddp.py")
+sys.path.insert(0, SCRIPTS)
+import compare_torch_ddp as ctd  # noqa: E402
+
+
+def run(args, tmp_path):
+    # A `torch` that cannot be imported: --help and argument errors must not need it.
+    fake = tmp_path / "no_torch"
+    fake.mkdir(exist_ok=True)
+    (fake / "torch.py").write_text("raise ImportError('torch must not be imported for this')\n")
+    env = dict(os.environ, PYTHONPATH=str(fake))
+    return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True, env=env, timeout=60)
+
+
+def test_help_without_torch(tmp_path):
+    proc = run(["--help"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "usage:" in proc.stdout and "--strategies" in proc.stdout and "ddp_torch" in proc.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--model", "huge"], "unknown size 'huge'"),
+    (["--precision", "fp16"], "unknown precision 'fp16'"),
+    (["--strategies", "fsdp"], "unknown strategy 'fsdp'"),
+    (["--strategies", ","], "at least one value"),
+    (["--attention", "flash"], "--attention must be naive or sdpa"),
+    (["--steps", "0"], "--steps"),
+    (["--bucket-mb", "0"], "--bucket-mb must be positive"),
+])
+def test_bad_arguments(tmp_path, args, message):
+    proc = run(args, tmp_path)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+
+
+def test_existing_output_is_refused(tmp_path):
+    out = tmp_path / "torch_ddp.h5"
+    out.write_bytes(b"")
+    proc = run(["--out", str(out)], tmp_path)
+    assert proc.returncode == 2 and "exists" in proc.stderr
+
+
+def synthetic_rows():
+    """Two precisions, every strategy, step times chosen by hand."""
+    args = SimpleNamespace(bucket_mb=25.0, batch=4, context=512)
+    times = {("fp32", "none"): 680.0, ("fp32", "naive"): 714.0, ("fp32", "ddp"): 715.0, ("fp32", "zero"): 740.0,
+             ("bf16", "none"): 166.0, ("bf16", "naive"): 202.0, ("bf16", "ddp"): 192.0, ("bf16", "zero"): 219.0}
+    rows = [ctd.make_row(s, p, args, 2, ms, 1.5, ms + 1.0, 40e9 if s != "zero" else 30e9)
+            for (p, s), ms in times.items()]
+    return ctd.add_overheads(rows), times
+
+
+def test_rows_and_overheads():
+    rows, times = synthetic_rows()
+    for r in rows:
+        assert list(r) == ctd.ROW_FIELDS
+        floor = times[(r["precision"], "none")]
+        assert r["overhead_pct"] == pytest.approx((times[(r["precision"], r["ddp"])] / floor - 1) * 100)
+        assert r["tokens_per_s"] == pytest.approx(2 * 4 * 512 / (r["step_ms"] * 1e-3))
+        assert r["peak_MB"] == pytest.approx(40e3 if r["ddp"] != "zero" else 30e3)
+        if r["ddp"] in ("ddp", "zero"):
+            assert r["bucket_mb"] == 25.0
+        else:
+            assert math.isnan(r["bucket_mb"])
+        assert r["shard"] == ("zero" if r["ddp"] == "zero" else "none")
+    no_floor = ctd.add_overheads([r for r in rows if r["ddp"] != "none"])
+    assert all(math.isnan(r["overhead_pct"]) for r in no_floor)
+
+
+def test_writer_uses_the_schema_types(tmp_path):
+    rows, _ = synthetic_rows()
+    rows[0]["precision"] = np.str_("fp32")  # numpy unicode scalars are what broke the old writer
+    path = tmp_path / "torch_ddp.h5"
+    attrs = {"subcommand": "compare_torch_ddp", "world_size": 2, "gpus": ["NVIDIA H100 80GB HBM3"] * 2,
+             "hosts": ["node0", "node0"], "option.model": "xl"}
+    ctd.write_results(str(path), rows, attrs)
+    with h5py.File(path, "r") as f:
+        t = f["ddp_torch"]
+        assert list(t.dtype.names) == ctd.ROW_FIELDS
+        for c in ("ddp", "shard", "precision"):
+            assert t.dtype[c].kind == "S", (c, t.dtype[c])
+        assert t.dtype["ranks"] == np.dtype("<i8") and t.dtype["step_ms"] == np.dtype("<f8")
+        data = t[()]
+        assert [d.decode() for d in data["ddp"]] == [r["ddp"] for r in rows]
+        assert np.allclose(data["step_ms"], [r["step_ms"] for r in rows])
+        assert f.attrs["world_size"] == 2 and f.attrs["schema_version"] == 1
+    with pytest.raises(Exception, match="exists"):
+        ctd.write_results(str(path), rows, attrs)
+    ctd.write_results(str(path), rows, attrs, overwrite=True)
+
+
+def test_report_sets_torch_rows_beside_ours(tmp_path, out_dir):
+    ours = tmp_path / "ddp.h5"
+    synth.ddp_file(ours, w_Bps=50e9, o_s=1e-4, buckets_mb=(1, 25, 100), shards=True)
+    rows, _ = synthetic_rows()
+    theirs = tmp_path / "torch_ddp.h5"
+    ctd.write_results(str(theirs), rows, {"subcommand": "compare_torch_ddp", "world_size": 2,
+                                          "gpus": [synth.GPU] * 2, "hosts": ["node0"] * 2})
+    run_report([ours, theirs], out_dir)
+    df = read_csv(out_dir, "ddp_torch")
+    assert len(df) == len(rows)
+    with h5py.File(ours, "r") as f:
+        t = f["ddp"][()]
+    plain = t[t["shard"] == b"none"]
+    ours_none = plain[plain["ddp"] == b"none"]["step_ms"][0]
+    ours_25 = plain[(plain["ddp"] == b"bucketed") & (plain["bucket_mb"] == 25.0)]["step_ms"][0]
+    fp32 = df[df["precision"] == "fp32"].set_index("torch")
+    assert fp32.loc["none", "ratio"] == pytest.approx(ours_none / 680.0)
+    assert fp32.loc["ddp", "paratrain"] == "bucketed 25 MiB"
+    assert fp32.loc["ddp", "ratio"] == pytest.approx(ours_25 / 715.0)
+    assert fp32.loc["zero", "paratrain"] == "zero1"
+    # synth writes fp32 only: bf16 torch rows have no paratrain partner, shown as NaN
+    assert df[df["precision"] == "bf16"]["paratrain_step_ms"].isna().all()
+    assert "paratrain versus PyTorch" in (out_dir / "report.md").read_text()
