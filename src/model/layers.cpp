@@ -177,12 +177,20 @@ void write_param(Context& ctx, Parameter& p, const std::vector<double>& values) 
 }  // namespace
 
 namespace {
-// Fills v[i] for every i with draw(rng) in parallel: the vector is cut into fixed chunks, each
-// with its own generator seeded from (seed, chunk), so the values depend on the seed only, not
-// on the number of threads. A 2-billion-parameter model initialises in seconds, not minutes.
-template <typename Draw>
-void parallel_fill(std::vector<double>& v, uint64_t seed, Draw draw) {
+// Fills v with draws from `make_dist()`. A tensor of at most one chunk draws from the caller's
+// generator in order (one distribution object for the whole tensor), as a serial loop would.
+// A larger one takes one seed from it and is cut into fixed chunks, each with its own generator
+// seeded from (seed, chunk) and filled in parallel: the values depend on the seed only, not on
+// the thread count, and a 2-billion-parameter model initialises in seconds, not minutes.
+template <typename MakeDist, typename Draw>
+void fill_random(std::vector<double>& v, std::mt19937_64& rng, MakeDist make_dist, Draw draw) {
   constexpr size_t kChunk = size_t{1} << 20;
+  if (v.size() <= kChunk) {
+    auto dist = make_dist();
+    for (auto& x : v) x = draw(dist, rng);
+    return;
+  }
+  const uint64_t seed = rng();
   const size_t chunks = (v.size() + kChunk - 1) / kChunk;
   const size_t threads = std::max<size_t>(1, std::min<size_t>(chunks, std::thread::hardware_concurrency()));
   std::atomic<size_t> next{0};
@@ -190,8 +198,9 @@ void parallel_fill(std::vector<double>& v, uint64_t seed, Draw draw) {
     for (size_t c = next++; c < chunks; c = next++) {
       std::seed_seq seq{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32), static_cast<uint32_t>(c),
                         static_cast<uint32_t>(c >> 32)};
-      std::mt19937_64 rng(seq);
-      for (size_t i = c * kChunk, end = std::min(v.size(), (c + 1) * kChunk); i < end; ++i) v[i] = draw(rng);
+      std::mt19937_64 g(seq);
+      auto dist = make_dist();
+      for (size_t i = c * kChunk, end = std::min(v.size(), (c + 1) * kChunk); i < end; ++i) v[i] = draw(dist, g);
     }
   };
   std::vector<std::thread> pool;
@@ -203,14 +212,15 @@ void parallel_fill(std::vector<double>& v, uint64_t seed, Draw draw) {
 
 void init_trunc_normal(Context& ctx, Parameter& p, double std, double lo, double hi, std::mt19937_64& rng) {
   std::vector<double> v(static_cast<size_t>(p.numel));
-  parallel_fill(v, rng(), [&](std::mt19937_64& g) {
-    std::normal_distribution<double> normal(0.0, std);
-    double x;
-    do {
-      x = normal(g);
-    } while (x < lo || x > hi);  // rejection: the same law as torch.nn.init.trunc_normal_
-    return x;
-  });
+  fill_random(
+      v, rng, [&] { return std::normal_distribution<double>(0.0, std); },
+      [&](std::normal_distribution<double>& normal, std::mt19937_64& g) {
+        double x;
+        do {
+          x = normal(g);
+        } while (x < lo || x > hi);  // rejection: the same law as torch.nn.init.trunc_normal_
+        return x;
+      });
   write_param(ctx, p, v);
 }
 
@@ -220,7 +230,9 @@ void init_constant(Context& ctx, Parameter& p, double value) {
 
 void init_uniform(Context& ctx, Parameter& p, double bound, std::mt19937_64& rng) {
   std::vector<double> v(static_cast<size_t>(p.numel));
-  parallel_fill(v, rng(), [&](std::mt19937_64& g) { return std::uniform_real_distribution<double>(-bound, bound)(g); });
+  fill_random(
+      v, rng, [&] { return std::uniform_real_distribution<double>(-bound, bound); },
+      [](std::uniform_real_distribution<double>& u, std::mt19937_64& g) { return u(g); });
   write_param(ctx, p, v);
 }
 
