@@ -245,8 +245,11 @@ def ddp_timeline(rec, out_dir, max_panels=6):
                 labels.append(f"rank {rank} {stream}")
             fractions.append(overlap_fraction(lanes["compute"], lanes["comm"]))
         name = ddp + (f" {bucket:g} MiB" if bucket >= 0 else "") + (f" + {shard}" if shard != "none" else "")
-        hidden = ", ".join(f"{100 * f:.0f}%" for f in fractions)
-        ax.set_title(f"{name}: communication overlapped with compute per rank: {hidden}", fontsize=9)
+        if all(f != f for f in fractions):  # NaN: no communication at all (the floor)
+            ax.set_title(f"{name}: no communication", fontsize=9)
+        else:
+            hidden = ", ".join(f"{100 * f:.0f}%" for f in fractions)
+            ax.set_title(f"{name}: communication overlapped with compute per rank: {hidden}", fontsize=9)
         ax.set_yticks(ticks)
         ax.set_yticklabels(labels, fontsize=8)
         ax.invert_yaxis()  # rank 0 on top
