@@ -33,16 +33,9 @@ int64_t parse_bytes(const std::string& word) {
     }
     if (scale != 1) s.pop_back();
   }
-  size_t pos = 0;
-  double v = 0;
-  try {
-    v = std::stod(s, &pos);
-  } catch (const std::exception&) {
-    pos = 0;
-  }
-  PT_CHECK(pos > 0 && pos == s.size() && v > 0,
-           "--sizes: '" + word + "' is not a size (examples: 4096, 64K, 1M, 1G)");
-  const auto bytes = static_cast<int64_t>(v * static_cast<double>(scale));
+  const auto v = parse_number(s, /*integer=*/false);
+  PT_CHECK(v.has_value() && *v > 0, "--sizes: '" + word + "' is not a size (examples: 4096, 64K, 1M, 1G)");
+  const auto bytes = static_cast<int64_t>(*v * static_cast<double>(scale));
   PT_CHECK(bytes >= 4, "--sizes: '" + word + "' is smaller than one fp32 element");
   return bytes;
 }

@@ -86,18 +86,24 @@ std::vector<std::string> split_list(const std::vector<std::string>& words) {
   return out;
 }
 
+std::optional<double> parse_number(const std::string& s, bool integer) {
+  size_t pos = 0;
+  double v = 0;
+  try {
+    v = integer ? static_cast<double>(std::stoll(s, &pos)) : std::stod(s, &pos);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  if (pos == 0 || pos != s.size()) return std::nullopt;
+  return v;
+}
+
 std::vector<int64_t> parse_int_list(const std::vector<std::string>& words, const char* flag) {
   std::vector<int64_t> out;
   for (const auto& s : split_list(words)) {
-    size_t pos = 0;
-    int64_t v = 0;
-    try {
-      v = std::stoll(s, &pos);
-    } catch (const std::exception&) {
-      pos = 0;
-    }
-    PT_CHECK(pos == s.size() && pos > 0, std::string("--") + flag + ": '" + s + "' is not an integer");
-    out.push_back(v);
+    const auto v = parse_number(s, /*integer=*/true);
+    PT_CHECK(v.has_value(), std::string("--") + flag + ": '" + s + "' is not an integer");
+    out.push_back(static_cast<int64_t>(*v));
   }
   return out;
 }
@@ -105,15 +111,9 @@ std::vector<int64_t> parse_int_list(const std::vector<std::string>& words, const
 std::vector<double> parse_double_list(const std::vector<std::string>& words, const char* flag) {
   std::vector<double> out;
   for (const auto& s : split_list(words)) {
-    size_t pos = 0;
-    double v = 0;
-    try {
-      v = std::stod(s, &pos);
-    } catch (const std::exception&) {
-      pos = 0;
-    }
-    PT_CHECK(pos == s.size() && pos > 0, std::string("--") + flag + ": '" + s + "' is not a number");
-    out.push_back(v);
+    const auto v = parse_number(s, /*integer=*/false);
+    PT_CHECK(v.has_value(), std::string("--") + flag + ": '" + s + "' is not a number");
+    out.push_back(*v);
   }
   return out;
 }

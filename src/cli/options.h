@@ -38,6 +38,8 @@ std::map<std::string, std::string> options_as_strings(const po::variables_map& v
 
 // "1,10,100" or repeated flags → list (po's multitoken vectors also accept "1 10 100").
 std::vector<std::string> split_list(const std::vector<std::string>& words);
+// The whole of `s` as a number (an integer when `integer`), or nothing.
+std::optional<double> parse_number(const std::string& s, bool integer);
 std::vector<int64_t> parse_int_list(const std::vector<std::string>& words, const char* flag);
 std::vector<double> parse_double_list(const std::vector<std::string>& words, const char* flag);
 

@@ -10,15 +10,6 @@ namespace pt::ops {
 using detail::ArgCheck;
 
 namespace {
-// Same shape and contiguous (all elementwise operands); on the CPU also the same dtype.
-void same_layout(const ArgCheck& chk, const Context& ctx, const Tensor& t, const char* name,
-                 const Tensor& ref, const char* ref_name) {
-  chk.float_storage(t, name);
-  chk.contiguous(t, name);
-  chk.require(t.shape() == ref.shape(), std::string(name) + " has shape " + shape_str(t.shape()) +
-                                            " but " + ref_name + " has " + shape_str(ref.shape()));
-  if (!ctx.is_cuda()) chk.same_dtype(t, name, ref, ref_name);
-}
 void first(const ArgCheck& chk, const Tensor& t, const char* name) {
   chk.float_storage(t, name);
   chk.contiguous(t, name);
@@ -28,8 +19,8 @@ void first(const ArgCheck& chk, const Tensor& t, const char* name) {
 void add(Context& ctx, Tensor& out, const Tensor& a, const Tensor& b) {
   ArgCheck chk(ctx, "add");
   first(chk, out, "out");
-  same_layout(chk, ctx, a, "a", out, "out");
-  same_layout(chk, ctx, b, "b", out, "out");
+  chk.like(a, "a", out, "out");
+  chk.like(b, "b", out, "out");
   OpScope scope(ctx, "add", OpFamily::Elementwise);
   if (ctx.is_cuda())
     cuda::add(ctx.stream(), out, a, b);
@@ -40,7 +31,7 @@ void add(Context& ctx, Tensor& out, const Tensor& a, const Tensor& b) {
 void add_inplace(Context& ctx, Tensor& x, const Tensor& y, float alpha) {
   ArgCheck chk(ctx, "add_inplace");
   first(chk, x, "x");
-  same_layout(chk, ctx, y, "y", x, "x");
+  chk.like(y, "y", x, "x");
   OpScope scope(ctx, "add_inplace", OpFamily::Elementwise);
   if (ctx.is_cuda())
     cuda::add_inplace(ctx.stream(), x, y, alpha);
@@ -112,7 +103,7 @@ void bias_backward(Context& ctx, Tensor& dbias, const Tensor& dy) {
 void relu_forward(Context& ctx, Tensor& y, const Tensor& x) {
   ArgCheck chk(ctx, "relu_forward");
   first(chk, y, "y");
-  same_layout(chk, ctx, x, "x", y, "y");
+  chk.like(x, "x", y, "y");
   OpScope scope(ctx, "relu_forward", OpFamily::Elementwise);
   if (ctx.is_cuda())
     cuda::relu_forward(ctx.stream(), y, x);
@@ -123,8 +114,8 @@ void relu_forward(Context& ctx, Tensor& y, const Tensor& x) {
 void relu_backward(Context& ctx, Tensor& dx, const Tensor& dy, const Tensor& y) {
   ArgCheck chk(ctx, "relu_backward");
   first(chk, dx, "dx");
-  same_layout(chk, ctx, dy, "dy", dx, "dx");
-  same_layout(chk, ctx, y, "y", dx, "dx");
+  chk.like(dy, "dy", dx, "dx");
+  chk.like(y, "y", dx, "dx");
   OpScope scope(ctx, "relu_backward", OpFamily::Elementwise);
   if (ctx.is_cuda())
     cuda::relu_backward(ctx.stream(), dx, dy, y);
@@ -135,8 +126,8 @@ void relu_backward(Context& ctx, Tensor& dx, const Tensor& dy, const Tensor& y) 
 void swiglu_forward(Context& ctx, Tensor& g, const Tensor& h1, const Tensor& h3) {
   ArgCheck chk(ctx, "swiglu_forward");
   first(chk, g, "g");
-  same_layout(chk, ctx, h1, "h1", g, "g");
-  same_layout(chk, ctx, h3, "h3", g, "g");
+  chk.like(h1, "h1", g, "g");
+  chk.like(h3, "h3", g, "g");
   chk.same_dtype(h3, "h3", h1, "h1");
   OpScope scope(ctx, "swiglu_forward", OpFamily::Elementwise);
   if (ctx.is_cuda())
@@ -149,10 +140,10 @@ void swiglu_backward(Context& ctx, Tensor& dh1, Tensor& dh3, const Tensor& dg, c
                      const Tensor& h3) {
   ArgCheck chk(ctx, "swiglu_backward");
   first(chk, dg, "dg");
-  same_layout(chk, ctx, dh1, "dh1", dg, "dg");
-  same_layout(chk, ctx, dh3, "dh3", dg, "dg");
-  same_layout(chk, ctx, h1, "h1", dg, "dg");
-  same_layout(chk, ctx, h3, "h3", dg, "dg");
+  chk.like(dh1, "dh1", dg, "dg");
+  chk.like(dh3, "dh3", dg, "dg");
+  chk.like(h1, "h1", dg, "dg");
+  chk.like(h3, "h3", dg, "dg");
   chk.same_dtype(dh1, "dh1", dg, "dg");
   chk.same_dtype(dh3, "dh3", dg, "dg");
   chk.same_dtype(h3, "h3", h1, "h1");

@@ -39,6 +39,15 @@ class ArgCheck {
               std::string(name) + " is " + dtype_name(t.dtype()) +
                   "; on the CPU this op takes fp32 or fp64 (bf16 is GPU-only)");
   }
+  // Float storage, contiguous, the shape of `ref`; on the CPU also its dtype (elementwise
+  // and row-wise operands).
+  void like(const Tensor& t, const char* name, const Tensor& ref, const char* ref_name) const {
+    float_storage(t, name);
+    contiguous(t, name);
+    require(t.shape() == ref.shape(), std::string(name) + " has shape " + shape_str(t.shape()) + " but " +
+                                          ref_name + " has " + shape_str(ref.shape()));
+    if (!ctx_.is_cuda()) same_dtype(t, name, ref, ref_name);
+  }
   void dtype_is(const Tensor& t, const char* name, std::initializer_list<DType> allowed) const {
     on_device(t, name);
     std::string list;

@@ -9,23 +9,12 @@ namespace pt::ops {
 
 using detail::ArgCheck;
 
-namespace {
-void check_rows(const ArgCheck& chk, const Context& ctx, const Tensor& t, const char* name,
-                const Tensor& ref, const char* ref_name) {
-  chk.float_storage(t, name);
-  chk.contiguous(t, name);
-  chk.require(t.shape() == ref.shape(), std::string(name) + " has shape " + shape_str(t.shape()) +
-                                            " but " + ref_name + " has " + shape_str(ref.shape()));
-  if (!ctx.is_cuda()) chk.same_dtype(t, name, ref, ref_name);
-}
-}  // namespace
-
 void softmax_forward(Context& ctx, Tensor& probs, const Tensor& scores, double scale, bool causal) {
   ArgCheck chk(ctx, "softmax_forward");
   chk.float_storage(scores, "scores");
   chk.contiguous(scores, "scores");
   chk.require(scores.dim() >= 2, "scores must be (..., Tq, Tk), got " + shape_str(scores.shape()));
-  check_rows(chk, ctx, probs, "probs", scores, "scores");
+  chk.like(probs, "probs", scores, "scores");
   if (probs.data() == scores.data()) chk.same_dtype(probs, "probs", scores, "scores (in place)");
   if (scores.numel() == 0) return;
   OpScope scope(ctx, "softmax_forward", OpFamily::Softmax);
@@ -41,8 +30,8 @@ void softmax_backward(Context& ctx, Tensor& dscores, const Tensor& dprobs, const
   chk.float_storage(probs, "probs");
   chk.contiguous(probs, "probs");
   chk.require(probs.dim() >= 1, "probs must have a last dimension");
-  check_rows(chk, ctx, dprobs, "dprobs", probs, "probs");
-  check_rows(chk, ctx, dscores, "dscores", probs, "probs");
+  chk.like(dprobs, "dprobs", probs, "probs");
+  chk.like(dscores, "dscores", probs, "probs");
   if (dscores.data() == dprobs.data()) chk.same_dtype(dscores, "dscores", dprobs, "dprobs (in place)");
   if (probs.numel() == 0) return;
   OpScope scope(ctx, "softmax_backward", OpFamily::Softmax);

@@ -168,6 +168,15 @@ CliResult run_paratrain_mpi(int ranks, const std::string& args) {
   return run_shell("mpiexec -n " + std::to_string(ranks) + " --oversubscribe " + paratrain_binary() + " " + args);
 }
 
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
 std::string source_path(const std::string& relative) {
   const char* root = std::getenv("PARATRAIN_SOURCE_DIR");
   PT_CHECK(root != nullptr, "PARATRAIN_SOURCE_DIR is not set (run the tests through ctest)");

@@ -69,6 +69,9 @@ CliResult run_paratrain(const std::string& args);
 // The same under `mpiexec -n ranks --oversubscribe` (CPU ranks over MPI).
 CliResult run_paratrain_mpi(int ranks, const std::string& args);
 
+// The message of the pt::Error that fn throws, or "" when it throws none.
+std::string error_of(const std::function<void()>& fn);
+
 // Path of a file in the source tree (tests run from the build tree).
 std::string source_path(const std::string& relative);
 // A fresh empty directory for one test's files (removed by the OS temp cleaner, not by us).

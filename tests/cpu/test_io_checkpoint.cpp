@@ -59,14 +59,7 @@ std::vector<float> values(const Tensor& t) {
   return std::vector<float>(t.data_as<float>(), t.data_as<float>() + t.numel());
 }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 TEST(IoCheckpoint, SaveThenLoadRestoresEverything) {
   Context ctx(Device::cpu());

@@ -21,14 +21,7 @@ namespace {
 namespace fs = std::filesystem;
 using namespace pt::test::h5read;
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 // Files in `dir` other than `keep` (a leftover temporary would show up here).
 std::vector<std::string> other_files(const std::string& dir, const std::string& keep) {

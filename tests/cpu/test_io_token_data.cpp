@@ -16,14 +16,7 @@ using test::bytes_of;
 using test::write_npy;
 using test::write_npy_raw;
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 #define EXPECT_ERROR_HAS(stmt, ...)                                                       \
   do {                                                                                    \
