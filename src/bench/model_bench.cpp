@@ -13,8 +13,6 @@
 #include "core/allocator.h"
 #include "core/error.h"
 #include "core/profiler.h"
-#include "dist/grad_sync.h"
-#include "model/train_step.h"
 #include "model/transformer.h"
 #include "optim/optimizer.h"
 
@@ -109,7 +107,6 @@ struct Rig {
     model->init_weights(ctx, opt.seed);
     OptimizerConfig oc;
     optimizer = make_optimizer(oc, ctx, contiguous_ranges(trainable_params(model->store())));
-    step = std::make_unique<TrainStep>(*model, *optimizer, sync, /*max_grad_norm=*/1.0f);
     // Random tokens: timing does not depend on their values.
     std::mt19937_64 rng(opt.seed);
     std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(tc.vocab_size - 1));
@@ -125,8 +122,6 @@ struct Rig {
   TransformerConfig cfg;
   std::unique_ptr<TransformerLM> model;
   std::unique_ptr<Optimizer> optimizer;
-  dist::NoSync sync;
-  std::unique_ptr<TrainStep> step;
   Tensor ids, targets;
 };
 
@@ -323,19 +318,12 @@ ModelBenchResults run_model_bench(const ModelBenchOptions& opt, Device device, i
             } catch (const OutOfMemory& e) {
               ctx.synchronize();
               TrackingAllocator::instance().set_timeline_enabled(false);
-              row("oom", static_cast<int64_t>(e.requested_bytes))
-                  .set("forward_ms_mean", kNaN).set("forward_ms_sd", kNaN).set("backward_ms_mean", kNaN)
-                  .set("backward_ms_sd", kNaN).set("optimizer_ms_mean", kNaN).set("optimizer_ms_sd", kNaN)
-                  .set("step_ms_mean", kNaN).set("step_ms_sd", kNaN).set("first_step_ms", kNaN)
-                  .set("tokens_per_s", kNaN).set("tflops", kNaN).set("mfu", kNaN).set("peak_memory_bytes", 0);
+              row("oom", static_cast<int64_t>(e.requested_bytes)).fill_unset();
               if (opt.memory_profile)
                 r.memory.add_row()
                     .set("size", size).set("context_length", context).set("batch_size", opt.batch_size)
                     .set("precision", precision_name(prec)).set("attention", attn_name).set("status", "oom")
-                    .set("peak_forward_bytes", 0).set("peak_train_step_bytes", 0).set("before_backward_bytes", 0)
-                    .set("peak_parameters_bytes", 0).set("peak_gradients_bytes", 0)
-                    .set("peak_optimizer_state_bytes", 0).set("peak_activations_bytes", 0)
-                    .set("peak_workspace_bytes", 0).set("peak_other_bytes", 0).set("timeline", "");
+                    .fill_unset();
               std::cout << "bench model: " << config_key(c) << "  out of memory (" << e.requested_bytes
                         << " bytes requested)" << std::endl;
             }

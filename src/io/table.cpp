@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iomanip>
+#include <limits>
 #include <sstream>
 
 #include "core/error.h"
@@ -110,6 +111,19 @@ ResultTable::RowBuilder& ResultTable::RowBuilder::set(const std::string& column,
 }
 ResultTable::RowBuilder& ResultTable::RowBuilder::set(const std::string& column, const std::string& v) {
   set_cell(table_, table_.rows_, table_.set_, row_, column, ColumnType::String, v);
+  return *this;
+}
+
+ResultTable::RowBuilder& ResultTable::RowBuilder::fill_unset() {
+  for (size_t c = 0; c < table_.columns_.size(); ++c) {
+    if (table_.set_[row_][c]) continue;
+    const Column& col = table_.columns_[c];
+    switch (col.type) {
+      case ColumnType::Int: set(col.name, int64_t{0}); break;
+      case ColumnType::Double: set(col.name, std::numeric_limits<double>::quiet_NaN()); break;
+      case ColumnType::String: set(col.name, std::string()); break;
+    }
+  }
   return *this;
 }
 

@@ -38,6 +38,9 @@ class ResultTable {
     RowBuilder& set(const std::string& column, double v);
     RowBuilder& set(const std::string& column, const std::string& v);
     RowBuilder& set(const std::string& column, const char* v) { return set(column, std::string(v)); }
+    // Every column not set yet gets "no measurement": NaN (doubles), 0 (ints), "" (strings) —
+    // for rows such as an out-of-memory configuration that has only its identity.
+    RowBuilder& fill_unset();
 
    private:
     friend class ResultTable;

@@ -216,23 +216,29 @@ void Zero1Optimizer::step(Context& ctx, float lr) {
     refresh_lowp(ctx, range);
 }
 
-// Trainable parameters are [shift, shift + grad_numel) of the parameter buffer, in gradient
-// order: gather straight into it.
-void Zero1Optimizer::gather_in_place(Context& ctx) {
+// Every rank's block of `buf` (grad_numel elements in gradient order, this rank's block
+// already up to date) to everyone: an all-gather of the equal blocks, a broadcast of the tail.
+void Zero1Optimizer::all_gather_blocks(Tensor& buf) {
   const auto& part = partition_;
-  Tensor params = store_.flat_params().narrow(0, param_shift_, part.numel);
   dist::WorkPtr gather, tail;
   if (part.block > 0) {
-    Tensor all = params.narrow(0, 0, part.scattered());
-    Tensor mine = params.narrow(0, part.begin(comm_.rank()), part.block);
+    Tensor all = buf.narrow(0, 0, part.scattered());
+    Tensor mine = buf.narrow(0, part.begin(comm_.rank()), part.block);
     gather = comm_.all_gather_async(mine, all);
   }
   if (part.tail() > 0) {
-    Tensor t = params.narrow(0, part.scattered(), part.tail());
+    Tensor t = buf.narrow(0, part.scattered(), part.tail());
     tail = comm_.broadcast_async(t, part.world - 1);
   }
   if (gather) gather->wait();
   if (tail) tail->wait();
+}
+
+// Trainable parameters are [shift, shift + grad_numel) of the parameter buffer, in gradient
+// order: gather straight into it.
+void Zero1Optimizer::gather_in_place(Context& ctx) {
+  Tensor params = store_.flat_params().narrow(0, param_shift_, partition_.numel);
+  all_gather_blocks(params);
 }
 
 // Frozen parameters sit between trainable ones: pack this rank's part in gradient order,
@@ -242,18 +248,7 @@ void Zero1Optimizer::gather_packed(Context& ctx) {
   if (!packed_.defined())
     packed_ = Tensor::empty({part.numel}, DType::F32, store_.device(), "zero1_packed", MemCategory::Other);
   for (const auto& r : ranges_) packed_.narrow(0, r.grad_begin, r.param.numel()).copy_from(r.param, ctx);
-  dist::WorkPtr gather, tail;
-  if (part.block > 0) {
-    Tensor all = packed_.narrow(0, 0, part.scattered());
-    Tensor mine = packed_.narrow(0, part.begin(comm_.rank()), part.block);
-    gather = comm_.all_gather_async(mine, all);
-  }
-  if (part.tail() > 0) {
-    Tensor t = packed_.narrow(0, part.scattered(), part.tail());
-    tail = comm_.broadcast_async(t, part.world - 1);
-  }
-  if (gather) gather->wait();
-  if (tail) tail->wait();
+  all_gather_blocks(packed_);
   for (auto& r : ranges_of_grad_slice(store_, 0, part.numel))
     r.param.copy_from(packed_.narrow(0, r.grad_begin, r.param.numel()), ctx);
 }

@@ -83,6 +83,7 @@ class Zero1Optimizer : public Optimizer {
  private:
   void gather_in_place(Context& ctx);
   void gather_packed(Context& ctx);
+  void all_gather_blocks(Tensor& buf);
 
   dist::Communicator& comm_;
   ParamStore& store_;

@@ -140,11 +140,9 @@ void write_npy_raw(const std::string& path, const std::string& dict, const std::
 }
 
 std::string paratrain_binary() {
-  if (const char* env = std::getenv("PARATRAIN_BINARY")) return env;
-  const auto self = std::filesystem::read_symlink("/proc/self/exe");
-  const auto guess = self.parent_path().parent_path() / "paratrain";
-  PT_CHECK(std::filesystem::exists(guess), "paratrain binary not found (set PARATRAIN_BINARY)");
-  return guess.string();
+  const char* env = std::getenv("PARATRAIN_BINARY");  // set at start-up (kEnvironmentSet)
+  PT_CHECK(env != nullptr, "PARATRAIN_BINARY is not set");
+  return env;
 }
 
 namespace {

@@ -58,8 +58,8 @@ void write_npy(const std::string& path, const std::vector<T>& v, const char* des
                 bytes_of(v), major);
 }
 
-// Runs the paratrain CLI ($PARATRAIN_BINARY, set by ctest, else build/paratrain beside the
-// test binary) with `args` (shell words); returns its exit code and stdout+stderr.
+// Runs the paratrain CLI ($PARATRAIN_BINARY: the build's binary unless the environment says
+// otherwise) with `args` (shell words); returns its exit code and stdout+stderr.
 struct CliResult {
   int rc = -1;
   std::string output;

@@ -44,6 +44,17 @@ TEST(IoTable, StoresTypedCells) {
   EXPECT_NO_THROW(t.validate());
 }
 
+TEST(IoTable, FillUnsetMarksMissingMeasurements) {
+  ResultTable t("fill");
+  t.add_string("name").add_int("bytes").add_double("ms").add_string("note");
+  t.add_row().set("name", "oom").set("bytes", int64_t{7}).fill_unset();
+  EXPECT_NO_THROW(t.validate());
+  EXPECT_EQ(std::get<std::string>(t.at(0, 0)), "oom");
+  EXPECT_EQ(std::get<int64_t>(t.at(0, 1)), 7) << "set cells are kept";
+  EXPECT_TRUE(std::isnan(std::get<double>(t.at(0, 2))));
+  EXPECT_EQ(std::get<std::string>(t.at(0, 3)), "");
+}
+
 TEST(IoTable, PrintsAlignedWithHeaderAndRule) {
   std::ostringstream os;
   example().print(os);

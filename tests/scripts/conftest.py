@@ -12,6 +12,17 @@ sys.path[:0] = [SCRIPTS, HERE]
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 
+def run_without_torch(script, args, tmp_path):
+    """Runs scripts/<script> with a `torch` that cannot be imported: --help, argument errors and
+    file writing must not need it."""
+    fake = tmp_path / "no_torch"
+    fake.mkdir(exist_ok=True)
+    (fake / "torch.py").write_text("raise ImportError('torch must not be imported for this')\n")
+    env = dict(os.environ, PYTHONPATH=str(fake))
+    return subprocess.run([sys.executable, os.path.join(SCRIPTS, script), *map(str, args)],
+                          capture_output=True, text=True, env=env, timeout=60)
+
+
 def run_report(files, out, *extra, check=True):
     """scripts/report as a user runs it (a subprocess, this interpreter)."""
     cmd = [sys.executable, os.path.join(SCRIPTS, "report"), *map(str, files), "--out", str(out),

@@ -2,24 +2,16 @@
 arguments are one clear error, and its row arithmetic (tokens/s, TFLOP/s, MFU) and the shared
 model counts agree with independent hand computations."""
 import math
-import os
-import subprocess
 import sys
 
 import pytest
 
-from conftest import SCRIPTS
+from conftest import SCRIPTS, run_without_torch
 
-SCRIPT = os.path.join(SCRIPTS, "compare_torch.py")
 
 
 def run(args, tmp_path):
-    # A `torch` that cannot be imported: --help and argument errors must not need it.
-    fake = tmp_path / "no_torch"
-    fake.mkdir(exist_ok=True)
-    (fake / "torch.py").write_text("raise ImportError('torch must not be imported for this')\n")
-    env = dict(os.environ, PYTHONPATH=str(fake))
-    return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True, env=env, timeout=60)
+    return run_without_torch("compare_torch.py", args, tmp_path)
 
 
 def test_help_without_torch(tmp_path):

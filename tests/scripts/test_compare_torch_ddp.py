@@ -3,8 +3,6 @@ bad arguments are one clear error, its rows and overheads are right, and its HDF
 run record in the schema's types (strings fixed-length UTF-8, not numpy unicode, which h5py
 cannot store) that scripts/report reads into its paratrain-vs-PyTorch DDP table."""
 import math
-import os
-import subprocess
 import sys
 from types import SimpleNamespace
 
@@ -13,20 +11,14 @@ import numpy as np
 import pytest
 
 import synth
-from conftest import SCRIPTS, read_csv, run_report
+from conftest import SCRIPTS, read_csv, run_report, run_without_torch
 
-SCRIPT = os.path.join(SCRIPTS, "compare_torch_ddp.py")
 sys.path.insert(0, SCRIPTS)
 import compare_torch_ddp as ctd  # noqa: E402
 
 
 def run(args, tmp_path):
-    # A `torch` that cannot be imported: --help and argument errors must not need it.
-    fake = tmp_path / "no_torch"
-    fake.mkdir(exist_ok=True)
-    (fake / "torch.py").write_text("raise ImportError('torch must not be imported for this')\n")
-    env = dict(os.environ, PYTHONPATH=str(fake))
-    return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True, env=env, timeout=60)
+    return run_without_torch("compare_torch_ddp.py", args, tmp_path)
 
 
 def test_help_without_torch(tmp_path):
