@@ -28,8 +28,37 @@ struct AdamWScalars {
   float decay;      // 1 − lr·wd
   float step_size;  // lr / (1 − β1^t)
   float bc2_sqrt;   // sqrt(1 − β2^t)
-  float beta1, beta2, eps;
+  float one_minus_beta1, beta2, one_minus_beta2, eps;
 };
+
+// A global-norm clip folded into an update (ops::GradClip) as the kernels see it: the squared
+// norm in fp32 or fp64 on the device, or neither (no clip).
+struct ClipScalars {
+  const float* sumsq_f32 = nullptr;
+  const double* sumsq_f64 = nullptr;
+  float max_norm = 0;
+};
+
+template <typename S>
+__device__ __forceinline__ float clip_coefficient(const S* sumsq, float max_norm) {
+  return fminf(1.0f, max_norm / (sqrtf(float(*sumsq)) + 1e-6f));
+}
+__device__ __forceinline__ float clip_coefficient(const ClipScalars& c) {
+  if (c.sumsq_f32) return clip_coefficient(c.sumsq_f32, c.max_norm);
+  if (c.sumsq_f64) return clip_coefficient(c.sumsq_f64, c.max_norm);
+  return 1.0f;
+}
+
+ClipScalars clip_scalars(const ops::GradClip& clip) {
+  ClipScalars c;
+  if (!clip.sumsq) return c;
+  if (clip.sumsq->dtype() == DType::F64)
+    c.sumsq_f64 = clip.sumsq->data_as<const double>();
+  else
+    c.sumsq_f32 = clip.sumsq->data_as<const float>();
+  c.max_norm = clip.max_norm;
+  return c;
+}
 
 // Grid-stride walk over whole groups of N elements; the launcher sends the tail (n % N)
 // through an N == 1 launch.
@@ -43,19 +72,27 @@ __device__ __forceinline__ int64_t group_start() {
 }
 
 template <int N>
-__global__ void adamw_kernel(int64_t n, AdamWScalars h, float* p, const float* g, float* m,
-                             float* v, __nv_bfloat16* p_lowp) {
+__global__ void adamw_kernel(int64_t n, AdamWScalars h, ClipScalars clip, float* p, const float* g,
+                             float* m, float* v, __nv_bfloat16* p_lowp) {
+  const float coef = clip_coefficient(clip);
   for (int64_t c = group_start<N>(); c + N <= n; c += group_stride<N>()) {
     float pv[N], gv[N], mv[N], vv[N];
     load_n<N>(p + c, pv);
     load_n<N>(g + c, gv);
+#pragma unroll
+    for (int k = 0; k < N; ++k) gv[k] = __fmul_rn(gv[k], coef);  // clip_kernel's rounding
     load_n<N>(m + c, mv);
     load_n<N>(v + c, vv);
+    // Every rounding is spelled out (no compiler FMA contraction): the packed and the scalar
+    // instantiation then give bit-identical results, so a sharded optimizer, whose ranges fall
+    // on different alignments than the unsharded one's, updates each element the same way.
 #pragma unroll
     for (int k = 0; k < N; ++k) {
-      mv[k] += (1.0f - h.beta1) * (gv[k] - mv[k]);  // torch's lerp(m, g, 1 − β1)
-      vv[k] = h.beta2 * vv[k] + (1.0f - h.beta2) * gv[k] * gv[k];
-      pv[k] = pv[k] * h.decay - h.step_size * mv[k] / (sqrtf(vv[k]) / h.bc2_sqrt + h.eps);
+      // torch's lerp(m, g, 1 − β1) and v·β2 + (1 − β2)·g²
+      mv[k] = __fmaf_rn(h.one_minus_beta1, __fsub_rn(gv[k], mv[k]), mv[k]);
+      vv[k] = __fmaf_rn(h.beta2, vv[k], __fmul_rn(__fmul_rn(h.one_minus_beta2, gv[k]), gv[k]));
+      const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vv[k]), h.bc2_sqrt), h.eps);
+      pv[k] = __fsub_rn(__fmul_rn(pv[k], h.decay), __fdiv_rn(__fmul_rn(h.step_size, mv[k]), denom));
     }
     store_n<N>(p + c, pv);
     store_n<N>(m + c, mv);
@@ -65,14 +102,17 @@ __global__ void adamw_kernel(int64_t n, AdamWScalars h, float* p, const float* g
 }
 
 template <int N>
-__global__ void sgd_kernel(int64_t n, float lr, float wd, float* p, const float* g,
+__global__ void sgd_kernel(int64_t n, float lr, float wd, ClipScalars clip, float* p, const float* g,
                            __nv_bfloat16* p_lowp) {
+  const float coef = clip_coefficient(clip);
   for (int64_t c = group_start<N>(); c + N <= n; c += group_stride<N>()) {
     float pv[N], gv[N];
     load_n<N>(p + c, pv);
     load_n<N>(g + c, gv);
 #pragma unroll
-    for (int k = 0; k < N; ++k) pv[k] -= lr * (gv[k] + wd * pv[k]);
+    for (int k = 0; k < N; ++k) gv[k] = __fmul_rn(gv[k], coef);
+#pragma unroll
+    for (int k = 0; k < N; ++k) pv[k] = __fsub_rn(pv[k], __fmul_rn(lr, __fmaf_rn(wd, pv[k], gv[k])));
     store_n<N>(p + c, pv);
     if (p_lowp) store_n<N>(p_lowp + c, pv);
   }
@@ -94,12 +134,12 @@ __global__ void squared_norm_kernel(int64_t n, S* sumsq, const T* x) {
 
 template <typename S, typename T, int N>
 __global__ void clip_kernel(int64_t n, float max_norm, T* x, const S* sumsq) {
-  const float coef = fminf(1.0f, max_norm / (sqrtf(float(*sumsq)) + 1e-6f));
+  const float coef = clip_coefficient(sumsq, max_norm);
   for (int64_t c = group_start<N>(); c + N <= n; c += group_stride<N>()) {
     float v[N];
     load_n<N>(x + c, v);
 #pragma unroll
-    for (int k = 0; k < N; ++k) v[k] *= coef;
+    for (int k = 0; k < N; ++k) v[k] = __fmul_rn(v[k], coef);
     store_n<N>(x + c, v);
   }
 }
@@ -116,14 +156,15 @@ void packed_then_tail(int64_t n, bool aligned, Launch&& launch) {
 }  // namespace
 
 void adamw_step(cudaStream_t s, Tensor& p, const Tensor& g, Tensor& m, Tensor& v,
-                const ops::AdamWHyper& h, Tensor* p_lowp) {
+                const ops::AdamWHyper& h, Tensor* p_lowp, const ops::GradClip& clip) {
   const double t = double(h.step);
   AdamWScalars sc;
   sc.decay = float(1.0 - double(h.lr) * double(h.weight_decay));
   sc.step_size = float(double(h.lr) / (1.0 - std::pow(double(h.beta1), t)));
   sc.bc2_sqrt = float(std::sqrt(1.0 - std::pow(double(h.beta2), t)));
-  sc.beta1 = h.beta1;
+  sc.one_minus_beta1 = 1.0f - h.beta1;
   sc.beta2 = h.beta2;
+  sc.one_minus_beta2 = 1.0f - h.beta2;
   sc.eps = h.eps;
   float *pp = p.data_as<float>(), *pm = m.data_as<float>(), *pv = v.data_as<float>();
   const float* pg = g.data_as<const float>();
@@ -133,13 +174,13 @@ void adamw_step(cudaStream_t s, Tensor& p, const Tensor& g, Tensor& m, Tensor& v
   packed_then_tail(p.numel(), aligned, [&](auto n_tag, int64_t off, int64_t count) {
     constexpr int N = decltype(n_tag)::value;
     adamw_kernel<N><<<grid_for(count / N, kThreads), kThreads, 0, s>>>(
-        count, sc, pp + off, pg + off, pm + off, pv + off, lowp ? lowp + off : nullptr);
+        count, sc, clip_scalars(clip), pp + off, pg + off, pm + off, pv + off, lowp ? lowp + off : nullptr);
     PT_CUDA_CHECK_LAUNCH();
   });
 }
 
 void sgd_step(cudaStream_t s, Tensor& p, const Tensor& g, float lr, float weight_decay,
-              Tensor* p_lowp) {
+              Tensor* p_lowp, const ops::GradClip& clip) {
   float* pp = p.data_as<float>();
   const float* pg = g.data_as<const float>();
   __nv_bfloat16* lowp = p_lowp ? static_cast<__nv_bfloat16*>(p_lowp->data()) : nullptr;
@@ -147,7 +188,7 @@ void sgd_step(cudaStream_t s, Tensor& p, const Tensor& g, float lr, float weight
   packed_then_tail(p.numel(), aligned, [&](auto n_tag, int64_t off, int64_t count) {
     constexpr int N = decltype(n_tag)::value;
     sgd_kernel<N><<<grid_for(count / N, kThreads), kThreads, 0, s>>>(
-        count, lr, weight_decay, pp + off, pg + off, lowp ? lowp + off : nullptr);
+        count, lr, weight_decay, clip_scalars(clip), pp + off, pg + off, lowp ? lowp + off : nullptr);
     PT_CUDA_CHECK_LAUNCH();
   });
 }

@@ -358,13 +358,16 @@ def _ddp_table(rec):
     df = df.copy()
     if "shard" not in df:
         df["shard"] = "none"
+    if "comm_sms" not in df:  # files from before --comm-sms: NCCL's own CTA count
+        df["comm_sms"] = 0
     return df
 
 
 def _ddp_columns(df):
     return _device_columns(df) + _keep([
         Column("ranks", "ranks"), Column("precision", "precision"), Column("ddp", "strategy"),
-        Column("bucket_mb", "bucket MiB", "{:g}"), Column("step_ms", "step ms", "{:.2f}"),
+        Column("bucket_mb", "bucket MiB", "{:g}"), Column("comm_sms", "comm SMs"),
+        Column("step_ms", "step ms", "{:.2f}"),
         Column("step_sd_ms", "± ms", "{:.2f}"), Column("overhead_pct", "vs none %", "{:+.1f}"),
         Column("exposed_comm_ms", "exposed comm ms", "{:.2f}"), Column("comm_MB", "comm MB", "{:,.1f}"),
         Column("tokens_per_s", "tokens/s", "{:,.0f}"), Column("peak_MB", "peak MB", "{:,.0f}")], df)
@@ -374,12 +377,13 @@ def ddp_strategies(rec):
     full = _ddp_table(rec)
     if full is None:
         return []
-    df = _sort(full[full["shard"] == "none"], ["gpu", "ranks", "precision", "ddp", "bucket_mb"])
+    df = _sort(full[full["shard"] == "none"], ["gpu", "ranks", "precision", "comm_sms", "ddp", "bucket_mb"])
     if df.empty:
         return []
     desc = ("`paratrain bench ddp`: the training step under each gradient-sync strategy (none = no "
             "communication, the floor), mean over steps and ranks. Exposed communication is the time "
-            "from the end of backward to the end of the gradient sync: what overlap did not hide."
+            "from the end of backward to the end of the gradient sync: what overlap did not hide. "
+            "comm SMs: --comm-sms (0: NCCL's own CTA count, GEMMs on every SM)."
             + _device_note(df))
     sections = [Section("ddp", "Data-parallel strategies and bucket sizes", desc, _ddp_columns(df), df)]
     sections += _ddp_torch(rec, full)
@@ -443,41 +447,50 @@ def _model_param_numels(row):
 
 
 def bucket_fits(rec):
-    """(fits, points): the overhead model fitted per (device, ranks, precision), and every
-    bucketed measurement with its bucket count and the model's prediction."""
+    """(fits, points): the overhead model fitted per (device, ranks, precision, --comm-sms), and
+    every bucketed measurement with its bucket count and the model's prediction."""
     df = _ddp_table(rec)
     if df is None:
         return [], None
     df = df[df["shard"] == "none"]
     fits, parts = [], []
-    for key, g in df.groupby(["gpu", "ranks", "precision"], sort=False):
-        b = g[g["ddp"] == "bucketed"].copy()
-        if b.empty:
-            continue
-        numels = _model_param_numels(b.iloc[0])
-        if "buckets" in b:
-            b["n_buckets"] = b["buckets"].astype(float)
-        elif numels is not None:
-            b["n_buckets"] = [overhead.bucket_count(numels, mb) for mb in b["bucket_mb"]]
-        else:
-            continue
-        s_bytes = 4.0 * sum(numels) if numels is not None else b["comm_MB"].iloc[0] * 1e6
-        b["s_bytes"] = s_bytes
-        floor = g.loc[g["ddp"] == "none", "step_ms"]
+    for key, outer in df.groupby(["gpu", "ranks", "precision"], sort=False):
+        floor = outer.loc[outer["ddp"] == "none", "step_ms"]  # communicates nothing: any --comm-sms
         t0 = floor.iloc[0] * 1e-3 if len(floor) else None
-        fit = None
-        try:
-            fit = overhead.fit_overhead(s_bytes, b["n_buckets"], b["step_ms"] * 1e-3, t0)
-        except ValueError:
-            pass
-        b["model_ms"] = fit.step_s(b["n_buckets"]) * 1e3 if fit else np.nan
-        b["residual_ms"] = b["step_ms"] - b["model_ms"]
-        parts.append(b)
-        if fit:
-            fits.append({"gpu": key[0], "ranks": key[1], "precision": key[2], "fit": fit,
-                         "floor_ms": t0 * 1e3 if t0 is not None else np.nan, "points": b})
-    points = _sort(pd.concat(parts, ignore_index=True), ["gpu", "ranks", "precision", "bucket_mb"]) if parts else None
+        for sms, g in outer.groupby("comm_sms", sort=True):
+            b = _bucket_points(g[g["ddp"] == "bucketed"].copy())
+            if b is None:
+                continue
+            fit = None
+            try:
+                fit = overhead.fit_overhead(b["s_bytes"].iloc[0], b["n_buckets"], b["step_ms"] * 1e-3, t0)
+            except ValueError:
+                pass
+            b["model_ms"] = fit.step_s(b["n_buckets"]) * 1e3 if fit else np.nan
+            b["residual_ms"] = b["step_ms"] - b["model_ms"]
+            parts.append(b)
+            if fit:
+                fits.append({"gpu": key[0], "ranks": key[1], "precision": key[2], "comm_sms": sms, "fit": fit,
+                             "floor_ms": t0 * 1e3 if t0 is not None else np.nan, "points": b})
+    points = (_sort(pd.concat(parts, ignore_index=True), ["gpu", "ranks", "precision", "comm_sms", "bucket_mb"])
+              if parts else None)
     return fits, points
+
+
+def _bucket_points(b):
+    """Bucketed rows with n_buckets and s_bytes (gradient bytes) added; None when empty or the
+    bucket count cannot be known."""
+    if b.empty:
+        return None
+    numels = _model_param_numels(b.iloc[0])
+    if "buckets" in b:
+        b["n_buckets"] = b["buckets"].astype(float)
+    elif numels is not None:
+        b["n_buckets"] = [overhead.bucket_count(numels, mb) for mb in b["bucket_mb"]]
+    else:
+        return None
+    b["s_bytes"] = 4.0 * sum(numels) if numels is not None else b["comm_MB"].iloc[0] * 1e6
+    return b
 
 
 def ddp_buckets(rec):
@@ -485,8 +498,8 @@ def ddp_buckets(rec):
     if points is None:
         return []
     cols = _device_columns(points) + _keep([
-        Column("ranks", "ranks"), Column("precision", "precision"), Column("bucket_mb", "bucket MiB", "{:g}"),
-        Column("n_buckets", "buckets", "{:.0f}"), Column("step_ms", "step ms", "{:.2f}"),
+        Column("ranks", "ranks"), Column("precision", "precision"), Column("comm_sms", "comm SMs"),
+        Column("bucket_mb", "bucket MiB", "{:g}"), Column("n_buckets", "buckets", "{:.0f}"), Column("step_ms", "step ms", "{:.2f}"),
         Column("step_sd_ms", "± ms", "{:.2f}"), Column("exposed_comm_ms", "exposed comm ms", "{:.2f}"),
         Column("model_ms", "model ms", "{:.2f}"), Column("residual_ms", "residual ms", "{:+.2f}")], points)
     desc = ("Bucketed gradient sync at each bucket cap, with the bucket count the cap gives for this "
@@ -501,7 +514,7 @@ def ddp_buckets(rec):
         fit = f["fit"]
         nb = fit.optimal_buckets
         best = f["points"].loc[f["points"]["step_ms"].idxmin()]
-        rows.append({"gpu": f["gpu"], "ranks": f["ranks"], "precision": f["precision"],
+        rows.append({"gpu": f["gpu"], "ranks": f["ranks"], "precision": f["precision"], "comm_sms": f["comm_sms"],
                      "s_MB": fit.s_bytes / 1e6, "w_GBps": fit.w_Bps / 1e9, "o_ms": fit.o_s * 1e3,
                      "t0_ms": fit.t0_s * 1e3, "t0_from": "fitted" if fit.t0_fitted else "ddp=none",
                      "opt_buckets": nb if nb is not None else np.nan,
@@ -510,7 +523,8 @@ def ddp_buckets(rec):
                      "best_measured_MiB": best["bucket_mb"], "rms_ms": fit.rms_s * 1e3, "points": fit.n_points})
     out = pd.DataFrame(rows)
     cols = _device_columns(out) + [
-        Column("ranks", "ranks"), Column("precision", "precision"), Column("s_MB", "s MB", "{:,.1f}"),
+        Column("ranks", "ranks"), Column("precision", "precision"), Column("comm_sms", "comm SMs"),
+        Column("s_MB", "s MB", "{:,.1f}"),
         Column("w_GBps", "w GB/s", "{:.2f}"), Column("o_ms", "o ms", "{:.3f}"), Column("t0_ms", "t0 ms", "{:.2f}"),
         Column("t0_from", "t0 from"), Column("opt_buckets", "optimal n_b", "{:.1f}"),
         Column("opt_bucket_MiB", "optimal bucket MiB", "{:.1f}"),

@@ -21,6 +21,7 @@
 #include "core/context.h"
 #include "core/error.h"
 #include "dist/communicator.h"
+#include "dist/ddp_options.h"
 #include "dist/grad_sync.h"
 #include "dist/host_collectives.h"
 #include "dist/runtime.h"
@@ -72,6 +73,7 @@ struct Config {
   std::string ddp;
   double bucket_mb;  // NaN unless bucketed
   ShardMode shard;
+  int comm_sms = 0;  // the communicator's --comm-sms as asked (dist::kCommSmsAuto: auto)
 };
 
 // Memory at one moment: total and the categories the issue asks for (bytes).
@@ -87,6 +89,7 @@ MemPoint mem_point(int64_t total, const std::array<int64_t, kMemCategories>& by)
 struct Result {
   Config cfg;
   std::string sync_name;
+  int comm_sms = 0;  // what --comm-sms resolved to: NCCL's CTA cap (0: NCCL's own choice)
   int64_t buckets = 0;
   double step_ms = 0, step_sd = 0, step_ms_max_rank = 0, exposed_ms = 0, comm_bytes = 0, peak = 0;
   MemPoint init, before_step, during_step;  // rank 0
@@ -148,11 +151,12 @@ double sd_of(const std::vector<double>& v) {
 
 struct Bench {
   Context& ctx;
-  dist::Communicator& comm;
+  dist::Communicator* comm_ptr;  // the current --comm-sms value's communicator
   TransformerLM& model;
   Tensor ids, targets;
   OptimizerConfig opt_cfg;
   int warmup, steps;
+  dist::Communicator& comm() { return *comm_ptr; }
 
   Result run(const Config& c) {
     auto& alloc = TrackingAllocator::instance();
@@ -160,11 +164,12 @@ struct Bench {
     ParamStore& store = model.store();
     Result r;
     r.cfg = c;
-    comm.barrier();
+    comm().barrier();
     alloc.reset_peak(kind);
-    DataParallel dp = make_data_parallel(ctx, store, &comm, c.ddp, std::isnan(c.bucket_mb) ? dist::kDefaultBucketMB : c.bucket_mb,
+    DataParallel dp = make_data_parallel(ctx, store, &comm(), c.ddp, std::isnan(c.bucket_mb) ? dist::kDefaultBucketMB : c.bucket_mb,
                                          c.shard, opt_cfg);
     r.sync_name = dp.sync->name();
+    r.comm_sms = comm().reserved_sms();
     r.buckets = bucket_count(store, c);
     const MemoryStats at_init = alloc.stats(kind);
     r.init = mem_point(at_init.in_use, at_init.in_use_by_category);
@@ -192,7 +197,7 @@ struct Bench {
       dp.optimizer->step(ctx, opt_cfg.adamw.lr);
       marks.mark(StepMarks::End);
       // A stuck collective must time out here rather than hang the compute-stream wait.
-      comm.synchronize();
+      comm().synchronize();
       ctx.synchronize();
       if (first) {
         const MemoryStats m = alloc.stats(kind);
@@ -224,10 +229,10 @@ struct Bench {
   // per-gradient stamps stay out of the timed steps). Ranks start it together after a barrier.
   std::vector<TimelineEvent> traced_step(DataParallel& dp, const Config& c) {
     ParamStore& store = model.store();
-    StepTimeline timeline(ctx, store, comm, bucket_plan(store, c));
+    StepTimeline timeline(ctx, store, comm(), bucket_plan(store, c));
     store.zero_grad(ctx);
     dp.sync->begin_step(ctx);
-    comm.barrier();
+    comm().barrier();
     timeline.begin();
     model.forward(ctx, ids, targets);
     timeline.mark(StepTimeline::ForwardEnd);
@@ -237,27 +242,33 @@ struct Bench {
     timeline.mark(StepTimeline::SyncEnd);
     dp.optimizer->step(ctx, opt_cfg.adamw.lr);
     timeline.mark(StepTimeline::End);
-    comm.synchronize();
+    comm().synchronize();
     ctx.synchronize();
     return timeline.finish();
   }
 };
 
+// Grouped by --comm-sms value (one communicator each, made in turn); the floor, which
+// communicates nothing, runs once, first.
 std::vector<Config> configs(const std::vector<std::string>& ddps, const std::vector<double>& buckets,
-                            const std::vector<std::string>& shards) {
+                            const std::vector<std::string>& shards, const std::vector<int>& comm_sms) {
   std::vector<Config> out;
-  for (const auto& d : ddps) {
-    if (d == "bucketed")
-      for (double mb : buckets) out.push_back({d, mb, ShardMode::None});
-    else
-      out.push_back({d, kNaN, ShardMode::None});
-  }
-  for (const auto& s : shards) {
-    const ShardMode m = shard_mode_from_name(s);
-    if (m == ShardMode::Broadcast) out.push_back({"bucketed", dist::kDefaultBucketMB, m});
-    if (m == ShardMode::Zero1) {
-      out.push_back({"flat", kNaN, m});  // one reduce-scatter after backward
-      out.push_back({"bucketed", dist::kDefaultBucketMB, m});  // reduces overlapped with backward
+  if (std::find(ddps.begin(), ddps.end(), "none") != ddps.end())
+    out.push_back({"none", kNaN, ShardMode::None, comm_sms.front()});
+  for (int sms : comm_sms) {
+    for (const auto& d : ddps) {
+      if (d == "bucketed")
+        for (double mb : buckets) out.push_back({d, mb, ShardMode::None, sms});
+      else if (d != "none")
+        out.push_back({d, kNaN, ShardMode::None, sms});
+    }
+    for (const auto& s : shards) {
+      const ShardMode m = shard_mode_from_name(s);
+      if (m == ShardMode::Broadcast) out.push_back({"bucketed", dist::kDefaultBucketMB, m, sms});
+      if (m == ShardMode::Zero1) {
+        out.push_back({"flat", kNaN, m, sms});  // one reduce-scatter after backward
+        out.push_back({"bucketed", dist::kDefaultBucketMB, m, sms});  // reduces overlapped with backward
+      }
     }
   }
   return out;
@@ -286,7 +297,7 @@ int run_bench_ddp(const std::vector<std::string>& args) {
   std::string size = "xl", attention = "naive", optimizer = "adamw";
   int64_t context = 512, batch = 4, d_model = 0, num_layers = 0, num_heads = 0, d_ff = 0, vocab = 0;
   int steps = 10, warmup = 3;
-  std::vector<std::string> ddp_words, bucket_words, shard_words;
+  std::vector<std::string> ddp_words, bucket_words, shard_words, sms_words;
   po::options_description desc("bench ddp options");
   add_run_options(desc, run);
   desc.add_options()
@@ -307,6 +318,8 @@ int run_bench_ddp(const std::vector<std::string>& args) {
       ("shard-optimizer", po::value(&shard_words)->multitoken(),
        "sharding modes to add (default none): broadcast (with bucketed 25 MiB), zero1 (with flat "
        "and with bucketed 25 MiB)")
+      ("comm-sms", po::value(&sms_words)->multitoken(),
+       (std::string("values to time (default auto), each with its own communicator: ") + dist::kCommSmsHelp).c_str())
       ("steps", po::value(&steps)->default_value(steps), "timed steps per configuration")
       ("warmup", po::value(&warmup)->default_value(warmup), "untimed steps first");
   auto vm = parse_or_help(desc, args, "mpirun -np N paratrain bench ddp [options]   (one rank per GPU)");
@@ -320,7 +333,10 @@ int run_bench_ddp(const std::vector<std::string>& args) {
     PT_CHECK(std::find(dist::grad_sync_names().begin(), dist::grad_sync_names().end(), d) != dist::grad_sync_names().end(),
              "--ddp: unknown strategy '" + d + "' (expected none, naive, flat, overlap or bucketed)");
   for (double mb : buckets) PT_CHECK(mb >= 0, "--bucket-mb values must be >= 0");
-  const auto plan = configs(ddps, buckets, shards);
+  std::vector<int> comm_sms;  // as asked (kCommSmsAuto for auto); rows show what it resolved to
+  for (const auto& w : split_list(sms_words.empty() ? std::vector<std::string>{"auto"} : sms_words))
+    comm_sms.push_back(dist::parse_comm_sms(w));
+  const auto plan = configs(ddps, buckets, shards, comm_sms);
 
   TransformerConfig cfg = TransformerConfig::named(size);
   if (d_model) cfg.d_model = d_model;
@@ -336,7 +352,8 @@ int run_bench_ddp(const std::vector<std::string>& args) {
   const Device device = resolve_device(run.device, rt.local_rank());
   io::RunRecord record("bench_ddp", run.out, run.overwrite);  // fails now, not after the sweep
   Context ctx(device, precision_from_name(run.precision));
-  auto comm = dist::make_communicator(dist::backend_for(device), ctx);
+  auto comm = dist::make_communicator(dist::backend_for(device), ctx, comm_sms.front());
+  int comm_sms_now = comm_sms.front();
   record.collect_environment(ctx);
   record.set_options(options_as_strings(*vm));
   record.set_attr("backend", comm->name());
@@ -362,15 +379,22 @@ int run_bench_ddp(const std::vector<std::string>& args) {
   OptimizerConfig opt_cfg;
   opt_cfg.kind = optimizer_kind_from_name(optimizer);
   opt_cfg.adamw.lr = 1e-4f;
-  Bench bench{ctx, *comm, model, host_ids.to(device, ctx), host_targets.to(device, ctx), opt_cfg, warmup, steps};
+  Bench bench{ctx, comm.get(), model, host_ids.to(device, ctx), host_targets.to(device, ctx), opt_cfg, warmup, steps};
 
   std::vector<Result> results;
   for (const auto& c : plan) {
+    if (c.comm_sms != comm_sms_now) {
+      comm.reset();  // NCCL's resources go before the next communicator's come
+      comm = dist::make_communicator(dist::backend_for(device), ctx, c.comm_sms);
+      comm_sms_now = c.comm_sms;
+      bench.comm_ptr = comm.get();
+    }
     results.push_back(bench.run(c));
     const Result& r = results.back();
     if (rt.is_root())
       std::cout << "ddp " << r.sync_name << " bucket_mb " << c.bucket_mb << " shard " << shard_mode_name(c.shard)
-                << ": " << r.step_ms << " ms/step, exposed communication " << r.exposed_ms << " ms" << std::endl;
+                << " comm_sms " << r.comm_sms << ": " << r.step_ms << " ms/step, exposed communication "
+                << r.exposed_ms << " ms" << std::endl;
   }
 
   double floor_ms = kNaN;
@@ -383,6 +407,8 @@ int run_bench_ddp(const std::vector<std::string>& args) {
                   "zero1 reduce_scatter or bucketed_reduce")
       .add_double("bucket_mb", "bucket cap in MiB (bucketed only; NaN otherwise)", 2)
       .add_string("shard", "optimizer sharding: none, broadcast, zero1")
+      .add_int("comm_sms", "--comm-sms: CTAs per NCCL collective and SMs kept from GEMMs while overlapped "
+               "collectives are in flight (0: NCCL's choice, GEMMs on every SM)")
       .add_int("buckets", "gradient collectives per step: 0 for none, 1 for flat and reduce_scatter, one per "
                "trainable parameter for naive and overlap, dist::plan_buckets's count for bucketed")
       .add_int("ranks", "data-parallel ranks")
@@ -403,6 +429,7 @@ int run_bench_ddp(const std::vector<std::string>& args) {
     row.set("ddp", r.sync_name)
         .set("bucket_mb", r.cfg.bucket_mb)
         .set("shard", shard_mode_name(r.cfg.shard))
+        .set("comm_sms", static_cast<int64_t>(r.comm_sms))
         .set("buckets", r.buckets)
         .set("ranks", rt.world_size())
         .set("precision", run.precision)
@@ -423,6 +450,7 @@ int run_bench_ddp(const std::vector<std::string>& args) {
   events.add_string("ddp", "gradient sync, as in /ddp")
       .add_double("bucket_mb", "bucket cap in MiB, as in /ddp", 2)
       .add_string("shard", "optimizer sharding, as in /ddp")
+      .add_int("comm_sms", "--comm-sms, as in /ddp")
       .add_int("rank", "the rank that recorded the event")
       .add_int("step", "index of the step in the configuration's run (warm-up and timed steps come first)")
       .add_string("stream", "compute or comm")
@@ -437,6 +465,7 @@ int run_bench_ddp(const std::vector<std::string>& args) {
             .set("ddp", r.sync_name)
             .set("bucket_mb", r.cfg.bucket_mb)
             .set("shard", shard_mode_name(r.cfg.shard))
+            .set("comm_sms", static_cast<int64_t>(r.comm_sms))
             .set("rank", static_cast<int64_t>(rank))
             .set("step", r.traced_step)
             .set("stream", e.stream)

@@ -191,7 +191,7 @@ int run_train(const std::vector<std::string>& args) {
   else
     lm.init_weights(ctx, run.seed);
   std::unique_ptr<dist::Communicator> comm;
-  if (rt.world_size() > 1) comm = dist::make_communicator(dist::backend_for(device), ctx);
+  if (rt.world_size() > 1) comm = dist::make_communicator(dist::backend_for(device), ctx, dist::parse_comm_sms(ddp.comm_sms));
   // Rank 0's weights become everyone's here (the strategy broadcasts them at construction).
   DataParallel dp = make_data_parallel(ctx, lm.store(), comm.get(), ddp.ddp, ddp.bucket_mb,
                                        shard_mode_from_name(ddp.shard), oc);

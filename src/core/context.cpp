@@ -1,6 +1,7 @@
 #include "core/context.h"
 
 #include <cstring>
+#include <string>
 
 #include "core/allocator.h"
 #include "core/error.h"
@@ -24,6 +25,16 @@ Context::Context(Device device, Precision precision) : device_(device), precisio
                                                       "cublas_workspace", MemCategory::Workspace);
   PT_CUBLAS_CHECK(cublasSetWorkspace(cublas_, workspace_, workspace_bytes_));
   set_precision(precision_);
+  PT_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device_.index));
+}
+
+void Context::reserve_sms(int n) {
+  PT_CHECK(n >= 0, "reserve_sms: a negative SM count (" + std::to_string(n) + ")");
+  if (!device_.is_cuda() || n == reserved_sms_) return;
+  PT_CHECK(n < sm_count_, "reserving " + std::to_string(n) + " of the device's " +
+                              std::to_string(sm_count_) + " SMs leaves none for GEMMs");
+  PT_CUBLAS_CHECK(cublasSetSmCountTarget(cublas_, n == 0 ? 0 : sm_count_ - n));
+  reserved_sms_ = n;
 }
 
 Context::~Context() {

@@ -36,6 +36,15 @@ class Context {
 
   void synchronize() const;  // wait for the compute stream (no-op on the CPU)
 
+  // Streaming multiprocessors of the device (0 on the CPU).
+  int sm_count() const { return sm_count_; }
+  // GEMMs issued from now on target (sm_count − n) SMs, leaving n to kernels running beside
+  // them (NCCL's, during an overlapped backward); 0 gives GEMMs every SM again. cuBLAS picks
+  // persistent kernels sized to the SMs it targets: sized for all of them, a GEMM's blocks
+  // queue behind a collective's (or the collective's behind the GEMM's) and the two serialise.
+  void reserve_sms(int n);
+  int reserved_sms() const { return reserved_sms_; }
+
   // Kernel-time breakdown; null unless a benchmark turns it on (see core/profiler.h).
   KernelTimer* timer() const { return timer_; }
   void set_timer(KernelTimer* t) { timer_ = t; }
@@ -49,6 +58,7 @@ class Context {
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
   KernelTimer* timer_ = nullptr;
+  int sm_count_ = 0, reserved_sms_ = 0;
 };
 
 // Copy bytes between any two places (host↔device, device↔device) on the context's stream;

@@ -52,7 +52,7 @@ class NcclWork : public Work {
 
 class NcclCommunicator : public Communicator {
  public:
-  explicit NcclCommunicator(Context& ctx) : Communicator(ctx.device(), 0, 1), ctx_(ctx) {
+  NcclCommunicator(Context& ctx, int comm_sms) : Communicator(ctx.device(), 0, 1), ctx_(ctx) {
     PT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
     PT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_));
     PT_CUDA_CHECK(cudaSetDevice(ctx.device().index));
@@ -70,7 +70,14 @@ class NcclCommunicator : public Communicator {
         },
         [&](double s) { comm_fatal("nccl bootstrap (unique id broadcast)", "timed out"); });
     // Blocking init: a rank that dies before joining MPI_Aborts the job, which ends this wait.
-    PT_NCCL_CHECK(ncclCommInitRank(&comm_, world_, id, rank_));
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    if (comm_sms > 0) {
+      // Every collective on exactly comm_sms CTAs (one SM each), so the SMs the GEMMs leave
+      // free during an overlapped backward match what the collectives occupy.
+      config.minCTAs = config.maxCTAs = comm_sms;
+      reserved_sms_ = comm_sms;
+    }
+    PT_NCCL_CHECK(ncclCommInitRankConfig(&comm_, world_, id, rank_, &config));
 
     // Highest priority: when a collective and a backward kernel are both ready, the
     // collective's kernel is scheduled first, so communication hides behind compute.
@@ -278,8 +285,8 @@ void NcclWork::synchronize() {
 
 }  // namespace
 
-std::unique_ptr<Communicator> make_nccl_communicator(Context& ctx) {
-  return std::make_unique<NcclCommunicator>(ctx);
+std::unique_ptr<Communicator> make_nccl_communicator(Context& ctx, int comm_sms) {
+  return std::make_unique<NcclCommunicator>(ctx, comm_sms);
 }
 
 }  // namespace pt::dist

@@ -1,6 +1,7 @@
 // Backend-independent parts of the Communicator: names, the timeout, buffer checks, factory.
 #include "dist/communicator.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 
@@ -11,7 +12,7 @@ namespace pt::dist {
 
 // Defined in comm_mpi.cpp and comm_nccl.cpp.
 std::unique_ptr<Communicator> make_mpi_communicator(Context& ctx);
-std::unique_ptr<Communicator> make_nccl_communicator(Context& ctx);
+std::unique_ptr<Communicator> make_nccl_communicator(Context& ctx, int comm_sms);
 
 Backend backend_from_name(const std::string& name) {
   if (name == "mpi") return Backend::MPI;
@@ -71,12 +72,18 @@ bool Communicator::check_blocks(const Tensor& small, const Tensor& big, const ch
   return false;
 }
 
-std::unique_ptr<Communicator> make_communicator(Backend backend, Context& ctx) {
+int auto_comm_sms(const Context& ctx) { return ctx.is_cuda() ? std::min(16, ctx.sm_count() / 4) : 0; }
+
+std::unique_ptr<Communicator> make_communicator(Backend backend, Context& ctx, int comm_sms) {
   PT_CHECK(Runtime::initialized(), "make_communicator: dist::Runtime::init has not run");
+  if (comm_sms == kCommSmsAuto) comm_sms = auto_comm_sms(ctx);
+  PT_CHECK(comm_sms >= 0, "--comm-sms must be auto or >= 0, got " + std::to_string(comm_sms));
   if (backend == Backend::NCCL) {
     PT_CHECK(ctx.is_cuda(), "the NCCL backend needs a CUDA device (this rank runs on " +
                                 ctx.device().str() + "; use the mpi backend)");
-    return make_nccl_communicator(ctx);
+    PT_CHECK(comm_sms < ctx.sm_count(), "--comm-sms " + std::to_string(comm_sms) + " leaves none of the " +
+                                            std::to_string(ctx.sm_count()) + " SMs to compute");
+    return make_nccl_communicator(ctx, comm_sms);
   }
   return make_mpi_communicator(ctx);
 }

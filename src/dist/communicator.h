@@ -68,6 +68,10 @@ class Communicator {
   int world_size() const { return world_; }
   // Where buffers must live: the context's GPU for NCCL, the CPU for MPI.
   Device device() const { return device_; }
+  // SMs the collectives run on when they are capped (NCCL's CTAs, --comm-sms); 0 = uncapped
+  // (NCCL's own choice, or MPI, which uses no SMs). An overlapped gradient sync keeps GEMMs
+  // off that many SMs while its collectives are in flight (Context::reserve_sms).
+  int reserved_sms() const { return reserved_sms_; }
 
   // All tensors are contiguous fp32 (NCCL also bf16) on device(). Counts are elements.
   // t ← op over ranks of t (in place).
@@ -114,6 +118,7 @@ class Communicator {
 
   Device device_;
   int rank_, world_;
+  int reserved_sms_ = 0;
   CommTrace* trace_ = nullptr;
 };
 
@@ -121,7 +126,16 @@ class Communicator {
 // broadcasts it over MPI; the communicator uses ctx's GPU (the rank's local_rank) and orders
 // itself against ctx's compute stream. MPI: a duplicate of MPI_COMM_WORLD. ctx must outlive
 // the communicator.
-std::unique_ptr<Communicator> make_communicator(Backend backend, Context& ctx);
+// comm_sms > 0 (NCCL only; MPI ignores it) caps every NCCL collective at that many CTAs
+// (ncclConfig_t minCTAs = maxCTAs = comm_sms) and sets reserved_sms(); 0 leaves NCCL its own
+// choice (24 CTAs for 2 H200s over NVLink) and GEMMs every SM; kCommSmsAuto picks
+// auto_comm_sms(ctx).
+constexpr int kCommSmsAuto = -1;
+std::unique_ptr<Communicator> make_communicator(Backend backend, Context& ctx, int comm_sms = 0);
+// --comm-sms auto: 16 SMs (at most a quarter of the device's) on a GPU, 0 on the CPU. Measured
+// on 2 × H200 with the XL model (docs/BENCHMARKS.md): 16 beat 0, 8 and 32 for every overlapped
+// strategy in fp32 and bf16.
+int auto_comm_sms(const Context& ctx);
 
 // Used by both implementations: ends the job naming this rank, the operation and the reason.
 [[noreturn]] void comm_fatal(const std::string& op, const std::string& reason);

@@ -20,7 +20,22 @@ void add_ddp_options(po::options_description& desc, DdpOptions& o) {
        "default 25 (PyTorch DDP's); a larger parameter gets its own bucket")
       ("shard-optimizer", po::value(&o.shard)->default_value(o.shard),
        "optimizer-state sharding: none, broadcast (each rank steps its parameters and "
-       "broadcasts them), zero1 (reduce-scatter gradients, step the local shard, all-gather)");
+       "broadcasts them), zero1 (reduce-scatter gradients, step the local shard, all-gather)")
+      ("comm-sms", po::value(&o.comm_sms)->default_value(o.comm_sms), kCommSmsHelp);
+}
+
+int parse_comm_sms(const std::string& word) {
+  if (word == "auto") return kCommSmsAuto;
+  size_t used = 0;
+  int n = -1;
+  try {
+    n = std::stoi(word, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  PT_CHECK(used == word.size() && !word.empty() && n >= 0,
+           "--comm-sms must be auto or a whole number >= 0 (got '" + word + "')");
+  return n;
 }
 
 DdpOptions resolve_ddp_options(const DdpOptions& o, int world) {
@@ -30,6 +45,7 @@ DdpOptions resolve_ddp_options(const DdpOptions& o, int world) {
            "--ddp must be auto, none, naive, flat, overlap or bucketed (got '" + o.ddp + "')");
   PT_CHECK(o.shard == "none" || o.shard == "broadcast" || o.shard == "zero1",
            "--shard-optimizer must be none, broadcast or zero1 (got '" + o.shard + "')");
+  parse_comm_sms(o.comm_sms);  // validates
   PT_CHECK(o.bucket_mb >= 0, "--bucket-mb must be >= 0 (got " + std::to_string(o.bucket_mb) + ")");
   PT_CHECK(!(o.ddp == "none" && o.shard != "none"),
            "--shard-optimizer " + o.shard + " needs averaged gradients; it cannot run with --ddp none");

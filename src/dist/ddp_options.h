@@ -1,10 +1,11 @@
 #pragma once
 // The data-parallel command-line options shared by `train` and the benchmarks:
-// --ddp, --bucket-mb, --shard-optimizer, checked once and turned into concrete choices.
+// --ddp, --bucket-mb, --shard-optimizer, --comm-sms, checked once and turned into concrete choices.
 #include <boost/program_options.hpp>
 
 #include <string>
 
+#include "dist/communicator.h"
 #include "dist/grad_sync.h"
 
 namespace pt::dist {
@@ -13,7 +14,19 @@ struct DdpOptions {
   std::string ddp = "auto";      // auto: bucketed with several ranks, none alone
   double bucket_mb = kDefaultBucketMB;
   std::string shard = "none";    // none | broadcast | zero1
+  std::string comm_sms = "auto";  // NCCL's CTAs and the SMs GEMMs leave them (parse_comm_sms)
 };
+
+// A --comm-sms value: "auto" → kCommSmsAuto, else a whole number >= 0. Throws pt::Error.
+int parse_comm_sms(const std::string& word);
+
+// --comm-sms's help, shared with `bench ddp` (which takes a list).
+inline constexpr const char* kCommSmsHelp =
+    "NCCL only: run every collective on exactly N CTAs and, while an overlapped gradient sync "
+    "(overlap, bucketed, zero1 bucketed) has collectives in flight during backward, make GEMMs "
+    "target (SMs - N) so both run side by side instead of queueing behind each other; 0 = "
+    "NCCL's own CTA count and every SM for GEMMs; auto = 16 on a GPU (at most a quarter of its "
+    "SMs), measured best on 2 H200s; ignored by the MPI backend";
 
 void add_ddp_options(boost::program_options::options_description& desc, DdpOptions& o);
 

@@ -88,13 +88,29 @@ class BucketReadiness {
   std::vector<bool> started_;
 };
 
+// Keeps GEMMs off the communicator's reserved SMs (Communicator::reserved_sms) from the first
+// collective an overlapped strategy starts during backward until finish() has queued the
+// compute stream's wait on them; GEMMs before and after use every SM.
+class SmReservation {
+ public:
+  SmReservation(Context& ctx, const Communicator& comm) : ctx_(ctx), sms_(comm.reserved_sms()) {}
+  void collectives_started() { ctx_.reserve_sms(sms_); }
+  void collectives_waited() { ctx_.reserve_sms(0); }
+
+ private:
+  Context& ctx_;
+  int sms_;
+};
+
+
 namespace {
 
 // What every averaging strategy shares: the initial broadcast, the listener registration,
 // and the byte count.
 class AveragingSync : public GradSync {
  public:
-  AveragingSync(Context& ctx, ParamStore& store, Communicator& comm) : store_(store), comm_(comm) {
+  AveragingSync(Context& ctx, ParamStore& store, Communicator& comm)
+      : store_(store), comm_(comm), sms_(ctx, comm) {
     broadcast_parameters(ctx, store, comm);
     store.set_listener(this);
   }
@@ -121,6 +137,7 @@ class AveragingSync : public GradSync {
 
   ParamStore& store_;
   Communicator& comm_;
+  SmReservation sms_;
   int64_t bytes_ = 0, step_bytes_ = 0;
 };
 
@@ -161,6 +178,7 @@ class OverlapSync : public AveragingSync {
   void on_grad_ready(Parameter& p) override {
     comm_.poll();
     started_.at(p.index) = true;
+    sms_.collectives_started();
     pending_.push_back(start_average(p.grad()));
   }
 
@@ -171,6 +189,7 @@ class OverlapSync : public AveragingSync {
     for (Parameter* p : trainable_reversed())
       if (!started_[p->index]) pending_.push_back(start_average(p->grad()));
     for (auto& w : pending_) w->wait();
+    sms_.collectives_waited();
     pending_.clear();
     std::fill(started_.begin(), started_.end(), false);
     end_step();
@@ -199,6 +218,7 @@ class BucketedSync : public AveragingSync {
     OpScope scope(ctx, "grad sync: bucketed wait", OpFamily::Communication);
     for (int b : buckets_.take_rest()) start(b);
     for (auto& w : pending_) w->wait();
+    sms_.collectives_waited();
     pending_.clear();
     end_step();
   }
@@ -206,6 +226,7 @@ class BucketedSync : public AveragingSync {
  private:
   void start(int b) {
     const Bucket& bk = buckets_[b];
+    sms_.collectives_started();
     pending_.push_back(start_average(store_.flat_grads().narrow(0, bk.grad_begin, bk.grad_end - bk.grad_begin)));
   }
 
@@ -264,7 +285,8 @@ BucketedReduceSync::BucketedReduceSync(Context& ctx, ParamStore& store, Communic
     : store_(store),
       comm_(comm),
       partition_(store.grad_numel(), comm.world_size()),
-      buckets_(std::make_unique<BucketReadiness>(store, plan_buckets(store, bucket_mb))) {
+      buckets_(std::make_unique<BucketReadiness>(store, plan_buckets(store, bucket_mb))),
+      sms_(std::make_unique<SmReservation>(ctx, comm)) {
   broadcast_parameters(ctx, store, comm);
   store.set_listener(this);
 }
@@ -281,6 +303,7 @@ void BucketedReduceSync::on_grad_ready(Parameter& p) {
 
 void BucketedReduceSync::start(int b) {
   const Bucket& bk = (*buckets_)[b];
+  sms_->collectives_started();
   for (int r = 0; r < partition_.world; ++r) {
     const int64_t lo = std::max(bk.grad_begin, partition_.begin(r));
     const int64_t hi = std::min(bk.grad_end, partition_.end(r));
@@ -295,6 +318,7 @@ void BucketedReduceSync::finish(Context& ctx) {
   OpScope scope(ctx, "grad sync: bucketed reduce wait", OpFamily::Communication);
   for (int b : buckets_->take_rest()) start(b);
   for (auto& w : pending_) w->wait();
+  sms_->collectives_waited();
   pending_.clear();
   bytes_ = step_bytes_;
   step_bytes_ = 0;

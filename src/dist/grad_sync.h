@@ -15,6 +15,7 @@ namespace pt::dist {
 class Communicator;
 class Work;
 class BucketReadiness;  // grad_sync.cpp
+class SmReservation;    // grad_sync.cpp
 
 class GradSync : public GradReadyListener {
  public:
@@ -119,6 +120,7 @@ class BucketedReduceSync : public GradSync {
   Communicator& comm_;
   GradPartition partition_;
   std::unique_ptr<BucketReadiness> buckets_;
+  std::unique_ptr<SmReservation> sms_;
   std::vector<std::unique_ptr<Work>> pending_;
   int64_t bytes_ = 0, step_bytes_ = 0;
 };

@@ -36,11 +36,17 @@ void check_sumsq(const ArgCheck& chk, const Tensor& sumsq) {
   chk.require(sumsq.numel() == 1, "sumsq must have exactly one element, got shape " +
                                       shape_str(sumsq.shape()));
 }
+void check_clip(const ArgCheck& chk, const GradClip& clip) {
+  if (!clip.sumsq) return;
+  check_sumsq(chk, *clip.sumsq);
+  chk.require(clip.max_norm > 0, "clip.max_norm must be > 0, got " + std::to_string(clip.max_norm));
+}
 }  // namespace
 
 void adamw_step(Context& ctx, Tensor& p, const Tensor& g, Tensor& m, Tensor& v,
-                const AdamWHyper& h, Tensor* p_lowp) {
+                const AdamWHyper& h, Tensor* p_lowp, const GradClip& clip) {
   ArgCheck chk(ctx, "adamw_step");
+  check_clip(chk, clip);
   check_flat(chk, ctx, p, "p", nullptr);
   check_flat(chk, ctx, g, "g", &p);
   check_flat(chk, ctx, m, "m", &p);
@@ -52,23 +58,24 @@ void adamw_step(Context& ctx, Tensor& p, const Tensor& g, Tensor& m, Tensor& v,
   if (p.numel() == 0) return;
   OpScope scope(ctx, "adamw_step", OpFamily::Optimizer);
   if (ctx.is_cuda())
-    cuda::adamw_step(ctx.stream(), p, g, m, v, h, p_lowp);
+    cuda::adamw_step(ctx.stream(), p, g, m, v, h, p_lowp, clip);
   else
-    cpu::adamw_step(p, g, m, v, h, p_lowp);
+    cpu::adamw_step(p, g, m, v, h, p_lowp, clip);
 }
 
 void sgd_step(Context& ctx, Tensor& p, const Tensor& g, float lr, float weight_decay,
-              Tensor* p_lowp) {
+              Tensor* p_lowp, const GradClip& clip) {
   ArgCheck chk(ctx, "sgd_step");
+  check_clip(chk, clip);
   check_flat(chk, ctx, p, "p", nullptr);
   check_flat(chk, ctx, g, "g", &p);
   p_lowp = check_lowp(chk, p_lowp, p);
   if (p.numel() == 0) return;
   OpScope scope(ctx, "sgd_step", OpFamily::Optimizer);
   if (ctx.is_cuda())
-    cuda::sgd_step(ctx.stream(), p, g, lr, weight_decay, p_lowp);
+    cuda::sgd_step(ctx.stream(), p, g, lr, weight_decay, p_lowp, clip);
   else
-    cpu::sgd_step(p, g, lr, weight_decay, p_lowp);
+    cpu::sgd_step(p, g, lr, weight_decay, p_lowp, clip);
 }
 
 void squared_norm_accumulate(Context& ctx, Tensor& sumsq, const Tensor& x) {

@@ -14,16 +14,24 @@ struct AdamWHyper {
   int64_t step = 1;  // 1-based count of updates including this one (bias correction)
 };
 
+// Global-norm clipping folded into an update: when sumsq is set, every gradient is read as
+// g · min(1, max_norm / (sqrt(sumsq) + 1e-6)), the value clip_by_norm would have stored, and
+// the gradient buffer is left as it is (one pass over it fewer than clip_by_norm + update).
+struct GradClip {
+  const Tensor* sumsq = nullptr;  // 1-element fp32|fp64 on the device of the update
+  float max_norm = 0;             // > 0 when sumsq is set
+};
+
 // torch.optim.AdamW exactly: p ← p·(1 − lr·wd); m ← β1·m + (1−β1)·g; v ← β2·v + (1−β2)·g²;
 // p ← p − lr/(1−β1^t) · m / (sqrt(v)/sqrt(1−β2^t) + eps). p, g, m, v: 1-D, same length and
 // dtype (fp32; fp64 on the CPU). When p_lowp is defined (bf16, same length) it receives the
 // updated parameters rounded to bf16 in the same pass (mixed precision's GEMM copy).
 void adamw_step(Context& ctx, Tensor& p, const Tensor& g, Tensor& m, Tensor& v,
-                const AdamWHyper& h, Tensor* p_lowp = nullptr);
+                const AdamWHyper& h, Tensor* p_lowp = nullptr, const GradClip& clip = {});
 
 // Plain SGD with optional weight decay (torch.optim.SGD, no momentum): p ← p − lr·(g + wd·p).
 void sgd_step(Context& ctx, Tensor& p, const Tensor& g, float lr, float weight_decay = 0.0f,
-              Tensor* p_lowp = nullptr);
+              Tensor* p_lowp = nullptr, const GradClip& clip = {});
 
 // sumsq (1-element fp32|fp64 tensor, same device) += Σ x² (x any float storage type). No
 // host synchronisation; on the GPU block partial sums meet in sumsq with atomics.

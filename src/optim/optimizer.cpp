@@ -85,8 +85,11 @@ Tensor Optimizer::clip_grad_norm(Context& ctx, float max_norm) {
   Tensor sumsq = Tensor::zeros({1}, dt, ctx, "grad_sumsq");
   for (const FlatRange& r : ranges_) ops::squared_norm_accumulate(ctx, sumsq, r.grad);
   reduce_sumsq(ctx, sumsq);
-  if (max_norm > 0)
-    for (FlatRange& r : ranges_) ops::clip_by_norm(ctx, r.grad, sumsq, max_norm);
+  drop_folded_clip();
+  if (max_norm > 0) {
+    clip_sumsq_ = sumsq;
+    clip_max_norm_ = max_norm;
+  }
   return sumsq;
 }
 
@@ -114,11 +117,13 @@ class AdamW final : public Optimizer {
     ops::AdamWHyper h = cfg_.adamw;
     h.lr = lr;
     h.step = steps_;
+    const ops::GradClip clip = folded_clip();
     for (size_t i = 0; i < ranges_.size(); ++i) {
       FlatRange& r = ranges_[i];
       ops::adamw_step(ctx, r.param, r.grad, m_[i], v_[i], h,
-                      r.param_lowp.defined() ? &r.param_lowp : nullptr);
+                      r.param_lowp.defined() ? &r.param_lowp : nullptr, clip);
     }
+    drop_folded_clip();
   }
 
   std::vector<std::pair<std::string, Tensor>> state() override {
@@ -151,9 +156,11 @@ class SGD final : public Optimizer {
   }
   void step(Context& ctx, float lr) override {
     ++steps_;
+    const ops::GradClip clip = folded_clip();
     for (FlatRange& r : ranges_)
       ops::sgd_step(ctx, r.param, r.grad, lr, cfg_.sgd_weight_decay,
-                    r.param_lowp.defined() ? &r.param_lowp : nullptr);
+                    r.param_lowp.defined() ? &r.param_lowp : nullptr, clip);
+    drop_folded_clip();
   }
   std::vector<std::pair<std::string, Tensor>> state() override { return {}; }
   int64_t state_bytes() const override { return 0; }

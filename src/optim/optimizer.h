@@ -56,17 +56,34 @@ class Optimizer {
   // min(1, max_norm/(norm + 1e-6)); max_norm <= 0 only measures. Sharded optimizers sum the
   // squared norm over ranks first (reduce_sumsq), so every rank clips by the global norm.
   // Returns the pre-clip squared norm: a 1-element fp32 tensor on the device (no host sync).
+  // The clip itself is folded into the next step(), which reads each gradient scaled by the
+  // coefficient (ops::GradClip): the parameters are those of clip-then-step, but the gradient
+  // buffer keeps its unclipped values and is read once instead of three times.
   Tensor clip_grad_norm(Context& ctx, float max_norm);
   void set_steps_taken(int64_t s) { steps_ = s; }
   const OptimizerConfig& config() const { return cfg_; }
 
  protected:
+  // The clip clip_grad_norm folded into this step (no clip when none), and its release at the
+  // end of step(); a wrapping optimizer hands its clip to the optimizer it wraps.
+  ops::GradClip folded_clip() const { return {clip_sumsq_.defined() ? &clip_sumsq_ : nullptr, clip_max_norm_}; }
+  void drop_folded_clip() { clip_sumsq_ = Tensor(); }
+  void hand_folded_clip_to(Optimizer& inner) {
+    inner.clip_sumsq_ = clip_sumsq_;
+    inner.clip_max_norm_ = clip_max_norm_;
+    drop_folded_clip();
+  }
+
   OptimizerConfig cfg_;
   Context& ctx_;
   std::vector<FlatRange> ranges_;
   int64_t steps_ = 0;
   // Sum a partial squared norm over the ranks that share the parameters (sharded optimizers).
   virtual void reduce_sumsq(Context& ctx, Tensor& sumsq) {}
+
+ private:
+  Tensor clip_sumsq_;  // (1) fp32 on the device; undefined: no clip pending
+  float clip_max_norm_ = 0;
 };
 
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& cfg, Context& ctx,

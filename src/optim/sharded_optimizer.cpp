@@ -152,8 +152,10 @@ void BroadcastShardedOptimizer::plan_broadcasts() {
 void BroadcastShardedOptimizer::step(Context& ctx, float lr) {
   if (inner_) {
     inner_->set_steps_taken(steps_);
+    hand_folded_clip_to(*inner_);
     inner_->step(ctx, lr);
   }
+  drop_folded_clip();
   ++steps_;
   OpScope scope(ctx, "sharded optimizer: broadcast parameters", OpFamily::Communication);
   std::vector<dist::WorkPtr> works;
@@ -201,8 +203,10 @@ void Zero1Optimizer::add_ranges(const std::vector<FlatRange>&) {
 void Zero1Optimizer::step(Context& ctx, float lr) {
   if (inner_) {
     inner_->set_steps_taken(steps_);
+    hand_folded_clip_to(*inner_);
     inner_->step(ctx, lr);
   }
+  drop_folded_clip();
   ++steps_;
   OpScope scope(ctx, "zero1: all-gather parameters", OpFamily::Communication);
   if (param_shift_ >= 0)

@@ -107,5 +107,43 @@ TEST(GradNorm, SquaredNormAccumulatesAndClipScales) {
   PT_EXPECT_ALLCLOSE(host(ctx, y), a, 0, 0);
 }
 
+// A clip folded into the update (ops::GradClip) gives exactly clip_by_norm followed by the
+// plain update, and leaves the gradient buffer unscaled.
+TEST(GradClip, FoldedIntoAdamWAndSgdEqualsClipThenStep) {
+  Context ctx(Device::cpu());
+  const int64_t n = 41;
+  const auto p0 = randn(n, 60), g0 = randn(n, 61);
+  for (DType acc : {DType::F32, DType::F64}) {
+    Tensor sumsq = make_tensor(ctx, {1}, acc, {0.0});
+    Tensor g = f32(ctx, {n}, g0);
+    ops::squared_norm_accumulate(ctx, sumsq, g);
+    const float max_norm = float(std::sqrt(host(ctx, sumsq)[0]) / 3);  // clips by about 1/3
+    const ops::GradClip clip{&sumsq, max_norm};
+    ops::AdamWHyper h;
+    h.lr = 0.05f;
+    // Folded.
+    Tensor p = f32(ctx, {n}, p0), m = f32(ctx, {n}, std::vector<double>(n, 0.1)), v = f32(ctx, {n}, std::vector<double>(n, 0.2));
+    ops::adamw_step(ctx, p, g, m, v, h, nullptr, clip);
+    Tensor ps = f32(ctx, {n}, p0);
+    ops::sgd_step(ctx, ps, g, 0.1f, 0.01f, nullptr, clip);
+    EXPECT_EQ(host(ctx, g), host(ctx, f32(ctx, {n}, g0))) << "the gradient buffer stays unclipped";
+    // Clip, then step.
+    Tensor gc = f32(ctx, {n}, g0);
+    ops::clip_by_norm(ctx, gc, sumsq, max_norm);
+    Tensor pr = f32(ctx, {n}, p0), mr = f32(ctx, {n}, std::vector<double>(n, 0.1)), vr = f32(ctx, {n}, std::vector<double>(n, 0.2));
+    ops::adamw_step(ctx, pr, gc, mr, vr, h);
+    Tensor psr = f32(ctx, {n}, p0);
+    ops::sgd_step(ctx, psr, gc, 0.1f, 0.01f);
+    EXPECT_EQ(host(ctx, p), host(ctx, pr));
+    EXPECT_EQ(host(ctx, m), host(ctx, mr));
+    EXPECT_EQ(host(ctx, v), host(ctx, vr));
+    EXPECT_EQ(host(ctx, ps), host(ctx, psr));
+    EXPECT_NE(host(ctx, gc), host(ctx, g)) << "the clip must have scaled something";
+  }
+  Tensor bad = f32(ctx, {1}, {1.0});
+  Tensor p = f32(ctx, {n}, p0), g = f32(ctx, {n}, g0);
+  EXPECT_THROW(ops::sgd_step(ctx, p, g, 0.1f, 0.0f, nullptr, {&bad, 0.0f}), Error);  // max_norm 0
+}
+
 }  // namespace
 }  // namespace pt::test

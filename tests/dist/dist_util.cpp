@@ -2,7 +2,9 @@
 
 #include <mpi.h>
 
+#include <map>
 #include <memory>
+#include <utility>
 
 #include "core/error.h"
 #include "common/test_util.h"
@@ -11,7 +13,7 @@ namespace pt::test {
 
 namespace {
 std::unique_ptr<Context> g_ctx[2];
-std::unique_ptr<dist::Communicator> g_comm[2];
+std::map<std::pair<int, int>, std::unique_ptr<dist::Communicator>> g_comm;  // (slot, comm_sms)
 int slot(dist::Backend b) { return b == dist::Backend::NCCL ? 1 : 0; }
 }  // namespace
 
@@ -32,14 +34,14 @@ Context& backend_context(dist::Backend b) {
   return *c;
 }
 
-dist::Communicator& backend_comm(dist::Backend b) {
-  auto& c = g_comm[slot(b)];
-  if (!c) c = dist::make_communicator(b, backend_context(b));
+dist::Communicator& backend_comm(dist::Backend b, int comm_sms) {
+  auto& c = g_comm[{slot(b), comm_sms}];
+  if (!c) c = dist::make_communicator(b, backend_context(b), comm_sms);
   return *c;
 }
 
 void release_backends() {
-  for (auto& c : g_comm) c.reset();
+  g_comm.clear();
   for (auto& c : g_ctx) c.reset();
 }
 

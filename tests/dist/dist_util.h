@@ -17,8 +17,9 @@ namespace pt::test {
 bool nccl_usable();
 // The context of a backend: the CPU for MPI, GPU local_rank for NCCL (made on first use).
 Context& backend_context(dist::Backend b);
-// The communicator of a backend, created once (collective: every rank reaches it together).
-dist::Communicator& backend_comm(dist::Backend b);
+// The communicator of a backend (with --comm-sms comm_sms), created once per pair
+// (collective: every rank reaches it together).
+dist::Communicator& backend_comm(dist::Backend b, int comm_sms = 0);
 // Destroys the communicators and contexts (main calls it before MPI_Finalize).
 void release_backends();
 

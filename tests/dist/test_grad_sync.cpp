@@ -3,6 +3,7 @@
 // once, makes rank 0's parameters everyone's; and each starts its collectives when it should.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 
 #include "common/test_util.h"
@@ -360,6 +361,26 @@ TEST(DdpOptions, ResolveAutoAndRejectContradictions) {
   o = dist::DdpOptions();
   o.shard = "zero3";
   EXPECT_THROW(dist::resolve_ddp_options(o, 2), Error);
+  for (const char* bad : {"-1", "16x", "", "many", "1e3"}) {
+    o = dist::DdpOptions();
+    o.comm_sms = bad;
+    EXPECT_THROW(dist::resolve_ddp_options(o, 2), Error) << "--comm-sms '" << bad << "'";
+  }
+}
+
+TEST(DdpOptions, CommSmsAutoIsSixteenOnAGpuAndNothingOnTheCpu) {
+  EXPECT_EQ(dist::parse_comm_sms("auto"), dist::kCommSmsAuto);
+  EXPECT_EQ(dist::parse_comm_sms("0"), 0);
+  EXPECT_EQ(dist::parse_comm_sms("24"), 24);
+  Context cpu(Device::cpu());
+  EXPECT_EQ(dist::auto_comm_sms(cpu), 0);
+  EXPECT_EQ(cpu.sm_count(), 0);
+  cpu.reserve_sms(8);  // nothing to reserve on the CPU
+  EXPECT_EQ(cpu.reserved_sms(), 0);
+  if (cuda_device_count() > 0) {
+    Context gpu(Device::cuda(0));
+    EXPECT_EQ(dist::auto_comm_sms(gpu), std::min(16, gpu.sm_count() / 4));
+  }
 }
 
 }  // namespace

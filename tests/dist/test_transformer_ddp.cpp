@@ -19,6 +19,7 @@ struct TfCase {
   double bucket_mb;
   ShardMode shard;
   std::string label;
+  int comm_sms = 0;  // NCCL: collectives capped at this many CTAs, GEMMs kept off as many SMs
 };
 
 void PrintTo(const TfCase& c, std::ostream* os) { *os << dist::backend_name(c.backend) << " " << c.label; }
@@ -46,7 +47,7 @@ class TransformerDdpTest : public ::testing::TestWithParam<TfCase> {
     if (kGlobalBatch % world() != 0) GTEST_SKIP() << "global batch 4 does not split over " << world() << " ranks";
   }
   Context& ctx() { return backend_context(GetParam().backend); }
-  dist::Communicator& comm() { return backend_comm(GetParam().backend); }
+  dist::Communicator& comm() { return backend_comm(GetParam().backend, GetParam().comm_sms); }
   int rank() const { return dist::Runtime::get().rank(); }
   int world() const { return dist::Runtime::get().world_size(); }
 };
@@ -85,7 +86,12 @@ TEST_P(TransformerDdpTest, TwoRanksEqualOneRankOverTenSteps) {
     Tensor loss = model.forward(ctx(), make_ids(ctx(), {local, kSeq}, mine(ids)),
                                 make_ids(ctx(), {local, kSeq}, mine(tgt)));
     model.backward(ctx());
+    // An overlapped strategy on a capped communicator keeps GEMMs off its SMs from its first
+    // collective until finish(); nothing else reserves any.
+    const bool overlapped = c.ddp == "overlap" || c.ddp == "bucketed";
+    EXPECT_EQ(ctx().reserved_sms(), overlapped && ctx().is_cuda() ? c.comm_sms : 0) << "step " << step;
     dp.sync->finish(ctx());
+    EXPECT_EQ(ctx().reserved_sms(), 0) << "step " << step;
     dp.optimizer->step(ctx(), 0.5f);
 
     // The mean of the ranks' losses is the full batch's loss.
@@ -115,6 +121,17 @@ std::vector<TfCase> tf_cases(dist::Backend b) {
 }
 INSTANTIATE_TEST_SUITE_P(Mpi, TransformerDdpTest, ::testing::ValuesIn(tf_cases(dist::Backend::MPI)), tf_case_name);
 INSTANTIATE_TEST_SUITE_P(Nccl, TransformerDdpTest, ::testing::ValuesIn(tf_cases(dist::Backend::NCCL)), tf_case_name);
+
+// --comm-sms: the same training on collectives capped at 8 CTAs, with GEMMs kept off 8 SMs
+// while they are in flight.
+std::vector<TfCase> comm_sms_cases() {
+  const auto b = dist::Backend::NCCL;
+  return {{b, "overlap", 0, ShardMode::None, "overlap_comm_sms8", 8},
+          {b, "bucketed", 0.01, ShardMode::None, "bucketed_comm_sms8", 8},
+          {b, "flat", 0, ShardMode::None, "flat_comm_sms8", 8},
+          {b, "bucketed", 0.01, ShardMode::Zero1, "shard_zero1_bucketed_comm_sms8", 8}};
+}
+INSTANTIATE_TEST_SUITE_P(NcclCommSms, TransformerDdpTest, ::testing::ValuesIn(comm_sms_cases()), tf_case_name);
 
 }  // namespace
 }  // namespace pt::test

@@ -420,5 +420,54 @@ TEST(GpuOptim, SgdNormAndClip) {
   }
 }
 
+// The GPU update is the same arithmetic whether a range takes the 16-byte packed path or the
+// scalar one (sharded optimizers step ranges at any alignment), and a folded clip equals
+// clip_by_norm followed by the plain update, bit for bit.
+TEST(GpuOptim, PackedAndScalarPathsAndFoldedClipAgreeBitForBit) {
+  PT_REQUIRE_GPU();
+  Context gpu(Device::cuda(0));
+  const int64_t n = 4099;
+  const auto p0 = randn(n + 1, 70), g0 = randn(n + 1, 71), m0 = randn(n + 1, 72);
+  std::vector<double> v0 = randn(n + 1, 73);
+  for (double& x : v0) x = x * x;
+  ops::AdamWHyper h;
+  h.lr = 0.01f;
+  h.weight_decay = 0.1f;
+  h.step = 3;
+  Tensor sumsq = make_tensor(gpu, {1}, DType::F32, {0.0});
+  Tensor g_all = make_tensor(gpu, {n + 1}, DType::F32, g0);
+  ops::squared_norm_accumulate(gpu, sumsq, g_all.narrow(0, 1, n));
+  const float max_norm = float(std::sqrt(sumsq.to_host_f64(gpu)[0]) / 4);
+  // Runs the update on elements [1, n + 1) of fresh buffers, either as views at offset 1
+  // (misaligned: scalar path) or as copies at offset 0 (aligned: packed path).
+  auto run = [&](bool misaligned, bool fold, bool sgd) {
+    Tensor p = make_tensor(gpu, {n + 1}, DType::F32, p0), g = make_tensor(gpu, {n + 1}, DType::F32, g0);
+    Tensor m = make_tensor(gpu, {n + 1}, DType::F32, m0), v = make_tensor(gpu, {n + 1}, DType::F32, v0);
+    Tensor pv = p.narrow(0, 1, n), gv = g.narrow(0, 1, n), mv = m.narrow(0, 1, n), vv = v.narrow(0, 1, n);
+    if (!misaligned)
+      for (Tensor* t : {&pv, &gv, &mv, &vv}) {
+        Tensor fresh = Tensor::empty({n}, DType::F32, gpu.device());  // allocator: 16-byte aligned
+        fresh.copy_from(*t, gpu);
+        *t = fresh;
+      }
+    if (!fold) ops::clip_by_norm(gpu, gv, sumsq, max_norm);
+    const ops::GradClip clip = fold ? ops::GradClip{&sumsq, max_norm} : ops::GradClip{};
+    if (sgd)
+      ops::sgd_step(gpu, pv, gv, 0.1f, 0.01f, nullptr, clip);
+    else
+      ops::adamw_step(gpu, pv, gv, mv, vv, h, nullptr, clip);
+    auto out = pv.to_host_f64(gpu);
+    const auto mh = mv.to_host_f64(gpu);
+    out.insert(out.end(), mh.begin(), mh.end());
+    return out;
+  };
+  for (bool sgd : {false, true}) {
+    const auto ref = run(false, false, sgd);
+    EXPECT_EQ(run(true, false, sgd), ref) << (sgd ? "sgd" : "adamw") << ": scalar path differs from packed";
+    EXPECT_EQ(run(false, true, sgd), ref) << (sgd ? "sgd" : "adamw") << ": folded clip (packed) differs";
+    EXPECT_EQ(run(true, true, sgd), ref) << (sgd ? "sgd" : "adamw") << ": folded clip (scalar) differs";
+  }
+}
+
 }  // namespace
 }  // namespace pt::test

@@ -6,6 +6,7 @@
 #include <ostream>
 #include <sstream>
 
+#include "core/error.h"
 #include "gpu/test_ops_gpu_helpers.h"
 #include "ops/matmul.h"
 
@@ -100,6 +101,38 @@ TEST(GpuMatmulViews, BatchedBroadcastAndPerHeadViews) {
   ops::matmul(gpu, c.gpu, a.gpu.as_strided({4, 5, 7}, {0, 7, 1}), b.gpu, false, false);
   ops::matmul(cpu, c.cpu, a.cpu, b.cpu, false, false);
   EXPECT_LE(rel_error(c.gpu.to_host_f64(gpu), c.cpu.to_host_f64(cpu)), 1e-6);
+}
+
+// Context::reserve_sms (--comm-sms): cuBLAS is told to target the remaining SMs, GEMM results
+// stay right (a kernel sized for fewer SMs may sum in another order), and 0 restores all SMs.
+TEST(GpuMatmulModes, ReservingSmsRetargetsCublasAndKeepsResults) {
+  PT_REQUIRE_GPU();
+  Context gpu(Device::cuda(0), Precision::BF16), cpu(Device::cpu());
+  ASSERT_GT(gpu.sm_count(), 16);
+  const int64_t m = 1024, n = 768, k = 512;  // a GEMM large enough for a persistent kernel
+  Pair a = make_twin(gpu, cpu, {m, k}, DType::BF16, randn(m * k, 4));
+  Pair b = make_twin(gpu, cpu, {k, n}, DType::BF16, randn(k * n, 5));
+  Pair c = make_output(gpu, cpu, {m, n}, DType::F32);
+  ops::matmul(cpu, c.cpu, a.cpu, b.cpu, false, false, 1.0f, 0.0f);
+  const auto want = c.cpu.to_host_f64(cpu);
+
+  gpu.reserve_sms(16);
+  EXPECT_EQ(gpu.reserved_sms(), 16);
+  int target = -1;
+  ASSERT_EQ(cublasGetSmCountTarget(gpu.cublas(), &target), CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(target, gpu.sm_count() - 16);
+  ops::matmul(gpu, c.gpu, a.gpu, b.gpu, false, false, 1.0f, 0.0f);
+  EXPECT_LE(rel_error(c.gpu.to_host_f64(gpu), want), 1e-6);
+
+  gpu.reserve_sms(0);
+  ASSERT_EQ(cublasGetSmCountTarget(gpu.cublas(), &target), CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(target, 0);  // cuBLAS's "every SM"
+  ops::matmul(gpu, c.gpu, a.gpu, b.gpu, false, false, 1.0f, 0.0f);
+  EXPECT_LE(rel_error(c.gpu.to_host_f64(gpu), want), 1e-6);
+
+  EXPECT_THROW(gpu.reserve_sms(gpu.sm_count()), Error);
+  EXPECT_THROW(gpu.reserve_sms(-1), Error);
+  EXPECT_EQ(gpu.reserved_sms(), 0);
 }
 
 }  // namespace

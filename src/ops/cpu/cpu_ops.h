@@ -39,8 +39,9 @@ void mse_loss(Tensor& loss, Tensor* dpred, const Tensor& pred, const Tensor& tar
               Reduction reduction);
 
 void adamw_step(Tensor& p, const Tensor& g, Tensor& m, Tensor& v, const AdamWHyper& h,
-                Tensor* p_lowp);
-void sgd_step(Tensor& p, const Tensor& g, float lr, float weight_decay, Tensor* p_lowp);
+                Tensor* p_lowp, const GradClip& clip);
+void sgd_step(Tensor& p, const Tensor& g, float lr, float weight_decay, Tensor* p_lowp,
+              const GradClip& clip);
 void squared_norm_accumulate(Tensor& sumsq, const Tensor& x);
 void clip_by_norm(Tensor& x, const Tensor& sumsq, float max_norm);
 

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# GPU checks and benchmarks for a lent GPU machine, in one call: run from the repository root
+# after `source <bundle>/env.sh` (scripts/device_bundle.sh). Each step is bounded by its own
+# timeout and logs to $RESULTS/<step>.log; HDF5 records land in $RESULTS too. At the end (or
+# when the caller's time limit kills the steps) everything is packed into $OUT/results.tgz and
+# a one-line-per-step summary goes to $OUT/summary.txt, so nothing is lost to the few files a
+# machine may send back.
+#
+#   scripts/gpu_checks.sh STEP[:SECONDS] ...     (default SECONDS per step: 300)
+#
+# Steps (GPUs they need):
+#   gpu-tests            paratrain_tests_gpu on GPU 0                                       (1)
+#   dist-tests           mpirun -np 2 paratrain_tests_dist, NCCL suites                      (2)
+#   model-small          bench model small, breakdown + memory profile, ctx 128/512          (1)
+#   model-xl             bench model xl ctx 512: fp32 naive, bf16 flash, breakdown + memory  (1)
+#   model-2.7b           bench model 2.7b ctx 512: fp32 naive, bf16 flash                     (1)
+#   torch-model-xl       scripts/compare_torch.py xl ctx 512, eager fp32 and bf16             (1)
+#   torch-model-2.7b     the same for 2.7b                                                    (1)
+#   ddp-xl-bf16          bench ddp xl bf16: none, bucketed 25/1000, zero1; --comm-sms 0, auto (2)
+#   ddp-xl-fp32          the same in fp32                                                     (2)
+#   torch-ddp-xl         scripts/compare_torch_ddp.py xl fp32,bf16 on 2 ranks                 (2)
+#   nccl-channels        NCCL_DEBUG=INFO all-reduce on 2 ranks: the channel count NCCL picks  (2)
+# A step written A+B runs A on GPU 0 and B on GPU 1 at the same time (single-GPU steps only).
+set -uo pipefail
+: "${OUT:=out/gpu_checks}"
+RESULTS=${RESULTS:-/tmp/paratrain_gpu_checks}
+mkdir -p "$OUT" "$RESULTS"
+export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
+MPIRUN=(mpirun --allow-run-as-root --oversubscribe -np 2 -x LD_LIBRARY_PATH -x PATH -x NCCL_NVLS_ENABLE)
+
+pack() {
+  tar -C "$RESULTS" -czf "$OUT/results.tgz" . 2>/dev/null
+}
+trap pack EXIT
+
+step_gpu-tests() { paratrain_tests_gpu --gtest_color=no; }
+step_dist-tests() {
+  "${MPIRUN[@]}" paratrain_tests_dist --gtest_color=no --gtest_filter='Nccl*'
+}
+step_model-small() {
+  paratrain bench model --sizes small --contexts 128,512 --precisions fp32,bf16 --attention naive,flash \
+    --warmup 3 --steps 10 --breakdown --memory-profile --out "$RESULTS/model_small.h5" --overwrite
+}
+step_model-xl() {
+  paratrain bench model --sizes xl --contexts 512 --precisions fp32 --attention naive --warmup 2 --steps 5 \
+    --breakdown --memory-profile --out "$RESULTS/model_xl_fp32.h5" --overwrite &&
+  paratrain bench model --sizes xl --contexts 512 --precisions bf16 --attention flash --warmup 2 --steps 5 \
+    --breakdown --memory-profile --out "$RESULTS/model_xl_bf16.h5" --overwrite
+}
+step_model-2.7b() {
+  paratrain bench model --sizes 2.7b --contexts 512 --precisions fp32 --attention naive --warmup 2 --steps 5 \
+    --out "$RESULTS/model_27b_fp32.h5" --overwrite &&
+  paratrain bench model --sizes 2.7b --contexts 512 --precisions bf16 --attention flash --warmup 2 --steps 5 \
+    --out "$RESULTS/model_27b_bf16.h5" --overwrite
+}
+torch_model() {
+  python3 scripts/compare_torch.py --sizes "$1" --contexts 512 --precisions fp32,bf16 --variants eager \
+    --warmup 2 --steps 5 --out "$RESULTS/torch_model_$1.h5" --overwrite
+}
+step_torch-model-xl() { torch_model xl; }
+step_torch-model-2.7b() { torch_model 2.7b; }
+ddp_xl() {
+  "${MPIRUN[@]}" paratrain bench ddp --model xl --precision "$1" --ddp none,bucketed --bucket-mb 25,1000 \
+    --shard-optimizer zero1 --comm-sms "${COMM_SMS:-0,auto}" --warmup 2 --steps 5 --out "$RESULTS/ddp_xl_$1.h5" --overwrite
+}
+step_ddp-xl-bf16() { ddp_xl bf16; }
+step_ddp-xl-fp32() { ddp_xl fp32; }
+step_torch-ddp-xl() {
+  "${MPIRUN[@]}" -x PYTHONUNBUFFERED -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=29500 \
+    python3 scripts/compare_torch_ddp.py --model xl --precision fp32,bf16 --steps 5 --warmup 2 \
+    --out "$RESULTS/torch_ddp_xl.h5" --overwrite
+}
+step_nccl-channels() {
+  NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,TUNING "${MPIRUN[@]}" -x NCCL_DEBUG -x NCCL_DEBUG_SUBSYS \
+    paratrain bench allreduce --sizes 1G --out "$RESULTS/allreduce_2.h5" --overwrite 2>&1 |
+    grep -E "channels|nChannels|Channel 0|Connected all|NCCL version" | head -40
+}
+
+# run_one NAME SECONDS [CUDA_VISIBLE_DEVICES]
+run_one() {
+  local name=$1 secs=$2 dev=${3:-} start rc
+  declare -F "step_$name" >/dev/null || { echo "gpu_checks: unknown step '$name'" >&2; return 2; }
+  start=$(date +%s)
+  echo "=== $name (limit ${secs}s${dev:+, GPU $dev}) $(date -u +%H:%M:%S)"
+  if [ -n "$dev" ]; then
+    CUDA_VISIBLE_DEVICES=$dev timeout -k 10 "$secs" bash -c "$(declare -f); $(declare -p MPIRUN RESULTS); step_$name" \
+      >"$RESULTS/$name.log" 2>&1
+  else
+    timeout -k 10 "$secs" bash -c "$(declare -f); $(declare -p MPIRUN RESULTS); step_$name" \
+      >"$RESULTS/$name.log" 2>&1
+  fi
+  rc=$?
+  echo "$name rc=$rc $(( $(date +%s) - start ))s" | tee -a "$OUT/summary.txt"
+  tail -n 25 "$RESULTS/$name.log"
+  pack
+  return 0
+}
+
+for spec in "$@"; do
+  secs=${spec##*:}
+  [ "$secs" = "$spec" ] && secs=300
+  steps=${spec%%:*}
+  if [[ $steps == *+* ]]; then
+    run_one "${steps%%+*}" "$secs" 0 &
+    run_one "${steps##*+}" "$secs" 1 &
+    wait
+  else
+    run_one "$steps" "$secs"
+  fi
+done
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >>"$OUT/summary.txt" 2>/dev/null
