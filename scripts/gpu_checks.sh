@@ -13,7 +13,8 @@
 #   dist-tests           mpirun -np 2 paratrain_tests_dist, NCCL suites                      (2)
 #   model-small          bench model small, breakdown + memory profile, ctx 128/512          (1)
 #   model-xl             bench model xl ctx 512: fp32 naive, bf16 flash, breakdown + memory  (1)
-#   model-2.7b           bench model 2.7b ctx 512: fp32 naive, bf16 flash                     (1)
+#   model-xl-keep        model-xl with --recompute off, without breakdown and memory profile (1)
+#   model-2.7b           bench model 2.7b ctx 512: fp32 naive, bf16 naive (flash: d_head 80)   (1)
 #   torch-model-xl       scripts/compare_torch.py xl ctx 512, eager fp32 and bf16             (1)
 #   torch-model-2.7b     the same for 2.7b                                                    (1)
 #   ddp-xl-bf16          bench ddp xl bf16: none, bucketed 25/1000, zero1; --comm-sms 0, auto (2)
@@ -41,17 +42,24 @@ step_model-small() {
   paratrain bench model --sizes small --contexts 128,512 --precisions fp32,bf16 --attention naive,flash \
     --warmup 3 --steps 10 --breakdown --memory-profile --out "$RESULTS/model_small.h5" --overwrite
 }
+# bench_model NAME SIZE PRECISION ATTENTION [extra flags...]: one configuration at context 512.
+bench_model() {
+  local name=$1 size=$2 prec=$3 attn=$4
+  shift 4
+  paratrain bench model --sizes "$size" --contexts 512 --precisions "$prec" --attention "$attn" --warmup 2 \
+    --steps 5 "$@" --out "$RESULTS/$name.h5" --overwrite
+}
 step_model-xl() {
-  paratrain bench model --sizes xl --contexts 512 --precisions fp32 --attention naive --warmup 2 --steps 5 \
-    --breakdown --memory-profile --out "$RESULTS/model_xl_fp32.h5" --overwrite &&
-  paratrain bench model --sizes xl --contexts 512 --precisions bf16 --attention flash --warmup 2 --steps 5 \
-    --breakdown --memory-profile --out "$RESULTS/model_xl_bf16.h5" --overwrite
+  bench_model model_xl_fp32 xl fp32 naive --breakdown --memory-profile &&
+  bench_model model_xl_bf16 xl bf16 flash --breakdown --memory-profile
+}
+step_model-xl-keep() {
+  bench_model model_xl_fp32_keep xl fp32 naive --recompute off &&
+  bench_model model_xl_bf16_keep xl bf16 flash --recompute off
 }
 step_model-2.7b() {
-  paratrain bench model --sizes 2.7b --contexts 512 --precisions fp32 --attention naive --warmup 2 --steps 5 \
-    --out "$RESULTS/model_27b_fp32.h5" --overwrite &&
-  paratrain bench model --sizes 2.7b --contexts 512 --precisions bf16 --attention flash --warmup 2 --steps 5 \
-    --out "$RESULTS/model_27b_bf16.h5" --overwrite
+  bench_model model_27b_fp32 2.7b fp32 naive --memory-profile &&
+  bench_model model_27b_bf16 2.7b bf16 naive,flash --memory-profile
 }
 torch_model() {
   python3 scripts/compare_torch.py --sizes "$1" --contexts 512 --precisions fp32,bf16 --variants eager \

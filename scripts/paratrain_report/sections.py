@@ -407,8 +407,11 @@ def _ddp_torch(rec, ours):
             match, label = same[same["shard"] == "zero1"], "zero1"
         else:
             match, label = plain[plain["ddp"] == t["ddp"]], t["ddp"]
+        match = match.sort_values("step_ms")  # several --comm-sms values: the fastest
         first = match.iloc[0] if len(match) else {}
         ours_ms = first.get("step_ms", np.nan) if len(match) else np.nan
+        if len(match) and first.get("comm_sms", 0):
+            label += f", {int(first['comm_sms'])} comm SMs"
         rows.append({"ranks": t["ranks"], "precision": t["precision"], "torch": t["ddp"],
                      "torch_step_ms": t["step_ms"], "paratrain": label, "paratrain_step_ms": ours_ms,
                      "ratio": _ratio(ours_ms, t["step_ms"]), "torch_peak_MB": t.get("peak_MB", np.nan),
@@ -560,10 +563,10 @@ def sharding(rec):
         if len(base) and "step_optstate_MB" in block:
             block["optstate_vs_unsharded"] = block["step_optstate_MB"] / base["step_optstate_MB"].iloc[0]
         parts.append(block)
-    out = _sort(pd.concat(parts, ignore_index=True), ["gpu", "ranks", "precision", "shard"])
+    out = _sort(pd.concat(parts, ignore_index=True), ["gpu", "ranks", "precision", "shard", "comm_sms"])
     cols = _device_columns(out) + _keep([
         Column("ranks", "ranks"), Column("precision", "precision"), Column("shard", "sharding"),
-        Column("ddp", "gradient sync"), Column("bucket_mb", "bucket MiB", "{:g}"),
+        Column("ddp", "gradient sync"), Column("bucket_mb", "bucket MiB", "{:g}"), Column("comm_sms", "comm SMs"),
         Column("step_ms", "step ms", "{:.2f}"), Column("overhead_pct", "vs none %", "{:+.1f}"),
         Column("init_MB", "after init MB", "{:,.1f}"),
         Column("init_optstate_MB", "optimizer state at init MB", "{:,.1f}"),

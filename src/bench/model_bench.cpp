@@ -15,6 +15,7 @@
 #include "core/profiler.h"
 #include "model/transformer.h"
 #include "optim/optimizer.h"
+#include "ops/flash_attention.h"
 
 namespace pt::bench {
 
@@ -58,7 +59,8 @@ void define_tables(ModelBenchResults& r) {
   t.add_string("size").add_int("d_model").add_int("num_layers").add_int("context_length")
       .add_int("batch_size").add_string("precision").add_string("attention").add_string("mode")
       .add_int("warmup_steps").add_int("measured_steps")
-      .add_string("status", "ok, or oom (the configuration did not fit in device memory)")
+      .add_string("status", "ok; oom (the configuration did not fit in device memory); or unsupported (flash "
+                  "attention for this model's head dimension)")
       .add_int("oom_requested_bytes", "bytes of the allocation that failed (0 unless oom)")
       .add_double("forward_ms_mean", "forward (and loss) per step, ms").add_double("forward_ms_sd")
       .add_double("backward_ms_mean", "backward per step, ms").add_double("backward_ms_sd")
@@ -102,6 +104,7 @@ struct Rig {
     tc.vocab_size = opt.vocab_size;
     tc.context_length = c.context;
     tc.attention = c.attention;
+    tc.recompute = opt.recompute;
     cfg = tc;
     model = std::make_unique<TransformerLM>(tc, ctx);
     model->init_weights(ctx, opt.seed);
@@ -295,6 +298,23 @@ ModelBenchResults run_model_bench(const ModelBenchOptions& opt, Device device, i
                                    .set("oom_requested_bytes", oom_bytes)
                                    .set("peak_tflops", peak > 0 ? peak / 1e12 : kNaN));
             };
+            // A configuration the sweep records without measurements and goes past.
+            auto not_measured = [&](const char* status, int64_t oom_bytes) {
+              row(status, oom_bytes).fill_unset();
+              if (opt.memory_profile)
+                r.memory.add_row()
+                    .set("size", size).set("context_length", context).set("batch_size", opt.batch_size)
+                    .set("precision", precision_name(prec)).set("attention", attn_name).set("status", status)
+                    .fill_unset();
+            };
+            const int64_t d_head = TransformerConfig::named(size).d_head();
+            if (c.attention == AttentionImpl::Flash && !ops::flash_attention_supports_head_dim(d_head)) {
+              not_measured("unsupported", 0);
+              std::cout << "bench model: " << config_key(c) << "  skipped: flash attention does not cover head "
+                        << "dimension " << d_head << std::endl;
+              if (after_each) after_each(r);
+              continue;
+            }
             try {
               Rig rig(c, opt, ctx);
               Measured m = measure(rig, ctx, c, opt);
@@ -318,12 +338,7 @@ ModelBenchResults run_model_bench(const ModelBenchOptions& opt, Device device, i
             } catch (const OutOfMemory& e) {
               ctx.synchronize();
               TrackingAllocator::instance().set_timeline_enabled(false);
-              row("oom", static_cast<int64_t>(e.requested_bytes)).fill_unset();
-              if (opt.memory_profile)
-                r.memory.add_row()
-                    .set("size", size).set("context_length", context).set("batch_size", opt.batch_size)
-                    .set("precision", precision_name(prec)).set("attention", attn_name).set("status", "oom")
-                    .fill_unset();
+              not_measured("oom", static_cast<int64_t>(e.requested_bytes));
               std::cout << "bench model: " << config_key(c) << "  out of memory (" << e.requested_bytes
                         << " bytes requested)" << std::endl;
             }

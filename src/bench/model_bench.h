@@ -26,6 +26,7 @@ struct ModelBenchOptions {
   int64_t vocab_size = 10000;
   int steps = 10;
   ModelBenchMode mode = ModelBenchMode::TrainStep;
+  bool recompute = true;        // TransformerConfig::recompute
   bool breakdown = false;       // kernel-time breakdown per phase and op family
   bool memory_profile = false;  // peak/forward/step memory, breakdown and timeline
   bool profile_steps = false;   // cudaProfilerStart/Stop around the measured steps

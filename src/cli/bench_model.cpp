@@ -16,7 +16,7 @@ int run_bench_model(const std::vector<std::string>& args) {
   RunOptions run;
   std::vector<std::string> sizes{"small"}, contexts{"128,256,512,1024"}, precisions{"fp32,bf16"},
       attention{"naive,flash"}, warmups{"5"};
-  std::string mode = "train-step";
+  std::string mode = "train-step", recompute = "on";
   po::options_description desc("paratrain bench model options");
   desc.add_options()
       ("sizes", po::value(&sizes)->multitoken()->default_value(sizes, "small"),
@@ -33,6 +33,7 @@ int run_bench_model(const std::vector<std::string>& args) {
       ("warmup", po::value(&warmups)->multitoken()->default_value(warmups, "5"),
        "warm-up steps before measuring (list; 0, 1, 2 are allowed and meaningful)")
       ("steps", po::value(&o.steps)->default_value(o.steps), "measured steps")
+      ("recompute", po::value(&recompute)->default_value(recompute), kRecomputeHelp)
       ("breakdown", po::bool_switch(&o.breakdown),
        "GPU time per phase and op family (CUDA events), inference and train step")
       ("memory-profile", po::bool_switch(&o.memory_profile),
@@ -50,6 +51,7 @@ int run_bench_model(const std::vector<std::string>& args) {
   o.attention = split_list(attention);
   o.warmups = parse_int_list(warmups, "warmup");
   o.mode = bench::model_bench_mode_from_name(mode);
+  o.recompute = parse_on_off(recompute, "recompute");
   o.seed = run.seed;
 
   auto& rt = dist::Runtime::get();

@@ -118,4 +118,10 @@ std::vector<double> parse_double_list(const std::vector<std::string>& words, con
   return out;
 }
 
+bool parse_on_off(const std::string& word, const char* flag) {
+  if (word == "on") return true;
+  if (word == "off") return false;
+  PT_FAIL(std::string("--") + flag + " must be on or off, got '" + word + "'");
+}
+
 }  // namespace pt::cli

@@ -42,5 +42,11 @@ std::vector<std::string> split_list(const std::vector<std::string>& words);
 std::optional<double> parse_number(const std::string& s, bool integer);
 std::vector<int64_t> parse_int_list(const std::vector<std::string>& words, const char* flag);
 std::vector<double> parse_double_list(const std::vector<std::string>& words, const char* flag);
+// "on" → true, "off" → false; anything else throws naming --flag.
+bool parse_on_off(const std::string& word, const char* flag);
+// --recompute's help (train and bench model).
+inline constexpr const char* kRecomputeHelp =
+    "on: backward recomputes the RMSNorm outputs and the SwiGLU product instead of keeping them "
+    "(2·d_model + d_ff fewer saved values per token and layer, the same gradients); off: keep them";
 
 }  // namespace pt::cli

@@ -34,6 +34,7 @@ struct TrainOptions {
   int64_t vocab_size = 10000;
   int64_t context_length = 128;
   std::string attention = "auto";
+  std::string recompute = "on";
   std::string data;
   std::string sampling = "random";
   int64_t batch_size = 16;
@@ -84,7 +85,8 @@ int run_train(const std::vector<std::string>& args) {
       ("vocab-size", po::value(&t.vocab_size)->default_value(t.vocab_size), "vocabulary size (token ids must be below it)")
       ("context-length", po::value(&t.context_length)->default_value(t.context_length), "sequence length T")
       ("attention", po::value(&t.attention)->default_value(t.attention),
-       "naive | flash | auto (flash on the GPU, naive on the CPU)");
+       "naive | flash | auto (flash on the GPU, naive on the CPU)")
+      ("recompute", po::value(&t.recompute)->default_value(t.recompute), kRecomputeHelp);
   data.add_options()
       ("data", po::value(&t.data), "token file: .npy (1-D uint16/int32/int64) or raw uint16 .bin "
                                    "(default: data/sample_tokens.npy)")
@@ -146,6 +148,7 @@ int run_train(const std::vector<std::string>& args) {
   cfg.context_length = t.context_length;
   const std::string attn = t.attention == "auto" ? (device.is_cuda() ? "flash" : "naive") : t.attention;
   cfg.attention = attention_impl_from_name(attn);
+  cfg.recompute = parse_on_off(t.recompute, "recompute");
   cfg.validate();
   OptimizerConfig oc;
   oc.kind = optimizer_kind_from_name(t.optimizer);

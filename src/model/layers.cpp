@@ -79,6 +79,13 @@ void Linear::forward_into(Context& ctx, const Tensor& x, Tensor& y, float beta) 
   saved_x_ = x;
 }
 
+void Linear::restore_input(const Tensor& x) {
+  PT_CHECK(x.dim() == 2 && x.size(1) == d_in_,
+           "Linear '" + weights_.front()->name + "': restored input " + x.describe() + ", expected (N, " +
+               std::to_string(d_in_) + ")");
+  saved_x_ = x;
+}
+
 void Linear::weight_backward(Context& ctx, const Tensor& dy) {
   PT_CHECK(saved_x_.defined(), "Linear '" + weights_.front()->name + "': backward without forward");
   if (weights_.front()->trainable) {
@@ -148,6 +155,14 @@ Tensor RMSNorm::forward(Context& ctx, const Tensor& x, DType out_dtype) {
   Tensor w = weight_->data();
   ops::rmsnorm_forward(ctx, y, rstd_, x, w, eps_);
   saved_x_ = x;
+  return y;
+}
+
+Tensor RMSNorm::recompute_output(Context& ctx, DType out_dtype) const {
+  PT_CHECK(saved_x_.defined(), "RMSNorm '" + weight_->name + "': recompute without forward");
+  Tensor y = Tensor::empty(saved_x_.shape(), out_dtype, ctx.device(), "rmsnorm_recompute");
+  Tensor rstd = Tensor::empty({saved_x_.size(0)}, saved_x_.dtype(), ctx.device(), "rmsnorm_rstd_recompute");
+  ops::rmsnorm_forward(ctx, y, rstd, saved_x_, weight_->data(), eps_);
   return y;
 }
 

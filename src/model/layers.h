@@ -34,6 +34,8 @@ class Linear {
   // As backward, with dx = dx_beta·dx + dy W (dx_beta = 1 sums two branches).
   void backward_into(Context& ctx, const Tensor& dy, Tensor& dx, float dx_beta);
   void release() { saved_x_ = Tensor(); }
+  // Gives backward its input again after release() (an activation recomputed instead of kept).
+  void restore_input(const Tensor& x);
 
   Parameter& weight() { return *weights_.front(); }
   Parameter* bias() { return bias_; }
@@ -74,6 +76,9 @@ class RMSNorm {
   Tensor forward(Context& ctx, const Tensor& x, DType out_dtype);  // x (N, C) fp32; saves x, rstd
   // dx (N, C), x's dtype: the gradient of the norm's input, added when accumulate else written.
   void backward(Context& ctx, const Tensor& dy, Tensor& dx, bool accumulate);
+  // The forward output again, from the saved input (bit-identical to forward's): for a layer
+  // that recomputes its input rather than keeping it.
+  Tensor recompute_output(Context& ctx, DType out_dtype) const;
   void release() { saved_x_ = Tensor(); rstd_ = Tensor(); }
   Parameter& weight() { return *weight_; }
 

@@ -71,6 +71,9 @@ void TransformerConfig::validate() const {
   PT_CHECK(d_head() % 2 == 0, "the head dimension d_model/num_heads = " + std::to_string(d_head()) +
                                   " must be even for RoPE");
   PT_CHECK(rope_theta > 0, "rope_theta must be positive");
+  PT_CHECK(attention != AttentionImpl::Flash || ops::flash_attention_supports_head_dim(d_head()),
+           "flash attention covers head dimensions 16, 32, 64 and 128; this model's is " +
+               std::to_string(d_head()) + " (use --attention naive)");
 }
 
 int64_t TransformerConfig::num_params() const {
@@ -134,6 +137,7 @@ class TransformerBlock {
       TrackingAllocator::Scope s("attn", MemCategory::Activations);
       Tensor a = ln1_.forward(ctx, x, act);    // (N, C)
       qkv_buf_ = qkv_.forward(ctx, a);         // (N, 3C) = (B, T, 3, H, D)
+      if (cfg_.recompute) qkv_.release();      // backward recomputes a from x
       Tensor q = head_view(qkv_buf_, 0, B, T), k = head_view(qkv_buf_, 1, B, T);
       ops::rope(ctx, q, q, cfg_.rope_theta, false);
       ops::rope(ctx, k, k, cfg_.rope_theta, false);
@@ -162,6 +166,11 @@ class TransformerBlock {
       out = Tensor::empty({N, C}, x.dtype(), ctx.device(), "residual_out");
       out.copy_from(h, ctx);
       w2_.forward_into(ctx, g, out, 1.0f);  // out = h + g · W2ᵀ
+      if (cfg_.recompute) {  // backward recomputes b from h and g from h1, h3
+        w1_.release();
+        w3_.release();
+        w2_.release();
+      }
     }
     if (!save) release();
     return out;
@@ -176,12 +185,22 @@ class TransformerBlock {
     {
       TrackingAllocator::Scope s("ffn", MemCategory::Activations);
       Tensor dy = as_act(ctx, dout, act);
+      if (cfg_.recompute) {
+        Tensor g = Tensor::empty(h1_.shape(), act, ctx.device(), "swiglu_recompute");
+        ops::swiglu_forward(ctx, g, h1_, h3_);
+        w2_.restore_input(g);
+      }
       Tensor dg = w2_.backward(ctx, dy);  // (N, F)
       Tensor dh1 = Tensor::empty(h1_.shape(), act, ctx.device(), "swiglu_dh1");
       Tensor dh3 = Tensor::empty(h3_.shape(), act, ctx.device(), "swiglu_dh3");
       ops::swiglu_backward(ctx, dh1, dh3, dg, h1_, h3_);
       h1_ = Tensor();
       h3_ = Tensor();
+      if (cfg_.recompute) {
+        Tensor b = ln2_.recompute_output(ctx, act);
+        w1_.restore_input(b);
+        w3_.restore_input(b);
+      }
       Tensor db = w3_.backward(ctx, dh3);  // (N, C)
       w1_.backward_into(ctx, dh1, db, 1.0f);
       ln2_.backward(ctx, db, dout, /*accumulate=*/true);  // dout is now dL/dh
@@ -206,6 +225,7 @@ class TransformerBlock {
       attn_out_ = Tensor();
       ops::rope(ctx, dq, dq, cfg_.rope_theta, /*inverse=*/true);
       ops::rope(ctx, dk, dk, cfg_.rope_theta, /*inverse=*/true);
+      if (cfg_.recompute) qkv_.restore_input(ln1_.recompute_output(ctx, act));
       Tensor da = qkv_.backward(ctx, dqkv);  // (N, C)
       ln1_.backward(ctx, da, dout, /*accumulate=*/true);  // dout is now dL/dx
     }

@@ -68,7 +68,7 @@ void check_layout(const Tensor& t, const Shape& shape, DType dtype, Device devic
 
 Dims check_inputs(const Context& ctx, const Tensor& q, const Tensor& k, const Tensor& v, bool causal) {
   const Dims dm{q.size(0), q.size(1), q.size(2), k.size(2), q.size(3)};
-  PT_CHECK(dm.d == 16 || dm.d == 32 || dm.d == 64 || dm.d == 128,
+  PT_CHECK(flash_attention_supports_head_dim(dm.d),
            "flash attention supports head dimensions 16, 32, 64 and 128, got " + std::to_string(dm.d));
   PT_CHECK(dm.B > 0 && dm.H > 0 && dm.tq > 0 && dm.tk > 0,
            "flash attention: empty input " + q.describe() + " / " + k.describe());
@@ -248,5 +248,7 @@ void flash_attention_backward(Context& ctx, Tensor& dq_in, Tensor& dk_in, Tensor
     cuda::flash_bwd_fp32(p, ctx.stream());
   // delta goes back to the allocator's cache; the stream orders its reuse after the kernels.
 }
+
+bool flash_attention_supports_head_dim(int64_t d) { return d == 16 || d == 32 || d == 64 || d == 128; }
 
 }  // namespace pt::ops

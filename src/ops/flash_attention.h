@@ -20,6 +20,8 @@ namespace pt::ops {
 // scores get -1e6 added (the convention of the PyTorch reference the course tests against).
 void flash_attention_forward(Context& ctx, Tensor& out, Tensor& lse, const Tensor& q,
                              const Tensor& k, const Tensor& v, bool causal);
+// Whether the kernels cover head dimension d (16, 32, 64, 128).
+bool flash_attention_supports_head_dim(int64_t d);
 // Gradients written (not accumulated), same layout rules as the inputs. On the GPU the
 // backward takes a (B, H, Tq) fp32 workspace from the tracking allocator for rowsum(O ∘ dO).
 void flash_attention_backward(Context& ctx, Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dout,

@@ -5,8 +5,12 @@
 
 #include <cmath>
 #include <map>
+#include <string>
+#include <variant>
 
+#include "bench/model_bench.h"
 #include "common/test_util.h"
+#include "core/allocator.h"
 #include "core/error.h"
 #include "model/transformer.h"
 
@@ -307,6 +311,71 @@ TEST(TransformerModel, BackwardWithoutForwardIsAClearError) {
   Context ctx(Device::cpu());
   TransformerLM m(tiny_config(), ctx);
   EXPECT_THROW(m.backward(ctx), Error);
+}
+
+// Flash attention covers head dimensions 16/32/64/128: a model asking for it with another one
+// (2.7b: 2560/32 = 80) fails at configuration time with a pointer to naive attention, and the
+// model benchmark records such a configuration as unsupported and goes on with the sweep.
+// Recomputing the RMSNorm outputs and the SwiGLU product in backward gives the gradients of
+// keeping them, bit for bit, and keeps 2·d_model + d_ff fewer values per token and layer.
+TEST(TransformerModel, RecomputeGivesTheSameGradientsWithLessActivationMemory) {
+  Context ctx(Device::cpu());
+  TransformerConfig cfg;
+  cfg.vocab_size = 50;
+  cfg.context_length = 32;
+  cfg.d_model = 32;
+  cfg.num_layers = 4;
+  cfg.num_heads = 4;
+  cfg.d_ff = 96;
+  const int64_t B = 2, T = 32;
+  const auto ids = test::random_ids(B * T, 50, 31), targets = test::random_ids(B * T, 50, 32);
+  auto& alloc = TrackingAllocator::instance();
+  auto run = [&](bool recompute, int64_t* peak) {
+    TransformerConfig c = cfg;
+    c.recompute = recompute;
+    TransformerLM m(c, ctx);
+    m.init_weights(ctx, 5);
+    m.store().zero_grad(ctx);
+    alloc.reset_peak(DeviceKind::CPU);
+    const int64_t before = alloc.stats(DeviceKind::CPU).in_use;
+    model_loss(ctx, m, ids, targets, B, T, true);
+    m.backward(ctx);
+    *peak = alloc.stats(DeviceKind::CPU).peak - before;
+    return m.store().flat_grads().to_host_f64(ctx);
+  };
+  int64_t peak_keep = 0, peak_recompute = 0;
+  const auto keep = run(false, &peak_keep);
+  const auto recomputed = run(true, &peak_recompute);
+  EXPECT_EQ(recomputed, keep);
+  // The last layer's recomputed SwiGLU product and norms exist while every other layer's
+  // activations do: at least (layers − 1) layers' worth of the three tensors is saved.
+  const int64_t per_layer = B * T * (2 * cfg.d_model + cfg.d_ff) * int64_t(sizeof(float));
+  EXPECT_GE(peak_keep - peak_recompute, (cfg.num_layers - 1) * per_layer - B * T * cfg.d_ff * int64_t(sizeof(float)))
+      << "peak with kept activations " << peak_keep << " B, recomputed " << peak_recompute << " B";
+}
+
+TEST(TransformerConfig, FlashWithAnUncoveredHeadDimensionIsRejectedAndTheBenchmarkSkipsIt) {
+  TransformerConfig c = TransformerConfig::named("2.7b");
+  ASSERT_EQ(c.d_head(), 80);
+  c.validate();  // naive attention: fine
+  c.attention = AttentionImpl::Flash;
+  EXPECT_THROW(c.validate(), Error);
+
+  bench::ModelBenchOptions opt;
+  opt.sizes = {"2.7b", "tiny"};
+  opt.contexts = {16};
+  opt.precisions = {Precision::FP32};
+  opt.attention = {"flash"};
+  opt.warmups = {0};
+  opt.steps = 1;
+  opt.batch_size = 1;
+  const auto r = bench::run_model_bench(opt, Device::cpu(), nullptr);
+  ASSERT_EQ(r.timings.rows(), 2u);
+  const int status = r.timings.column_index("status"), step = r.timings.column_index("step_ms_mean");
+  EXPECT_EQ(std::get<std::string>(r.timings.at(0, status)), "unsupported");
+  EXPECT_TRUE(std::isnan(std::get<double>(r.timings.at(0, step))));
+  EXPECT_EQ(std::get<std::string>(r.timings.at(1, status)), "ok") << "the sweep goes on after it";
+  EXPECT_GT(std::get<double>(r.timings.at(1, step)), 0.0);
 }
 
 }  // namespace
