@@ -16,6 +16,9 @@ add_test(NAME scripts_report_synthetic COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh t
 # The binary's own records through the report.
 add_test(NAME scripts_report_real COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_report_real.py)
 set_tests_properties(scripts_report_real PROPERTIES FIXTURES_REQUIRED pt_scripts_data)
+# docs/HDF5_SCHEMA.md's generated table section against the binary's records.
+add_test(NAME scripts_schema_doc COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_schema_doc.py)
+set_tests_properties(scripts_schema_doc PROPERTIES FIXTURES_REQUIRED pt_scripts_data)
 # bench ddp's per-rank timeline (/ddp_events) and bucket counts against the model's shapes.
 add_test(NAME scripts_ddp_events_real COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_ddp_events_real.py)
 set_tests_properties(scripts_ddp_events_real PROPERTIES FIXTURES_REQUIRED pt_scripts_data)
@@ -29,7 +32,7 @@ add_test(NAME scripts_reference_model COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh te
 add_test(NAME scripts_slurm COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_slurm.py)
 set_tests_properties(scripts_slurm PROPERTIES LABELS "scripts;slurm" TIMEOUT 900 RUN_SERIAL TRUE)
 
-set(PT_SCRIPTS_TESTS scripts_report_synthetic scripts_report_real scripts_ddp_events_real scripts_compare_torch
+set(PT_SCRIPTS_TESTS scripts_report_synthetic scripts_report_real scripts_schema_doc scripts_ddp_events_real scripts_compare_torch
     scripts_compare_torch_ddp scripts_reference_model)
 set_tests_properties(${PT_SCRIPTS_TESTS} PROPERTIES LABELS scripts TIMEOUT 600)
 set_tests_properties(${PT_SCRIPTS_TESTS} scripts_slurm PROPERTIES ENVIRONMENT "${PT_SCRIPTS_ENV}")

@@ -55,39 +55,55 @@ std::string config_key(const Config& c) {
 }
 
 void define_tables(ModelBenchResults& r) {
+  // The identity of a configuration, shared by the three tables (first columns).
+  const char* kSize = "named model size (tiny, small, medium, large, xl, 2.7b)";
+  const char* kContext = "sequence length T, tokens";
+  const char* kPrecision = "fp32 (true FP32), tf32, or bf16 (mixed: bf16 GEMM operands, fp32 master weights)";
+  const char* kAttention = "naive (materialised scores, cuBLAS) or flash (FlashAttention-2 kernels)";
+  const char* kBatch = "sequences per step";
+  const char* kStatus = "ok; oom (the configuration did not fit in device memory); or unsupported (flash "
+                        "attention for this model's head dimension)";
   auto& t = r.timings;
-  t.add_string("size").add_int("d_model").add_int("num_layers").add_int("context_length")
-      .add_int("batch_size").add_string("precision").add_string("attention").add_string("mode")
-      .add_int("warmup_steps").add_int("measured_steps")
-      .add_string("status", "ok; oom (the configuration did not fit in device memory); or unsupported (flash "
-                  "attention for this model's head dimension)")
+  t.add_string("size", kSize).add_int("d_model", "model width").add_int("num_layers", "Transformer blocks")
+      .add_int("context_length", kContext).add_int("batch_size", kBatch).add_string("precision", kPrecision)
+      .add_string("attention", kAttention)
+      .add_string("mode", "forward, forward-backward or train-step (forward, loss, backward, clip + AdamW)")
+      .add_int("warmup_steps", "untimed steps before the measured ones")
+      .add_int("measured_steps", "steps the means and standard deviations are over")
+      .add_string("status", kStatus)
       .add_int("oom_requested_bytes", "bytes of the allocation that failed (0 unless oom)")
-      .add_double("forward_ms_mean", "forward (and loss) per step, ms").add_double("forward_ms_sd")
-      .add_double("backward_ms_mean", "backward per step, ms").add_double("backward_ms_sd")
-      .add_double("optimizer_ms_mean", "clip + AdamW per step, ms").add_double("optimizer_ms_sd")
-      .add_double("step_ms_mean", "whole step, ms").add_double("step_ms_sd")
+      .add_double("forward_ms_mean", "forward (and loss) per step, ms")
+      .add_double("forward_ms_sd", "standard deviation of forward_ms over the measured steps, ms")
+      .add_double("backward_ms_mean", "backward per step, ms")
+      .add_double("backward_ms_sd", "standard deviation of backward_ms, ms")
+      .add_double("optimizer_ms_mean", "clip + AdamW per step, ms")
+      .add_double("optimizer_ms_sd", "standard deviation of optimizer_ms, ms")
+      .add_double("step_ms_mean", "whole step, ms").add_double("step_ms_sd", "standard deviation of step_ms, ms")
       .add_double("first_step_ms", "the first step of the run (warm-up effects)")
-      .add_double("tokens_per_s", "", 0)
+      .add_double("tokens_per_s", "batch_size · context_length / step time, tokens per second", 0)
       .add_double("tflops", "model FLOP/s achieved (6·N·tokens + attention term), TFLOP/s", 1)
       .add_double("peak_tflops", "dense peak of the device for the precision, TFLOP/s", 1)
       .add_double("mfu", "model FLOPs utilisation = tflops / peak_tflops", 4)
       .add_int("peak_memory_bytes", "tracking allocator peak during the measured steps");
-  r.breakdown.add_string("size").add_int("context_length").add_string("precision").add_string("attention")
+  r.breakdown.add_string("size", kSize).add_int("context_length", kContext).add_string("precision", kPrecision)
+      .add_string("attention", kAttention)
       .add_string("pass", "inference (forward only) or train-step")
       .add_string("phase", "forward, backward or optimizer")
       .add_string("family", "op family: matmul, attention, softmax, normalization, elementwise, loss, optimizer, communication, other")
       .add_double("ms_per_step", "GPU time per step from CUDA events, ms")
-      .add_double("ops_per_step", "", 1)
-      .add_double("percent_of_pass", "", 1);
-  r.memory.add_string("size").add_int("context_length").add_int("batch_size").add_string("precision")
-      .add_string("attention").add_string("status")
+      .add_double("ops_per_step", "ops of this family timed per step", 1)
+      .add_double("percent_of_pass", "share of the pass's GPU time, %", 1);
+  r.memory.add_string("size", kSize).add_int("context_length", kContext).add_int("batch_size", kBatch)
+      .add_string("precision", kPrecision).add_string("attention", kAttention).add_string("status", kStatus)
       .add_int("peak_forward_bytes", "peak of a forward-only (inference) pass")
       .add_int("peak_train_step_bytes", "peak of a full train step")
       .add_int("before_backward_bytes", "in use when backward starts")
       .add_int("peak_parameters_bytes", "breakdown of the train-step peak: parameters (+bf16 mirror)")
-      .add_int("peak_gradients_bytes").add_int("peak_optimizer_state_bytes")
+      .add_int("peak_gradients_bytes", "breakdown of the train-step peak: gradients")
+      .add_int("peak_optimizer_state_bytes", "breakdown of the train-step peak: optimizer state")
       .add_int("peak_activations_bytes", "activations saved for backward and their gradients")
-      .add_int("peak_workspace_bytes").add_int("peak_other_bytes")
+      .add_int("peak_workspace_bytes", "breakdown of the train-step peak: cuBLAS workspace")
+      .add_int("peak_other_bytes", "breakdown of the train-step peak: everything else (inputs, scalars)")
       .add_string("timeline", "HDF5 group holding the allocation timeline of the train step");
 }
 

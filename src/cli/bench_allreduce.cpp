@@ -93,7 +93,7 @@ int run_bench_allreduce(const std::vector<std::string>& args) {
   else
     device = Device::cpu();  // MPI collectives work on host memory
 
-  io::RunRecord record("bench_allreduce", run.out, run.overwrite);  // fails now, not after the sweep
+  io::RunRecord record("bench allreduce", run.out, run.overwrite);  // fails now, not after the sweep
   Context ctx(device);
   auto comm = dist::make_communicator(backend, ctx);
   record.collect_environment(ctx);

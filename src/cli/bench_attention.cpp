@@ -361,7 +361,7 @@ int run_bench_attention(const std::vector<std::string>& args) {
   PT_CHECK(rt.world_size() == 1, "bench attention runs on one device: start it without mpirun -np > 1");
   Context ctx(resolve_device(ro.device, rt.local_rank()));
   check_sweep(s, ctx);
-  io::RunRecord record("bench_attention", ro.out, ro.overwrite);  // fails now, not after the sweep
+  io::RunRecord record("bench attention", ro.out, ro.overwrite);  // fails now, not after the sweep
   record.collect_environment(ctx);
   record.set_attr("study", study);
   record.set_attr("dout", s.dout);

@@ -350,7 +350,7 @@ int run_bench_ddp(const std::vector<std::string>& args) {
 
   auto& rt = dist::Runtime::get();
   const Device device = resolve_device(run.device, rt.local_rank());
-  io::RunRecord record("bench_ddp", run.out, run.overwrite);  // fails now, not after the sweep
+  io::RunRecord record("bench ddp", run.out, run.overwrite);  // fails now, not after the sweep
   Context ctx(device, precision_from_name(run.precision));
   auto comm = dist::make_communicator(dist::backend_for(device), ctx, comm_sms.front());
   int comm_sms_now = comm_sms.front();

@@ -57,7 +57,7 @@ int run_bench_model(const std::vector<std::string>& args) {
   auto& rt = dist::Runtime::get();
   PT_CHECK(rt.world_size() == 1, "bench model runs as one process (use bench ddp for several ranks)");
   const Device device = resolve_device(run.device, rt.local_rank());
-  io::RunRecord record("bench-model", run.out, run.overwrite);
+  io::RunRecord record("bench model", run.out, run.overwrite);
   {
     Context env_ctx(device);
     record.collect_environment(env_ctx);

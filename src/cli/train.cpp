@@ -207,9 +207,9 @@ int run_train(const std::vector<std::string>& args) {
   TrainStep step_fn(lm, *optimizer, *dp.sync, static_cast<float>(t.grad_clip));
 
   io::ResultTable steps_table("train_steps", "one row per training step (rank 0; loss averaged over ranks)");
-  steps_table.add_int("step").add_double("loss", "mean cross-entropy, nats", 4)
+  steps_table.add_int("step", "1-based step number").add_double("loss", "mean cross-entropy, nats", 4)
       .add_double("lr", "learning rate", 6).add_double("grad_norm", "global norm before clipping", 4)
-      .add_double("step_ms", "wall time of the step, ms", 2).add_double("tokens_per_s", "", 0);
+      .add_double("step_ms", "wall time of the step, ms", 2).add_double("tokens_per_s", "global tokens of the step / step_ms, tokens per second", 0);
   record.set_attr("model.parameters", lm.config().num_params());
   record.set_attr("model.attention", std::string(attention_impl_name(cfg.attention)));
   auto save = [&](int64_t steps_done) {
