@@ -21,6 +21,9 @@
 #   ddp-xl-fp32          the same in fp32                                                     (2)
 #   torch-ddp-xl         scripts/compare_torch_ddp.py xl fp32,bf16 on 2 ranks                 (2)
 #   nccl-channels        NCCL_DEBUG=INFO all-reduce on 2 ranks: the channel count NCCL picks  (2)
+#   sanitizer            compute-sanitizer memcheck + racecheck on the small flash GPU tests  (1)
+#   gemm-xl              bench gemm xl ctx 512, fp32 and bf16: cuBLAS against cuBLASLt        (1)
+#   torch-compile-S      scripts/compare_torch.py S (small|medium|large|xl|2.7b), compiled    (1)
 # A step written A+B runs A on GPU 0 and B on GPU 1 at the same time (single-GPU steps only).
 set -uo pipefail
 : "${OUT:=out/gpu_checks}"
@@ -66,6 +69,23 @@ torch_model() {
     --warmup 2 --steps 5 --out "$RESULTS/torch_model_$1.h5" --overwrite
 }
 step_torch-model-xl() { torch_model xl; }
+step_sanitizer() {
+  compute-sanitizer --tool memcheck --error-exitcode 3 paratrain_tests_gpu --gtest_color=no \
+    --gtest_filter='FlashGpu.OddLengths:FlashGpu.FusedQkvStrides' &&
+  compute-sanitizer --tool racecheck --error-exitcode 3 paratrain_tests_gpu --gtest_color=no \
+    --gtest_filter='FlashGpu.Batch4Seq128D64'
+}
+step_gemm-xl() {
+  for p in fp32 bf16; do
+    paratrain bench gemm --model xl --context 512 --batch 4 --precision $p --out "$RESULTS/gemm_xl_$p.h5" --overwrite || return
+  done
+}
+torch_compile() {
+  python3 scripts/compare_torch.py --sizes "$1" --contexts 512 --precisions fp32,bf16 --variants compile \
+    --warmup 2 --steps 5 --out "$RESULTS/torch_compile_$1.h5" --overwrite
+}
+for _s in small medium large xl 2.7b; do eval "step_torch-compile-$_s() { torch_compile $_s; }"; done
+unset _s
 step_torch-model-2.7b() { torch_model 2.7b; }
 ddp_xl() {
   "${MPIRUN[@]}" paratrain bench ddp --model xl --precision "$1" --ddp none,bucketed --bucket-mb 25,1000 \

@@ -8,6 +8,7 @@ const std::vector<Subcommand>& bench_subcommands() {
       {"attention", "naive vs flash attention sweeps", run_bench_attention},
       {"allreduce", "collective bandwidth table (nccl-tests style)", run_bench_allreduce},
       {"ddp", "data-parallel strategies, bucket sizes and optimizer sharding", run_bench_ddp},
+      {"gemm", "the train step's GEMM shapes: cuBLAS against cuBLASLt's candidates", run_bench_gemm},
   };
   return table;
 }

@@ -23,6 +23,7 @@ int run_bench_model(const std::vector<std::string>& args);      // cli/bench_mod
 int run_bench_attention(const std::vector<std::string>& args);  // cli/bench_attention.cpp
 int run_bench_allreduce(const std::vector<std::string>& args);  // cli/bench_allreduce.cpp
 int run_bench_ddp(const std::vector<std::string>& args);        // cli/bench_ddp.cpp
+int run_bench_gemm(const std::vector<std::string>& args);       // cli/bench_gemm.cpp
 
 const std::vector<Subcommand>& top_level_subcommands();
 const std::vector<Subcommand>& bench_subcommands();

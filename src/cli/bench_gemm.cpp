@@ -1,0 +1,149 @@
+// `paratrain bench gemm`: every GEMM shape of the Transformer's train step, timed through the
+// cuBLAS call the model makes and through each of cuBLASLt's heuristic candidates, so one run
+// says how much a per-shape algorithm choice could take off the step (issue 6's "heuristics
+// chosen once per shape").
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cli/options.h"
+#include "cli/subcommands.h"
+#include "core/context.h"
+#include "core/error.h"
+#include "cuda/matmul.h"
+#include "io/run_record.h"
+#include "io/table.h"
+#include "model/transformer.h"
+#include "ops/gemm_desc.h"
+
+namespace pt::cli {
+
+namespace {
+
+// One GEMM of the step, row-major as ops::matmul takes it: C (m, n) = op(A) (m, k) · op(B) (k, n).
+struct Shape {
+  std::string name;
+  int64_t m, n, k;
+  bool trans_a, trans_b;
+  int64_t batch;        // batched (attention: B·H), strided contiguously
+  int64_t per_step;     // how often the step runs it
+  bool c_fp32_in_bf16;  // weight gradients (and the residual-fused outputs) stay fp32 in bf16 mode
+};
+
+// The Linear GEMMs (forward, weight gradient, input gradient) and naive attention's batched ones.
+std::vector<Shape> step_shapes(const TransformerConfig& c, int64_t batch, int64_t T) {
+  const int64_t N = batch * T, C = c.d_model, F = c.d_ff, V = c.vocab_size, L = c.num_layers;
+  const int64_t BH = batch * c.num_heads, D = c.d_head();
+  std::vector<Shape> out;
+  auto linear = [&](const std::string& name, int64_t d_in, int64_t d_out, int64_t count, bool fwd_fp32) {
+    out.push_back({name + " forward", N, d_out, d_in, false, true, 1, count, fwd_fp32});
+    out.push_back({name + " dW", d_out, d_in, N, true, false, 1, count, true});
+    out.push_back({name + " dX", N, d_in, d_out, false, false, 1, count, false});
+  };
+  linear("qkv", C, 3 * C, L, false);
+  linear("out_proj", C, C, L, true);
+  linear("w1|w3", C, F, 2 * L, false);
+  linear("w2", F, C, L, true);
+  linear("lm_head", C, V, 1, true);
+  out.push_back({"attn QKᵀ (and dP = dO·Vᵀ)", T, T, D, false, true, BH, 2 * L, false});
+  out.push_back({"attn P·V (and dQ = dS·K)", T, D, T, false, false, BH, 2 * L, false});
+  out.push_back({"attn dV = Pᵀ·dO (and dK)", T, D, T, true, false, BH, 2 * L, false});
+  return out;
+}
+
+// Uniform(−1, 1) values (fp32 or bf16) on the GPU: GEMM time does not depend on them, but
+// zeros would lower the power draw and flatter the clocks.
+Tensor random_matrix(Context& ctx, int64_t elems, DType dtype, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  Tensor host = Tensor::empty({elems}, dtype, Device::cpu(), "gemm_host");
+  for (int64_t i = 0; i < elems; ++i) {
+    const float v = u(rng);
+    if (dtype == DType::BF16)
+      host.data_as<uint16_t>()[i] = float_to_bf16_bits(v);
+    else
+      host.data_as<float>()[i] = v;
+  }
+  return host.to(ctx.device(), ctx);
+}
+
+}  // namespace
+
+int run_bench_gemm(const std::vector<std::string>& args) {
+  RunOptions run;
+  std::string size = "xl";
+  int64_t context = 512, batch = 4;
+  int algos = 16, iters = 20;
+  po::options_description desc("bench gemm options");
+  add_run_options(desc, run);
+  desc.add_options()
+      ("model", po::value(&size)->default_value(size), "named size whose GEMM shapes to time")
+      ("context", po::value(&context)->default_value(context), "sequence length")
+      ("batch", po::value(&batch)->default_value(batch), "sequences per step")
+      ("algos", po::value(&algos)->default_value(algos), "cuBLASLt heuristic candidates to time per shape")
+      ("iters", po::value(&iters)->default_value(iters), "timed runs per candidate");
+  auto vm = parse_or_help(desc, args, "paratrain bench gemm [options]   (one GPU)");
+  if (!vm) return 0;
+  PT_CHECK(algos >= 1 && iters >= 1 && context >= 1 && batch >= 1, "--algos, --iters, --context and --batch must be >= 1");
+  const Device device = resolve_device(run.device, 0);
+  PT_CHECK(device.is_cuda(), "bench gemm times cuBLAS kernels: it needs a GPU");
+  TransformerConfig cfg = TransformerConfig::named(size);
+  Context ctx(device, precision_from_name(run.precision));
+  io::RunRecord record("bench gemm", run.out, run.overwrite);
+  record.collect_environment(ctx);
+  record.set_options(options_as_strings(*vm));
+
+  const DType ab = ctx.act_dtype();
+  io::ResultTable table("gemm", "every GEMM shape of the train step: cuBLAS (what the model calls) against "
+                                "cuBLASLt's heuristic candidates");
+  table.add_string("gemm", "which GEMM of the step (row-major C (m, n) = op(A) · op(B))")
+      .add_int("m", "rows of C").add_int("n", "columns of C").add_int("k", "inner dimension")
+      .add_string("op", "N/T of A and B as stored").add_int("batch", "batched GEMMs per call")
+      .add_int("per_step", "calls per train step").add_string("precision", "fp32, tf32 or bf16")
+      .add_double("cublas_ms", "cublasGemmStridedBatchedEx per call, ms", 4)
+      .add_double("lt_first_ms", "cuBLASLt's first heuristic choice per call, ms", 4)
+      .add_double("lt_best_ms", "fastest cuBLASLt candidate per call, ms", 4)
+      .add_int("lt_best_index", "its rank in the heuristic's list (0 = first)")
+      .add_int("lt_candidates", "candidates the heuristic offered")
+      .add_double("cublas_tflops", "2·m·n·k·batch / cublas_ms, TFLOP/s", 1)
+      .add_double("gain_ms_per_step", "(cublas_ms − min(cublas_ms, lt_best_ms)) · per_step, ms", 3);
+  double total_cublas = 0, total_best = 0;
+  for (const Shape& s : step_shapes(cfg, batch, context)) {
+    const DType c_dtype = (ab == DType::BF16 && !s.c_fp32_in_bf16) ? DType::BF16 : DType::F32;
+    Tensor a = random_matrix(ctx, s.batch * s.m * s.k, ab, 1);
+    Tensor b = random_matrix(ctx, s.batch * s.k * s.n, ab, 2);
+    Tensor c = Tensor::zeros({s.batch * s.m * s.n}, c_dtype, ctx, "gemm_c");
+    ops::GemmDesc g{s.batch, s.m, s.n, s.k, s.trans_a, s.trans_b, ab, c_dtype, 1.0f, 0.0f,
+                    a.data(), s.trans_a ? s.m : s.k, s.m * s.k,
+                    b.data(), s.trans_b ? s.k : s.n, s.k * s.n,
+                    c.data(), s.n, s.m * s.n};
+    const double cublas = cuda::time_cublas(ctx, g, iters);
+    const std::vector<double> lt = cuda::time_cublaslt_algos(ctx, g, algos, iters);
+    const auto best = std::min_element(lt.begin(), lt.end());
+    const double best_ms = best == lt.end() ? std::nan("") : *best;
+    const double gain = std::isnan(best_ms) ? 0.0 : (cublas - std::min(cublas, best_ms)) * static_cast<double>(s.per_step);
+    total_cublas += cublas * static_cast<double>(s.per_step);
+    total_best += cublas * static_cast<double>(s.per_step) - gain;
+    table.add_row()
+        .set("gemm", s.name).set("m", s.m).set("n", s.n).set("k", s.k)
+        .set("op", std::string(s.trans_a ? "T" : "N") + (s.trans_b ? "T" : "N")).set("batch", s.batch)
+        .set("per_step", s.per_step).set("precision", run.precision).set("cublas_ms", cublas)
+        .set("lt_first_ms", lt.empty() ? std::nan("") : lt.front()).set("lt_best_ms", best_ms)
+        .set("lt_best_index", static_cast<int64_t>(best == lt.end() ? -1 : best - lt.begin()))
+        .set("lt_candidates", static_cast<int64_t>(lt.size()))
+        .set("cublas_tflops", 2.0 * double(s.m) * double(s.n) * double(s.k) * double(s.batch) / (cublas * 1e-3) / 1e12)
+        .set("gain_ms_per_step", gain);
+  }
+  table.print(std::cout);
+  std::cout << "GEMM time per step: cuBLAS " << total_cublas << " ms, with the fastest candidate per shape "
+            << total_best << " ms (" << 100.0 * (1.0 - total_best / total_cublas) << " % less)" << std::endl;
+  record.add_table(table);
+  record.commit();
+  std::cout << "results: " << record.path() << std::endl;
+  return 0;
+}
+
+}  // namespace pt::cli
