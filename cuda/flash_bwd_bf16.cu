@@ -328,6 +328,7 @@ void flash_bwd_bf16(const FlashParams& p, cudaStream_t stream) {
     case 16: return flash::launch_bwd<16>(p, stream);
     case 32: return flash::launch_bwd<32>(p, stream);
     case 64: return flash::launch_bwd<64>(p, stream);
+    case 80: return flash::launch_bwd<80>(p, stream);  // 2.7b: 2560 / 32 heads
     case 128: return flash::launch_bwd<128>(p, stream);
     default: PT_FAIL("flash attention: no bf16 kernel for head dimension " + std::to_string(p.head_dim));
   }

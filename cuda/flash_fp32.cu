@@ -272,6 +272,7 @@ void bwd(const FlashParams& p, cudaStream_t stream) {
       case 16: return fn<16, kCausal>(p, s);                                               \
       case 32: return fn<32, kCausal>(p, s);                                               \
       case 64: return fn<64, kCausal>(p, s);                                               \
+      case 80: return fn<80, kCausal>(p, s);                                               \
       case 128: return fn<128, kCausal>(p, s);                                             \
       default: PT_FAIL("flash attention: no fp32 kernel for head dimension " +              \
                        std::to_string(p.head_dim));                                        \

@@ -140,6 +140,7 @@ void flash_fwd_bf16(const FlashParams& p, cudaStream_t stream) {
     case 16: return flash::launch_fwd_causal<16>(p, stream);
     case 32: return flash::launch_fwd_causal<32>(p, stream);
     case 64: return flash::launch_fwd_causal<64>(p, stream);
+    case 80: return flash::launch_fwd_causal<80>(p, stream);  // 2.7b: 2560 / 32 heads
     case 128: return flash::launch_fwd_causal<128>(p, stream);
     default: PT_FAIL("flash attention: no bf16 kernel for head dimension " + std::to_string(p.head_dim));
   }

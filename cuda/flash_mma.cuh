@@ -85,12 +85,12 @@ __device__ __forceinline__ float exp2_approx(float x) {
 
 // Rows [0, kRows) of a (rows, kHeadDim) bf16 matrix at `src` (row stride `ld` elements) into a
 // padded shared tile; rows ≥ valid_rows are zero-filled, so tail tiles need no special case
-// in the products (only in the masks).
+// in the products (only in the masks). The last round of chunks is partial when they do not
+// divide among the threads (d = 80).
 template <int kRows, int kHeadDim, int kThreads>
 __device__ __forceinline__ void load_tile_async(bf16* dst, const bf16* src, int64_t ld, int valid_rows) {
   constexpr int kChunksPerRow = kHeadDim / 8;
   constexpr int kChunks = kRows * kChunksPerRow;
-  static_assert(kChunks % kThreads == 0 || kChunks < kThreads, "tile chunks do not divide among threads");
 #pragma unroll
   for (int c0 = 0; c0 < kChunks; c0 += kThreads) {
     const int c = c0 + static_cast<int>(threadIdx.x);

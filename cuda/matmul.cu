@@ -1,19 +1,26 @@
-// GEMM through cuBLAS (not cuBLASLt): cublasGemmStridedBatchedEx covers every case the op
-// allows (transposes, row strides, batch strides including 0, bf16 or fp32 operands with fp32
-// accumulation, fp32 or bf16 C) in one call. Issue 6 may move hot shapes to cuBLASLt for its
-// fused epilogues.
+// GEMM on the GPU: cublasGemmStridedBatchedEx covers every case the op allows (transposes, row
+// strides, batch strides including 0, bf16 or fp32 operands with fp32 accumulation, fp32 or
+// bf16 C) in one call. With GemmSelect::Autotune (the default) each new GEMM shape is timed
+// once through that call and through cuBLASLt's heuristic candidates, and the fastest is kept
+// for the shape (`paratrain bench gemm` measures what that buys: 2–3 % of the XL step's GEMM
+// time on an H100).
 #include <cublasLt.h>
 #include <cublas_v2.h>
 
+#include <array>
 #include <limits>
+#include <map>
 #include <memory>
+#include <mutex>
 
 #include "cuda/matmul.h"
+#include "core/allocator.h"
 #include "core/error.h"
 
 namespace pt::cuda {
 
 namespace {
+
 cudaDataType_t cuda_type(DType t) {
   switch (t) {
     case DType::F32: return CUDA_R_32F;
@@ -27,25 +34,20 @@ cublasComputeType_t compute_type(const Context& ctx, const ops::GemmDesc& g) {
                                                                           : CUBLAS_COMPUTE_32F;
 }
 
-}  // namespace
-
-void matmul(Context& ctx, const ops::GemmDesc& g) {
-  const cublasComputeType_t compute = compute_type(ctx, g);
+void cublas_matmul(Context& ctx, const ops::GemmDesc& g) {
   const cudaDataType_t ab = cuda_type(g.ab_dtype), c = cuda_type(g.c_dtype);
   // Column-major view: the roles of A and B swap, and m/n swap.
   PT_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
       ctx.cublas(), g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
       int(g.n), int(g.m), int(g.k), &g.alpha, g.b, ab, int(g.ldb), g.stride_b, g.a, ab, int(g.lda),
-      g.stride_a, &g.beta, g.c, c, int(g.ldc), g.stride_c, int(g.batch), compute,
+      g.stride_a, &g.beta, g.c, c, int(g.ldc), g.stride_c, int(g.batch), compute_type(ctx, g),
       CUBLAS_GEMM_DEFAULT));
 }
 
-namespace {
-
-// Times `run` (enqueued on ctx's stream) over iters runs after two untimed ones, ms per run.
+// Times `run` (enqueued on ctx's stream) over iters runs after `warmup` untimed ones, ms per run.
 template <typename Run>
-double time_runs(Context& ctx, int iters, Run&& run) {
-  for (int i = 0; i < 2; ++i) run();
+double time_runs(Context& ctx, int iters, Run&& run, int warmup = 2) {
+  for (int i = 0; i < warmup; ++i) run();
   cudaEvent_t start, stop;
   PT_CUDA_CHECK(cudaEventCreate(&start));
   PT_CUDA_CHECK(cudaEventCreate(&stop));
@@ -60,15 +62,29 @@ double time_runs(Context& ctx, int iters, Run&& run) {
   return static_cast<double>(ms) / iters;
 }
 
-// cuBLASLt descriptors of g in matmul's column-major view (A_lt = B, B_lt = A, C_lt = Cᵀ).
+// The largest power of two (at most 256, cuBLASLt's default assumption) dividing every address
+// the GEMM touches in one operand: its base and each batch entry's.
+uint32_t alignment(const void* p, int64_t batch_stride, DType t) {
+  uint64_t a = reinterpret_cast<uint64_t>(p) | 256u;
+  if (batch_stride != 0) a |= static_cast<uint64_t>(batch_stride) * dtype_size(t);
+  return static_cast<uint32_t>(a & (~a + 1));
+}
+
+// cuBLASLt descriptors of g in matmul's column-major view (A_lt = B, B_lt = A, C_lt = Cᵀ) and
+// the preference its heuristic is asked with; they depend on the shape, not on the pointers.
 struct LtProblem {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulPreference_t pref = nullptr;
+  LtProblem() = default;
+  LtProblem(const LtProblem&) = delete;
+  LtProblem& operator=(const LtProblem&) = delete;
   ~LtProblem() {
     if (op) cublasLtMatmulDescDestroy(op);
     if (a) cublasLtMatrixLayoutDestroy(a);
     if (b) cublasLtMatrixLayoutDestroy(b);
     if (c) cublasLtMatrixLayoutDestroy(c);
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
   }
 };
 
@@ -79,11 +95,20 @@ void set_batch(cublasLtMatrixLayout_t l, int64_t batch, int64_t stride) {
                                                    sizeof(stride)));
 }
 
+template <typename T>
+void set_pref(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attr, T value) {
+  PT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &value, sizeof(value)));
+}
+
 void describe(const Context& ctx, const ops::GemmDesc& g, LtProblem& p) {
   PT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.op, compute_type(ctx, g), CUDA_R_32F));
   const cublasOperation_t ta = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, tb = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   PT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
   PT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+  if (ctx.reserved_sms() > 0) {  // as cublasSetSmCountTarget does for the cuBLAS path
+    const int32_t sms = ctx.sm_count() - ctx.reserved_sms();
+    PT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sms, sizeof(sms)));
+  }
   const cudaDataType_t ab = cuda_type(g.ab_dtype), c = cuda_type(g.c_dtype);
   PT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, ab, g.trans_b ? g.k : g.n, g.trans_b ? g.n : g.k, g.ldb));
   PT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, ab, g.trans_a ? g.m : g.k, g.trans_a ? g.k : g.m, g.lda));
@@ -93,39 +118,149 @@ void describe(const Context& ctx, const ops::GemmDesc& g, LtProblem& p) {
     set_batch(p.b, g.batch, g.stride_a);
     set_batch(p.c, g.batch, g.stride_c);
   }
+  PT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&p.pref));
+  set_pref(p.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, ctx.workspace_bytes());
+  // Views into the flat buffers need not sit on 256 bytes; the candidates must not assume it.
+  set_pref(p.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignment(g.b, g.stride_b, g.ab_dtype));
+  set_pref(p.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignment(g.a, g.stride_a, g.ab_dtype));
+  set_pref(p.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignment(g.c, g.stride_c, g.c_dtype));
+  set_pref(p.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignment(g.c, g.stride_c, g.c_dtype));
+}
+
+std::vector<cublasLtMatmulHeuristicResult_t> candidates(Context& ctx, const LtProblem& p, int max_algos) {
+  std::vector<cublasLtMatmulHeuristicResult_t> found(static_cast<size_t>(max_algos));
+  int n = 0;
+  const cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(ctx.cublaslt(), p.op, p.a, p.b, p.c, p.c, p.pref,
+                                                          max_algos, found.data(), &n);
+  if (s == CUBLAS_STATUS_NOT_SUPPORTED) n = 0;  // no algorithm for this problem: cuBLAS serves it
+  else PT_CUBLAS_CHECK(s);
+  found.resize(static_cast<size_t>(n));
+  return found;
+}
+
+cublasStatus_t lt_matmul(Context& ctx, const LtProblem& p, const cublasLtMatmulAlgo_t& algo, const ops::GemmDesc& g,
+                         void* c) {
+  return cublasLtMatmul(ctx.cublaslt(), p.op, &g.alpha, g.b, p.a, g.a, p.b, &g.beta, c, p.c, c, p.c, &algo,
+                        ctx.workspace(), ctx.workspace_bytes(), ctx.stream());
+}
+
+// What a shape runs: cuBLAS (lt empty) or a cuBLASLt algorithm with its descriptors.
+struct Plan {
+  std::unique_ptr<LtProblem> lt;
+  cublasLtMatmulAlgo_t algo{};
+};
+
+// Everything the choice depends on: device, shape, layouts, types, SM target, alignments and
+// whether C is read (beta ≠ 0 changes the fastest kernel).
+using PlanKey = std::array<int64_t, 20>;
+PlanKey plan_key(const Context& ctx, const ops::GemmDesc& g) {
+  return {ctx.device().index, g.batch, g.m, g.n, g.k, g.trans_a, g.trans_b, static_cast<int64_t>(g.ab_dtype),
+          static_cast<int64_t>(g.c_dtype), g.lda, g.ldb, g.ldc, g.stride_a, g.stride_b, g.stride_c,
+          static_cast<int64_t>(compute_type(ctx, g)), ctx.reserved_sms(), g.beta != 0.0f,
+          (int64_t{alignment(g.a, g.stride_a, g.ab_dtype)} << 16) | alignment(g.b, g.stride_b, g.ab_dtype),
+          alignment(g.c, g.stride_c, g.c_dtype)};
+}
+
+// Elements from C's first to one past its last, the size of a scratch copy.
+int64_t c_extent(const ops::GemmDesc& g) { return (g.batch - 1) * g.stride_c + (g.m - 1) * g.ldc + g.n; }
+
+// Times cuBLAS and every heuristic candidate on g's operands and keeps the fastest. C is a
+// scratch buffer when beta ≠ 0 (the real C must be read once, by the real call); when the
+// scratch cannot be had the shape stays with cuBLAS. A candidate must beat cuBLAS by 1 % to be
+// kept, so near-ties keep the default and runs differ less.
+Plan autotune(Context& ctx, const ops::GemmDesc& g) {
+  Plan plan;
+  auto p = std::make_unique<LtProblem>();
+  describe(ctx, g, *p);
+  const auto found = candidates(ctx, *p, 8);
+  if (found.empty()) return plan;
+  void* scratch = nullptr;
+  if (g.beta != 0.0f) {
+    try {
+      scratch = TrackingAllocator::instance().allocate(static_cast<size_t>(c_extent(g)) * dtype_size(g.c_dtype),
+                                                       DeviceKind::CUDA, "gemm_autotune_c", MemCategory::Workspace);
+    } catch (const OutOfMemory&) {
+      return plan;
+    }
+  }
+  std::unique_ptr<void, void (*)(void*)> scratch_guard(scratch, [](void* q) {
+    if (q) TrackingAllocator::instance().release(q);
+  });
+  ops::GemmDesc probe = g;
+  if (scratch) probe.c = scratch;
+  constexpr int kIters = 5;
+  double best_ms = 0.99 * time_runs(ctx, kIters, [&] { cublas_matmul(ctx, probe); }, 1);
+  const cublasLtMatmulAlgo_t* best = nullptr;
+  for (const auto& r : found) {
+    cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
+    const double t = time_runs(ctx, kIters, [&] {
+      if (status == CUBLAS_STATUS_SUCCESS) status = lt_matmul(ctx, *p, r.algo, probe, probe.c);
+    }, 1);
+    if (status == CUBLAS_STATUS_SUCCESS && t < best_ms) {
+      best_ms = t;
+      best = &r.algo;
+    }
+  }
+  if (best) {
+    plan.algo = *best;
+    plan.lt = std::move(p);
+  }
+  return plan;
+}
+
+// The heuristic's first choice, untimed (GemmSelect::Lt: tests reach cuBLASLt with it).
+Plan first_choice(Context& ctx, const ops::GemmDesc& g) {
+  Plan plan;
+  auto p = std::make_unique<LtProblem>();
+  describe(ctx, g, *p);
+  const auto found = candidates(ctx, *p, 1);
+  if (found.empty()) return plan;
+  plan.algo = found.front().algo;
+  plan.lt = std::move(p);
+  return plan;
+}
+
+// One plan per key and selection mode for the process (a rank drives one device; the lock
+// only guards against test threads).
+const Plan& plan_for(Context& ctx, const ops::GemmDesc& g) {
+  static std::mutex mutex;
+  static std::map<std::pair<PlanKey, GemmSelect>, Plan> plans;
+  std::lock_guard<std::mutex> lock(mutex);
+  const auto key = std::make_pair(plan_key(ctx, g), ctx.gemm_select());
+  auto it = plans.find(key);
+  if (it == plans.end())
+    it = plans.emplace(key, ctx.gemm_select() == GemmSelect::Lt ? first_choice(ctx, g) : autotune(ctx, g)).first;
+  return it->second;
 }
 
 }  // namespace
 
+void matmul(Context& ctx, const ops::GemmDesc& g) {
+  if (ctx.gemm_select() == GemmSelect::Cublas) return cublas_matmul(ctx, g);
+  const Plan& plan = plan_for(ctx, g);
+  if (!plan.lt) return cublas_matmul(ctx, g);
+  PT_CUBLAS_CHECK(lt_matmul(ctx, *plan.lt, plan.algo, g, g.c));
+}
+
 std::vector<double> time_cublaslt_algos(Context& ctx, const ops::GemmDesc& g, int max_algos, int iters) {
   LtProblem p;
   describe(ctx, g, p);
-  cublasLtMatmulPreference_t pref = nullptr;
-  PT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  std::unique_ptr<std::remove_pointer_t<cublasLtMatmulPreference_t>, decltype(&cublasLtMatmulPreferenceDestroy)>
-      pref_guard(pref, cublasLtMatmulPreferenceDestroy);
-  const size_t ws = ctx.workspace_bytes();
-  PT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
-  std::vector<cublasLtMatmulHeuristicResult_t> found(static_cast<size_t>(max_algos));
-  int n = 0;
-  PT_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(ctx.cublaslt(), p.op, p.a, p.b, p.c, p.c, pref, max_algos,
-                                                 found.data(), &n));
   std::vector<double> ms;
-  for (int i = 0; i < n; ++i) {
-    const cublasLtMatmulAlgo_t* algo = &found[i].algo;
+  for (const auto& r : candidates(ctx, p, max_algos)) {
     cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
-    auto run = [&] {
-      if (status == CUBLAS_STATUS_SUCCESS)
-        status = cublasLtMatmul(ctx.cublaslt(), p.op, &g.alpha, g.b, p.a, g.a, p.b, &g.beta, g.c, p.c, g.c, p.c,
-                                algo, ctx.workspace(), ws, ctx.stream());
-    };
-    const double t = time_runs(ctx, iters, run);
+    const double t = time_runs(ctx, iters, [&] {
+      if (status == CUBLAS_STATUS_SUCCESS) status = lt_matmul(ctx, p, r.algo, g, g.c);
+    });
     ms.push_back(status == CUBLAS_STATUS_SUCCESS ? t : std::numeric_limits<double>::infinity());
   }
   return ms;
 }
 
 double time_cublas(Context& ctx, const ops::GemmDesc& g, int iters) {
+  return time_runs(ctx, iters, [&] { cublas_matmul(ctx, g); });
+}
+
+double time_matmul(Context& ctx, const ops::GemmDesc& g, int iters) {
   return time_runs(ctx, iters, [&] { matmul(ctx, g); });
 }
 

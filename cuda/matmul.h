@@ -8,7 +8,9 @@
 namespace pt::cuda {
 
 // One cublasGemmStridedBatchedEx on ctx's stream. Row-major C = op(A)·op(B) is computed as the
-// column-major Cᵀ = op(B)ᵀ·op(A)ᵀ, which reads the same memory with no copies.
+// column-major Cᵀ = op(B)ᵀ·op(A)ᵀ, which reads the same memory with no copies. The call is
+// cuBLAS's or cuBLASLt's as ctx.gemm_select() says (core/context.h); under Autotune the first
+// GEMM of each shape is timed (host-synchronising, once per shape and process).
 void matmul(Context& ctx, const ops::GemmDesc& g);
 
 // The same GEMM through cuBLASLt: its heuristic's candidate algorithms for g (at most
@@ -16,7 +18,8 @@ void matmul(Context& ctx, const ops::GemmDesc& g);
 // untimed ones on ctx's stream; milliseconds per run, +inf for a candidate that failed to run.
 // Runs g (writes C); for `paratrain bench gemm`.
 std::vector<double> time_cublaslt_algos(Context& ctx, const ops::GemmDesc& g, int max_algos, int iters);
-// The cuBLAS path (matmul) timed the same way, ms per run.
+// The plain cuBLAS call, and matmul as ctx selects it, timed the same way, ms per run.
 double time_cublas(Context& ctx, const ops::GemmDesc& g, int iters);
+double time_matmul(Context& ctx, const ops::GemmDesc& g, int iters);
 
 }  // namespace pt::cuda

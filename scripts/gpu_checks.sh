@@ -23,6 +23,13 @@
 #   nccl-channels        NCCL_DEBUG=INFO all-reduce on 2 ranks: the channel count NCCL picks  (2)
 #   sanitizer            compute-sanitizer memcheck + racecheck on the small flash GPU tests  (1)
 #   gemm-xl              bench gemm xl ctx 512, fp32 and bf16: cuBLAS against cuBLASLt        (1)
+#   model-sizes          bench model, every named size, ctx 512: fp32 naive, bf16 naive+flash  (1)
+#   model-xl-gemm        bench model xl ctx 512 fp32 naive and bf16 flash, --gemm cublas,autotune (1)
+#   model-xl-fused       bench model xl ctx 512 fp32 naive and bf16 flash, --fused off,on,
+#                        with the kernel-time breakdown                                       (1)
+#   torch-model-sizes    scripts/compare_torch.py, every named size, eager                    (1)
+#   flash-d80            bench attention, flash vs naive at d 64 and 80 (the 2.7b heads), bf16,
+#                        B 4, 32 heads, T 512 and 4096; kernel resource usage for d = 80     (1)
 #   torch-compile-S      scripts/compare_torch.py S (small|medium|large|xl|2.7b), compiled    (1)
 # A step written A+B runs A on GPU 0 and B on GPU 1 at the same time (single-GPU steps only).
 set -uo pipefail
@@ -60,13 +67,37 @@ step_model-xl-keep() {
   bench_model model_xl_fp32_keep xl fp32 naive --recompute off &&
   bench_model model_xl_bf16_keep xl bf16 flash --recompute off
 }
+step_model-sizes() {
+  bench_model model_sizes_fp32 small,medium,large,xl,2.7b fp32 naive &&
+  bench_model model_sizes_bf16 small,medium,large,xl,2.7b bf16 naive,flash
+}
+step_model-xl-gemm() {
+  for g in cublas autotune; do
+    bench_model "model_xl_fp32_gemm_$g" xl fp32 naive --gemm $g &&
+    bench_model "model_xl_bf16_gemm_$g" xl bf16 flash --gemm $g || return
+  done
+}
+step_model-xl-fused() {
+  for f in off on; do
+    bench_model "model_xl_fp32_fused_$f" xl fp32 naive --fused $f --breakdown &&
+    bench_model "model_xl_bf16_fused_$f" xl bf16 flash --fused $f --breakdown || return
+  done
+}
+step_flash-d80() {
+  paratrain bench attention --impl flash,naive --dtype bf16 --batch 4 --heads 32 --seq 512,4096 \
+    --head-dim 64,80 --causal 1 --out "$RESULTS/flash_d80.h5" --overwrite || return
+  local lib
+  lib=$(ldd "$(command -v paratrain)" | awk '/libparatrain/ {print $3}')
+  cuobjdump --dump-resource-usage "$lib" 2>/dev/null | grep -A1 'Li80E' | grep -o 'Function [^:]*\|REG:[0-9]*\|STACK:[0-9]*\|LOCAL:[0-9]*' | paste - - - -
+}
+step_torch-model-sizes() { torch_model small,medium,large,xl,2.7b; }
 step_model-2.7b() {
   bench_model model_27b_fp32 2.7b fp32 naive --memory-profile &&
   bench_model model_27b_bf16 2.7b bf16 naive,flash --memory-profile
 }
 torch_model() {
   python3 scripts/compare_torch.py --sizes "$1" --contexts 512 --precisions fp32,bf16 --variants eager \
-    --warmup 2 --steps 5 --out "$RESULTS/torch_model_$1.h5" --overwrite
+    --warmup 2 --steps 5 --out "$RESULTS/torch_model_${1//,/_}.h5" --overwrite
 }
 step_torch-model-xl() { torch_model xl; }
 step_sanitizer() {
@@ -82,7 +113,7 @@ step_gemm-xl() {
 }
 torch_compile() {
   python3 scripts/compare_torch.py --sizes "$1" --contexts 512 --precisions fp32,bf16 --variants compile \
-    --warmup 2 --steps 5 --out "$RESULTS/torch_compile_$1.h5" --overwrite
+    --warmup 2 --steps 5 --out "$RESULTS/torch_compile_${1//,/_}.h5" --overwrite
 }
 for _s in small medium large xl 2.7b; do eval "step_torch-compile-$_s() { torch_compile $_s; }"; done
 unset _s

@@ -20,6 +20,7 @@ _ORDERS = {
     "shard": ["none", "broadcast", "zero1"],
     "impl": ["naive", "flash"],
     "pass": ["inference", "train-step"],
+    "fused": ["off", "on"],
 }
 
 
@@ -54,6 +55,12 @@ def _keep(columns, df):
     return [c for c in columns if c.key in df.columns]
 
 
+def _varying(df, *names):
+    """Columns for the configuration fields (mode, fused) that take more than one value in df:
+    constant ones would only repeat themselves on every row."""
+    return [Column(n, n) for n in names if n in df.columns and df[n].nunique() > 1]
+
+
 def _ratio(a, b):
     return a / b if (b and math.isfinite(b) and math.isfinite(a)) else float("nan")
 
@@ -68,7 +75,7 @@ def human_bytes(n):
 
 # ---- bench model ---------------------------------------------------------------------------
 
-MODEL_KEYS = ["gpu", "size", "context_length", "batch_size", "precision", "attention", "mode"]
+MODEL_KEYS = ["gpu", "size", "context_length", "batch_size", "precision", "attention", "fused", "mode"]
 
 
 def _model_steady(rec):
@@ -99,8 +106,7 @@ def model_timings(rec):
     cols = _device_columns(df) + _keep([
         Column("size", "size"), Column("context_length", "ctx"), Column("batch_size", "batch"),
         Column("precision", "precision"), Column("attention", "attention")], df)
-    if "mode" in df and df["mode"].nunique() > 1:
-        cols.append(Column("mode", "mode"))
+    cols += _varying(df, "fused", "mode")
     cols += _keep([
         Column("warmup_steps", "warm-up"), Column("forward_ms_mean", "fwd ms", "{:.2f}"),
         Column("backward_ms_mean", "bwd ms", "{:.2f}"), Column("optimizer_ms_mean", "opt ms", "{:.2f}"),
@@ -120,7 +126,7 @@ def precision_comparison(rec):
     if df is None:
         return []
     df = df[df["status"] == "ok"]
-    keys = _present(df, ["gpu", "size", "context_length", "batch_size", "attention", "mode"])
+    keys = _present(df, ["gpu", "size", "context_length", "batch_size", "attention", "fused", "mode"])
     lows = [p for p in ("tf32", "bf16") if p in set(df["precision"])]
     if "fp32" not in set(df["precision"]) or not lows:
         return []
@@ -184,8 +190,8 @@ def warmup_comparison(rec):
     out = _sort(pd.concat(parts, ignore_index=True), keys + ["warmup_steps"])
     cols = _device_columns(out) + _keep([
         Column("size", "size"), Column("context_length", "ctx"), Column("precision", "precision"),
-        Column("attention", "attention"), Column("warmup_steps", "warm-up steps"),
-        Column("first_step_ms", "first step ms", "{:.2f}"), Column("step_ms_mean", "step ms", "{:.2f}"),
+        Column("attention", "attention")], out) + _varying(out, "fused") + _keep([
+        Column("warmup_steps", "warm-up steps"), Column("first_step_ms", "first step ms", "{:.2f}"), Column("step_ms_mean", "step ms", "{:.2f}"),
         Column("step_ms_sd", "± ms", "{:.2f}"), Column("forward_ms_mean", "fwd ms", "{:.2f}"),
         Column("backward_ms_mean", "bwd ms", "{:.2f}"),
         Column("vs_steady", "vs most warm-up", "{:.2f}×")], out)
@@ -196,7 +202,7 @@ def warmup_comparison(rec):
     return [Section("warmup", "Warm-up steps compared", desc, cols, out)]
 
 
-MEMORY_KEYS = ["gpu", "size", "precision", "attention", "batch_size", "context_length"]
+MEMORY_KEYS = ["gpu", "size", "precision", "attention", "fused", "batch_size", "context_length"]
 
 
 def memory_rows(rec):
@@ -223,8 +229,8 @@ def memory_per_context(rec):
                "peak_gradients": "grads", "peak_optimizer_state": "optimizer state",
                "peak_activations": "activations", "peak_workspace": "workspace", "peak_other": "other"}
     cols = _device_columns(df) + _keep([
-        Column("size", "size"), Column("precision", "precision"), Column("attention", "attention"),
-        Column("batch_size", "batch"), Column("context_length", "ctx")], df)
+        Column("size", "size"), Column("precision", "precision"), Column("attention", "attention")], df)
+    cols += _varying(df, "fused") + _keep([Column("batch_size", "batch"), Column("context_length", "ctx")], df)
     cols += _keep([Column(f"{p}_MiB", f"{headers[p]} MiB", "{:,.1f}") for p in parts], df)
     if (df["status"] != "ok").any():
         cols.append(Column("status", "status"))
@@ -238,7 +244,7 @@ def kernel_breakdown(rec):
     df = rec.table("model_breakdown")
     if df is None:
         return []
-    keys = _present(df, ["gpu", "size", "context_length", "precision", "attention"])
+    keys = _present(df, ["gpu", "size", "context_length", "precision", "attention", "fused"])
     agg = df.groupby(keys + ["pass", "family"], dropna=False, sort=False).agg(
         ms=("ms_per_step", "sum")).reset_index()
     totals = agg.groupby(keys + ["pass"], dropna=False)["ms"].transform("sum")
@@ -251,7 +257,7 @@ def kernel_breakdown(rec):
     out = _sort(out, keys)
     cols = _device_columns(out) + _keep([
         Column("size", "size"), Column("context_length", "ctx"), Column("precision", "precision"),
-        Column("attention", "attention"), Column("family", "op family")], out)
+        Column("attention", "attention")], out) + _varying(out, "fused") + [Column("family", "op family")]
     for p in _ORDERS["pass"]:
         cols += _keep([Column(f"{p}_ms", f"{p} ms/step", "{:.3f}"), Column(f"{p}_pct", f"{p} %", "{:.1f}")], out)
     desc = ("Device time per op family from CUDA events (phases summed), forward only (inference) "
@@ -631,7 +637,7 @@ def torch_comparison(rec):
         if match.empty:
             continue
         row = {k: r[k] for k in keys}
-        row.update(attention=r["attention"], ours_ms=r["step_ms_mean"], ours_mfu=r.get("mfu_pct", np.nan),
+        row.update(attention=r["attention"], fused=r.get("fused", "on"), ours_ms=r["step_ms_mean"], ours_mfu=r.get("mfu_pct", np.nan),
                    ours_MiB=r.get("peak_MiB", np.nan))
         for lab in labels:
             t = match[match["label"] == lab]
@@ -642,10 +648,10 @@ def torch_comparison(rec):
         rows.append(row)
     if not rows:
         return []
-    out = _sort(pd.DataFrame(rows), keys + ["attention"])
+    out = _sort(pd.DataFrame(rows), keys + ["attention", "fused"])
     cols = _device_columns(out) + [
         Column("size", "size"), Column("context_length", "ctx"), Column("batch_size", "batch"),
-        Column("precision", "precision"), Column("attention", "attention"),
+        Column("precision", "precision"), Column("attention", "attention")] + _varying(out, "fused") + [
         Column("ours_ms", "paratrain ms", "{:.2f}"), Column("ours_mfu", "MFU %", "{:.1f}")]
     for lab in labels:
         cols += [Column(f"{lab}_ms", f"torch {lab} ms", "{:.2f}"), Column(f"{lab}_ratio", f"/ {lab}", "{:.2f}×")]

@@ -39,6 +39,8 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
+const char* on_off(bool b) { return b ? "on" : "off"; }
+
 struct Config {
   std::string size;
   int64_t context;
@@ -60,13 +62,15 @@ void define_tables(ModelBenchResults& r) {
   const char* kContext = "sequence length T, tokens";
   const char* kPrecision = "fp32 (true FP32), tf32, or bf16 (mixed: bf16 GEMM operands, fp32 master weights)";
   const char* kAttention = "naive (materialised scores, cuBLAS) or flash (FlashAttention-2 kernels)";
+  const char* kFused = "on (the fused step) or off (one kernel per primitive as PyTorch eager: three q/k/v "
+                       "GEMMs, GEMM then add per residual, clip and bf16 parameter copy as own passes)";
   const char* kBatch = "sequences per step";
   const char* kStatus = "ok; oom (the configuration did not fit in device memory); or unsupported (flash "
                         "attention for this model's head dimension)";
   auto& t = r.timings;
   t.add_string("size", kSize).add_int("d_model", "model width").add_int("num_layers", "Transformer blocks")
       .add_int("context_length", kContext).add_int("batch_size", kBatch).add_string("precision", kPrecision)
-      .add_string("attention", kAttention)
+      .add_string("attention", kAttention).add_string("fused", kFused)
       .add_string("mode", "forward, forward-backward or train-step (forward, loss, backward, clip + AdamW)")
       .add_int("warmup_steps", "untimed steps before the measured ones")
       .add_int("measured_steps", "steps the means and standard deviations are over")
@@ -86,7 +90,7 @@ void define_tables(ModelBenchResults& r) {
       .add_double("mfu", "model FLOPs utilisation = tflops / peak_tflops", 4)
       .add_int("peak_memory_bytes", "tracking allocator peak during the measured steps");
   r.breakdown.add_string("size", kSize).add_int("context_length", kContext).add_string("precision", kPrecision)
-      .add_string("attention", kAttention)
+      .add_string("attention", kAttention).add_string("fused", kFused)
       .add_string("pass", "inference (forward only) or train-step")
       .add_string("phase", "forward, backward or optimizer")
       .add_string("family", "op family: matmul, attention, softmax, normalization, elementwise, loss, optimizer, communication, other")
@@ -94,7 +98,8 @@ void define_tables(ModelBenchResults& r) {
       .add_double("ops_per_step", "ops of this family timed per step", 1)
       .add_double("percent_of_pass", "share of the pass's GPU time, %", 1);
   r.memory.add_string("size", kSize).add_int("context_length", kContext).add_int("batch_size", kBatch)
-      .add_string("precision", kPrecision).add_string("attention", kAttention).add_string("status", kStatus)
+      .add_string("precision", kPrecision).add_string("attention", kAttention).add_string("fused", kFused)
+      .add_string("status", kStatus)
       .add_int("peak_forward_bytes", "peak of a forward-only (inference) pass")
       .add_int("peak_train_step_bytes", "peak of a full train step")
       .add_int("before_backward_bytes", "in use when backward starts")
@@ -121,10 +126,12 @@ struct Rig {
     tc.context_length = c.context;
     tc.attention = c.attention;
     tc.recompute = opt.recompute;
+    tc.fused = opt.fused;
     cfg = tc;
     model = std::make_unique<TransformerLM>(tc, ctx);
     model->init_weights(ctx, opt.seed);
     OptimizerConfig oc;
+    oc.fused = opt.fused;
     optimizer = make_optimizer(oc, ctx, contiguous_ranges(trainable_params(model->store())));
     // Random tokens: timing does not depend on their values.
     std::mt19937_64 rng(opt.seed);
@@ -218,7 +225,8 @@ void add_breakdown(ModelBenchResults& r, Rig& rig, Context& ctx, const Config& c
     for (const auto& e : entries)
       r.breakdown.add_row()
           .set("size", c.size).set("context_length", c.context).set("precision", precision_name(c.precision))
-          .set("attention", attention_impl_name(c.attention)).set("pass", p.name).set("phase", e.phase)
+          .set("attention", attention_impl_name(c.attention)).set("fused", on_off(opt.fused))
+          .set("pass", p.name).set("phase", e.phase)
           .set("family", op_family_name(e.family)).set("ms_per_step", e.ms / opt.steps)
           .set("ops_per_step", static_cast<double>(e.count) / opt.steps)
           .set("percent_of_pass", total > 0 ? 100.0 * e.ms / total : kNaN);
@@ -252,8 +260,8 @@ void add_memory_profile(ModelBenchResults& r, Rig& rig, Context& ctx, const Conf
   r.memory.add_row()
       .set("size", c.size).set("context_length", c.context).set("batch_size", opt.batch_size)
       .set("precision", precision_name(c.precision)).set("attention", attention_impl_name(c.attention))
-      .set("status", "ok").set("peak_forward_bytes", peak_forward).set("peak_train_step_bytes", st.peak)
-      .set("before_backward_bytes", before_backward)
+      .set("fused", on_off(opt.fused)).set("status", "ok").set("peak_forward_bytes", peak_forward)
+      .set("peak_train_step_bytes", st.peak).set("before_backward_bytes", before_backward)
       .set("peak_parameters_bytes", cat(MemCategory::Parameters))
       .set("peak_gradients_bytes", cat(MemCategory::Gradients))
       .set("peak_optimizer_state_bytes", cat(MemCategory::OptimizerState))
@@ -300,6 +308,7 @@ ModelBenchResults run_model_bench(const ModelBenchOptions& opt, Device device, i
             PT_CHECK(!(prec == Precision::BF16 && device.is_cpu()),
                      "bf16 needs a GPU: use --precision fp32 with --device cpu");
             Context ctx(device, prec);
+            ctx.set_gemm_select(opt.gemm);
             std::string peak_name;
             const double peak = opt.peak_tflops > 0 ? opt.peak_tflops * 1e12
                                                     : device_peak_flops(ctx, prec, &peak_name);
@@ -309,6 +318,7 @@ ModelBenchResults run_model_bench(const ModelBenchOptions& opt, Device device, i
                                    .set("size", size).set("d_model", tc.d_model).set("num_layers", tc.num_layers)
                                    .set("context_length", context).set("batch_size", opt.batch_size)
                                    .set("precision", precision_name(prec)).set("attention", attn_name)
+                                   .set("fused", on_off(opt.fused))
                                    .set("mode", model_bench_mode_name(opt.mode)).set("warmup_steps", warmup)
                                    .set("measured_steps", static_cast<int64_t>(opt.steps)).set("status", status)
                                    .set("oom_requested_bytes", oom_bytes)
@@ -320,7 +330,8 @@ ModelBenchResults run_model_bench(const ModelBenchOptions& opt, Device device, i
               if (opt.memory_profile)
                 r.memory.add_row()
                     .set("size", size).set("context_length", context).set("batch_size", opt.batch_size)
-                    .set("precision", precision_name(prec)).set("attention", attn_name).set("status", status)
+                    .set("precision", precision_name(prec)).set("attention", attn_name)
+                    .set("fused", on_off(opt.fused)).set("status", status)
                     .fill_unset();
             };
             const int64_t d_head = TransformerConfig::named(size).d_head();

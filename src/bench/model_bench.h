@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/context.h"
 #include "core/device.h"
 #include "io/run_record.h"
 #include "io/table.h"
@@ -27,6 +28,8 @@ struct ModelBenchOptions {
   int steps = 10;
   ModelBenchMode mode = ModelBenchMode::TrainStep;
   bool recompute = true;        // TransformerConfig::recompute
+  bool fused = true;            // TransformerConfig::fused and OptimizerConfig::fused
+  GemmSelect gemm = GemmSelect::Autotune;  // Context::set_gemm_select (--gemm)
   bool breakdown = false;       // kernel-time breakdown per phase and op family
   bool memory_profile = false;  // peak/forward/step memory, breakdown and timeline
   bool profile_steps = false;   // cudaProfilerStart/Stop around the measured steps

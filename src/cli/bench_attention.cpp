@@ -297,7 +297,8 @@ void check_sweep(const Sweep& s, const Context& ctx) {
       PT_CHECK(t == DType::F32 || t == DType::F64, "--dtype on the CPU: fp32 or fp64 (got " + d + ")");
   }
   for (int64_t d : s.head_dim)
-    PT_CHECK(d == 16 || d == 32 || d == 64 || d == 128, "--head-dim: 16, 32, 64 or 128 (got " + std::to_string(d) + ")");
+    PT_CHECK(ops::flash_attention_supports_head_dim(d),
+             "--head-dim: 16, 32, 64, 80 or 128 (got " + std::to_string(d) + ")");
   for (const auto* list : {&s.batch, &s.heads, &s.seq})
     for (int64_t x : *list) PT_CHECK(x > 0, "bench attention: sizes must be positive (got " + std::to_string(x) + ")");
   PT_CHECK(s.dout == "ones" || s.dout == "randn", "--dout must be ones or randn (got '" + s.dout + "')");
@@ -313,6 +314,7 @@ int run_bench_attention(const std::vector<std::string>& args) {
   Protocol pr;
   po::options_description desc("paratrain bench attention");
   add_run_options(desc, ro);
+  add_gemm_option(desc, ro);
   desc.add_options()
       ("study", po::value(&study)->default_value(study),
        "preset: naive (naive attention, B 8, 1 head, fp32, T 256…16384), flash (flash vs naive, B 1, "
@@ -322,7 +324,7 @@ int run_bench_attention(const std::vector<std::string>& args) {
       ("batch", po::value(&batch_w)->multitoken(), "batch sizes")
       ("heads", po::value(&heads_w)->multitoken(), "head counts")
       ("seq", po::value(&seq_w)->multitoken(), "sequence lengths")
-      ("head-dim", po::value(&dim_w)->multitoken(), "head dimensions (16, 32, 64, 128)")
+      ("head-dim", po::value(&dim_w)->multitoken(), "head dimensions (16, 32, 64, 80, 128)")
       ("causal", po::value(&causal_s), "causal mask: 1/0 (overrides the study's)")
       ("dout", po::value(&dout), "upstream gradient: randn or ones (as o.sum().backward())")
       ("flash-kernels", po::value(&kernels_w)->multitoken(),
@@ -360,6 +362,7 @@ int run_bench_attention(const std::vector<std::string>& args) {
   auto& rt = dist::Runtime::get();
   PT_CHECK(rt.world_size() == 1, "bench attention runs on one device: start it without mpirun -np > 1");
   Context ctx(resolve_device(ro.device, rt.local_rank()));
+  apply_gemm_option(ctx, ro);
   check_sweep(s, ctx);
   io::RunRecord record("bench attention", ro.out, ro.overwrite);  // fails now, not after the sweep
   record.collect_environment(ctx);

@@ -300,6 +300,7 @@ int run_bench_ddp(const std::vector<std::string>& args) {
   std::vector<std::string> ddp_words, bucket_words, shard_words, sms_words;
   po::options_description desc("bench ddp options");
   add_run_options(desc, run);
+  add_gemm_option(desc, run);
   desc.add_options()
       ("model", po::value(&size)->default_value(size), "named size: small, medium, large, xl, 2.7b")
       ("d-model", po::value(&d_model)->default_value(0), "override the size's d_model (0: keep)")
@@ -352,6 +353,7 @@ int run_bench_ddp(const std::vector<std::string>& args) {
   const Device device = resolve_device(run.device, rt.local_rank());
   io::RunRecord record("bench ddp", run.out, run.overwrite);  // fails now, not after the sweep
   Context ctx(device, precision_from_name(run.precision));
+  apply_gemm_option(ctx, run);
   auto comm = dist::make_communicator(dist::backend_for(device), ctx, comm_sms.front());
   int comm_sms_now = comm_sms.front();
   record.collect_environment(ctx);

@@ -1,7 +1,7 @@
 // `paratrain bench gemm`: every GEMM shape of the Transformer's train step, timed through the
 // cuBLAS call the model makes and through each of cuBLASLt's heuristic candidates, so one run
 // says how much a per-shape algorithm choice could take off the step (issue 6's "heuristics
-// chosen once per shape").
+// chosen once per shape"), and what the model's own choice (--gemm, default autotune) runs at.
 #include <algorithm>
 #include <cmath>
 #include <iostream>
@@ -85,6 +85,7 @@ int run_bench_gemm(const std::vector<std::string>& args) {
       ("batch", po::value(&batch)->default_value(batch), "sequences per step")
       ("algos", po::value(&algos)->default_value(algos), "cuBLASLt heuristic candidates to time per shape")
       ("iters", po::value(&iters)->default_value(iters), "timed runs per candidate");
+  add_gemm_option(desc, run);
   auto vm = parse_or_help(desc, args, "paratrain bench gemm [options]   (one GPU)");
   if (!vm) return 0;
   PT_CHECK(algos >= 1 && iters >= 1 && context >= 1 && batch >= 1, "--algos, --iters, --context and --batch must be >= 1");
@@ -92,13 +93,14 @@ int run_bench_gemm(const std::vector<std::string>& args) {
   PT_CHECK(device.is_cuda(), "bench gemm times cuBLAS kernels: it needs a GPU");
   TransformerConfig cfg = TransformerConfig::named(size);
   Context ctx(device, precision_from_name(run.precision));
+  apply_gemm_option(ctx, run);
   io::RunRecord record("bench gemm", run.out, run.overwrite);
   record.collect_environment(ctx);
   record.set_options(options_as_strings(*vm));
 
   const DType ab = ctx.act_dtype();
-  io::ResultTable table("gemm", "every GEMM shape of the train step: cuBLAS (what the model calls) against "
-                                "cuBLASLt's heuristic candidates");
+  io::ResultTable table("gemm", "every GEMM shape of the train step: cuBLAS, cuBLASLt's heuristic candidates, "
+                                "and --gemm's choice");
   table.add_string("gemm", "which GEMM of the step (row-major C (m, n) = op(A) · op(B))")
       .add_int("m", "rows of C").add_int("n", "columns of C").add_int("k", "inner dimension")
       .add_string("op", "N/T of A and B as stored").add_int("batch", "batched GEMMs per call")
@@ -109,8 +111,9 @@ int run_bench_gemm(const std::vector<std::string>& args) {
       .add_int("lt_best_index", "its rank in the heuristic's list (0 = first)")
       .add_int("lt_candidates", "candidates the heuristic offered")
       .add_double("cublas_tflops", "2·m·n·k·batch / cublas_ms, TFLOP/s", 1)
+      .add_double("selected_ms", "ops::matmul as --gemm selects it (what the model runs) per call, ms", 4)
       .add_double("gain_ms_per_step", "(cublas_ms − min(cublas_ms, lt_best_ms)) · per_step, ms", 3);
-  double total_cublas = 0, total_best = 0;
+  double total_cublas = 0, total_best = 0, total_selected = 0;
   for (const Shape& s : step_shapes(cfg, batch, context)) {
     const DType c_dtype = (ab == DType::BF16 && !s.c_fp32_in_bf16) ? DType::BF16 : DType::F32;
     Tensor a = random_matrix(ctx, s.batch * s.m * s.k, ab, 1);
@@ -122,6 +125,8 @@ int run_bench_gemm(const std::vector<std::string>& args) {
                     c.data(), s.n, s.m * s.n};
     const double cublas = cuda::time_cublas(ctx, g, iters);
     const std::vector<double> lt = cuda::time_cublaslt_algos(ctx, g, algos, iters);
+    const double selected = cuda::time_matmul(ctx, g, iters);
+    total_selected += selected * static_cast<double>(s.per_step);
     const auto best = std::min_element(lt.begin(), lt.end());
     const double best_ms = best == lt.end() ? std::nan("") : *best;
     const double gain = std::isnan(best_ms) ? 0.0 : (cublas - std::min(cublas, best_ms)) * static_cast<double>(s.per_step);
@@ -135,11 +140,12 @@ int run_bench_gemm(const std::vector<std::string>& args) {
         .set("lt_best_index", static_cast<int64_t>(best == lt.end() ? -1 : best - lt.begin()))
         .set("lt_candidates", static_cast<int64_t>(lt.size()))
         .set("cublas_tflops", 2.0 * double(s.m) * double(s.n) * double(s.k) * double(s.batch) / (cublas * 1e-3) / 1e12)
-        .set("gain_ms_per_step", gain);
+        .set("selected_ms", selected).set("gain_ms_per_step", gain);
   }
   table.print(std::cout);
   std::cout << "GEMM time per step: cuBLAS " << total_cublas << " ms, with the fastest candidate per shape "
-            << total_best << " ms (" << 100.0 * (1.0 - total_best / total_cublas) << " % less)" << std::endl;
+            << total_best << " ms (" << 100.0 * (1.0 - total_best / total_cublas) << " % less); as --gemm "
+            << run.gemm << " selects " << total_selected << " ms" << std::endl;
   record.add_table(table);
   record.commit();
   std::cout << "results: " << record.path() << std::endl;

@@ -16,7 +16,7 @@ int run_bench_model(const std::vector<std::string>& args) {
   RunOptions run;
   std::vector<std::string> sizes{"small"}, contexts{"128,256,512,1024"}, precisions{"fp32,bf16"},
       attention{"naive,flash"}, warmups{"5"};
-  std::string mode = "train-step", recompute = "on";
+  std::string mode = "train-step", recompute = "on", fused = "on";
   po::options_description desc("paratrain bench model options");
   desc.add_options()
       ("sizes", po::value(&sizes)->multitoken()->default_value(sizes, "small"),
@@ -34,6 +34,7 @@ int run_bench_model(const std::vector<std::string>& args) {
        "warm-up steps before measuring (list; 0, 1, 2 are allowed and meaningful)")
       ("steps", po::value(&o.steps)->default_value(o.steps), "measured steps")
       ("recompute", po::value(&recompute)->default_value(recompute), kRecomputeHelp)
+      ("fused", po::value(&fused)->default_value(fused), kFusedHelp)
       ("breakdown", po::bool_switch(&o.breakdown),
        "GPU time per phase and op family (CUDA events), inference and train step")
       ("memory-profile", po::bool_switch(&o.memory_profile),
@@ -42,6 +43,7 @@ int run_bench_model(const std::vector<std::string>& args) {
        "bracket the measured steps with cudaProfilerStart/Stop (nsys --capture-range=cudaProfilerApi)")
       ("peak-tflops", po::value(&o.peak_tflops)->default_value(0), "device peak for MFU (0: from the device name)");
   add_run_options(desc, run, nullptr);
+  add_gemm_option(desc, run);
   auto vm = parse_or_help(desc, args, "paratrain bench model [options]");
   if (!vm) return 0;
   o.sizes = split_list(sizes);
@@ -52,7 +54,9 @@ int run_bench_model(const std::vector<std::string>& args) {
   o.warmups = parse_int_list(warmups, "warmup");
   o.mode = bench::model_bench_mode_from_name(mode);
   o.recompute = parse_on_off(recompute, "recompute");
+  o.fused = parse_on_off(fused, "fused");
   o.seed = run.seed;
+  o.gemm = gemm_select_from_name(run.gemm);
 
   auto& rt = dist::Runtime::get();
   PT_CHECK(rt.world_size() == 1, "bench model runs as one process (use bench ddp for several ranks)");

@@ -38,6 +38,12 @@ void add_run_options(po::options_description& desc, RunOptions& o, const char* d
       ("seed", po::value(&o.seed)->default_value(o.seed), "random seed");
 }
 
+void add_gemm_option(po::options_description& desc, RunOptions& o) {
+  desc.add_options()("gemm", po::value(&o.gemm)->default_value(o.gemm), kGemmHelp);
+}
+
+void apply_gemm_option(Context& ctx, const RunOptions& o) { ctx.set_gemm_select(gemm_select_from_name(o.gemm)); }
+
 Device resolve_device(const std::string& device, int local_rank) {
   const int n = cuda_device_count();
   if (device == "cpu") return Device::cpu();

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/context.h"
 #include "core/device.h"
 
 namespace pt::cli {
@@ -27,9 +28,13 @@ struct RunOptions {
   std::string out;                 // HDF5 results file; "" → default name
   bool overwrite = false;
   uint64_t seed = 1337;
+  std::string gemm = "autotune";   // autotune | cublas | lt (GPU GEMM library call; add_gemm_option)
 };
 // default_precision == nullptr leaves --precision out (sweeps take a list flag instead).
 void add_run_options(po::options_description& desc, RunOptions& o, const char* default_precision = "fp32");
+// --gemm (subcommands that run GEMMs on the GPU), and its value applied to a context.
+void add_gemm_option(po::options_description& desc, RunOptions& o);
+void apply_gemm_option(Context& ctx, const RunOptions& o);
 // auto → CUDA device local_rank when one exists, else the CPU.
 Device resolve_device(const std::string& device, int local_rank);
 
@@ -48,5 +53,18 @@ bool parse_on_off(const std::string& word, const char* flag);
 inline constexpr const char* kRecomputeHelp =
     "on: backward recomputes the RMSNorm outputs and the SwiGLU product instead of keeping them "
     "(2·d_model + d_ff fewer saved values per token and layer, the same gradients); off: keep them";
+// --fused's help (train and bench model).
+inline constexpr const char* kFusedHelp =
+    "on: the fused step (one stacked q/k/v GEMM, residual adds inside the projection GEMMs, the "
+    "gradient clip and the bf16 parameter copy inside the AdamW/SGD pass); off: one kernel per "
+    "primitive as PyTorch eager runs the model (three q/k/v GEMMs, GEMM then add for each "
+    "residual, clip and bf16 copy as passes of their own). RMSNorm, RoPE, SwiGLU, the fused "
+    "softmax-cross-entropy and flash attention are the same in both; so are the results";
+
+// --gemm's help (train, bench model, bench gemm, bench ddp).
+inline constexpr const char* kGemmHelp =
+    "GEMM library call on the GPU: autotune (time cuBLAS and cuBLASLt's heuristic candidates once "
+    "per shape, keep the fastest), cublas (cublasGemmStridedBatchedEx always) or lt (cuBLASLt's "
+    "first heuristic choice)";
 
 }  // namespace pt::cli

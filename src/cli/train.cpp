@@ -35,6 +35,7 @@ struct TrainOptions {
   int64_t context_length = 128;
   std::string attention = "auto";
   std::string recompute = "on";
+  std::string fused = "on";
   std::string data;
   std::string sampling = "random";
   int64_t batch_size = 16;
@@ -86,7 +87,8 @@ int run_train(const std::vector<std::string>& args) {
       ("context-length", po::value(&t.context_length)->default_value(t.context_length), "sequence length T")
       ("attention", po::value(&t.attention)->default_value(t.attention),
        "naive | flash | auto (flash on the GPU, naive on the CPU)")
-      ("recompute", po::value(&t.recompute)->default_value(t.recompute), kRecomputeHelp);
+      ("recompute", po::value(&t.recompute)->default_value(t.recompute), kRecomputeHelp)
+      ("fused", po::value(&t.fused)->default_value(t.fused), kFusedHelp);
   data.add_options()
       ("data", po::value(&t.data), "token file: .npy (1-D uint16/int32/int64) or raw uint16 .bin "
                                    "(default: data/sample_tokens.npy)")
@@ -118,6 +120,7 @@ int run_train(const std::vector<std::string>& args) {
   general.add_options()("log-every", po::value(&t.log_every)->default_value(t.log_every),
                         "progress line every N steps (rank 0)");
   add_run_options(general, run, "fp32");
+  add_gemm_option(general, run);
   po::options_description desc("paratrain train options");
   desc.add(model).add(data).add(optim).add(ckpt).add(parallel).add(general);
   auto vm = parse_or_help(desc, args, "paratrain train [options]   (mpirun -np N paratrain train ... for data parallelism)");
@@ -149,6 +152,7 @@ int run_train(const std::vector<std::string>& args) {
   const std::string attn = t.attention == "auto" ? (device.is_cuda() ? "flash" : "naive") : t.attention;
   cfg.attention = attention_impl_from_name(attn);
   cfg.recompute = parse_on_off(t.recompute, "recompute");
+  cfg.fused = parse_on_off(t.fused, "fused");
   cfg.validate();
   OptimizerConfig oc;
   oc.kind = optimizer_kind_from_name(t.optimizer);
@@ -158,6 +162,7 @@ int run_train(const std::vector<std::string>& args) {
   oc.adamw.eps = static_cast<float>(t.eps);
   oc.adamw.weight_decay = static_cast<float>(t.weight_decay);
   oc.sgd_weight_decay = static_cast<float>(t.weight_decay);
+  oc.fused = cfg.fused;
   const double min_lr = t.min_lr < 0 ? t.lr / 10 : t.min_lr;
   const int64_t cosine_steps = t.cosine_steps > 0 ? t.cosine_steps : t.steps;
   if (t.data.empty()) t.data = default_data_path();
@@ -184,6 +189,7 @@ int run_train(const std::vector<std::string>& args) {
 
   // ---- build ---------------------------------------------------------------------------------
   Context ctx(device, precision);
+  apply_gemm_option(ctx, run);
   record.collect_environment(ctx);
   record.set_options(options_as_strings(*vm));
   TransformerLM lm(cfg, ctx);

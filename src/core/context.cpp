@@ -13,6 +13,13 @@ namespace {
 constexpr size_t kCublasWorkspaceBytes = 32u << 20;
 }
 
+GemmSelect gemm_select_from_name(const std::string& name) {
+  if (name == "autotune") return GemmSelect::Autotune;
+  if (name == "cublas") return GemmSelect::Cublas;
+  if (name == "lt") return GemmSelect::Lt;
+  PT_FAIL("unknown GEMM selection '" + name + "' (expected autotune, cublas or lt)");
+}
+
 Context::Context(Device device, Precision precision) : device_(device), precision_(precision) {
   if (!device_.is_cuda()) return;
   PT_CUDA_CHECK(cudaSetDevice(device_.index));

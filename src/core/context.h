@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 
 #include <memory>
+#include <string>
 
 #include "core/device.h"
 #include "core/dtype.h"
@@ -13,6 +14,13 @@
 namespace pt {
 
 class KernelTimer;
+
+// Which library call runs a GEMM on the GPU (cuda/matmul.cu). Autotune: each new shape is
+// timed once through cuBLAS and cuBLASLt's heuristic candidates and the fastest is kept
+// (`--gemm autotune`, the default); Cublas: cublasGemmStridedBatchedEx always (`--gemm cublas`);
+// Lt: cuBLASLt's first heuristic choice, untimed (tests reach the cuBLASLt path with it).
+enum class GemmSelect { Autotune, Cublas, Lt };
+GemmSelect gemm_select_from_name(const std::string& name);  // "autotune" | "cublas" | "lt"
 
 class Context {
  public:
@@ -45,6 +53,9 @@ class Context {
   void reserve_sms(int n);
   int reserved_sms() const { return reserved_sms_; }
 
+  GemmSelect gemm_select() const { return gemm_select_; }
+  void set_gemm_select(GemmSelect s) { gemm_select_ = s; }
+
   // Kernel-time breakdown; null unless a benchmark turns it on (see core/profiler.h).
   KernelTimer* timer() const { return timer_; }
   void set_timer(KernelTimer* t) { timer_ = t; }
@@ -59,6 +70,7 @@ class Context {
   size_t workspace_bytes_ = 0;
   KernelTimer* timer_ = nullptr;
   int sm_count_ = 0, reserved_sms_ = 0;
+  GemmSelect gemm_select_ = GemmSelect::Autotune;
 };
 
 // Copy bytes between any two places (host↔device, device↔device) on the context's stream;

@@ -18,7 +18,7 @@ namespace pt {
 
 Linear::Linear(ParamStore& store, const std::string& name, int64_t d_in, int64_t d_out, bool bias,
                bool bias_trainable)
-    : store_(store), d_in_(d_in), d_out_(d_out) {
+    : store_(store), d_in_(d_in), d_out_(d_out), units_{{0, d_out}} {
   weights_.push_back(&store.add(name + ".weight", {d_out, d_in}));
   store.add_use(*weights_.front());
   if (bias) {
@@ -27,7 +27,7 @@ Linear::Linear(ParamStore& store, const std::string& name, int64_t d_in, int64_t
   }
 }
 
-Linear::Linear(ParamStore& store, const std::vector<Parameter*>& stacked_weights, Parameter* bias)
+Linear::Linear(ParamStore& store, const std::vector<Parameter*>& stacked_weights, Parameter* bias, bool split)
     : store_(store), weights_(stacked_weights), bias_(bias) {
   PT_CHECK(!weights_.empty(), "Linear needs at least one weight");
   d_in_ = weights_.front()->shape.at(1);
@@ -41,23 +41,26 @@ Linear::Linear(ParamStore& store, const std::vector<Parameter*>& stacked_weights
                    (!w->trainable || w->grad_offset == prev->grad_offset + prev->numel),
                "Linear: stacked weights '" + prev->name + "' and '" + w->name + "' are not adjacent");
     }
+    if (split) units_.push_back({d_out_, w->shape[0]});
     d_out_ += w->shape[0];
     store.add_use(*w);
   }
+  if (!split) units_.push_back({0, d_out_});
   if (bias_) store.add_use(*bias_);
 }
 
-Tensor Linear::weight_view(DType operand_dtype) const {
+Tensor Linear::weight_view(DType operand_dtype, const Unit& u) const {
   const Parameter& w0 = *weights_.front();
   const ParamStore& s = w0.store();
   Tensor flat = operand_dtype == DType::BF16 ? s.flat_lowp() : s.flat_params();
   PT_CHECK(flat.defined(), "Linear '" + w0.name + "': bf16 input but no bf16 parameter mirror");
-  return flat.narrow(0, w0.offset, d_out_ * d_in_).reshape({d_out_, d_in_});
+  return flat.narrow(0, w0.offset + u.row * d_in_, u.rows * d_in_).reshape({u.rows, d_in_});
 }
 
-Tensor Linear::weight_grad_view() const {
+Tensor Linear::weight_grad_view(const Unit& u) const {
   const Parameter& w0 = *weights_.front();
-  return w0.store().flat_grads().narrow(0, w0.grad_offset, d_out_ * d_in_).reshape({d_out_, d_in_});
+  Tensor flat = w0.store().flat_grads();
+  return flat.narrow(0, w0.grad_offset + u.row * d_in_, u.rows * d_in_).reshape({u.rows, d_in_});
 }
 
 Tensor Linear::forward(Context& ctx, const Tensor& x) {
@@ -70,8 +73,10 @@ Tensor Linear::forward(Context& ctx, const Tensor& x) {
 }
 
 void Linear::forward_into(Context& ctx, const Tensor& x, Tensor& y, float beta) {
-  Tensor w = weight_view(x.dtype());
-  ops::matmul(ctx, y, x, w, /*trans_a=*/false, /*trans_b=*/true, 1.0f, beta);
+  for (const Unit& u : units_) {
+    Tensor yu = y.narrow(1, u.row, u.rows);  // (N, rows): this unit's columns of y
+    ops::matmul(ctx, yu, x, weight_view(x.dtype(), u), /*trans_a=*/false, /*trans_b=*/true, 1.0f, beta);
+  }
   if (bias_) {
     Tensor b = x.dtype() == DType::BF16 ? bias_->data_lowp() : bias_->data();
     ops::add_bias(ctx, y, b);
@@ -88,10 +93,12 @@ void Linear::restore_input(const Tensor& x) {
 
 void Linear::weight_backward(Context& ctx, const Tensor& dy) {
   PT_CHECK(saved_x_.defined(), "Linear '" + weights_.front()->name + "': backward without forward");
-  if (weights_.front()->trainable) {
-    Tensor dw = weight_grad_view();  // (d_out, d_in) += dyᵀ (d_out, N) · x (N, d_in)
-    ops::matmul(ctx, dw, dy, saved_x_, /*trans_a=*/true, /*trans_b=*/false, 1.0f, 1.0f);
-  }
+  if (weights_.front()->trainable)
+    for (const Unit& u : units_) {
+      Tensor dw = weight_grad_view(u);  // (rows, d_in) += dy_uᵀ (rows, N) · x (N, d_in)
+      ops::matmul(ctx, dw, dy.narrow(1, u.row, u.rows), saved_x_, /*trans_a=*/true, /*trans_b=*/false, 1.0f,
+                  1.0f);
+    }
   for (Parameter* w : weights_) store_.grad_contributed(*w);
   if (bias_ && bias_->trainable) {
     Tensor db = bias_->grad();
@@ -113,8 +120,12 @@ Tensor Linear::backward(Context& ctx, const Tensor& dy, bool need_dx) {
 
 void Linear::backward_into(Context& ctx, const Tensor& dy, Tensor& dx, float dx_beta) {
   weight_backward(ctx, dy);
-  Tensor w = weight_view(dy.dtype());  // dx (N, d_in) = dy (N, d_out) · W (d_out, d_in)
-  ops::matmul(ctx, dx, dy, w, false, false, 1.0f, dx_beta);
+  // dx (N, d_in) = dx_beta·dx + Σ_u dy_u (N, rows) · W_u (rows, d_in)
+  float beta = dx_beta;
+  for (const Unit& u : units_) {
+    ops::matmul(ctx, dx, dy.narrow(1, u.row, u.rows), weight_view(dy.dtype(), u), false, false, 1.0f, beta);
+    beta = 1.0f;
+  }
   release();
 }
 

@@ -22,7 +22,12 @@ class Linear {
   // Uses existing parameters: several weights (d_out_i, d_in) stacked along d_out act as one
   // (Σd_out_i, d_in) GEMM — they must be adjacent in the flat buffers (q_proj, k_proj, v_proj
   // are) — and one weight shared by two Linears is a tied weight (one Parameter, two uses).
-  Linear(ParamStore& store, const std::vector<Parameter*>& stacked_weights, Parameter* bias = nullptr);
+  // With `split` the stacked weights run as one GEMM each instead, as separate nn.Linear
+  // modules do in eager PyTorch (the unfused comparison, TransformerConfig::fused): forward
+  // writes each weight's columns of y through a strided view; backward computes each dW_i on
+  // its own and dx as the sum of one GEMM per weight. The same function, only rounding differs.
+  Linear(ParamStore& store, const std::vector<Parameter*>& stacked_weights, Parameter* bias = nullptr,
+         bool split = false);
 
   // x (N, d_in) → y (N, d_out) in x's dtype. Saves x (a reference, not a copy).
   Tensor forward(Context& ctx, const Tensor& x);
@@ -43,13 +48,18 @@ class Linear {
   int64_t d_out() const { return d_out_; }
 
  private:
-  Tensor weight_view(DType operand_dtype) const;  // (d_out, d_in) of the stacked weights
-  Tensor weight_grad_view() const;
+  // The GEMM units: the whole stack (one unit), or each stacked weight when split.
+  struct Unit {
+    int64_t row, rows;  // first row and row count in the stacked (d_out, d_in) weight
+  };
+  Tensor weight_view(DType operand_dtype, const Unit& u) const;  // (u.rows, d_in)
+  Tensor weight_grad_view(const Unit& u) const;
   void weight_backward(Context& ctx, const Tensor& dy);
   ParamStore& store_;
   std::vector<Parameter*> weights_;
   Parameter* bias_ = nullptr;
   int64_t d_in_ = 0, d_out_ = 0;
+  std::vector<Unit> units_;
   Tensor saved_x_;
 };
 

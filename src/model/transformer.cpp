@@ -72,7 +72,7 @@ void TransformerConfig::validate() const {
                                   " must be even for RoPE");
   PT_CHECK(rope_theta > 0, "rope_theta must be positive");
   PT_CHECK(attention != AttentionImpl::Flash || ops::flash_attention_supports_head_dim(d_head()),
-           "flash attention covers head dimensions 16, 32, 64 and 128; this model's is " +
+           "flash attention covers head dimensions 16, 32, 64, 80 and 128; this model's is " +
                std::to_string(d_head()) + " (use --attention naive)");
 }
 
@@ -92,7 +92,7 @@ double TransformerConfig::train_flops_per_token(int64_t seq_len) const {
 // ---- one block ----------------------------------------------------------------------------
 
 // h = x + output_proj(Attn(RoPE(q), RoPE(k), v)) with q, k, v from one stacked GEMM on
-// ln1(x); out = h + w2(silu(w1·ln2(h)) ⊙ w3·ln2(h)).
+// ln1(x) (three GEMMs unfused); out = h + w2(silu(w1·ln2(h)) ⊙ w3·ln2(h)).
 class TransformerBlock {
  public:
   TransformerBlock(ParamStore& store, const TransformerConfig& cfg, int index)
@@ -101,7 +101,7 @@ class TransformerBlock {
         q_(&store.add(prefix_ + ".attn.q_proj.weight", {cfg.d_model, cfg.d_model})),
         k_(&store.add(prefix_ + ".attn.k_proj.weight", {cfg.d_model, cfg.d_model})),
         v_(&store.add(prefix_ + ".attn.v_proj.weight", {cfg.d_model, cfg.d_model})),
-        qkv_(store, {q_, k_, v_}),
+        qkv_(store, {q_, k_, v_}, /*bias=*/nullptr, /*split=*/!cfg.fused),
         out_proj_(store, prefix_ + ".attn.output_proj", cfg.d_model, cfg.d_model),
         ln2_(store, prefix_ + ".ln2", cfg.d_model),
         w1_(store, prefix_ + ".ffn.w1", cfg.d_model, cfg.d_ff),
@@ -151,9 +151,7 @@ class TransformerBlock {
         probs_ = Tensor::empty({B, H, T, T}, act, ctx.device(), "attn_probs");
         ops::naive_attention_forward(ctx, o, probs_, q, k, v, /*causal=*/true);
       }
-      h = Tensor::empty({N, C}, x.dtype(), ctx.device(), "residual_h");
-      h.copy_from(x, ctx);
-      out_proj_.forward_into(ctx, attn_out_, h, 1.0f);  // h = x + attn_out · Woᵀ
+      h = residual(ctx, x, out_proj_, attn_out_, "residual_h");  // h = x + attn_out · Woᵀ
     }
     Tensor out;
     {
@@ -163,9 +161,7 @@ class TransformerBlock {
       h3_ = w3_.forward(ctx, b);             // (N, F)
       Tensor g = Tensor::empty(h1_.shape(), act, ctx.device(), "swiglu_out");
       ops::swiglu_forward(ctx, g, h1_, h3_);
-      out = Tensor::empty({N, C}, x.dtype(), ctx.device(), "residual_out");
-      out.copy_from(h, ctx);
-      w2_.forward_into(ctx, g, out, 1.0f);  // out = h + g · W2ᵀ
+      out = residual(ctx, h, w2_, g, "residual_out");  // out = h + g · W2ᵀ
       if (cfg_.recompute) {  // backward recomputes b from h and g from h1, h3
         w1_.release();
         w3_.release();
@@ -247,6 +243,20 @@ class TransformerBlock {
   Tensor head_view(const Tensor& qkv, int which, int64_t B, int64_t T) const {
     const int64_t C = cfg_.d_model, D = cfg_.d_head();
     return qkv.as_strided({B, cfg_.num_heads, T, D}, {T * 3 * C, D, 3 * C, 1}, which * C);
+  }
+  // x + in · Wᵀ (N, C) in x's dtype (the fp32 residual stream). Fused: the GEMM adds into a
+  // copy of x (beta = 1). Unfused: the GEMM writes its own activation-dtype output (bf16 in
+  // bf16 mode, as autocast's linear) and an elementwise add makes the sum, as PyTorch eager.
+  Tensor residual(Context& ctx, const Tensor& x, Linear& proj, const Tensor& in, const char* name) const {
+    Tensor out = Tensor::empty(x.shape(), x.dtype(), ctx.device(), name);
+    if (cfg_.fused) {
+      out.copy_from(x, ctx);
+      proj.forward_into(ctx, in, out, 1.0f);
+    } else {
+      Tensor branch = proj.forward(ctx, in);  // (N, C) act
+      ops::add(ctx, out, x, branch);
+    }
+    return out;
   }
   // The fp32 residual gradient as a GEMM operand: itself in fp32, a bf16 copy in bf16 mode.
   static Tensor as_act(Context& ctx, const Tensor& x, DType act) {

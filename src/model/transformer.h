@@ -30,6 +30,15 @@ struct TransformerConfig {
   // work) instead of keeping them from forward: 2·d_model + d_ff values per token and layer
   // less activation memory (XL fp32: 3.8 GB), the same gradients bit for bit.
   bool recompute = true;
+  // The fused forms of the step (on, the default) or one kernel per primitive as PyTorch eager
+  // runs the reference model (off: the comparison torch.compile on/off gives there). Off splits
+  // exactly: (1) the stacked q, k, v projection into three GEMMs (backward: three dW GEMMs and
+  // dx as the sum of three GEMMs); (2) each residual add out of its GEMM (the output projection
+  // and w2 write their own activation-dtype tensor, then an elementwise add makes the fp32
+  // residual). The optimizer's half is OptimizerConfig::fused. RMSNorm, RoPE in place, the
+  // SwiGLU kernel, the fused softmax-cross-entropy and flash attention stay as they are in both.
+  // The same function either way: only rounding differs.
+  bool fused = true;
 
   // Named sizes (vocabulary 10000): tiny 128/384/4/4 (CPU smoke runs), small 768/3072/12/12, medium 1024/4096/24/16,
   // large 1280/5120/36/20, xl 1600/6400/48/25, 2.7b 2560/10240/32/32 (d_model/d_ff/layers/heads).

@@ -69,7 +69,7 @@ void check_layout(const Tensor& t, const Shape& shape, DType dtype, Device devic
 Dims check_inputs(const Context& ctx, const Tensor& q, const Tensor& k, const Tensor& v, bool causal) {
   const Dims dm{q.size(0), q.size(1), q.size(2), k.size(2), q.size(3)};
   PT_CHECK(flash_attention_supports_head_dim(dm.d),
-           "flash attention supports head dimensions 16, 32, 64 and 128, got " + std::to_string(dm.d));
+           "flash attention supports head dimensions 16, 32, 64, 80 and 128, got " + std::to_string(dm.d));
   PT_CHECK(dm.B > 0 && dm.H > 0 && dm.tq > 0 && dm.tk > 0,
            "flash attention: empty input " + q.describe() + " / " + k.describe());
   PT_CHECK(!causal || dm.tq == dm.tk, "flash attention: causal attention needs as many queries as keys, got Tq = " +
@@ -249,6 +249,8 @@ void flash_attention_backward(Context& ctx, Tensor& dq_in, Tensor& dk_in, Tensor
   // delta goes back to the allocator's cache; the stream orders its reuse after the kernels.
 }
 
-bool flash_attention_supports_head_dim(int64_t d) { return d == 16 || d == 32 || d == 64 || d == 128; }
+bool flash_attention_supports_head_dim(int64_t d) {
+  return d == 16 || d == 32 || d == 64 || d == 80 || d == 128;
+}
 
 }  // namespace pt::ops

@@ -14,13 +14,14 @@ namespace pt::ops {
 // other strides (a fused QKV buffer is read in place). A 3-D (B, T, D) tensor is the H = 1 case.
 // lse (B, H, Tq) fp32 contiguous (or (B, Tq) for 3-D inputs): logsumexp of the scaled scores per
 // query, kept for backward.
-// D ∈ {16, 32, 64, 128}; bf16 or fp32 on the GPU (fp32|fp64 on the CPU); q, k, v, out share one
-// dtype. On the GPU, bf16 rows must start on 16-byte boundaries (strides multiple of 8).
+// D ∈ {16, 32, 64, 80, 128} (80: the 2.7b model's heads; mma.sync and FFMA kernels only); bf16
+// or fp32 on the GPU (fp32|fp64 on the CPU); q, k, v, out share one dtype. On the GPU, bf16
+// rows must start on 16-byte boundaries (strides multiple of 8).
 // Causal requires Tq == Tk; non-causal allows Tq != Tk. Scores are scaled by 1/sqrt(D); masked
 // scores get -1e6 added (the convention of the PyTorch reference the course tests against).
 void flash_attention_forward(Context& ctx, Tensor& out, Tensor& lse, const Tensor& q,
                              const Tensor& k, const Tensor& v, bool causal);
-// Whether the kernels cover head dimension d (16, 32, 64, 128).
+// Whether the kernels cover head dimension d (16, 32, 64, 80, 128).
 bool flash_attention_supports_head_dim(int64_t d);
 // Gradients written (not accumulated), same layout rules as the inputs. On the GPU the
 // backward takes a (B, H, Tq) fp32 workspace from the tracking allocator for rowsum(O ∘ dO).

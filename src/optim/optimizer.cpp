@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/profiler.h"
+#include "ops/elementwise.h"
 
 namespace pt {
 
@@ -86,11 +87,19 @@ Tensor Optimizer::clip_grad_norm(Context& ctx, float max_norm) {
   for (const FlatRange& r : ranges_) ops::squared_norm_accumulate(ctx, sumsq, r.grad);
   reduce_sumsq(ctx, sumsq);
   drop_folded_clip();
-  if (max_norm > 0) {
+  if (max_norm > 0 && cfg_.fused) {
     clip_sumsq_ = sumsq;
     clip_max_norm_ = max_norm;
+  } else if (max_norm > 0) {
+    for (FlatRange& r : ranges_) ops::clip_by_norm(ctx, r.grad, sumsq, max_norm);
   }
   return sumsq;
+}
+
+void Optimizer::cast_mirrors(Context& ctx) {
+  if (cfg_.fused) return;  // the update wrote them
+  for (FlatRange& r : ranges_)
+    if (r.param_lowp.defined()) ops::cast(ctx, r.param_lowp, r.param);
 }
 
 namespace {
@@ -120,10 +129,10 @@ class AdamW final : public Optimizer {
     const ops::GradClip clip = folded_clip();
     for (size_t i = 0; i < ranges_.size(); ++i) {
       FlatRange& r = ranges_[i];
-      ops::adamw_step(ctx, r.param, r.grad, m_[i], v_[i], h,
-                      r.param_lowp.defined() ? &r.param_lowp : nullptr, clip);
+      ops::adamw_step(ctx, r.param, r.grad, m_[i], v_[i], h, mirror_in_update(r), clip);
     }
     drop_folded_clip();
+    cast_mirrors(ctx);
   }
 
   std::vector<std::pair<std::string, Tensor>> state() override {
@@ -158,9 +167,9 @@ class SGD final : public Optimizer {
     ++steps_;
     const ops::GradClip clip = folded_clip();
     for (FlatRange& r : ranges_)
-      ops::sgd_step(ctx, r.param, r.grad, lr, cfg_.sgd_weight_decay,
-                    r.param_lowp.defined() ? &r.param_lowp : nullptr, clip);
+      ops::sgd_step(ctx, r.param, r.grad, lr, cfg_.sgd_weight_decay, mirror_in_update(r), clip);
     drop_folded_clip();
+    cast_mirrors(ctx);
   }
   std::vector<std::pair<std::string, Tensor>> state() override { return {}; }
   int64_t state_bytes() const override { return 0; }

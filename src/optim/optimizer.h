@@ -37,6 +37,14 @@ struct OptimizerConfig {
   OptimizerKind kind = OptimizerKind::AdamW;
   ops::AdamWHyper adamw;  // lr here is the peak/base lr; step() takes the scheduled lr
   float sgd_weight_decay = 0.0f;
+  // The optimizer's half of TransformerConfig::fused. On: the clip is folded into the update
+  // and the update writes the bf16 mirror in the same pass. Off, as torch.nn.utils.
+  // clip_grad_norm_ + optimizer.step() in eager PyTorch: clip_grad_norm rewrites the gradient
+  // buffer in a pass of its own (ops::clip_by_norm), the update reads the stored gradients and
+  // writes the fp32 parameters only, and a separate cast pass refreshes the bf16 mirror. The
+  // same parameters either way. Sharded optimizers pass it to the optimizer they wrap and clip
+  // their own ranges (the gradients this rank's update reads), so it holds for them too.
+  bool fused = true;
 };
 
 class Optimizer {
@@ -56,9 +64,10 @@ class Optimizer {
   // min(1, max_norm/(norm + 1e-6)); max_norm <= 0 only measures. Sharded optimizers sum the
   // squared norm over ranks first (reduce_sumsq), so every rank clips by the global norm.
   // Returns the pre-clip squared norm: a 1-element fp32 tensor on the device (no host sync).
-  // The clip itself is folded into the next step(), which reads each gradient scaled by the
-  // coefficient (ops::GradClip): the parameters are those of clip-then-step, but the gradient
-  // buffer keeps its unclipped values and is read once instead of three times.
+  // Fused (OptimizerConfig::fused), the clip itself is folded into the next step(), which reads
+  // each gradient scaled by the coefficient (ops::GradClip): the parameters are those of
+  // clip-then-step, but the gradient buffer keeps its unclipped values and is read once instead
+  // of three times. Unfused, the gradient ranges are scaled here, in place.
   Tensor clip_grad_norm(Context& ctx, float max_norm);
   void set_steps_taken(int64_t s) { steps_ = s; }
   const OptimizerConfig& config() const { return cfg_; }
@@ -73,6 +82,12 @@ class Optimizer {
     inner.clip_max_norm_ = clip_max_norm_;
     drop_folded_clip();
   }
+  // The bf16 mirror an update writes in its own pass: the range's when fused, none unfused
+  // (cast_mirrors then refreshes every range's mirror after the update, one cast each).
+  Tensor* mirror_in_update(FlatRange& r) const {
+    return cfg_.fused && r.param_lowp.defined() ? &r.param_lowp : nullptr;
+  }
+  void cast_mirrors(Context& ctx);
 
   OptimizerConfig cfg_;
   Context& ctx_;

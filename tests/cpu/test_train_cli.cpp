@@ -1,6 +1,6 @@
 // `paratrain train` end to end on the CPU: the loss falls on the sample data, a resumed run
-// reproduces an uninterrupted one, and bad input gets one clear error line, a non-zero exit
-// and no results file.
+// reproduces an uninterrupted one, --fused off gives the losses of --fused on, and bad input
+// gets one clear error line, a non-zero exit and no results file.
 #include <gtest/gtest.h>
 #include <hdf5.h>
 
@@ -35,8 +35,8 @@ std::vector<double> printed_losses(const std::string& output) {
   return out;
 }
 
-// The "loss" column of the run record's train_steps table, read with the plain HDF5 API.
-std::vector<double> recorded_losses(const std::string& path) {
+// A double column of the run record's train_steps table, read with the plain HDF5 API.
+std::vector<double> recorded_column(const std::string& path, const char* column) {
   hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   EXPECT_GE(f, 0) << path;
   hid_t d = H5Dopen2(f, "train_steps", H5P_DEFAULT);
@@ -45,15 +45,17 @@ std::vector<double> recorded_losses(const std::string& path) {
   hsize_t n = 0;
   H5Sget_simple_extent_dims(space, &n, nullptr);
   hid_t mem = H5Tcreate(H5T_COMPOUND, sizeof(double));
-  H5Tinsert(mem, "loss", 0, H5T_NATIVE_DOUBLE);
-  std::vector<double> loss(n);
-  EXPECT_GE(H5Dread(d, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, loss.data()), 0);
+  H5Tinsert(mem, column, 0, H5T_NATIVE_DOUBLE);
+  std::vector<double> values(n);
+  EXPECT_GE(H5Dread(d, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()), 0) << column;
   H5Tclose(mem);
   H5Sclose(space);
   H5Dclose(d);
   H5Fclose(f);
-  return loss;
+  return values;
 }
+
+std::vector<double> recorded_losses(const std::string& path) { return recorded_column(path, "loss"); }
 
 TEST(TrainCli, LossFallsOnTheSampleDataAndEveryStepIsRecorded) {
   const std::string dir = test::scratch_dir("train_falls");
@@ -104,16 +106,19 @@ TEST(TrainCli, SaveLoadContinueGivesTheLossesOfAnUninterruptedRun) {
 TEST(TrainCli, DataParallelRunsMatchOneProcessForEveryStrategy) {
   const std::string dir = test::scratch_dir("train_ddp");
   // SGD: an update proportional to the gradient, so rank-averaging rounding stays at 1e-7
-  // (Adam would magnify it in near-zero gradients). Global batch 4 = 2 ranks × 2.
+  // (Adam would magnify it in near-zero gradients). Global batch 4 = 2 ranks × 2. The clip
+  // (gradient norms are about 0.8 here) acts, so sharded optimizers clip by the global norm.
   auto args = [&](const std::string& out, const std::string& extra) {
     return tiny({{"steps", "4"}, {"sampling", "sequential"}, {"optimizer", "sgd"}, {"lr", "0.5"},
-                 {"warmup-steps", "0"}, {"out", dir + "/" + out}}) + extra;
+                 {"warmup-steps", "0"}, {"grad-clip", "0.5"}, {"out", dir + "/" + out}}) + extra;
   };
   ASSERT_EQ(test::run_paratrain(args("one.h5", "")).rc, 0);
   const auto ref = recorded_losses(dir + "/one.h5");
   const std::vector<std::string> variants = {
       "--ddp naive", "--ddp flat", "--ddp overlap", "--ddp bucketed --bucket-mb 0.01",
-      "--ddp bucketed --shard-optimizer broadcast", "--ddp flat --shard-optimizer zero1"};
+      "--ddp bucketed --shard-optimizer broadcast", "--ddp flat --shard-optimizer zero1",
+      // Unfused, sharded optimizers clip their own ranges and refresh nothing else differently.
+      "--ddp bucketed --shard-optimizer broadcast --fused off", "--ddp overlap --shard-optimizer zero1 --fused off"};
   for (size_t i = 0; i < variants.size(); ++i) {
     const std::string out = "two_" + std::to_string(i) + ".h5";
     test::CliResult r = test::run_paratrain_mpi(2, args(out, variants[i]));
@@ -127,6 +132,29 @@ TEST(TrainCli, DataParallelRunsMatchOneProcessForEveryStrategy) {
   EXPECT_NE(odd.rc, 0);
   EXPECT_NE(odd.output.find("divisible"), std::string::npos) << odd.output;
   EXPECT_FALSE(fs::exists(dir + "/odd.h5"));
+}
+
+TEST(TrainCli, UnfusedRunsGiveTheLossesOfFusedOnes) {
+  const std::string dir = test::scratch_dir("train_fused");
+  // A clip far below the gradient norm, so the unfused clip pass (and the fused one) acts.
+  auto run = [&](const char* fused) {
+    const std::string out = dir + "/" + fused + ".h5";
+    test::CliResult r = test::run_paratrain(tiny({{"steps", "5"}, {"sampling", "sequential"}, {"grad-clip", "0.05"},
+                                                  {"warmup-steps", "1"}, {"fused", fused}, {"out", out}}));
+    EXPECT_EQ(r.rc, 0) << r.output;
+    return out;
+  };
+  const std::string on = run("on"), off = run("off");
+  const auto loss_on = recorded_losses(on), loss_off = recorded_losses(off);
+  const auto norm_on = recorded_column(on, "grad_norm"), norm_off = recorded_column(off, "grad_norm");
+  ASSERT_EQ(loss_on.size(), 5u);
+  ASSERT_EQ(loss_off.size(), 5u);
+  for (size_t s = 0; s < 5; ++s) {
+    EXPECT_GT(norm_on[s], 0.05) << "the clip acts at step " << s + 1;
+    // fp32 on the CPU: the split GEMMs and separate passes only round differently.
+    EXPECT_NEAR(loss_off[s], loss_on[s], 1e-5 * loss_on[s]) << "step " << s + 1;
+    EXPECT_NEAR(norm_off[s], norm_on[s], 1e-5 * norm_on[s]) << "step " << s + 1;
+  }
 }
 
 struct BadCase {
@@ -153,6 +181,7 @@ TEST(TrainCli, BadInputGetsOneClearErrorAndNoResults) {
       {"contradictory flags", "train --init-from " + dir + "/ck1.h5 --resume " + dir + "/ck1.h5", "contradict"},
       {"save-every without save", "train --save-every 5", "--save"},
       {"unknown size", "train --model enormous", "enormous"},
+      {"fused neither on nor off", tiny({{"fused", "maybe"}}), "--fused must be on or off, got 'maybe'"},
       {"heads do not divide", tiny({{"num-heads", "3"}}), "divisible"},
       {"bf16 without GPU", tiny({{"precision", "bf16"}}), "bf16"},
       {"missing token file", tiny({{"data", dir + "/nope.npy"}}), "nope.npy"},
@@ -185,7 +214,7 @@ TEST(TrainCli, HelpListsTheOptionsAndExitsZero) {
   test::CliResult r = test::run_paratrain("train --help");
   EXPECT_EQ(r.rc, 0);
   for (const char* opt : {"--model", "--data", "--sampling", "--batch-size", "--lr", "--save", "--resume",
-                          "--precision", "--device", "--out"})
+                          "--recompute", "--fused", "--precision", "--device", "--out"})
     EXPECT_NE(r.output.find(opt), std::string::npos) << opt;
 }
 

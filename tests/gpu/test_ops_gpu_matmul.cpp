@@ -1,6 +1,7 @@
-// matmul on the GPU (cuBLAS) against the fp64 CPU GEMM on the same stored values: every
-// transpose combination in FP32, TF32 and bf16 (fp32 or bf16 C), odd sizes, alpha/beta,
-// broadcast batch stride, per-head views, and true FP32 when TF32 is off.
+// matmul on the GPU against the fp64 CPU GEMM on the same stored values: every transpose
+// combination in FP32, TF32 and bf16 (fp32 or bf16 C) through each library path (cuBLAS,
+// cuBLASLt, autotuned), odd sizes, alpha/beta, broadcast batch stride, per-head views,
+// operands off cuBLASLt's default 256-byte alignment, and true FP32 when TF32 is off.
 #include <gtest/gtest.h>
 
 #include <ostream>
@@ -17,10 +18,14 @@ struct GemmCase {
   bool ta, tb;
   DType ab, c;
   Precision precision;
+  GemmSelect select;
 };
+const char* select_name(GemmSelect s) {
+  return s == GemmSelect::Cublas ? "cublas" : s == GemmSelect::Lt ? "lt" : "autotune";
+}
 std::ostream& operator<<(std::ostream& o, const GemmCase& g) {
   return o << (g.ta ? "T" : "N") << (g.tb ? "T" : "N") << "_" << dtype_name(g.ab) << "_C" << dtype_name(g.c)
-           << "_" << precision_name(g.precision);
+           << "_" << precision_name(g.precision) << "_" << select_name(g.select);
 }
 
 // Norm-wise relative error bounds (‖got − ref‖ / ‖ref‖), inputs identical on both sides:
@@ -40,6 +45,7 @@ TEST_P(GpuMatmul, MatchesCpuFp64) {
   PT_REQUIRE_GPU();
   const GemmCase g = GetParam();
   Context gpu(Device::cuda(0), g.precision), cpu(Device::cpu());
+  gpu.set_gemm_select(g.select);
   const int64_t m = 33, n = 17, k = 29;  // odd on purpose
   const Shape a_shape = g.ta ? Shape{k, m} : Shape{m, k}, b_shape = g.tb ? Shape{n, k} : Shape{k, n};
   Pair a = make_twin(gpu, cpu, a_shape, g.ab, randn(m * k, 1));
@@ -52,13 +58,14 @@ TEST_P(GpuMatmul, MatchesCpuFp64) {
 
 std::vector<GemmCase> all_cases() {
   std::vector<GemmCase> cases;
-  for (bool ta : {false, true})
-    for (bool tb : {false, true}) {
-      cases.push_back({ta, tb, DType::F32, DType::F32, Precision::FP32});
-      cases.push_back({ta, tb, DType::F32, DType::F32, Precision::TF32});
-      cases.push_back({ta, tb, DType::BF16, DType::F32, Precision::BF16});
-      cases.push_back({ta, tb, DType::BF16, DType::BF16, Precision::BF16});
-    }
+  for (GemmSelect sel : {GemmSelect::Cublas, GemmSelect::Lt, GemmSelect::Autotune})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        cases.push_back({ta, tb, DType::F32, DType::F32, Precision::FP32, sel});
+        cases.push_back({ta, tb, DType::F32, DType::F32, Precision::TF32, sel});
+        cases.push_back({ta, tb, DType::BF16, DType::F32, Precision::BF16, sel});
+        cases.push_back({ta, tb, DType::BF16, DType::BF16, Precision::BF16, sel});
+      }
   return cases;
 }
 INSTANTIATE_TEST_SUITE_P(All, GpuMatmul, ::testing::ValuesIn(all_cases()),
@@ -133,6 +140,60 @@ TEST(GpuMatmulModes, ReservingSmsRetargetsCublasAndKeepsResults) {
   EXPECT_THROW(gpu.reserve_sms(gpu.sm_count()), Error);
   EXPECT_THROW(gpu.reserve_sms(-1), Error);
   EXPECT_EQ(gpu.reserved_sms(), 0);
+}
+
+// Model-sized GEMMs whose operands are views at odd offsets of larger buffers (as parameters
+// are in the flat buffers): every path, autotuning included, gives the right C, accumulates into
+// it exactly once when beta = 1 (autotuning times its candidates on a scratch C), and a second
+// call of the same shape runs the same kernel (bit-identical C).
+TEST(GpuMatmulModes, EveryPathOnMisalignedModelSizedViews) {
+  PT_REQUIRE_GPU();
+  for (GemmSelect sel : {GemmSelect::Cublas, GemmSelect::Lt, GemmSelect::Autotune})
+    for (DType ab : {DType::F32, DType::BF16}) {
+      SCOPED_TRACE(std::string(select_name(sel)) + " " + dtype_name(ab));
+      Context gpu(Device::cuda(0), ab == DType::BF16 ? Precision::BF16 : Precision::FP32), cpu(Device::cpu());
+      gpu.set_gemm_select(sel);
+      const int64_t m = 384, n = 640, k = 256, off = 2;  // off elements: 4- or 8-byte aligned views
+      Pair a = make_twin(gpu, cpu, {m * k + off}, ab, randn(m * k + off, 11));
+      Pair b = make_twin(gpu, cpu, {n * k + off}, ab, randn(n * k + off, 12));
+      Pair c = make_twin(gpu, cpu, {m * n + 1}, DType::F32, randn(m * n + 1, 13));
+      auto view = [](const Tensor& t, int64_t offset, int64_t rows, int64_t cols) {
+        return t.narrow(0, offset, rows * cols).reshape({rows, cols});
+      };
+      // C (m, n) += A (m, k) · B (n, k)ᵀ: the weight-gradient / forward form of the model.
+      Tensor cg = view(c.gpu, 1, m, n), cc = view(c.cpu, 1, m, n);
+      ops::matmul(gpu, cg, view(a.gpu, off, m, k), view(b.gpu, off, n, k), false, true, 1.0f, 1.0f);
+      ops::matmul(cpu, cc, view(a.cpu, off, m, k), view(b.cpu, off, n, k), false, true, 1.0f, 1.0f);
+      const double bound = ab == DType::BF16 ? 1e-5 : 1e-6;
+      EXPECT_LE(rel_error(cg.to_host_f64(gpu), cc.to_host_f64(cpu)), bound);
+
+      Pair d = make_output(gpu, cpu, {m, n}, DType::F32);
+      ops::matmul(gpu, d.gpu, view(a.gpu, off, m, k), view(b.gpu, off, n, k), false, true);
+      const auto first = d.gpu.to_host_f64(gpu);
+      ops::matmul(gpu, d.gpu, view(a.gpu, off, m, k), view(b.gpu, off, n, k), false, true);
+      EXPECT_EQ(d.gpu.to_host_f64(gpu), first);
+    }
+}
+
+// Lt and autotuned GEMMs honour reserve_sms too (the SM target is part of their descriptors).
+TEST(GpuMatmulModes, ReservingSmsKeepsResultsOnEveryPath) {
+  PT_REQUIRE_GPU();
+  for (GemmSelect sel : {GemmSelect::Lt, GemmSelect::Autotune}) {
+    SCOPED_TRACE(select_name(sel));
+    Context gpu(Device::cuda(0), Precision::BF16), cpu(Device::cpu());
+    gpu.set_gemm_select(sel);
+    const int64_t m = 1024, n = 768, k = 512;
+    Pair a = make_twin(gpu, cpu, {m, k}, DType::BF16, randn(m * k, 4));
+    Pair b = make_twin(gpu, cpu, {k, n}, DType::BF16, randn(k * n, 5));
+    Pair c = make_output(gpu, cpu, {m, n}, DType::F32);
+    ops::matmul(cpu, c.cpu, a.cpu, b.cpu, false, false, 1.0f, 0.0f);
+    const auto want = c.cpu.to_host_f64(cpu);
+    for (int reserve : {16, 0}) {
+      gpu.reserve_sms(reserve);
+      ops::matmul(gpu, c.gpu, a.gpu, b.gpu, false, false, 1.0f, 0.0f);
+      EXPECT_LE(rel_error(c.gpu.to_host_f64(gpu), want), 1e-6) << "reserved " << reserve;
+    }
+  }
 }
 
 }  // namespace

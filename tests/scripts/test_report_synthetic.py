@@ -298,6 +298,29 @@ def test_torch_comparison_ratios(model_h5, tmp_path, out_dir):
     assert len(df) == 3  # ctx 512 fp32 and bf16, ctx 128 bf16
 
 
+def test_fused_on_and_off_stay_apart(tmp_path, out_dir):
+    """`bench model --fused off` and `--fused on` of one configuration are two rows wherever the
+    report lists configurations, with a `fused` column to tell them apart."""
+    path = tmp_path / "fused.h5"
+    rows = [dict(synth.model_row(step_ms=ms), fused=f) for f, ms in (("off", 130.0), ("on", 100.0))]
+    breakdown = [{"size": "small", "context_length": 512, "precision": "fp32", "attention": "flash", "fused": f,
+                  "pass": "train-step", "phase": "forward", "family": "matmul", "ms_per_step": ms,
+                  "ops_per_step": 4.0, "percent_of_pass": 100.0} for f, ms in (("off", 90.0), ("on", 70.0))]
+    synth.model_file(path, rows, breakdown=breakdown)
+    torch_path = tmp_path / "torch.h5"
+    synth.write_record(torch_path, "compare_torch", {"torch_model": [synth.torch_row("small", 512, "fp32", "eager", 200.0)]})
+    run_report([path, torch_path], out_dir)
+    timings = read_csv(out_dir, "model_timings").set_index("fused")
+    assert timings.loc["off", "step_ms_mean"] == pytest.approx(130.0)
+    assert timings.loc["on", "step_ms_mean"] == pytest.approx(100.0)
+    kernels = read_csv(out_dir, "breakdown").set_index("fused")
+    assert kernels.loc["off", "train-step_ms"] == pytest.approx(90.0)
+    assert kernels.loc["on", "train-step_ms"] == pytest.approx(70.0)
+    ratios = read_csv(out_dir, "torch_compare").set_index("fused")
+    assert ratios.loc["off", "eager_ratio"] == pytest.approx(130.0 / 200.0)
+    assert ratios.loc["on", "eager_ratio"] == pytest.approx(100.0 / 200.0)
+
+
 def test_training_summary(tmp_path, out_dir):
     a, b = tmp_path / "run_a.h5", tmp_path / "run_b.h5"
     synth.train_file(a, steps=20, first_loss=9.0, final_loss=4.0)
