@@ -2,6 +2,7 @@
 
 #include <cuda_profiler_api.h>
 
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <limits>
@@ -297,12 +298,19 @@ ModelBenchResults run_model_bench(const ModelBenchOptions& opt, Device device, i
   PT_CHECK(opt.batch_size >= 1, "--batch-size must be at least 1");
   ModelBenchResults r;
   define_tables(r);
+  PT_CHECK(!opt.warmups.empty(), "--warmup needs at least one count");
   for (const std::string& size : opt.sizes) TransformerConfig::named(size);  // fail fast on a typo
+  // The breakdown and the memory profile do not depend on the warm-up count: each configuration
+  // gets them once, at the largest count (the steady state), not once per count.
+  const size_t profiled_warmup =
+      static_cast<size_t>(std::max_element(opt.warmups.begin(), opt.warmups.end()) - opt.warmups.begin());
   for (const std::string& size : opt.sizes)
     for (int64_t context : opt.contexts)
       for (Precision prec : opt.precisions)
         for (const std::string& attn_name : opt.attention)
-          for (int64_t warmup : opt.warmups) {
+          for (size_t wi = 0; wi < opt.warmups.size(); ++wi) {
+            const int64_t warmup = opt.warmups[wi];
+            const bool profile = wi == profiled_warmup;
             Config c{size, context, prec, attention_impl_from_name(attn_name), warmup};
             PT_CHECK(warmup >= 0, "--warmup must be non-negative");
             PT_CHECK(!(prec == Precision::BF16 && device.is_cpu()),
@@ -327,7 +335,7 @@ ModelBenchResults run_model_bench(const ModelBenchOptions& opt, Device device, i
             // A configuration the sweep records without measurements and goes past.
             auto not_measured = [&](const char* status, int64_t oom_bytes) {
               row(status, oom_bytes).fill_unset();
-              if (opt.memory_profile)
+              if (opt.memory_profile && profile)
                 r.memory.add_row()
                     .set("size", size).set("context_length", context).set("batch_size", opt.batch_size)
                     .set("precision", precision_name(prec)).set("attention", attn_name)
@@ -360,8 +368,8 @@ ModelBenchResults run_model_bench(const ModelBenchOptions& opt, Device device, i
               std::cout << "bench model: " << config_key(c) << "  step " << s.mean << " ms (sd " << s.sd
                         << ")  " << tflops << " TFLOP/s" << (peak > 0 ? "  MFU " + std::to_string(tflops * 1e12 / peak) : "")
                         << std::endl;
-              if (opt.breakdown) add_breakdown(r, rig, ctx, c, opt);
-              if (opt.memory_profile) add_memory_profile(r, rig, ctx, c, opt, record);
+              if (opt.breakdown && profile) add_breakdown(r, rig, ctx, c, opt);
+              if (opt.memory_profile && profile) add_memory_profile(r, rig, ctx, c, opt, record);
             } catch (const OutOfMemory& e) {
               ctx.synchronize();
               TrackingAllocator::instance().set_timeline_enabled(false);

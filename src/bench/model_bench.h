@@ -30,8 +30,8 @@ struct ModelBenchOptions {
   bool recompute = true;        // TransformerConfig::recompute
   bool fused = true;            // TransformerConfig::fused and OptimizerConfig::fused
   GemmSelect gemm = GemmSelect::Autotune;  // Context::set_gemm_select (--gemm)
-  bool breakdown = false;       // kernel-time breakdown per phase and op family
-  bool memory_profile = false;  // peak/forward/step memory, breakdown and timeline
+  bool breakdown = false;       // kernel-time breakdown per phase and op family (at the largest warm-up)
+  bool memory_profile = false;  // peak/forward/step memory, breakdown and timeline (likewise)
   bool profile_steps = false;   // cudaProfilerStart/Stop around the measured steps
   double peak_tflops = 0;       // override of the device's dense peak (0: from the device name)
   uint64_t seed = 1337;

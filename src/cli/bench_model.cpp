@@ -36,9 +36,11 @@ int run_bench_model(const std::vector<std::string>& args) {
       ("recompute", po::value(&recompute)->default_value(recompute), kRecomputeHelp)
       ("fused", po::value(&fused)->default_value(fused), kFusedHelp)
       ("breakdown", po::bool_switch(&o.breakdown),
-       "GPU time per phase and op family (CUDA events), inference and train step")
+       "GPU time per phase and op family (CUDA events), inference and train step; once per "
+       "configuration, after the largest --warmup")
       ("memory-profile", po::bool_switch(&o.memory_profile),
-       "peak memory (forward only, train step), bytes before backward, breakdown and timeline")
+       "peak memory (forward only, train step), bytes before backward, breakdown and timeline; once "
+       "per configuration, after the largest --warmup")
       ("profile-steps", po::bool_switch(&o.profile_steps),
        "bracket the measured steps with cudaProfilerStart/Stop (nsys --capture-range=cudaProfilerApi)")
       ("peak-tflops", po::value(&o.peak_tflops)->default_value(0), "device peak for MFU (0: from the device name)");
