@@ -30,7 +30,8 @@
 #   torch-model-sizes    scripts/compare_torch.py, every named size, eager                    (1)
 #   flash-d80            bench attention, flash vs naive at d 64 and 80 (the 2.7b heads), bf16,
 #                        B 4, 32 heads, T 512 and 4096; kernel resource usage for d = 80     (1)
-#   torch-compile-S      scripts/compare_torch.py S (small|medium|large|xl|2.7b), compiled    (1)
+#   torch-compile-S      scripts/compare_torch.py S (small|medium|large|xl|2.7b), compiled,
+#                        bf16 (issue 6's target; COMPILE_PRECISIONS=fp32,bf16 for both)      (1)
 # A step written A+B runs A on GPU 0 and B on GPU 1 at the same time (single-GPU steps only).
 set -uo pipefail
 : "${OUT:=out/gpu_checks}"
@@ -112,7 +113,7 @@ step_gemm-xl() {
   done
 }
 torch_compile() {
-  python3 scripts/compare_torch.py --sizes "$1" --contexts 512 --precisions fp32,bf16 --variants compile \
+  python3 scripts/compare_torch.py --sizes "$1" --contexts 512 --precisions "${COMPILE_PRECISIONS:-bf16}" --variants compile \
     --warmup 2 --steps 5 --out "$RESULTS/torch_compile_${1//,/_}.h5" --overwrite
 }
 for _s in small medium large xl 2.7b; do eval "step_torch-compile-$_s() { torch_compile $_s; }"; done

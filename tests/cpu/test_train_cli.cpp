@@ -182,6 +182,7 @@ TEST(TrainCli, BadInputGetsOneClearErrorAndNoResults) {
       {"save-every without save", "train --save-every 5", "--save"},
       {"unknown size", "train --model enormous", "enormous"},
       {"fused neither on nor off", tiny({{"fused", "maybe"}}), "--fused must be on or off, got 'maybe'"},
+      {"unknown GEMM selection", tiny({{"gemm", "fastest"}}), "unknown GEMM selection 'fastest'"},
       {"heads do not divide", tiny({{"num-heads", "3"}}), "divisible"},
       {"bf16 without GPU", tiny({{"precision", "bf16"}}), "bf16"},
       {"missing token file", tiny({{"data", dir + "/nope.npy"}}), "nope.npy"},
@@ -214,7 +215,7 @@ TEST(TrainCli, HelpListsTheOptionsAndExitsZero) {
   test::CliResult r = test::run_paratrain("train --help");
   EXPECT_EQ(r.rc, 0);
   for (const char* opt : {"--model", "--data", "--sampling", "--batch-size", "--lr", "--save", "--resume",
-                          "--recompute", "--fused", "--precision", "--device", "--out"})
+                          "--recompute", "--fused", "--gemm", "--precision", "--device", "--out"})
     EXPECT_NE(r.output.find(opt), std::string::npos) << opt;
 }
 
