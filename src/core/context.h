@@ -15,9 +15,9 @@ namespace pt {
 
 class KernelTimer;
 
-// Which library call runs a GEMM on the GPU (cuda/matmul.cu). Autotune: each new shape is
-// timed once through cuBLAS and cuBLASLt's heuristic candidates and the fastest is kept
-// (`--gemm autotune`, the default); Cublas: cublasGemmStridedBatchedEx always (`--gemm cublas`);
+// Which library call runs a GEMM on the GPU (cuda/matmul.cu). Autotune: each new shape of at
+// least 2^30 FLOP is timed once through cuBLAS and cuBLASLt's heuristic candidates and the
+// fastest is kept, smaller ones run cuBLAS (`--gemm autotune`, the default); Cublas: cublasGemmStridedBatchedEx always (`--gemm cublas`);
 // Lt: cuBLASLt's first heuristic choice, untimed (tests reach the cuBLASLt path with it).
 enum class GemmSelect { Autotune, Cublas, Lt };
 GemmSelect gemm_select_from_name(const std::string& name);  // "autotune" | "cublas" | "lt"

@@ -142,10 +142,11 @@ TEST(GpuMatmulModes, ReservingSmsRetargetsCublasAndKeepsResults) {
   EXPECT_EQ(gpu.reserved_sms(), 0);
 }
 
-// Model-sized GEMMs whose operands are views at odd offsets of larger buffers (as parameters
-// are in the flat buffers): every path, autotuning included, gives the right C, accumulates into
-// it exactly once when beta = 1 (autotuning times its candidates on a scratch C), and a second
-// call of the same shape runs the same kernel (bit-identical C).
+// Model-sized GEMMs (2^30 FLOP: large enough to be autotuned) whose operands are views at odd
+// offsets of larger buffers (as parameters are in the flat buffers): every path, autotuning
+// included, gives the right C, accumulates into it exactly once when beta = 1 (autotuning times
+// its candidates on a scratch C), and a second call of the same shape runs the same kernel
+// (bit-identical C).
 TEST(GpuMatmulModes, EveryPathOnMisalignedModelSizedViews) {
   PT_REQUIRE_GPU();
   for (GemmSelect sel : {GemmSelect::Cublas, GemmSelect::Lt, GemmSelect::Autotune})
@@ -153,7 +154,7 @@ TEST(GpuMatmulModes, EveryPathOnMisalignedModelSizedViews) {
       SCOPED_TRACE(std::string(select_name(sel)) + " " + dtype_name(ab));
       Context gpu(Device::cuda(0), ab == DType::BF16 ? Precision::BF16 : Precision::FP32), cpu(Device::cpu());
       gpu.set_gemm_select(sel);
-      const int64_t m = 384, n = 640, k = 256, off = 2;  // off elements: 4- or 8-byte aligned views
+      const int64_t m = 1024, n = 1024, k = 512, off = 2;  // off elements: 4- or 8-byte aligned views
       Pair a = make_twin(gpu, cpu, {m * k + off}, ab, randn(m * k + off, 11));
       Pair b = make_twin(gpu, cpu, {n * k + off}, ab, randn(n * k + off, 12));
       Pair c = make_twin(gpu, cpu, {m * n + 1}, DType::F32, randn(m * n + 1, 13));
@@ -175,6 +176,24 @@ TEST(GpuMatmulModes, EveryPathOnMisalignedModelSizedViews) {
     }
 }
 
+// Autotuning leaves GEMMs under 2^30 FLOP with cuBLAS, so every rank runs the same kernel on
+// them and computes the same bits (what the sharded-optimizer tests at rtol 1e-7 rely on).
+TEST(GpuMatmulModes, SmallGemmsUnderAutotuneAreCublasBitForBit) {
+  PT_REQUIRE_GPU();
+  for (DType ab : {DType::F32, DType::BF16}) {
+    Context tuned(Device::cuda(0), ab == DType::BF16 ? Precision::BF16 : Precision::FP32),
+        plain(Device::cuda(0), tuned.precision()), cpu(Device::cpu());
+    plain.set_gemm_select(GemmSelect::Cublas);
+    const int64_t m = 200, n = 96, k = 300;
+    Pair a = make_twin(tuned, cpu, {m, k}, ab, randn(m * k, 21));
+    Pair b = make_twin(tuned, cpu, {n, k}, ab, randn(n * k, 22));
+    Pair c1 = make_output(tuned, cpu, {m, n}, DType::F32), c2 = make_output(plain, cpu, {m, n}, DType::F32);
+    ops::matmul(tuned, c1.gpu, a.gpu, b.gpu, false, true);
+    ops::matmul(plain, c2.gpu, a.gpu, b.gpu, false, true);
+    EXPECT_EQ(c1.gpu.to_host_f64(tuned), c2.gpu.to_host_f64(plain)) << dtype_name(ab);
+  }
+}
+
 // Lt and autotuned GEMMs honour reserve_sms too (the SM target is part of their descriptors).
 TEST(GpuMatmulModes, ReservingSmsKeepsResultsOnEveryPath) {
   PT_REQUIRE_GPU();
@@ -182,7 +201,7 @@ TEST(GpuMatmulModes, ReservingSmsKeepsResultsOnEveryPath) {
     SCOPED_TRACE(select_name(sel));
     Context gpu(Device::cuda(0), Precision::BF16), cpu(Device::cpu());
     gpu.set_gemm_select(sel);
-    const int64_t m = 1024, n = 768, k = 512;
+    const int64_t m = 1024, n = 768, k = 1024;  // 1.6 GFLOP: autotuned
     Pair a = make_twin(gpu, cpu, {m, k}, DType::BF16, randn(m * k, 4));
     Pair b = make_twin(gpu, cpu, {k, n}, DType::BF16, randn(k * n, 5));
     Pair c = make_output(gpu, cpu, {m, n}, DType::F32);
