@@ -90,6 +90,19 @@ __device__ __forceinline__ void store_pack(T* p, const float (&in)[N]) {
   }
 }
 
+// N elements at p as floats, and back: a 16-byte pack (N·sizeof(T) a multiple of 16) or, with
+// N = 1, a single element (the scalar tail of a row or range).
+template <int N, typename T>
+__device__ __forceinline__ void load_n(const T* p, float (&v)[N]) {
+  if constexpr (N == 1) v[0] = to_float(*p);
+  else load_pack<N>(p, v);
+}
+template <int N, typename T>
+__device__ __forceinline__ void store_n(T* p, const float (&v)[N]) {
+  if constexpr (N == 1) *p = from_float<T>(v[0]);
+  else store_pack<N>(p, v);
+}
+
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 // ---- online softmax statistics ----------------------------------------------------------

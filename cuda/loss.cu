@@ -12,17 +12,6 @@ namespace {
 
 constexpr int kThreads = 256;
 
-template <int N, typename T>
-__device__ __forceinline__ void load_n(const T* p, float (&v)[N]) {
-  if constexpr (N == 1) v[0] = to_float(*p);
-  else load_pack<N>(p, v);
-}
-template <int N, typename T>
-__device__ __forceinline__ void store_n(T* p, const float (&v)[N]) {
-  if constexpr (N == 1) *p = from_float<T>(v[0]);
-  else store_pack<N>(p, v);
-}
-
 // loss += (logsumexp(x_r) − x_r[t_r]) / rows; dlogits_r = (softmax(x_r) − onehot(t_r)) / rows.
 template <typename T, int N>
 __global__ void cross_entropy_kernel(int64_t vocab, float inv_rows, float* loss, T* dlogits,

@@ -12,17 +12,6 @@ namespace {
 
 constexpr int kThreads = 256;
 
-template <int N, typename T>
-__device__ __forceinline__ void load_n(const T* p, float (&v)[N]) {
-  if constexpr (N == 1) v[0] = to_float(*p);
-  else load_pack<N>(p, v);
-}
-template <int N, typename T>
-__device__ __forceinline__ void store_n(T* p, const float (&v)[N]) {
-  if constexpr (N == 1) *p = from_float<T>(v[0]);
-  else store_pack<N>(p, v);
-}
-
 // The scalars of one AdamW step, formed on the host in double as torch forms them.
 struct AdamWScalars {
   float decay;      // 1 − lr·wd

@@ -12,18 +12,6 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / kWarpSize;  // rows per block
 
-// Loads the N elements at c (a pack, or one element) as floats.
-template <int N, typename T>
-__device__ __forceinline__ void load_n(const T* p, float (&v)[N]) {
-  if constexpr (N == 1) v[0] = to_float(*p);
-  else load_pack<N>(p, v);
-}
-template <int N, typename T>
-__device__ __forceinline__ void store_n(T* p, const float (&v)[N]) {
-  if constexpr (N == 1) *p = from_float<T>(v[0]);
-  else store_pack<N>(p, v);
-}
-
 template <typename TI, typename TO, int N>
 __global__ void softmax_forward_kernel(int64_t rows, int64_t tq, int64_t tk, float scale,
                                        bool causal, TO* probs, const TI* scores) {
