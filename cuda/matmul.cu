@@ -164,16 +164,22 @@ PlanKey plan_key(const Context& ctx, const ops::GemmDesc& g) {
 // Elements from C's first to one past its last, the size of a scratch copy.
 int64_t c_extent(const ops::GemmDesc& g) { return (g.batch - 1) * g.stride_c + (g.m - 1) * g.ldc + g.n; }
 
-// Times cuBLAS and every heuristic candidate on g's operands and keeps the fastest. C is a
-// scratch buffer when beta ≠ 0 (the real C must be read once, by the real call); when the
+// Autotune: times cuBLAS and every heuristic candidate on g's operands and keeps the fastest.
+// C is a scratch buffer when beta ≠ 0 (the real C must be read once, by the real call); when the
 // scratch cannot be had the shape stays with cuBLAS. A candidate must beat cuBLAS by 1 % to be
-// kept, so near-ties keep the default and runs differ less.
-Plan autotune(Context& ctx, const ops::GemmDesc& g) {
+// kept, so near-ties keep the default and runs differ less. Lt: the heuristic's first choice,
+// untimed (tests reach cuBLASLt with it).
+Plan choose(Context& ctx, const ops::GemmDesc& g, GemmSelect select) {
   Plan plan;
   auto p = std::make_unique<LtProblem>();
   describe(ctx, g, *p);
-  const auto found = candidates(ctx, *p, 8);
+  const auto found = candidates(ctx, *p, select == GemmSelect::Lt ? 1 : 8);
   if (found.empty()) return plan;
+  if (select == GemmSelect::Lt) {
+    plan.algo = found.front().algo;
+    plan.lt = std::move(p);
+    return plan;
+  }
   void* scratch = nullptr;
   if (g.beta != 0.0f) {
     try {
@@ -208,18 +214,6 @@ Plan autotune(Context& ctx, const ops::GemmDesc& g) {
   return plan;
 }
 
-// The heuristic's first choice, untimed (GemmSelect::Lt: tests reach cuBLASLt with it).
-Plan first_choice(Context& ctx, const ops::GemmDesc& g) {
-  Plan plan;
-  auto p = std::make_unique<LtProblem>();
-  describe(ctx, g, *p);
-  const auto found = candidates(ctx, *p, 1);
-  if (found.empty()) return plan;
-  plan.algo = found.front().algo;
-  plan.lt = std::move(p);
-  return plan;
-}
-
 // One plan per key and selection mode for the process (a rank drives one device; the lock
 // only guards against test threads).
 const Plan& plan_for(Context& ctx, const ops::GemmDesc& g) {
@@ -229,7 +223,7 @@ const Plan& plan_for(Context& ctx, const ops::GemmDesc& g) {
   const auto key = std::make_pair(plan_key(ctx, g), ctx.gemm_select());
   auto it = plans.find(key);
   if (it == plans.end())
-    it = plans.emplace(key, ctx.gemm_select() == GemmSelect::Lt ? first_choice(ctx, g) : autotune(ctx, g)).first;
+    it = plans.emplace(key, choose(ctx, g, ctx.gemm_select())).first;
   return it->second;
 }
 
