@@ -14,6 +14,7 @@
 #include <mutex>
 
 #include "cuda/matmul.h"
+#include "bench/timing.h"
 #include "core/allocator.h"
 #include "core/error.h"
 
@@ -48,18 +49,11 @@ void cublas_matmul(Context& ctx, const ops::GemmDesc& g) {
 template <typename Run>
 double time_runs(Context& ctx, int iters, Run&& run, int warmup = 2) {
   for (int i = 0; i < warmup; ++i) run();
-  cudaEvent_t start, stop;
-  PT_CUDA_CHECK(cudaEventCreate(&start));
-  PT_CUDA_CHECK(cudaEventCreate(&stop));
-  PT_CUDA_CHECK(cudaEventRecord(start, ctx.stream()));
+  bench::StreamClock clock(ctx, 2);
+  clock.mark();
   for (int i = 0; i < iters; ++i) run();
-  PT_CUDA_CHECK(cudaEventRecord(stop, ctx.stream()));
-  PT_CUDA_CHECK(cudaEventSynchronize(stop));
-  float ms = 0;
-  PT_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  return static_cast<double>(ms) / iters;
+  clock.mark();
+  return clock.intervals_ms().at(0) / iters;
 }
 
 // The largest power of two (at most 256, cuBLASLt's default assumption) dividing every address

@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <cmath>
 #include <iostream>
-#include <random>
 #include <string>
 #include <vector>
 
+#include "bench/inputs.h"
 #include "cli/options.h"
 #include "cli/subcommands.h"
 #include "core/context.h"
@@ -52,22 +52,6 @@ std::vector<Shape> step_shapes(const TransformerConfig& c, int64_t batch, int64_
   out.push_back({"attn P·V (and dQ = dS·K)", T, D, T, false, false, BH, 2 * L, false});
   out.push_back({"attn dV = Pᵀ·dO (and dK)", T, D, T, true, false, BH, 2 * L, false});
   return out;
-}
-
-// Uniform(−1, 1) values (fp32 or bf16) on the GPU: GEMM time does not depend on them, but
-// zeros would lower the power draw and flatter the clocks.
-Tensor random_matrix(Context& ctx, int64_t elems, DType dtype, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  Tensor host = Tensor::empty({elems}, dtype, Device::cpu(), "gemm_host");
-  for (int64_t i = 0; i < elems; ++i) {
-    const float v = u(rng);
-    if (dtype == DType::BF16)
-      host.data_as<uint16_t>()[i] = float_to_bf16_bits(v);
-    else
-      host.data_as<float>()[i] = v;
-  }
-  return host.to(ctx.device(), ctx);
 }
 
 }  // namespace
@@ -116,8 +100,8 @@ int run_bench_gemm(const std::vector<std::string>& args) {
   double total_cublas = 0, total_best = 0, total_selected = 0;
   for (const Shape& s : step_shapes(cfg, batch, context)) {
     const DType c_dtype = (ab == DType::BF16 && !s.c_fp32_in_bf16) ? DType::BF16 : DType::F32;
-    Tensor a = random_matrix(ctx, s.batch * s.m * s.k, ab, 1);
-    Tensor b = random_matrix(ctx, s.batch * s.k * s.n, ab, 2);
+    Tensor a = bench::filled(ctx, {s.batch * s.m * s.k}, ab, bench::bench_values(s.batch * s.m * s.k, 1), "gemm_a");
+    Tensor b = bench::filled(ctx, {s.batch * s.k * s.n}, ab, bench::bench_values(s.batch * s.k * s.n, 2), "gemm_b");
     Tensor c = Tensor::zeros({s.batch * s.m * s.n}, c_dtype, ctx, "gemm_c");
     ops::GemmDesc g{s.batch, s.m, s.n, s.k, s.trans_a, s.trans_b, ab, c_dtype, 1.0f, 0.0f,
                     a.data(), s.trans_a ? s.m : s.k, s.m * s.k,
