@@ -8,8 +8,9 @@
 // Why two passes rather than FlashAttention-2's single pass with atomicAdd on dQ: each
 // output has exactly one writer, so dQ is deterministic, needs no fp32 (B, H, Tq, D) scratch
 // buffer nor its zeroing and conversion passes, and no red.global traffic into L2. The price
-// is recomputing S = Q·Kᵀ and dP = dO·Vᵀ in the dQ pass: 7 tile products instead of 5. Which
-// is faster on an H100 is measured by `paratrain bench attention` (docs/FLASH_ATTENTION.md).
+// is recomputing S = Q·Kᵀ and dP = dO·Vᵀ in the dQ pass: 7 tile products instead of 5. The
+// wgmma kernels also compile the single pass (tiles "…/acc", flash_bwd_wgmma.cu); which is faster
+// on an H100 is measured by `paratrain bench attention` (docs/FLASH_ATTENTION.md).
 #include "cuda/flash_mma.cuh"
 #include "cuda/flash_softmax.cuh"
 #include "cuda/flash_params.h"

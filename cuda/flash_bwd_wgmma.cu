@@ -4,6 +4,15 @@
 // keeps its natural row layout: Q, K, V, dO are K-major where they are contracted over d and
 // MN-major where they are contracted over the sequence (flash_wgmma.cuh). Head dimensions 64, 128.
 // delta = rowsum(O ∘ dO) comes from flash_bwd_bf16.cu's kernel, launched first.
+//
+// Tiles "…/acc" (WgmmaTiles::dq_accumulate) run FlashAttention-2's single pass instead: the dK/dV
+// kernel also computes each tile's dQ contribution dS·K (5 products per tile instead of the two
+// passes' 7) and adds it into an fp32 buffer with bulk asynchronous reductions, as FlashAttention-3
+// does; a small kernel then scales it into dQ. dSᵀ goes through shared memory (the tensor cores
+// read it back as dS, MN-major), and each 64 × D partial is staged in shared memory in the
+// accumulator's own fragment order — conflict-free stores, one contiguous bulk reduction — so the
+// fp32 buffer holds each 64-query tile in that order and the conversion kernel undoes it. dQ is
+// then summed in an order that varies from run to run (not bit-for-bit reproducible); dK, dV are.
 #include "cuda/flash_params.h"
 #include "cuda/flash_softmax.cuh"
 #include "cuda/flash_wgmma.cuh"
@@ -16,18 +25,29 @@ namespace {
 // (32 registers each), dK and dV (D/2 each). Two warpgroups share each Q/dO tile (half the copy
 // traffic); one warpgroup per block fits several blocks per SM, which then drift apart and keep
 // the tensor cores busy through each other's element-wise phases.
-template <int kHeadDim, int kWarpgroups_>
+template <int kHeadDim, int kWarpgroups_, bool kAccumulateDq_>
 struct DkDvWgmmaTraits {
   static constexpr int kWarpgroups = kWarpgroups_;
+  static constexpr bool kAccumulateDq = kAccumulateDq_;
   static constexpr int kBlockN = 64 * kWarpgroups;  // keys per block
   static constexpr int kBlockM = 64;                 // queries per step
   static constexpr int kThreads = 128 * kWarpgroups;
   static constexpr int kKVBytes = sw128_tile_bytes<kBlockN, kHeadDim>();
   static constexpr int kQBytes = sw128_tile_bytes<kBlockM, kHeadDim>();
-  // K, V; two stages of Q and dO; two stages of L and delta (fp32); alignment slack.
-  static constexpr int kSmemBytes = 2 * kKVBytes + 4 * kQBytes + 4 * kBlockM * 4 + kSwizzleBlockBytes;
+  // dQ accumulation. Two warpgroups at d = 128: each takes 64 of dQ's columns over all the
+  // block's keys (one partial per tile, half the reduction traffic); otherwise each warpgroup
+  // takes every column over its own 64 keys and reduces its own partial.
+  static constexpr bool kDqSplitCols = kWarpgroups == 2 && kHeadDim == 128;
+  static constexpr int kDqCols = kDqSplitCols ? 64 : kHeadDim;  // dQ columns per warpgroup
+  static constexpr int kDqKeys = kDqSplitCols ? kBlockN : 64;   // keys each warpgroup contracts
+  static constexpr int kDsBytes = kAccumulateDq ? sw128_tile_bytes<kBlockN, kBlockM>() : 0;    // dSᵀ
+  static constexpr int kDqStageBytes = kAccumulateDq ? kWarpgroups * kBlockM * kDqCols * 4 : 0;  // fp32
+  // K, V; two stages of Q and dO; dSᵀ; two stages of L and delta (fp32); dQ partials; alignment slack.
+  static constexpr int kSmemBytes =
+      2 * kKVBytes + 4 * kQBytes + kDsBytes + 4 * kBlockM * 4 + kDqStageBytes + kSwizzleBlockBytes;
   // One warpgroup, d = 64: ask for registers that let three blocks share an SM.
   static constexpr int kMinBlocks = kWarpgroups == 1 && kHeadDim == 64 ? 3 : 1;
+  static_assert(!kAccumulateDq || kBlockM == kDqAccumTileRows, "dq_accum tiles are one query step");
 };
 
 // dQ pass: warpgroups × 64 queries per block, 64 keys per step.
@@ -43,11 +63,41 @@ struct DqWgmmaTraits {
   static constexpr int kMinBlocks = kWarpgroups == 1 && kHeadDim == 64 ? 3 : 1;
 };
 
-template <int kHeadDim, int kWarpgroups, bool kCausal>
-__global__ void __launch_bounds__(DkDvWgmmaTraits<kHeadDim, kWarpgroups>::kThreads,
-                                  DkDvWgmmaTraits<kHeadDim, kWarpgroups>::kMinBlocks)
+// This warp's 16 rows of dSᵀ (bf16 A fragments of the dK product: rows are keys, columns the
+// 64 queries) into the SW128 tile sdS at row row0, so that the tensor cores read dS = (dSᵀ)ᵀ back
+// as an MN-major A operand. Rows of keys past the end are written as zeros: their P can overflow
+// (S = 0 against a zero-filled K row, minus a very negative L), and inf · 0 in dS·K would be NaN.
+template <int kBlockM>
+__device__ __forceinline__ void store_ds_rows(bf16* sdS, const uint32_t (&ds)[kBlockM / 16][4], int row0,
+                                              bool lo_valid, bool hi_valid) {
+  static_assert(kBlockM == 64, "dSᵀ rows are one 64-column SW128 block");
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  uint32_t* words = reinterpret_cast<uint32_t*>(sdS);
+#pragma unroll
+  for (int kk = 0; kk < kBlockM / 16; ++kk)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {  // acc_to_a: e = 0, 1 columns 16kk + 2t (rows g, g+8); e = 2, 3 + 8
+      const int hi = e & 1, r = row0 + g + 8 * hi, chunk = 2 * kk + (e >> 1);
+      const int elem = r * 64 + ((chunk ^ (r & 7)) * 8) + 2 * t;
+      words[elem / 2] = (hi ? hi_valid : lo_valid) ? ds[kk][e] : 0u;
+    }
+}
+
+// A warpgroup's (64 × N) fp32 accumulator into shared memory in fragment order — float4 e of
+// column tile j of thread f at (j·128 + f)·4: consecutive threads write consecutive 16 bytes.
+template <int N>
+__device__ __forceinline__ void stage_fragments(float* dst, const float (&acc)[N / 8][4]) {
+  const int f = threadIdx.x % 128;
+#pragma unroll
+  for (int j = 0; j < N / 8; ++j)
+    reinterpret_cast<float4*>(dst)[j * 128 + f] = make_float4(acc[j][0], acc[j][1], acc[j][2], acc[j][3]);
+}
+
+template <int kHeadDim, int kWarpgroups, bool kCausal, bool kAccumulateDq>
+__global__ void __launch_bounds__(DkDvWgmmaTraits<kHeadDim, kWarpgroups, kAccumulateDq>::kThreads,
+                                  DkDvWgmmaTraits<kHeadDim, kWarpgroups, kAccumulateDq>::kMinBlocks)
     flash_bwd_dkdv_wgmma_kernel(const FlashParams p) {
-  using Tr = DkDvWgmmaTraits<kHeadDim, kWarpgroups>;
+  using Tr = DkDvWgmmaTraits<kHeadDim, kWarpgroups, kAccumulateDq>;
   constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kThreads = Tr::kThreads;
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = sw128_smem_base(smem_raw);
@@ -55,8 +105,10 @@ __global__ void __launch_bounds__(DkDvWgmmaTraits<kHeadDim, kWarpgroups>::kThrea
   bf16* sV = sK + kBlockN * kHeadDim;                        // (kBlockN, D) SW128
   bf16* sQ = sV + kBlockN * kHeadDim;                        // (2, kBlockM, D) SW128
   bf16* sdO = sQ + 2 * kBlockM * kHeadDim;                   // (2, kBlockM, D) SW128
-  float* sL = reinterpret_cast<float*>(sdO + 2 * kBlockM * kHeadDim);  // (2, kBlockM)
+  bf16* sdS = sdO + 2 * kBlockM * kHeadDim;                  // (kBlockN, kBlockM) SW128, dQ accumulation only
+  float* sL = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(sdS) + Tr::kDsBytes);  // (2, kBlockM)
   float* sDelta = sL + 2 * kBlockM;                                     // (2, kBlockM)
+  float* sdQ = sDelta + 2 * kBlockM;  // (warpgroups, kBlockM · kDqCols) fp32 in fragment order, idem
 
   const int n0 = blockIdx.x * kBlockN, h = blockIdx.y, b = blockIdx.z;
   const int wg = threadIdx.x / 128, warp_in_wg = (threadIdx.x / 32) % 4;
@@ -95,6 +147,14 @@ __global__ void __launch_bounds__(DkDvWgmmaTraits<kHeadDim, kWarpgroups>::kThrea
   zero(acc_dk);
   zero(acc_dv);
   const float scale_log2 = p.scale * kLog2e;
+
+  // dQ accumulation: this warpgroup's keys, columns and destination (tile i at dq_tiles + i · 64 · D).
+  const int dq_key0 = Tr::kDqSplitCols ? 0 : wg * 64;
+  const int dq_block0 = Tr::kDqSplitCols ? wg : 0;  // first 64-column block of dQ
+  float* sdQ_wg = sdQ + wg * kBlockM * Tr::kDqCols;
+  float* dq_tiles = kAccumulateDq ? p.dq_accum + bh * ceil_div(tq, kBlockM) * kBlockM * kHeadDim + dq_block0 * kBlockM * 64
+                                  : nullptr;
+  const bool reduce_leader = threadIdx.x % 128 == 0;
 
   for (int i = m_begin; i < m_blocks; ++i) {
     const int stage = (i - m_begin) & 1;
@@ -147,15 +207,43 @@ __global__ void __launch_bounds__(DkDvWgmmaTraits<kHeadDim, kWarpgroups>::kThrea
     ds_by_col<kBlockM>(acc_dp, acc_s, sDi);
     uint32_t ds_frag[kBlockM / 16][4];
     acc_to_a<kBlockM>(ds_frag, acc_dp);
+    if constexpr (kAccumulateDq) {
+      // The previous tile's reduction has read sdQ before anyone passes the barrier below.
+      if (reduce_leader) bulk_wait_read<0>();
+      store_ds_rows<kBlockM>(sdS, ds_frag, key0 - n0, key0 + frag_row(0) < tk, key0 + frag_row(2) < tk);
+      fence_async_proxy();
+      // Each warpgroup reads the dS rows of its own keys, or of every key when it splits columns.
+      if constexpr (kWarpgroups == 1 || Tr::kDqSplitCols)
+        __syncthreads();
+      else if (wg == 0)
+        named_barrier_sync<1, 128>();
+      else
+        named_barrier_sync<2, 128>();
+    }
+    float acc_dq[Tr::kDqCols / 8][4];  // dQ accumulation: this tile's dS·K, (64 queries, kDqCols)
+    zero(acc_dq);
     pin(ds_frag);
     pin(acc_dk);
+    if constexpr (kAccumulateDq) pin(acc_dq);
     wgmma_fence();
     wgmma_regs_mn_major<kBlockM, kHeadDim, kBlockM>(acc_dk, ds_frag, sQi);
+    if constexpr (kAccumulateDq)
+      wgmma_mn_major<Tr::kDqKeys, Tr::kDqCols, kBlockN, kBlockN>(acc_dq, sdS, dq_key0, sK, dq_key0, dq_block0);
     wgmma_commit();
     wgmma_wait<0>();
     pin(acc_dk);
+    if constexpr (kAccumulateDq) {
+      pin(acc_dq);
+      stage_fragments<Tr::kDqCols>(sdQ_wg, acc_dq);
+      fence_async_proxy();
+    }
     __syncthreads();
+    if (kAccumulateDq && reduce_leader) {
+      bulk_reduce_add_f32(dq_tiles + static_cast<int64_t>(i) * kBlockM * kHeadDim, sdQ_wg, kBlockM * Tr::kDqCols * 4);
+      bulk_commit();
+    }
   }
+  if (kAccumulateDq && reduce_leader) bulk_wait<0>();  // shared memory must outlive the reads
 
   bf16* dk = static_cast<bf16*>(p.dk) + b * p.dk_s.batch + h * p.dk_s.head + key0 * p.dk_s.row;
   bf16* dv = static_cast<bf16*>(p.dv) + b * p.dv_s.batch + h * p.dv_s.head + key0 * p.dv_s.row;
@@ -272,11 +360,45 @@ void launch(Kernel kernel, int blocks, const FlashParams& p, cudaStream_t stream
   PT_CUDA_CHECK_LAUNCH();
 }
 
-template <int kHeadDim, int kWarpgroups, bool kCausal>
+template <int kHeadDim, int kWarpgroups, bool kCausal, bool kAccumulateDq>
 void launch_dkdv(const FlashParams& p, cudaStream_t stream) {
-  using Tr = DkDvWgmmaTraits<kHeadDim, kWarpgroups>;
-  launch<Tr>(flash_bwd_dkdv_wgmma_kernel<kHeadDim, kWarpgroups, kCausal>,
+  using Tr = DkDvWgmmaTraits<kHeadDim, kWarpgroups, kAccumulateDq>;
+  launch<Tr>(flash_bwd_dkdv_wgmma_kernel<kHeadDim, kWarpgroups, kCausal, kAccumulateDq>,
              static_cast<int>(ceil_div(p.seqlen_k, Tr::kBlockN)), p, stream);
+}
+
+// dQ = scale · dq_accum as bf16 rows: one thread per float4 of the fp32 buffer, i.e. per
+// (64-query tile, column tile j, fragment thread f) — undoing stage_fragments' order.
+template <int kHeadDim>
+__global__ void flash_dq_from_accum_kernel(const FlashParams p) {
+  constexpr int kPerTile = kHeadDim / 8 * 128;  // float4s per 64 × D tile
+  const int m_tiles = ceil_div(p.seqlen_q, kDqAccumTileRows);
+  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= static_cast<int64_t>(p.batch) * p.heads * m_tiles * kPerTile) return;
+  const int f = static_cast<int>(idx % 128), j = static_cast<int>(idx / 128 % (kHeadDim / 8));
+  const int64_t tile = idx / kPerTile;  // (b · H + h) · m_tiles + query tile
+  const int b = static_cast<int>(tile / m_tiles / p.heads), h = static_cast<int>(tile / m_tiles % p.heads);
+  const int row = static_cast<int>(tile % m_tiles) * kDqAccumTileRows + (f / 32) * 16 + (f % 32) / 4;
+  const int col = j * 8 + 2 * (f % 4);
+  const float4 v = reinterpret_cast<const float4*>(p.dq_accum)[idx];
+  bf16* dq = static_cast<bf16*>(p.dq) + b * p.dq_s.batch + h * p.dq_s.head + col;
+  if (row < p.seqlen_q)
+    *reinterpret_cast<__nv_bfloat162*>(dq + row * p.dq_s.row) = __floats2bfloat162_rn(v.x * p.scale, v.y * p.scale);
+  if (row + 8 < p.seqlen_q)
+    *reinterpret_cast<__nv_bfloat162*>(dq + (row + 8) * p.dq_s.row) =
+        __floats2bfloat162_rn(v.z * p.scale, v.w * p.scale);
+}
+
+// The single pass: zero the fp32 buffer, dK/dV/dQ-partials kernel, then dQ from the buffer.
+template <int kHeadDim, int kWarpgroups, bool kCausal>
+void launch_dkdv_accumulating_dq(const FlashParams& p, cudaStream_t stream) {
+  PT_CHECK(p.dq_accum != nullptr, "flash attention: dQ accumulation needs the fp32 dq_accum workspace");
+  const int64_t numel = flash_dq_accum_numel(p.batch, p.heads, p.seqlen_q, kHeadDim);
+  PT_CUDA_CHECK(cudaMemsetAsync(p.dq_accum, 0, static_cast<size_t>(numel) * sizeof(float), stream));
+  launch_dkdv<kHeadDim, kWarpgroups, kCausal, true>(p, stream);
+  constexpr int kThreads = 256;
+  flash_dq_from_accum_kernel<kHeadDim><<<static_cast<unsigned>(ceil_div(numel / 4, kThreads)), kThreads, 0, stream>>>(p);
+  PT_CUDA_CHECK_LAUNCH();
 }
 
 template <int kHeadDim, int kWarpgroups, bool kCausal>
@@ -286,13 +408,18 @@ void launch_dq(const FlashParams& p, cudaStream_t stream) {
              static_cast<int>(ceil_div(p.seqlen_q, Tr::kBlockM)), p, stream);
 }
 
-// The compiled tile shapes: 1 or 2 warpgroups per block in each pass.
+// The compiled tile shapes: 1 or 2 warpgroups per block in each pass, or in the single pass.
 template <int kHeadDim, bool kCausal>
 void launch_bwd(const FlashParams& p, cudaStream_t stream) {
   const int dkdv = p.tiles.dkdv_warpgroups, dq = p.tiles.dq_warpgroups;
-  PT_CHECK((dkdv == 1 || dkdv == 2) && (dq == 1 || dq == 2),
+  PT_CHECK((dkdv == 1 || dkdv == 2) && (p.tiles.dq_accumulate || dq == 1 || dq == 2),
            "flash attention: the wgmma backward passes run 1 or 2 warpgroups per block");
-  dkdv == 1 ? launch_dkdv<kHeadDim, 1, kCausal>(p, stream) : launch_dkdv<kHeadDim, 2, kCausal>(p, stream);
+  if (p.tiles.dq_accumulate) {
+    dkdv == 1 ? launch_dkdv_accumulating_dq<kHeadDim, 1, kCausal>(p, stream)
+              : launch_dkdv_accumulating_dq<kHeadDim, 2, kCausal>(p, stream);
+    return;
+  }
+  dkdv == 1 ? launch_dkdv<kHeadDim, 1, kCausal, false>(p, stream) : launch_dkdv<kHeadDim, 2, kCausal, false>(p, stream);
   dq == 1 ? launch_dq<kHeadDim, 1, kCausal>(p, stream) : launch_dq<kHeadDim, 2, kCausal>(p, stream);
 }
 

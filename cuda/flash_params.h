@@ -13,9 +13,12 @@ enum class FlashKernels : uint8_t { Auto, MmaSync, Wgmma };
 
 // Tile shapes of the wgmma kernels (compiled variants; see flash_fwd_wgmma.cu, flash_bwd_wgmma.cu):
 // forward warpgroups per block (64 query rows each) × keys per step; warpgroups per block of the
-// dK/dV pass (64 keys each) and of the dQ pass (64 queries each).
+// dK/dV pass (64 keys each) and of the dQ pass (64 queries each). dq_accumulate: no dQ pass; the
+// dK/dV pass also adds each tile's dS·K into an fp32 dQ buffer (FlashAttention-2's single pass,
+// with FlashAttention-3's bulk reductions; dq_warpgroups is then unused).
 struct WgmmaTiles {
   int fwd_warpgroups = 2, fwd_block_n = 64, dkdv_warpgroups = 2, dq_warpgroups = 2;
+  bool dq_accumulate = false;
 };
 
 // Element strides of one (B, H, T, D) view; the D stride is 1.
@@ -38,6 +41,9 @@ struct FlashParams {
   void* dk = nullptr;          // (B, H, Tk, D)
   void* dv = nullptr;          // (B, H, Tk, D)
   float* delta = nullptr;      // (B, H, Tq) contiguous workspace: rowsum(dO ∘ O)
+  // tiles.dq_accumulate only: (B, H, ceil(Tq / 64), 64 · D) fp32 workspace, zeroed by the
+  // launcher; each 64-query tile in the wgmma accumulator's fragment order (flash_bwd_wgmma.cu).
+  float* dq_accum = nullptr;
   RowStrides do_s, dq_s, dk_s, dv_s;
 
   int batch = 0, heads = 0, seqlen_q = 0, seqlen_k = 0, head_dim = 0;
@@ -46,6 +52,13 @@ struct FlashParams {
   FlashKernels kernels = FlashKernels::Auto;
   WgmmaTiles tiles;
 };
+
+// Query rows per tile of p.dq_accum, and its size in floats.
+constexpr int kDqAccumTileRows = 64;
+inline int64_t flash_dq_accum_numel(int64_t batch, int64_t heads, int64_t seqlen_q, int64_t head_dim) {
+  const int64_t tiles = (seqlen_q + kDqAccumTileRows - 1) / kDqAccumTileRows;
+  return batch * heads * tiles * kDqAccumTileRows * head_dim;
+}
 
 // Tensor-core kernels for bf16 (fp32 accumulation), the family chosen by p.kernels.
 void flash_fwd_bf16(const FlashParams& p, cudaStream_t stream);

@@ -109,13 +109,13 @@ __device__ __forceinline__ void pin(uint32_t (&a)[N][4]) {
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, " \
   "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
 
-// d (64 × 64) += A (64 × 16, shared, K-major) · B (16 × 64, shared; kTransB: MN-major).
-template <int kTransB>
+// d (64 × 64) += A (64 × 16, shared; kTransA: MN-major) · B (16 × 64, shared; kTransB: MN-major).
+template <int kTransA, int kTransB>
 __device__ __forceinline__ void wgmma_ss(float (&d)[8][4], uint64_t desc_a, uint64_t desc_b) {
   asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " PT_WGMMA_ACC_LIST
-               ", %32, %33, 1, 1, 1, 0, %34;\n"
+               ", %32, %33, 1, 1, 1, %34, %35;\n"
                : PT_WGMMA_ACC_OPERANDS(d)
-               : "l"(desc_a), "l"(desc_b), "n"(kTransB)
+               : "l"(desc_a), "l"(desc_b), "n"(kTransA), "n"(kTransB)
                : "memory");
 }
 
@@ -147,7 +147,7 @@ __device__ __forceinline__ void wgmma_k_major(float (&acc)[N / 8][4], const bf16
   for (int kk = 0; kk < K / 16; ++kk)
 #pragma unroll
     for (int nb = 0; nb < N / 64; ++nb)
-      wgmma_ss<0>(block64<N / 8>(acc, nb), desc_k_major<kARows>(a_tile, a_row0, kk),
+      wgmma_ss<0, 0>(block64<N / 8>(acc, nb), desc_k_major<kARows>(a_tile, a_row0, kk),
                   desc_k_major<kBRows>(b_tile, b_row0 + nb * 64, kk));
 }
 
@@ -160,6 +160,47 @@ __device__ __forceinline__ void wgmma_regs_mn_major(float (&acc)[N / 8][4], cons
   for (int kk = 0; kk < K / 16; ++kk)
 #pragma unroll
     for (int nb = 0; nb < N / 64; ++nb) wgmma_rs<1>(block64<N / 8>(acc, nb), a[kk], desc_mn_major<kBRows>(b_tile, kk, nb));
+}
+
+// acc (64 × N) += A (64 × K, MN-major shared tile: rows a_row0 … are K, its single 64-column
+// block is M) · B (K × N, MN-major shared tile: rows b_row0 … are K, columns from 64-column block
+// b_block0): the dQ = dS·K shape with dSᵀ staged in shared memory, whose rows are keys.
+template <int K, int N, int kARows, int kBRows>
+__device__ __forceinline__ void wgmma_mn_major(float (&acc)[N / 8][4], const bf16* a_tile, int a_row0,
+                                               const bf16* b_tile, int b_row0, int b_block0) {
+#pragma unroll
+  for (int kk = 0; kk < K / 16; ++kk)
+#pragma unroll
+    for (int nb = 0; nb < N / 64; ++nb)
+      wgmma_ss<1, 1>(block64<N / 8>(acc, nb), desc_mn_major<kARows>(a_tile + a_row0 * 64, kk, 0),
+                     desc_mn_major<kBRows>(b_tile + b_row0 * 64, kk, b_block0 + nb));
+}
+
+// Barrier kId (1 … 15; 0 is __syncthreads) among kThreads threads, e.g. one warpgroup's 128. The
+// id is an immediate: a run-time id makes the compiler reserve all 16 of the block's barriers.
+template <int kId, int kThreads>
+__device__ __forceinline__ void named_barrier_sync() {
+  asm volatile("bar.sync %0, %1;\n" ::"n"(kId), "n"(kThreads) : "memory");
+}
+
+// Bulk asynchronous reduction (the tensor-memory accelerator's copy engine): global[0, bytes) +=
+// shared[0, bytes) as fp32, each element atomically in L2. Both addresses 16-byte aligned, bytes
+// a multiple of 16; one thread issues it, after the writers' fence_async_proxy and a barrier.
+__device__ __forceinline__ void bulk_reduce_add_f32(float* dst, const float* src, uint32_t bytes) {
+  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(dst),
+               "r"(smem_addr(src)), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// Until at most N committed bulk groups still read their shared source (it may be rewritten).
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+}
+// Until at most N committed bulk groups are in flight at all (their writes done).
+template <int N>
+__device__ __forceinline__ void bulk_wait() {
+  asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
 // The block's dynamic shared memory rounded up to the swizzle period (launch with 1 KiB extra).

@@ -30,6 +30,9 @@
 #   torch-model-sizes    scripts/compare_torch.py, every named size, eager                    (1)
 #   flash-d80            bench attention, flash vs naive at d 64 and 80 (the 2.7b heads), bf16,
 #                        B 4, 32 heads, T 512 and 4096; kernel resource usage for d = 80     (1)
+#   flash-acc            the single-pass flash backward (wgmma tiles …/acc, dQ accumulated):
+#                        its GPU tests, memcheck + racecheck, leaderboard and d 64/128 timings
+#                        against the two-pass defaults, PyTorch SDPA in the same step         (1)
 #   torch-compile-S      scripts/compare_torch.py S (small|medium|large|xl|2.7b), compiled,
 #                        bf16 (issue 6's target; COMPILE_PRECISIONS=fp32,bf16 for both)      (1)
 # A step written A+B runs A on GPU 0 and B on GPU 1 at the same time (single-GPU steps only).
@@ -106,6 +109,21 @@ step_sanitizer() {
     --gtest_filter='FlashGpu.OddLengths:FlashGpu.FusedQkvStrides' &&
   compute-sanitizer --tool racecheck --error-exitcode 3 paratrain_tests_gpu --gtest_color=no \
     --gtest_filter='FlashGpu.Batch4Seq128D64'
+}
+step_flash-acc() {
+  paratrain_tests_gpu --gtest_color=no --gtest_filter='FlashGpu.SinglePassBackwardAccumulatesDq' &&
+  PT_FLASH_TEST_KERNELS=wgmma PT_FLASH_TEST_WGMMA_TILES=1x64/1/acc compute-sanitizer --tool memcheck \
+    --error-exitcode 3 paratrain_tests_gpu --gtest_color=no --gtest_filter='FlashGpu.OddLengths:FlashGpu.FusedQkvStrides' &&
+  PT_FLASH_TEST_KERNELS=wgmma PT_FLASH_TEST_WGMMA_TILES=2x128/2/acc compute-sanitizer --tool racecheck \
+    --error-exitcode 3 paratrain_tests_gpu --gtest_color=no --gtest_filter='FlashGpu.EveryHeadDim' &&
+  PT_FLASH_TEST_KERNELS=wgmma PT_FLASH_TEST_WGMMA_TILES=1x64/1/acc compute-sanitizer --tool racecheck \
+    --error-exitcode 3 paratrain_tests_gpu --gtest_color=no --gtest_filter='FlashGpu.Batch4Seq128D64' || return
+  paratrain bench attention --study leaderboard --flash-kernels wgmma \
+    --wgmma-tiles 1x64/1/1,1x64/1/acc,1x64/2/acc,2x64/2/acc,1x128/1/acc --out "$RESULTS/flash_acc_lb.h5" --overwrite &&
+  python3 scripts/bench_attention_torch.py --paratrain-h5 "$RESULTS/flash_acc_lb.h5" &&
+  paratrain bench attention --impl flash --dtype bf16 --batch 1 --heads 16 --seq 2048,8192,16384 --head-dim 64,128 \
+    --causal 1 --dout ones --flash-kernels wgmma --wgmma-tiles 1x64/1/1,2x128/2/1,1x64/1/acc,2x128/2/acc,2x128/1/acc \
+    --out "$RESULTS/flash_acc_sweep.h5" --overwrite
 }
 step_gemm-xl() {
   for p in fp32 bf16; do

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 
 #include "core/error.h"
@@ -30,6 +31,9 @@ WgmmaTiles default_wgmma_tiles(int64_t head_dim) {
 }
 
 bool wgmma_covers(int64_t head_dim) { return head_dim == 64 || head_dim == 128; }
+
+// The Q field of a tile name that selects dQ accumulation in the dK/dV pass.
+constexpr const char* kDqAccumulateName = "acc";
 
 // A 3-D (B, T, D) tensor as the (B, 1, T, D) view; 4-D tensors unchanged.
 Tensor as_4d(const Tensor& t, const char* what) {
@@ -161,18 +165,24 @@ WgmmaTiles flash_wgmma_tiles(int64_t head_dim) {
 
 std::string wgmma_tiles_name(const WgmmaTiles& t) {
   return std::to_string(t.fwd_warpgroups) + "x" + std::to_string(t.fwd_block_n) + "/" +
-         std::to_string(t.dkdv_warpgroups) + "/" + std::to_string(t.dq_warpgroups);
+         std::to_string(t.dkdv_warpgroups) + "/" +
+         (t.dq_accumulate ? std::string(kDqAccumulateName) : std::to_string(t.dq_warpgroups));
 }
 
 WgmmaTiles wgmma_tiles_from_name(const std::string& name) {
   WgmmaTiles t;
-  char tail = 0;
-  const int n = std::sscanf(name.c_str(), "%dx%d/%d/%d%c", &t.fwd_warpgroups, &t.fwd_block_n, &t.dkdv_warpgroups,
-                            &t.dq_warpgroups, &tail);
+  char dq[8] = {0}, tail = 0;
+  const int n = std::sscanf(name.c_str(), "%dx%d/%d/%7[a-z0-9]%c", &t.fwd_warpgroups, &t.fwd_block_n,
+                            &t.dkdv_warpgroups, dq, &tail);
+  t.dq_accumulate = std::string(dq) == kDqAccumulateName;
+  if (!t.dq_accumulate) t.dq_warpgroups = std::atoi(dq);
   auto one_or_two = [](int w) { return w == 1 || w == 2; };
   PT_CHECK(n == 4 && one_or_two(t.fwd_warpgroups) && (t.fwd_block_n == 64 || t.fwd_block_n == 128) &&
-               one_or_two(t.dkdv_warpgroups) && one_or_two(t.dq_warpgroups),
-           "wgmma tiles '" + name + "': expected F/K/Q with F = 1|2 x 64|128 and K, Q = 1|2, e.g. 2x64/2/2");
+               one_or_two(t.dkdv_warpgroups) && (t.dq_accumulate || (one_or_two(t.dq_warpgroups) &&
+                                                                     std::string(dq).size() == 1)),
+           "wgmma tiles '" + name + "': expected F/K/Q with F = 1|2 x 64|128, K = 1|2 and Q = 1|2 or " +
+               kDqAccumulateName + " (dQ accumulated in the dK/dV pass), e.g. 2x64/2/2 or 1x64/1/" +
+               kDqAccumulateName);
   return t;
 }
 
@@ -230,6 +240,12 @@ void flash_attention_backward(Context& ctx, Tensor& dq_in, Tensor& dk_in, Tensor
   Tensor delta = Tensor::empty({dm.B, dm.H, dm.tq}, DType::F32, ctx.device(), "flash_delta",
                                MemCategory::Workspace);
   cuda::FlashParams p = make_params(dm, q, k, v, causal);
+  Tensor dq_accum;  // fp32 dQ summed over key tiles, when the wgmma backward accumulates it
+  if (dt == DType::BF16 && p.kernels != FlashKernels::MmaSync && wgmma_covers(dm.d) && p.tiles.dq_accumulate) {
+    dq_accum = Tensor::empty({cuda::flash_dq_accum_numel(dm.B, dm.H, dm.tq, dm.d)}, DType::F32, ctx.device(),
+                             "flash_dq_accum", MemCategory::Workspace);
+    p.dq_accum = dq_accum.data_as<float>();
+  }
   p.o = const_cast<void*>(out.data());
   p.o_s = row_strides(out);
   p.lse = const_cast<float*>(lse.data_as<float>());
@@ -246,7 +262,8 @@ void flash_attention_backward(Context& ctx, Tensor& dq_in, Tensor& dk_in, Tensor
     cuda::flash_bwd_bf16(p, ctx.stream());
   else
     cuda::flash_bwd_fp32(p, ctx.stream());
-  // delta goes back to the allocator's cache; the stream orders its reuse after the kernels.
+  // delta and dq_accum go back to the allocator's cache; the stream orders their reuse after
+  // the kernels.
 }
 
 bool flash_attention_supports_head_dim(int64_t d) {

@@ -39,7 +39,9 @@ const char* flash_kernels_name(FlashKernels kernels);       // "auto", "mma.sync
 FlashKernels flash_kernels_from_name(const std::string& name);  // auto | mma | wgmma; throws otherwise
 // Tile shapes of the wgmma kernels (process-wide; benchmarks compare the compiled variants),
 // written "F/K/Q": forward "<warpgroups>x<keys per step>" (1|2 x 64|128), then the warpgroups per
-// block of the dK/dV pass and of the dQ pass (1|2), e.g. "2x64/2/2".
+// block of the dK/dV pass and of the dQ pass (1|2), e.g. "2x64/2/2"; Q = "acc" drops the dQ pass:
+// the dK/dV pass adds dS·K into an fp32 (B, H, Tq, D) workspace with bulk reductions (no longer
+// bit-for-bit deterministic in dQ), e.g. "1x64/1/acc".
 // Unless set, each head dimension runs its default shape (the fastest measured on an H100).
 using cuda::WgmmaTiles;
 void set_flash_wgmma_tiles(const std::optional<WgmmaTiles>& tiles);  // nullopt: the defaults

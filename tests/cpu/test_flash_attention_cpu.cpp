@@ -181,9 +181,12 @@ TEST(FlashCpu, KernelFamilyNames) {
   EXPECT_THROW(ops::flash_kernels_from_name("cudnn"), Error);
   Context ctx(Device::cpu());
   EXPECT_EQ(ops::flash_kernel_used(ctx, DType::F32, 64), "cpu");
-  for (const char* name : {"2x64/2/2", "1x128/1/2", "2x128/1/1"})
+  for (const char* name : {"2x64/2/2", "1x128/1/2", "2x128/1/1", "1x64/1/acc", "2x128/2/acc"})
     EXPECT_EQ(ops::wgmma_tiles_name(ops::wgmma_tiles_from_name(name)), name);
-  for (const char* bad : {"2x64", "3x64/2/2", "2x96/2/2", "2x64/2/2x", "2x64/0/1"})
+  EXPECT_TRUE(ops::wgmma_tiles_from_name("1x64/2/acc").dq_accumulate);
+  EXPECT_FALSE(ops::wgmma_tiles_from_name("1x64/2/1").dq_accumulate);
+  for (const char* bad : {"2x64", "3x64/2/2", "2x96/2/2", "2x64/2/2x", "2x64/0/1", "2x64/2/acc2", "2x64/2/ac",
+                          "2x64/2/11", "2x64/2/0", "2x64/3/acc"})
     EXPECT_THROW(ops::wgmma_tiles_from_name(bad), Error) << bad;
 }
 

@@ -172,13 +172,14 @@ std::vector<ops::FlashKernels> families(const Case& c) {
   return out;
 }
 
-// Selects a kernel family for one scope; Auto again afterwards (also when an assertion throws).
+// Selects a kernel family (and wgmma tile shapes, when given) for one scope; Auto and the default
+// tiles again afterwards (also when an assertion throws). Without `tiles`,
 // PT_FLASH_TEST_WGMMA_TILES (e.g. "1x128/1/1") runs the wgmma family with those tile shapes.
 struct KernelsScope {
-  explicit KernelsScope(ops::FlashKernels k) {
+  explicit KernelsScope(ops::FlashKernels k, const char* tiles = nullptr) {
     ops::set_flash_kernels(k);
-    if (const char* tiles = std::getenv("PT_FLASH_TEST_WGMMA_TILES"))
-      ops::set_flash_wgmma_tiles(ops::wgmma_tiles_from_name(tiles));
+    if (tiles == nullptr) tiles = std::getenv("PT_FLASH_TEST_WGMMA_TILES");
+    if (tiles != nullptr) ops::set_flash_wgmma_tiles(ops::wgmma_tiles_from_name(tiles));
   }
   ~KernelsScope() {
     ops::set_flash_kernels(ops::FlashKernels::Auto);
@@ -261,7 +262,32 @@ TEST(FlashGpu, LongSequences) {
   check_case({{1, 1, 700, 700, 64}, true, DType::F32}, 6100);
 }
 
-// No atomics: every gradient element has one writer, so two backward passes agree bit for bit.
+// The single-pass backward (tiles "…/acc": the dK/dV pass adds each tile's dS·K into an fp32 dQ
+// buffer by bulk reductions) with every warpgroup count of that pass, on the shapes above: tails
+// in queries and keys, Tq ≠ Tk, the fused QKV layout, many key tiles per query tile.
+TEST(FlashGpu, SinglePassBackwardAccumulatesDq) {
+  PT_REQUIRE_GPU();
+  const DType bf = DType::BF16;
+  const std::vector<Case> cases = {
+      {{4, 2, 128, 128, 64}, false, bf},    {{4, 2, 128, 128, 64}, true, bf},
+      {{2, 1, 1, 1, 64}, true, bf},         {{2, 1, 17, 17, 64}, true, bf},
+      {{2, 1, 65, 65, 64}, false, bf},      {{2, 1, 333, 333, 64}, true, bf},
+      {{1, 2, 200, 200, 128}, false, bf},   {{2, 1, 129, 129, 128}, true, bf},
+      {{2, 2, 100, 257, 64}, false, bf},    {{2, 2, 300, 45, 128}, false, bf},
+      {{2, 2, 1, 130, 64}, false, bf},      {{2, 2, 130, 1, 128}, false, bf},
+      {{2, 3, 150, 150, 64}, true, bf, Layout::FusedQkv},
+      {{2, 3, 150, 150, 128}, false, bf, Layout::FusedQkv},
+      {{1, 2, 1031, 1031, 64}, true, bf},   {{1, 2, 1031, 1031, 128}, true, bf}};
+  for (const char* tiles : {"1x64/1/acc", "1x64/2/acc", "2x128/1/acc", "2x128/2/acc"}) {
+    KernelsScope scope(ops::FlashKernels::Wgmma, tiles);
+    SCOPED_TRACE(std::string("wgmma tiles ") + tiles);
+    for (size_t i = 0; i < cases.size(); ++i) check_case_with(cases[i], 8000 + 10 * i);
+  }
+}
+
+// Without dQ accumulation every gradient element has one writer, so two backward passes agree
+// bit for bit; the single pass ("…/acc", e.g. through PT_FLASH_TEST_WGMMA_TILES) sums dQ in a
+// varying order, but dK and dV still have one writer each.
 TEST(FlashGpu, BackwardIsDeterministic) {
   PT_REQUIRE_GPU();
   const Case c{{2, 4, 777, 777, 64}, true, DType::BF16};
@@ -273,7 +299,7 @@ TEST(FlashGpu, BackwardIsDeterministic) {
     KernelsScope scope(kf);
     SCOPED_TRACE(ops::flash_kernels_name(kf));
     const Outputs a = run_flash(ctx, c, q, k, v, dout), b = run_flash(ctx, c, q, k, v, dout);
-    EXPECT_EQ(a.dq, b.dq);
+    if (kf != ops::FlashKernels::Wgmma || !ops::flash_wgmma_tiles(m.d).dq_accumulate) EXPECT_EQ(a.dq, b.dq);
     EXPECT_EQ(a.dk, b.dk);
     EXPECT_EQ(a.dv, b.dv);
     EXPECT_EQ(a.o, b.o);
