@@ -73,6 +73,8 @@ Tensor Linear::forward(Context& ctx, const Tensor& x) {
 }
 
 void Linear::forward_into(Context& ctx, const Tensor& x, Tensor& y, float beta) {
+  for (const Parameter* w : weights_) store_.about_to_read(*w);
+  if (bias_) store_.about_to_read(*bias_);
   for (const Unit& u : units_) {
     Tensor yu = y.narrow(1, u.row, u.rows);  // (N, rows): this unit's columns of y
     ops::matmul(ctx, yu, x, weight_view(x.dtype(), u), /*trans_a=*/false, /*trans_b=*/true, 1.0f, beta);
@@ -137,6 +139,7 @@ Embedding::Embedding(ParamStore& store, const std::string& name, int64_t vocab, 
 }
 
 Tensor Embedding::forward(Context& ctx, const Tensor& ids) {
+  store_.about_to_read(*weight_);
   Tensor w = weight_->data();
   Tensor out = Tensor::empty({ids.numel(), w.size(1)}, w.dtype(), ctx.device(), "embedding_out");
   ops::embedding_forward(ctx, out, ids.reshape({ids.numel()}), w);
@@ -161,6 +164,7 @@ RMSNorm::RMSNorm(ParamStore& store, const std::string& name, int64_t dim, float 
 }
 
 Tensor RMSNorm::forward(Context& ctx, const Tensor& x, DType out_dtype) {
+  store_.about_to_read(*weight_);
   Tensor y = Tensor::empty(x.shape(), out_dtype, ctx.device(), "rmsnorm_out");
   rstd_ = Tensor::empty({x.size(0)}, x.dtype(), ctx.device(), "rmsnorm_rstd");
   Tensor w = weight_->data();

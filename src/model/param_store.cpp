@@ -72,6 +72,7 @@ void ParamStore::zero_grad(Context& ctx) {
 
 void ParamStore::refresh_lowp(Context& ctx) {
   if (!has_lowp()) return;
+  about_to_read_all();
   ops::cast(ctx, flat_lowp_, flat_params_);
 }
 
@@ -84,10 +85,12 @@ void ParamStore::grad_contributed(Parameter& p) {
 }
 
 std::vector<double> ParamStore::params_to_host_f64(Context& ctx) const {
+  about_to_read_all();
   return flat_params_.to_host_f64(ctx);
 }
 
 std::vector<float> ParamStore::params_to_host(Context& ctx) const {
+  about_to_read_all();
   return flat_params_.to_host_f32(ctx);
 }
 
@@ -95,6 +98,7 @@ void ParamStore::params_from_host_f64(Context& ctx, const std::vector<double>& v
   PT_CHECK(static_cast<int64_t>(values.size()) == numel_,
            "params_from_host: " + std::to_string(values.size()) + " values for " +
                std::to_string(numel_) + " parameters");
+  about_to_read_all();  // nothing in flight may land on the loaded values
   Tensor host = Tensor::empty({numel_}, dtype_, Device::cpu(), "params_staging");
   for (size_t i = 0; i < values.size(); ++i) {
     if (dtype_ == DType::F64)

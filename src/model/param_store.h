@@ -44,6 +44,18 @@ class GradReadyListener {
   virtual void on_grad_ready(Parameter& p) = 0;
 };
 
+// Told before parameter values are read: by a module's forward, for each parameter it is about
+// to read, and by the store before anything reads or writes the whole buffer (host copies,
+// checkpoints, loads, the bf16 refresh). The mirror image of GradReadyListener, for schemes that
+// deliver updated parameters asynchronously — ZeRO-1 with its all-gathers overlapped with the
+// next forward. Waiting in it is stream-ordered on the GPU (no host block).
+class ParamReadListener {
+ public:
+  virtual ~ParamReadListener() = default;
+  virtual void before_read(const Parameter& p) = 0;
+  virtual void before_read_all() = 0;
+};
+
 class ParamStore {
  public:
   ParamStore() = default;
@@ -84,6 +96,17 @@ class ParamStore {
 
   void set_listener(GradReadyListener* l) { listener_ = l; }
   GradReadyListener* listener() const { return listener_; }
+  void set_read_listener(ParamReadListener* l) { read_listener_ = l; }
+  ParamReadListener* read_listener() const { return read_listener_; }
+  // A module's forward calls this for each parameter before it reads its values (fp32 or bf16).
+  void about_to_read(const Parameter& p) const {
+    if (read_listener_) read_listener_->before_read(p);
+  }
+  // Before the whole buffer is read or written outside a forward; the store's own host copies,
+  // loads and refresh_lowp call it.
+  void about_to_read_all() const {
+    if (read_listener_) read_listener_->before_read_all();
+  }
   // A module calls this after it has added its contribution to p.grad(); the listener
   // fires when all `uses` contributions of a trainable parameter are in.
   void grad_contributed(Parameter& p);
@@ -104,6 +127,7 @@ class ParamStore {
   int64_t grad_numel_ = 0;
   Tensor flat_params_, flat_grads_, flat_lowp_;
   GradReadyListener* listener_ = nullptr;
+  ParamReadListener* read_listener_ = nullptr;
 };
 
 }  // namespace pt

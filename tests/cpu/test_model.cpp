@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <map>
+#include <set>
 #include <string>
 #include <variant>
 
@@ -308,6 +309,58 @@ TEST(TransformerModel, EveryGradientIsAnnouncedOnceInReverseOrder) {
     }
     EXPECT_LT(last1, first0);
   }
+}
+
+// A read listener that delivers each parameter's values only when it is announced (parameters
+// start as NaN): what ZeRO-1's prefetched all-gathers rely on. A module that read a parameter it
+// had not announced would compute with NaN.
+struct LateDeliveryListener : ParamReadListener {
+  LateDeliveryListener(Context& ctx, ParamStore& store, std::vector<double> values)
+      : ctx(ctx), store(store), values(std::move(values)) {}
+  void before_read(const Parameter& p) override {
+    announced.push_back(p.name);
+    std::vector<double> v(values.begin() + p.offset, values.begin() + p.offset + p.numel);
+    Tensor host = Tensor::empty(p.shape, DType::F32, Device::cpu(), "test_values");
+    for (int64_t i = 0; i < p.numel; ++i) host.data_as<float>()[i] = static_cast<float>(v[i]);
+    p.data().copy_from(host, ctx);
+  }
+  void before_read_all() override { ++whole_buffer_reads; }
+  Context& ctx;
+  ParamStore& store;
+  std::vector<double> values;
+  std::vector<std::string> announced;
+  int whole_buffer_reads = 0;
+};
+
+TEST(TransformerModel, ForwardAnnouncesEveryParameterBeforeReadingIt) {
+  Context ctx(Device::cpu());
+  TransformerConfig cfg = tiny_config();
+  TransformerLM m(cfg, ctx);
+  m.init_weights(ctx, 3);
+  const auto ids = test::random_ids(12, 11, 5), targets = test::random_ids(12, 11, 6);
+  m.store().zero_grad(ctx);
+  const double loss = model_loss(ctx, m, ids, targets, 2, 6, true);
+  m.backward(ctx);
+  const auto grads = m.store().flat_grads().to_host_f64(ctx);
+
+  LateDeliveryListener l(ctx, m.store(), m.store().params_to_host_f64(ctx));
+  m.store().params_from_host_f64(ctx, std::vector<double>(m.store().numel(), std::nan("")));
+  m.store().set_read_listener(&l);
+  m.store().zero_grad(ctx);
+  EXPECT_EQ(model_loss(ctx, m, ids, targets, 2, 6, true), loss);
+  m.backward(ctx);
+  EXPECT_EQ(m.store().flat_grads().to_host_f64(ctx), grads);
+  ASSERT_FALSE(l.announced.empty());
+  EXPECT_EQ(l.announced.front(), "token_embeddings.weight");  // in forward order
+  EXPECT_EQ(l.announced.back(), "lm_head.weight");
+  std::set<std::string> names(l.announced.begin(), l.announced.end());
+  EXPECT_EQ(names.size(), m.store().size());
+  // Whole-buffer access goes through before_read_all.
+  const int before = l.whole_buffer_reads;
+  m.store().params_to_host(ctx);
+  m.store().refresh_lowp(ctx);  // no mirror on the CPU: nothing to refresh, nothing read
+  EXPECT_EQ(l.whole_buffer_reads, before + 1);
+  m.store().set_read_listener(nullptr);
 }
 
 TEST(TransformerModel, BackwardWithoutForwardIsAClearError) {
