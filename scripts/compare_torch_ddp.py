@@ -5,10 +5,15 @@ timed steps, each ended by a device synchronisation; the same model size, contex
 AdamW and precision), so the two programs can be compared in one job on the same GPUs.
 
 Strategies:
-  none    no communication: each rank trains alone (the floor)
-  naive   after backward, one all-reduce (average) per parameter gradient
-  ddp     torch.nn.parallel.DistributedDataParallel, bucket_cap_mb (default 25)
-  zero    DDP as above + torch.distributed.optim.ZeroRedundancyOptimizer(AdamW)
+  none      no communication: each rank trains alone (the floor)
+  naive     after backward, one all-reduce (average) per parameter gradient
+  ddp       torch.nn.parallel.DistributedDataParallel, bucket_cap_mb (default 25)
+  ddp_bf16  DDP as above with gradients on the wire in bf16: default_hooks.bf16_compress_hook
+            registered (model.register_comm_hook(None, ...)), the peer of paratrain's
+            `bench ddp --ddp bucketed --grad-comm bf16`. The hook divides by the world size in
+            bf16 before the sum, paratrain scales the bf16 sum in fp32 after it; with a
+            power-of-two world the two give the same values (barring bf16 underflow).
+  zero      DDP as above + torch.distributed.optim.ZeroRedundancyOptimizer(AdamW)
 
 Protocol per strategy and precision: a fresh model with the same seed on every rank, each rank its
 own fixed random batch; --warmup untimed steps, then --steps timed ones, each timed with CUDA
@@ -20,9 +25,10 @@ Launch (one rank per GPU; torch reads Open MPI's rank variables, or torchrun's):
   mpirun -np 2 -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=29500 \\
       python3 scripts/compare_torch_ddp.py --model xl --precision fp32,bf16 --out torch_ddp.h5
 Results: a table on stdout (rank 0) and an HDF5 run record (rank 0 writes it) whose table
-/ddp_torch has the column names of paratrain's /ddp table (ddp, bucket_mb, shard, ranks,
-precision, step_ms, step_sd_ms, step_ms_max_rank, overhead_pct, peak_MB, tokens_per_s);
-`scripts/report` sets its rows beside paratrain's (table "DDP vs PyTorch").
+/ddp_torch has the column names of paratrain's /ddp table (ddp, bucket_mb, shard, grad_comm,
+ranks, precision, step_ms, step_sd_ms, step_ms_max_rank, overhead_pct, peak_MB, tokens_per_s;
+grad_comm is bf16 for ddp_bf16, fp32 otherwise); `scripts/report` sets its rows beside
+paratrain's (table "DDP vs PyTorch").
 """
 import argparse
 import datetime
@@ -36,10 +42,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from paratrain_report.model_sizes import SIZES  # noqa: E402  (no torch needed)
 
-STRATEGIES = ("none", "naive", "ddp", "zero")
+STRATEGIES = ("none", "naive", "ddp", "ddp_bf16", "zero")
+DDP_STRATEGIES = ("ddp", "ddp_bf16", "zero")  # those wrapped in DistributedDataParallel
 PRECISIONS = ("fp32", "bf16")
-ROW_FIELDS = ["ddp", "bucket_mb", "shard", "ranks", "precision", "step_ms", "step_sd_ms", "step_ms_max_rank",
-              "overhead_pct", "peak_MB", "tokens_per_s"]
+ROW_FIELDS = ["ddp", "bucket_mb", "shard", "grad_comm", "ranks", "precision", "step_ms", "step_sd_ms",
+              "step_ms_max_rank", "overhead_pct", "peak_MB", "tokens_per_s"]
 
 
 def parse_args(argv):
@@ -85,9 +92,10 @@ def parse_args(argv):
 
 def make_row(strategy, precision, args, world, step_ms, step_sd_ms, step_ms_max_rank, peak_bytes):
     """One /ddp_torch row (ROW_FIELDS order); overhead_pct is filled in by add_overheads."""
-    bucketed = strategy in ("ddp", "zero")
+    bucketed = strategy in DDP_STRATEGIES
     return {"ddp": strategy, "bucket_mb": float(args.bucket_mb) if bucketed else math.nan,
-            "shard": "zero" if strategy == "zero" else "none", "ranks": int(world), "precision": precision,
+            "shard": "zero" if strategy == "zero" else "none",
+            "grad_comm": "bf16" if strategy == "ddp_bf16" else "fp32", "ranks": int(world), "precision": precision,
             "step_ms": float(step_ms), "step_sd_ms": float(step_sd_ms), "step_ms_max_rank": float(step_ms_max_rank),
             "overhead_pct": math.nan, "peak_MB": float(peak_bytes) / 1e6,
             "tokens_per_s": world * args.batch * args.context / (step_ms * 1e-3)}
@@ -144,9 +152,12 @@ def run_one(torch, dist, rm, strategy, precision, args, rank, world, device):
                                attention=args.attention)
     model = rm.TransformerLM.from_config(cfg).to(device)
     params = list(model.parameters())
-    if strategy in ("ddp", "zero"):
+    if strategy in DDP_STRATEGIES:
         model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index],
                                                           bucket_cap_mb=args.bucket_mb)
+    if strategy == "ddp_bf16":  # each bucket cast to bf16, all-reduced, cast back
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+        model.register_comm_hook(None, default_hooks.bf16_compress_hook)
     if strategy == "zero":
         from torch.distributed.optim import ZeroRedundancyOptimizer
         opt = ZeroRedundancyOptimizer(params, optimizer_class=torch.optim.AdamW, lr=1e-4, weight_decay=0.01)

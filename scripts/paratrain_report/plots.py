@@ -121,6 +121,8 @@ def _strategy_label(row):
         label += "\nper param" if row["bucket_mb"] == 0 else f"\n{row['bucket_mb']:g} MiB"
     if label != "none" and row.get("comm_sms", 0):
         label += f"\n{int(row['comm_sms'])} SMs"
+    if row.get("grad_comm", "fp32") != "fp32":
+        label += f"\n{row['grad_comm']} grads"
     return label
 
 
@@ -132,7 +134,7 @@ def ddp_step_time(rec, out_dir):
     bars = df.groupby(["gpu", "ranks", "precision"]).size().max()
     fig, axes = _grid(len(panels), width=max(6.0, 0.95 * bars + 1.5), ncols_max=1)
     for ax, ((gpu, ranks, precision), g) in zip(axes, panels):
-        g = sections._sort(g, ["shard", "comm_sms", "ddp", "bucket_mb"])
+        g = sections._sort(g, ["shard", "comm_sms", "grad_comm", "ddp", "bucket_mb"])
         x = np.arange(len(g))
         sd = g["step_sd_ms"] if "step_sd_ms" in g else None
         ax.bar(x, g["step_ms"], yerr=sd, color="#4c72b0", capsize=3, label="step")
@@ -158,8 +160,8 @@ def ddp_buckets(rec, out_dir):
     fits, points = sections.bucket_fits(rec)
     if points is None:
         return []
-    panels = list(points.groupby(["gpu", "ranks", "precision", "comm_sms"], sort=True))
-    by_key = {(f["gpu"], f["ranks"], f["precision"], f["comm_sms"]): f for f in fits}
+    panels = list(points.groupby(["gpu", "ranks", "precision", "comm_sms", "grad_comm"], sort=True))
+    by_key = {(f["gpu"], f["ranks"], f["precision"], f["comm_sms"], f["grad_comm"]): f for f in fits}
     fig, axes = _grid(len(panels), width=6.5, height=4.8)
     for ax, (key, g) in zip(axes, panels):
         f = by_key.get(key)
@@ -192,9 +194,9 @@ def ddp_buckets(rec, out_dir):
         top = ax.secondary_xaxis("top", functions=(lambda b: s_bytes / MIB / np.maximum(b, 1e-9),
                                                    lambda n: s_bytes / MIB / np.maximum(n, 1e-9)))
         top.set_xlabel("number of buckets n_b", fontsize=8)
-        gpu, ranks, precision, sms = key
+        gpu, ranks, precision, sms, wire = key
         ax.set_title(f"{ranks} ranks, {precision}, s = {s_bytes / 1e6:,.0f} MB" + (f", {sms} comm SMs" if sms else "")
-                     + (f" ({gpu})" if gpu else ""), fontsize=10)
+                     + (f", {wire} gradients" if wire != "fp32" else "") + (f" ({gpu})" if gpu else ""), fontsize=10)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7)
     fig.suptitle("Step time against bucket size, with the fitted overhead model")
@@ -227,16 +229,18 @@ def ddp_timeline(rec, out_dir, max_panels=6):
         return []
     if "comm_sms" not in df:
         df = df.assign(comm_sms=0)
-    config = ["file", "ddp", "bucket_mb", "shard", "comm_sms"]
+    # Files from before --grad-comm: fp32 gradients on the wire.
+    df = df.assign(grad_comm=df["grad_comm"].fillna("fp32") if "grad_comm" in df else "fp32")
+    config = ["file", "ddp", "bucket_mb", "shard", "comm_sms", "grad_comm"]
     if "step" in df:  # one step per configuration: the first recorded
         df = df[df["step"] == df.groupby(config, dropna=False)["step"].transform("min")]
     df = df.assign(bucket_key=df["bucket_mb"].fillna(-1))
-    panels = list(df.groupby(["file", "ddp", "bucket_key", "shard", "comm_sms"], sort=False))[:max_panels]
+    panels = list(df.groupby(["file", "ddp", "bucket_key", "shard", "comm_sms", "grad_comm"], sort=False))[:max_panels]
     ranks_max = df["rank"].nunique()
     fig, axes = plt.subplots(len(panels), 1, figsize=(11, 0.8 + 0.9 * ranks_max * len(panels)), squeeze=False,
                              sharex=True)
     colors = {"compute": "#4c72b0", "comm": "#dd8452"}
-    for ax, ((_, ddp, bucket, shard, sms), g) in zip(axes[:, 0], panels):
+    for ax, ((_, ddp, bucket, shard, sms, wire), g) in zip(axes[:, 0], panels):
         ticks, labels, fractions = [], [], []
         for i, (rank, rg) in enumerate(sorted(g.groupby("rank"), key=lambda t: t[0])):
             lanes = {}
@@ -250,7 +254,7 @@ def ddp_timeline(rec, out_dir, max_panels=6):
                 labels.append(f"rank {rank} {stream}")
             fractions.append(overlap_fraction(lanes["compute"], lanes["comm"]))
         name = (ddp + (f" {bucket:g} MiB" if bucket >= 0 else "") + (f" + {shard}" if shard != "none" else "")
-                + (f", {sms} comm SMs" if sms else ""))
+                + (f", {sms} comm SMs" if sms else "") + (f", {wire} gradients" if wire != "fp32" else ""))
         if all(f != f for f in fractions):  # NaN: no communication at all (the floor)
             ax.set_title(f"{name}: no communication", fontsize=9)
         else:

@@ -18,6 +18,7 @@ _ORDERS = {
     "precision": ["fp32", "tf32", "bf16"],
     "ddp": ["none", "naive", "flat", "overlap", "bucketed", "reduce_scatter"],
     "shard": ["none", "broadcast", "zero1"],
+    "grad_comm": ["fp32", "bf16"],
     "impl": ["naive", "flash"],
     "pass": ["inference", "train-step"],
     "fused": ["off", "on"],
@@ -366,6 +367,8 @@ def _ddp_table(rec):
         df["shard"] = "none"
     if "comm_sms" not in df:  # files from before --comm-sms: NCCL's own CTA count
         df["comm_sms"] = 0
+    # Files from before --grad-comm (alone, or beside newer ones): fp32 gradients on the wire.
+    df["grad_comm"] = df["grad_comm"].fillna("fp32") if "grad_comm" in df else "fp32"
     return df
 
 
@@ -373,7 +376,7 @@ def _ddp_columns(df):
     return _device_columns(df) + _keep([
         Column("ranks", "ranks"), Column("precision", "precision"), Column("ddp", "strategy"),
         Column("bucket_mb", "bucket MiB", "{:g}"), Column("comm_sms", "comm SMs"),
-        Column("step_ms", "step ms", "{:.2f}"),
+        Column("grad_comm", "grad comm"), Column("step_ms", "step ms", "{:.2f}"),
         Column("step_sd_ms", "± ms", "{:.2f}"), Column("overhead_pct", "vs none %", "{:+.1f}"),
         Column("exposed_comm_ms", "exposed comm ms", "{:.2f}"), Column("comm_MB", "comm MB", "{:,.1f}"),
         Column("tokens_per_s", "tokens/s", "{:,.0f}"), Column("peak_MB", "peak MB", "{:,.0f}")], df)
@@ -383,13 +386,15 @@ def ddp_strategies(rec):
     full = _ddp_table(rec)
     if full is None:
         return []
-    df = _sort(full[full["shard"] == "none"], ["gpu", "ranks", "precision", "comm_sms", "ddp", "bucket_mb"])
+    df = _sort(full[full["shard"] == "none"],
+               ["gpu", "ranks", "precision", "comm_sms", "grad_comm", "ddp", "bucket_mb"])
     if df.empty:
         return []
     desc = ("`paratrain bench ddp`: the training step under each gradient-sync strategy (none = no "
             "communication, the floor), mean over steps and ranks. Exposed communication is the time "
             "from the end of backward to the end of the gradient sync: what overlap did not hide. "
-            "comm SMs: --comm-sms (0: NCCL's own CTA count, GEMMs on every SM)."
+            "comm SMs: --comm-sms (0: NCCL's own CTA count, GEMMs on every SM). grad comm: the "
+            "gradients' type on the wire (--grad-comm; bf16: cast, summed in bf16, scaled in fp32)."
             + _device_note(df))
     sections = [Section("ddp", "Data-parallel strategies and bucket sizes", desc, _ddp_columns(df), df)]
     sections += _ddp_torch(rec, full)
@@ -398,15 +403,19 @@ def ddp_strategies(rec):
 
 def _ddp_torch(rec, ours):
     """PyTorch's rows (scripts/compare_torch_ddp.py, table ddp_torch) beside the matching paratrain
-    configuration: none, naive, DDP ↔ bucketed at the same cap, ZeroRedundancyOptimizer ↔ zero1."""
+    configuration: none, naive, DDP ↔ bucketed at the same cap, DDP with bf16_compress_hook ↔
+    bucketed with --grad-comm bf16, ZeroRedundancyOptimizer ↔ zero1; gradients on the wire in the
+    same type (files from before ddp_bf16 have fp32 throughout)."""
     torch = rec.table("ddp_torch")
     if torch is None:
         return []
     rows = []
     for _, t in torch.iterrows():
-        same = ours[(ours["ranks"] == t["ranks"]) & (ours["precision"] == t["precision"])]
+        wire = t.get("grad_comm", "fp32")
+        wire = "fp32" if pd.isna(wire) else wire  # files from before ddp_bf16
+        same = ours[(ours["ranks"] == t["ranks"]) & (ours["precision"] == t["precision"]) & (ours["grad_comm"] == wire)]
         plain = same[same["shard"] == "none"]
-        if t["ddp"] == "ddp":
+        if t["ddp"] in ("ddp", "ddp_bf16"):
             match = plain[(plain["ddp"] == "bucketed") & np.isclose(plain["bucket_mb"], t["bucket_mb"])]
             label = f"bucketed {t['bucket_mb']:g} MiB"
         elif t["ddp"] == "zero":
@@ -418,19 +427,23 @@ def _ddp_torch(rec, ours):
         ours_ms = first.get("step_ms", np.nan) if len(match) else np.nan
         if len(match) and first.get("comm_sms", 0):
             label += f", {int(first['comm_sms'])} comm SMs"
-        rows.append({"ranks": t["ranks"], "precision": t["precision"], "torch": t["ddp"],
+        if wire != "fp32":
+            label += f", {wire} gradients"
+        rows.append({"ranks": t["ranks"], "precision": t["precision"], "torch": t["ddp"], "grad_comm": wire,
                      "torch_step_ms": t["step_ms"], "paratrain": label, "paratrain_step_ms": ours_ms,
                      "ratio": _ratio(ours_ms, t["step_ms"]), "torch_peak_MB": t.get("peak_MB", np.nan),
                      "paratrain_peak_MB": first.get("peak_MB", np.nan) if len(match) else np.nan})
     out = _sort(pd.DataFrame(rows), ["ranks", "precision"])
     cols = [Column("ranks", "ranks"), Column("precision", "precision"), Column("torch", "PyTorch"),
+            Column("grad_comm", "grad comm"),
             Column("torch_step_ms", "PyTorch step ms", "{:.2f}"), Column("paratrain", "paratrain"),
             Column("paratrain_step_ms", "paratrain step ms", "{:.2f}"), Column("ratio", "ratio", "{:.2f}×"),
             Column("torch_peak_MB", "PyTorch peak MB", "{:,.0f}"),
             Column("paratrain_peak_MB", "paratrain peak MB", "{:,.0f}")]
     desc = ("PyTorch's data parallelism (scripts/compare_torch_ddp.py: no communication, per-parameter "
-            "all-reduce, DistributedDataParallel, ZeroRedundancyOptimizer) beside the matching "
-            "paratrain configuration; ratio = paratrain / PyTorch step time.")
+            "all-reduce, DistributedDataParallel, DDP with bf16_compress_hook, ZeroRedundancyOptimizer) "
+            "beside the matching paratrain configuration with gradients of the same type on the wire; "
+            "ratio = paratrain / PyTorch step time.")
     return [Section("ddp_torch", "Data parallelism: paratrain versus PyTorch", desc, cols, out)]
 
 
@@ -456,8 +469,8 @@ def _model_param_numels(row):
 
 
 def bucket_fits(rec):
-    """(fits, points): the overhead model fitted per (device, ranks, precision, --comm-sms), and
-    every bucketed measurement with its bucket count and the model's prediction."""
+    """(fits, points): the overhead model fitted per (device, ranks, precision, --comm-sms,
+    --grad-comm), and every bucketed measurement with its bucket count and the model's prediction."""
     df = _ddp_table(rec)
     if df is None:
         return [], None
@@ -466,7 +479,7 @@ def bucket_fits(rec):
     for key, outer in df.groupby(["gpu", "ranks", "precision"], sort=False):
         floor = outer.loc[outer["ddp"] == "none", "step_ms"]  # communicates nothing: any --comm-sms
         t0 = floor.iloc[0] * 1e-3 if len(floor) else None
-        for sms, g in outer.groupby("comm_sms", sort=True):
+        for (sms, wire), g in outer.groupby(["comm_sms", "grad_comm"], sort=True):
             b = _bucket_points(g[g["ddp"] == "bucketed"].copy())
             if b is None:
                 continue
@@ -479,16 +492,17 @@ def bucket_fits(rec):
             b["residual_ms"] = b["step_ms"] - b["model_ms"]
             parts.append(b)
             if fit:
-                fits.append({"gpu": key[0], "ranks": key[1], "precision": key[2], "comm_sms": sms, "fit": fit,
+                fits.append({"gpu": key[0], "ranks": key[1], "precision": key[2], "comm_sms": sms,
+                             "grad_comm": wire, "fit": fit,
                              "floor_ms": t0 * 1e3 if t0 is not None else np.nan, "points": b})
-    points = (_sort(pd.concat(parts, ignore_index=True), ["gpu", "ranks", "precision", "comm_sms", "bucket_mb"])
-              if parts else None)
+    points = (_sort(pd.concat(parts, ignore_index=True),
+                    ["gpu", "ranks", "precision", "comm_sms", "grad_comm", "bucket_mb"]) if parts else None)
     return fits, points
 
 
 def _bucket_points(b):
-    """Bucketed rows with n_buckets and s_bytes (gradient bytes) added; None when empty or the
-    bucket count cannot be known."""
+    """Bucketed rows (of one --grad-comm) with n_buckets and s_bytes (gradient bytes on the wire:
+    2 per element in bf16, 4 in fp32) added; None when empty or the bucket count cannot be known."""
     if b.empty:
         return None
     numels = _model_param_numels(b.iloc[0])
@@ -498,7 +512,8 @@ def _bucket_points(b):
         b["n_buckets"] = [overhead.bucket_count(numels, mb) for mb in b["bucket_mb"]]
     else:
         return None
-    b["s_bytes"] = 4.0 * sum(numels) if numels is not None else b["comm_MB"].iloc[0] * 1e6
+    wire_bytes = 2.0 if b["grad_comm"].iloc[0] == "bf16" else 4.0
+    b["s_bytes"] = wire_bytes * sum(numels) if numels is not None else b["comm_MB"].iloc[0] * 1e6
     return b
 
 
@@ -508,6 +523,7 @@ def ddp_buckets(rec):
         return []
     cols = _device_columns(points) + _keep([
         Column("ranks", "ranks"), Column("precision", "precision"), Column("comm_sms", "comm SMs"),
+        Column("grad_comm", "grad comm"),
         Column("bucket_mb", "bucket MiB", "{:g}"), Column("n_buckets", "buckets", "{:.0f}"), Column("step_ms", "step ms", "{:.2f}"),
         Column("step_sd_ms", "± ms", "{:.2f}"), Column("exposed_comm_ms", "exposed comm ms", "{:.2f}"),
         Column("model_ms", "model ms", "{:.2f}"), Column("residual_ms", "residual ms", "{:+.2f}")], points)
@@ -524,6 +540,7 @@ def ddp_buckets(rec):
         nb = fit.optimal_buckets
         best = f["points"].loc[f["points"]["step_ms"].idxmin()]
         rows.append({"gpu": f["gpu"], "ranks": f["ranks"], "precision": f["precision"], "comm_sms": f["comm_sms"],
+                     "grad_comm": f["grad_comm"],
                      "s_MB": fit.s_bytes / 1e6, "w_GBps": fit.w_Bps / 1e9, "o_ms": fit.o_s * 1e3,
                      "t0_ms": fit.t0_s * 1e3, "t0_from": "fitted" if fit.t0_fitted else "ddp=none",
                      "opt_buckets": nb if nb is not None else np.nan,
@@ -533,7 +550,7 @@ def ddp_buckets(rec):
     out = pd.DataFrame(rows)
     cols = _device_columns(out) + [
         Column("ranks", "ranks"), Column("precision", "precision"), Column("comm_sms", "comm SMs"),
-        Column("s_MB", "s MB", "{:,.1f}"),
+        Column("grad_comm", "grad comm"), Column("s_MB", "s MB", "{:,.1f}"),
         Column("w_GBps", "w GB/s", "{:.2f}"), Column("o_ms", "o ms", "{:.3f}"), Column("t0_ms", "t0 ms", "{:.2f}"),
         Column("t0_from", "t0 from"), Column("opt_buckets", "optimal n_b", "{:.1f}"),
         Column("opt_bucket_MiB", "optimal bucket MiB", "{:.1f}"),
@@ -552,7 +569,7 @@ def sharding(rec):
     if df is None or not (df["shard"] != "none").any():
         return []
     parts = []
-    for _, g in df.groupby(["gpu", "ranks", "precision"], sort=False):
+    for _, g in df.groupby(["gpu", "ranks", "precision", "grad_comm"], sort=False):
         sharded = g[g["shard"] != "none"]
         if sharded.empty:
             continue
@@ -569,10 +586,11 @@ def sharding(rec):
         if len(base) and "step_optstate_MB" in block:
             block["optstate_vs_unsharded"] = block["step_optstate_MB"] / base["step_optstate_MB"].iloc[0]
         parts.append(block)
-    out = _sort(pd.concat(parts, ignore_index=True), ["gpu", "ranks", "precision", "shard", "comm_sms"])
+    out = _sort(pd.concat(parts, ignore_index=True), ["gpu", "ranks", "precision", "grad_comm", "shard", "comm_sms"])
     cols = _device_columns(out) + _keep([
         Column("ranks", "ranks"), Column("precision", "precision"), Column("shard", "sharding"),
         Column("ddp", "gradient sync"), Column("bucket_mb", "bucket MiB", "{:g}"), Column("comm_sms", "comm SMs"),
+        Column("grad_comm", "grad comm"),
         Column("step_ms", "step ms", "{:.2f}"), Column("overhead_pct", "vs none %", "{:+.1f}"),
         Column("init_MB", "after init MB", "{:,.1f}"),
         Column("init_optstate_MB", "optimizer state at init MB", "{:,.1f}"),
@@ -581,7 +599,8 @@ def sharding(rec):
         Column("peak_MB", "peak MB", "{:,.1f}")], out)
     desc = ("Optimizer-state sharding (broadcast: each rank updates its parameters and broadcasts "
             "them; zero1: reduce-scatter gradients, update the shard, all-gather parameters) beside "
-            "the unsharded run with the same gradient sync. Memory of rank 0; optimizer state "
+            "the unsharded run with the same gradient sync and gradient type on the wire. Memory of "
+            "rank 0; optimizer state "
             "should fall to about 1/ranks.")
     return [Section("sharding", "Optimizer sharding: memory and time", desc, cols, out)]
 

@@ -1,7 +1,8 @@
 // `paratrain bench ddp`: the Transformer's training step under each gradient-sync strategy,
-// bucket size and optimizer-sharding mode on the same ranks: step time, the communication
-// not hidden behind compute, bytes sent, memory (peak and its breakdown), and the per-rank
-// timeline of one extra, untimed step (/ddp_events: what overlapped with what).
+// bucket size, optimizer-sharding mode and gradient wire type (--grad-comm) on the same ranks:
+// step time, the communication not hidden behind compute, bytes sent, memory (peak and its
+// breakdown), and the per-rank timeline of one extra, untimed step (/ddp_events: what
+// overlapped with what).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -74,6 +75,7 @@ struct Config {
   double bucket_mb;  // NaN unless bucketed
   ShardMode shard;
   int comm_sms = 0;  // the communicator's --comm-sms as asked (dist::kCommSmsAuto: auto)
+  dist::GradComm grad_comm = dist::GradComm::FP32;
 };
 
 // Memory at one moment: total and the categories the issue asks for (bytes).
@@ -167,7 +169,7 @@ struct Bench {
     comm().barrier();
     alloc.reset_peak(kind);
     DataParallel dp = make_data_parallel(ctx, store, &comm(), c.ddp, std::isnan(c.bucket_mb) ? dist::kDefaultBucketMB : c.bucket_mb,
-                                         c.shard, opt_cfg);
+                                         c.shard, opt_cfg, c.grad_comm);
     r.sync_name = dp.sync->name();
     r.comm_sms = comm().reserved_sms();
     r.buckets = bucket_count(store, c);
@@ -248,26 +250,29 @@ struct Bench {
   }
 };
 
-// Grouped by --comm-sms value (one communicator each, made in turn); the floor, which
-// communicates nothing, runs once, first.
+// Grouped by --comm-sms value (one communicator each, made in turn), then by --grad-comm; the
+// floor, which communicates nothing, runs once, first (in fp32: it has nothing to compress).
 std::vector<Config> configs(const std::vector<std::string>& ddps, const std::vector<double>& buckets,
-                            const std::vector<std::string>& shards, const std::vector<int>& comm_sms) {
+                            const std::vector<std::string>& shards, const std::vector<int>& comm_sms,
+                            const std::vector<dist::GradComm>& grad_comms) {
   std::vector<Config> out;
   if (std::find(ddps.begin(), ddps.end(), "none") != ddps.end())
-    out.push_back({"none", kNaN, ShardMode::None, comm_sms.front()});
+    out.push_back({"none", kNaN, ShardMode::None, comm_sms.front(), dist::GradComm::FP32});
   for (int sms : comm_sms) {
-    for (const auto& d : ddps) {
-      if (d == "bucketed")
-        for (double mb : buckets) out.push_back({d, mb, ShardMode::None, sms});
-      else if (d != "none")
-        out.push_back({d, kNaN, ShardMode::None, sms});
-    }
-    for (const auto& s : shards) {
-      const ShardMode m = shard_mode_from_name(s);
-      if (m == ShardMode::Broadcast) out.push_back({"bucketed", dist::kDefaultBucketMB, m, sms});
-      if (m == ShardMode::Zero1) {
-        out.push_back({"flat", kNaN, m, sms});  // one reduce-scatter after backward
-        out.push_back({"bucketed", dist::kDefaultBucketMB, m, sms});  // reduces overlapped with backward
+    for (dist::GradComm gc : grad_comms) {
+      for (const auto& d : ddps) {
+        if (d == "bucketed")
+          for (double mb : buckets) out.push_back({d, mb, ShardMode::None, sms, gc});
+        else if (d != "none")
+          out.push_back({d, kNaN, ShardMode::None, sms, gc});
+      }
+      for (const auto& s : shards) {
+        const ShardMode m = shard_mode_from_name(s);
+        if (m == ShardMode::Broadcast) out.push_back({"bucketed", dist::kDefaultBucketMB, m, sms, gc});
+        if (m == ShardMode::Zero1) {
+          out.push_back({"flat", kNaN, m, sms, gc});  // one reduce-scatter after backward
+          out.push_back({"bucketed", dist::kDefaultBucketMB, m, sms, gc});  // reduces overlapped with backward
+        }
       }
     }
   }
@@ -297,7 +302,7 @@ int run_bench_ddp(const std::vector<std::string>& args) {
   std::string size = "xl", attention = "naive", optimizer = "adamw";
   int64_t context = 512, batch = 4, d_model = 0, num_layers = 0, num_heads = 0, d_ff = 0, vocab = 0;
   int steps = 10, warmup = 3;
-  std::vector<std::string> ddp_words, bucket_words, shard_words, sms_words;
+  std::vector<std::string> ddp_words, bucket_words, shard_words, sms_words, grad_comm_words;
   po::options_description desc("bench ddp options");
   add_run_options(desc, run);
   add_gemm_option(desc, run);
@@ -321,6 +326,8 @@ int run_bench_ddp(const std::vector<std::string>& args) {
        "and with bucketed 25 MiB)")
       ("comm-sms", po::value(&sms_words)->multitoken(),
        (std::string("values to time (default auto), each with its own communicator: ") + dist::kCommSmsHelp).c_str())
+      ("grad-comm", po::value(&grad_comm_words)->multitoken(),
+       (std::string("values to time (default fp32): ") + dist::kGradCommHelp).c_str())
       ("steps", po::value(&steps)->default_value(steps), "timed steps per configuration")
       ("warmup", po::value(&warmup)->default_value(warmup), "untimed steps first");
   auto vm = parse_or_help(desc, args, "mpirun -np N paratrain bench ddp [options]   (one rank per GPU)");
@@ -337,7 +344,10 @@ int run_bench_ddp(const std::vector<std::string>& args) {
   std::vector<int> comm_sms;  // as asked (kCommSmsAuto for auto); rows show what it resolved to
   for (const auto& w : split_list(sms_words.empty() ? std::vector<std::string>{"auto"} : sms_words))
     comm_sms.push_back(dist::parse_comm_sms(w));
-  const auto plan = configs(ddps, buckets, shards, comm_sms);
+  std::vector<dist::GradComm> grad_comms;
+  for (const auto& w : split_list(grad_comm_words.empty() ? std::vector<std::string>{"fp32"} : grad_comm_words))
+    grad_comms.push_back(dist::grad_comm_from_name(w));
+  const auto plan = configs(ddps, buckets, shards, comm_sms, grad_comms);
 
   TransformerConfig cfg = TransformerConfig::named(size);
   if (d_model) cfg.d_model = d_model;
@@ -395,8 +405,8 @@ int run_bench_ddp(const std::vector<std::string>& args) {
     const Result& r = results.back();
     if (rt.is_root())
       std::cout << "ddp " << r.sync_name << " bucket_mb " << c.bucket_mb << " shard " << shard_mode_name(c.shard)
-                << " comm_sms " << r.comm_sms << ": " << r.step_ms << " ms/step, exposed communication "
-                << r.exposed_ms << " ms" << std::endl;
+                << " comm_sms " << r.comm_sms << " grad_comm " << dist::grad_comm_name(c.grad_comm) << ": "
+                << r.step_ms << " ms/step, exposed communication " << r.exposed_ms << " ms" << std::endl;
   }
 
   double floor_ms = kNaN;
@@ -411,6 +421,8 @@ int run_bench_ddp(const std::vector<std::string>& args) {
       .add_string("shard", "optimizer sharding: none, broadcast, zero1")
       .add_int("comm_sms", "--comm-sms: CTAs per NCCL collective and SMs kept from GEMMs while overlapped "
                "collectives are in flight (0: NCCL's choice, GEMMs on every SM)")
+      .add_string("grad_comm", "--grad-comm: gradients on the wire as fp32, or as bf16 (cast, summed in bf16, "
+                  "scaled by 1/ranks in fp32); fp32 for none")
       .add_int("buckets", "gradient collectives per step: 0 for none, 1 for flat and reduce_scatter, one per "
                "trainable parameter for naive and overlap, dist::plan_buckets's count for bucketed")
       .add_int("ranks", "data-parallel ranks")
@@ -420,7 +432,8 @@ int run_bench_ddp(const std::vector<std::string>& args) {
       .add_double("step_ms_max_rank", "mean step time of the slowest rank (ms)", 2)
       .add_double("overhead_pct", "step_ms over the ddp=none floor measured in this run (%)", 2)
       .add_double("exposed_comm_ms", "end of backward to end of gradient sync: communication not hidden (ms)", 3)
-      .add_double("comm_MB", "bytes this rank put into collectives per step (gradients + sharded parameters, MB)", 1)
+      .add_double("comm_MB", "bytes this rank put into collectives per step (gradients in their wire type + "
+                  "sharded parameters in fp32, MB)", 1)
       .add_double("tokens_per_s", "global tokens per second", 0)
       .add_double("peak_MB", "peak tracked memory over the timed steps, largest rank (MB)", 1);
   add_memory_columns(table, "init", "in use after model, strategy and optimizer are built", false);
@@ -432,6 +445,7 @@ int run_bench_ddp(const std::vector<std::string>& args) {
         .set("bucket_mb", r.cfg.bucket_mb)
         .set("shard", shard_mode_name(r.cfg.shard))
         .set("comm_sms", static_cast<int64_t>(r.comm_sms))
+        .set("grad_comm", dist::grad_comm_name(r.cfg.grad_comm))
         .set("buckets", r.buckets)
         .set("ranks", rt.world_size())
         .set("precision", run.precision)
@@ -453,10 +467,12 @@ int run_bench_ddp(const std::vector<std::string>& args) {
       .add_double("bucket_mb", "bucket cap in MiB, as in /ddp", 2)
       .add_string("shard", "optimizer sharding, as in /ddp")
       .add_int("comm_sms", "--comm-sms, as in /ddp")
+      .add_string("grad_comm", "--grad-comm, as in /ddp")
       .add_int("rank", "the rank that recorded the event")
       .add_int("step", "index of the step in the configuration's run (warm-up and timed steps come first)")
       .add_string("stream", "compute or comm")
-      .add_string("name", "forward, backward <module>, optimizer; <collective> <buffer> (MB)")
+      .add_string("name", "forward, backward <module>, optimizer; <collective> <buffer> (MB), or (bf16, MB) for a "
+                  "collective on a bf16 copy of the gradients")
       .add_double("start_ms", "since the step started on this rank (after a barrier): CUDA events on the GPU, "
                   "the host clock on the CPU (ms)", 3)
       .add_double("end_ms", "as start_ms (ms)", 3);
@@ -468,6 +484,7 @@ int run_bench_ddp(const std::vector<std::string>& args) {
             .set("bucket_mb", r.cfg.bucket_mb)
             .set("shard", shard_mode_name(r.cfg.shard))
             .set("comm_sms", static_cast<int64_t>(r.comm_sms))
+            .set("grad_comm", dist::grad_comm_name(r.cfg.grad_comm))
             .set("rank", static_cast<int64_t>(rank))
             .set("step", r.traced_step)
             .set("stream", e.stream)

@@ -160,13 +160,17 @@ std::vector<TimelineEvent> StepTimeline::finish() {
 
 std::string StepTimeline::describe(const dist::TracedCollective& c) const {
   const int64_t esize = static_cast<int64_t>(dtype_size(store_.dtype()));
+  // A collective on a bf16 copy (--grad-comm bf16) is named after the gradients it carries.
+  const bool copy = c.copy_of != nullptr;
+  const void* buffer = copy ? c.copy_of : c.buffer;
+  const int64_t bytes = copy ? c.copy_of_bytes : c.bytes;
   auto range_in = [&](const Tensor& flat, int64_t& lo, int64_t& hi) {
     if (!flat.defined() || flat.numel() == 0) return false;
     const char* base = static_cast<const char*>(flat.data());
-    const char* p = static_cast<const char*>(c.buffer);
+    const char* p = static_cast<const char*>(buffer);
     if (p < base || p >= base + flat.nbytes()) return false;
     lo = (p - base) / esize;
-    hi = lo + c.bytes / esize;
+    hi = lo + bytes / esize;
     return true;
   };
   int64_t lo = 0, hi = 0;
@@ -177,8 +181,9 @@ std::string StepTimeline::describe(const dist::TracedCollective& c) const {
     what = describe_params(lo, hi);
   std::string s = verb(c.op) + " " + what;
   if (c.root >= 0) s += (c.op == "broadcast" ? " from rank " : " to rank ") + std::to_string(c.root);
-  char size[32];
-  std::snprintf(size, sizeof size, " (%.2f MB)", static_cast<double>(c.bytes) / 1e6);
+  char size[48];
+  std::snprintf(size, sizeof size, " (%s%s%.2f MB)", copy ? c.copy_dtype : "", copy ? ", " : "",
+                static_cast<double>(c.bytes) / 1e6);
   return s + size;
 }
 

@@ -23,7 +23,8 @@ namespace pt::cli {
 
 struct TimelineEvent {
   std::string stream;  // "compute" or "comm"
-  std::string name;    // "forward", "backward layers.3", "all-reduce bucket 2 (4.2 MB)", ...
+  std::string name;    // "forward", "backward layers.3", "all-reduce bucket 2 (4.2 MB)",
+                       // "all-reduce bucket 2 (bf16, 2.1 MB)" (--grad-comm bf16), ...
   double start_ms = 0, end_ms = 0;
 };
 

@@ -203,7 +203,7 @@ int run_train(const std::vector<std::string>& args) {
   if (rt.world_size() > 1) comm = dist::make_communicator(dist::backend_for(device), ctx, dist::parse_comm_sms(ddp.comm_sms));
   // Rank 0's weights become everyone's here (the strategy broadcasts them at construction).
   DataParallel dp = make_data_parallel(ctx, lm.store(), comm.get(), ddp.ddp, ddp.bucket_mb,
-                                       shard_mode_from_name(ddp.shard), oc);
+                                       shard_mode_from_name(ddp.shard), oc, dist::grad_comm_from_name(ddp.grad_comm));
   Optimizer* optimizer = dp.optimizer.get();
   if (!t.resume.empty()) {
     PT_CHECK(ddp.shard == "none", "--resume with a sharded optimizer is not supported (its state is split "
@@ -231,10 +231,10 @@ int run_train(const std::vector<std::string>& args) {
   };
 
   if (rt.is_root())
-    std::printf("train: %s (%lld parameters) on %d × %s, %s, %s attention, ddp %s, sharding %s, batch %lld × %lld "
-                "tokens, %s sampling of %s (%lld tokens)\n",
+    std::printf("train: %s (%lld parameters) on %d × %s, %s, %s attention, ddp %s, sharding %s, grad comm %s, "
+                "batch %lld × %lld tokens, %s sampling of %s (%lld tokens)\n",
                 t.model.c_str(), static_cast<long long>(cfg.num_params()), rt.world_size(), device.str().c_str(),
-                precision_name(precision), attn.c_str(), ddp.ddp.c_str(), ddp.shard.c_str(),
+                precision_name(precision), attn.c_str(), ddp.ddp.c_str(), ddp.shard.c_str(), ddp.grad_comm.c_str(),
                 static_cast<long long>(t.batch_size),
                 static_cast<long long>(cfg.context_length), t.sampling.c_str(), t.data.c_str(),
                 static_cast<long long>(tokens.size()));

@@ -8,6 +8,7 @@
 #include <functional>
 #include <vector>
 
+#include "core/dtype.h"
 #include "core/error.h"
 #include "dist/bounded_wait.h"
 #include "dist/comm_trace.h"
@@ -17,14 +18,21 @@ namespace pt::dist {
 
 namespace {
 
-MPI_Datatype mpi_type(DType t, const char* op) {
-  switch (t) {
-    case DType::F32: return MPI_FLOAT;
-    case DType::F64: return MPI_DOUBLE;
-    default: break;
+// The bf16 sum of the MPI communicator (MPI has no bf16 type): each pair of values is added in
+// fp32 and the sum rounded to bf16 (nearest even), so every partial sum of a reduction is a bf16
+// value, as in NCCL's ncclBfloat16 sum. (Where the fp32 addition of two bf16 values rounds at
+// all, the addend is far below half a bf16 ulp, so this is the correctly rounded bf16 sum.)
+// MPI promises no alignment for a type made of bytes: elements are read with memcpy.
+void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
+  const char* a = static_cast<const char*>(in);
+  char* b = static_cast<char*>(inout);
+  for (int i = 0; i < *len; ++i) {
+    uint16_t x, y;
+    std::memcpy(&x, a + 2 * i, 2);
+    std::memcpy(&y, b + 2 * i, 2);
+    const uint16_t sum = float_to_bf16_bits(bf16_bits_to_float(x) + bf16_bits_to_float(y));
+    std::memcpy(b + 2 * i, &sum, 2);
   }
-  PT_FAIL(std::string(op) + " on the mpi communicator supports fp32 and fp64 tensors, got " +
-          dtype_name(t));
 }
 
 int mpi_count(int64_t n, const char* op) {
@@ -33,7 +41,8 @@ int mpi_count(int64_t n, const char* op) {
   return static_cast<int>(n);
 }
 
-// Divides every element by `world` (MPI has no average reduction).
+// Divides every element by `world` (MPI has no average reduction; fp32 and fp64 only: sum_of
+// refuses bf16 averages).
 void divide(void* p, DType t, int64_t n, int world) {
   if (t == DType::F32) {
     const float s = 1.0f / static_cast<float>(world);
@@ -86,9 +95,16 @@ class MpiCommunicator : public Communicator {
     PT_MPI_CHECK(MPI_Comm_idup(MPI_COMM_WORLD, &comm_, &req));
     wait_request(&req, "mpi communicator creation (MPI_Comm_idup)");
     PT_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
+    // bf16 (--grad-comm bf16): a 2-byte type of our own rather than MPI_UINT16_T, so that
+    // nothing can sum it as integers by mistake, and its commutative sum.
+    PT_MPI_CHECK(MPI_Type_contiguous(2, MPI_BYTE, &bf16_));
+    PT_MPI_CHECK(MPI_Type_commit(&bf16_));
+    PT_MPI_CHECK(MPI_Op_create(&bf16_sum, /*commute=*/1, &bf16_sum_));
   }
 
   ~MpiCommunicator() override {
+    if (bf16_sum_ != MPI_OP_NULL) MPI_Op_free(&bf16_sum_);
+    if (bf16_ != MPI_DATATYPE_NULL) MPI_Type_free(&bf16_);
     if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
   }
 
@@ -96,20 +112,21 @@ class MpiCommunicator : public Communicator {
 
   WorkPtr all_reduce_async(Tensor& t, ReduceOp op) override {
     check_buffer(t, "all_reduce");
-    MPI_Datatype type = mpi_type(t.dtype(), "all_reduce");
+    MPI_Datatype type = type_of(t.dtype(), "all_reduce");
+    MPI_Op sum = sum_of(t.dtype(), op, "all_reduce");
     std::function<void()> done;
     if (op == ReduceOp::Average)
       done = [p = t.data(), d = t.dtype(), n = t.numel(), w = world_] { divide(p, d, n, w); };
     auto work = start("all_reduce", t, -1, std::move(done));
-    PT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, t.data(), mpi_count(t.numel(), "all_reduce"), type,
-                                MPI_SUM, comm_, work->request()));
+    PT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, t.data(), mpi_count(t.numel(), "all_reduce"), type, sum,
+                                comm_, work->request()));
     return work;
   }
 
   WorkPtr broadcast_async(Tensor& t, int root) override {
     check_buffer(t, "broadcast");
     PT_CHECK(root >= 0 && root < world_, "broadcast: root " + std::to_string(root) + " out of range");
-    MPI_Datatype type = mpi_type(t.dtype(), "broadcast");
+    MPI_Datatype type = type_of(t.dtype(), "broadcast");
     auto work = start("broadcast", t, root, nullptr);
     PT_MPI_CHECK(MPI_Ibcast(t.data(), mpi_count(t.numel(), "broadcast"), type, root, comm_,
                             work->request()));
@@ -119,20 +136,22 @@ class MpiCommunicator : public Communicator {
   WorkPtr reduce_async(Tensor& t, int root, ReduceOp op) override {
     check_buffer(t, "reduce");
     PT_CHECK(root >= 0 && root < world_, "reduce: root " + std::to_string(root) + " out of range");
-    MPI_Datatype type = mpi_type(t.dtype(), "reduce");
+    MPI_Datatype type = type_of(t.dtype(), "reduce");
+    MPI_Op sum = sum_of(t.dtype(), op, "reduce");
     std::function<void()> done;
     if (op == ReduceOp::Average && rank_ == root)
       done = [p = t.data(), d = t.dtype(), n = t.numel(), w = world_] { divide(p, d, n, w); };
     auto work = start("reduce", t, root, std::move(done));
     const bool at_root = rank_ == root;
     PT_MPI_CHECK(MPI_Ireduce(at_root ? MPI_IN_PLACE : t.data(), at_root ? t.data() : nullptr,
-                             mpi_count(t.numel(), "reduce"), type, MPI_SUM, root, comm_, work->request()));
+                             mpi_count(t.numel(), "reduce"), type, sum, root, comm_, work->request()));
     return work;
   }
 
   WorkPtr reduce_scatter_async(const Tensor& send, Tensor& recv, ReduceOp op) override {
     const bool in_place = check_blocks(recv, send, "reduce_scatter");
-    MPI_Datatype type = mpi_type(recv.dtype(), "reduce_scatter");
+    MPI_Datatype type = type_of(recv.dtype(), "reduce_scatter");
+    MPI_Op sum = sum_of(recv.dtype(), op, "reduce_scatter");
     const int64_t n = recv.numel();
     // MPI_IN_PLACE would leave the result at the start of the buffer, not in block `rank`:
     // reduce into scratch and copy it into place on completion.
@@ -144,14 +163,14 @@ class MpiCommunicator : public Communicator {
       if (avg) divide(dst, d, n, w);
     };
     auto work = start("reduce_scatter", send, -1, done);
-    PT_MPI_CHECK(MPI_Ireduce_scatter_block(send.data(), out, mpi_count(n, "reduce_scatter"), type,
-                                           MPI_SUM, comm_, work->request()));
+    PT_MPI_CHECK(MPI_Ireduce_scatter_block(send.data(), out, mpi_count(n, "reduce_scatter"), type, sum, comm_,
+                                           work->request()));
     return work;
   }
 
   WorkPtr all_gather_async(const Tensor& send, Tensor& recv) override {
     const bool in_place = check_blocks(send, recv, "all_gather");
-    MPI_Datatype type = mpi_type(recv.dtype(), "all_gather");
+    MPI_Datatype type = type_of(recv.dtype(), "all_gather");
     const int n = mpi_count(send.numel(), "all_gather");
     mpi_count(recv.numel(), "all_gather");
     auto work = start("all_gather", recv, -1, nullptr);
@@ -192,6 +211,27 @@ class MpiCommunicator : public Communicator {
   }
 
  private:
+  MPI_Datatype type_of(DType t, const char* op) const {
+    switch (t) {
+      case DType::F32: return MPI_FLOAT;
+      case DType::F64: return MPI_DOUBLE;
+      case DType::BF16: return bf16_;
+      default: break;
+    }
+    PT_FAIL(std::string(op) + " on the mpi communicator supports fp32, fp64 and bf16 tensors, got " +
+            dtype_name(t));
+  }
+
+  // The MPI reduction that sums t's type (an average divides the sum on completion). bf16 is
+  // summed only: dividing in bf16 would round once more, so its users (--grad-comm bf16) sum
+  // and then scale in fp32.
+  MPI_Op sum_of(DType t, ReduceOp op, const char* what) const {
+    if (t != DType::BF16) return MPI_SUM;
+    PT_CHECK(op == ReduceOp::Sum, std::string(what) + " on the mpi communicator: bf16 supports ReduceOp::Sum "
+                                                      "only (sum, then scale in fp32), not Average");
+    return bf16_sum_;
+  }
+
   // `big` is the collective's largest buffer (named in errors, and in the trace); root -1 when
   // the op has none. The caller issues the MPI request right after.
   std::unique_ptr<MpiWork> start(const char* kind, const Tensor& big, int root,
@@ -217,6 +257,8 @@ class MpiCommunicator : public Communicator {
   }
 
   MPI_Comm comm_ = MPI_COMM_NULL;
+  MPI_Datatype bf16_ = MPI_DATATYPE_NULL;  // 2 bytes, committed
+  MPI_Op bf16_sum_ = MPI_OP_NULL;          // bf16_sum above
   std::vector<MpiWork*> outstanding_;
 };
 

@@ -31,6 +31,14 @@ size_t CommTrace::add(TracedCollective c) {
   return entries_.size() - 1;
 }
 
+void CommTrace::last_is_copy_of(const void* original, int64_t bytes, const char* dtype) {
+  PT_CHECK(!entries_.empty(), "CommTrace::last_is_copy_of: no collective traced yet");
+  TracedCollective& c = entries_.back();
+  c.copy_of = original;
+  c.copy_of_bytes = bytes;
+  c.copy_dtype = dtype;
+}
+
 void CommTrace::clear() {
   entries_.clear();
   free_.insert(free_.end(), used_.begin(), used_.end());

@@ -27,6 +27,12 @@ struct TracedCollective {
                                  // all-gather's recv
   int64_t bytes = 0;             // of that buffer
   int root = -1;                 // broadcast and reduce; -1 otherwise
+  // A collective on a converted copy of another buffer (--grad-comm bf16's staging buffer):
+  // that buffer, its bytes and the copy's element type, so the timeline can name what was
+  // sent; `buffer` and `bytes` above stay what went on the wire. Null otherwise.
+  const void* copy_of = nullptr;
+  int64_t copy_of_bytes = 0;
+  const char* copy_dtype = "";
   cudaEvent_t start = nullptr, end = nullptr;  // NCCL: timing events on the communication stream
   std::chrono::steady_clock::time_point host_start, host_end;  // MPI
   bool host_done = false;                                      // MPI: host_end is set
@@ -45,6 +51,8 @@ class CommTrace {
   cudaEvent_t take_event();
   // Appends a collective; returns its index (stable, unlike references into the vector).
   size_t add(TracedCollective c);
+  // Marks the entry added last as a collective on a `dtype` copy of [original, + bytes).
+  void last_is_copy_of(const void* original, int64_t bytes, const char* dtype);
   TracedCollective& at(size_t i) { return entries_.at(i); }
   const std::vector<TracedCollective>& entries() const { return entries_; }
   // Forgets the entries and returns their events to the pool. Only when nothing traced is in

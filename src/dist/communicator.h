@@ -73,7 +73,9 @@ class Communicator {
   // off that many SMs while its collectives are in flight (Context::reserve_sms).
   int reserved_sms() const { return reserved_sms_; }
 
-  // All tensors are contiguous fp32 (NCCL also bf16) on device(). Counts are elements.
+  // All tensors are contiguous fp32 or bf16 (MPI also fp64; NCCL also fp16 and fp64) on
+  // device(). Counts are elements. bf16 sums round every partial sum to bf16 (MPI: an fp32
+  // add, then round to nearest even); the MPI communicator refuses ReduceOp::Average on bf16.
   // t ← op over ranks of t (in place).
   virtual WorkPtr all_reduce_async(Tensor& t, ReduceOp op) = 0;
   // t ← root's t.

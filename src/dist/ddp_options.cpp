@@ -21,7 +21,8 @@ void add_ddp_options(po::options_description& desc, DdpOptions& o) {
       ("shard-optimizer", po::value(&o.shard)->default_value(o.shard),
        "optimizer-state sharding: none, broadcast (each rank steps its parameters and "
        "broadcasts them), zero1 (reduce-scatter gradients, step the local shard, all-gather)")
-      ("comm-sms", po::value(&o.comm_sms)->default_value(o.comm_sms), kCommSmsHelp);
+      ("comm-sms", po::value(&o.comm_sms)->default_value(o.comm_sms), kCommSmsHelp)
+      ("grad-comm", po::value(&o.grad_comm)->default_value(o.grad_comm), kGradCommHelp);
 }
 
 int parse_comm_sms(const std::string& word) {
@@ -46,6 +47,7 @@ DdpOptions resolve_ddp_options(const DdpOptions& o, int world) {
   PT_CHECK(o.shard == "none" || o.shard == "broadcast" || o.shard == "zero1",
            "--shard-optimizer must be none, broadcast or zero1 (got '" + o.shard + "')");
   parse_comm_sms(o.comm_sms);  // validates
+  grad_comm_from_name(o.grad_comm);  // validates
   PT_CHECK(o.bucket_mb >= 0, "--bucket-mb must be >= 0 (got " + std::to_string(o.bucket_mb) + ")");
   PT_CHECK(!(o.ddp == "none" && o.shard != "none"),
            "--shard-optimizer " + o.shard + " needs averaged gradients; it cannot run with --ddp none");
@@ -54,6 +56,7 @@ DdpOptions resolve_ddp_options(const DdpOptions& o, int world) {
     r.ddp = "none";
     r.shard = "none";
   }
+  if (r.ddp == "none") r.grad_comm = "fp32";
   return r;
 }
 

@@ -2,6 +2,7 @@
 // Gradient synchronisation strategies for data parallelism (naive, flat, overlap, bucketed,
 // and ZeRO-1's reduce-scatter). A strategy listens to the ParamStore's gradient-ready events
 // during backward and, by the end of finish(), leaves averaged gradients in the flat buffer.
+// Every strategy sends its gradients in fp32 or, with --grad-comm bf16, in bf16 (GradComm).
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -13,9 +14,29 @@
 namespace pt::dist {
 
 class Communicator;
-class Work;
 class BucketReadiness;  // grad_sync.cpp
 class SmReservation;    // grad_sync.cpp
+class GradCollectives;  // grad_sync.cpp
+
+// --grad-comm: the element type gradients travel in. Gradients, the optimizer and the master
+// weights stay fp32 either way, and parameter broadcasts and all-gathers are never compressed.
+//   FP32  each collective averages the fp32 gradient range itself.
+//   BF16  (PyTorch DDP's bf16_compress_hook) each collective casts its fp32 range to a bf16
+//         staging buffer of its own (round to nearest even), SUMS the bf16 values over the
+//         ranks (every partial sum rounded to bf16: NCCL's ncclBfloat16 sum, or the MPI
+//         communicator's bf16 sum, which adds in fp32), casts the sum back into the fp32 range
+//         and multiplies it by 1/world in fp32. Nothing is divided in bf16. With 2 ranks every
+//         element ends as exactly float(bf16(bf16(g0) + bf16(g1))) / 2; with more, the partial
+//         sums follow the collective's order. Half the bytes on the wire; each rounding is up to
+//         2^-8 relative (8 significant bits).
+// A staging buffer lives from its collective's start to its wait (tag "grad_comm_bf16",
+// MemCategory::Workspace): no bf16 copy of the gradients persists between steps (flat and the
+// reduce-scatter, one collective over the whole buffer, hold one during finish()).
+// On the GPU both casts run on the compute stream (the collective is ordered after the first,
+// the second after Work::wait()): no host synchronisation. bytes_communicated() counts bf16 bytes.
+enum class GradComm { FP32, BF16 };
+GradComm grad_comm_from_name(const std::string& name);  // "fp32" | "bf16"; throws on others
+const char* grad_comm_name(GradComm c);
 
 class GradSync : public GradReadyListener {
  public:
@@ -57,9 +78,11 @@ std::vector<Bucket> plan_buckets(const ParamStore& store, double bucket_mb);
 // The strategy named `name` on a finalized store. Every strategy but `none` first makes rank
 // 0's parameters (trainable or frozen) everyone's, then registers itself as the store's
 // gradient-ready listener; gradients are averaged (sum / world size), frozen parameters
-// skipped, a tied parameter synchronised once. bucket_mb is read by `bucketed` only.
+// skipped, a tied parameter synchronised once. bucket_mb is read by `bucketed` only; `none`
+// ignores grad_comm.
 std::unique_ptr<GradSync> make_grad_sync(const std::string& name, Context& ctx, ParamStore& store,
-                                         Communicator* comm, double bucket_mb = kDefaultBucketMB);
+                                         Communicator* comm, double bucket_mb = kDefaultBucketMB,
+                                         GradComm grad_comm = GradComm::FP32);
 
 // Rank 0's parameters to every rank (the whole flat buffer, frozen ones included), and the
 // bf16 mirror refreshed.
@@ -81,12 +104,15 @@ struct GradPartition {
 
 // ZeRO-1's gradient step (it replaces the all-reduce): every rank ends with the average of its
 // own part [begin(rank), end(rank)) of the gradients; the rest of its buffer holds partial sums
-// and is not used (the optimizer steps only its part). Two schedules:
+// (fp32) or its own gradients (bf16) and is not used (the optimizer steps only its part). Two
+// schedules:
 
-// After backward, one reduce-scatter over [0, scattered()) (and an all-reduce of the tail).
+// After backward, one reduce-scatter over [0, scattered()) (and an all-reduce of the tail). In
+// bf16 the reduce-scatter runs on a bf16 copy of [0, scattered()) and only this rank's block
+// (and the tail) is cast back.
 class ReduceScatterSync : public GradSync {
  public:
-  ReduceScatterSync(Context& ctx, ParamStore& store, Communicator& comm);
+  ReduceScatterSync(Context& ctx, ParamStore& store, Communicator& comm, GradComm grad_comm = GradComm::FP32);
   ~ReduceScatterSync() override;
   void finish(Context& ctx) override;
   const char* name() const override { return "reduce_scatter"; }
@@ -97,16 +123,19 @@ class ReduceScatterSync : public GradSync {
   ParamStore& store_;
   Communicator& comm_;
   GradPartition partition_;
+  std::unique_ptr<GradCollectives> coll_;
   int64_t bytes_ = 0;
 };
 
 // Overlapped with backward: buckets as for `bucketed`; once a bucket is ready, each piece of it
 // that falls in rank r's part is reduced (averaged) onto rank r — usually one reduce per
 // bucket, two where a bucket straddles a boundary. Each rank sends (world−1)/world of the
-// buffer, as with the reduce-scatter.
+// buffer, as with the reduce-scatter. In bf16 each piece is reduced as a bf16 copy and cast
+// back on its owner only.
 class BucketedReduceSync : public GradSync {
  public:
-  BucketedReduceSync(Context& ctx, ParamStore& store, Communicator& comm, double bucket_mb);
+  BucketedReduceSync(Context& ctx, ParamStore& store, Communicator& comm, double bucket_mb,
+                     GradComm grad_comm = GradComm::FP32);
   ~BucketedReduceSync() override;
   void on_grad_ready(Parameter& p) override;
   void finish(Context& ctx) override;
@@ -121,13 +150,14 @@ class BucketedReduceSync : public GradSync {
   GradPartition partition_;
   std::unique_ptr<BucketReadiness> buckets_;
   std::unique_ptr<SmReservation> sms_;
-  std::vector<std::unique_ptr<Work>> pending_;
-  int64_t bytes_ = 0, step_bytes_ = 0;
+  std::unique_ptr<GradCollectives> coll_;
+  int64_t bytes_ = 0;
 };
 
 // ZeRO-1's schedule for a --ddp name: naive or flat → ReduceScatterSync; overlap (one bucket
 // per parameter) or bucketed (bucket_mb) → BucketedReduceSync.
 std::unique_ptr<GradSync> make_zero1_sync(const std::string& ddp, Context& ctx, ParamStore& store,
-                                          Communicator& comm, double bucket_mb);
+                                          Communicator& comm, double bucket_mb,
+                                          GradComm grad_comm = GradComm::FP32);
 
 }  // namespace pt::dist

@@ -271,11 +271,11 @@ void Zero1Optimizer::reduce_sumsq(Context& ctx, Tensor& sumsq) {
 
 DataParallel make_data_parallel(Context& ctx, ParamStore& store, dist::Communicator* comm,
                                 const std::string& ddp, double bucket_mb, ShardMode shard,
-                                const OptimizerConfig& cfg) {
+                                const OptimizerConfig& cfg, dist::GradComm grad_comm) {
   DataParallel dp;
   const auto params = trainable_params(store);
   if (shard == ShardMode::None) {
-    dp.sync = dist::make_grad_sync(ddp, ctx, store, comm, bucket_mb);
+    dp.sync = dist::make_grad_sync(ddp, ctx, store, comm, bucket_mb, grad_comm);
     dp.optimizer = make_optimizer(cfg, ctx, contiguous_ranges(params));
     return dp;
   }
@@ -284,10 +284,10 @@ DataParallel make_data_parallel(Context& ctx, ParamStore& store, dist::Communica
   PT_CHECK(ddp != "none", std::string("--shard-optimizer ") + shard_mode_name(shard) +
                               " needs averaged gradients; it cannot run with --ddp none");
   if (shard == ShardMode::Broadcast) {
-    dp.sync = dist::make_grad_sync(ddp, ctx, store, comm, bucket_mb);
+    dp.sync = dist::make_grad_sync(ddp, ctx, store, comm, bucket_mb, grad_comm);
     dp.optimizer = std::make_unique<BroadcastShardedOptimizer>(cfg, ctx, *comm, per_parameter_ranges(params));
   } else {
-    dp.sync = dist::make_zero1_sync(ddp, ctx, store, *comm, bucket_mb);
+    dp.sync = dist::make_zero1_sync(ddp, ctx, store, *comm, bucket_mb, grad_comm);
     dp.optimizer = std::make_unique<Zero1Optimizer>(cfg, ctx, *comm, store);
   }
   return dp;

@@ -98,13 +98,14 @@ class Zero1Optimizer : public Optimizer {
 //   shard broadcast: make_grad_sync(ddp) + BroadcastShardedOptimizer
 //   shard zero1:     make_zero1_sync(ddp) (naive/flat: one reduce-scatter after backward;
 //                    overlap/bucketed: bucketed reduces onto the owners) + Zero1Optimizer
-// Sharding needs a communicator and gradient averaging (ddp "none" is rejected).
+// Sharding needs a communicator and gradient averaging (ddp "none" is rejected). grad_comm
+// (--grad-comm) reaches the gradient sync of every mode; the parameter exchange stays fp32.
 struct DataParallel {
   std::unique_ptr<dist::GradSync> sync;
   std::unique_ptr<Optimizer> optimizer;
 };
 DataParallel make_data_parallel(Context& ctx, ParamStore& store, dist::Communicator* comm,
                                 const std::string& ddp, double bucket_mb, ShardMode shard,
-                                const OptimizerConfig& cfg);
+                                const OptimizerConfig& cfg, dist::GradComm grad_comm = dist::GradComm::FP32);
 
 }  // namespace pt

@@ -1,9 +1,11 @@
 // `paratrain train` end to end on the CPU: the loss falls on the sample data, a resumed run
-// reproduces an uninterrupted one, --fused off gives the losses of --fused on, and bad input
-// gets one clear error line, a non-zero exit and no results file.
+// reproduces an uninterrupted one, --fused off gives the losses of --fused on, gradients sent in
+// bf16 (--grad-comm bf16) train as well, and bad input gets one clear error line, a non-zero
+// exit and no results file.
 #include <gtest/gtest.h>
 #include <hdf5.h>
 
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <regex>
@@ -134,6 +136,52 @@ TEST(TrainCli, DataParallelRunsMatchOneProcessForEveryStrategy) {
   EXPECT_FALSE(fs::exists(dir + "/odd.h5"));
 }
 
+TEST(TrainCli, Bf16GradCommTrainsWithAFallingLossCloseToFp32) {
+  const std::string dir = test::scratch_dir("train_grad_comm");
+  auto args = [&](const std::string& out, const std::string& extra) {
+    return tiny({{"steps", "30"}, {"lr", "1e-2"}, {"warmup-steps", "4"}, {"out", dir + "/" + out}}) + extra;
+  };
+  test::CliResult bf16 = test::run_paratrain_mpi(2, args("bf16.h5", "--ddp bucketed --grad-comm bf16"));
+  ASSERT_EQ(bf16.rc, 0) << bf16.output;
+  EXPECT_NE(bf16.output.find("grad comm bf16"), std::string::npos) << bf16.output;
+  test::CliResult fp32 = test::run_paratrain_mpi(2, args("fp32.h5", "--ddp bucketed --grad-comm fp32"));
+  ASSERT_EQ(fp32.rc, 0) << fp32.output;
+  const auto got = recorded_losses(dir + "/bf16.h5"), ref = recorded_losses(dir + "/fp32.h5");
+  ASSERT_EQ(got.size(), 30u);
+  ASSERT_EQ(ref.size(), 30u);
+  double tail = 0;
+  for (size_t i = 25; i < 30; ++i) tail += got[i] / 5;
+  for (double l : got) EXPECT_TRUE(std::isfinite(l));
+  EXPECT_LT(tail, got.front() - 1.5) << "the loss falls by more than 1.5 nats in 30 steps";
+  // Step 1's loss comes before any update; after it, bf16's rounding of the averaged gradients
+  // shows in the losses, a little.
+  EXPECT_EQ(got[0], ref[0]);
+  size_t differ = 0;
+  for (size_t s = 1; s < 30; ++s) {
+    EXPECT_NEAR(got[s], ref[s], 1e-3 * ref[s]) << "step " << s + 1;
+    differ += got[s] != ref[s];
+  }
+  EXPECT_GT(differ, 0u) << "--grad-comm bf16 changed nothing";
+
+  // ZeRO-1's reduce-scatter in bf16 trains too.
+  test::CliResult zero1 =
+      test::run_paratrain_mpi(2, args("zero1.h5", "--ddp flat --shard-optimizer zero1 --grad-comm bf16"));
+  ASSERT_EQ(zero1.rc, 0) << zero1.output;
+  const auto z = recorded_losses(dir + "/zero1.h5");
+  ASSERT_EQ(z.size(), 30u);
+  EXPECT_LT(z.back(), z.front() - 1.5);
+
+  // Nothing communicated, nothing compressed: one rank, or --ddp none, accepts bf16 and gives
+  // the losses of fp32.
+  ASSERT_EQ(test::run_paratrain(args("one_fp32.h5", "")).rc, 0);
+  test::CliResult one = test::run_paratrain(args("one_bf16.h5", "--grad-comm bf16"));
+  ASSERT_EQ(one.rc, 0) << one.output;
+  EXPECT_EQ(recorded_losses(dir + "/one_bf16.h5"), recorded_losses(dir + "/one_fp32.h5"));
+  test::CliResult none = test::run_paratrain_mpi(2, args("none_bf16.h5", "--ddp none --grad-comm bf16"));
+  ASSERT_EQ(none.rc, 0) << none.output;
+  EXPECT_NE(none.output.find("ddp none, sharding none, grad comm fp32"), std::string::npos) << none.output;
+}
+
 TEST(TrainCli, UnfusedRunsGiveTheLossesOfFusedOnes) {
   const std::string dir = test::scratch_dir("train_fused");
   // A clip far below the gradient norm, so the unfused clip pass (and the fused one) acts.
@@ -183,6 +231,8 @@ TEST(TrainCli, BadInputGetsOneClearErrorAndNoResults) {
       {"unknown size", "train --model enormous", "enormous"},
       {"fused neither on nor off", tiny({{"fused", "maybe"}}), "--fused must be on or off, got 'maybe'"},
       {"unknown GEMM selection", tiny({{"gemm", "fastest"}}), "unknown GEMM selection 'fastest'"},
+      {"unknown gradient wire type", tiny({{"grad-comm", "fp16"}}),
+       "unknown --grad-comm 'fp16' (expected fp32 or bf16)"},
       {"heads do not divide", tiny({{"num-heads", "3"}}), "divisible"},
       {"bf16 without GPU", tiny({{"precision", "bf16"}}), "bf16"},
       {"missing token file", tiny({{"data", dir + "/nope.npy"}}), "nope.npy"},
@@ -215,7 +265,8 @@ TEST(TrainCli, HelpListsTheOptionsAndExitsZero) {
   test::CliResult r = test::run_paratrain("train --help");
   EXPECT_EQ(r.rc, 0);
   for (const char* opt : {"--model", "--data", "--sampling", "--batch-size", "--lr", "--save", "--resume",
-                          "--recompute", "--fused", "--gemm", "--precision", "--device", "--out"})
+                          "--recompute", "--fused", "--gemm", "--precision", "--device", "--out", "--grad-comm",
+                          "bf16_compress_hook"})
     EXPECT_NE(r.output.find(opt), std::string::npos) << opt;
 }
 

@@ -147,10 +147,16 @@ struct TimelineCase {
   dist::Backend backend;
   std::string ddp;
   double bucket_mb;
+  dist::GradComm grad_comm = dist::GradComm::FP32;
 };
+void PrintTo(const TimelineCase& c, std::ostream* os) {
+  *os << dist::backend_name(c.backend) << " " << c.ddp << " bucket_mb " << c.bucket_mb << " grad_comm "
+      << dist::grad_comm_name(c.grad_comm);
+}
 std::string timeline_case_name(const ::testing::TestParamInfo<TimelineCase>& info) {
   const auto& c = info.param;
-  return std::string(dist::backend_name(c.backend)) + "_" + c.ddp + (c.ddp == "bucketed" ? "_mixed" : "");
+  return std::string(dist::backend_name(c.backend)) + "_" + c.ddp + (c.ddp == "bucketed" ? "_mixed" : "") +
+         (c.grad_comm == dist::GradComm::BF16 ? "_bf16" : "");
 }
 
 class TimelineTest : public ::testing::TestWithParam<TimelineCase> {
@@ -166,7 +172,7 @@ class TimelineTest : public ::testing::TestWithParam<TimelineCase> {
 TEST_P(TimelineTest, PhasesInOrderBackwardPerModuleOneCommEventPerCollective) {
   const auto& c = GetParam();
   auto store = layered_store(ctx());
-  auto sync = dist::make_grad_sync(c.ddp, ctx(), *store, &comm(), c.bucket_mb);
+  auto sync = dist::make_grad_sync(c.ddp, ctx(), *store, &comm(), c.bucket_mb, c.grad_comm);
   const auto plan = c.ddp == "bucketed" ? dist::plan_buckets(*store, c.bucket_mb) : std::vector<dist::Bucket>{};
   const int r = dist::Runtime::get().rank(), w = dist::Runtime::get().world_size();
   const int64_t g = store->grad_numel();
@@ -194,7 +200,8 @@ TEST_P(TimelineTest, PhasesInOrderBackwardPerModuleOneCommEventPerCollective) {
     EXPECT_EQ(store->listener(), c.ddp == "none" ? nullptr : sync.get()) << "finish() gives the listener back";
     EXPECT_EQ(comm().trace(), nullptr);
   }
-  // The gradients were still averaged: the timeline passes every gradient on.
+  // The gradients were still averaged: the timeline passes every gradient on. (In bf16 too:
+  // r + 1 and their sum are small integers, exact in bf16.)
   const double want_grad = c.ddp == "none" ? r + 1.0 : (w + 1) / 2.0;
   EXPECT_EQ(host_f64(ctx(), store->flat_grads()), std::vector<double>(static_cast<size_t>(g), want_grad));
 
@@ -228,14 +235,19 @@ TEST_P(TimelineTest, PhasesInOrderBackwardPerModuleOneCommEventPerCollective) {
   } else {
     for (size_t b = 0; b < plan.size(); ++b) want.push_back("all-reduce bucket " + std::to_string(b));
   }
+  // A collective on a bf16 copy is named after the gradients it carries, its type beside the size.
+  const std::string open = c.grad_comm == dist::GradComm::BF16 ? " (bf16, " : " (";
   ASSERT_EQ(comm_names.size(), want.size());
   for (size_t i = 0; i < want.size(); ++i)
-    EXPECT_EQ(comm_names[i].rfind(want[i] + " (", 0), 0u) << comm_names[i] << " vs " << want[i];
+    EXPECT_EQ(comm_names[i].rfind(want[i] + open, 0), 0u) << comm_names[i] << " vs " << want[i];
 }
 
 std::vector<TimelineCase> timeline_cases(dist::Backend b) {
   // 0.0003 MiB = 78 floats: head (128) alone, the layers' pieces grouped, the embedding alone.
-  return {{b, "none", 0}, {b, "naive", 0}, {b, "flat", 0}, {b, "overlap", 0}, {b, "bucketed", 0.0003}};
+  const auto bf16 = dist::GradComm::BF16;
+  return {{b, "none", 0},          {b, "naive", 0},         {b, "flat", 0},
+          {b, "overlap", 0},       {b, "bucketed", 0.0003}, {b, "flat", 0, bf16},
+          {b, "overlap", 0, bf16}, {b, "bucketed", 0.0003, bf16}};
 }
 INSTANTIATE_TEST_SUITE_P(Mpi, TimelineTest, ::testing::ValuesIn(timeline_cases(dist::Backend::MPI)),
                          timeline_case_name);

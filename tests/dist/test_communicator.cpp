@@ -1,7 +1,9 @@
-// Communicator collectives against fp64 references computed from every rank's (seeded) input.
+// Communicator collectives against fp64 references computed from every rank's (seeded) input,
+// and bf16 collectives (--grad-comm bf16) bit for bit against sums rounded on the host.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "common/test_util.h"
 #include "core/error.h"
@@ -168,6 +170,159 @@ TEST_P(CommTest, BadBuffersGiveClearErrors) {
   comm().all_reduce(t, ReduceOp::Sum);
   PT_EXPECT_ALLCLOSE(host_f64(ctx(), t), reduce_ref(world(), 9, 41, false), 1e-6, 1e-6);
 }
+
+// ---- bf16 -------------------------------------------------------------------------------
+
+// A bf16 tensor on ctx's device holding `bits`, and a bf16 tensor's bits on the host.
+Tensor bf16_tensor(Context& ctx, const std::vector<uint16_t>& bits) {
+  Tensor host = Tensor::empty({static_cast<int64_t>(bits.size())}, DType::BF16, Device::cpu(), "test_input");
+  std::memcpy(host.data(), bits.data(), bits.size() * 2);
+  return ctx.is_cuda() ? host.to(ctx.device(), ctx) : host;
+}
+std::vector<uint16_t> bits_of(Context& ctx, const Tensor& t) {
+  Tensor host = t.device().is_cuda() ? t.to(Device::cpu(), ctx) : t;
+  const uint16_t* p = host.data_as<uint16_t>();
+  return std::vector<uint16_t>(p, p + host.numel());
+}
+uint16_t bf16(float f) { return float_to_bf16_bits(f); }
+
+// Pairs (rank 0's, rank 1's) whose bf16 sum must round, and the sum it must round to (the bf16
+// ulp at 1 is 2^-7): ties go to the even neighbour, either way, and non-ties to the nearer.
+struct RoundingCase {
+  float a, b, sum;
+};
+const std::vector<RoundingCase> kRounding = {
+    {1.0f, 0x1p-8f, 1.0f},                          // 1 + 2^-8: a tie, down to even 1
+    {1.0f + 0x1p-7f, 0x1p-8f, 1.0f + 0x1p-6f},      // 1 + 3·2^-8: a tie, up to even 1 + 2^-6
+    {1.0f, 0x1p-9f, 1.0f},                          // 1 + 2^-9: a quarter ulp, down
+    {1.0f, 0x3p-9f, 1.0f + 0x1p-7f},                // 1 + 3·2^-9: three quarters, up
+    {256.0f, 1.0f, 256.0f},                         // 257: a tie at ulp 2, down to even
+    {-1.0f, -0x1p-8f, -1.0f}};                      // the same below zero
+
+// Rank r's n bf16 values (2 ranks): the rounding cases, then random values.
+std::vector<uint16_t> bf16_input(int r, int64_t n, uint64_t salt) {
+  std::vector<uint16_t> bits;
+  for (const auto& c : kRounding) bits.push_back(bf16(r == 0 ? c.a : c.b));
+  for (double v : input_of(r, n, salt)) bits.push_back(bf16(static_cast<float>(v)));
+  bits.resize(static_cast<size_t>(n));
+  return bits;
+}
+
+// bf16(a + b) element by element: what a 2-rank bf16 sum must give.
+std::vector<uint16_t> bf16_sum_ref(int64_t n, uint64_t salt) {
+  const auto a = bf16_input(0, n, salt), b = bf16_input(1, n, salt);
+  std::vector<uint16_t> sum(a.size());
+  for (size_t i = 0; i < a.size(); ++i) sum[i] = bf16(bf16_bits_to_float(a[i]) + bf16_bits_to_float(b[i]));
+  return sum;
+}
+
+class Bf16CommTest : public BackendTest {
+ protected:
+  void SetUp() override {
+    BackendTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    // With more ranks the partial sums round in the collective's own order.
+    if (world() != 2) GTEST_SKIP() << "the bf16 sum references are for 2 ranks";
+  }
+};
+
+TEST_P(Bf16CommTest, AllReduceSumRoundsEachSumToBf16) {
+  const int64_t cases = static_cast<int64_t>(kRounding.size());
+  for (int64_t n : {cases, int64_t{4099}, int64_t{1} << 20}) {
+    const uint64_t salt = 70 + static_cast<uint64_t>(n);
+    Tensor t = bf16_tensor(ctx(), bf16_input(rank(), n, salt));
+    comm().all_reduce(t, ReduceOp::Sum);
+    const auto got = bits_of(ctx(), t), want = bf16_sum_ref(n, salt);
+    EXPECT_EQ(got, want) << n << " elements";
+    // The reference itself: the hand-worked roundings, which an fp32 sum would not give.
+    for (size_t i = 0; i < kRounding.size(); ++i) {
+      const RoundingCase& c = kRounding[i];
+      EXPECT_EQ(bf16_bits_to_float(got[i]), c.sum) << "case " << i;
+      EXPECT_NE(c.a + c.b, c.sum) << "case " << i << " must round";
+    }
+  }
+}
+
+TEST_P(Bf16CommTest, ReduceToEveryRootLeavesOthersUnchanged) {
+  const int64_t n = 2053;
+  for (int root = 0; root < world(); ++root) {
+    const uint64_t salt = 80 + root;
+    Tensor t = bf16_tensor(ctx(), bf16_input(rank(), n, salt));
+    comm().reduce(t, root, ReduceOp::Sum);
+    if (rank() == root)
+      EXPECT_EQ(bits_of(ctx(), t), bf16_sum_ref(n, salt)) << "root " << root;
+    else
+      EXPECT_EQ(bits_of(ctx(), t), bf16_input(rank(), n, salt)) << "a non-root buffer changed";
+  }
+}
+
+TEST_P(Bf16CommTest, ReduceScatterInPlaceAndOutOfPlace) {
+  const int64_t block = 1031, n = block * world();
+  const auto ref = bf16_sum_ref(n, 90);
+  const std::vector<uint16_t> mine(ref.begin() + rank() * block, ref.begin() + (rank() + 1) * block);
+
+  Tensor send = bf16_tensor(ctx(), bf16_input(rank(), n, 90));
+  Tensor recv = bf16_tensor(ctx(), std::vector<uint16_t>(static_cast<size_t>(block), 0x7fc0));  // NaN
+  comm().reduce_scatter(send, recv, ReduceOp::Sum);
+  EXPECT_EQ(bits_of(ctx(), recv), mine);
+
+  Tensor inplace = bf16_tensor(ctx(), bf16_input(rank(), n, 90));
+  Tensor own = inplace.narrow(0, rank() * block, block);
+  comm().reduce_scatter(inplace, own, ReduceOp::Sum);
+  EXPECT_EQ(bits_of(ctx(), own), mine);
+}
+
+// Bit patterns a float reduction could disturb: NaNs with payloads, infinities, -0, subnormals.
+std::vector<uint16_t> odd_bits(int r, int64_t n) {
+  std::vector<uint16_t> bits = {0x7fc1, 0xffff, 0x7f80, 0xff80, 0x8000, 0x0001, 0x807f};
+  for (double v : uniform(n, 300 + r, 0, 65535)) bits.push_back(static_cast<uint16_t>(v));
+  bits.resize(static_cast<size_t>(n));
+  for (auto& b : bits) b = static_cast<uint16_t>(b ^ r);  // every rank its own
+  return bits;
+}
+
+TEST_P(Bf16CommTest, BroadcastAndAllGatherMoveBitsExactly) {
+  const int64_t n = 3001;
+  for (int root = 0; root < world(); ++root) {
+    Tensor t = bf16_tensor(ctx(), odd_bits(rank(), n));
+    comm().broadcast(t, root);
+    EXPECT_EQ(bits_of(ctx(), t), odd_bits(root, n)) << "root " << root;
+  }
+  const int64_t block = 517;
+  std::vector<uint16_t> want;
+  for (int r = 0; r < world(); ++r) {
+    const auto b = odd_bits(r, block);
+    want.insert(want.end(), b.begin(), b.end());
+  }
+  Tensor send = bf16_tensor(ctx(), odd_bits(rank(), block));
+  Tensor recv = bf16_tensor(ctx(), std::vector<uint16_t>(want.size(), 0));
+  comm().all_gather(send, recv);
+  EXPECT_EQ(bits_of(ctx(), recv), want);
+  std::vector<uint16_t> only_mine(want.size(), 0x7fc0);
+  std::copy(want.begin() + rank() * block, want.begin() + (rank() + 1) * block, only_mine.begin() + rank() * block);
+  Tensor inplace = bf16_tensor(ctx(), only_mine);
+  Tensor own = inplace.narrow(0, rank() * block, block);
+  comm().all_gather(own, inplace);
+  EXPECT_EQ(bits_of(ctx(), inplace), want);
+}
+
+// MPI has no bf16 average: refused before any collective starts, with a clear message, and the
+// communicator still works. (NCCL averages bf16 itself.)
+TEST_P(Bf16CommTest, MpiRefusesBf16Averages) {
+  if (backend() != dist::Backend::MPI) GTEST_SKIP() << "NCCL has a bf16 average";
+  Tensor t = bf16_tensor(ctx(), bf16_input(rank(), 8 * world(), 95));
+  Tensor block = t.narrow(0, rank() * 8, 8);
+  const std::string msg = error_of([&] { comm().all_reduce(t, ReduceOp::Average); });
+  EXPECT_NE(msg.find("all_reduce"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("bf16"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("Average"), std::string::npos) << msg;
+  EXPECT_NE(error_of([&] { comm().reduce(t, 0, ReduceOp::Average); }), "");
+  EXPECT_NE(error_of([&] { comm().reduce_scatter(t, block, ReduceOp::Average); }), "");
+  comm().all_reduce(t, ReduceOp::Sum);
+  EXPECT_EQ(bits_of(ctx(), t), bf16_sum_ref(8 * world(), 95));
+}
+
+PT_INSTANTIATE_BACKENDS(Bf16CommTest);
 
 TEST(CommNames, BackendNamesRoundTrip) {
   EXPECT_EQ(dist::backend_from_name("nccl"), dist::Backend::NCCL);

@@ -1,6 +1,7 @@
 // Gradient-sync strategies on a hand-built ParamStore (no model): every strategy leaves the
-// average over ranks of every trainable gradient, skips frozen parameters, syncs a tied one
-// once, makes rank 0's parameters everyone's; and each starts its collectives when it should.
+// average over ranks of every trainable gradient (with --grad-comm bf16 exactly the rounded bf16
+// sum times 1/world), skips frozen parameters, syncs a tied one once, makes rank 0's parameters
+// everyone's; and each starts its collectives when it should.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -76,45 +77,104 @@ class SyncTest : public ::testing::TestWithParam<SyncCase> {
   dist::Communicator& comm() { return backend_comm(GetParam().backend); }
   int rank() const { return dist::Runtime::get().rank(); }
   int world() const { return dist::Runtime::get().world_size(); }
-  std::unique_ptr<dist::GradSync> make_sync(ParamStore& store) {
+  std::unique_ptr<dist::GradSync> make_sync(ParamStore& store, dist::GradComm wire = dist::GradComm::FP32) {
     const auto& c = GetParam();
-    if (c.ddp.rfind("zero1_", 0) == 0) return dist::make_zero1_sync(c.ddp.substr(6), ctx(), store, comm(), c.bucket_mb);
-    return dist::make_grad_sync(c.ddp, ctx(), store, &comm(), c.bucket_mb);
+    if (c.ddp.rfind("zero1_", 0) == 0)
+      return dist::make_zero1_sync(c.ddp.substr(6), ctx(), store, comm(), c.bucket_mb, wire);
+    return dist::make_grad_sync(c.ddp, ctx(), store, &comm(), c.bucket_mb, wire);
+  }
+
+  // A store whose ranks start from different parameters and the case's strategy on it, checked
+  // to have made rank 0's parameters everyone's (rank0). [lo, hi): the gradients it leaves
+  // averaged on this rank (zero1: this rank's part).
+  struct Setup {
+    std::unique_ptr<ParamStore> store;
+    std::unique_ptr<dist::GradSync> sync;
+    std::vector<double> rank0;
+    int64_t lo, hi;
+  };
+  Setup set_up(dist::GradComm wire) {
+    Setup s;
+    s.store = make_store(ctx());
+    const int64_t n = s.store->numel(), g = s.store->grad_numel();
+    set_flat(ctx(), s.store->flat_params(), params_of(rank(), n));
+    s.sync = make_sync(*s.store, wire);
+    EXPECT_EQ(s.store->listener(), s.sync.get());
+    for (double v : params_of(0, n)) s.rank0.push_back(static_cast<float>(v));
+    EXPECT_EQ(host_f64(ctx(), s.store->flat_params()), s.rank0) << "parameters after construction (fp32)";
+    const bool zero1 = GetParam().ddp.rfind("zero1_", 0) == 0;
+    const dist::GradPartition part(g, world());
+    s.lo = zero1 ? part.begin(rank()) : 0;
+    s.hi = zero1 ? part.end(rank()) : g;
+    return s;
+  }
+  // Step `step` up to backward: zero_grad, this rank's gradients, begin_step.
+  void start_step(Setup& s, int step) {
+    s.store->zero_grad(ctx());
+    s.sync->begin_step(ctx());
+    set_flat(ctx(), s.store->flat_grads(), grads_of(rank(), step, s.store->grad_numel()));
   }
 };
 
 TEST_P(SyncTest, AveragesTrainableGradientsAndBroadcastsRankZerosParameters) {
-  auto store = make_store(ctx());
-  const int64_t n = store->numel(), g = store->grad_numel();
-  set_flat(ctx(), store->flat_params(), params_of(rank(), n));
-
-  auto sync = make_sync(*store);
-  EXPECT_EQ(store->listener(), sync.get());
-  std::vector<double> rank0;
-  for (double v : params_of(0, n)) rank0.push_back(static_cast<float>(v));
-  EXPECT_EQ(host_f64(ctx(), store->flat_params()), rank0) << "parameters after construction";
-
-  const bool zero1 = GetParam().ddp.rfind("zero1_", 0) == 0;
-  const dist::GradPartition part(g, world());
-  const int64_t lo = zero1 ? part.begin(rank()) : 0, hi = zero1 ? part.end(rank()) : g;
+  Setup s = set_up(dist::GradComm::FP32);
+  const int64_t g = s.store->grad_numel(), lo = s.lo, hi = s.hi;
   for (int step = 0; step < 3; ++step) {
-    store->zero_grad(ctx());
-    sync->begin_step(ctx());
-    set_flat(ctx(), store->flat_grads(), grads_of(rank(), step, g));
-    fake_backward(*store);
-    sync->finish(ctx());
+    start_step(s, step);
+    fake_backward(*s.store);
+    s.sync->finish(ctx());
 
     std::vector<double> mean(static_cast<size_t>(g), 0.0);
     for (int r = 0; r < world(); ++r) {
       const auto x = grads_of(r, step, g);
       for (int64_t i = 0; i < g; ++i) mean[i] += static_cast<float>(x[i]) / world();
     }
-    const auto got = host_f64(ctx(), store->flat_grads());
+    const auto got = host_f64(ctx(), s.store->flat_grads());
     PT_EXPECT_ALLCLOSE(std::vector<double>(got.begin() + lo, got.begin() + hi),
                        std::vector<double>(mean.begin() + lo, mean.begin() + hi), 1e-6, 1e-7)
         << "step " << step;
-    EXPECT_EQ(host_f64(ctx(), store->flat_params()), rank0) << "a sync must not touch parameters";
-    EXPECT_EQ(sync->bytes_communicated(), g * 4);
+    EXPECT_EQ(host_f64(ctx(), s.store->flat_params()), s.rank0) << "a sync must not touch parameters";
+    EXPECT_EQ(s.sync->bytes_communicated(), g * 4);
+  }
+}
+
+// --grad-comm bf16: each gradient is cast to bf16, summed in bf16 and scaled by 1/2 in fp32, so
+// with 2 ranks every element (zero1: of this rank's part) is exactly
+// float(bf16(bf16(g0) + bf16(g1))) / 2, which differs from the fp32 average; the staging buffers
+// go through the tracking allocator and are all released by the end of finish().
+TEST_P(SyncTest, Bf16WireLeavesTheRoundedBf16SumTimesOneOverWorld) {
+  if (world() != 2) GTEST_SKIP() << "the exact bf16 reference is for 2 ranks";
+  Setup s = set_up(dist::GradComm::BF16);
+  const int64_t g = s.store->grad_numel(), lo = s.lo, hi = s.hi;
+  auto& alloc = TrackingAllocator::instance();
+  const DeviceKind kind = ctx().device().kind;
+  const int workspace = static_cast<int>(MemCategory::Workspace);
+  for (int step = 0; step < 3; ++step) {
+    start_step(s, step);
+    ctx().synchronize();
+    alloc.reset_peak(kind);
+    const MemoryStats before = alloc.stats(kind);
+    fake_backward(*s.store);
+    s.sync->finish(ctx());
+    ctx().synchronize();
+    const MemoryStats after = alloc.stats(kind);
+    EXPECT_EQ(after.in_use, before.in_use) << "step " << step << ": a bf16 staging buffer was not released";
+    EXPECT_GT(after.at_peak_by_category[workspace], before.in_use_by_category[workspace])
+        << "step " << step << ": the staging buffers come from the tracking allocator, as workspace";
+
+    const auto g0 = grads_of(0, step, g), g1 = grads_of(1, step, g);
+    const auto got = host_f64(ctx(), s.store->flat_grads());
+    std::vector<double> want, got_mine(got.begin() + lo, got.begin() + hi);
+    int64_t differ_from_fp32 = 0;
+    for (int64_t i = lo; i < hi; ++i) {
+      const float a = static_cast<float>(g0[i]), b = static_cast<float>(g1[i]);
+      want.push_back(round_to_bf16(round_to_bf16(a) + round_to_bf16(b)) / 2.0f);
+      differ_from_fp32 += got[i] != static_cast<double>((a + b) / 2.0f);
+    }
+    EXPECT_EQ(got_mine, want) << "step " << step;
+    EXPECT_GT(differ_from_fp32, (hi - lo) / 2) << "step " << step << ": bf16 must not look like fp32";
+    EXPECT_EQ(host_f64(ctx(), s.store->flat_params()), s.rank0) << "a sync must not touch parameters";
+    EXPECT_EQ(s.sync->bytes_communicated(), g * 2) << "bf16 bytes, the tied parameter once";
   }
 }
 
@@ -366,6 +426,25 @@ TEST(DdpOptions, ResolveAutoAndRejectContradictions) {
     o.comm_sms = bad;
     EXPECT_THROW(dist::resolve_ddp_options(o, 2), Error) << "--comm-sms '" << bad << "'";
   }
+}
+
+TEST(DdpOptions, GradCommIsFp32OrBf16AndFp32WhenNothingIsCommunicated) {
+  dist::DdpOptions o;
+  EXPECT_EQ(o.grad_comm, "fp32");
+  o.grad_comm = "bf16";
+  EXPECT_EQ(dist::resolve_ddp_options(o, 2).grad_comm, "bf16");
+  EXPECT_EQ(dist::resolve_ddp_options(o, 1).grad_comm, "fp32") << "one rank: accepted, no effect";
+  o.ddp = "none";
+  EXPECT_EQ(dist::resolve_ddp_options(o, 2).grad_comm, "fp32") << "--ddp none: accepted, no effect";
+  for (const char* bad : {"fp16", "BF16", "", "bfloat16"}) {
+    o = dist::DdpOptions();
+    o.grad_comm = bad;
+    const std::string msg = error_of([&] { dist::resolve_ddp_options(o, 2); });
+    EXPECT_NE(msg.find("--grad-comm"), std::string::npos) << "'" << bad << "': " << msg;
+    EXPECT_NE(msg.find("fp32 or bf16"), std::string::npos) << msg;
+  }
+  EXPECT_EQ(dist::grad_comm_from_name("bf16"), dist::GradComm::BF16);
+  EXPECT_STREQ(dist::grad_comm_name(dist::GradComm::FP32), "fp32");
 }
 
 TEST(DdpOptions, CommSmsAutoIsSixteenOnAGpuAndNothingOnTheCpu) {

@@ -187,6 +187,35 @@ TEST_P(ShardedDetailTest, Zero1StateIsThisRanksPart) {
   EXPECT_THROW(dp.optimizer->add_ranges({}), Error);
 }
 
+// --grad-comm reaches the gradient sync of every sharding mode (the broadcast mode's too): a
+// step sends bf16 gradients (half the fp32 bytes), and with 2 ranks, where every schedule's bf16
+// sums are the same values, every mode ends with the parameters of the unsharded one.
+TEST_P(ShardedDetailTest, GradCommReachesEveryShardingMode) {
+  const auto cfg = config(OptimizerKind::AdamW);
+  for (const std::string ddp : {"flat", "bucketed"}) {
+    std::vector<double> unsharded;
+    for (ShardMode mode : {ShardMode::None, ShardMode::Broadcast, ShardMode::Zero1}) {
+      SCOPED_TRACE(std::string(shard_mode_name(mode)) + " " + ddp);
+      auto model = make_toy_model("toy_tied", ctx());
+      model->init_weights(ctx(), 12);
+      auto dp = make_data_parallel(ctx(), model->store(), &comm(), ddp, 0.0025, mode, cfg, dist::GradComm::BF16);
+      model->store().zero_grad(ctx());
+      dp.sync->begin_step(ctx());
+      toy_forward_backward(ctx(), *model, toy_rows(shuffled(16 * world(), 0), rank() * 16, 16, 5),
+                           ops::Reduction::Mean);
+      dp.sync->finish(ctx());
+      dp.optimizer->step(ctx(), 0.1f);
+      EXPECT_EQ(dp.sync->bytes_communicated(), model->store().grad_numel() * 2);
+      const auto p = params_f64(ctx(), model->store());
+      EXPECT_TRUE(mpi_all_true(p == mpi_bcast_from_root(p))) << "ranks disagree";
+      if (mode == ShardMode::None)
+        unsharded = p;
+      else if (world() == 2)
+        PT_EXPECT_ALLCLOSE(p, unsharded, 1e-7, 0);
+    }
+  }
+}
+
 TEST_P(ShardedDetailTest, ContradictoryConfigurationsAreRejected) {
   auto model = make_toy_model("toy", ctx());
   const auto cfg = config(OptimizerKind::AdamW);

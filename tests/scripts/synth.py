@@ -131,26 +131,37 @@ def ddp_row(ddp, step_ms, bucket_mb=float("nan"), shard="none", ranks=2, precisi
 
 
 def ddp_file(path, w_Bps, o_s, t0_ms=200.0, buckets_mb=(0, 1, 10, 100, 1000), ranks=2, precision="fp32",
-             shards=False, events=False, model_attrs=True):
-    """Step times exactly t0 + s/(n_b·w) + n_b·o for the bucketed rows."""
+             shards=False, events=False, model_attrs=True, grad_comm=None):
+    """Step times exactly t0 + s/(n_b·w) + n_b·o for the bucketed rows. grad_comm: None writes no
+    grad_comm column (a file from before --grad-comm); else the rows of every strategy once per
+    wire type listed, bf16 ones moving s/2 bytes (and zero1 5 ms faster)."""
     numels = ddp_param_numels()
     s = 4.0 * sum(numels)
 
-    def bucketed_ms(mb):  # the overhead model, exactly
+    def bucketed_ms(mb, s_wire):  # the overhead model, exactly
         nb = overhead.bucket_count(numels, mb)
-        return t0_ms + 1e3 * (s / (nb * w_Bps) + nb * o_s)
+        return t0_ms + 1e3 * (s_wire / (nb * w_Bps) + nb * o_s)
 
     rows = [ddp_row("none", t0_ms, ranks=ranks, precision=precision, floor=t0_ms)]
-    rows.append(ddp_row("flat", t0_ms + 1e3 * (s / w_Bps + o_s), ranks=ranks, precision=precision, floor=t0_ms))
-    caps = list(buckets_mb) + ([25] if shards and 25 not in buckets_mb else [])
-    for mb in caps:
-        rows.append(ddp_row("bucketed", bucketed_ms(mb), bucket_mb=float(mb), ranks=ranks, precision=precision,
+    wires = ["fp32"]
+    for wire in grad_comm or ("fp32",):
+        s_wire = s / 2 if wire == "bf16" else s
+        first = len(rows)
+        rows.append(ddp_row("flat", t0_ms + 1e3 * (s_wire / w_Bps + o_s), ranks=ranks, precision=precision,
                             floor=t0_ms))
-    if shards:
-        rows.append(ddp_row("bucketed", bucketed_ms(25) + 10, bucket_mb=25.0, shard="broadcast", ranks=ranks,
-                            precision=precision, floor=t0_ms, optstate_MB=500.0 / ranks))
-        rows.append(ddp_row("reduce_scatter", t0_ms + 35, shard="zero1", ranks=ranks, precision=precision,
-                            floor=t0_ms, optstate_MB=500.0 / ranks))
+        caps = list(buckets_mb) + ([25] if shards and 25 not in buckets_mb else [])
+        for mb in caps:
+            rows.append(ddp_row("bucketed", bucketed_ms(mb, s_wire), bucket_mb=float(mb), ranks=ranks,
+                                precision=precision, floor=t0_ms))
+        if shards:
+            rows.append(ddp_row("bucketed", bucketed_ms(25, s_wire) + 10, bucket_mb=25.0, shard="broadcast",
+                                ranks=ranks, precision=precision, floor=t0_ms, optstate_MB=500.0 / ranks))
+            rows.append(ddp_row("reduce_scatter", t0_ms + 35 - (5 if wire == "bf16" else 0), shard="zero1",
+                                ranks=ranks, precision=precision, floor=t0_ms, optstate_MB=500.0 / ranks))
+        wires += [wire] * (len(rows) - first)
+    if grad_comm is not None:
+        for r, wire in zip(rows, wires):
+            r["grad_comm"] = wire
     tables = {"ddp": rows}
     if events:
         tables["ddp_events"] = ddp_events(ranks)

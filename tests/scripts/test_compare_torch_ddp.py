@@ -51,8 +51,10 @@ def test_existing_output_is_refused(tmp_path):
 def synthetic_rows():
     """Two precisions, every strategy, step times chosen by hand."""
     args = SimpleNamespace(bucket_mb=25.0, batch=4, context=512)
-    times = {("fp32", "none"): 680.0, ("fp32", "naive"): 714.0, ("fp32", "ddp"): 715.0, ("fp32", "zero"): 740.0,
-             ("bf16", "none"): 166.0, ("bf16", "naive"): 202.0, ("bf16", "ddp"): 192.0, ("bf16", "zero"): 219.0}
+    times = {("fp32", "none"): 680.0, ("fp32", "naive"): 714.0, ("fp32", "ddp"): 715.0,
+             ("fp32", "ddp_bf16"): 702.0, ("fp32", "zero"): 740.0,
+             ("bf16", "none"): 166.0, ("bf16", "naive"): 202.0, ("bf16", "ddp"): 192.0,
+             ("bf16", "ddp_bf16"): 181.0, ("bf16", "zero"): 219.0}
     rows = [ctd.make_row(s, p, args, 2, ms, 1.5, ms + 1.0, 40e9 if s != "zero" else 30e9)
             for (p, s), ms in times.items()]
     return ctd.add_overheads(rows), times
@@ -66,11 +68,12 @@ def test_rows_and_overheads():
         assert r["overhead_pct"] == pytest.approx((times[(r["precision"], r["ddp"])] / floor - 1) * 100)
         assert r["tokens_per_s"] == pytest.approx(2 * 4 * 512 / (r["step_ms"] * 1e-3))
         assert r["peak_MB"] == pytest.approx(40e3 if r["ddp"] != "zero" else 30e3)
-        if r["ddp"] in ("ddp", "zero"):
+        if r["ddp"] in ("ddp", "ddp_bf16", "zero"):
             assert r["bucket_mb"] == 25.0
         else:
             assert math.isnan(r["bucket_mb"])
         assert r["shard"] == ("zero" if r["ddp"] == "zero" else "none")
+        assert r["grad_comm"] == ("bf16" if r["ddp"] == "ddp_bf16" else "fp32")
     no_floor = ctd.add_overheads([r for r in rows if r["ddp"] != "none"])
     assert all(math.isnan(r["overhead_pct"]) for r in no_floor)
 
@@ -85,7 +88,7 @@ def test_writer_uses_the_schema_types(tmp_path):
     with h5py.File(path, "r") as f:
         t = f["ddp_torch"]
         assert list(t.dtype.names) == ctd.ROW_FIELDS
-        for c in ("ddp", "shard", "precision"):
+        for c in ("ddp", "shard", "grad_comm", "precision"):
             assert t.dtype[c].kind == "S", (c, t.dtype[c])
         assert t.dtype["ranks"] == np.dtype("<i8") and t.dtype["step_ms"] == np.dtype("<f8")
         data = t[()]
@@ -97,9 +100,16 @@ def test_writer_uses_the_schema_types(tmp_path):
     ctd.write_results(str(path), rows, attrs, overwrite=True)
 
 
+def test_help_names_the_bf16_hook_variant(tmp_path):
+    proc = run(["--help"], tmp_path)
+    assert "ddp_bf16" in proc.stdout and "bf16_compress_hook" in proc.stdout
+    assert ctd.parse_args(["--strategies", "ddp,ddp_bf16", "--out", str(tmp_path / "x.h5")]).strategies == \
+        ["ddp", "ddp_bf16"]
+
+
 def test_report_sets_torch_rows_beside_ours(tmp_path, out_dir):
     ours = tmp_path / "ddp.h5"
-    synth.ddp_file(ours, w_Bps=50e9, o_s=1e-4, buckets_mb=(1, 25, 100), shards=True)
+    synth.ddp_file(ours, w_Bps=50e9, o_s=1e-4, buckets_mb=(1, 25, 100), shards=True, grad_comm=("fp32", "bf16"))
     rows, _ = synthetic_rows()
     theirs = tmp_path / "torch_ddp.h5"
     ctd.write_results(str(theirs), rows, {"subcommand": "compare_torch_ddp", "world_size": 2,
@@ -111,12 +121,21 @@ def test_report_sets_torch_rows_beside_ours(tmp_path, out_dir):
         t = f["ddp"][()]
     plain = t[t["shard"] == b"none"]
     ours_none = plain[plain["ddp"] == b"none"]["step_ms"][0]
-    ours_25 = plain[(plain["ddp"] == b"bucketed") & (plain["bucket_mb"] == 25.0)]["step_ms"][0]
+    bucketed_25 = (plain["ddp"] == b"bucketed") & (plain["bucket_mb"] == 25.0)
+    ours_25 = plain[bucketed_25 & (plain["grad_comm"] == b"fp32")]["step_ms"][0]
+    ours_25_bf16 = plain[bucketed_25 & (plain["grad_comm"] == b"bf16")]["step_ms"][0]
+    assert ours_25_bf16 < ours_25
     fp32 = df[df["precision"] == "fp32"].set_index("torch")
     assert fp32.loc["none", "ratio"] == pytest.approx(ours_none / 680.0)
     assert fp32.loc["ddp", "paratrain"] == "bucketed 25 MiB"
     assert fp32.loc["ddp", "ratio"] == pytest.approx(ours_25 / 715.0)
+    # the bf16 hook beside paratrain's --grad-comm bf16 at the same cap
+    assert fp32.loc["ddp_bf16", "grad_comm"] == "bf16"
+    assert fp32.loc["ddp_bf16", "paratrain"] == "bucketed 25 MiB, bf16 gradients"
+    assert fp32.loc["ddp_bf16", "ratio"] == pytest.approx(ours_25_bf16 / 702.0)
     assert fp32.loc["zero", "paratrain"] == "zero1"
+    zero1_fp32 = t[(t["shard"] == b"zero1") & (t["grad_comm"] == b"fp32")]["step_ms"][0]
+    assert fp32.loc["zero", "paratrain_step_ms"] == pytest.approx(zero1_fp32)
     # synth writes fp32 only: bf16 torch rows have no paratrain partner, shown as NaN
     assert df[df["precision"] == "bf16"]["paratrain_step_ms"].isna().all()
     assert "paratrain versus PyTorch" in (out_dir / "report.md").read_text()

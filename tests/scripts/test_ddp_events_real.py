@@ -1,9 +1,9 @@
 """bench ddp's per-rank timeline (/ddp_events) and bucket counts (/ddp buckets) as the real binary
 writes them (ctest fixture scripts_test_data: 2 CPU ranks, the tiny model, every strategy, bucket
-caps 0, 0.1, 1, 10 MiB, both sharding modes), checked against the model's shapes: one timeline
-per configuration and rank, compute phases in order without overlap, one communication event per
-collective the strategy issues, named after its bucket or parameter; and the report's overlap plot
-drawn from them."""
+caps 0, 0.1, 1, 10 MiB, both sharding modes, gradients in fp32 and bf16), checked against the
+model's shapes: one timeline per configuration and rank, compute phases in order without overlap,
+one communication event per collective the strategy issues, named after its bucket or parameter
+(a bf16 copy too); and the report's overlap plot drawn from them."""
 import math
 import os
 
@@ -40,7 +40,12 @@ def frame(path, name):
 
 
 def config_key(row):
-    return row["ddp"], -1.0 if math.isnan(row["bucket_mb"]) else row["bucket_mb"], row["shard"]
+    return row["ddp"], -1.0 if math.isnan(row["bucket_mb"]) else row["bucket_mb"], row["shard"], row["grad_comm"]
+
+
+def by_config(ev, *extra):
+    """ev grouped by configuration (and `extra` columns): one group per timeline."""
+    return ev.groupby(["ddp", ev["bucket_mb"].fillna(-1.0), "shard", "grad_comm", *extra])
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +65,8 @@ def test_bucket_column_matches_the_plan(tables):
         else:
             want = {"none": 0, "flat": 1, "reduce_scatter": 1, "naive": 39, "overlap": 39}[r["ddp"]]
         assert r["buckets"] == want, (r["ddp"], r["bucket_mb"], r["shard"])
-    caps = ddp[(ddp["ddp"] == "bucketed") & (ddp["shard"] == "none")].set_index("bucket_mb")["buckets"]
+    caps = ddp[(ddp["ddp"] == "bucketed") & (ddp["shard"] == "none") & (ddp["grad_comm"] == "fp32")]
+    caps = caps.set_index("bucket_mb")["buckets"]
     assert caps[0.0] == 39 and caps[10.0] == 2
 
 
@@ -68,7 +74,7 @@ def test_one_timeline_per_configuration_and_rank(tables):
     _, ddp, ev = tables
     configs = {config_key(r) for _, r in ddp.iterrows()}
     assert {config_key(r) for _, r in ev.iterrows()} == configs
-    for key, g in ev.groupby(["ddp", ev["bucket_mb"].fillna(-1.0), "shard"]):
+    for key, g in by_config(ev):
         assert sorted(g["rank"].unique()) == [0, 1], key
         assert g["step"].nunique() == 1 and g["step"].iloc[0] == 1 + 2, key  # after warm-up 1, steps 2
         assert set(g["stream"]) <= {"compute", "comm"}
@@ -79,7 +85,7 @@ def test_compute_phases_in_order(tables):
     _, _, ev = tables
     backward = (["backward lm_head", "backward ln_final"] + [f"backward layers.{i}" for i in reversed(range(LAYERS))]
                 + ["backward token_embeddings"])
-    for key, g in ev[ev["stream"] == "compute"].groupby(["ddp", ev["bucket_mb"].fillna(-1.0), "shard", "rank"]):
+    for key, g in by_config(ev[ev["stream"] == "compute"], "rank"):
         names = g["name"].tolist()
         assert names[:len(backward) + 1] == ["forward"] + backward, key
         rest = [n for n in names[len(backward) + 1:] if n != "backward (rest)"]
@@ -116,9 +122,12 @@ def expected_comm(ddp, bucket_mb, shard):
 
 def test_one_comm_event_per_collective(tables):
     _, _, ev = tables
-    for (ddp, bucket, shard, rank), g in ev.groupby(["ddp", ev["bucket_mb"].fillna(-1.0), "shard", "rank"]):
+    for (ddp, bucket, shard, wire, rank), g in by_config(ev, "rank"):
         names = g[g["stream"] == "comm"]["name"].tolist()
         want, ordered = expected_comm(ddp, bucket, shard)
+        # gradient collectives on a bf16 copy say so beside their size; parameters stay fp32
+        for n in names:
+            assert ("(bf16, " in n) == (wire == "bf16" and not n.startswith(("all-gather", "broadcast"))), n
         assert len(names) == len(want), (ddp, bucket, shard, rank, names)
         if not ordered:  # whole names: each collective exactly once
             assert sorted(n[:n.rindex(" (")] for n in names) == sorted(want), (ddp, bucket, shard, rank)
@@ -132,14 +141,14 @@ def test_blocking_strategies_communicate_after_backward(tables):
     """naive and flat start their collectives only when backward is over, and the optimizer
     runs only once they are done: the timeline must show no overlap there."""
     _, _, ev = tables
-    for (ddp, rank), g in ev[ev["shard"] == "none"].groupby(["ddp", "rank"]):
+    for (ddp, wire, rank), g in ev[ev["shard"] == "none"].groupby(["ddp", "grad_comm", "rank"]):
         if ddp not in ("naive", "flat"):
             continue
         compute, comm = g[g["stream"] == "compute"], g[g["stream"] == "comm"]
         backward_end = compute[compute["name"].str.startswith("backward")]["end_ms"].max()
         optimizer_start = compute[compute["name"] == "optimizer"]["start_ms"].min()
-        assert comm["start_ms"].min() >= backward_end - 1e-9, (ddp, rank)
-        assert comm["end_ms"].max() <= optimizer_start + 1e-9, (ddp, rank)
+        assert comm["start_ms"].min() >= backward_end - 1e-9, (ddp, wire, rank)
+        assert comm["end_ms"].max() <= optimizer_start + 1e-9, (ddp, wire, rank)
 
 
 def test_report_draws_the_timeline(tables, tmp_path):

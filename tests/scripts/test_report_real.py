@@ -129,16 +129,25 @@ def test_ddp(tmp_path):
     t = table(path, "ddp")
     ddp = read_csv(out, "ddp")
     assert set(ddp["ddp"]) == {"none", "naive", "flat", "overlap", "bucketed"}
-    points = read_csv(out, "ddp_buckets").set_index("bucket_mb")
-    # tiny: 4 layers × 9 parameters + embedding, ln_final, lm_head; with a 10 MiB cap the
-    # lm_head (4.9 MiB) and all four layers share a bucket, the embedding needs a second
-    assert points.loc[0.0, "n_buckets"] == 39
-    assert points.loc[10.0, "n_buckets"] == 2
-    for cap, r in points.iterrows():
-        sel = t[(t["ddp"] == b"bucketed") & (t["shard"] == b"none") & np.isclose(t["bucket_mb"], cap)]
-        assert r["step_ms"] == pytest.approx(sel["step_ms"][0])
+    assert set(ddp["grad_comm"]) == {"fp32", "bf16"}  # the fixture sweeps --grad-comm fp32,bf16
+    all_points = read_csv(out, "ddp_buckets")
+    for wire in ("fp32", "bf16"):
+        points = all_points[all_points["grad_comm"] == wire].set_index("bucket_mb")
+        # tiny: 4 layers × 9 parameters + embedding, ln_final, lm_head; with a 10 MiB cap the
+        # lm_head (4.9 MiB) and all four layers share a bucket, the embedding needs a second
+        assert points.loc[0.0, "n_buckets"] == 39
+        assert points.loc[10.0, "n_buckets"] == 2
+        for cap, r in points.iterrows():
+            sel = t[(t["ddp"] == b"bucketed") & (t["shard"] == b"none") & np.isclose(t["bucket_mb"], cap)
+                    & (t["grad_comm"] == wire.encode())]
+            assert r["step_ms"] == pytest.approx(sel["step_ms"][0])
+    # bf16 puts half the gradient bytes on the wire
+    plain = t[(t["shard"] == b"none") & (t["ddp"] != b"none")]
+    fp32_mb, bf16_mb = (plain[plain["grad_comm"] == w]["comm_MB"] for w in (b"fp32", b"bf16"))
+    assert np.allclose(bf16_mb, fp32_mb / 2, rtol=1e-3)
     shard = read_csv(out, "sharding")
     assert set(shard["shard"]) == {"none", "broadcast", "zero1"}
+    assert set(shard["grad_comm"]) == {"fp32", "bf16"}
     for name in ("ddp_step_time.png", "ddp_buckets.png"):
         assert png_size(out / "plots" / name)[0] > 300
 

@@ -171,6 +171,33 @@ def test_bucket_fit_recovers_bandwidth_and_call_overhead(tmp_path, out_dir):
     assert points.set_index("bucket_mb").loc[1000.0, "n_buckets"] == 1
 
 
+def test_grad_comm_rows_get_their_own_fit_and_older_files_read_as_fp32(tmp_path, out_dir):
+    new, old = tmp_path / "ddp.h5", tmp_path / "old.h5"
+    s = synth.ddp_file(new, w_Bps=BANDWIDTH, o_s=CALL_COST, shards=True, grad_comm=("fp32", "bf16"))
+    synth.ddp_file(old, w_Bps=BANDWIDTH, o_s=CALL_COST, ranks=4)  # no grad_comm column
+    run_report([new, old], out_dir)
+    ddp = read_csv(out_dir, "ddp")
+    assert set(ddp[ddp["ranks"] == 4]["grad_comm"]) == {"fp32"}
+    two = ddp[ddp["ranks"] == 2]
+    assert two[two["ddp"] == "none"]["grad_comm"].tolist() == ["fp32"]
+    assert (two["grad_comm"] == "bf16").sum() == (two["grad_comm"] == "fp32").sum() - 1  # the floor once
+    # one fit per wire type, each recovering the link from its own bytes: s in fp32, s/2 in bf16
+    fit = read_csv(out_dir, "ddp_bucket_fit")
+    fit2 = fit[fit["ranks"] == 2].set_index("grad_comm")
+    assert sorted(fit2.index) == ["bf16", "fp32"]
+    for wire, s_wire in (("fp32", s), ("bf16", s / 2)):
+        assert fit2.loc[wire, "s_MB"] == pytest.approx(s_wire / 1e6)
+        assert fit2.loc[wire, "w_GBps"] == pytest.approx(BANDWIDTH / 1e9, rel=1e-6)
+        assert fit2.loc[wire, "o_ms"] == pytest.approx(CALL_COST * 1e3, rel=1e-6)
+    assert np.allclose(read_csv(out_dir, "ddp_buckets")["residual_ms"], 0.0, atol=1e-6)
+    # sharded rows beside the unsharded run of their own wire type
+    shard = read_csv(out_dir, "sharding")
+    for wire in ("fp32", "bf16"):
+        block = shard[shard["grad_comm"] == wire]
+        assert block["shard"].tolist() == ["none", "broadcast", "zero1"], wire
+        assert block["optstate_vs_unsharded"].tolist() == pytest.approx([1.0, 0.5, 0.5])
+
+
 def test_bucket_counts_from_the_named_size_alone(tmp_path, out_dir):
     a, b = tmp_path / "resolved.h5", tmp_path / "named.h5"
     synth.ddp_file(a, w_Bps=BANDWIDTH, o_s=CALL_COST)
@@ -235,6 +262,7 @@ def test_ddp_strategies_sharding_and_timeline(tmp_path, out_dir):
     ddp = read_csv(out_dir, "ddp")
     assert ddp["ddp"].tolist()[:2] == ["none", "flat"]
     assert (ddp["ddp"] == "reduce_scatter").sum() == 0  # sharded rows are in their own table
+    assert set(ddp["grad_comm"]) == {"fp32"}  # a file from before --grad-comm
     shard = read_csv(out_dir, "sharding")
     assert shard["shard"].tolist() == ["none", "broadcast", "zero1"]
     assert shard["optstate_vs_unsharded"].tolist() == pytest.approx([1.0, 0.5, 0.5])
@@ -271,6 +299,7 @@ def test_pytorch_ddp_rows_beside_ours(tmp_path, out_dir):
     assert df.loc["ddp", "ratio"] == pytest.approx(ours25 / 300.0)
     zero1 = t[t["shard"] == b"zero1"]["step_ms"][0]
     assert df.loc["zero", "ratio"] == pytest.approx(zero1 / 320.0)
+    assert set(df["grad_comm"]) == {"fp32"}  # torch rows from before ddp_bf16
 
 
 # ---- torch, training, accumulation ---------------------------------------------------------
