@@ -95,7 +95,11 @@ void typed(F&& f, const Tensor& t, const Rest&... rest) {
 
 }  // namespace
 
-void cast(cudaStream_t s, Tensor& dst, const Tensor& src) {
+void cast(cudaStream_t s, Tensor& dst, const Tensor& src, float scale) {
+  if (scale != 1.0f) {
+    typed([&](auto* d, auto* x) { launch_map(s, dst.numel(), Scale{scale}, d, x); }, dst, src);
+    return;
+  }
   if (dst.dtype() == src.dtype()) {
     if (dst.data() != src.data())
       PT_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), dst.nbytes(), cudaMemcpyDeviceToDevice, s));

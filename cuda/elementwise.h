@@ -7,7 +7,7 @@
 
 namespace pt::cuda {
 
-void cast(cudaStream_t s, Tensor& dst, const Tensor& src);
+void cast(cudaStream_t s, Tensor& dst, const Tensor& src, float scale);
 void add(cudaStream_t s, Tensor& out, const Tensor& a, const Tensor& b);
 void add_inplace(cudaStream_t s, Tensor& x, const Tensor& y, float alpha);
 void scale_inplace(cudaStream_t s, Tensor& x, float alpha);

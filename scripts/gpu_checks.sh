@@ -17,7 +17,9 @@
 #   model-2.7b           bench model 2.7b ctx 512: fp32 naive, bf16 naive (flash: d_head 80)   (1)
 #   torch-model-xl       scripts/compare_torch.py xl ctx 512, eager fp32 and bf16             (1)
 #   torch-model-2.7b     the same for 2.7b                                                    (1)
-#   ddp-xl-bf16          bench ddp xl bf16: none, bucketed 25/1000, zero1; --comm-sms 0, auto (2)
+#   ddp-xl-bf16          bench ddp xl bf16: none, bucketed 25/1000, zero1; --comm-sms auto,
+#                        --grad-comm fp32,bf16, --zero1-prefetch on,off (env COMM_SMS, GRAD_COMM,
+#                        ZERO1_PREFETCH override the lists)                                   (2)
 #   ddp-xl-fp32          the same in fp32                                                     (2)
 #   torch-ddp-xl         scripts/compare_torch_ddp.py xl fp32,bf16 on 2 ranks                 (2)
 #   nccl-channels        NCCL_DEBUG=INFO all-reduce on 2 ranks: the channel count NCCL picks  (2)
@@ -139,7 +141,8 @@ unset _s
 step_torch-model-2.7b() { torch_model 2.7b; }
 ddp_xl() {
   "${MPIRUN[@]}" paratrain bench ddp --model xl --precision "$1" --ddp none,bucketed --bucket-mb 25,1000 \
-    --shard-optimizer zero1 --comm-sms "${COMM_SMS:-0,auto}" --warmup 2 --steps 5 --out "$RESULTS/ddp_xl_$1.h5" --overwrite
+    --shard-optimizer zero1 --comm-sms "${COMM_SMS:-auto}" --grad-comm "${GRAD_COMM:-fp32,bf16}" \
+    --zero1-prefetch "${ZERO1_PREFETCH:-on,off}" --warmup 2 --steps 5 --out "$RESULTS/ddp_xl_$1.h5" --overwrite
 }
 step_ddp-xl-bf16() { ddp_xl bf16; }
 step_ddp-xl-fp32() { ddp_xl fp32; }

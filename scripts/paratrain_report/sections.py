@@ -19,6 +19,7 @@ _ORDERS = {
     "ddp": ["none", "naive", "flat", "overlap", "bucketed", "reduce_scatter"],
     "shard": ["none", "broadcast", "zero1"],
     "grad_comm": ["fp32", "bf16"],
+    "zero1_prefetch": ["n/a", "off", "on"],
     "impl": ["naive", "flash"],
     "pass": ["inference", "train-step"],
     "fused": ["off", "on"],
@@ -369,6 +370,9 @@ def _ddp_table(rec):
         df["comm_sms"] = 0
     # Files from before --grad-comm (alone, or beside newer ones): fp32 gradients on the wire.
     df["grad_comm"] = df["grad_comm"].fillna("fp32") if "grad_comm" in df else "fp32"
+    # Files from before --zero1-prefetch waited for zero1's all-gather at the end of the step.
+    if "zero1_prefetch" not in df:
+        df["zero1_prefetch"] = np.where(df["shard"] == "zero1", "off", "n/a")
     return df
 
 
@@ -427,6 +431,8 @@ def _ddp_torch(rec, ours):
         ours_ms = first.get("step_ms", np.nan) if len(match) else np.nan
         if len(match) and first.get("comm_sms", 0):
             label += f", {int(first['comm_sms'])} comm SMs"
+        if len(match) and first.get("zero1_prefetch") == "on":
+            label += ", gathers prefetched"
         if wire != "fp32":
             label += f", {wire} gradients"
         rows.append({"ranks": t["ranks"], "precision": t["precision"], "torch": t["ddp"], "grad_comm": wire,
@@ -586,11 +592,12 @@ def sharding(rec):
         if len(base) and "step_optstate_MB" in block:
             block["optstate_vs_unsharded"] = block["step_optstate_MB"] / base["step_optstate_MB"].iloc[0]
         parts.append(block)
-    out = _sort(pd.concat(parts, ignore_index=True), ["gpu", "ranks", "precision", "grad_comm", "shard", "comm_sms"])
+    out = _sort(pd.concat(parts, ignore_index=True),
+                ["gpu", "ranks", "precision", "grad_comm", "shard", "comm_sms", "zero1_prefetch"])
     cols = _device_columns(out) + _keep([
         Column("ranks", "ranks"), Column("precision", "precision"), Column("shard", "sharding"),
         Column("ddp", "gradient sync"), Column("bucket_mb", "bucket MiB", "{:g}"), Column("comm_sms", "comm SMs"),
-        Column("grad_comm", "grad comm"),
+        Column("grad_comm", "grad comm"), Column("zero1_prefetch", "zero1 prefetch"),
         Column("step_ms", "step ms", "{:.2f}"), Column("overhead_pct", "vs none %", "{:+.1f}"),
         Column("init_MB", "after init MB", "{:,.1f}"),
         Column("init_optstate_MB", "optimizer state at init MB", "{:,.1f}"),
@@ -598,7 +605,8 @@ def sharding(rec):
         Column("optstate_vs_unsharded", "optimizer state vs unsharded", "{:.2f}×"),
         Column("peak_MB", "peak MB", "{:,.1f}")], out)
     desc = ("Optimizer-state sharding (broadcast: each rank updates its parameters and broadcasts "
-            "them; zero1: reduce-scatter gradients, update the shard, all-gather parameters) beside "
+            "them; zero1: reduce-scatter gradients, update the shard, all-gather parameters, during "
+            "the next forward with zero1 prefetch on) beside "
             "the unsharded run with the same gradient sync and gradient type on the wire. Memory of "
             "rank 0; optimizer state "
             "should fall to about 1/ranks.")

@@ -24,6 +24,7 @@
 #include "dist/communicator.h"
 #include "dist/ddp_options.h"
 #include "dist/grad_sync.h"
+#include "dist/zero1.h"
 #include "dist/host_collectives.h"
 #include "dist/runtime.h"
 #include "io/run_record.h"
@@ -76,7 +77,12 @@ struct Config {
   ShardMode shard;
   int comm_sms = 0;  // the communicator's --comm-sms as asked (dist::kCommSmsAuto: auto)
   dist::GradComm grad_comm = dist::GradComm::FP32;
+  bool zero1_prefetch = true;  // zero1 only
 };
+
+const char* zero1_prefetch_word(const Config& c) {
+  return c.shard != ShardMode::Zero1 ? "n/a" : c.zero1_prefetch ? "on" : "off";
+}
 
 // Memory at one moment: total and the categories the issue asks for (bytes).
 struct MemPoint {
@@ -99,18 +105,28 @@ struct Result {
   std::vector<std::vector<TimelineEvent>> events;  // rank 0: every rank's timeline, rank order
 };
 
-// The bucket plan of a configuration's gradient sync (empty unless bucketed).
-std::vector<dist::Bucket> bucket_plan(const ParamStore& store, const Config& c) {
-  if (c.ddp != "bucketed") return {};
-  return dist::plan_buckets(store, std::isnan(c.bucket_mb) ? dist::kDefaultBucketMB : c.bucket_mb);
+double bucket_mb_of(const Config& c) { return std::isnan(c.bucket_mb) ? dist::kDefaultBucketMB : c.bucket_mb; }
+
+// The bucket plan of a configuration's gradient sync (empty unless bucketed: zero1's layout
+// with overlap or bucketed; one bucket is "all gradients").
+std::vector<dist::Bucket> bucket_plan(const ParamStore& store, const Config& c, int world) {
+  if (c.shard == ShardMode::Zero1 && (c.ddp == "bucketed" || c.ddp == "overlap"))
+    return dist::zero1_layout(c.ddp, store, world, bucket_mb_of(c))->buckets;
+  if (c.ddp != "bucketed" || c.shard == ShardMode::Zero1) return {};
+  return dist::plan_buckets(store, bucket_mb_of(c));
 }
 
-// Gradient collectives per step: none 0, flat (and zero1's reduce-scatter) 1, naive and
-// overlap one per trainable parameter, bucketed its plan's count.
-int64_t bucket_count(const ParamStore& store, const Config& c) {
+// Gradient collectives per step: none 0, flat 1, naive and overlap one per trainable
+// parameter, bucketed its plan's count; zero1 one reduce-scatter per bucket of its layout
+// (one with flat) and an all-reduce of the tail if it has one.
+int64_t bucket_count(const ParamStore& store, const Config& c, int world) {
   if (c.ddp == "none") return 0;
+  if (c.shard == ShardMode::Zero1) {
+    const auto layout = dist::zero1_layout(c.ddp, store, world, bucket_mb_of(c));
+    return static_cast<int64_t>(layout->buckets.size()) + (layout->tail_begin < layout->numel ? 1 : 0);
+  }
   if (c.ddp == "flat") return 1;
-  if (c.ddp == "bucketed") return static_cast<int64_t>(bucket_plan(store, c).size());
+  if (c.ddp == "bucketed") return static_cast<int64_t>(bucket_plan(store, c, world).size());
   int64_t n = 0;
   for (const auto& p : store.params()) n += p->trainable ? 1 : 0;
   return n;
@@ -168,11 +184,11 @@ struct Bench {
     r.cfg = c;
     comm().barrier();
     alloc.reset_peak(kind);
-    DataParallel dp = make_data_parallel(ctx, store, &comm(), c.ddp, std::isnan(c.bucket_mb) ? dist::kDefaultBucketMB : c.bucket_mb,
-                                         c.shard, opt_cfg, c.grad_comm);
+    DataParallel dp = make_data_parallel(ctx, store, &comm(), c.ddp, bucket_mb_of(c), c.shard, opt_cfg, c.grad_comm,
+                                         c.zero1_prefetch);
     r.sync_name = dp.sync->name();
     r.comm_sms = comm().reserved_sms();
-    r.buckets = bucket_count(store, c);
+    r.buckets = bucket_count(store, c, comm().world_size());
     const MemoryStats at_init = alloc.stats(kind);
     r.init = mem_point(at_init.in_use, at_init.in_use_by_category);
 
@@ -198,8 +214,10 @@ struct Bench {
       }
       dp.optimizer->step(ctx, opt_cfg.adamw.lr);
       marks.mark(StepMarks::End);
-      // A stuck collective must time out here rather than hang the compute-stream wait.
-      comm().synchronize();
+      // A stuck collective must time out here rather than hang the compute-stream wait. Not
+      // for parameters still in flight (zero1's prefetched gathers): the next step's forward
+      // waits for them, and its time must include what they cost.
+      if (!dp.optimizer->parameters_in_flight()) comm().synchronize();
       ctx.synchronize();
       if (first) {
         const MemoryStats m = alloc.stats(kind);
@@ -231,7 +249,7 @@ struct Bench {
   // per-gradient stamps stay out of the timed steps). Ranks start it together after a barrier.
   std::vector<TimelineEvent> traced_step(DataParallel& dp, const Config& c) {
     ParamStore& store = model.store();
-    StepTimeline timeline(ctx, store, comm(), bucket_plan(store, c));
+    StepTimeline timeline(ctx, store, comm(), bucket_plan(store, c, comm().world_size()));
     store.zero_grad(ctx);
     dp.sync->begin_step(ctx);
     comm().barrier();
@@ -254,7 +272,7 @@ struct Bench {
 // floor, which communicates nothing, runs once, first (in fp32: it has nothing to compress).
 std::vector<Config> configs(const std::vector<std::string>& ddps, const std::vector<double>& buckets,
                             const std::vector<std::string>& shards, const std::vector<int>& comm_sms,
-                            const std::vector<dist::GradComm>& grad_comms) {
+                            const std::vector<dist::GradComm>& grad_comms, const std::vector<bool>& prefetches) {
   std::vector<Config> out;
   if (std::find(ddps.begin(), ddps.end(), "none") != ddps.end())
     out.push_back({"none", kNaN, ShardMode::None, comm_sms.front(), dist::GradComm::FP32});
@@ -269,10 +287,12 @@ std::vector<Config> configs(const std::vector<std::string>& ddps, const std::vec
       for (const auto& s : shards) {
         const ShardMode m = shard_mode_from_name(s);
         if (m == ShardMode::Broadcast) out.push_back({"bucketed", dist::kDefaultBucketMB, m, sms, gc});
-        if (m == ShardMode::Zero1) {
-          out.push_back({"flat", kNaN, m, sms, gc});  // one reduce-scatter after backward
-          out.push_back({"bucketed", dist::kDefaultBucketMB, m, sms, gc});  // reduces overlapped with backward
-        }
+        if (m == ShardMode::Zero1)
+          for (bool prefetch : prefetches) {
+            out.push_back({"flat", kNaN, m, sms, gc, prefetch});  // one reduce-scatter after backward
+            // reduce-scatters overlapped with backward
+            out.push_back({"bucketed", dist::kDefaultBucketMB, m, sms, gc, prefetch});
+          }
       }
     }
   }
@@ -302,7 +322,7 @@ int run_bench_ddp(const std::vector<std::string>& args) {
   std::string size = "xl", attention = "naive", optimizer = "adamw";
   int64_t context = 512, batch = 4, d_model = 0, num_layers = 0, num_heads = 0, d_ff = 0, vocab = 0;
   int steps = 10, warmup = 3;
-  std::vector<std::string> ddp_words, bucket_words, shard_words, sms_words, grad_comm_words;
+  std::vector<std::string> ddp_words, bucket_words, shard_words, sms_words, grad_comm_words, prefetch_words;
   po::options_description desc("bench ddp options");
   add_run_options(desc, run);
   add_gemm_option(desc, run);
@@ -328,6 +348,8 @@ int run_bench_ddp(const std::vector<std::string>& args) {
        (std::string("values to time (default auto), each with its own communicator: ") + dist::kCommSmsHelp).c_str())
       ("grad-comm", po::value(&grad_comm_words)->multitoken(),
        (std::string("values to time (default fp32): ") + dist::kGradCommHelp).c_str())
+      ("zero1-prefetch", po::value(&prefetch_words)->multitoken(),
+       (std::string("values to time with zero1 (default on): ") + dist::kZero1PrefetchHelp).c_str())
       ("steps", po::value(&steps)->default_value(steps), "timed steps per configuration")
       ("warmup", po::value(&warmup)->default_value(warmup), "untimed steps first");
   auto vm = parse_or_help(desc, args, "mpirun -np N paratrain bench ddp [options]   (one rank per GPU)");
@@ -347,7 +369,10 @@ int run_bench_ddp(const std::vector<std::string>& args) {
   std::vector<dist::GradComm> grad_comms;
   for (const auto& w : split_list(grad_comm_words.empty() ? std::vector<std::string>{"fp32"} : grad_comm_words))
     grad_comms.push_back(dist::grad_comm_from_name(w));
-  const auto plan = configs(ddps, buckets, shards, comm_sms, grad_comms);
+  std::vector<bool> prefetches;
+  for (const auto& w : split_list(prefetch_words.empty() ? std::vector<std::string>{"on"} : prefetch_words))
+    prefetches.push_back(dist::parse_on_off(w, "zero1-prefetch"));
+  const auto plan = configs(ddps, buckets, shards, comm_sms, grad_comms, prefetches);
 
   TransformerConfig cfg = TransformerConfig::named(size);
   if (d_model) cfg.d_model = d_model;
@@ -405,7 +430,8 @@ int run_bench_ddp(const std::vector<std::string>& args) {
     const Result& r = results.back();
     if (rt.is_root())
       std::cout << "ddp " << r.sync_name << " bucket_mb " << c.bucket_mb << " shard " << shard_mode_name(c.shard)
-                << " comm_sms " << r.comm_sms << " grad_comm " << dist::grad_comm_name(c.grad_comm) << ": "
+                << " comm_sms " << r.comm_sms << " grad_comm " << dist::grad_comm_name(c.grad_comm)
+                << " zero1_prefetch " << zero1_prefetch_word(c) << ": "
                 << r.step_ms << " ms/step, exposed communication " << r.exposed_ms << " ms" << std::endl;
   }
 
@@ -416,15 +442,19 @@ int run_bench_ddp(const std::vector<std::string>& args) {
 
   io::ResultTable table("ddp", "data-parallel training step per strategy, bucket cap and optimizer sharding");
   table.add_string("ddp", "gradient sync: none (no communication: the floor), naive, flat, overlap, bucketed; with "
-                  "zero1 reduce_scatter or bucketed_reduce")
+                  "zero1 reduce_scatter (one bucket, after backward) or bucketed_reduce_scatter (per bucket, "
+                  "overlapped with backward)")
       .add_double("bucket_mb", "bucket cap in MiB (bucketed only; NaN otherwise)", 2)
       .add_string("shard", "optimizer sharding: none, broadcast, zero1")
       .add_int("comm_sms", "--comm-sms: CTAs per NCCL collective and SMs kept from GEMMs while overlapped "
                "collectives are in flight (0: NCCL's choice, GEMMs on every SM)")
       .add_string("grad_comm", "--grad-comm: gradients on the wire as fp32, or as bf16 (cast, summed in bf16, "
                   "scaled by 1/ranks in fp32); fp32 for none")
-      .add_int("buckets", "gradient collectives per step: 0 for none, 1 for flat and reduce_scatter, one per "
-               "trainable parameter for naive and overlap, dist::plan_buckets's count for bucketed")
+      .add_string("zero1_prefetch", "--zero1-prefetch: on (parameter all-gathers overlap the next forward), off "
+                  "(waited for at the end of the step); n/a without zero1")
+      .add_int("buckets", "gradient collectives per step: 0 for none, 1 for flat, one per trainable parameter "
+               "for naive and overlap, dist::plan_buckets's count for bucketed; zero1: one reduce-scatter per bucket "
+               "of its layout (dist::Zero1Layout; 1 for reduce_scatter), plus 1 for a tail")
       .add_int("ranks", "data-parallel ranks")
       .add_string("precision", "fp32, tf32 or bf16")
       .add_double("step_ms", "time per training step, mean over steps and ranks (ms)", 2)
@@ -446,6 +476,7 @@ int run_bench_ddp(const std::vector<std::string>& args) {
         .set("shard", shard_mode_name(r.cfg.shard))
         .set("comm_sms", static_cast<int64_t>(r.comm_sms))
         .set("grad_comm", dist::grad_comm_name(r.cfg.grad_comm))
+        .set("zero1_prefetch", zero1_prefetch_word(r.cfg))
         .set("buckets", r.buckets)
         .set("ranks", rt.world_size())
         .set("precision", run.precision)
@@ -468,6 +499,7 @@ int run_bench_ddp(const std::vector<std::string>& args) {
       .add_string("shard", "optimizer sharding, as in /ddp")
       .add_int("comm_sms", "--comm-sms, as in /ddp")
       .add_string("grad_comm", "--grad-comm, as in /ddp")
+      .add_string("zero1_prefetch", "--zero1-prefetch, as in /ddp")
       .add_int("rank", "the rank that recorded the event")
       .add_int("step", "index of the step in the configuration's run (warm-up and timed steps come first)")
       .add_string("stream", "compute or comm")
@@ -485,6 +517,7 @@ int run_bench_ddp(const std::vector<std::string>& args) {
             .set("shard", shard_mode_name(r.cfg.shard))
             .set("comm_sms", static_cast<int64_t>(r.comm_sms))
             .set("grad_comm", dist::grad_comm_name(r.cfg.grad_comm))
+            .set("zero1_prefetch", zero1_prefetch_word(r.cfg))
             .set("rank", static_cast<int64_t>(rank))
             .set("step", r.traced_step)
             .set("stream", e.stream)

@@ -20,9 +20,16 @@ void add_ddp_options(po::options_description& desc, DdpOptions& o) {
        "default 25 (PyTorch DDP's); a larger parameter gets its own bucket")
       ("shard-optimizer", po::value(&o.shard)->default_value(o.shard),
        "optimizer-state sharding: none, broadcast (each rank steps its parameters and "
-       "broadcasts them), zero1 (reduce-scatter gradients, step the local shard, all-gather)")
+       "broadcasts them), zero1 (per bucket: reduce-scatter gradients, step the rank's chunk, "
+       "all-gather parameters; one bucket with --ddp naive or flat)")
       ("comm-sms", po::value(&o.comm_sms)->default_value(o.comm_sms), kCommSmsHelp)
-      ("grad-comm", po::value(&o.grad_comm)->default_value(o.grad_comm), kGradCommHelp);
+      ("grad-comm", po::value(&o.grad_comm)->default_value(o.grad_comm), kGradCommHelp)
+      ("zero1-prefetch", po::value(&o.zero1_prefetch)->default_value(o.zero1_prefetch), kZero1PrefetchHelp);
+}
+
+bool parse_on_off(const std::string& word, const std::string& option) {
+  PT_CHECK(word == "on" || word == "off", "--" + option + " must be on or off (got '" + word + "')");
+  return word == "on";
 }
 
 int parse_comm_sms(const std::string& word) {
@@ -48,6 +55,7 @@ DdpOptions resolve_ddp_options(const DdpOptions& o, int world) {
            "--shard-optimizer must be none, broadcast or zero1 (got '" + o.shard + "')");
   parse_comm_sms(o.comm_sms);  // validates
   grad_comm_from_name(o.grad_comm);  // validates
+  parse_on_off(o.zero1_prefetch, "zero1-prefetch");
   PT_CHECK(o.bucket_mb >= 0, "--bucket-mb must be >= 0 (got " + std::to_string(o.bucket_mb) + ")");
   PT_CHECK(!(o.ddp == "none" && o.shard != "none"),
            "--shard-optimizer " + o.shard + " needs averaged gradients; it cannot run with --ddp none");

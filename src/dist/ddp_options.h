@@ -17,7 +17,11 @@ struct DdpOptions {
   std::string shard = "none";    // none | broadcast | zero1
   std::string comm_sms = "auto";  // NCCL's CTAs and the SMs GEMMs leave them (parse_comm_sms)
   std::string grad_comm = "fp32";  // fp32 | bf16: gradients on the wire (dist::GradComm)
+  std::string zero1_prefetch = "on";  // on | off: zero1's all-gathers left for the next forward
 };
+
+// An on|off word as a bool. Throws pt::Error naming the option otherwise.
+bool parse_on_off(const std::string& word, const std::string& option);
 
 // A --comm-sms value: "auto" → kCommSmsAuto, else a whole number >= 0. Throws pt::Error.
 int parse_comm_sms(const std::string& word);
@@ -39,6 +43,14 @@ inline constexpr const char* kGradCommHelp =
     "1/ranks in fp32: half the bytes, 8 significant bits per averaged gradient (2 ranks: "
     "exactly float(bf16(bf16(g0) + bf16(g1))) / 2). Gradients, optimizer and weights stay fp32, "
     "parameter broadcasts and all-gathers are not compressed; no effect with --ddp none or one rank";
+
+// --zero1-prefetch's help, shared with `bench ddp` (which takes a list).
+inline constexpr const char* kZero1PrefetchHelp =
+    "zero1 only: on leaves each bucket's parameter all-gather in flight after the optimizer step, "
+    "and the next forward waits for a bucket (on the GPU's compute stream, no host block) only "
+    "when it first reads one of its parameters, so the gathers overlap the forward; off waits for "
+    "every gather at the end of the step. The same parameters either way. Gathers through a "
+    "packed copy (frozen parameters between trainable ones) are always waited for";
 
 void add_ddp_options(boost::program_options::options_description& desc, DdpOptions& o);
 

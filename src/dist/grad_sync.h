@@ -1,7 +1,7 @@
 #pragma once
-// Gradient synchronisation strategies for data parallelism (naive, flat, overlap, bucketed,
-// and ZeRO-1's reduce-scatter). A strategy listens to the ParamStore's gradient-ready events
-// during backward and, by the end of finish(), leaves averaged gradients in the flat buffer.
+// Gradient synchronisation strategies for data parallelism (naive, flat, overlap, bucketed;
+// ZeRO-1's reduce-scatter is in zero1.h). A strategy listens to the ParamStore's gradient-ready
+// events during backward and, by the end of finish(), leaves averaged gradients in the flat buffer.
 // Every strategy sends its gradients in fp32 or, with --grad-comm bf16, in bf16 (GradComm).
 #include <cstdint>
 #include <memory>
@@ -14,9 +14,6 @@
 namespace pt::dist {
 
 class Communicator;
-class BucketReadiness;  // grad_sync.cpp
-class SmReservation;    // grad_sync.cpp
-class GradCollectives;  // grad_sync.cpp
 
 // --grad-comm: the element type gradients travel in. Gradients, the optimizer and the master
 // weights stay fp32 either way, and parameter broadcasts and all-gathers are never compressed.
@@ -67,11 +64,13 @@ const std::vector<std::string>& grad_sync_names();
 // default cap of 25 MiB. A parameter larger than the cap gets a bucket of its own.
 constexpr double kDefaultBucketMB = 25.0;
 
-// A contiguous range of the flat gradient buffer: parameters taken in reverse registration
-// order (the order backward finishes them), so a bucket needs no copy.
+// A contiguous range of the flat gradient buffer, so a bucket needs no copy, and the trainable
+// parameters with gradient elements in it. plan_buckets takes whole parameters in reverse
+// registration order (the order backward finishes them); ZeRO-1's layout cuts buckets at
+// element boundaries, so a parameter may lie in several of them.
 struct Bucket {
   int64_t grad_begin = 0, grad_end = 0;  // elements of the flat gradient buffer
-  std::vector<int> params;                // Parameter::index of its members, reverse order
+  std::vector<int> params;                // Parameter::index of its members (plan_buckets: reverse order)
 };
 std::vector<Bucket> plan_buckets(const ParamStore& store, double bucket_mb);
 
@@ -87,77 +86,5 @@ std::unique_ptr<GradSync> make_grad_sync(const std::string& name, Context& ctx, 
 // Rank 0's parameters to every rank (the whole flat buffer, frozen ones included), and the
 // bf16 mirror refreshed.
 void broadcast_parameters(Context& ctx, ParamStore& store, Communicator& comm);
-
-// ZeRO-1's contiguous partition of the flat gradient buffer: rank r owns [begin(r), end(r)).
-// Blocks are equal (numel / world, rounded down) so one reduce-scatter covers
-// [0, scattered()); the short tail [scattered(), numel) (fewer than world elements) belongs to
-// the last rank.
-struct GradPartition {
-  GradPartition(int64_t numel, int world);
-  int64_t numel, block;
-  int world;
-  int64_t begin(int r) const { return r * block; }
-  int64_t end(int r) const { return r == world - 1 ? numel : (r + 1) * block; }
-  int64_t scattered() const { return block * world; }
-  int64_t tail() const { return numel - scattered(); }
-};
-
-// ZeRO-1's gradient step (it replaces the all-reduce): every rank ends with the average of its
-// own part [begin(rank), end(rank)) of the gradients; the rest of its buffer holds partial sums
-// (fp32) or its own gradients (bf16) and is not used (the optimizer steps only its part). Two
-// schedules:
-
-// After backward, one reduce-scatter over [0, scattered()) (and an all-reduce of the tail). In
-// bf16 the reduce-scatter runs on a bf16 copy of [0, scattered()) and only this rank's block
-// (and the tail) is cast back.
-class ReduceScatterSync : public GradSync {
- public:
-  ReduceScatterSync(Context& ctx, ParamStore& store, Communicator& comm, GradComm grad_comm = GradComm::FP32);
-  ~ReduceScatterSync() override;
-  void finish(Context& ctx) override;
-  const char* name() const override { return "reduce_scatter"; }
-  int64_t bytes_communicated() const override { return bytes_; }
-  const GradPartition& partition() const { return partition_; }
-
- private:
-  ParamStore& store_;
-  Communicator& comm_;
-  GradPartition partition_;
-  std::unique_ptr<GradCollectives> coll_;
-  int64_t bytes_ = 0;
-};
-
-// Overlapped with backward: buckets as for `bucketed`; once a bucket is ready, each piece of it
-// that falls in rank r's part is reduced (averaged) onto rank r — usually one reduce per
-// bucket, two where a bucket straddles a boundary. Each rank sends (world−1)/world of the
-// buffer, as with the reduce-scatter. In bf16 each piece is reduced as a bf16 copy and cast
-// back on its owner only.
-class BucketedReduceSync : public GradSync {
- public:
-  BucketedReduceSync(Context& ctx, ParamStore& store, Communicator& comm, double bucket_mb,
-                     GradComm grad_comm = GradComm::FP32);
-  ~BucketedReduceSync() override;
-  void on_grad_ready(Parameter& p) override;
-  void finish(Context& ctx) override;
-  const char* name() const override { return "bucketed_reduce"; }
-  int64_t bytes_communicated() const override { return bytes_; }
-  const GradPartition& partition() const { return partition_; }
-
- private:
-  void start(int bucket);
-  ParamStore& store_;
-  Communicator& comm_;
-  GradPartition partition_;
-  std::unique_ptr<BucketReadiness> buckets_;
-  std::unique_ptr<SmReservation> sms_;
-  std::unique_ptr<GradCollectives> coll_;
-  int64_t bytes_ = 0;
-};
-
-// ZeRO-1's schedule for a --ddp name: naive or flat → ReduceScatterSync; overlap (one bucket
-// per parameter) or bucketed (bucket_mb) → BucketedReduceSync.
-std::unique_ptr<GradSync> make_zero1_sync(const std::string& ddp, Context& ctx, ParamStore& store,
-                                          Communicator& comm, double bucket_mb,
-                                          GradComm grad_comm = GradComm::FP32);
 
 }  // namespace pt::dist

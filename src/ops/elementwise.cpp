@@ -49,7 +49,7 @@ void scale_inplace(Context& ctx, Tensor& x, float alpha) {
     cpu::scale_inplace(x, alpha);
 }
 
-void cast(Context& ctx, Tensor& dst, const Tensor& src) {
+void cast(Context& ctx, Tensor& dst, const Tensor& src, float scale) {
   ArgCheck chk(ctx, "cast");
   if (ctx.is_cuda()) {
     chk.float_storage(dst, "dst");
@@ -65,9 +65,9 @@ void cast(Context& ctx, Tensor& dst, const Tensor& src) {
                                               std::to_string(src.numel()));
   OpScope scope(ctx, "cast", OpFamily::Elementwise);
   if (ctx.is_cuda())
-    cuda::cast(ctx.stream(), dst, src);
+    cuda::cast(ctx.stream(), dst, src, scale);
   else
-    cpu::cast(dst, src);
+    cpu::cast(dst, src, scale);
 }
 
 void add_bias(Context& ctx, Tensor& y, const Tensor& bias) {

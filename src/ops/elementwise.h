@@ -14,8 +14,9 @@ void add(Context& ctx, Tensor& out, const Tensor& a, const Tensor& b);  // out =
 void add_inplace(Context& ctx, Tensor& x, const Tensor& y, float alpha = 1.0f);  // x += alpha·y
 void scale_inplace(Context& ctx, Tensor& x, float alpha);                       // x *= alpha
 // Element type conversion, equal numel, round to nearest even. CPU: any of fp32, fp64, bf16,
-// fp16 both ways; GPU: fp32 ↔ bf16 (same type = a copy).
-void cast(Context& ctx, Tensor& dst, const Tensor& src);
+// fp16 both ways; GPU: fp32 ↔ bf16 (same type = a copy). With scale ≠ 1, dst = src · scale,
+// multiplied in fp32 (fp64 on the CPU for fp64) and rounded once: a cast and a scale in one pass.
+void cast(Context& ctx, Tensor& dst, const Tensor& src, float scale = 1.0f);
 
 // y (N, C) += bias (C) broadcast over rows; dbias (C) += column sums of dy (N, C)
 // (dbias fp32 on the GPU: it is summed with atomics).

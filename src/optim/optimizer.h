@@ -70,6 +70,10 @@ class Optimizer {
   // of three times. Unfused, the gradient ranges are scaled here, in place.
   Tensor clip_grad_norm(Context& ctx, float max_norm);
   void set_steps_taken(int64_t s) { steps_ = s; }
+  // Parameters step() left still arriving from other ranks (ZeRO-1's prefetched all-gathers):
+  // the next forward waits for them itself, so between steps a benchmark synchronises with the
+  // compute stream only — waiting for the communicator would hide what the gathers cost.
+  virtual bool parameters_in_flight() const { return false; }
   const OptimizerConfig& config() const { return cfg_; }
 
  protected:

@@ -1,5 +1,6 @@
-// Sharded optimizers: assignment of parameters to ranks, the inner optimizer over this rank's
-// part, and the exchange of updated parameters (broadcasts, or ZeRO-1's all-gather).
+// Sharded optimizers: the broadcast scheme's assignment of parameters to ranks, its inner
+// optimizer over this rank's part and the broadcasts of updated parameters; and the assembly of
+// a data-parallel run (ZeRO-1's optimizer is in zero1_optimizer.cpp).
 #include "optim/sharded_optimizer.h"
 
 #include <algorithm>
@@ -175,103 +176,11 @@ void BroadcastShardedOptimizer::reduce_sumsq(Context& ctx, Tensor& sumsq) {
   comm_.all_reduce(sumsq, dist::ReduceOp::Sum);
 }
 
-// ---- ZeRO-1 ---------------------------------------------------------------------------
-
-Zero1Optimizer::Zero1Optimizer(const OptimizerConfig& cfg, Context& ctx, dist::Communicator& comm,
-                               ParamStore& store)
-    : Optimizer(cfg, ctx), comm_(comm), store_(store), partition_(store.grad_numel(), comm.world_size()) {
-  PT_CHECK(store.finalized(), "Zero1Optimizer: the ParamStore is not finalized");
-  const int r = comm.rank();
-  ranges_ = ranges_of_grad_slice(store, partition_.begin(r), partition_.end(r));
-  if (!ranges_.empty()) inner_ = make_optimizer(cfg, ctx, ranges_);
-  for (const auto& p : store.params()) {
-    if (!p->trainable) continue;
-    const int64_t shift = p->offset - p->grad_offset;
-    if (param_shift_ == -1 && p->grad_offset == 0) param_shift_ = shift;
-    if (shift != param_shift_) {
-      param_shift_ = -1;
-      break;
-    }
-  }
-}
-
-void Zero1Optimizer::add_ranges(const std::vector<FlatRange>&) {
-  PT_FAIL("zero1 shards the whole gradient buffer: every trainable parameter is included at "
-          "construction, no parameter group can be added");
-}
-
-void Zero1Optimizer::step(Context& ctx, float lr) {
-  if (inner_) {
-    inner_->set_steps_taken(steps_);
-    hand_folded_clip_to(*inner_);
-    inner_->step(ctx, lr);
-  }
-  drop_folded_clip();
-  ++steps_;
-  OpScope scope(ctx, "zero1: all-gather parameters", OpFamily::Communication);
-  if (param_shift_ >= 0)
-    gather_in_place(ctx);
-  else
-    gather_packed(ctx);
-  // The bf16 copies of parameters other ranks updated.
-  const int r = comm_.rank();
-  for (const auto& range : ranges_of_grad_slice(store_, 0, partition_.begin(r))) refresh_lowp(ctx, range);
-  for (const auto& range : ranges_of_grad_slice(store_, partition_.end(r), partition_.numel))
-    refresh_lowp(ctx, range);
-}
-
-// Every rank's block of `buf` (grad_numel elements in gradient order, this rank's block
-// already up to date) to everyone: an all-gather of the equal blocks, a broadcast of the tail.
-void Zero1Optimizer::all_gather_blocks(Tensor& buf) {
-  const auto& part = partition_;
-  dist::WorkPtr gather, tail;
-  if (part.block > 0) {
-    Tensor all = buf.narrow(0, 0, part.scattered());
-    Tensor mine = buf.narrow(0, part.begin(comm_.rank()), part.block);
-    gather = comm_.all_gather_async(mine, all);
-  }
-  if (part.tail() > 0) {
-    Tensor t = buf.narrow(0, part.scattered(), part.tail());
-    tail = comm_.broadcast_async(t, part.world - 1);
-  }
-  if (gather) gather->wait();
-  if (tail) tail->wait();
-}
-
-// Trainable parameters are [shift, shift + grad_numel) of the parameter buffer, in gradient
-// order: gather straight into it.
-void Zero1Optimizer::gather_in_place(Context& ctx) {
-  Tensor params = store_.flat_params().narrow(0, param_shift_, partition_.numel);
-  all_gather_blocks(params);
-}
-
-// Frozen parameters sit between trainable ones: pack this rank's part in gradient order,
-// gather the packed buffer, unpack every part.
-void Zero1Optimizer::gather_packed(Context& ctx) {
-  const auto& part = partition_;
-  if (!packed_.defined())
-    packed_ = Tensor::empty({part.numel}, DType::F32, store_.device(), "zero1_packed", MemCategory::Other);
-  for (const auto& r : ranges_) packed_.narrow(0, r.grad_begin, r.param.numel()).copy_from(r.param, ctx);
-  all_gather_blocks(packed_);
-  for (auto& r : ranges_of_grad_slice(store_, 0, part.numel))
-    r.param.copy_from(packed_.narrow(0, r.grad_begin, r.param.numel()), ctx);
-}
-
-std::vector<std::pair<std::string, Tensor>> Zero1Optimizer::state() {
-  return inner_ ? inner_->state() : std::vector<std::pair<std::string, Tensor>>{};
-}
-
-int64_t Zero1Optimizer::state_bytes() const { return inner_ ? inner_->state_bytes() : 0; }
-
-void Zero1Optimizer::reduce_sumsq(Context& ctx, Tensor& sumsq) {
-  comm_.all_reduce(sumsq, dist::ReduceOp::Sum);
-}
-
 // ---- assembly -------------------------------------------------------------------------
 
 DataParallel make_data_parallel(Context& ctx, ParamStore& store, dist::Communicator* comm,
                                 const std::string& ddp, double bucket_mb, ShardMode shard,
-                                const OptimizerConfig& cfg, dist::GradComm grad_comm) {
+                                const OptimizerConfig& cfg, dist::GradComm grad_comm, bool zero1_prefetch) {
   DataParallel dp;
   const auto params = trainable_params(store);
   if (shard == ShardMode::None) {
@@ -287,8 +196,9 @@ DataParallel make_data_parallel(Context& ctx, ParamStore& store, dist::Communica
     dp.sync = dist::make_grad_sync(ddp, ctx, store, comm, bucket_mb, grad_comm);
     dp.optimizer = std::make_unique<BroadcastShardedOptimizer>(cfg, ctx, *comm, per_parameter_ranges(params));
   } else {
-    dp.sync = dist::make_zero1_sync(ddp, ctx, store, *comm, bucket_mb, grad_comm);
-    dp.optimizer = std::make_unique<Zero1Optimizer>(cfg, ctx, *comm, store);
+    auto layout = dist::zero1_layout(ddp, store, comm->world_size(), bucket_mb);
+    dp.sync = dist::make_zero1_sync(ddp, ctx, store, *comm, layout, grad_comm);
+    dp.optimizer = std::make_unique<Zero1Optimizer>(cfg, ctx, *comm, store, layout, zero1_prefetch);
   }
   return dp;
 }

@@ -9,6 +9,7 @@
 #include "core/context.h"
 #include "dist/grad_sync.h"
 #include "optim/optimizer.h"
+#include "optim/zero1_optimizer.h"
 
 namespace pt {
 
@@ -61,43 +62,13 @@ class BroadcastShardedOptimizer : public Optimizer {
   std::vector<Run> runs_;  // the broadcasts after each step, in buffer order
 };
 
-// ZeRO stage 1: the flat gradient buffer is cut into a contiguous partition
-// (dist::GradPartition); make_zero1_sync's strategy leaves this rank's part averaged, this
-// optimizer updates the matching parameters, then one all-gather (and, for a tail shorter
-// than world_size, one broadcast) gives every rank all parameters. Parameters are gathered in
-// place when the trainable parameters are one contiguous run of the parameter buffer (any
-// model without frozen parameters in between); otherwise through a packed copy.
-class Zero1Optimizer : public Optimizer {
- public:
-  Zero1Optimizer(const OptimizerConfig& cfg, Context& ctx, dist::Communicator& comm, ParamStore& store);
-  void step(Context& ctx, float lr) override;
-  // The partition already covers every trainable parameter: adding ranges is an error.
-  void add_ranges(const std::vector<FlatRange>& ranges) override;
-  std::vector<std::pair<std::string, Tensor>> state() override;
-  int64_t state_bytes() const override;
-  const dist::GradPartition& partition() const { return partition_; }
-
- protected:
-  void reduce_sumsq(Context& ctx, Tensor& sumsq) override;
-
- private:
-  void gather_in_place(Context& ctx);
-  void gather_packed(Context& ctx);
-  void all_gather_blocks(Tensor& buf);
-
-  dist::Communicator& comm_;
-  ParamStore& store_;
-  dist::GradPartition partition_;
-  std::unique_ptr<Optimizer> inner_;  // over ranges_ (this rank's part); null if empty
-  int64_t param_shift_ = -1;  // offset − grad_offset when equal for all trainable params, else −1
-  Tensor packed_;             // (grad_numel) fp32 staging for the packed gather
-};
-
 // What a data-parallel run needs: the gradient-sync strategy and the optimizer.
 //   shard none:      make_grad_sync(ddp) + the ordinary optimizer over all trainable ranges
 //   shard broadcast: make_grad_sync(ddp) + BroadcastShardedOptimizer
-//   shard zero1:     make_zero1_sync(ddp) (naive/flat: one reduce-scatter after backward;
-//                    overlap/bucketed: bucketed reduces onto the owners) + Zero1Optimizer
+//   shard zero1:     on one dist::zero1_layout(ddp, bucket_mb): dist::Zero1Sync (naive/flat: one
+//                    reduce-scatter after backward; overlap/bucketed: one per bucket, during
+//                    backward) + Zero1Optimizer (its all-gathers prefetched for the next
+//                    forward unless zero1_prefetch is false)
 // Sharding needs a communicator and gradient averaging (ddp "none" is rejected). grad_comm
 // (--grad-comm) reaches the gradient sync of every mode; the parameter exchange stays fp32.
 struct DataParallel {
@@ -106,6 +77,7 @@ struct DataParallel {
 };
 DataParallel make_data_parallel(Context& ctx, ParamStore& store, dist::Communicator* comm,
                                 const std::string& ddp, double bucket_mb, ShardMode shard,
-                                const OptimizerConfig& cfg, dist::GradComm grad_comm = dist::GradComm::FP32);
+                                const OptimizerConfig& cfg, dist::GradComm grad_comm = dist::GradComm::FP32,
+                                bool zero1_prefetch = true);
 
 }  // namespace pt

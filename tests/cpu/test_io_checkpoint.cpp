@@ -247,12 +247,14 @@ TEST(IoCheckpoint, BadFilesAndOptimizerMismatch) {
   EXPECT_NE(msg.find("'exp_avg_sq'"), std::string::npos) << msg;
 }
 
-// With h5py on the machine (optional): a file written from a state_dict-like dict by h5py
-// loads unchanged, and h5py reads our checkpoint by the dotted names.
+// With h5py on the machine (scripts/setup.sh puts it in the project's .venv, so CI has it): a
+// file written from a state_dict-like dict by h5py loads unchanged, and h5py reads our
+// checkpoint by the dotted names.
 TEST(IoCheckpoint, RoundTripThroughH5py) {
   std::string python;
-  for (const char* candidate : {"/usr/bin/python3", "python3"})
-    if (std::system((std::string(candidate) + " -c 'import h5py, numpy' >/dev/null 2>&1").c_str()) == 0) {
+  for (const std::string& candidate : {test::source_path(".venv/bin/python"), std::string("/usr/bin/python3"),
+                                       std::string("python3")})
+    if (std::system((candidate + " -c 'import h5py, numpy' >/dev/null 2>&1").c_str()) == 0) {
       python = candidate;
       break;
     }

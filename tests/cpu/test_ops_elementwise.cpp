@@ -54,6 +54,11 @@ TEST(Elementwise, CastRoundsLikeTheTargetType) {
   }
   Tensor wrong = Tensor::empty({n + 1}, DType::F32, ctx.device());
   EXPECT_THROW(ops::cast(ctx, wrong, src), Error);
+  // A scaled cast multiplies in fp32 and rounds once: bf16 → fp32 · 1/3 as the two-step form.
+  Tensor scaled = Tensor::empty({n}, DType::F32, ctx.device());
+  ops::cast(ctx, scaled, tobf, 1.0f / 3.0f);
+  const auto got_scaled = host(ctx, scaled);
+  for (int64_t i = 0; i < n; ++i) EXPECT_EQ(got_scaled[i], double(float(gotbf[i]) * (1.0f / 3.0f))) << i;
 }
 
 TEST(Elementwise, BiasForwardAndBackward) {

@@ -120,7 +120,10 @@ TEST(TrainCli, DataParallelRunsMatchOneProcessForEveryStrategy) {
       "--ddp naive", "--ddp flat", "--ddp overlap", "--ddp bucketed --bucket-mb 0.01",
       "--ddp bucketed --shard-optimizer broadcast", "--ddp flat --shard-optimizer zero1",
       // Unfused, sharded optimizers clip their own ranges and refresh nothing else differently.
-      "--ddp bucketed --shard-optimizer broadcast --fused off", "--ddp overlap --shard-optimizer zero1 --fused off"};
+      "--ddp bucketed --shard-optimizer broadcast --fused off", "--ddp overlap --shard-optimizer zero1 --fused off",
+      // ZeRO-1 over many buckets, its gathers left for the next forward, or waited for.
+      "--ddp bucketed --bucket-mb 0.01 --shard-optimizer zero1",
+      "--ddp bucketed --bucket-mb 0.01 --shard-optimizer zero1 --zero1-prefetch off"};
   for (size_t i = 0; i < variants.size(); ++i) {
     const std::string out = "two_" + std::to_string(i) + ".h5";
     test::CliResult r = test::run_paratrain_mpi(2, args(out, variants[i]));
@@ -233,6 +236,8 @@ TEST(TrainCli, BadInputGetsOneClearErrorAndNoResults) {
       {"unknown GEMM selection", tiny({{"gemm", "fastest"}}), "unknown GEMM selection 'fastest'"},
       {"unknown gradient wire type", tiny({{"grad-comm", "fp16"}}),
        "unknown --grad-comm 'fp16' (expected fp32 or bf16)"},
+      {"zero1 prefetch neither on nor off", tiny({{"zero1-prefetch", "maybe"}}),
+       "--zero1-prefetch must be on or off (got 'maybe')"},
       {"heads do not divide", tiny({{"num-heads", "3"}}), "divisible"},
       {"bf16 without GPU", tiny({{"precision", "bf16"}}), "bf16"},
       {"missing token file", tiny({{"data", dir + "/nope.npy"}}), "nope.npy"},
@@ -266,7 +271,7 @@ TEST(TrainCli, HelpListsTheOptionsAndExitsZero) {
   EXPECT_EQ(r.rc, 0);
   for (const char* opt : {"--model", "--data", "--sampling", "--batch-size", "--lr", "--save", "--resume",
                           "--recompute", "--fused", "--gemm", "--precision", "--device", "--out", "--grad-comm",
-                          "bf16_compress_hook"})
+                          "bf16_compress_hook", "--zero1-prefetch"})
     EXPECT_NE(r.output.find(opt), std::string::npos) << opt;
 }
 

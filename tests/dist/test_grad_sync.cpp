@@ -13,6 +13,7 @@
 #include "dist/dist_util.h"
 #include "dist/ddp_options.h"
 #include "dist/grad_sync.h"
+#include "dist/zero1.h"
 
 namespace pt::test {
 namespace {
@@ -85,13 +86,13 @@ class SyncTest : public ::testing::TestWithParam<SyncCase> {
   }
 
   // A store whose ranks start from different parameters and the case's strategy on it, checked
-  // to have made rank 0's parameters everyone's (rank0). [lo, hi): the gradients it leaves
-  // averaged on this rank (zero1: this rank's part).
+  // to have made rank 0's parameters everyone's (rank0). mine: the gradient elements it leaves
+  // averaged on this rank (zero1: this rank's chunks), ascending.
   struct Setup {
     std::unique_ptr<ParamStore> store;
     std::unique_ptr<dist::GradSync> sync;
     std::vector<double> rank0;
-    int64_t lo, hi;
+    std::vector<int64_t> mine;
   };
   Setup set_up(dist::GradComm wire) {
     Setup s;
@@ -102,10 +103,13 @@ class SyncTest : public ::testing::TestWithParam<SyncCase> {
     EXPECT_EQ(s.store->listener(), s.sync.get());
     for (double v : params_of(0, n)) s.rank0.push_back(static_cast<float>(v));
     EXPECT_EQ(host_f64(ctx(), s.store->flat_params()), s.rank0) << "parameters after construction (fp32)";
-    const bool zero1 = GetParam().ddp.rfind("zero1_", 0) == 0;
-    const dist::GradPartition part(g, world());
-    s.lo = zero1 ? part.begin(rank()) : 0;
-    s.hi = zero1 ? part.end(rank()) : g;
+    const auto& c = GetParam();
+    if (c.ddp.rfind("zero1_", 0) == 0) {
+      for (const auto& [lo, hi] : dist::zero1_layout(c.ddp.substr(6), *s.store, world(), c.bucket_mb)->owned(rank()))
+        for (int64_t i = lo; i < hi; ++i) s.mine.push_back(i);
+    } else {
+      for (int64_t i = 0; i < g; ++i) s.mine.push_back(i);
+    }
     return s;
   }
   // Step `step` up to backward: zero_grad, this rank's gradients, begin_step.
@@ -118,7 +122,12 @@ class SyncTest : public ::testing::TestWithParam<SyncCase> {
 
 TEST_P(SyncTest, AveragesTrainableGradientsAndBroadcastsRankZerosParameters) {
   Setup s = set_up(dist::GradComm::FP32);
-  const int64_t g = s.store->grad_numel(), lo = s.lo, hi = s.hi;
+  const int64_t g = s.store->grad_numel();
+  auto mine = [&](const std::vector<double>& v) {
+    std::vector<double> out;
+    for (int64_t i : s.mine) out.push_back(v[i]);
+    return out;
+  };
   for (int step = 0; step < 3; ++step) {
     start_step(s, step);
     fake_backward(*s.store);
@@ -130,8 +139,7 @@ TEST_P(SyncTest, AveragesTrainableGradientsAndBroadcastsRankZerosParameters) {
       for (int64_t i = 0; i < g; ++i) mean[i] += static_cast<float>(x[i]) / world();
     }
     const auto got = host_f64(ctx(), s.store->flat_grads());
-    PT_EXPECT_ALLCLOSE(std::vector<double>(got.begin() + lo, got.begin() + hi),
-                       std::vector<double>(mean.begin() + lo, mean.begin() + hi), 1e-6, 1e-7)
+    PT_EXPECT_ALLCLOSE(mine(got), mine(mean), 1e-6, 1e-7)
         << "step " << step;
     EXPECT_EQ(host_f64(ctx(), s.store->flat_params()), s.rank0) << "a sync must not touch parameters";
     EXPECT_EQ(s.sync->bytes_communicated(), g * 4);
@@ -145,7 +153,7 @@ TEST_P(SyncTest, AveragesTrainableGradientsAndBroadcastsRankZerosParameters) {
 TEST_P(SyncTest, Bf16WireLeavesTheRoundedBf16SumTimesOneOverWorld) {
   if (world() != 2) GTEST_SKIP() << "the exact bf16 reference is for 2 ranks";
   Setup s = set_up(dist::GradComm::BF16);
-  const int64_t g = s.store->grad_numel(), lo = s.lo, hi = s.hi;
+  const int64_t g = s.store->grad_numel();
   auto& alloc = TrackingAllocator::instance();
   const DeviceKind kind = ctx().device().kind;
   const int workspace = static_cast<int>(MemCategory::Workspace);
@@ -164,15 +172,16 @@ TEST_P(SyncTest, Bf16WireLeavesTheRoundedBf16SumTimesOneOverWorld) {
 
     const auto g0 = grads_of(0, step, g), g1 = grads_of(1, step, g);
     const auto got = host_f64(ctx(), s.store->flat_grads());
-    std::vector<double> want, got_mine(got.begin() + lo, got.begin() + hi);
+    std::vector<double> want, got_mine;
     int64_t differ_from_fp32 = 0;
-    for (int64_t i = lo; i < hi; ++i) {
+    for (int64_t i : s.mine) {
+      got_mine.push_back(got[i]);
       const float a = static_cast<float>(g0[i]), b = static_cast<float>(g1[i]);
       want.push_back(round_to_bf16(round_to_bf16(a) + round_to_bf16(b)) / 2.0f);
       differ_from_fp32 += got[i] != static_cast<double>((a + b) / 2.0f);
     }
     EXPECT_EQ(got_mine, want) << "step " << step;
-    EXPECT_GT(differ_from_fp32, (hi - lo) / 2) << "step " << step << ": bf16 must not look like fp32";
+    EXPECT_GT(differ_from_fp32, static_cast<int64_t>(s.mine.size()) / 2) << "step " << step << ": bf16 must not look like fp32";
     EXPECT_EQ(host_f64(ctx(), s.store->flat_params()), s.rank0) << "a sync must not touch parameters";
     EXPECT_EQ(s.sync->bytes_communicated(), g * 2) << "bf16 bytes, the tied parameter once";
   }
@@ -240,20 +249,81 @@ TEST(GradSyncFactory, RejectsUnknownNamesAndMissingCommunicator) {
   EXPECT_STREQ(dist::make_grad_sync("none", ctx, *store, nullptr)->name(), "none");
 }
 
-TEST(GradPartition, ContiguousEqualBlocksWithTailOnLastRank) {
-  dist::GradPartition p(1155, 2);
-  EXPECT_EQ(p.block, 577);
-  EXPECT_EQ(p.begin(0), 0);
-  EXPECT_EQ(p.end(0), 577);
-  EXPECT_EQ(p.begin(1), 577);
-  EXPECT_EQ(p.end(1), 1155);
-  EXPECT_EQ(p.scattered(), 1154);
-  EXPECT_EQ(p.tail(), 1);
-  dist::GradPartition tiny(3, 4);  // fewer elements than ranks: all tail, on the last rank
-  EXPECT_EQ(tiny.block, 0);
-  EXPECT_EQ(tiny.end(2), 0);
-  EXPECT_EQ(tiny.begin(3), 0);
-  EXPECT_EQ(tiny.end(3), 3);
+// What every ZeRO-1 layout must be: buckets tiling [0, tail_begin) in multiples of the world
+// size, a tail shorter than the world size, every element owned by exactly one rank (chunk r of
+// its bucket, the tail by the last rank), and each bucket listing exactly the parameters with
+// elements in it.
+void expect_valid_layout(const dist::Zero1Layout& L, const ParamStore& store) {
+  int64_t at = 0;
+  for (const auto& b : L.buckets) {
+    EXPECT_EQ(b.grad_begin, at);
+    EXPECT_GT(b.grad_end, b.grad_begin);
+    EXPECT_EQ((b.grad_end - b.grad_begin) % L.world, 0);
+    std::vector<int> want;
+    for (const auto& p : store.params())
+      if (p->trainable && p->grad_offset < b.grad_end && p->grad_offset + p->numel > b.grad_begin)
+        want.push_back(p->index);
+    EXPECT_EQ(b.params, want) << "bucket [" << b.grad_begin << ", " << b.grad_end << ")";
+    at = b.grad_end;
+  }
+  EXPECT_EQ(L.tail_begin, at);
+  EXPECT_LT(L.numel - L.tail_begin, L.world);
+  EXPECT_EQ(L.numel, store.grad_numel());
+  std::vector<int> owner(L.numel, -1);
+  int64_t total = 0;
+  for (int r = 0; r < L.world; ++r) {
+    for (const auto& [lo, hi] : L.owned(r))
+      for (int64_t i = lo; i < hi; ++i) {
+        EXPECT_EQ(owner[i], -1) << "element " << i << " owned twice";
+        owner[i] = r;
+      }
+    total += L.owned_numel(r);
+  }
+  EXPECT_EQ(total, L.numel);
+  for (size_t b = 0; b < L.buckets.size(); ++b)
+    for (int r = 0; r < L.world; ++r) EXPECT_EQ(owner[L.chunk_begin(b, r)], r);
+}
+
+// Gradient element ranges of make_store: embed [0,32) tied [32,50) block.w [50,1050)
+// block.b [1050,1075) unused [1075,1078) head [1078,1155).
+TEST(Zero1Layout, OneBucketIsTheContiguousPartitionWithATailOnTheLastRank) {
+  Context ctx(Device::cpu());
+  auto store = make_store(ctx);
+  using R = std::vector<std::pair<int64_t, int64_t>>;
+  const dist::Zero1Layout two(*store, 2, dist::Zero1Layout::kOneBucket);
+  expect_valid_layout(two, *store);
+  ASSERT_EQ(two.buckets.size(), 1u);
+  EXPECT_EQ(two.chunk(0), 577);
+  EXPECT_EQ(two.tail_begin, 1154);
+  EXPECT_EQ(two.owned(0), (R{{0, 577}}));
+  EXPECT_EQ(two.owned(1), (R{{577, 1155}}));
+  const dist::Zero1Layout tiny(*store, 2000, dist::Zero1Layout::kOneBucket);  // fewer elements than ranks
+  expect_valid_layout(tiny, *store);
+  EXPECT_TRUE(tiny.buckets.empty());
+  EXPECT_EQ(tiny.owned(1999), (R{{0, 1155}}));
+  EXPECT_TRUE(tiny.owned(0).empty());
+}
+
+// Per-parameter buckets (bucket_mb 0), each end moved up to a multiple of the world size: a bucket
+// takes the first elements of the parameter above it (finished earlier in backward), never the
+// last of the one below.
+TEST(Zero1Layout, BucketEndsMoveUpToMultiplesOfTheWorldSize) {
+  Context ctx(Device::cpu());
+  auto store = make_store(ctx);
+  const dist::Zero1Layout L(*store, 2, 0.0);
+  expect_valid_layout(L, *store);
+  std::vector<std::pair<int64_t, int64_t>> got;
+  for (const auto& b : L.buckets) got.emplace_back(b.grad_begin, b.grad_end);
+  EXPECT_EQ(got, (std::vector<std::pair<int64_t, int64_t>>{
+                     {0, 32}, {32, 50}, {50, 1050}, {1050, 1076}, {1076, 1078}, {1078, 1154}}));
+  EXPECT_EQ(L.tail_begin, 1154);
+  EXPECT_EQ(L.owned(1), (std::vector<std::pair<int64_t, int64_t>>{
+                            {16, 32}, {41, 50}, {550, 1050}, {1063, 1076}, {1077, 1078}, {1116, 1155}}));
+  for (int world : {1, 3, 4, 7, 64})
+    for (double mb : {0.0, 0.0003, 0.004, 100.0, dist::Zero1Layout::kOneBucket}) {
+      SCOPED_TRACE("world " + std::to_string(world) + ", bucket_mb " + std::to_string(mb));
+      expect_valid_layout(dist::Zero1Layout(*store, world, mb), *store);
+    }
 }
 
 // ---- when each strategy starts its collectives -----------------------------------------
@@ -368,13 +438,14 @@ TEST(GradSyncSchedule, BucketedStartsABucketWhenItsLastParameterIsReady) {
     EXPECT_EQ(std::make_tuple(calls[i].begin, calls[i].end, calls[i].at), want[i]) << i;
 }
 
-TEST(GradSyncSchedule, Zero1BucketedReducesABucketWhenReadyAndFlatScattersInFinish) {
+// One rank: the layout's buckets are plan_buckets' (no boundary moves).
+TEST(GradSyncSchedule, Zero1BucketedScattersABucketWhenReadyAndFlatScattersInFinish) {
   auto calls = record_step("bucketed", 0.0003, true);
   ASSERT_EQ(calls.size(), 4u);
   const std::vector<std::tuple<int64_t, int64_t, int>> want = {
       {1078, 1155, 1}, {50, 1050, 3}, {0, 50, 5}, {1050, 1078, 99}};
   for (size_t i = 0; i < 4; ++i) {
-    EXPECT_EQ(calls[i].op, "reduce");
+    EXPECT_EQ(calls[i].op, "reduce_scatter");
     EXPECT_EQ(std::make_tuple(calls[i].begin, calls[i].end, calls[i].at), want[i]) << i;
   }
   auto flat = record_step("flat", 0, true);

@@ -180,8 +180,8 @@ TEST_P(ShardedDetailTest, Zero1StateIsThisRanksPart) {
   dp.sync->finish(ctx());
   dp.optimizer->step(ctx(), 0.0f);
   full->step(ctx(), 0.0f);
-  const dist::GradPartition part(model->store().grad_numel(), world());
-  const double share = double(part.end(rank()) - part.begin(rank())) / double(part.numel);
+  const auto& layout = dynamic_cast<const Zero1Optimizer&>(*dp.optimizer).layout();
+  const double share = double(layout.owned_numel(rank())) / double(layout.numel);
   EXPECT_GT(full->state_bytes(), 0);
   EXPECT_DOUBLE_EQ(double(dp.optimizer->state_bytes()) / double(full->state_bytes()), share);
   EXPECT_THROW(dp.optimizer->add_ranges({}), Error);
@@ -216,6 +216,40 @@ TEST_P(ShardedDetailTest, GradCommReachesEveryShardingMode) {
   }
 }
 
+// --zero1-prefetch: step() leaves the all-gathers of every bucket in flight and the next forward
+// waits for them as it reads (the tied toy model: no frozen parameter in between, so gathers run
+// in place); the parameters are those of waiting at the end of each step, bit for bit.
+TEST_P(ShardedDetailTest, Zero1PrefetchedGathersGiveTheParametersOfWaitingAtTheStepEnd) {
+  const auto cfg = config(OptimizerKind::AdamW);
+  std::vector<std::vector<double>> per_mode;
+  for (bool prefetch : {false, true}) {
+    SCOPED_TRACE(prefetch ? "prefetch on" : "prefetch off");
+    auto model = make_toy_model("toy_tied", ctx());
+    model->init_weights(ctx(), 13);
+    auto dp = make_data_parallel(ctx(), model->store(), &comm(), "bucketed", 0.0008, ShardMode::Zero1, cfg,
+                                 dist::GradComm::FP32, prefetch);
+    const auto& opt = dynamic_cast<const Zero1Optimizer&>(*dp.optimizer);
+    ASSERT_GT(opt.layout().buckets.size(), 2u) << "several buckets, so the forward waits for them in turn";
+    EXPECT_EQ(opt.prefetches(), prefetch);
+    // Nothing reads the whole buffer between steps: each forward finds the gathers in flight.
+    for (int step = 0; step < 5; ++step) {
+      model->store().zero_grad(ctx());
+      dp.sync->begin_step(ctx());
+      toy_forward_backward(ctx(), *model, toy_rows(shuffled(16 * world(), step), rank() * 16, 16, 40 + step),
+                           ops::Reduction::Mean);
+      EXPECT_FALSE(dp.optimizer->parameters_in_flight()) << "the forward read, so waited for, every bucket";
+      dp.sync->finish(ctx());
+      dp.optimizer->step(ctx(), 0.1f);
+      EXPECT_EQ(dp.optimizer->parameters_in_flight(), prefetch) << "step " << step;
+    }
+    const auto p = params_f64(ctx(), model->store());  // a whole-buffer read: waits for the rest
+    EXPECT_FALSE(dp.optimizer->parameters_in_flight());
+    EXPECT_TRUE(mpi_all_true(p == mpi_bcast_from_root(p))) << "ranks disagree";
+    per_mode.push_back(p);
+  }
+  EXPECT_EQ(per_mode[0], per_mode[1]);
+}
+
 TEST_P(ShardedDetailTest, ContradictoryConfigurationsAreRejected) {
   auto model = make_toy_model("toy", ctx());
   const auto cfg = config(OptimizerKind::AdamW);
@@ -238,7 +272,7 @@ namespace {
 class Zero1LayoutTest : public BackendTest {
  protected:
   void check_layout(const std::vector<std::pair<Shape, bool>>& specs) {
-    // One reduce-scatter; and per-parameter buckets reduced onto their owners (one straddles).
+    // One bucket; and per-parameter buckets, their ends moved up to multiples of the world size.
     check_layout(specs, "flat");
     check_layout(specs, "overlap");
   }

@@ -91,6 +91,17 @@ TEST(GpuCast, RoundsToNearestEven) {
   ops::cast(gpu, bf_m, src_m);
   const auto got_m = bf_storage.to_host_f64(gpu);
   for (int64_t i = 0; i < n; ++i) EXPECT_EQ(got_m[i + 1], got_bf[i]) << "at " << i;
+  // Scaled casts (the bf16 gradient sync's way back): one rounding of the fp32 product, on the
+  // vector path and on a misaligned view.
+  ops::cast(gpu, back, bf, 1.0f / 3.0f);
+  Tensor back_storage = Tensor::empty({n + 1}, DType::F32, gpu.device());
+  Tensor back_m = back_storage.narrow(0, 1, n);
+  ops::cast(gpu, back_m, bf_m, 0.5f);
+  const auto got_scaled = back.to_host_f64(gpu), got_scaled_m = back_storage.to_host_f64(gpu);
+  for (int64_t i = 0; i < n; ++i) {
+    EXPECT_EQ(got_scaled[i], double(float(got_bf[i]) * (1.0f / 3.0f))) << "at " << i;
+    EXPECT_EQ(got_scaled_m[i + 1], double(float(got_bf[i]) * 0.5f)) << "at " << i;
+  }
 }
 
 TEST(GpuMisaligned, ViewsTakeTheScalarPath) {

@@ -39,7 +39,7 @@ run allreduce "${mpi[@]}" "$bin" bench allreduce --backend mpi --sizes 4K,64K,1M
   --out "$out/allreduce.h5"
 run ddp "${mpi[@]}" "$bin" bench ddp --device cpu --model tiny --context 32 --batch 2 \
   --ddp none,naive,flat,overlap,bucketed --bucket-mb 0,0.1,1,10 --shard-optimizer broadcast,zero1 \
-  --grad-comm fp32,bf16 --steps 2 --warmup 1 --out "$out/ddp.h5"
+  --grad-comm fp32,bf16 --zero1-prefetch on,off --steps 2 --warmup 1 --out "$out/ddp.h5"
 run train "$bin" train --device cpu --model tiny --context-length 32 --batch-size 2 --steps 6 \
   --out "$out/train.h5"
 run accumulation "$bin" demo accumulation --out "$out/accumulation.h5"

@@ -40,12 +40,13 @@ def frame(path, name):
 
 
 def config_key(row):
-    return row["ddp"], -1.0 if math.isnan(row["bucket_mb"]) else row["bucket_mb"], row["shard"], row["grad_comm"]
+    return (row["ddp"], -1.0 if math.isnan(row["bucket_mb"]) else row["bucket_mb"], row["shard"], row["grad_comm"],
+            row["zero1_prefetch"])
 
 
 def by_config(ev, *extra):
     """ev grouped by configuration (and `extra` columns): one group per timeline."""
-    return ev.groupby(["ddp", ev["bucket_mb"].fillna(-1.0), "shard", "grad_comm", *extra])
+    return ev.groupby(["ddp", ev["bucket_mb"].fillna(-1.0), "shard", "grad_comm", "zero1_prefetch", *extra])
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +61,7 @@ def test_bucket_column_matches_the_plan(tables):
     for _, r in ddp.iterrows():
         if r["ddp"] == "bucketed":
             want = overhead.bucket_count(NUMELS, r["bucket_mb"])
-        elif r["ddp"] in ("bucketed_reduce",):  # zero1 with the default 25 MiB cap
+        elif r["ddp"] == "bucketed_reduce_scatter":  # zero1 with the default 25 MiB cap: no tail here
             want = overhead.bucket_count(NUMELS, 25.0)
         else:
             want = {"none": 0, "flat": 1, "reduce_scatter": 1, "naive": 39, "overlap": 39}[r["ddp"]]
@@ -115,14 +116,14 @@ def expected_comm(ddp, bucket_mb, shard):
         return names, shard == "broadcast"
     if ddp == "reduce_scatter":
         return ["reduce-scatter all gradients", "all-gather"], True
-    if ddp == "bucketed_reduce":  # one 25 MiB bucket, its halves reduced onto their owners
-        return ["reduce bucket 0 (part) to rank 0", "reduce bucket 0 (part) to rank 1", "all-gather"], True
+    if ddp == "bucketed_reduce_scatter":  # one 25 MiB bucket (an even element count: no tail)
+        return ["reduce-scatter bucket 0", "all-gather"], True
     raise AssertionError(ddp)
 
 
 def test_one_comm_event_per_collective(tables):
     _, _, ev = tables
-    for (ddp, bucket, shard, wire, rank), g in by_config(ev, "rank"):
+    for (ddp, bucket, shard, wire, prefetch, rank), g in by_config(ev, "rank"):
         names = g[g["stream"] == "comm"]["name"].tolist()
         want, ordered = expected_comm(ddp, bucket, shard)
         # gradient collectives on a bf16 copy say so beside their size; parameters stay fp32

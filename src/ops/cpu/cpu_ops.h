@@ -11,7 +11,7 @@ namespace pt::ops::cpu {
 
 void matmul(const GemmDesc& g);
 
-void cast(Tensor& dst, const Tensor& src);
+void cast(Tensor& dst, const Tensor& src, float scale);
 void add(Tensor& out, const Tensor& a, const Tensor& b);
 void add_inplace(Tensor& x, const Tensor& y, float alpha);
 void scale_inplace(Tensor& x, float alpha);

@@ -38,11 +38,18 @@ T sigmoid(T a) {
 
 }  // namespace
 
-void cast(Tensor& dst, const Tensor& src) {
+void cast(Tensor& dst, const Tensor& src, float scale) {
   // Through double: exact for every source type, then one rounding to the destination (a
-  // fp64 → bf16 cast rounds twice, through fp32, as torch does).
+  // fp64 → bf16 cast rounds twice, through fp32, as torch does). A scale multiplies in the
+  // arithmetic type of the GPU kernels: fp32, or fp64 when either side is fp64.
   const int64_t n = src.numel();
-  for (int64_t i = 0; i < n; ++i) store_any(dst, i, load_any(src, i));
+  if (scale == 1.0f) {
+    for (int64_t i = 0; i < n; ++i) store_any(dst, i, load_any(src, i));
+  } else if (src.dtype() == DType::F64 || dst.dtype() == DType::F64) {
+    for (int64_t i = 0; i < n; ++i) store_any(dst, i, load_any(src, i) * static_cast<double>(scale));
+  } else {
+    for (int64_t i = 0; i < n; ++i) store_any(dst, i, static_cast<double>(static_cast<float>(load_any(src, i)) * scale));
+  }
 }
 
 void add(Tensor& out, const Tensor& a, const Tensor& b) {
