@@ -86,6 +86,17 @@ class Optimizer {
     inner.clip_max_norm_ = clip_max_norm_;
     drop_folded_clip();
   }
+  // A sharded optimizer's update of this rank's ranges: `inner` (null when the rank owns none)
+  // steps with this optimizer's step count and folded clip; the count advances either way.
+  void step_wrapped(Optimizer* inner, Context& ctx, float lr) {
+    if (inner) {
+      inner->set_steps_taken(steps_);
+      hand_folded_clip_to(*inner);
+      inner->step(ctx, lr);
+    }
+    drop_folded_clip();
+    ++steps_;
+  }
   // The bf16 mirror an update writes in its own pass: the range's when fused, none unfused
   // (cast_mirrors then refreshes every range's mirror after the update, one cast each).
   Tensor* mirror_in_update(FlatRange& r) const {

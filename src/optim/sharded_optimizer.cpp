@@ -151,13 +151,7 @@ void BroadcastShardedOptimizer::plan_broadcasts() {
 }
 
 void BroadcastShardedOptimizer::step(Context& ctx, float lr) {
-  if (inner_) {
-    inner_->set_steps_taken(steps_);
-    hand_folded_clip_to(*inner_);
-    inner_->step(ctx, lr);
-  }
-  drop_folded_clip();
-  ++steps_;
+  step_wrapped(inner_.get(), ctx, lr);
   OpScope scope(ctx, "sharded optimizer: broadcast parameters", OpFamily::Communication);
   std::vector<dist::WorkPtr> works;
   for (auto& run : runs_) works.push_back(comm_.broadcast_async(run.range.param, run.owner));

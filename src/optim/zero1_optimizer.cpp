@@ -47,13 +47,7 @@ void Zero1Optimizer::add_ranges(const std::vector<FlatRange>&) {
 void Zero1Optimizer::step(Context& ctx, float lr) {
   // The last step's gathers read this rank's chunks, which the update is about to rewrite.
   wait_gathers_below(layout_->numel);
-  if (inner_) {
-    inner_->set_steps_taken(steps_);
-    hand_folded_clip_to(*inner_);
-    inner_->step(ctx, lr);
-  }
-  drop_folded_clip();
-  ++steps_;
+  step_wrapped(inner_.get(), ctx, lr);
   OpScope scope(ctx, "zero1: all-gather parameters", OpFamily::Communication);
   if (param_shift_ < 0) {
     gather_packed(ctx);
