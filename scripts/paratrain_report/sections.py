@@ -16,7 +16,7 @@ OOM = "OOM"
 _ORDERS = {
     "size": SIZE_ORDER,
     "precision": ["fp32", "tf32", "bf16"],
-    "ddp": ["none", "naive", "flat", "overlap", "bucketed", "reduce_scatter"],
+    "ddp": ["none", "naive", "flat", "overlap", "bucketed", "reduce_scatter", "bucketed_reduce_scatter"],
     "shard": ["none", "broadcast", "zero1"],
     "grad_comm": ["fp32", "bf16"],
     "zero1_prefetch": ["n/a", "off", "on"],
