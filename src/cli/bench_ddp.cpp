@@ -371,7 +371,7 @@ int run_bench_ddp(const std::vector<std::string>& args) {
     grad_comms.push_back(dist::grad_comm_from_name(w));
   std::vector<bool> prefetches;
   for (const auto& w : split_list(prefetch_words.empty() ? std::vector<std::string>{"on"} : prefetch_words))
-    prefetches.push_back(dist::parse_on_off(w, "zero1-prefetch"));
+    prefetches.push_back(parse_on_off(w, "zero1-prefetch"));
   const auto plan = configs(ddps, buckets, shards, comm_sms, grad_comms, prefetches);
 
   TransformerConfig cfg = TransformerConfig::named(size);

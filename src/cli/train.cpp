@@ -204,7 +204,7 @@ int run_train(const std::vector<std::string>& args) {
   // Rank 0's weights become everyone's here (the strategy broadcasts them at construction).
   DataParallel dp = make_data_parallel(ctx, lm.store(), comm.get(), ddp.ddp, ddp.bucket_mb,
                                        shard_mode_from_name(ddp.shard), oc, dist::grad_comm_from_name(ddp.grad_comm),
-                                       dist::parse_on_off(ddp.zero1_prefetch, "zero1-prefetch"));
+                                       parse_on_off(ddp.zero1_prefetch, "zero1-prefetch"));
   Optimizer* optimizer = dp.optimizer.get();
   if (!t.resume.empty()) {
     PT_CHECK(ddp.shard == "none", "--resume with a sharded optimizer is not supported (its state is split "

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "cli/options.h"  // parse_on_off: this file is the CLI side of dist
 #include "core/error.h"
 
 namespace pt::dist {
@@ -27,10 +28,6 @@ void add_ddp_options(po::options_description& desc, DdpOptions& o) {
       ("zero1-prefetch", po::value(&o.zero1_prefetch)->default_value(o.zero1_prefetch), kZero1PrefetchHelp);
 }
 
-bool parse_on_off(const std::string& word, const std::string& option) {
-  PT_CHECK(word == "on" || word == "off", "--" + option + " must be on or off (got '" + word + "')");
-  return word == "on";
-}
 
 int parse_comm_sms(const std::string& word) {
   if (word == "auto") return kCommSmsAuto;
@@ -55,7 +52,7 @@ DdpOptions resolve_ddp_options(const DdpOptions& o, int world) {
            "--shard-optimizer must be none, broadcast or zero1 (got '" + o.shard + "')");
   parse_comm_sms(o.comm_sms);  // validates
   grad_comm_from_name(o.grad_comm);  // validates
-  parse_on_off(o.zero1_prefetch, "zero1-prefetch");
+  cli::parse_on_off(o.zero1_prefetch, "zero1-prefetch");  // validates
   PT_CHECK(o.bucket_mb >= 0, "--bucket-mb must be >= 0 (got " + std::to_string(o.bucket_mb) + ")");
   PT_CHECK(!(o.ddp == "none" && o.shard != "none"),
            "--shard-optimizer " + o.shard + " needs averaged gradients; it cannot run with --ddp none");

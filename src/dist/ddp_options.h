@@ -20,8 +20,6 @@ struct DdpOptions {
   std::string zero1_prefetch = "on";  // on | off: zero1's all-gathers left for the next forward
 };
 
-// An on|off word as a bool. Throws pt::Error naming the option otherwise.
-bool parse_on_off(const std::string& word, const std::string& option);
 
 // A --comm-sms value: "auto" → kCommSmsAuto, else a whole number >= 0. Throws pt::Error.
 int parse_comm_sms(const std::string& word);

@@ -237,7 +237,7 @@ TEST(TrainCli, BadInputGetsOneClearErrorAndNoResults) {
       {"unknown gradient wire type", tiny({{"grad-comm", "fp16"}}),
        "unknown --grad-comm 'fp16' (expected fp32 or bf16)"},
       {"zero1 prefetch neither on nor off", tiny({{"zero1-prefetch", "maybe"}}),
-       "--zero1-prefetch must be on or off (got 'maybe')"},
+       "--zero1-prefetch must be on or off, got 'maybe'"},
       {"heads do not divide", tiny({{"num-heads", "3"}}), "divisible"},
       {"bf16 without GPU", tiny({{"precision", "bf16"}}), "bf16"},
       {"missing token file", tiny({{"data", dir + "/nope.npy"}}), "nope.npy"},
