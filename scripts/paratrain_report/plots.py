@@ -115,7 +115,8 @@ def allreduce_bandwidth(rec, out_dir):
 
 def _strategy_label(row):
     if row.get("shard", "none") != "none":
-        return f"shard\n{row['shard']}"
+        label = f"shard\n{row['shard']}" + ("\nbucketed" if str(row["ddp"]).startswith("bucketed") else "") + {"on": "\nprefetch", "off": "\nno prefetch"}.get(row.get("zero1_prefetch"), "")
+        return label + (f"\n{row['grad_comm']} grads" if row.get("grad_comm", "fp32") != "fp32" else "")
     label = row["ddp"]
     if label == "bucketed" and not pd.isna(row.get("bucket_mb")):
         label += "\nper param" if row["bucket_mb"] == 0 else f"\n{row['bucket_mb']:g} MiB"
@@ -126,6 +127,11 @@ def _strategy_label(row):
     return label
 
 
+def _prefetch_label(prefetch):
+    """zero1's --zero1-prefetch in a title (nothing without zero1)."""
+    return {"on": ", gathers prefetched", "off": ", gathers waited"}.get(prefetch, "")
+
+
 def ddp_step_time(rec, out_dir):
     df = sections._ddp_table(rec)
     if df is None:
@@ -134,7 +140,7 @@ def ddp_step_time(rec, out_dir):
     bars = df.groupby(["gpu", "ranks", "precision"]).size().max()
     fig, axes = _grid(len(panels), width=max(6.0, 0.95 * bars + 1.5), ncols_max=1)
     for ax, ((gpu, ranks, precision), g) in zip(axes, panels):
-        g = sections._sort(g, ["shard", "comm_sms", "grad_comm", "ddp", "bucket_mb"])
+        g = sections._sort(g, ["shard", "comm_sms", "grad_comm", "zero1_prefetch", "ddp", "bucket_mb"])
         x = np.arange(len(g))
         sd = g["step_sd_ms"] if "step_sd_ms" in g else None
         ax.bar(x, g["step_ms"], yerr=sd, color="#4c72b0", capsize=3, label="step")
@@ -227,20 +233,18 @@ def ddp_timeline(rec, out_dir, max_panels=6):
     df = rec.table("ddp_events")
     if df is None:
         return []
-    if "comm_sms" not in df:
-        df = df.assign(comm_sms=0)
-    # Files from before --grad-comm: fp32 gradients on the wire.
-    df = df.assign(grad_comm=df["grad_comm"].fillna("fp32") if "grad_comm" in df else "fp32")
-    config = ["file", "ddp", "bucket_mb", "shard", "comm_sms", "grad_comm"]
+    df = sections.ddp_config_defaults(df)
+    config = ["file", "ddp", "bucket_mb", "shard", "comm_sms", "grad_comm", "zero1_prefetch"]
     if "step" in df:  # one step per configuration: the first recorded
         df = df[df["step"] == df.groupby(config, dropna=False)["step"].transform("min")]
     df = df.assign(bucket_key=df["bucket_mb"].fillna(-1))
-    panels = list(df.groupby(["file", "ddp", "bucket_key", "shard", "comm_sms", "grad_comm"], sort=False))[:max_panels]
+    panels = list(df.groupby(["file", "ddp", "bucket_key", "shard", "comm_sms", "grad_comm", "zero1_prefetch"],
+                             sort=False))[:max_panels]
     ranks_max = df["rank"].nunique()
     fig, axes = plt.subplots(len(panels), 1, figsize=(11, 0.8 + 0.9 * ranks_max * len(panels)), squeeze=False,
                              sharex=True)
     colors = {"compute": "#4c72b0", "comm": "#dd8452"}
-    for ax, ((_, ddp, bucket, shard, sms, wire), g) in zip(axes[:, 0], panels):
+    for ax, ((_, ddp, bucket, shard, sms, wire, prefetch), g) in zip(axes[:, 0], panels):
         ticks, labels, fractions = [], [], []
         for i, (rank, rg) in enumerate(sorted(g.groupby("rank"), key=lambda t: t[0])):
             lanes = {}
@@ -254,7 +258,8 @@ def ddp_timeline(rec, out_dir, max_panels=6):
                 labels.append(f"rank {rank} {stream}")
             fractions.append(overlap_fraction(lanes["compute"], lanes["comm"]))
         name = (ddp + (f" {bucket:g} MiB" if bucket >= 0 else "") + (f" + {shard}" if shard != "none" else "")
-                + (f", {sms} comm SMs" if sms else "") + (f", {wire} gradients" if wire != "fp32" else ""))
+                + (f", {sms} comm SMs" if sms else "") + (f", {wire} gradients" if wire != "fp32" else "")
+                + _prefetch_label(prefetch))
         if all(f != f for f in fractions):  # NaN: no communication at all (the floor)
             ax.set_title(f"{name}: no communication", fontsize=9)
         else:

@@ -363,6 +363,12 @@ def _ddp_table(rec):
     df = rec.table("ddp", attrs=DDP_ATTRS)
     if df is None:
         return None
+    return ddp_config_defaults(df)
+
+
+def ddp_config_defaults(df):
+    """A copy of a /ddp or /ddp_events table with the configuration columns of older files
+    filled in as those files ran."""
     df = df.copy()
     if "shard" not in df:
         df["shard"] = "none"
