@@ -115,7 +115,10 @@ def allreduce_bandwidth(rec, out_dir):
 
 def _strategy_label(row):
     if row.get("shard", "none") != "none":
-        label = f"shard\n{row['shard']}" + ("\nbucketed" if str(row["ddp"]).startswith("bucketed") else "") + {"on": "\nprefetch", "off": "\nno prefetch"}.get(row.get("zero1_prefetch"), "")
+        label = f"shard\n{row['shard']}"
+        if str(row["ddp"]).startswith("bucketed"):  # zero1's per-bucket reduce-scatter
+            label += "\nbucketed"
+        label += {"on": "\nprefetch", "off": "\nno prefetch"}.get(row.get("zero1_prefetch"), "")
         return label + (f"\n{row['grad_comm']} grads" if row.get("grad_comm", "fp32") != "fp32" else "")
     label = row["ddp"]
     if label == "bucketed" and not pd.isna(row.get("bucket_mb")):
