@@ -14,7 +14,7 @@
 #include <mutex>
 
 #include "cuda/matmul.h"
-#include "bench/timing.h"
+#include "core/timing.h"
 #include "core/allocator.h"
 #include "core/error.h"
 
@@ -49,7 +49,7 @@ void cublas_matmul(Context& ctx, const ops::GemmDesc& g) {
 template <typename Run>
 double time_runs(Context& ctx, int iters, Run&& run, int warmup = 2) {
   for (int i = 0; i < warmup; ++i) run();
-  bench::StreamClock clock(ctx, 2);
+  StreamClock clock(ctx, 2);
   clock.mark();
   for (int i = 0; i < iters; ++i) run();
   clock.mark();

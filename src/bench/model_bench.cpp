@@ -10,7 +10,8 @@
 #include <random>
 #include <sstream>
 
-#include "bench/timing.h"
+#include "core/accelerator_specs.h"
+#include "core/timing.h"
 #include "core/allocator.h"
 #include "core/error.h"
 #include "core/profiler.h"
@@ -88,6 +89,9 @@ void define_tables(ModelBenchResults& r) {
       .add_double("tokens_per_s", "batch_size · context_length / step time, tokens per second", 0)
       .add_double("tflops", "model FLOP/s achieved (6·N·tokens + attention term), TFLOP/s", 1)
       .add_double("peak_tflops", "dense peak of the device for the precision, TFLOP/s", 1)
+      .add_string("peak_source", "where peak_tflops came from: --peak-tflops, table:<preset> "
+                                 "(core/accelerator_specs.cpp), device-properties (SMs x clock x "
+                                 "per-SM rate), none (CPU)")
       .add_double("mfu", "model FLOPs utilisation = tflops / peak_tflops", 4)
       .add_int("peak_memory_bytes", "tracking allocator peak during the measured steps");
   r.breakdown.add_string("size", kSize).add_int("context_length", kContext).add_string("precision", kPrecision)
@@ -317,9 +321,9 @@ ModelBenchResults run_model_bench(const ModelBenchOptions& opt, Device device, i
                      "bf16 needs a GPU: use --precision fp32 with --device cpu");
             Context ctx(device, prec);
             ctx.set_gemm_select(opt.gemm);
-            std::string peak_name;
-            const double peak = opt.peak_tflops > 0 ? opt.peak_tflops * 1e12
-                                                    : device_peak_flops(ctx, prec, &peak_name);
+            DevicePeak peak_of = opt.peak_tflops > 0 ? DevicePeak{"", opt.peak_tflops, 0, "--peak-tflops"}
+                                                    : device_peak(ctx.device(), prec);
+            const double peak = peak_of.tflops * 1e12;
             auto row = [&](const char* status, int64_t oom_bytes) {
               const TransformerConfig tc = TransformerConfig::named(size);
               return std::move(r.timings.add_row()
@@ -330,7 +334,8 @@ ModelBenchResults run_model_bench(const ModelBenchOptions& opt, Device device, i
                                    .set("mode", model_bench_mode_name(opt.mode)).set("warmup_steps", warmup)
                                    .set("measured_steps", static_cast<int64_t>(opt.steps)).set("status", status)
                                    .set("oom_requested_bytes", oom_bytes)
-                                   .set("peak_tflops", peak > 0 ? peak / 1e12 : kNaN));
+                                   .set("peak_tflops", peak > 0 ? peak / 1e12 : kNaN)
+                                   .set("peak_source", peak_of.source));
             };
             // A configuration the sweep records without measurements and goes past.
             auto not_measured = [&](const char* status, int64_t oom_bytes) {

@@ -9,9 +9,9 @@
 #include "cli/subcommands.h"
 #include "core/context.h"
 #include "core/error.h"
-#include "dist/communicator.h"
-#include "dist/host_collectives.h"
-#include "dist/runtime.h"
+#include "parallel/communicator.h"
+#include "parallel/host_collectives.h"
+#include "parallel/runtime.h"
 #include "io/run_record.h"
 #include "io/table.h"
 
@@ -45,13 +45,13 @@ int64_t parse_bytes(const std::string& word) {
 float pattern(int rank, int64_t i) { return static_cast<float>((rank + 1) * (i % 13 + 1)); }
 
 // One correctness round: fill, all-reduce (sum), compare. Returns the wrong elements here.
-int64_t check_round(Context& ctx, dist::Communicator& comm, Tensor& buf) {
+int64_t check_round(Context& ctx, parallel::Communicator& comm, Tensor& buf) {
   const int64_t n = buf.numel();
   const int w = comm.world_size();
   std::vector<float> host(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) host[i] = pattern(comm.rank(), i);
   copy_bytes(ctx, buf.data(), buf.device().kind, host.data(), DeviceKind::CPU, buf.nbytes());
-  comm.all_reduce(buf, dist::ReduceOp::Sum);
+  comm.all_reduce(buf, parallel::ReduceOp::Sum);
   copy_bytes(ctx, host.data(), DeviceKind::CPU, buf.data(), buf.device().kind, buf.nbytes());
   int64_t wrong = 0;
   const float ranks_sum = static_cast<float>(w * (w + 1) / 2);
@@ -84,21 +84,21 @@ int run_bench_allreduce(const std::vector<std::string>& args) {
   for (const auto& w : split_list(size_words.empty() ? std::vector<std::string>{"1M,10M,100M,1G"} : size_words))
     sizes.push_back(parse_bytes(w));
 
-  auto& rt = dist::Runtime::get();
+  auto& rt = parallel::Runtime::get();
   Device device = resolve_device(run.device, rt.local_rank());
-  const dist::Backend backend =
-      backend_word == "auto" ? dist::backend_for(device) : dist::backend_from_name(backend_word);
-  if (backend == dist::Backend::NCCL)
+  const parallel::Backend backend =
+      backend_word == "auto" ? parallel::backend_for(device) : parallel::backend_from_name(backend_word);
+  if (backend == parallel::Backend::NCCL)
     PT_CHECK(device.is_cuda(), "--backend nccl needs a GPU for every rank (this rank runs on the CPU)");
   else
     device = Device::cpu();  // MPI collectives work on host memory
 
   io::RunRecord record("bench allreduce", run.out, run.overwrite);  // fails now, not after the sweep
   Context ctx(device);
-  auto comm = dist::make_communicator(backend, ctx);
+  auto comm = parallel::make_communicator(backend, ctx);
   record.collect_environment(ctx);
   record.set_options(options_as_strings(*vm));
-  record.set_attr("backend", dist::backend_name(backend));
+  record.set_attr("backend", parallel::backend_name(backend));
   record.set_attr("device", device.str());
 
   io::ResultTable table("allreduce", "fp32 sum all-reduce over all ranks, in place (nccl-tests' columns)");
@@ -119,19 +119,19 @@ int run_bench_allreduce(const std::vector<std::string>& args) {
   for (int64_t bytes : sizes) {
     const int64_t count = bytes / 4;
     Tensor buf = Tensor::empty({count}, DType::F32, device, "allreduce_buffer", MemCategory::Other);
-    const int64_t wrong = dist::sum_over_ranks(check_round(ctx, *comm, buf));
+    const int64_t wrong = parallel::sum_over_ranks(check_round(ctx, *comm, buf));
     wrong_total += wrong;
     fill_zero(ctx, buf.data(), device.kind, buf.nbytes());  // sums of zeros: no overflow while timing
-    for (int i = 0; i < warmup; ++i) comm->all_reduce(buf, dist::ReduceOp::Sum);
+    for (int i = 0; i < warmup; ++i) comm->all_reduce(buf, parallel::ReduceOp::Sum);
     comm->barrier();
     const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < iters; ++i) comm->all_reduce(buf, dist::ReduceOp::Sum);
+    for (int i = 0; i < iters; ++i) comm->all_reduce(buf, parallel::ReduceOp::Sum);
     comm->synchronize();
     const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
-    const auto t = dist::spread_over_ranks(us);
+    const auto t = parallel::spread_over_ranks(us);
     const double algbw = static_cast<double>(count * 4) / (t.mean * 1e-6) / 1e9;
     table.add_row()
-        .set("backend", dist::backend_name(backend))
+        .set("backend", parallel::backend_name(backend))
         .set("ranks", n)
         .set("bytes", count * 4)
         .set("count", count)

@@ -27,7 +27,7 @@
 #include "core/allocator.h"
 #include "core/context.h"
 #include "core/error.h"
-#include "dist/runtime.h"
+#include "parallel/runtime.h"
 #include "io/run_record.h"
 #include "io/table.h"
 #include "bench/inputs.h"
@@ -332,7 +332,7 @@ int run_bench_attention(const std::vector<std::string>& args) {
   for (const auto& t : split_list(tiles_w)) tiles.push_back(ops::wgmma_tiles_from_name(t));
   if (tiles.empty()) tiles.push_back(std::nullopt);
 
-  auto& rt = dist::Runtime::get();
+  auto& rt = parallel::Runtime::get();
   PT_CHECK(rt.world_size() == 1, "bench attention runs on one device: start it without mpirun -np > 1");
   Context ctx(resolve_device(ro.device, rt.local_rank()));
   apply_gemm_option(ctx, ro);

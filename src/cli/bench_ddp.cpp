@@ -21,12 +21,12 @@
 #include "core/allocator.h"
 #include "core/context.h"
 #include "core/error.h"
-#include "dist/communicator.h"
-#include "dist/ddp_options.h"
-#include "dist/grad_sync.h"
-#include "dist/zero1.h"
-#include "dist/host_collectives.h"
-#include "dist/runtime.h"
+#include "parallel/communicator.h"
+#include "parallel/ddp_options.h"
+#include "parallel/grad_sync.h"
+#include "parallel/zero1.h"
+#include "parallel/host_collectives.h"
+#include "parallel/runtime.h"
 #include "io/run_record.h"
 #include "io/table.h"
 #include "model/transformer.h"
@@ -75,8 +75,8 @@ struct Config {
   std::string ddp;
   double bucket_mb;  // NaN unless bucketed
   ShardMode shard;
-  int comm_sms = 0;  // the communicator's --comm-sms as asked (dist::kCommSmsAuto: auto)
-  dist::GradComm grad_comm = dist::GradComm::FP32;
+  int comm_sms = 0;  // the communicator's --comm-sms as asked (parallel::kCommSmsAuto: auto)
+  parallel::GradComm grad_comm = parallel::GradComm::FP32;
   bool zero1_prefetch = true;  // zero1 only
 };
 
@@ -105,15 +105,15 @@ struct Result {
   std::vector<std::vector<TimelineEvent>> events;  // rank 0: every rank's timeline, rank order
 };
 
-double bucket_mb_of(const Config& c) { return std::isnan(c.bucket_mb) ? dist::kDefaultBucketMB : c.bucket_mb; }
+double bucket_mb_of(const Config& c) { return std::isnan(c.bucket_mb) ? parallel::kDefaultBucketMB : c.bucket_mb; }
 
 // The bucket plan of a configuration's gradient sync (empty unless bucketed: zero1's layout
 // with overlap or bucketed; one bucket is "all gradients").
-std::vector<dist::Bucket> bucket_plan(const ParamStore& store, const Config& c, int world) {
+std::vector<parallel::Bucket> bucket_plan(const ParamStore& store, const Config& c, int world) {
   if (c.shard == ShardMode::Zero1 && (c.ddp == "bucketed" || c.ddp == "overlap"))
-    return dist::zero1_layout(c.ddp, store, world, bucket_mb_of(c))->buckets;
+    return parallel::zero1_layout(c.ddp, store, world, bucket_mb_of(c))->buckets;
   if (c.ddp != "bucketed" || c.shard == ShardMode::Zero1) return {};
-  return dist::plan_buckets(store, bucket_mb_of(c));
+  return parallel::plan_buckets(store, bucket_mb_of(c));
 }
 
 // Gradient collectives per step: none 0, flat 1, naive and overlap one per trainable
@@ -122,7 +122,7 @@ std::vector<dist::Bucket> bucket_plan(const ParamStore& store, const Config& c, 
 int64_t bucket_count(const ParamStore& store, const Config& c, int world) {
   if (c.ddp == "none") return 0;
   if (c.shard == ShardMode::Zero1) {
-    const auto layout = dist::zero1_layout(c.ddp, store, world, bucket_mb_of(c));
+    const auto layout = parallel::zero1_layout(c.ddp, store, world, bucket_mb_of(c));
     return static_cast<int64_t>(layout->buckets.size()) + (layout->tail_begin < layout->numel ? 1 : 0);
   }
   if (c.ddp == "flat") return 1;
@@ -140,8 +140,8 @@ std::vector<std::vector<TimelineEvent>> gather_events(const std::vector<Timeline
     numbers.insert(numbers.end(), {e.stream == "comm" ? 1.0 : 0.0, e.start_ms, e.end_ms});
     names.push_back(e.name);
   }
-  const auto all_numbers = dist::gather_to_root(numbers);
-  const auto all_names = dist::gather_to_root(names);
+  const auto all_numbers = parallel::gather_to_root(numbers);
+  const auto all_names = parallel::gather_to_root(names);
   std::vector<std::vector<TimelineEvent>> out(all_numbers.size());
   for (size_t r = 0; r < out.size(); ++r) {
     PT_CHECK(all_numbers[r].size() == 3 * all_names[r].size(), "bench ddp: rank " + std::to_string(r) +
@@ -169,12 +169,12 @@ double sd_of(const std::vector<double>& v) {
 
 struct Bench {
   Context& ctx;
-  dist::Communicator* comm_ptr;  // the current --comm-sms value's communicator
+  parallel::Communicator* comm_ptr;  // the current --comm-sms value's communicator
   TransformerLM& model;
   Tensor ids, targets;
   OptimizerConfig opt_cfg;
   int warmup, steps;
-  dist::Communicator& comm() { return *comm_ptr; }
+  parallel::Communicator& comm() { return *comm_ptr; }
 
   Result run(const Config& c) {
     auto& alloc = TrackingAllocator::instance();
@@ -232,13 +232,13 @@ struct Bench {
     // The sharded optimizers move every trainable parameter once per step as well.
     if (c.shard != ShardMode::None) bytes += store.grad_numel() * static_cast<int64_t>(sizeof(float));
 
-    const auto step = dist::spread_over_ranks(mean_of(step_ms));
+    const auto step = parallel::spread_over_ranks(mean_of(step_ms));
     r.step_ms = step.mean;
     r.step_ms_max_rank = step.max;
-    r.step_sd = dist::spread_over_ranks(sd_of(step_ms)).max;
-    r.exposed_ms = dist::spread_over_ranks(mean_of(exposed_ms)).mean;
+    r.step_sd = parallel::spread_over_ranks(sd_of(step_ms)).max;
+    r.exposed_ms = parallel::spread_over_ranks(mean_of(exposed_ms)).mean;
     r.comm_bytes = static_cast<double>(bytes);
-    r.peak = dist::spread_over_ranks(static_cast<double>(alloc.stats(kind).peak)).max;
+    r.peak = parallel::spread_over_ranks(static_cast<double>(alloc.stats(kind).peak)).max;
 
     r.traced_step = warmup + steps;
     r.events = gather_events(traced_step(dp, c));
@@ -272,12 +272,12 @@ struct Bench {
 // floor, which communicates nothing, runs once, first (in fp32: it has nothing to compress).
 std::vector<Config> configs(const std::vector<std::string>& ddps, const std::vector<double>& buckets,
                             const std::vector<std::string>& shards, const std::vector<int>& comm_sms,
-                            const std::vector<dist::GradComm>& grad_comms, const std::vector<bool>& prefetches) {
+                            const std::vector<parallel::GradComm>& grad_comms, const std::vector<bool>& prefetches) {
   std::vector<Config> out;
   if (std::find(ddps.begin(), ddps.end(), "none") != ddps.end())
-    out.push_back({"none", kNaN, ShardMode::None, comm_sms.front(), dist::GradComm::FP32});
+    out.push_back({"none", kNaN, ShardMode::None, comm_sms.front(), parallel::GradComm::FP32});
   for (int sms : comm_sms) {
-    for (dist::GradComm gc : grad_comms) {
+    for (parallel::GradComm gc : grad_comms) {
       for (const auto& d : ddps) {
         if (d == "bucketed")
           for (double mb : buckets) out.push_back({d, mb, ShardMode::None, sms, gc});
@@ -286,12 +286,12 @@ std::vector<Config> configs(const std::vector<std::string>& ddps, const std::vec
       }
       for (const auto& s : shards) {
         const ShardMode m = shard_mode_from_name(s);
-        if (m == ShardMode::Broadcast) out.push_back({"bucketed", dist::kDefaultBucketMB, m, sms, gc});
+        if (m == ShardMode::Broadcast) out.push_back({"bucketed", parallel::kDefaultBucketMB, m, sms, gc});
         if (m == ShardMode::Zero1)
           for (bool prefetch : prefetches) {
             out.push_back({"flat", kNaN, m, sms, gc, prefetch});  // one reduce-scatter after backward
             // reduce-scatters overlapped with backward
-            out.push_back({"bucketed", dist::kDefaultBucketMB, m, sms, gc, prefetch});
+            out.push_back({"bucketed", parallel::kDefaultBucketMB, m, sms, gc, prefetch});
           }
       }
     }
@@ -345,11 +345,11 @@ int run_bench_ddp(const std::vector<std::string>& args) {
        "sharding modes to add (default none): broadcast (with bucketed 25 MiB), zero1 (with flat "
        "and with bucketed 25 MiB)")
       ("comm-sms", po::value(&sms_words)->multitoken(),
-       (std::string("values to time (default auto), each with its own communicator: ") + dist::kCommSmsHelp).c_str())
+       (std::string("values to time (default auto), each with its own communicator: ") + parallel::kCommSmsHelp).c_str())
       ("grad-comm", po::value(&grad_comm_words)->multitoken(),
-       (std::string("values to time (default fp32): ") + dist::kGradCommHelp).c_str())
+       (std::string("values to time (default fp32): ") + parallel::kGradCommHelp).c_str())
       ("zero1-prefetch", po::value(&prefetch_words)->multitoken(),
-       (std::string("values to time with zero1 (default on): ") + dist::kZero1PrefetchHelp).c_str())
+       (std::string("values to time with zero1 (default on): ") + parallel::kZero1PrefetchHelp).c_str())
       ("steps", po::value(&steps)->default_value(steps), "timed steps per configuration")
       ("warmup", po::value(&warmup)->default_value(warmup), "untimed steps first");
   auto vm = parse_or_help(desc, args, "mpirun -np N paratrain bench ddp [options]   (one rank per GPU)");
@@ -360,15 +360,15 @@ int run_bench_ddp(const std::vector<std::string>& args) {
   const auto buckets = parse_double_list(bucket_words.empty() ? std::vector<std::string>{"1,10,100,1000"} : bucket_words, "bucket-mb");
   const auto shards = split_list(shard_words.empty() ? std::vector<std::string>{"none"} : shard_words);
   for (const auto& d : ddps)
-    PT_CHECK(std::find(dist::grad_sync_names().begin(), dist::grad_sync_names().end(), d) != dist::grad_sync_names().end(),
+    PT_CHECK(std::find(parallel::grad_sync_names().begin(), parallel::grad_sync_names().end(), d) != parallel::grad_sync_names().end(),
              "--ddp: unknown strategy '" + d + "' (expected none, naive, flat, overlap or bucketed)");
   for (double mb : buckets) PT_CHECK(mb >= 0, "--bucket-mb values must be >= 0");
   std::vector<int> comm_sms;  // as asked (kCommSmsAuto for auto); rows show what it resolved to
   for (const auto& w : split_list(sms_words.empty() ? std::vector<std::string>{"auto"} : sms_words))
-    comm_sms.push_back(dist::parse_comm_sms(w));
-  std::vector<dist::GradComm> grad_comms;
+    comm_sms.push_back(parallel::parse_comm_sms(w));
+  std::vector<parallel::GradComm> grad_comms;
   for (const auto& w : split_list(grad_comm_words.empty() ? std::vector<std::string>{"fp32"} : grad_comm_words))
-    grad_comms.push_back(dist::grad_comm_from_name(w));
+    grad_comms.push_back(parallel::grad_comm_from_name(w));
   std::vector<bool> prefetches;
   for (const auto& w : split_list(prefetch_words.empty() ? std::vector<std::string>{"on"} : prefetch_words))
     prefetches.push_back(parse_on_off(w, "zero1-prefetch"));
@@ -384,12 +384,12 @@ int run_bench_ddp(const std::vector<std::string>& args) {
   cfg.attention = attention_impl_from_name(attention);
   cfg.validate();
 
-  auto& rt = dist::Runtime::get();
+  auto& rt = parallel::Runtime::get();
   const Device device = resolve_device(run.device, rt.local_rank());
   io::RunRecord record("bench ddp", run.out, run.overwrite);  // fails now, not after the sweep
   Context ctx(device, precision_from_name(run.precision));
   apply_gemm_option(ctx, run);
-  auto comm = dist::make_communicator(dist::backend_for(device), ctx, comm_sms.front());
+  auto comm = parallel::make_communicator(parallel::backend_for(device), ctx, comm_sms.front());
   int comm_sms_now = comm_sms.front();
   record.collect_environment(ctx);
   record.set_options(options_as_strings(*vm));
@@ -422,7 +422,7 @@ int run_bench_ddp(const std::vector<std::string>& args) {
   for (const auto& c : plan) {
     if (c.comm_sms != comm_sms_now) {
       comm.reset();  // NCCL's resources go before the next communicator's come
-      comm = dist::make_communicator(dist::backend_for(device), ctx, c.comm_sms);
+      comm = parallel::make_communicator(parallel::backend_for(device), ctx, c.comm_sms);
       comm_sms_now = c.comm_sms;
       bench.comm_ptr = comm.get();
     }
@@ -430,7 +430,7 @@ int run_bench_ddp(const std::vector<std::string>& args) {
     const Result& r = results.back();
     if (rt.is_root())
       std::cout << "ddp " << r.sync_name << " bucket_mb " << c.bucket_mb << " shard " << shard_mode_name(c.shard)
-                << " comm_sms " << r.comm_sms << " grad_comm " << dist::grad_comm_name(c.grad_comm)
+                << " comm_sms " << r.comm_sms << " grad_comm " << parallel::grad_comm_name(c.grad_comm)
                 << " zero1_prefetch " << zero1_prefetch_word(c) << ": "
                 << r.step_ms << " ms/step, exposed communication " << r.exposed_ms << " ms" << std::endl;
   }
@@ -453,8 +453,8 @@ int run_bench_ddp(const std::vector<std::string>& args) {
       .add_string("zero1_prefetch", "--zero1-prefetch: on (parameter all-gathers overlap the next forward), off "
                   "(waited for at the end of the step); n/a without zero1")
       .add_int("buckets", "gradient collectives per step: 0 for none, 1 for flat, one per trainable parameter "
-               "for naive and overlap, dist::plan_buckets's count for bucketed; zero1: one reduce-scatter per bucket "
-               "of its layout (dist::Zero1Layout; 1 for reduce_scatter), plus 1 for a tail")
+               "for naive and overlap, parallel::plan_buckets's count for bucketed; zero1: one reduce-scatter per bucket "
+               "of its layout (parallel::Zero1Layout; 1 for reduce_scatter), plus 1 for a tail")
       .add_int("ranks", "data-parallel ranks")
       .add_string("precision", "fp32, tf32 or bf16")
       .add_double("step_ms", "time per training step, mean over steps and ranks (ms)", 2)
@@ -475,7 +475,7 @@ int run_bench_ddp(const std::vector<std::string>& args) {
         .set("bucket_mb", r.cfg.bucket_mb)
         .set("shard", shard_mode_name(r.cfg.shard))
         .set("comm_sms", static_cast<int64_t>(r.comm_sms))
-        .set("grad_comm", dist::grad_comm_name(r.cfg.grad_comm))
+        .set("grad_comm", parallel::grad_comm_name(r.cfg.grad_comm))
         .set("zero1_prefetch", zero1_prefetch_word(r.cfg))
         .set("buckets", r.buckets)
         .set("ranks", rt.world_size())
@@ -516,7 +516,7 @@ int run_bench_ddp(const std::vector<std::string>& args) {
             .set("bucket_mb", r.cfg.bucket_mb)
             .set("shard", shard_mode_name(r.cfg.shard))
             .set("comm_sms", static_cast<int64_t>(r.comm_sms))
-            .set("grad_comm", dist::grad_comm_name(r.cfg.grad_comm))
+            .set("grad_comm", parallel::grad_comm_name(r.cfg.grad_comm))
             .set("zero1_prefetch", zero1_prefetch_word(r.cfg))
             .set("rank", static_cast<int64_t>(rank))
             .set("step", r.traced_step)

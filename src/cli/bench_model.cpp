@@ -6,7 +6,7 @@
 #include "cli/subcommands.h"
 #include "core/context.h"
 #include "core/error.h"
-#include "dist/runtime.h"
+#include "parallel/runtime.h"
 #include "io/run_record.h"
 
 namespace pt::cli {
@@ -60,7 +60,7 @@ int run_bench_model(const std::vector<std::string>& args) {
   o.seed = run.seed;
   o.gemm = gemm_select_from_name(run.gemm);
 
-  auto& rt = dist::Runtime::get();
+  auto& rt = parallel::Runtime::get();
   PT_CHECK(rt.world_size() == 1, "bench model runs as one process (use bench ddp for several ranks)");
   const Device device = resolve_device(run.device, rt.local_rank());
   io::RunRecord record("bench model", run.out, run.overwrite);

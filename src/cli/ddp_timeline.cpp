@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "core/error.h"
-#include "dist/communicator.h"
+#include "parallel/communicator.h"
 
 namespace pt::cli {
 
@@ -41,8 +41,8 @@ std::vector<std::pair<double, double>> subtract(double lo, double hi, std::vecto
 
 }  // namespace
 
-StepTimeline::StepTimeline(Context& ctx, ParamStore& store, dist::Communicator& comm,
-                           std::vector<dist::Bucket> buckets)
+StepTimeline::StepTimeline(Context& ctx, ParamStore& store, parallel::Communicator& comm,
+                           std::vector<parallel::Bucket> buckets)
     : ctx_(ctx), store_(store), comm_(comm), buckets_(std::move(buckets)) {
   ready_.reserve(store.size());
   if (ctx.is_cuda()) {
@@ -158,7 +158,7 @@ std::vector<TimelineEvent> StepTimeline::finish() {
   return out;
 }
 
-std::string StepTimeline::describe(const dist::TracedCollective& c) const {
+std::string StepTimeline::describe(const parallel::TracedCollective& c) const {
   const int64_t esize = static_cast<int64_t>(dtype_size(store_.dtype()));
   // A collective on a bf16 copy (--grad-comm bf16) is named after the gradients it carries.
   const bool copy = c.copy_of != nullptr;
@@ -189,7 +189,7 @@ std::string StepTimeline::describe(const dist::TracedCollective& c) const {
 
 std::string StepTimeline::describe_grads(int64_t lo, int64_t hi) const {
   for (size_t b = 0; b < buckets_.size(); ++b) {
-    const dist::Bucket& bk = buckets_[b];
+    const parallel::Bucket& bk = buckets_[b];
     if (lo < bk.grad_begin || lo >= bk.grad_end) continue;
     const bool whole = lo == bk.grad_begin && hi == bk.grad_end;
     return "bucket " + std::to_string(b) + (whole ? "" : " (part)");

@@ -11,11 +11,11 @@
 #include <vector>
 
 #include "core/context.h"
-#include "dist/comm_trace.h"
-#include "dist/grad_sync.h"
+#include "parallel/comm_trace.h"
+#include "parallel/grad_sync.h"
 #include "model/param_store.h"
 
-namespace pt::dist {
+namespace pt::parallel {
 class Communicator;
 }
 
@@ -37,7 +37,7 @@ class StepTimeline : public GradReadyListener {
   enum Phase { ForwardEnd, BackwardEnd, SyncEnd, End, PhaseCount };
 
   // buckets: the gradient sync's bucket plan (empty unless bucketed), to name its collectives.
-  StepTimeline(Context& ctx, ParamStore& store, dist::Communicator& comm, std::vector<dist::Bucket> buckets);
+  StepTimeline(Context& ctx, ParamStore& store, parallel::Communicator& comm, std::vector<parallel::Bucket> buckets);
   ~StepTimeline() override;
   StepTimeline(const StepTimeline&) = delete;
   StepTimeline& operator=(const StepTimeline&) = delete;
@@ -57,15 +57,15 @@ class StepTimeline : public GradReadyListener {
   double ms(const Mark& m) const;
   double ms(cudaEvent_t e, std::chrono::steady_clock::time_point host) const;
   void detach();
-  std::string describe(const dist::TracedCollective& c) const;
+  std::string describe(const parallel::TracedCollective& c) const;
   std::string describe_grads(int64_t lo, int64_t hi) const;
   std::string describe_params(int64_t lo, int64_t hi) const;
 
   Context& ctx_;
   ParamStore& store_;
-  dist::Communicator& comm_;
-  std::vector<dist::Bucket> buckets_;
-  dist::CommTrace trace_;
+  parallel::Communicator& comm_;
+  std::vector<parallel::Bucket> buckets_;
+  parallel::CommTrace trace_;
   GradReadyListener* inner_ = nullptr;  // the gradient sync (null for --ddp none)
   bool attached_ = false;
   std::vector<cudaEvent_t> events_;     // pool (GPU), reused by every mark

@@ -13,7 +13,7 @@
 #include "core/context.h"
 #include "core/dtype.h"
 #include "core/error.h"
-#include "dist/runtime.h"
+#include "parallel/runtime.h"
 #include "io/run_record.h"
 
 namespace pt::cli {
@@ -68,7 +68,7 @@ int run_demo_accumulation(const std::vector<std::string>& args) {
   record.set_attr("value", value);
   record.collect_environment(ctx);  // collective: every rank takes part
   record.add_table(table);
-  const bool root = !dist::Runtime::initialized() || dist::Runtime::get().is_root();
+  const bool root = !parallel::Runtime::initialized() || parallel::Runtime::get().is_root();
   if (root) {
     std::cout << "adding " << value << " to zero " << count << " times:\n\n";
     table.print(std::cout);

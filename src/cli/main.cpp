@@ -8,11 +8,11 @@
 
 #include "cli/subcommands.h"
 #include "core/error.h"
-#include "dist/runtime.h"
+#include "parallel/runtime.h"
 
 int main(int argc, char** argv) {
   pt::cli::set_invocation(argc, argv);
-  auto& rt = pt::dist::Runtime::init(&argc, &argv);
+  auto& rt = pt::parallel::Runtime::init(&argc, &argv);
   std::vector<std::string> args(argv + 1, argv + argc);
   int rc = 0;
   try {

@@ -12,10 +12,10 @@
 #include "cli/subcommands.h"
 #include "core/context.h"
 #include "core/error.h"
-#include "dist/communicator.h"
-#include "dist/ddp_options.h"
-#include "dist/grad_sync.h"
-#include "dist/runtime.h"
+#include "parallel/communicator.h"
+#include "parallel/ddp_options.h"
+#include "parallel/grad_sync.h"
+#include "parallel/runtime.h"
 #include "io/checkpoint.h"
 #include "io/run_record.h"
 #include "io/token_data.h"
@@ -58,7 +58,7 @@ std::string default_data_path() {
 double mean_over_ranks(double x) {
   double sum = 0;
   PT_MPI_CHECK(MPI_Allreduce(&x, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
-  return sum / dist::Runtime::get().world_size();
+  return sum / parallel::Runtime::get().world_size();
 }
 
 void refuse_existing(const std::string& path, bool overwrite, const char* flag) {
@@ -74,7 +74,7 @@ void refuse_existing(const std::string& path, bool overwrite, const char* flag) 
 int run_train(const std::vector<std::string>& args) {
   TrainOptions t;
   RunOptions run;
-  dist::DdpOptions ddp_opt;
+  parallel::DdpOptions ddp_opt;
   po::options_description model("Model"), data("Data"), optim("Optimisation"), ckpt("Checkpoints"),
       parallel("Data parallelism (mpirun/srun -n N: one rank per GPU)"), general("Run");
   model.add_options()
@@ -116,7 +116,7 @@ int run_train(const std::vector<std::string>& args) {
       ("init-from", po::value(&t.init_from), "start from this checkpoint's weights (a PyTorch state_dict "
                                              "saved with h5py in the same layout loads too)")
       ("resume", po::value(&t.resume), "continue a run: weights, optimizer state, step and data order");
-  dist::add_ddp_options(parallel, ddp_opt);
+  parallel::add_ddp_options(parallel, ddp_opt);
   general.add_options()("log-every", po::value(&t.log_every)->default_value(t.log_every),
                         "progress line every N steps (rank 0)");
   add_run_options(general, run, "fp32");
@@ -127,7 +127,7 @@ int run_train(const std::vector<std::string>& args) {
   if (!vm) return 0;
 
   // ---- validate everything before any work -------------------------------------------------
-  auto& rt = dist::Runtime::get();
+  auto& rt = parallel::Runtime::get();
   PT_CHECK(t.steps >= 1, "--steps must be at least 1");
   PT_CHECK(t.batch_size >= 1, "--batch-size must be at least 1");
   PT_CHECK(t.log_every >= 1, "--log-every must be at least 1");
@@ -138,7 +138,7 @@ int run_train(const std::vector<std::string>& args) {
   PT_CHECK(t.batch_size % rt.world_size() == 0,
            "--batch-size " + std::to_string(t.batch_size) + " is not divisible by the " +
                std::to_string(rt.world_size()) + " ranks");
-  const dist::DdpOptions ddp = dist::resolve_ddp_options(ddp_opt, rt.world_size());
+  const parallel::DdpOptions ddp = parallel::resolve_ddp_options(ddp_opt, rt.world_size());
   const Precision precision = precision_from_name(run.precision);
   const Device device = resolve_device(run.device, rt.local_rank());
   PT_CHECK(!(precision == Precision::BF16 && device.is_cpu()), "--precision bf16 needs a GPU");
@@ -199,11 +199,11 @@ int run_train(const std::vector<std::string>& args) {
     io::load_weights(t.init_from, lm.store(), ctx);
   else
     lm.init_weights(ctx, run.seed);
-  std::unique_ptr<dist::Communicator> comm;
-  if (rt.world_size() > 1) comm = dist::make_communicator(dist::backend_for(device), ctx, dist::parse_comm_sms(ddp.comm_sms));
+  std::unique_ptr<parallel::Communicator> comm;
+  if (rt.world_size() > 1) comm = parallel::make_communicator(parallel::backend_for(device), ctx, parallel::parse_comm_sms(ddp.comm_sms));
   // Rank 0's weights become everyone's here (the strategy broadcasts them at construction).
   DataParallel dp = make_data_parallel(ctx, lm.store(), comm.get(), ddp.ddp, ddp.bucket_mb,
-                                       shard_mode_from_name(ddp.shard), oc, dist::grad_comm_from_name(ddp.grad_comm),
+                                       shard_mode_from_name(ddp.shard), oc, parallel::grad_comm_from_name(ddp.grad_comm),
                                        parse_on_off(ddp.zero1_prefetch, "zero1-prefetch"));
   Optimizer* optimizer = dp.optimizer.get();
   if (!t.resume.empty()) {

@@ -4,7 +4,7 @@
 
 namespace pt {
 
-TrainStep::TrainStep(TransformerLM& model, Optimizer& optimizer, dist::GradSync& sync, float max_grad_norm)
+TrainStep::TrainStep(TransformerLM& model, Optimizer& optimizer, parallel::GradSync& sync, float max_grad_norm)
     : model_(model), optimizer_(optimizer), sync_(sync), max_grad_norm_(max_grad_norm) {
   model_.store().set_listener(&sync_);
 }

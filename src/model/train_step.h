@@ -3,7 +3,7 @@
 // zero_grad → forward → backward (gradient sync listening) → sync finish → clip → update.
 #include "core/context.h"
 #include "core/tensor.h"
-#include "dist/grad_sync.h"
+#include "parallel/grad_sync.h"
 #include "model/transformer.h"
 #include "optim/optimizer.h"
 
@@ -17,7 +17,7 @@ struct StepOutputs {
 class TrainStep {
  public:
   // max_grad_norm <= 0 disables clipping (the norm is still measured).
-  TrainStep(TransformerLM& model, Optimizer& optimizer, dist::GradSync& sync, float max_grad_norm);
+  TrainStep(TransformerLM& model, Optimizer& optimizer, parallel::GradSync& sync, float max_grad_norm);
   ~TrainStep();
   // ids, targets (B_local, T) int32 on the model's device. No host synchronisation.
   StepOutputs run(Context& ctx, const Tensor& ids, const Tensor& targets, float lr);
@@ -25,7 +25,7 @@ class TrainStep {
  private:
   TransformerLM& model_;
   Optimizer& optimizer_;
-  dist::GradSync& sync_;
+  parallel::GradSync& sync_;
   float max_grad_norm_;
 };
 

@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 #include "core/profiler.h"
-#include "dist/communicator.h"
+#include "parallel/communicator.h"
 #include "ops/elementwise.h"
 
 namespace pt {
@@ -71,7 +71,7 @@ void refresh_lowp(Context& ctx, const FlatRange& r) {
 // ---- broadcast ------------------------------------------------------------------------
 
 BroadcastShardedOptimizer::BroadcastShardedOptimizer(const OptimizerConfig& cfg, Context& ctx,
-                                                     dist::Communicator& comm,
+                                                     parallel::Communicator& comm,
                                                      const std::vector<FlatRange>& units)
     : Optimizer(cfg, ctx), comm_(comm), load_(comm.world_size(), 0) {
   std::vector<size_t> order(units.size());
@@ -153,7 +153,7 @@ void BroadcastShardedOptimizer::plan_broadcasts() {
 void BroadcastShardedOptimizer::step(Context& ctx, float lr) {
   step_wrapped(inner_.get(), ctx, lr);
   OpScope scope(ctx, "sharded optimizer: broadcast parameters", OpFamily::Communication);
-  std::vector<dist::WorkPtr> works;
+  std::vector<parallel::WorkPtr> works;
   for (auto& run : runs_) works.push_back(comm_.broadcast_async(run.range.param, run.owner));
   for (auto& w : works) w->wait();
   for (const auto& run : runs_)
@@ -167,18 +167,18 @@ std::vector<std::pair<std::string, Tensor>> BroadcastShardedOptimizer::state() {
 int64_t BroadcastShardedOptimizer::state_bytes() const { return inner_ ? inner_->state_bytes() : 0; }
 
 void BroadcastShardedOptimizer::reduce_sumsq(Context& ctx, Tensor& sumsq) {
-  comm_.all_reduce(sumsq, dist::ReduceOp::Sum);
+  comm_.all_reduce(sumsq, parallel::ReduceOp::Sum);
 }
 
 // ---- assembly -------------------------------------------------------------------------
 
-DataParallel make_data_parallel(Context& ctx, ParamStore& store, dist::Communicator* comm,
+DataParallel make_data_parallel(Context& ctx, ParamStore& store, parallel::Communicator* comm,
                                 const std::string& ddp, double bucket_mb, ShardMode shard,
-                                const OptimizerConfig& cfg, dist::GradComm grad_comm, bool zero1_prefetch) {
+                                const OptimizerConfig& cfg, parallel::GradComm grad_comm, bool zero1_prefetch) {
   DataParallel dp;
   const auto params = trainable_params(store);
   if (shard == ShardMode::None) {
-    dp.sync = dist::make_grad_sync(ddp, ctx, store, comm, bucket_mb, grad_comm);
+    dp.sync = parallel::make_grad_sync(ddp, ctx, store, comm, bucket_mb, grad_comm);
     dp.optimizer = make_optimizer(cfg, ctx, contiguous_ranges(params));
     return dp;
   }
@@ -187,11 +187,11 @@ DataParallel make_data_parallel(Context& ctx, ParamStore& store, dist::Communica
   PT_CHECK(ddp != "none", std::string("--shard-optimizer ") + shard_mode_name(shard) +
                               " needs averaged gradients; it cannot run with --ddp none");
   if (shard == ShardMode::Broadcast) {
-    dp.sync = dist::make_grad_sync(ddp, ctx, store, comm, bucket_mb, grad_comm);
+    dp.sync = parallel::make_grad_sync(ddp, ctx, store, comm, bucket_mb, grad_comm);
     dp.optimizer = std::make_unique<BroadcastShardedOptimizer>(cfg, ctx, *comm, per_parameter_ranges(params));
   } else {
-    auto layout = dist::zero1_layout(ddp, store, comm->world_size(), bucket_mb);
-    dp.sync = dist::make_zero1_sync(ddp, ctx, store, *comm, layout, grad_comm);
+    auto layout = parallel::zero1_layout(ddp, store, comm->world_size(), bucket_mb);
+    dp.sync = parallel::make_zero1_sync(ddp, ctx, store, *comm, layout, grad_comm);
     dp.optimizer = std::make_unique<Zero1Optimizer>(cfg, ctx, *comm, store, layout, zero1_prefetch);
   }
   return dp;

@@ -7,13 +7,13 @@
 #include <vector>
 
 #include "core/context.h"
-#include "dist/grad_sync.h"
+#include "parallel/grad_sync.h"
 #include "optim/optimizer.h"
 #include "optim/zero1_optimizer.h"
 
 namespace pt {
 
-namespace dist {
+namespace parallel {
 class Communicator;
 }
 
@@ -32,7 +32,7 @@ std::vector<FlatRange> per_parameter_ranges(const std::vector<Parameter*>& param
 // later go, largest first, to the least-loaded rank.
 class BroadcastShardedOptimizer : public Optimizer {
  public:
-  BroadcastShardedOptimizer(const OptimizerConfig& cfg, Context& ctx, dist::Communicator& comm,
+  BroadcastShardedOptimizer(const OptimizerConfig& cfg, Context& ctx, parallel::Communicator& comm,
                             const std::vector<FlatRange>& units);
   void step(Context& ctx, float lr) override;
   // Each range is one unit (a parameter group added after construction).
@@ -50,7 +50,7 @@ class BroadcastShardedOptimizer : public Optimizer {
   void take(const std::vector<FlatRange>& units, const std::vector<int>& owners);
   void plan_broadcasts();
 
-  dist::Communicator& comm_;
+  parallel::Communicator& comm_;
   std::vector<FlatRange> units_;
   std::vector<int> owner_;       // by unit
   std::vector<int64_t> load_;    // elements per rank
@@ -65,19 +65,19 @@ class BroadcastShardedOptimizer : public Optimizer {
 // What a data-parallel run needs: the gradient-sync strategy and the optimizer.
 //   shard none:      make_grad_sync(ddp) + the ordinary optimizer over all trainable ranges
 //   shard broadcast: make_grad_sync(ddp) + BroadcastShardedOptimizer
-//   shard zero1:     on one dist::zero1_layout(ddp, bucket_mb): dist::Zero1Sync (naive/flat: one
+//   shard zero1:     on one parallel::zero1_layout(ddp, bucket_mb): parallel::Zero1Sync (naive/flat: one
 //                    reduce-scatter after backward; overlap/bucketed: one per bucket, during
 //                    backward) + Zero1Optimizer (its all-gathers prefetched for the next
 //                    forward unless zero1_prefetch is false)
 // Sharding needs a communicator and gradient averaging (ddp "none" is rejected). grad_comm
 // (--grad-comm) reaches the gradient sync of every mode; the parameter exchange stays fp32.
 struct DataParallel {
-  std::unique_ptr<dist::GradSync> sync;
+  std::unique_ptr<parallel::GradSync> sync;
   std::unique_ptr<Optimizer> optimizer;
 };
-DataParallel make_data_parallel(Context& ctx, ParamStore& store, dist::Communicator* comm,
+DataParallel make_data_parallel(Context& ctx, ParamStore& store, parallel::Communicator* comm,
                                 const std::string& ddp, double bucket_mb, ShardMode shard,
-                                const OptimizerConfig& cfg, dist::GradComm grad_comm = dist::GradComm::FP32,
+                                const OptimizerConfig& cfg, parallel::GradComm grad_comm = parallel::GradComm::FP32,
                                 bool zero1_prefetch = true);
 
 }  // namespace pt

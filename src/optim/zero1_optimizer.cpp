@@ -8,8 +8,8 @@
 
 namespace pt {
 
-Zero1Optimizer::Zero1Optimizer(const OptimizerConfig& cfg, Context& ctx, dist::Communicator& comm, ParamStore& store,
-                               std::shared_ptr<const dist::Zero1Layout> layout, bool prefetch)
+Zero1Optimizer::Zero1Optimizer(const OptimizerConfig& cfg, Context& ctx, parallel::Communicator& comm, ParamStore& store,
+                               std::shared_ptr<const parallel::Zero1Layout> layout, bool prefetch)
     : Optimizer(cfg, ctx), comm_(comm), store_(store), layout_(std::move(layout)) {
   PT_CHECK(store.finalized(), "Zero1Optimizer: the ParamStore is not finalized");
   PT_CHECK(layout_->world == comm.world_size() && layout_->numel == store.grad_numel(),
@@ -34,7 +34,7 @@ Zero1Optimizer::~Zero1Optimizer() {
   try {
     wait_gathers_below(layout_->numel);
   } catch (const std::exception& e) {
-    dist::comm_fatal("zero1 parameter all-gather", std::string("abandoned gather failed: ") + e.what());
+    parallel::comm_fatal("zero1 parameter all-gather", std::string("abandoned gather failed: ") + e.what());
   }
   if (store_.read_listener() == this) store_.set_read_listener(nullptr);
 }
@@ -62,7 +62,7 @@ void Zero1Optimizer::step(Context& ctx, float lr) {
 }
 
 std::vector<Zero1Optimizer::Gather> Zero1Optimizer::all_gather_chunks(Tensor& buf) {
-  const dist::Zero1Layout& L = *layout_;
+  const parallel::Zero1Layout& L = *layout_;
   const int r = comm_.rank();
   std::vector<Gather> out;
   for (size_t b = 0; b < L.buckets.size(); ++b) {
@@ -139,6 +139,6 @@ std::vector<std::pair<std::string, Tensor>> Zero1Optimizer::state() {
 
 int64_t Zero1Optimizer::state_bytes() const { return inner_ ? inner_->state_bytes() : 0; }
 
-void Zero1Optimizer::reduce_sumsq(Context& ctx, Tensor& sumsq) { comm_.all_reduce(sumsq, dist::ReduceOp::Sum); }
+void Zero1Optimizer::reduce_sumsq(Context& ctx, Tensor& sumsq) { comm_.all_reduce(sumsq, parallel::ReduceOp::Sum); }
 
 }  // namespace pt

@@ -1,19 +1,19 @@
 #pragma once
 // ZeRO stage 1's optimizer: each rank keeps optimizer state for and updates only its chunks of
-// the trainable parameters (dist::Zero1Layout), then every bucket's chunks are all-gathered —
+// the trainable parameters (parallel::Zero1Layout), then every bucket's chunks are all-gathered —
 // left in flight for the next forward to wait on (prefetch), or waited for at the end of step().
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "dist/communicator.h"
-#include "dist/zero1.h"
+#include "parallel/communicator.h"
+#include "parallel/zero1.h"
 #include "optim/optimizer.h"
 
 namespace pt {
 
-// The gradient side is dist::Zero1Sync on the same layout: it leaves this rank's chunks
+// The gradient side is parallel::Zero1Sync on the same layout: it leaves this rank's chunks
 // averaged; step() updates the matching parameters (the wrapped AdamW/SGD over those ranges),
 // then one all-gather per bucket (and a broadcast of the tail) gives every rank all parameters.
 // Gathers run in place when the trainable parameters are one contiguous run of the parameter
@@ -28,15 +28,15 @@ namespace pt {
 // communicator too would move the gathers' cost out of the step that pays it.
 class Zero1Optimizer : public Optimizer, public ParamReadListener {
  public:
-  Zero1Optimizer(const OptimizerConfig& cfg, Context& ctx, dist::Communicator& comm, ParamStore& store,
-                 std::shared_ptr<const dist::Zero1Layout> layout, bool prefetch = true);
+  Zero1Optimizer(const OptimizerConfig& cfg, Context& ctx, parallel::Communicator& comm, ParamStore& store,
+                 std::shared_ptr<const parallel::Zero1Layout> layout, bool prefetch = true);
   ~Zero1Optimizer() override;
   void step(Context& ctx, float lr) override;
   // The layout already covers every trainable parameter: adding ranges is an error.
   void add_ranges(const std::vector<FlatRange>& ranges) override;
   std::vector<std::pair<std::string, Tensor>> state() override;
   int64_t state_bytes() const override;
-  const dist::Zero1Layout& layout() const { return *layout_; }
+  const parallel::Zero1Layout& layout() const { return *layout_; }
   // Whether step() leaves its gathers for the next forward (prefetch, in place).
   bool prefetches() const { return prefetch_; }
   // Parameter gathers started by step() and not yet waited for.
@@ -51,7 +51,7 @@ class Zero1Optimizer : public Optimizer, public ParamReadListener {
  private:
   // One collective returning trainable elements [lo, hi) (gradient order) to every rank.
   struct Gather {
-    dist::WorkPtr work;
+    parallel::WorkPtr work;
     int64_t lo, hi;
   };
   void start_gathers_in_place();
@@ -62,9 +62,9 @@ class Zero1Optimizer : public Optimizer, public ParamReadListener {
   // This rank's chunks of `buf` (numel elements in gradient order) to everyone.
   std::vector<Gather> all_gather_chunks(Tensor& buf);
 
-  dist::Communicator& comm_;
+  parallel::Communicator& comm_;
   ParamStore& store_;
-  std::shared_ptr<const dist::Zero1Layout> layout_;
+  std::shared_ptr<const parallel::Zero1Layout> layout_;
   std::unique_ptr<Optimizer> inner_;  // over ranges_ (this rank's chunks); null if it owns none
   int64_t param_shift_ = -1;  // offset − grad_offset when equal for all trainable params, else −1
   bool prefetch_ = false;

@@ -10,7 +10,7 @@
 #include "cli/subcommands.h"
 #include "core/context.h"
 #include "core/error.h"
-#include "dist/runtime.h"
+#include "parallel/runtime.h"
 #include "io/run_record.h"
 #include "cpu/test_io_h5.h"
 #include "common/test_util.h"
@@ -267,7 +267,7 @@ TEST(IoRunRecord, IncompleteTableIsRejectedWhenAdded) {
 TEST(IoRunRecord, CollectEnvironmentOnOneRank) {
   int argc = 0;
   char** argv = nullptr;
-  auto& rt = dist::Runtime::init(&argc, &argv);  // MPI singleton: no launcher needed
+  auto& rt = parallel::Runtime::init(&argc, &argv);  // MPI singleton: no launcher needed
   char arg0[] = "paratrain", arg1[] = "demo";
   char* args[] = {arg0, arg1};
   cli::set_invocation(2, args);

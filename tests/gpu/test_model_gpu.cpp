@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "common/test_util.h"
-#include "dist/grad_sync.h"
+#include "parallel/grad_sync.h"
 #include "model/train_step.h"
 #include "model/transformer.h"
 
@@ -42,7 +42,7 @@ TrainRun train(Context& ctx, const TransformerConfig& cfg, const std::vector<dou
   oc.adamw.lr = 1e-3f;
   oc.fused = cfg.fused;
   auto opt = make_optimizer(oc, ctx, contiguous_ranges(trainable_params(m.store())));
-  dist::NoSync sync;
+  parallel::NoSync sync;
   TrainStep step(m, *opt, sync, max_norm);
   TrainRun r;
   const int64_t B = 2, T = 32;

@@ -1,0 +1,68 @@
+#include "parallel/ddp_options.h"
+
+#include <algorithm>
+
+#include "cli/options.h"  // parse_on_off: this file is the CLI side of dist
+#include "core/error.h"
+
+namespace pt::parallel {
+
+namespace po = boost::program_options;
+
+void add_ddp_options(po::options_description& desc, DdpOptions& o) {
+  desc.add_options()
+      ("ddp", po::value(&o.ddp)->default_value(o.ddp),
+       "gradient sync across ranks: none, naive (an all-reduce per parameter after backward), "
+       "flat (one all-reduce of all gradients), overlap (an async all-reduce per parameter as "
+       "soon as it is ready), bucketed (async all-reduce per bucket), or auto (bucketed with "
+       "several ranks)")
+      ("bucket-mb", po::value(&o.bucket_mb)->default_value(o.bucket_mb),
+       "bucketed: cap per bucket in MiB of fp32 gradients; 0 = one bucket per parameter; "
+       "default 25 (PyTorch DDP's); a larger parameter gets its own bucket")
+      ("shard-optimizer", po::value(&o.shard)->default_value(o.shard),
+       "optimizer-state sharding: none, broadcast (each rank steps its parameters and "
+       "broadcasts them), zero1 (per bucket: reduce-scatter gradients, step the rank's chunk, "
+       "all-gather parameters; one bucket with --ddp naive or flat)")
+      ("comm-sms", po::value(&o.comm_sms)->default_value(o.comm_sms), kCommSmsHelp)
+      ("grad-comm", po::value(&o.grad_comm)->default_value(o.grad_comm), kGradCommHelp)
+      ("zero1-prefetch", po::value(&o.zero1_prefetch)->default_value(o.zero1_prefetch), kZero1PrefetchHelp);
+}
+
+
+int parse_comm_sms(const std::string& word) {
+  if (word == "auto") return kCommSmsAuto;
+  size_t used = 0;
+  int n = -1;
+  try {
+    n = std::stoi(word, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  PT_CHECK(used == word.size() && !word.empty() && n >= 0,
+           "--comm-sms must be auto or a whole number >= 0 (got '" + word + "')");
+  return n;
+}
+
+DdpOptions resolve_ddp_options(const DdpOptions& o, int world) {
+  DdpOptions r = o;
+  const auto& names = grad_sync_names();
+  PT_CHECK(o.ddp == "auto" || std::find(names.begin(), names.end(), o.ddp) != names.end(),
+           "--ddp must be auto, none, naive, flat, overlap or bucketed (got '" + o.ddp + "')");
+  PT_CHECK(o.shard == "none" || o.shard == "broadcast" || o.shard == "zero1",
+           "--shard-optimizer must be none, broadcast or zero1 (got '" + o.shard + "')");
+  parse_comm_sms(o.comm_sms);  // validates
+  grad_comm_from_name(o.grad_comm);  // validates
+  cli::parse_on_off(o.zero1_prefetch, "zero1-prefetch");  // validates
+  PT_CHECK(o.bucket_mb >= 0, "--bucket-mb must be >= 0 (got " + std::to_string(o.bucket_mb) + ")");
+  PT_CHECK(!(o.ddp == "none" && o.shard != "none"),
+           "--shard-optimizer " + o.shard + " needs averaged gradients; it cannot run with --ddp none");
+  if (r.ddp == "auto") r.ddp = world > 1 ? "bucketed" : "none";
+  if (world == 1) {
+    r.ddp = "none";
+    r.shard = "none";
+  }
+  if (r.ddp == "none") r.grad_comm = "fp32";
+  return r;
+}
+
+}  // namespace pt::parallel

@@ -1,0 +1,198 @@
+// The four data-parallel gradient strategies. Each differs only in when its collectives start
+// and over which part of the flat gradient buffer; what a collective sends (fp32, or a bf16 copy:
+// --grad-comm) is GradCollectives' business alone (grad_collectives.h).
+#include "parallel/grad_sync.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "core/profiler.h"
+#include "parallel/communicator.h"
+#include "parallel/grad_collectives.h"
+
+namespace pt::parallel {
+
+const std::vector<std::string>& grad_sync_names() {
+  static const std::vector<std::string> names = {"none", "naive", "flat", "overlap", "bucketed"};
+  return names;
+}
+
+GradComm grad_comm_from_name(const std::string& name) {
+  if (name == "fp32") return GradComm::FP32;
+  if (name == "bf16") return GradComm::BF16;
+  PT_FAIL("unknown --grad-comm '" + name + "' (expected fp32 or bf16)");
+}
+
+const char* grad_comm_name(GradComm c) { return c == GradComm::BF16 ? "bf16" : "fp32"; }
+
+void broadcast_parameters(Context& ctx, ParamStore& store, Communicator& comm) {
+  PT_CHECK(store.finalized(), "broadcast_parameters: the ParamStore is not finalized");
+  OpScope scope(ctx, "broadcast parameters", OpFamily::Communication);
+  Tensor params = store.flat_params();
+  comm.broadcast(params, 0);
+  store.refresh_lowp(ctx);
+}
+
+std::vector<Bucket> plan_buckets(const ParamStore& store, double bucket_mb) {
+  PT_CHECK(bucket_mb >= 0, "--bucket-mb must be >= 0 (got " + std::to_string(bucket_mb) + ")");
+  const double cap_bytes = bucket_mb * double(1 << 20);
+  std::vector<Bucket> buckets;
+  double open_bytes = 0;
+  for (auto it = store.params().rbegin(); it != store.params().rend(); ++it) {
+    const Parameter& p = **it;
+    if (!p.trainable) continue;
+    const double bytes = double(p.numel) * sizeof(float);
+    if (buckets.empty() || (!buckets.back().params.empty() && open_bytes + bytes > cap_bytes)) {
+      buckets.push_back({p.grad_offset, p.grad_offset, {}});
+      open_bytes = 0;
+    }
+    Bucket& b = buckets.back();
+    // Reverse registration order walks the gradient buffer downwards without gaps.
+    PT_CHECK(p.grad_offset + p.numel == b.grad_begin || b.params.empty(),
+             "plan_buckets: gradient of '" + p.name + "' is not adjacent to its bucket");
+    b.grad_begin = p.grad_offset;
+    if (b.params.empty()) b.grad_end = p.grad_offset + p.numel;
+    b.params.push_back(p.index);
+    open_bytes += bytes;
+  }
+  return buckets;
+}
+
+namespace {
+
+// What every averaging strategy shares: the initial broadcast, the listener registration,
+// the collectives, and the byte count.
+class AveragingSync : public GradSync {
+ public:
+  AveragingSync(Context& ctx, ParamStore& store, Communicator& comm, GradComm grad_comm)
+      : store_(store), comm_(comm), sms_(ctx, comm), coll_(ctx, comm, grad_comm) {
+    broadcast_parameters(ctx, store, comm);
+    store.set_listener(this);
+  }
+  ~AveragingSync() override {
+    if (store_.listener() == this) store_.set_listener(nullptr);
+  }
+  int64_t bytes_communicated() const override { return bytes_; }
+
+ protected:
+  void end_step() { bytes_ = coll_.take_bytes(); }
+  std::vector<Parameter*> trainable_reversed() const {
+    std::vector<Parameter*> out;
+    for (auto it = store_.params().rbegin(); it != store_.params().rend(); ++it)
+      if ((*it)->trainable) out.push_back(it->get());
+    return out;
+  }
+
+  ParamStore& store_;
+  Communicator& comm_;
+  SmReservation sms_;
+  GradCollectives coll_;
+  int64_t bytes_ = 0;
+};
+
+// After backward, one blocking all-reduce per parameter: nothing overlaps, every parameter
+// pays a collective's latency.
+class NaiveSync : public AveragingSync {
+ public:
+  using AveragingSync::AveragingSync;
+  const char* name() const override { return "naive"; }
+  void finish(Context& ctx) override {
+    OpScope scope(ctx, "grad sync: naive", OpFamily::Communication);
+    for (Parameter* p : trainable_reversed()) coll_.all_reduce(p->grad())->wait();
+    end_step();
+  }
+};
+
+// After backward, one all-reduce over the whole flat gradient buffer (in fp32 without a copy):
+// one latency, best bandwidth, nothing overlaps.
+class FlatSync : public AveragingSync {
+ public:
+  using AveragingSync::AveragingSync;
+  const char* name() const override { return "flat"; }
+  void finish(Context& ctx) override {
+    OpScope scope(ctx, "grad sync: flat", OpFamily::Communication);
+    if (store_.grad_numel() > 0) coll_.all_reduce(store_.flat_grads())->wait();
+    end_step();
+  }
+};
+
+// One asynchronous all-reduce per parameter the moment its gradient is final: overlaps with
+// the rest of backward, but pays one latency per parameter.
+class OverlapSync : public AveragingSync {
+ public:
+  OverlapSync(Context& ctx, ParamStore& store, Communicator& comm, GradComm grad_comm)
+      : AveragingSync(ctx, store, comm, grad_comm), started_(store.size(), false) {}
+  const char* name() const override { return "overlap"; }
+
+  void on_grad_ready(Parameter& p) override {
+    comm_.poll();
+    coll_.reap();
+    started_.at(p.index) = true;
+    sms_.collectives_started();
+    coll_.keep(coll_.all_reduce(p.grad()));
+  }
+
+  void finish(Context& ctx) override {
+    OpScope scope(ctx, "grad sync: overlap wait", OpFamily::Communication);
+    // Parameters this forward did not use never became ready; every rank runs the same model,
+    // so every rank starts the same ones here, in the same order.
+    for (Parameter* p : trainable_reversed())
+      if (!started_[p->index]) coll_.keep(coll_.all_reduce(p->grad()));
+    coll_.wait_all();
+    sms_.collectives_waited();
+    std::fill(started_.begin(), started_.end(), false);
+    end_step();
+  }
+
+ private:
+  std::vector<bool> started_;  // by Parameter::index
+};
+
+// Buckets of contiguous gradients (plan_buckets); a bucket's all-reduce starts when its last
+// parameter is ready: overlap with a latency per bucket instead of per parameter.
+class BucketedSync : public AveragingSync {
+ public:
+  BucketedSync(Context& ctx, ParamStore& store, Communicator& comm, double bucket_mb, GradComm grad_comm)
+      : AveragingSync(ctx, store, comm, grad_comm), buckets_(store, plan_buckets(store, bucket_mb)) {}
+  const char* name() const override { return "bucketed"; }
+
+  void on_grad_ready(Parameter& p) override {
+    comm_.poll();
+    coll_.reap();
+    for (int b : buckets_.on_ready(p)) start(b);
+  }
+
+  void finish(Context& ctx) override {
+    OpScope scope(ctx, "grad sync: bucketed wait", OpFamily::Communication);
+    for (int b : buckets_.take_rest()) start(b);
+    coll_.wait_all();
+    sms_.collectives_waited();
+    end_step();
+  }
+
+ private:
+  void start(int b) {
+    const Bucket& bk = buckets_[b];
+    sms_.collectives_started();
+    coll_.keep(coll_.all_reduce(store_.flat_grads().narrow(0, bk.grad_begin, bk.grad_end - bk.grad_begin)));
+  }
+
+  BucketReadiness buckets_;
+};
+
+}  // namespace
+
+std::unique_ptr<GradSync> make_grad_sync(const std::string& name, Context& ctx, ParamStore& store,
+                                         Communicator* comm, double bucket_mb, GradComm grad_comm) {
+  PT_CHECK(store.finalized(), "make_grad_sync: the ParamStore is not finalized");
+  if (name == "none") return std::make_unique<NoSync>();
+  PT_CHECK(std::find(grad_sync_names().begin(), grad_sync_names().end(), name) != grad_sync_names().end(),
+           "unknown --ddp strategy '" + name + "' (expected none, naive, flat, overlap or bucketed)");
+  PT_CHECK(comm != nullptr, "--ddp " + name + " needs a communicator");
+  if (name == "naive") return std::make_unique<NaiveSync>(ctx, store, *comm, grad_comm);
+  if (name == "flat") return std::make_unique<FlatSync>(ctx, store, *comm, grad_comm);
+  if (name == "overlap") return std::make_unique<OverlapSync>(ctx, store, *comm, grad_comm);
+  return std::make_unique<BucketedSync>(ctx, store, *comm, bucket_mb, grad_comm);
+}
+
+}  // namespace pt::parallel

@@ -1,0 +1,112 @@
+#include "parallel/host_collectives.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <climits>
+#include <numeric>
+#include <string>
+
+#include "core/error.h"
+#include "parallel/bounded_wait.h"
+#include "parallel/communicator.h"
+
+namespace pt::parallel {
+
+namespace {
+void wait(MPI_Request* req, const char* op) {
+  bounded_wait(
+      [&] {
+        int flag = 0;
+        PT_MPI_CHECK(MPI_Test(req, &flag, MPI_STATUS_IGNORE));
+        return flag != 0;
+      },
+      [&](double s) { comm_fatal(op, "not complete after " + std::to_string(static_cast<int>(s)) + " s"); });
+}
+// Every rank's bytes on rank 0 (MPI_Gatherv after gathering the lengths).
+std::vector<std::vector<char>> gather_bytes(const std::vector<char>& mine) {
+  int rank = 0, world = 1;
+  PT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  PT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
+  PT_CHECK(mine.size() <= static_cast<size_t>(INT_MAX), "gather_to_root: more than 2 GiB from one rank");
+  const int n = static_cast<int>(mine.size());
+  std::vector<int> counts(rank == 0 ? world : 0), displs(counts.size());
+  MPI_Request req;
+  PT_MPI_CHECK(MPI_Igather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, MPI_COMM_WORLD, &req));
+  wait(&req, "host gather of benchmark record lengths");
+  int64_t total = 0;
+  for (int r = 0; r < static_cast<int>(counts.size()); ++r) {
+    displs[r] = static_cast<int>(total);
+    total += counts[r];
+  }
+  PT_CHECK(total <= INT_MAX, "gather_to_root: more than 2 GiB in all");
+  std::vector<char> all(static_cast<size_t>(total));
+  PT_MPI_CHECK(MPI_Igatherv(mine.data(), n, MPI_CHAR, all.data(), counts.data(), displs.data(), MPI_CHAR, 0,
+                            MPI_COMM_WORLD, &req));
+  wait(&req, "host gather of benchmark records");
+  std::vector<std::vector<char>> out;
+  for (int r = 0; r < static_cast<int>(counts.size()); ++r)
+    out.emplace_back(all.begin() + displs[r], all.begin() + displs[r] + counts[r]);
+  return out;
+}
+
+}  // namespace
+
+std::vector<double> all_gather_values(double v) {
+  int world = 1;
+  PT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
+  std::vector<double> all(static_cast<size_t>(world));
+  MPI_Request req;
+  PT_MPI_CHECK(MPI_Iallgather(&v, 1, MPI_DOUBLE, all.data(), 1, MPI_DOUBLE, MPI_COMM_WORLD, &req));
+  wait(&req, "host all-gather of benchmark values");
+  return all;
+}
+
+int64_t sum_over_ranks(int64_t v) {
+  int64_t sum = 0;
+  MPI_Request req;
+  PT_MPI_CHECK(MPI_Iallreduce(&v, &sum, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD, &req));
+  wait(&req, "host sum of benchmark counts");
+  return sum;
+}
+
+RankSpread spread_over_ranks(double v) {
+  const auto all = all_gather_values(v);
+  RankSpread s;
+  s.mean = std::accumulate(all.begin(), all.end(), 0.0) / static_cast<double>(all.size());
+  s.max = *std::max_element(all.begin(), all.end());
+  return s;
+}
+
+std::vector<std::vector<double>> gather_to_root(const std::vector<double>& mine) {
+  const char* p = reinterpret_cast<const char*>(mine.data());
+  std::vector<std::vector<double>> out;
+  for (const auto& bytes : gather_bytes(std::vector<char>(p, p + mine.size() * sizeof(double)))) {
+    out.emplace_back(bytes.size() / sizeof(double));
+    std::copy(bytes.begin(), bytes.end(), reinterpret_cast<char*>(out.back().data()));
+  }
+  return out;
+}
+
+std::vector<std::vector<std::string>> gather_to_root(const std::vector<std::string>& mine) {
+  // Each string followed by a NUL: the lengths travel inside the bytes.
+  std::vector<char> packed;
+  for (const auto& s : mine) {
+    PT_CHECK(s.find('\0') == std::string::npos, "gather_to_root: a string contains a NUL byte");
+    packed.insert(packed.end(), s.begin(), s.end());
+    packed.push_back('\0');
+  }
+  std::vector<std::vector<std::string>> out;
+  for (const auto& bytes : gather_bytes(packed)) {
+    out.emplace_back();
+    auto it = bytes.begin();
+    while (it != bytes.end()) {
+      auto nul = std::find(it, bytes.end(), '\0');
+      out.back().emplace_back(it, nul);
+      it = nul == bytes.end() ? nul : nul + 1;
+    }
+  }
+  return out;
+}
+
+}  // namespace pt::parallel

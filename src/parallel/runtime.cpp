@@ -1,0 +1,69 @@
+#include "parallel/runtime.h"
+
+#include <mpi.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include <iostream>
+#include <memory>
+
+#include "core/error.h"
+
+namespace pt::parallel {
+
+namespace {
+std::unique_ptr<Runtime> g_runtime;
+}
+
+Runtime& Runtime::init(int* argc, char*** argv) {
+  if (g_runtime) return *g_runtime;
+  int already = 0;
+  PT_MPI_CHECK(MPI_Initialized(&already));
+  if (!already) {
+    // Open MPI's non-blocking all-reduce (libnbc) picks by default an algorithm that takes about
+    // twice as long as the blocking one for large host buffers; the ring matches it. The CPU
+    // backend's collectives are all non-blocking, so choose the ring unless the user set one.
+    setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "1", /*overwrite=*/0);
+    int provided = 0;
+    PT_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
+  }
+  // Errors come back as return codes so PT_MPI_CHECK can name file and line.
+  PT_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+  g_runtime.reset(new Runtime());
+  Runtime& r = *g_runtime;
+  PT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &r.rank_));
+  PT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &r.world_));
+  MPI_Comm node;
+  PT_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, r.rank_, MPI_INFO_NULL, &node));
+  PT_MPI_CHECK(MPI_Comm_rank(node, &r.local_rank_));
+  PT_MPI_CHECK(MPI_Comm_size(node, &r.local_size_));
+  PT_MPI_CHECK(MPI_Comm_free(&node));
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  r.hostname_ = host;
+  return r;
+}
+
+Runtime& Runtime::get() {
+  PT_CHECK(g_runtime != nullptr, "parallel::Runtime used before Runtime::init");
+  return *g_runtime;
+}
+
+bool Runtime::initialized() { return g_runtime != nullptr; }
+
+void Runtime::abort(const std::string& what, int code) const {
+  std::cerr << "paratrain: rank " << rank_ << " of " << world_ << ": " << what << std::endl;
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);
+}
+
+void Runtime::finalize() {
+  if (finalized_) return;
+  finalized_ = true;
+  int fin = 0;
+  MPI_Finalized(&fin);
+  if (!fin) MPI_Finalize();
+}
+
+}  // namespace pt::parallel

@@ -1,0 +1,34 @@
+# Distributed-area test registrations (included by tests/CMakeLists.txt).
+#   dist_np2              every dist test on CPU ranks over MPI (NCCL ones skip without GPUs)
+#   dist_nccl_np2         the NCCL variants only, label gpu (needs 2 GPUs)
+#   dist_abort_*          a failing rank ends the job (non-zero, no hang, the rank and op named)
+if(NOT TARGET paratrain_tests_dist)
+  return()
+endif()
+
+# A hung test ends in two minutes instead of the default five.
+set_property(TEST dist_np2 APPEND PROPERTY ENVIRONMENT "PARATRAIN_COMM_TIMEOUT_S=120")
+
+add_test(NAME dist_nccl_np2
+         COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 --oversubscribe
+                 $<TARGET_FILE:paratrain_tests_dist> --gtest_filter=*Nccl*)
+set_tests_properties(dist_nccl_np2 PROPERTIES LABELS gpu TIMEOUT 900
+                     ENVIRONMENT "${PT_TEST_ENV};PARATRAIN_COMM_TIMEOUT_S=120"
+                     SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")
+
+add_executable(paratrain_comm_probe ${CMAKE_CURRENT_SOURCE_DIR}/parallel/probe/comm_probe.cpp)
+target_link_libraries(paratrain_comm_probe PRIVATE paratrain_lib)
+add_dependencies(paratrain_tests_dist paratrain_comm_probe)
+
+set(PT_EXPECT_ABORT sh ${CMAKE_CURRENT_SOURCE_DIR}/parallel/probe/expect_abort.sh ${MPIEXEC_EXECUTABLE}
+    $<TARGET_FILE:paratrain_comm_probe>)
+add_test(NAME dist_abort_on_timeout_mpi
+         COMMAND ${PT_EXPECT_ABORT} hang mpi "rank 0 of 2: communication failure in mpi all_reduce")
+add_test(NAME dist_abort_on_error_mpi
+         COMMAND ${PT_EXPECT_ABORT} throw mpi "rank 1 of 2: error: injected failure")
+set_tests_properties(dist_abort_on_timeout_mpi dist_abort_on_error_mpi PROPERTIES
+                     LABELS dist TIMEOUT 180 ENVIRONMENT "${PT_TEST_ENV}")
+add_test(NAME dist_abort_on_timeout_nccl
+         COMMAND ${PT_EXPECT_ABORT} hang nccl "rank 0 of 2: communication failure in nccl all_reduce")
+set_tests_properties(dist_abort_on_timeout_nccl PROPERTIES
+                     LABELS gpu TIMEOUT 180 ENVIRONMENT "${PT_TEST_ENV}" SKIP_RETURN_CODE 77)

@@ -1,0 +1,78 @@
+#include "parallel/dist_util.h"
+
+#include <mpi.h>
+
+#include <map>
+#include <memory>
+#include <utility>
+
+#include "core/error.h"
+#include "common/test_util.h"
+
+namespace pt::test {
+
+namespace {
+std::unique_ptr<Context> g_ctx[2];
+std::map<std::pair<int, int>, std::unique_ptr<parallel::Communicator>> g_comm;  // (slot, comm_sms)
+int slot(parallel::Backend b) { return b == parallel::Backend::NCCL ? 1 : 0; }
+}  // namespace
+
+bool nccl_usable() {
+  const auto& rt = parallel::Runtime::get();
+  int ok = rt.world_size() >= 2 && cuda_device_count() >= rt.local_size() ? 1 : 0;
+  int all = 0;
+  PT_MPI_CHECK(MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+  return all == 1;
+}
+
+Context& backend_context(parallel::Backend b) {
+  auto& c = g_ctx[slot(b)];
+  if (!c) {
+    const Device d = b == parallel::Backend::NCCL ? Device::cuda(parallel::Runtime::get().local_rank()) : Device::cpu();
+    c = std::make_unique<Context>(d, Precision::FP32);
+  }
+  return *c;
+}
+
+parallel::Communicator& backend_comm(parallel::Backend b, int comm_sms) {
+  auto& c = g_comm[{slot(b), comm_sms}];
+  if (!c) c = parallel::make_communicator(b, backend_context(b), comm_sms);
+  return *c;
+}
+
+void release_backends() {
+  g_comm.clear();
+  for (auto& c : g_ctx) c.reset();
+}
+
+std::string backend_param_name(const ::testing::TestParamInfo<parallel::Backend>& info) {
+  return parallel::backend_name(info.param);
+}
+
+std::vector<double> mpi_bcast_from_root(std::vector<double> v) {
+  int n = static_cast<int>(v.size());
+  PT_MPI_CHECK(MPI_Bcast(&n, 1, MPI_INT, 0, MPI_COMM_WORLD));
+  v.resize(static_cast<size_t>(n));
+  PT_MPI_CHECK(MPI_Bcast(v.data(), n, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+  return v;
+}
+
+bool mpi_all_true(bool ok) {
+  int mine = ok ? 1 : 0, all = 0;
+  PT_MPI_CHECK(MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+  return all == 1;
+}
+
+std::vector<double> mpi_all_gather(double v) {
+  std::vector<double> all(static_cast<size_t>(parallel::Runtime::get().world_size()));
+  PT_MPI_CHECK(MPI_Allgather(&v, 1, MPI_DOUBLE, all.data(), 1, MPI_DOUBLE, MPI_COMM_WORLD));
+  return all;
+}
+
+Tensor device_f32(Context& ctx, const std::vector<double>& values) {
+  return make_tensor(ctx, {static_cast<int64_t>(values.size())}, DType::F32, values);
+}
+
+std::vector<double> host_f64(Context& ctx, const Tensor& t) { return t.to_host_f64(ctx); }
+
+}  // namespace pt::test

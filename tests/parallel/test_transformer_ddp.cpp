@@ -1,0 +1,161 @@
+// Data-parallel Transformer training equals single-process training with the same global
+// batch: 10 sequential SGD steps in fp32, for every strategy and both sharding modes; with
+// gradients sent in bf16 (--grad-comm bf16), to bf16's rounding.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "common/test_util.h"
+#include "parallel/dist_util.h"
+#include "parallel/grad_sync.h"
+#include "model/transformer.h"
+#include "optim/sharded_optimizer.h"
+
+namespace pt::test {
+namespace {
+
+struct TfCase {
+  parallel::Backend backend;
+  std::string ddp;
+  double bucket_mb;
+  ShardMode shard;
+  std::string label;
+  int comm_sms = 0;  // NCCL: collectives capped at this many CTAs, GEMMs kept off as many SMs
+  parallel::GradComm grad_comm = parallel::GradComm::FP32;
+};
+
+void PrintTo(const TfCase& c, std::ostream* os) { *os << parallel::backend_name(c.backend) << " " << c.label; }
+
+
+std::string tf_case_name(const ::testing::TestParamInfo<TfCase>& info) { return info.param.label; }
+
+TransformerConfig tiny() {
+  TransformerConfig c;
+  c.vocab_size = 97;
+  c.context_length = 16;
+  c.d_model = 32;
+  c.num_layers = 2;
+  c.num_heads = 4;
+  c.d_ff = 64;
+  return c;
+}
+
+class TransformerDdpTest : public ::testing::TestWithParam<TfCase> {
+ protected:
+  static constexpr int kGlobalBatch = 4, kSeq = 16;
+  void SetUp() override {
+    PT_REQUIRE_BACKEND(GetParam().backend);
+    ASSERT_GE(world(), 2) << "run the dist suite under mpiexec -n 2 (or more)";
+    if (kGlobalBatch % world() != 0) GTEST_SKIP() << "global batch 4 does not split over " << world() << " ranks";
+  }
+  Context& ctx() { return backend_context(GetParam().backend); }
+  parallel::Communicator& comm() { return backend_comm(GetParam().backend, GetParam().comm_sms); }
+  int rank() const { return parallel::Runtime::get().rank(); }
+  int world() const { return parallel::Runtime::get().world_size(); }
+};
+
+TEST_P(TransformerDdpTest, TwoRanksEqualOneRankOverTenSteps) {
+  const auto& c = GetParam();
+  const TransformerConfig cfg = tiny();
+  TransformerLM model(cfg, ctx());
+  model.init_weights(ctx(), 11 + rank());  // different starts: the strategy must broadcast
+  TransformerLM reference(cfg, ctx());
+  reference.init_weights(ctx(), 11);
+
+  OptimizerConfig opt_cfg;
+  opt_cfg.kind = OptimizerKind::SGD;
+  auto dp = make_data_parallel(ctx(), model.store(), &comm(), c.ddp, c.bucket_mb, c.shard, opt_cfg, c.grad_comm);
+  // fp32 sums in another order agree to rounding; bf16 gradients carry 8 significant bits
+  // (after 10 steps the parameters differ by up to 2.5e-4, the updates by 0.2 %).
+  const bool bf16 = c.grad_comm == parallel::GradComm::BF16;
+  const double loss_rtol = bf16 ? 1e-4 : 1e-5, param_rtol = bf16 ? 1e-3 : 1e-5, param_atol = bf16 ? 1e-3 : 1e-6,
+               update_rtol = bf16 ? 1e-2 : 1e-4;
+  auto ref_opt = make_optimizer(opt_cfg, ctx(), contiguous_ranges(trainable_params(reference.store())));
+  const auto start = reference.store().params_to_host(ctx());
+  ASSERT_EQ(model.store().params_to_host(ctx()), start) << "rank 0's weights after construction";
+
+  const int local = kGlobalBatch / world();
+  for (int step = 0; step < 10; ++step) {
+    const auto ids = random_ids(kGlobalBatch * kSeq, static_cast<int32_t>(cfg.vocab_size), 500 + step);
+    const auto tgt = random_ids(kGlobalBatch * kSeq, static_cast<int32_t>(cfg.vocab_size), 900 + step);
+    const auto mine = [&](const std::vector<int32_t>& all) {
+      return std::vector<int32_t>(all.begin() + rank() * local * kSeq, all.begin() + (rank() + 1) * local * kSeq);
+    };
+
+    reference.store().zero_grad(ctx());
+    Tensor ref_loss = reference.forward(ctx(), make_ids(ctx(), {kGlobalBatch, kSeq}, ids),
+                                        make_ids(ctx(), {kGlobalBatch, kSeq}, tgt));
+    reference.backward(ctx());
+    ref_opt->step(ctx(), 0.5f);
+
+    model.store().zero_grad(ctx());
+    dp.sync->begin_step(ctx());
+    Tensor loss = model.forward(ctx(), make_ids(ctx(), {local, kSeq}, mine(ids)),
+                                make_ids(ctx(), {local, kSeq}, mine(tgt)));
+    model.backward(ctx());
+    // An overlapped strategy on a capped communicator keeps GEMMs off its SMs from its first
+    // collective until finish(); nothing else reserves any.
+    const bool overlapped = c.ddp == "overlap" || c.ddp == "bucketed";
+    EXPECT_EQ(ctx().reserved_sms(), overlapped && ctx().is_cuda() ? c.comm_sms : 0) << "step " << step;
+    dp.sync->finish(ctx());
+    EXPECT_EQ(ctx().reserved_sms(), 0) << "step " << step;
+    dp.optimizer->step(ctx(), 0.5f);
+
+    // The mean of the ranks' losses is the full batch's loss.
+    const auto losses = mpi_all_gather(loss.to_host_f64(ctx())[0]);
+    double mean = 0;
+    for (double v : losses) mean += v / world();
+    EXPECT_NEAR(mean, ref_loss.to_host_f64(ctx())[0], loss_rtol * std::abs(mean)) << "step " << step;
+    const auto got = model.store().params_to_host(ctx());
+    const auto want = reference.store().params_to_host(ctx());
+    const std::vector<double> g(got.begin(), got.end()), w(want.begin(), want.end());
+    PT_EXPECT_ALLCLOSE(g, w, param_rtol, param_atol) << "step " << step;
+    // The updates themselves (small next to the weights) agree too.
+    std::vector<double> dg(g.size()), dw(w.size());
+    for (size_t i = 0; i < g.size(); ++i) dg[i] = g[i] - start[i], dw[i] = w[i] - start[i];
+    EXPECT_LE(rel_error(dg, dw), update_rtol) << "step " << step;
+  }
+}
+
+std::vector<TfCase> tf_cases(parallel::Backend b) {
+  return {{b, "naive", 0, ShardMode::None, "naive"},
+          {b, "flat", 0, ShardMode::None, "flat"},
+          {b, "overlap", 0, ShardMode::None, "overlap"},
+          {b, "bucketed", 0.01, ShardMode::None, "bucketed"},
+          {b, "bucketed", parallel::kDefaultBucketMB, ShardMode::Broadcast, "shard_broadcast"},
+          {b, "flat", 0, ShardMode::Zero1, "shard_zero1_flat"},
+          {b, "bucketed", 0.01, ShardMode::Zero1, "shard_zero1_bucketed"}};
+}
+INSTANTIATE_TEST_SUITE_P(Mpi, TransformerDdpTest, ::testing::ValuesIn(tf_cases(parallel::Backend::MPI)), tf_case_name);
+INSTANTIATE_TEST_SUITE_P(Nccl, TransformerDdpTest, ::testing::ValuesIn(tf_cases(parallel::Backend::NCCL)), tf_case_name);
+
+// --comm-sms: the same training on collectives capped at 8 CTAs, with GEMMs kept off 8 SMs
+// while they are in flight.
+std::vector<TfCase> comm_sms_cases() {
+  const auto b = parallel::Backend::NCCL;
+  return {{b, "overlap", 0, ShardMode::None, "overlap_comm_sms8", 8},
+          {b, "bucketed", 0.01, ShardMode::None, "bucketed_comm_sms8", 8},
+          {b, "flat", 0, ShardMode::None, "flat_comm_sms8", 8},
+          {b, "bucketed", 0.01, ShardMode::Zero1, "shard_zero1_bucketed_comm_sms8", 8}};
+}
+INSTANTIATE_TEST_SUITE_P(NcclCommSms, TransformerDdpTest, ::testing::ValuesIn(comm_sms_cases()), tf_case_name);
+
+// --grad-comm bf16 under every gradient schedule: all-reduces overlapped with backward, broadcast
+// sharding, ZeRO-1's reduce-scatter and its bucketed reduces (on NCCL with capped CTAs too).
+std::vector<TfCase> bf16_cases(parallel::Backend b, int comm_sms) {
+  const auto bf16 = parallel::GradComm::BF16;
+  const std::string sms = comm_sms ? "_comm_sms" + std::to_string(comm_sms) : "";
+  return {{b, "overlap", 0, ShardMode::None, "overlap_bf16" + sms, comm_sms, bf16},
+          {b, "bucketed", 0.01, ShardMode::None, "bucketed_bf16" + sms, comm_sms, bf16},
+          {b, "flat", 0, ShardMode::None, "flat_bf16" + sms, comm_sms, bf16},
+          {b, "bucketed", parallel::kDefaultBucketMB, ShardMode::Broadcast, "shard_broadcast_bf16" + sms, comm_sms, bf16},
+          {b, "flat", 0, ShardMode::Zero1, "shard_zero1_flat_bf16" + sms, comm_sms, bf16},
+          {b, "bucketed", 0.01, ShardMode::Zero1, "shard_zero1_bucketed_bf16" + sms, comm_sms, bf16}};
+}
+INSTANTIATE_TEST_SUITE_P(MpiBf16, TransformerDdpTest, ::testing::ValuesIn(bf16_cases(parallel::Backend::MPI, 0)),
+                         tf_case_name);
+INSTANTIATE_TEST_SUITE_P(NcclBf16, TransformerDdpTest, ::testing::ValuesIn(bf16_cases(parallel::Backend::NCCL, 8)),
+                         tf_case_name);
+
+}  // namespace
+}  // namespace pt::test
