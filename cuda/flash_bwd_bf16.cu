@@ -309,30 +309,19 @@ void launch_dkdv_dq(const FlashParams& p, cudaStream_t stream) {
   }
 }
 
-template <int kHeadDim>
-void launch_bwd(const FlashParams& p, cudaStream_t stream) {
-  launch_delta<kHeadDim>(p, stream);
-  if (p.kernels != FlashKernels::MmaSync && flash_bwd_wgmma(p, stream)) return;
-  PT_CHECK(p.kernels != FlashKernels::Wgmma,
-           "flash attention: no wgmma kernel for head dimension " + std::to_string(p.head_dim) + " (64 and 128 only)");
-  if (p.causal)
-    launch_dkdv_dq<kHeadDim, true>(p, stream);
-  else
-    launch_dkdv_dq<kHeadDim, false>(p, stream);
-}
-
 }  // namespace
 }  // namespace flash
 
 void flash_bwd_bf16(const FlashParams& p, cudaStream_t stream) {
-  switch (p.head_dim) {
-    case 16: return flash::launch_bwd<16>(p, stream);
-    case 32: return flash::launch_bwd<32>(p, stream);
-    case 64: return flash::launch_bwd<64>(p, stream);
-    case 80: return flash::launch_bwd<80>(p, stream);  // 2.7b: 2560 / 32 heads
-    case 128: return flash::launch_bwd<128>(p, stream);
-    default: PT_FAIL("flash attention: no bf16 kernel for head dimension " + std::to_string(p.head_dim));
-  }
+  const bool launched = flash_head_dim_switch(p.head_dim, p.causal, [&](auto d, auto causal) {
+    constexpr int kHeadDim = decltype(d)::value;
+    flash::launch_delta<kHeadDim>(p, stream);  // rowsum(dO ∘ O), for either family
+    if (p.kernels == FlashKernels::Wgmma)
+      flash_bwd_wgmma(p, stream);
+    else
+      flash::launch_dkdv_dq<kHeadDim, decltype(causal)::value>(p, stream);
+  });
+  PT_CHECK(launched, "flash attention: no bf16 kernel for head dimension " + std::to_string(p.head_dim));
 }
 
 }  // namespace pt::cuda

@@ -97,6 +97,7 @@ template <int kHeadDim, int kWarpgroups, bool kCausal, bool kAccumulateDq>
 __global__ void __launch_bounds__(DkDvWgmmaTraits<kHeadDim, kWarpgroups, kAccumulateDq>::kThreads,
                                   DkDvWgmmaTraits<kHeadDim, kWarpgroups, kAccumulateDq>::kMinBlocks)
     flash_bwd_dkdv_wgmma_kernel(const FlashParams p) {
+#if PT_FLASH_WGMMA_COMPILED
   using Tr = DkDvWgmmaTraits<kHeadDim, kWarpgroups, kAccumulateDq>;
   constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kThreads = Tr::kThreads;
   extern __shared__ unsigned char smem_raw[];
@@ -249,12 +250,16 @@ __global__ void __launch_bounds__(DkDvWgmmaTraits<kHeadDim, kWarpgroups, kAccumu
   bf16* dv = static_cast<bf16*>(p.dv) + b * p.dv_s.batch + h * p.dv_s.head + key0 * p.dv_s.row;
   store_strip<kHeadDim>(dk, p.dk_s.row, acc_dk, p.scale, p.scale, tk - key0);
   store_strip<kHeadDim>(dv, p.dv_s.row, acc_dv, 1.0f, 1.0f, tk - key0);
+#else
+  __trap();
+#endif
 }
 
 template <int kHeadDim, int kWarpgroups, bool kCausal>
 __global__ void __launch_bounds__(DqWgmmaTraits<kHeadDim, kWarpgroups>::kThreads,
                                   DqWgmmaTraits<kHeadDim, kWarpgroups>::kMinBlocks)
     flash_bwd_dq_wgmma_kernel(const FlashParams p) {
+#if PT_FLASH_WGMMA_COMPILED
   using Tr = DqWgmmaTraits<kHeadDim, kWarpgroups>;
   constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kThreads = Tr::kThreads;
   extern __shared__ unsigned char smem_raw[];
@@ -351,6 +356,9 @@ __global__ void __launch_bounds__(DqWgmmaTraits<kHeadDim, kWarpgroups>::kThreads
 
   bf16* dq = static_cast<bf16*>(p.dq) + b * p.dq_s.batch + h * p.dq_s.head + row0 * p.dq_s.row;
   store_strip<kHeadDim>(dq, p.dq_s.row, acc_dq, p.scale, p.scale, tq - row0);
+#else
+  __trap();
+#endif
 }
 
 template <typename Traits, typename Kernel>
@@ -423,20 +431,14 @@ void launch_bwd(const FlashParams& p, cudaStream_t stream) {
   dq == 1 ? launch_dq<kHeadDim, 1, kCausal>(p, stream) : launch_dq<kHeadDim, 2, kCausal>(p, stream);
 }
 
-template <int kHeadDim>
-void launch_bwd_causal(const FlashParams& p, cudaStream_t stream) {
-  p.causal ? launch_bwd<kHeadDim, true>(p, stream) : launch_bwd<kHeadDim, false>(p, stream);
-}
-
 }  // namespace
 }  // namespace flash
 
-bool flash_bwd_wgmma(const FlashParams& p, cudaStream_t stream) {
-  switch (p.head_dim) {
-    case 64: flash::launch_bwd_causal<64>(p, stream); return true;
-    case 128: flash::launch_bwd_causal<128>(p, stream); return true;
-    default: return false;
-  }
+void flash_bwd_wgmma(const FlashParams& p, cudaStream_t stream) {
+  const bool launched = flash_head_dim_switch<true>(p.head_dim, p.causal, [&](auto d, auto causal) {
+    flash::launch_bwd<decltype(d)::value, decltype(causal)::value>(p, stream);
+  });
+  PT_CHECK(launched, "flash attention: no wgmma kernel for head dimension " + std::to_string(p.head_dim));
 }
 
 }  // namespace pt::cuda

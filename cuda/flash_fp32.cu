@@ -265,31 +265,21 @@ void bwd(const FlashParams& p, cudaStream_t stream) {
   launch(dq_kernel<kHeadDim, kCausal>, grid_q(p), smem_bytes<kHeadDim>(4), stream, p);
 }
 
-#define PT_FLASH_FP32_DISPATCH(fn)                                                         \
-  template <bool kCausal>                                                                  \
-  void fn##_d(const FlashParams& p, cudaStream_t s) {                                      \
-    switch (p.head_dim) {                                                                  \
-      case 16: return fn<16, kCausal>(p, s);                                               \
-      case 32: return fn<32, kCausal>(p, s);                                               \
-      case 64: return fn<64, kCausal>(p, s);                                               \
-      case 80: return fn<80, kCausal>(p, s);                                               \
-      case 128: return fn<128, kCausal>(p, s);                                             \
-      default: PT_FAIL("flash attention: no fp32 kernel for head dimension " +              \
-                       std::to_string(p.head_dim));                                        \
-    }                                                                                      \
-  }
-PT_FLASH_FP32_DISPATCH(fwd)
-PT_FLASH_FP32_DISPATCH(bwd)
-#undef PT_FLASH_FP32_DISPATCH
 
 }  // namespace
 }  // namespace flash_fp32
 
 void flash_fwd_fp32(const FlashParams& p, cudaStream_t stream) {
-  p.causal ? flash_fp32::fwd_d<true>(p, stream) : flash_fp32::fwd_d<false>(p, stream);
+  const bool launched = flash_head_dim_switch(p.head_dim, p.causal, [&](auto d, auto causal) {
+    flash_fp32::fwd<decltype(d)::value, decltype(causal)::value>(p, stream);
+  });
+  PT_CHECK(launched, "flash attention: no fp32 kernel for head dimension " + std::to_string(p.head_dim));
 }
 void flash_bwd_fp32(const FlashParams& p, cudaStream_t stream) {
-  p.causal ? flash_fp32::bwd_d<true>(p, stream) : flash_fp32::bwd_d<false>(p, stream);
+  const bool launched = flash_head_dim_switch(p.head_dim, p.causal, [&](auto d, auto causal) {
+    flash_fp32::bwd<decltype(d)::value, decltype(causal)::value>(p, stream);
+  });
+  PT_CHECK(launched, "flash attention: no fp32 kernel for head dimension " + std::to_string(p.head_dim));
 }
 
 }  // namespace pt::cuda

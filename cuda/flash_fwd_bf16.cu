@@ -121,29 +121,16 @@ void launch_fwd(const FlashParams& p, cudaStream_t stream) {
   PT_CUDA_CHECK_LAUNCH();
 }
 
-template <int kHeadDim>
-void launch_fwd_causal(const FlashParams& p, cudaStream_t stream) {
-  if (p.causal)
-    launch_fwd<kHeadDim, true>(p, stream);
-  else
-    launch_fwd<kHeadDim, false>(p, stream);
-}
 
 }  // namespace
 }  // namespace flash
 
 void flash_fwd_bf16(const FlashParams& p, cudaStream_t stream) {
-  if (p.kernels != FlashKernels::MmaSync && flash_fwd_wgmma(p, stream)) return;
-  PT_CHECK(p.kernels != FlashKernels::Wgmma,
-           "flash attention: no wgmma kernel for head dimension " + std::to_string(p.head_dim) + " (64 and 128 only)");
-  switch (p.head_dim) {
-    case 16: return flash::launch_fwd_causal<16>(p, stream);
-    case 32: return flash::launch_fwd_causal<32>(p, stream);
-    case 64: return flash::launch_fwd_causal<64>(p, stream);
-    case 80: return flash::launch_fwd_causal<80>(p, stream);  // 2.7b: 2560 / 32 heads
-    case 128: return flash::launch_fwd_causal<128>(p, stream);
-    default: PT_FAIL("flash attention: no bf16 kernel for head dimension " + std::to_string(p.head_dim));
-  }
+  if (p.kernels == FlashKernels::Wgmma) return flash_fwd_wgmma(p, stream);
+  const bool launched = flash_head_dim_switch(p.head_dim, p.causal, [&](auto d, auto causal) {
+    flash::launch_fwd<decltype(d)::value, decltype(causal)::value>(p, stream);
+  });
+  PT_CHECK(launched, "flash attention: no bf16 kernel for head dimension " + std::to_string(p.head_dim));
 }
 
 }  // namespace pt::cuda

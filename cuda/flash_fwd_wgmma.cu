@@ -27,6 +27,7 @@ struct FwdWgmmaTraits {
 template <int kHeadDim, int kWarpgroups, int kBlockN_, bool kCausal>
 __global__ void __launch_bounds__(FwdWgmmaTraits<kHeadDim, kWarpgroups, kBlockN_>::kThreads)
     flash_fwd_wgmma_kernel(const FlashParams p) {
+#if PT_FLASH_WGMMA_COMPILED
   using Tr = FwdWgmmaTraits<kHeadDim, kWarpgroups, kBlockN_>;
   constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kThreads = Tr::kThreads;
   extern __shared__ unsigned char smem_raw[];
@@ -110,6 +111,9 @@ __global__ void __launch_bounds__(FwdWgmmaTraits<kHeadDim, kWarpgroups, kBlockN_
   bf16* o = static_cast<bf16*>(p.o) + b * p.o_s.batch + h * p.o_s.head + row0 * p.o_s.row;
   float* lse = p.lse + (static_cast<int64_t>(b) * p.heads + h) * tq + row0;
   store_output<kHeadDim>(o, p.o_s.row, lse, acc_o, row_max, row_sum, p.scale, tq - row0);
+#else
+  __trap();
+#endif
 }
 
 template <int kHeadDim, int kWarpgroups, int kBlockN, bool kCausal>
@@ -134,20 +138,14 @@ void launch_tiles(const FlashParams& p, cudaStream_t stream) {
           std::to_string(bn) + " keys (1 or 2 × 64 or 128)");
 }
 
-template <int kHeadDim>
-void launch_causal(const FlashParams& p, cudaStream_t stream) {
-  p.causal ? launch_tiles<kHeadDim, true>(p, stream) : launch_tiles<kHeadDim, false>(p, stream);
-}
-
 }  // namespace
 }  // namespace flash
 
-bool flash_fwd_wgmma(const FlashParams& p, cudaStream_t stream) {
-  switch (p.head_dim) {
-    case 64: flash::launch_causal<64>(p, stream); return true;
-    case 128: flash::launch_causal<128>(p, stream); return true;
-    default: return false;
-  }
+void flash_fwd_wgmma(const FlashParams& p, cudaStream_t stream) {
+  const bool launched = flash_head_dim_switch<true>(p.head_dim, p.causal, [&](auto d, auto causal) {
+    flash::launch_tiles<decltype(d)::value, decltype(causal)::value>(p, stream);
+  });
+  PT_CHECK(launched, "flash attention: no wgmma kernel for head dimension " + std::to_string(p.head_dim));
 }
 
 }  // namespace pt::cuda

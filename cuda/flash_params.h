@@ -4,22 +4,60 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <type_traits>
+#include <utility>
+
+#include "core/flash_choice.h"
 
 namespace pt::cuda {
 
-// Which bf16 kernels run: Hopper warpgroup MMA (wgmma, head dims 64 and 128) or the mma.sync
-// FlashAttention-2 kernels (every head dim). Auto: wgmma where it covers the head dimension.
-enum class FlashKernels : uint8_t { Auto, MmaSync, Wgmma };
-
-// Tile shapes of the wgmma kernels (compiled variants; see flash_fwd_wgmma.cu, flash_bwd_wgmma.cu):
-// forward warpgroups per block (64 query rows each) × keys per step; warpgroups per block of the
-// dK/dV pass (64 keys each) and of the dQ pass (64 queries each). dq_accumulate: no dQ pass; the
-// dK/dV pass also adds each tile's dS·K into an fp32 dQ buffer (FlashAttention-2's single pass,
-// with FlashAttention-3's bulk reductions; dq_warpgroups is then unused).
-struct WgmmaTiles {
-  int fwd_warpgroups = 2, fwd_block_n = 64, dkdv_warpgroups = 2, dq_warpgroups = 2;
-  bool dq_accumulate = false;
+// The head dimensions the kernels are instantiated for, and which of them the wgmma kernels
+// cover. Every launcher, check and message derives from this list: adding a head dimension is
+// one entry here (plus tile traits where a kernel family's static checks ask for them).
+struct FlashHeadDim {
+  int d;
+  bool wgmma;
 };
+inline constexpr FlashHeadDim kFlashHeadDims[] = {{16, false}, {32, false}, {64, true}, {80, false}, {128, true}};
+inline constexpr int kNumFlashHeadDims = sizeof(kFlashHeadDims) / sizeof(kFlashHeadDims[0]);
+
+constexpr bool flash_covers_head_dim(int64_t d, bool wgmma_only = false) {
+  for (const FlashHeadDim& e : kFlashHeadDims)
+    if (e.d == d && (e.wgmma || !wgmma_only)) return true;
+  return false;
+}
+
+// The compile-time switch every launcher uses: calls
+//   launch(std::integral_constant<int, D>{}, std::bool_constant<kCausal>{})
+// for the entry of kFlashHeadDims equal to head_dim (kWgmmaOnly: among the wgmma ones only) and
+// the causal flag; returns false (nothing called) when no entry matches. Only the entries it can
+// call are instantiated.
+namespace flash_switch_detail {
+template <bool kWgmmaOnly, int I, class Launch>
+bool try_entry(int head_dim, bool causal, Launch& launch) {
+  constexpr FlashHeadDim e = kFlashHeadDims[I];
+  if constexpr (kWgmmaOnly && !e.wgmma) {
+    return false;
+  } else {
+    if (head_dim != e.d) return false;
+    if (causal)
+      launch(std::integral_constant<int, e.d>{}, std::true_type{});
+    else
+      launch(std::integral_constant<int, e.d>{}, std::false_type{});
+    return true;
+  }
+}
+template <bool kWgmmaOnly, class Launch, int... I>
+bool switch_entries(int head_dim, bool causal, Launch& launch, std::integer_sequence<int, I...>) {
+  return (try_entry<kWgmmaOnly, I>(head_dim, causal, launch) || ...);
+}
+}  // namespace flash_switch_detail
+
+template <bool kWgmmaOnly = false, class Launch>
+bool flash_head_dim_switch(int head_dim, bool causal, Launch&& launch) {
+  return flash_switch_detail::switch_entries<kWgmmaOnly>(head_dim, causal, launch,
+                                                          std::make_integer_sequence<int, kNumFlashHeadDims>{});
+}
 
 // Element strides of one (B, H, T, D) view; the D stride is 1.
 struct RowStrides {
@@ -60,13 +98,14 @@ inline int64_t flash_dq_accum_numel(int64_t batch, int64_t heads, int64_t seqlen
   return batch * heads * tiles * kDqAccumTileRows * head_dim;
 }
 
-// Tensor-core kernels for bf16 (fp32 accumulation), the family chosen by p.kernels.
+// Tensor-core kernels for bf16 (fp32 accumulation), the family in p.kernels: MmaSync or Wgmma,
+// already resolved by the caller (ops::choose_flash_kernels; never Auto here).
 void flash_fwd_bf16(const FlashParams& p, cudaStream_t stream);
 void flash_bwd_bf16(const FlashParams& p, cudaStream_t stream);
-// The wgmma kernels alone; false (nothing launched) when they do not cover p.head_dim. The
-// backward launches dK/dV and dQ and expects p.delta already computed.
-bool flash_fwd_wgmma(const FlashParams& p, cudaStream_t stream);
-bool flash_bwd_wgmma(const FlashParams& p, cudaStream_t stream);
+// The wgmma kernels alone (p.head_dim among the wgmma entries of kFlashHeadDims). The backward
+// launches dK/dV and dQ and expects p.delta already computed.
+void flash_fwd_wgmma(const FlashParams& p, cudaStream_t stream);
+void flash_bwd_wgmma(const FlashParams& p, cudaStream_t stream);
 // CUDA-core kernels for fp32 inputs (FFMA, fp32 throughout: the tight-tolerance path).
 void flash_fwd_fp32(const FlashParams& p, cudaStream_t stream);
 void flash_bwd_fp32(const FlashParams& p, cudaStream_t stream);

@@ -18,6 +18,17 @@
 
 #include "cuda/flash_mma.cuh"
 
+// wgmma, setmaxnreg and the bulk copies are sm_90a instructions: the wgmma kernels' bodies are
+// compiled into the sm_90a image of a multi-architecture build alone (and parsed, not compiled,
+// in the host pass). Every other image gets a body that traps, so ptxas for sm_80, sm_89, sm_100
+// … never sees the instructions; the host never launches one there (ops/flash_dispatch.h
+// chooses the kernels from the device's compute capability and the architectures compiled in).
+#if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define PT_FLASH_WGMMA_COMPILED 1
+#else
+#define PT_FLASH_WGMMA_COMPILED 0
+#endif
+
 namespace pt::cuda::flash {
 
 constexpr int kSwizzleBlockBytes = 1024;  // 8 rows × 128 bytes: the swizzle pattern's period

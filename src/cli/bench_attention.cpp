@@ -361,7 +361,7 @@ int run_bench_attention(const std::vector<std::string>& args) {
               std::vector<Variant> variants{{ops::FlashKernels::Auto, tiles.front()}};
               if (impl == "flash" && ctx.is_cuda() && dt == "bf16") {
                 variants.clear();
-                const bool wgmma_covers = D == 64 || D == 128;
+                const bool wgmma_covers = cuda::flash_covers_head_dim(D, /*wgmma_only=*/true);
                 for (auto k : kernels) {
                   if (k == ops::FlashKernels::MmaSync || !wgmma_covers) {
                     if (k != ops::FlashKernels::Wgmma) variants.push_back({k, tiles.front()});
@@ -371,8 +371,7 @@ int run_bench_attention(const std::vector<std::string>& args) {
                 }
               }
               for (const auto& variant : variants) {
-                ops::set_flash_kernels(variant.family);
-                ops::set_flash_wgmma_tiles(variant.tiles);
+                ctx.set_flash({variant.family, variant.tiles});
                 const std::string kernel =
                     impl == "naive" ? "naive" : ops::flash_kernel_used(ctx, dtype_from_name(dt), D);
                 const Config c{impl, kernel, dt, B, H, T, D, s.causal};
@@ -386,8 +385,7 @@ int run_bench_attention(const std::vector<std::string>& args) {
                 record.add_table(table);
                 record.commit();  // a long sweep keeps what it has measured
               }
-              ops::set_flash_kernels(ops::FlashKernels::Auto);
-              ops::set_flash_wgmma_tiles(std::nullopt);
+              ctx.set_flash({});
             }
   table.print(std::cout);
   std::cout << "results: " << record.path() << std::endl;

@@ -22,7 +22,7 @@
 #include "core/context.h"
 #include "core/error.h"
 #include "parallel/communicator.h"
-#include "parallel/ddp_options.h"
+#include "cli/ddp_options.h"
 #include "parallel/grad_sync.h"
 #include "parallel/zero1.h"
 #include "parallel/host_collectives.h"

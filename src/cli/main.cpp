@@ -7,11 +7,12 @@
 #include <vector>
 
 #include "cli/subcommands.h"
+#include "core/build_info.h"
 #include "core/error.h"
 #include "parallel/runtime.h"
 
 int main(int argc, char** argv) {
-  pt::cli::set_invocation(argc, argv);
+  pt::set_invocation(argc, argv);
   auto& rt = pt::parallel::Runtime::init(&argc, &argv);
   std::vector<std::string> args(argv + 1, argv + argc);
   int rc = 0;

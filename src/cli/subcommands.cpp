@@ -3,13 +3,10 @@
 #include <iostream>
 
 #include "core/error.h"
-#include "paratrain/version.h"
+#include "core/build_info.h"
+#include "io/library_versions.h"
 
 namespace pt::cli {
-
-namespace {
-std::string g_invocation;
-}
 
 const std::vector<Subcommand>& top_level_subcommands() {
   static const std::vector<Subcommand> table = {
@@ -35,27 +32,17 @@ int dispatch(const std::vector<Subcommand>& table, const std::string& prefix,
     for (const auto& s : table) os << "  " << s.name << std::string(12 - std::min<size_t>(11, std::string(s.name).size()), ' ') << s.summary << "\n";
   };
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
-    if (prefix == "paratrain") std::cout << "paratrain " << PARATRAIN_VERSION << " (" << PARATRAIN_GIT_REV << ")\n";
+    if (prefix == "paratrain") std::cout << "paratrain " << program_version() << " (git " << git_revision() << ")\n";
     usage(std::cout);
     return args.empty() ? 2 : 0;
   }
   if (prefix == "paratrain" && args[0] == "--version") {
-    std::cout << "paratrain " << PARATRAIN_VERSION << " (" << PARATRAIN_GIT_REV << ")\n";
+    std::cout << io::version_report();
     return 0;
   }
   for (const auto& s : table)
     if (args[0] == s.name) return s.run(std::vector<std::string>(args.begin() + 1, args.end()));
   PT_FAIL("unknown command '" + args[0] + "' for " + prefix + " (see " + prefix + " --help)");
-}
-
-const std::string& invocation() { return g_invocation; }
-
-void set_invocation(int argc, char** argv) {
-  g_invocation.clear();
-  for (int i = 0; i < argc; ++i) {
-    if (i) g_invocation += ' ';
-    g_invocation += argv[i];
-  }
 }
 
 }  // namespace pt::cli

@@ -33,8 +33,5 @@ const std::vector<Subcommand>& demo_subcommands();
 int dispatch(const std::vector<Subcommand>& table, const std::string& prefix,
              const std::vector<std::string>& args);
 
-// The command line as typed (for the HDF5 record), set once by main().
-const std::string& invocation();
-void set_invocation(int argc, char** argv);
 
 }  // namespace pt::cli

@@ -10,19 +10,19 @@
 
 #include "cli/options.h"
 #include "cli/subcommands.h"
+#include "core/build_info.h"
 #include "core/context.h"
 #include "core/error.h"
 #include "parallel/communicator.h"
-#include "parallel/ddp_options.h"
+#include "cli/ddp_options.h"
 #include "parallel/grad_sync.h"
 #include "parallel/runtime.h"
 #include "io/checkpoint.h"
 #include "io/run_record.h"
 #include "io/token_data.h"
-#include "model/train_step.h"
+#include "train/train_step.h"
 #include "model/transformer.h"
 #include "optim/sharded_optimizer.h"
-#include "paratrain/version.h"
 
 namespace pt::cli {
 
@@ -52,7 +52,7 @@ struct TrainOptions {
 std::string default_data_path() {
   const std::string local = "data/sample_tokens.npy";
   if (std::filesystem::exists(local)) return local;
-  return std::string(PARATRAIN_SOURCE_DIR) + "/data/sample_tokens.npy";
+  return sample_data_path();
 }
 
 double mean_over_ranks(double x) {

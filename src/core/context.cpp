@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/allocator.h"
+#include "core/cuda_arch.h"
 #include "core/error.h"
 
 namespace pt {
@@ -20,9 +21,28 @@ GemmSelect gemm_select_from_name(const std::string& name) {
   PT_FAIL("unknown GEMM selection '" + name + "' (expected autotune, cublas or lt)");
 }
 
+std::string wgmma_unavailable_message(const CudaTarget& t) {
+  return "the wgmma flash kernels need an sm_90a image on a compute-capability-9.0 GPU; " + t.name +
+         " has compute capability " + std::to_string(t.cc_major) + "." + std::to_string(t.cc_minor) +
+         " and this binary holds CUDA architectures " + t.compiled +
+         " (use --flash-kernels auto or mma, or build with 90a in CMAKE_CUDA_ARCHITECTURES)";
+}
+
 Context::Context(Device device, Precision precision) : device_(device), precision_(precision) {
   if (!device_.is_cuda()) return;
   PT_CUDA_CHECK(cudaSetDevice(device_.index));
+  cudaDeviceProp prop{};
+  PT_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_.index));
+  target_.name = prop.name;
+  target_.cc_major = prop.major;
+  target_.cc_minor = prop.minor;
+  target_.compiled = compiled_cuda_architectures();
+  const CudaImageFit fit = cuda_image_fit(parse_cuda_architectures(target_.compiled), prop.major, prop.minor);
+  PT_CHECK(fit.runs, "this paratrain was built for CUDA architectures " + target_.compiled + ", none of which runs on " +
+                         device_.str() + " (" + target_.name + ", compute capability " + std::to_string(prop.major) +
+                         "." + std::to_string(prop.minor) + "): rebuild with -DCMAKE_CUDA_ARCHITECTURES=" +
+                         std::to_string(prop.major) + std::to_string(prop.minor) + " added (README: Building)");
+  target_.sm90a_features = fit.sm90a_features;
   PT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   PT_CUBLAS_CHECK(cublasCreate(&cublas_));
   PT_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
@@ -33,6 +53,12 @@ Context::Context(Device device, Precision precision) : device_(device), precisio
   PT_CUBLAS_CHECK(cublasSetWorkspace(cublas_, workspace_, workspace_bytes_));
   set_precision(precision_);
   PT_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device_.index));
+}
+
+void Context::set_flash(const FlashChoice& c) {
+  PT_CHECK(!(is_cuda() && c.kernels == FlashKernels::Wgmma && !target_.sm90a_features),
+           wgmma_unavailable_message(target_));
+  flash_ = c;
 }
 
 void Context::reserve_sms(int n) {

@@ -10,6 +10,7 @@
 
 #include "core/device.h"
 #include "core/dtype.h"
+#include "core/flash_choice.h"
 
 namespace pt {
 
@@ -56,6 +57,14 @@ class Context {
   GemmSelect gemm_select() const { return gemm_select_; }
   void set_gemm_select(GemmSelect s) { gemm_select_ = s; }
 
+  // The GPU (name, compute capability, whether the image it runs has sm_90a features); empty on
+  // the CPU. The constructor refuses a GPU that no compiled image runs on.
+  const CudaTarget& target() const { return target_; }
+  // Flash-attention kernel family and wgmma tiles (`--flash-kernels`, `--wgmma-tiles`). Throws
+  // for an explicit wgmma request this GPU or binary cannot run.
+  const FlashChoice& flash() const { return flash_; }
+  void set_flash(const FlashChoice& c);
+
   // Kernel-time breakdown; null unless a benchmark turns it on (see core/profiler.h).
   KernelTimer* timer() const { return timer_; }
   void set_timer(KernelTimer* t) { timer_ = t; }
@@ -71,6 +80,8 @@ class Context {
   KernelTimer* timer_ = nullptr;
   int sm_count_ = 0, reserved_sms_ = 0;
   GemmSelect gemm_select_ = GemmSelect::Autotune;
+  CudaTarget target_;
+  FlashChoice flash_;
 };
 
 // Copy bytes between any two places (host↔device, device↔device) on the context's stream;

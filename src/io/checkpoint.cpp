@@ -4,11 +4,11 @@
 
 #include <cstring>
 
+#include "core/build_info.h"
 #include "core/error.h"
 #include "io/atomic_file.h"
 #include "io/h5_util.h"
 #include "optim/optimizer.h"
-#include "paratrain/version.h"
 
 namespace pt::io {
 
@@ -89,8 +89,8 @@ void save_checkpoint(const std::string& path, const ParamStore& params, Context&
     }
     h5::write_attr(file, "format", std::string("paratrain-checkpoint"));
     h5::write_attr(file, "format_version", kFormatVersion);
-    h5::write_attr(file, "program_version", std::string(PARATRAIN_VERSION));
-    h5::write_attr(file, "git_revision", std::string(PARATRAIN_GIT_REV));
+    h5::write_attr(file, "program_version", std::string(program_version()));
+    h5::write_attr(file, "git_revision", std::string(git_revision()));
     h5::write_attr(file, "parameter_names", names);  // registration (state_dict) order
     for (const auto& [k, v] : info.text) h5::write_attr(file, k, v);
     for (const auto& [k, v] : info.ints) h5::write_attr(file, k, v);

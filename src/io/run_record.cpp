@@ -11,12 +11,12 @@
 #include <cstring>
 #include <ctime>
 
-#include "cli/subcommands.h"
+#include "core/build_info.h"
 #include "core/context.h"
 #include "core/error.h"
 #include "io/atomic_file.h"
 #include "io/h5_util.h"
-#include "paratrain/version.h"
+#include "io/library_versions.h"
 
 namespace pt::io {
 
@@ -31,33 +31,6 @@ std::string utc_now_iso8601() {
   char buf[32];
   std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
-}
-
-// CUDA encodes versions as 1000·major + 10·minor.
-std::string cuda_version(cudaError_t rc, int v) {
-  if (rc != cudaSuccess) return std::string("unavailable (") + cudaGetErrorName(rc) + ")";
-  if (v == 0) return "unavailable (no driver)";
-  return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
-}
-
-std::string cublas_version() {
-  int v[3] = {0, 0, 0};
-  const libraryPropertyType props[3] = {MAJOR_VERSION, MINOR_VERSION, PATCH_LEVEL};
-  for (int i = 0; i < 3; ++i)
-    if (cublasGetProperty(props[i], &v[i]) != CUBLAS_STATUS_SUCCESS) return "unavailable";
-  return std::to_string(v[0]) + "." + std::to_string(v[1]) + "." + std::to_string(v[2]);
-}
-
-// NCCL ≥ 2.9 encodes 10000·major + 100·minor + patch.
-std::string nccl_version() {
-  int v = 0;
-  if (ncclGetVersion(&v) != ncclSuccess) return "unavailable";
-  return std::to_string(v / 10000) + "." + std::to_string((v % 10000) / 100) + "." + std::to_string(v % 100);
-}
-
-std::string trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\0')) s.pop_back();
-  return s;
 }
 
 bool mpi_usable() {
@@ -215,29 +188,11 @@ void RunRecord::collect_environment(const Context& ctx) {
   set_attr("world_size", static_cast<int64_t>(hosts.size()));
   set_attr("precision", std::string(precision_name(ctx.precision())));
 
-  int v = 0;
-  cudaError_t rc = cudaDriverGetVersion(&v);
-  set_attr("cuda_driver_version", cuda_version(rc, v));
-  v = 0;
-  rc = cudaRuntimeGetVersion(&v);
-  set_attr("cuda_runtime_version", cuda_version(rc, v));
-  cudaGetLastError();  // a failed query above must not poison a later launch check
-  set_attr("cublas_version", cublas_version());
-  set_attr("nccl_version", nccl_version());
+  for (const auto& [name, value] : library_versions()) set_attr(name, value);
 
-  char lib[MPI_MAX_LIBRARY_VERSION_STRING] = {0};
-  int len = 0, major = 0, minor = 0;
-  PT_MPI_CHECK(MPI_Get_library_version(lib, &len));
-  PT_MPI_CHECK(MPI_Get_version(&major, &minor));
-  set_attr("mpi_library", trim(std::string(lib, static_cast<size_t>(len))));
-  set_attr("mpi_version", std::to_string(major) + "." + std::to_string(minor));
-  unsigned h5maj = 0, h5min = 0, h5rel = 0;
-  PT_H5_CHECK(H5get_libversion(&h5maj, &h5min, &h5rel));
-  set_attr("hdf5_version", std::to_string(h5maj) + "." + std::to_string(h5min) + "." + std::to_string(h5rel));
-
-  set_attr("program_version", std::string(PARATRAIN_VERSION));
-  set_attr("git_revision", std::string(PARATRAIN_GIT_REV));
-  set_attr("command_line", cli::invocation());
+  set_attr("program_version", std::string(program_version()));
+  set_attr("git_revision", std::string(git_revision()));
+  set_attr("command_line", invocation());
 }
 
 void RunRecord::add_table(const ResultTable& table) {

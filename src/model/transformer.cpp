@@ -72,7 +72,7 @@ void TransformerConfig::validate() const {
                                   " must be even for RoPE");
   PT_CHECK(rope_theta > 0, "rope_theta must be positive");
   PT_CHECK(attention != AttentionImpl::Flash || ops::flash_attention_supports_head_dim(d_head()),
-           "flash attention covers head dimensions 16, 32, 64, 80 and 128; this model's is " +
+           "flash attention covers head dimensions " + ops::flash_head_dims_text() + "; this model's is " +
                std::to_string(d_head()) + " (use --attention naive)");
 }
 

@@ -2,11 +2,10 @@
 // CPU implementation or the CUDA kernels.
 #include "ops/flash_attention.h"
 
-#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <mutex>
+#include <vector>
 
 #include "core/error.h"
 #include "core/profiler.h"
@@ -17,9 +16,6 @@ namespace pt::ops {
 namespace {
 
 constexpr int kCpuTile = 32;
-std::atomic<FlashKernels> g_kernels{FlashKernels::Auto};
-std::mutex g_tiles_mu;
-std::optional<WgmmaTiles> g_tiles;  // guarded by g_tiles_mu
 
 // Default wgmma tile shapes per head dimension: the fastest of the compiled shapes on an H100
 // (docs/FLASH_ATTENTION.md, run 3; B 1, H 16, causal, T 8192 and 16384). d = 64: one warpgroup
@@ -29,8 +25,6 @@ std::optional<WgmmaTiles> g_tiles;  // guarded by g_tiles_mu
 WgmmaTiles default_wgmma_tiles(int64_t head_dim) {
   return wgmma_tiles_from_name(head_dim == 128 ? "2x128/2/1" : "1x64/1/1");
 }
-
-bool wgmma_covers(int64_t head_dim) { return head_dim == 64 || head_dim == 128; }
 
 // The Q field of a tile name that selects dQ accumulation in the dK/dV pass.
 constexpr const char* kDqAccumulateName = "acc";
@@ -73,7 +67,7 @@ void check_layout(const Tensor& t, const Shape& shape, DType dtype, Device devic
 Dims check_inputs(const Context& ctx, const Tensor& q, const Tensor& k, const Tensor& v, bool causal) {
   const Dims dm{q.size(0), q.size(1), q.size(2), k.size(2), q.size(3)};
   PT_CHECK(flash_attention_supports_head_dim(dm.d),
-           "flash attention supports head dimensions 16, 32, 64, 80 and 128, got " + std::to_string(dm.d));
+           "flash attention supports head dimensions " + flash_head_dims_text() + ", got " + std::to_string(dm.d));
   PT_CHECK(dm.B > 0 && dm.H > 0 && dm.tq > 0 && dm.tk > 0,
            "flash attention: empty input " + q.describe() + " / " + k.describe());
   PT_CHECK(!causal || dm.tq == dm.tk, "flash attention: causal attention needs as many queries as keys, got Tq = " +
@@ -103,7 +97,8 @@ void check_lse(const Tensor& lse, const Dims& dm, Device device) {
 
 cuda::RowStrides row_strides(const Tensor& t) { return {t.stride(0), t.stride(1), t.stride(2)}; }
 
-cuda::FlashParams make_params(const Dims& dm, const Tensor& q, const Tensor& k, const Tensor& v, bool causal) {
+cuda::FlashParams make_params(const Context& ctx, const Dims& dm, const Tensor& q, const Tensor& k, const Tensor& v,
+                              bool causal) {
   cuda::FlashParams p;
   p.q = q.data();
   p.k = k.data();
@@ -118,18 +113,39 @@ cuda::FlashParams make_params(const Dims& dm, const Tensor& q, const Tensor& k, 
   p.head_dim = static_cast<int>(dm.d);
   p.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dm.d)));
   p.causal = causal;
-  p.kernels = g_kernels.load();
-  p.tiles = flash_wgmma_tiles(dm.d);
-  PT_CHECK(p.kernels != FlashKernels::Wgmma || q.dtype() != DType::BF16 || wgmma_covers(dm.d),
-           "flash attention: the wgmma kernels cover head dimensions 64 and 128, not " + std::to_string(dm.d) +
-               " (use the auto or mma.sync kernels)");
+  if (q.dtype() == DType::BF16) {
+    p.kernels = choose_flash_kernels(ctx.flash().kernels, ctx.target(), dm.d);
+    p.tiles = flash_wgmma_tiles(ctx.flash(), dm.d);
+  }
   return p;
 }
 
 }  // namespace
 
-void set_flash_kernels(FlashKernels kernels) { g_kernels.store(kernels); }
-FlashKernels flash_kernels() { return g_kernels.load(); }
+std::string flash_head_dims_text(bool wgmma_only) {
+  std::vector<int> dims;
+  for (const cuda::FlashHeadDim& e : cuda::kFlashHeadDims)
+    if (e.wgmma || !wgmma_only) dims.push_back(e.d);
+  std::string text;
+  for (size_t i = 0; i < dims.size(); ++i)
+    text += (i == 0 ? "" : i + 1 == dims.size() ? " and " : ", ") + std::to_string(dims[i]);
+  return text;
+}
+
+FlashKernels choose_flash_kernels(FlashKernels requested, const CudaTarget& target, int64_t head_dim) {
+  const bool wgmma_covers = cuda::flash_covers_head_dim(head_dim, /*wgmma_only=*/true);
+  switch (requested) {
+    case FlashKernels::MmaSync: return FlashKernels::MmaSync;
+    case FlashKernels::Wgmma:
+      PT_CHECK(target.sm90a_features, wgmma_unavailable_message(target));
+      PT_CHECK(wgmma_covers, "flash attention: the wgmma kernels cover head dimensions " +
+                                 flash_head_dims_text(true) + ", not " + std::to_string(head_dim) +
+                                 " (use --flash-kernels auto or mma)");
+      return FlashKernels::Wgmma;
+    case FlashKernels::Auto: break;
+  }
+  return target.sm90a_features && wgmma_covers ? FlashKernels::Wgmma : FlashKernels::MmaSync;
+}
 
 const char* flash_kernels_name(FlashKernels kernels) {
   switch (kernels) {
@@ -147,20 +163,8 @@ FlashKernels flash_kernels_from_name(const std::string& name) {
   PT_FAIL("flash kernels must be auto, mma or wgmma (got '" + name + "')");
 }
 
-void set_flash_wgmma_tiles(const std::optional<WgmmaTiles>& tiles) {
-  if (tiles) wgmma_tiles_from_name(wgmma_tiles_name(*tiles));  // only compiled shapes
-  std::lock_guard<std::mutex> lock(g_tiles_mu);
-  g_tiles = tiles;
-}
-
-std::optional<WgmmaTiles> flash_wgmma_tiles_override() {
-  std::lock_guard<std::mutex> lock(g_tiles_mu);
-  return g_tiles;
-}
-
-WgmmaTiles flash_wgmma_tiles(int64_t head_dim) {
-  const auto o = flash_wgmma_tiles_override();
-  return o ? *o : default_wgmma_tiles(head_dim);
+WgmmaTiles flash_wgmma_tiles(const FlashChoice& choice, int64_t head_dim) {
+  return choice.tiles ? *choice.tiles : default_wgmma_tiles(head_dim);
 }
 
 std::string wgmma_tiles_name(const WgmmaTiles& t) {
@@ -189,9 +193,8 @@ WgmmaTiles wgmma_tiles_from_name(const std::string& name) {
 std::string flash_kernel_used(const Context& ctx, DType dtype, int64_t head_dim) {
   if (!ctx.is_cuda()) return "cpu";
   if (dtype != DType::BF16) return "simt";
-  const FlashKernels k = g_kernels.load();
-  if (k != FlashKernels::MmaSync && wgmma_covers(head_dim))
-    return "wgmma " + wgmma_tiles_name(flash_wgmma_tiles(head_dim));
+  if (choose_flash_kernels(ctx.flash().kernels, ctx.target(), head_dim) == FlashKernels::Wgmma)
+    return "wgmma " + wgmma_tiles_name(flash_wgmma_tiles(ctx.flash(), head_dim));
   return "mma.sync";
 }
 
@@ -207,7 +210,7 @@ void flash_attention_forward(Context& ctx, Tensor& out_in, Tensor& lse_in, const
     flash_cpu::forward(out, lse, q, k, v, causal, kCpuTile, kCpuTile);
     return;
   }
-  cuda::FlashParams p = make_params(dm, q, k, v, causal);
+  cuda::FlashParams p = make_params(ctx, dm, q, k, v, causal);
   p.o = out.data();
   p.o_s = row_strides(out);
   p.lse = lse.data_as<float>();
@@ -239,9 +242,9 @@ void flash_attention_backward(Context& ctx, Tensor& dq_in, Tensor& dk_in, Tensor
   }
   Tensor delta = Tensor::empty({dm.B, dm.H, dm.tq}, DType::F32, ctx.device(), "flash_delta",
                                MemCategory::Workspace);
-  cuda::FlashParams p = make_params(dm, q, k, v, causal);
+  cuda::FlashParams p = make_params(ctx, dm, q, k, v, causal);
   Tensor dq_accum;  // fp32 dQ summed over key tiles, when the wgmma backward accumulates it
-  if (dt == DType::BF16 && p.kernels != FlashKernels::MmaSync && wgmma_covers(dm.d) && p.tiles.dq_accumulate) {
+  if (dt == DType::BF16 && p.kernels == FlashKernels::Wgmma && p.tiles.dq_accumulate) {
     dq_accum = Tensor::empty({cuda::flash_dq_accum_numel(dm.B, dm.H, dm.tq, dm.d)}, DType::F32, ctx.device(),
                              "flash_dq_accum", MemCategory::Workspace);
     p.dq_accum = dq_accum.data_as<float>();
@@ -266,8 +269,6 @@ void flash_attention_backward(Context& ctx, Tensor& dq_in, Tensor& dk_in, Tensor
   // the kernels.
 }
 
-bool flash_attention_supports_head_dim(int64_t d) {
-  return d == 16 || d == 32 || d == 64 || d == 80 || d == 128;
-}
+bool flash_attention_supports_head_dim(int64_t d) { return cuda::flash_covers_head_dim(d); }
 
 }  // namespace pt::ops

@@ -14,39 +14,43 @@ namespace pt::ops {
 // other strides (a fused QKV buffer is read in place). A 3-D (B, T, D) tensor is the H = 1 case.
 // lse (B, H, Tq) fp32 contiguous (or (B, Tq) for 3-D inputs): logsumexp of the scaled scores per
 // query, kept for backward.
-// D ∈ {16, 32, 64, 80, 128} (80: the 2.7b model's heads; mma.sync and FFMA kernels only); bf16
+// D ∈ cuda::kFlashHeadDims (16, 32, 64, 80, 128; 80 is the 2.7b model's, mma.sync and FFMA kernels only); bf16
 // or fp32 on the GPU (fp32|fp64 on the CPU); q, k, v, out share one dtype. On the GPU, bf16
 // rows must start on 16-byte boundaries (strides multiple of 8).
 // Causal requires Tq == Tk; non-causal allows Tq != Tk. Scores are scaled by 1/sqrt(D); masked
 // scores get -1e6 added (the convention of the PyTorch reference the course tests against).
 void flash_attention_forward(Context& ctx, Tensor& out, Tensor& lse, const Tensor& q,
                              const Tensor& k, const Tensor& v, bool causal);
-// Whether the kernels cover head dimension d (16, 32, 64, 80, 128).
+// Whether the kernels cover head dimension d (an entry of cuda::kFlashHeadDims), and the list as
+// text for messages ("16, 32, 64, 80 and 128"; wgmma_only: the wgmma kernels' entries).
 bool flash_attention_supports_head_dim(int64_t d);
+std::string flash_head_dims_text(bool wgmma_only = false);
 // Gradients written (not accumulated), same layout rules as the inputs. On the GPU the
 // backward takes a (B, H, Tq) fp32 workspace from the tracking allocator for rowsum(O ∘ dO).
 void flash_attention_backward(Context& ctx, Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dout,
                               const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                               const Tensor& lse, bool causal);
 
-// Which bf16 GPU kernels run (process-wide; tests and benchmarks compare the two families):
-// Hopper warpgroup MMA (Wgmma: head dims 64 and 128), the mma.sync FlashAttention-2 kernels
-// (MmaSync: every head dim), or Auto (wgmma where it covers the head dimension, else mma.sync).
-using cuda::FlashKernels;
-void set_flash_kernels(FlashKernels kernels);
-FlashKernels flash_kernels();
+using ::pt::FlashChoice;
+using ::pt::FlashKernels;
+using ::pt::WgmmaTiles;
+
+// Which bf16 GPU kernels run is the Context's FlashChoice (core/flash_choice.h), set once from
+// `--flash-kernels` / `--wgmma-tiles`. The family for a call: an explicit request as asked
+// (wgmma refused, with the GPU, its compute capability and the compiled architectures named,
+// where the device runs no sm_90a image, or for a head dimension the wgmma kernels lack); Auto
+// gives wgmma where the device runs an sm_90a image and the kernels cover the head dimension,
+// mma.sync everywhere else (every GPU from sm_80). Never returns Auto.
+FlashKernels choose_flash_kernels(FlashKernels requested, const CudaTarget& target, int64_t head_dim);
 const char* flash_kernels_name(FlashKernels kernels);       // "auto", "mma.sync", "wgmma"
 FlashKernels flash_kernels_from_name(const std::string& name);  // auto | mma | wgmma; throws otherwise
-// Tile shapes of the wgmma kernels (process-wide; benchmarks compare the compiled variants),
-// written "F/K/Q": forward "<warpgroups>x<keys per step>" (1|2 x 64|128), then the warpgroups per
-// block of the dK/dV pass and of the dQ pass (1|2), e.g. "2x64/2/2"; Q = "acc" drops the dQ pass:
-// the dK/dV pass adds dS·K into an fp32 (B, H, Tq, D) workspace with bulk reductions (no longer
-// bit-for-bit deterministic in dQ), e.g. "1x64/1/acc".
-// Unless set, each head dimension runs its default shape (the fastest measured on an H100).
-using cuda::WgmmaTiles;
-void set_flash_wgmma_tiles(const std::optional<WgmmaTiles>& tiles);  // nullopt: the defaults
-std::optional<WgmmaTiles> flash_wgmma_tiles_override();
-WgmmaTiles flash_wgmma_tiles(int64_t head_dim);  // what runs for this head dimension
+// Tile shapes of the wgmma kernels, written "F/K/Q": forward "<warpgroups>x<keys per step>"
+// (1|2 x 64|128), then the warpgroups per block of the dK/dV pass and of the dQ pass (1|2), e.g.
+// "2x64/2/2"; Q = "acc" drops the dQ pass: the dK/dV pass adds dS·K into an fp32 (B, H, Tq, D)
+// workspace with bulk reductions (no longer bit-for-bit deterministic in dQ), e.g. "1x64/1/acc".
+// Unless the choice names tiles, each head dimension runs its default shape (the fastest
+// measured on an H100).
+WgmmaTiles flash_wgmma_tiles(const FlashChoice& choice, int64_t head_dim);  // what runs for this head dimension
 std::string wgmma_tiles_name(const WgmmaTiles& tiles);
 WgmmaTiles wgmma_tiles_from_name(const std::string& name);  // throws for shapes not compiled
 // The kernels that run for these arguments: "wgmma <tiles>" or "mma.sync" (bf16 on the GPU),

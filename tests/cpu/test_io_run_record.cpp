@@ -7,7 +7,7 @@
 #include <fstream>
 #include <regex>
 
-#include "cli/subcommands.h"
+#include "core/build_info.h"
 #include "core/context.h"
 #include "core/error.h"
 #include "parallel/runtime.h"
@@ -270,7 +270,7 @@ TEST(IoRunRecord, CollectEnvironmentOnOneRank) {
   auto& rt = parallel::Runtime::init(&argc, &argv);  // MPI singleton: no launcher needed
   char arg0[] = "paratrain", arg1[] = "demo";
   char* args[] = {arg0, arg1};
-  cli::set_invocation(2, args);
+  set_invocation(2, args);
   const std::string path = test::scratch_dir("rr_env") + "/run.h5";
   Context ctx(Device::cpu());
   RunRecord rec("demo", path, false);

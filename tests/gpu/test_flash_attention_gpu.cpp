@@ -1,5 +1,6 @@
 // The CUDA flash-attention kernels (bf16 tensor-core and fp32 CUDA-core) against naive
 // attention in fp64 on the CPU: O, L, dQ, dK, dV, every output poisoned (NaN) before each run.
+#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "common/test_util.h"
+#include "core/cuda_arch.h"
 #include "core/error.h"
 #include "cpu/test_flash_reference.h"
 #include "ops/flash_attention.h"
@@ -156,7 +158,14 @@ Outputs run_flash(Context& ctx, const Case& c, const std::vector<double>& q, con
 // bf16: the bar users know (rtol = atol = 1e-2). fp32: CUDA-core fp32 arithmetic, far tighter.
 double tolerance(DType t) { return t == DType::BF16 ? 1e-2 : 1e-4; }
 
-// Every bf16 case runs on each kernel family that covers it (wgmma: d = 64, 128).
+// The device's target (compute capability, whether its image has sm_90a features).
+const CudaTarget& device_target() {
+  static Context ctx(Device::cuda(0));
+  return ctx.target();
+}
+
+// Every bf16 case runs on each kernel family that covers it (wgmma: its head dimensions, and only
+// where the device runs an sm_90a image — not in an 80-virtual build, say).
 // PT_FLASH_TEST_KERNELS=mma or =wgmma restricts the bf16 cases to one family, so that a fault in
 // one family (a sticky CUDA error ends the process's context) cannot hide the other's results.
 std::vector<ops::FlashKernels> families(const Case& c) {
@@ -165,41 +174,42 @@ std::vector<ops::FlashKernels> families(const Case& c) {
   std::vector<ops::FlashKernels> out;
   if (c.dtype == DType::BF16) {
     if (sel != "wgmma") out.push_back(ops::FlashKernels::MmaSync);
-    if (sel != "mma" && (c.m.d == 64 || c.m.d == 128)) out.push_back(ops::FlashKernels::Wgmma);
+    if (sel != "mma" && device_target().sm90a_features && cuda::flash_covers_head_dim(c.m.d, true))
+      out.push_back(ops::FlashKernels::Wgmma);
   } else if (sel != "wgmma") {
     out.push_back(ops::FlashKernels::Auto);
   }
   return out;
 }
 
-// Selects a kernel family (and wgmma tile shapes, when given) for one scope; Auto and the default
-// tiles again afterwards (also when an assertion throws). Without `tiles`,
+// A kernel family (and wgmma tile shapes, when given) for a context. Without `tiles`,
 // PT_FLASH_TEST_WGMMA_TILES (e.g. "1x128/1/1") runs the wgmma family with those tile shapes.
-struct KernelsScope {
-  explicit KernelsScope(ops::FlashKernels k, const char* tiles = nullptr) {
-    ops::set_flash_kernels(k);
-    if (tiles == nullptr) tiles = std::getenv("PT_FLASH_TEST_WGMMA_TILES");
-    if (tiles != nullptr) ops::set_flash_wgmma_tiles(ops::wgmma_tiles_from_name(tiles));
-  }
-  ~KernelsScope() {
-    ops::set_flash_kernels(ops::FlashKernels::Auto);
-    ops::set_flash_wgmma_tiles(std::nullopt);
-  }
-};
+FlashChoice choice(ops::FlashKernels k, const char* tiles = nullptr) {
+  FlashChoice c;
+  c.kernels = k;
+  if (tiles == nullptr) tiles = std::getenv("PT_FLASH_TEST_WGMMA_TILES");
+  if (tiles != nullptr) c.tiles = ops::wgmma_tiles_from_name(tiles);
+  return c;
+}
 
-void check_case_with(const Case& c, uint64_t seed);
+#define PT_REQUIRE_SM90A()                                                                        \
+  do {                                                                                            \
+    if (!device_target().sm90a_features) GTEST_SKIP() << "the device runs no sm_90a image (wgmma)"; \
+  } while (0)
+
+void check_case_with(const Case& c, uint64_t seed, const FlashChoice& flash);
 
 void check_case(const Case& c, uint64_t seed) {
   for (ops::FlashKernels k : families(c)) {
-    KernelsScope scope(k);
     SCOPED_TRACE(std::string("kernels ") + ops::flash_kernels_name(k));
-    check_case_with(c, seed);
+    check_case_with(c, seed, choice(k));
   }
 }
 
-void check_case_with(const Case& c, uint64_t seed) {
+void check_case_with(const Case& c, uint64_t seed, const FlashChoice& flash) {
   SCOPED_TRACE(describe(c));
   Context ctx(Device::cuda(0));
+  ctx.set_flash(flash);
   const Dims& m = c.m;
   auto q = randn(m.q_elems(), seed), k = randn(m.k_elems(), seed + 1), v = randn(m.k_elems(), seed + 2);
   auto dout = randn(m.q_elems(), seed + 3);
@@ -267,6 +277,7 @@ TEST(FlashGpu, LongSequences) {
 // in queries and keys, Tq ≠ Tk, the fused QKV layout, many key tiles per query tile.
 TEST(FlashGpu, SinglePassBackwardAccumulatesDq) {
   PT_REQUIRE_GPU();
+  PT_REQUIRE_SM90A();
   const DType bf = DType::BF16;
   const std::vector<Case> cases = {
       {{4, 2, 128, 128, 64}, false, bf},    {{4, 2, 128, 128, 64}, true, bf},
@@ -279,9 +290,8 @@ TEST(FlashGpu, SinglePassBackwardAccumulatesDq) {
       {{2, 3, 150, 150, 128}, false, bf, Layout::FusedQkv},
       {{1, 2, 1031, 1031, 64}, true, bf},   {{1, 2, 1031, 1031, 128}, true, bf}};
   for (const char* tiles : {"1x64/1/acc", "1x64/2/acc", "2x128/1/acc", "2x128/2/acc"}) {
-    KernelsScope scope(ops::FlashKernels::Wgmma, tiles);
     SCOPED_TRACE(std::string("wgmma tiles ") + tiles);
-    for (size_t i = 0; i < cases.size(); ++i) check_case_with(cases[i], 8000 + 10 * i);
+    for (size_t i = 0; i < cases.size(); ++i) check_case_with(cases[i], 8000 + 10 * i, choice(ops::FlashKernels::Wgmma, tiles));
   }
 }
 
@@ -296,10 +306,10 @@ TEST(FlashGpu, BackwardIsDeterministic) {
   const auto q = randn(m.q_elems(), 7000), k = randn(m.k_elems(), 7001), v = randn(m.k_elems(), 7002);
   const auto dout = randn(m.q_elems(), 7003);
   for (ops::FlashKernels kf : families(c)) {
-    KernelsScope scope(kf);
+    ctx.set_flash(choice(kf));
     SCOPED_TRACE(ops::flash_kernels_name(kf));
     const Outputs a = run_flash(ctx, c, q, k, v, dout), b = run_flash(ctx, c, q, k, v, dout);
-    if (kf != ops::FlashKernels::Wgmma || !ops::flash_wgmma_tiles(m.d).dq_accumulate) EXPECT_EQ(a.dq, b.dq);
+    if (kf != ops::FlashKernels::Wgmma || !ops::flash_wgmma_tiles(ctx.flash(), m.d).dq_accumulate) EXPECT_EQ(a.dq, b.dq);
     EXPECT_EQ(a.dk, b.dk);
     EXPECT_EQ(a.dv, b.dv);
     EXPECT_EQ(a.o, b.o);
@@ -308,8 +318,9 @@ TEST(FlashGpu, BackwardIsDeterministic) {
 
 TEST(FlashGpu, WgmmaRejectsUncoveredHeadDim) {
   PT_REQUIRE_GPU();
+  PT_REQUIRE_SM90A();
   Context ctx(Device::cuda(0));
-  KernelsScope scope(ops::FlashKernels::Wgmma);
+  ctx.set_flash(choice(ops::FlashKernels::Wgmma));
   Tensor q = Tensor::zeros({1, 1, 8, 32}, DType::BF16, ctx), k = Tensor::zeros({1, 1, 8, 32}, DType::BF16, ctx);
   Tensor v = Tensor::zeros({1, 1, 8, 32}, DType::BF16, ctx), out = Tensor::zeros({1, 1, 8, 32}, DType::BF16, ctx);
   Tensor lse = Tensor::zeros({1, 1, 8}, DType::F32, ctx);
@@ -334,6 +345,38 @@ TEST(FlashGpu, RejectsMisalignedBf16Rows) {
     ADD_FAILURE() << "misaligned rows accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("16-byte"), std::string::npos) << e.what();
+  }
+}
+
+// The run-time choice on this device: auto runs wgmma exactly where the device runs an sm_90a
+// image (a 90a build on a Hopper GPU; not an 80-virtual build JIT-compiled there), and an
+// explicit wgmma request elsewhere is one error naming the GPU, its compute capability and the
+// architectures compiled in.
+TEST(FlashGpu, KernelChoiceFollowsTheDeviceAndTheBinary) {
+  PT_REQUIRE_GPU();
+  Context ctx(Device::cuda(0));
+  cudaDeviceProp prop{};
+  ASSERT_EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
+  const CudaTarget& t = ctx.target();
+  EXPECT_EQ(t.cc_major, prop.major);
+  EXPECT_EQ(t.cc_minor, prop.minor);
+  const bool sm90a = prop.major == 9 && prop.minor == 0 &&
+                     compiled_cuda_architectures().find("90a") != std::string::npos;
+  EXPECT_EQ(t.sm90a_features, sm90a) << compiled_cuda_architectures();
+  const std::string used = ops::flash_kernel_used(ctx, DType::BF16, 64);
+  EXPECT_EQ(used.rfind("wgmma", 0) == 0, sm90a) << used;
+  EXPECT_EQ(ops::flash_kernel_used(ctx, DType::BF16, 80), "mma.sync");
+  if (!sm90a) {
+    try {
+      ctx.set_flash(choice(ops::FlashKernels::Wgmma));
+      ADD_FAILURE() << "explicit wgmma accepted without an sm_90a image";
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(prop.name), std::string::npos) << what;
+      EXPECT_NE(what.find("compute capability " + std::to_string(prop.major) + "." + std::to_string(prop.minor)),
+                std::string::npos) << what;
+      EXPECT_NE(what.find(compiled_cuda_architectures()), std::string::npos) << what;
+    }
   }
 }
 

@@ -7,7 +7,7 @@
 
 #include "common/test_util.h"
 #include "parallel/grad_sync.h"
-#include "model/train_step.h"
+#include "train/train_step.h"
 #include "model/transformer.h"
 
 namespace pt {

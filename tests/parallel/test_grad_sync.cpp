@@ -11,7 +11,7 @@
 #include "core/error.h"
 #include "parallel/communicator.h"
 #include "parallel/dist_util.h"
-#include "parallel/ddp_options.h"
+#include "cli/ddp_options.h"
 #include "parallel/grad_sync.h"
 #include "parallel/zero1.h"
 

@@ -1,4 +1,4 @@
-#include "model/train_step.h"
+#include "train/train_step.h"
 
 #include "core/profiler.h"
 

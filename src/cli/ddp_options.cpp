@@ -1,8 +1,8 @@
-#include "parallel/ddp_options.h"
+#include "cli/ddp_options.h"
 
 #include <algorithm>
 
-#include "cli/options.h"  // parse_on_off: this file is the CLI side of dist
+#include "cli/options.h"
 #include "core/error.h"
 
 namespace pt::parallel {
