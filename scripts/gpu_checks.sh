@@ -37,6 +37,9 @@
 #                        against the two-pass defaults, PyTorch SDPA in the same step         (1)
 #   torch-compile-S      scripts/compare_torch.py S (small|medium|large|xl|2.7b), compiled,
 #                        bf16 (issue 6's target; COMPILE_PRECISIONS=fp32,bf16 for both)      (1)
+#   portable             bench model small and xl, ctx 512, bf16 flash, with the bundle on PATH
+#                        (BUILD_TAG names the records: a 90a build and an 80-virtual one, issue 13);
+#                        builds with an sm_90a image run it again with --flash-kernels mma     (1)
 # A step written A+B runs A on GPU 0 and B on GPU 1 at the same time (single-GPU steps only).
 set -uo pipefail
 : "${OUT:=out/gpu_checks}"
@@ -95,6 +98,14 @@ step_flash-d80() {
   local lib
   lib=$(ldd "$(command -v paratrain)" | awk '/libparatrain/ {print $3}')
   cuobjdump --dump-resource-usage "$lib" 2>/dev/null | grep -A1 'Li80E' | grep -o 'Function [^:]*\|REG:[0-9]*\|STACK:[0-9]*\|LOCAL:[0-9]*' | paste - - - -
+}
+step_portable() {
+  local tag=${BUILD_TAG:-build}
+  paratrain --version &&
+  bench_model "portable_${tag}" small,xl bf16 flash --breakdown || return
+  if paratrain --version | grep -q '90a'; then
+    bench_model "portable_${tag}_mma" small,xl bf16 flash --flash-kernels mma --breakdown
+  fi
 }
 step_torch-model-sizes() { torch_model small,medium,large,xl,2.7b; }
 step_model-2.7b() {

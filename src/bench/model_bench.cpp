@@ -321,6 +321,7 @@ ModelBenchResults run_model_bench(const ModelBenchOptions& opt, Device device, i
                      "bf16 needs a GPU: use --precision fp32 with --device cpu");
             Context ctx(device, prec);
             ctx.set_gemm_select(opt.gemm);
+            ctx.set_flash(opt.flash);
             DevicePeak peak_of = opt.peak_tflops > 0 ? DevicePeak{"", opt.peak_tflops, 0, "--peak-tflops"}
                                                     : device_peak(ctx.device(), prec);
             const double peak = peak_of.tflops * 1e12;

@@ -30,6 +30,7 @@ struct ModelBenchOptions {
   bool recompute = true;        // TransformerConfig::recompute
   bool fused = true;            // TransformerConfig::fused and OptimizerConfig::fused
   GemmSelect gemm = GemmSelect::Autotune;  // Context::set_gemm_select (--gemm)
+  FlashChoice flash;                         // Context::set_flash (--flash-kernels, --wgmma-tiles)
   bool breakdown = false;       // kernel-time breakdown per phase and op family (at the largest warm-up)
   bool memory_profile = false;  // peak/forward/step memory, breakdown and timeline (likewise)
   bool profile_steps = false;   // cudaProfilerStart/Stop around the measured steps

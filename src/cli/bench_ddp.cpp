@@ -326,6 +326,7 @@ int run_bench_ddp(const std::vector<std::string>& args) {
   po::options_description desc("bench ddp options");
   add_run_options(desc, run);
   add_gemm_option(desc, run);
+  add_flash_options(desc, run);
   desc.add_options()
       ("model", po::value(&size)->default_value(size), "named size: small, medium, large, xl, 2.7b")
       ("d-model", po::value(&d_model)->default_value(0), "override the size's d_model (0: keep)")
@@ -389,6 +390,7 @@ int run_bench_ddp(const std::vector<std::string>& args) {
   io::RunRecord record("bench ddp", run.out, run.overwrite);  // fails now, not after the sweep
   Context ctx(device, precision_from_name(run.precision));
   apply_gemm_option(ctx, run);
+  apply_flash_options(ctx, run);
   auto comm = parallel::make_communicator(parallel::backend_for(device), ctx, comm_sms.front());
   int comm_sms_now = comm_sms.front();
   record.collect_environment(ctx);

@@ -46,6 +46,7 @@ int run_bench_model(const std::vector<std::string>& args) {
       ("peak-tflops", po::value(&o.peak_tflops)->default_value(0), "device peak for MFU (0: from the device name)");
   add_run_options(desc, run, nullptr);
   add_gemm_option(desc, run);
+  add_flash_options(desc, run);
   auto vm = parse_or_help(desc, args, "paratrain bench model [options]");
   if (!vm) return 0;
   o.sizes = split_list(sizes);
@@ -59,6 +60,7 @@ int run_bench_model(const std::vector<std::string>& args) {
   o.fused = parse_on_off(fused, "fused");
   o.seed = run.seed;
   o.gemm = gemm_select_from_name(run.gemm);
+  o.flash = flash_choice_of(run);
 
   auto& rt = parallel::Runtime::get();
   PT_CHECK(rt.world_size() == 1, "bench model runs as one process (use bench ddp for several ranks)");

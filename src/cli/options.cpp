@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "ops/flash_attention.h"
 
 namespace pt::cli {
 
@@ -43,6 +44,26 @@ void add_gemm_option(po::options_description& desc, RunOptions& o) {
 }
 
 void apply_gemm_option(Context& ctx, const RunOptions& o) { ctx.set_gemm_select(gemm_select_from_name(o.gemm)); }
+
+void add_flash_options(po::options_description& desc, RunOptions& o) {
+  desc.add_options()
+      ("flash-kernels", po::value(&o.flash_kernels)->default_value(o.flash_kernels),
+       "bf16 flash attention on the GPU: auto (wgmma on a Hopper GPU running this binary's sm_90a "
+       "image, for head dimensions 64 and 128; mma.sync everywhere else), mma (the FlashAttention-2 "
+       "mma.sync kernels, every GPU from sm_80), wgmma (refused where it cannot run)")
+      ("wgmma-tiles", po::value(&o.wgmma_tiles)->default_value(o.wgmma_tiles),
+       "wgmma tile shapes F/K/Q (e.g. 1x64/1/1, 2x128/2/acc; see ops/flash_attention.h); "
+       "empty: each head dimension's measured default");
+}
+
+FlashChoice flash_choice_of(const RunOptions& o) {
+  FlashChoice c;
+  c.kernels = ops::flash_kernels_from_name(o.flash_kernels);
+  if (!o.wgmma_tiles.empty()) c.tiles = ops::wgmma_tiles_from_name(o.wgmma_tiles);
+  return c;
+}
+
+void apply_flash_options(Context& ctx, const RunOptions& o) { ctx.set_flash(flash_choice_of(o)); }
 
 Device resolve_device(const std::string& device, int local_rank) {
   const int n = cuda_device_count();

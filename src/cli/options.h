@@ -29,12 +29,19 @@ struct RunOptions {
   bool overwrite = false;
   uint64_t seed = 1337;
   std::string gemm = "autotune";   // autotune | cublas | lt (GPU GEMM library call; add_gemm_option)
+  std::string flash_kernels = "auto";  // auto | mma | wgmma (bf16 flash attention on the GPU; add_flash_options)
+  std::string wgmma_tiles;             // F/K/Q, "" = each head dimension's default
 };
 // default_precision == nullptr leaves --precision out (sweeps take a list flag instead).
 void add_run_options(po::options_description& desc, RunOptions& o, const char* default_precision = "fp32");
 // --gemm (subcommands that run GEMMs on the GPU), and its value applied to a context.
 void add_gemm_option(po::options_description& desc, RunOptions& o);
 void apply_gemm_option(Context& ctx, const RunOptions& o);
+// --flash-kernels, --wgmma-tiles (subcommands that run the model), and their values applied to a
+// context: an explicit wgmma request the GPU or binary cannot run fails there, named.
+void add_flash_options(po::options_description& desc, RunOptions& o);
+FlashChoice flash_choice_of(const RunOptions& o);
+void apply_flash_options(Context& ctx, const RunOptions& o);
 // auto → CUDA device local_rank when one exists, else the CPU.
 Device resolve_device(const std::string& device, int local_rank);
 

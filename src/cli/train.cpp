@@ -121,6 +121,7 @@ int run_train(const std::vector<std::string>& args) {
                         "progress line every N steps (rank 0)");
   add_run_options(general, run, "fp32");
   add_gemm_option(general, run);
+  add_flash_options(general, run);
   po::options_description desc("paratrain train options");
   desc.add(model).add(data).add(optim).add(ckpt).add(parallel).add(general);
   auto vm = parse_or_help(desc, args, "paratrain train [options]   (mpirun -np N paratrain train ... for data parallelism)");
@@ -190,6 +191,7 @@ int run_train(const std::vector<std::string>& args) {
   // ---- build ---------------------------------------------------------------------------------
   Context ctx(device, precision);
   apply_gemm_option(ctx, run);
+  apply_flash_options(ctx, run);
   record.collect_environment(ctx);
   record.set_options(options_as_strings(*vm));
   TransformerLM lm(cfg, ctx);

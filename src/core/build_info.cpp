@@ -5,11 +5,9 @@
 #include <climits>
 #include <sys/stat.h>
 
+#include "paratrain/build_config.h"  // generated at configure time (CMakeLists.txt)
 #include "paratrain/git_revision.h"  // generated at build time (cmake/git_revision.cmake)
 
-#ifndef PARATRAIN_VERSION
-#error "PARATRAIN_VERSION and PARATRAIN_SOURCE_DIR are defined by CMakeLists.txt"
-#endif
 
 namespace pt {
 

@@ -3,10 +3,8 @@
 #include <cctype>
 
 #include "core/error.h"
+#include "paratrain/build_config.h"  // PARATRAIN_CUDA_ARCHITECTURES: the list as CMake resolved it
 
-#ifndef PARATRAIN_CUDA_ARCHITECTURES
-#error "PARATRAIN_CUDA_ARCHITECTURES is defined by CMakeLists.txt (the resolved CMAKE_CUDA_ARCHITECTURES)"
-#endif
 
 namespace pt {
 

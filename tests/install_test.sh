@@ -1,0 +1,38 @@
+#!/bin/bash
+# The installed tree is complete and relocatable: install the build into a temporary prefix,
+# move the whole tree elsewhere, and run it from there (no build or source tree involved).
+#   tests/install_test.sh BUILD_DIR
+set -euo pipefail
+build=${1:?usage: install_test.sh BUILD_DIR}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "install_test: $*" >&2; exit 1; }
+
+cmake --install "$build" --prefix "$work/first" >"$work/install.log" 2>&1 || { cat "$work/install.log"; fail "cmake --install failed"; }
+mv "$work/first" "$work/moved"
+p=$work/moved
+for f in bin/paratrain bin/paratrain-report lib/libparatrain.so share/paratrain/scripts/report \
+         share/paratrain/scripts/paratrain_report/__init__.py share/paratrain/slurm/train.sbatch \
+         share/paratrain/data/sample_tokens.npy share/doc/paratrain/LICENSE share/doc/paratrain/README.md \
+         share/doc/paratrain/ARCHITECTURE.md; do
+  [ -e "$p/$f" ] || fail "missing from the installed tree: $f"
+done
+# RUNPATH: the library through $ORIGIN, nothing from the build or source tree.
+runpath=$(readelf -d "$p/bin/paratrain" | sed -n 's/.*(RUNPATH).*\[\(.*\)\]/\1/p')
+case "$runpath" in *'$ORIGIN/../lib'*) ;; *) fail "bin/paratrain's RUNPATH lacks \$ORIGIN/../lib: '$runpath'" ;; esac
+src=$(cd "$(dirname "$0")/.." && pwd)
+for f in bin/paratrain lib/libparatrain.so; do
+  rp=$(readelf -d "$p/$f" | sed -n 's/.*R\(UN\)\{0,1\}PATH.*\[\(.*\)\]/\2/p')
+  case "$rp" in *"$(cd "$build" && pwd)"*|*"$src"*) fail "$f's RUNPATH points into the build or source tree: $rp" ;; esac
+done
+# Run from a directory with no data/ of its own: the default data is the installed sample.
+cd "$work"
+"$p/bin/paratrain" --version | tee "$work/version.txt"
+grep -q "^paratrain [0-9]" "$work/version.txt" || fail "--version printed no version line"
+grep -q "cuda architectures" "$work/version.txt" || fail "--version does not name the CUDA architectures"
+"$p/bin/paratrain" train --model tiny --steps 2 --device cpu --out "$work/run.h5" >"$work/train.log" 2>&1 ||
+  { cat "$work/train.log"; fail "train from the moved tree failed"; }
+[ -s "$work/run.h5" ] || fail "train wrote no record"
+grep -q "share/paratrain/data/sample_tokens.npy" "$work/train.log" "$work/run.h5" ||
+  fail "train did not use the installed sample data"
+echo "install_test: the moved tree at $p runs (--version, train)"
