@@ -55,8 +55,8 @@ __global__ void flash_bwd_delta_kernel(const FlashParams p) {
   const int i = static_cast<int>(row % p.seqlen_q);
   const int h = static_cast<int>((row / p.seqlen_q) % p.heads);
   const int b = static_cast<int>(row / (static_cast<int64_t>(p.seqlen_q) * p.heads));
-  const bf16* o = static_cast<const bf16*>(p.o) + b * p.o_s.batch + h * p.o_s.head + i * p.o_s.row;
-  const bf16* d_o = static_cast<const bf16*>(p.dout) + b * p.do_s.batch + h * p.do_s.head + i * p.do_s.row;
+  const bf16* o = head_row<const bf16>(p.o, p.o_s, b, h, i);
+  const bf16* d_o = head_row<const bf16>(p.dout, p.do_s, b, h, i);
   float s = 0.0f;
   for (int c = lane; c < kHeadDim; c += 32) s += __bfloat162float(o[c]) * __bfloat162float(d_o[c]);
   s = warp_sum(s);
@@ -112,10 +112,10 @@ __global__ void __launch_bounds__(DkDvTraits<kHeadDim>::kThreads)
   const int tq = p.seqlen_q, tk = p.seqlen_k;
   const int64_t bh = static_cast<int64_t>(b) * p.heads + h;
 
-  const bf16* q = static_cast<const bf16*>(p.q) + b * p.q_s.batch + h * p.q_s.head;
-  const bf16* k = static_cast<const bf16*>(p.k) + b * p.k_s.batch + h * p.k_s.head + n0 * p.k_s.row;
-  const bf16* v = static_cast<const bf16*>(p.v) + b * p.v_s.batch + h * p.v_s.head + n0 * p.v_s.row;
-  const bf16* d_o = static_cast<const bf16*>(p.dout) + b * p.do_s.batch + h * p.do_s.head;
+  const bf16* q = head_row<const bf16>(p.q, p.q_s, b, h);
+  const bf16* k = head_row<const bf16>(p.k, p.k_s, b, h, n0);
+  const bf16* v = head_row<const bf16>(p.v, p.v_s, b, h, n0);
+  const bf16* d_o = head_row<const bf16>(p.dout, p.do_s, b, h);
   const float* lse = p.lse + bh * tq;
   const float* delta = p.delta + bh * tq;
 
@@ -171,8 +171,8 @@ __global__ void __launch_bounds__(DkDvTraits<kHeadDim>::kThreads)
     __syncthreads();
   }
 
-  bf16* dk = static_cast<bf16*>(p.dk) + b * p.dk_s.batch + h * p.dk_s.head + key0 * p.dk_s.row;
-  bf16* dv = static_cast<bf16*>(p.dv) + b * p.dv_s.batch + h * p.dv_s.head + key0 * p.dv_s.row;
+  bf16* dk = head_row<bf16>(p.dk, p.dk_s, b, h, key0);
+  bf16* dv = head_row<bf16>(p.dv, p.dv_s, b, h, key0);
   store_strip<kHeadDim>(dk, p.dk_s.row, acc_dk, p.scale, p.scale, tk - key0);
   store_strip<kHeadDim>(dv, p.dv_s.row, acc_dv, 1.0f, 1.0f, tk - key0);
 }
@@ -215,10 +215,10 @@ __global__ void __launch_bounds__(DqTraits<kHeadDim>::kThreads)
   const int tq = p.seqlen_q, tk = p.seqlen_k;
   const int64_t bh = static_cast<int64_t>(b) * p.heads + h;
 
-  const bf16* q = static_cast<const bf16*>(p.q) + b * p.q_s.batch + h * p.q_s.head + m0 * p.q_s.row;
-  const bf16* d_o = static_cast<const bf16*>(p.dout) + b * p.do_s.batch + h * p.do_s.head + m0 * p.do_s.row;
-  const bf16* k = static_cast<const bf16*>(p.k) + b * p.k_s.batch + h * p.k_s.head;
-  const bf16* v = static_cast<const bf16*>(p.v) + b * p.v_s.batch + h * p.v_s.head;
+  const bf16* q = head_row<const bf16>(p.q, p.q_s, b, h, m0);
+  const bf16* d_o = head_row<const bf16>(p.dout, p.do_s, b, h, m0);
+  const bf16* k = head_row<const bf16>(p.k, p.k_s, b, h);
+  const bf16* v = head_row<const bf16>(p.v, p.v_s, b, h);
 
   const int n_end = kCausal ? min(tk, m0 + kBlockM) : tk;
   const int n_blocks = (n_end + kBlockN - 1) / kBlockN;
@@ -272,7 +272,7 @@ __global__ void __launch_bounds__(DqTraits<kHeadDim>::kThreads)
     __syncthreads();
   }
 
-  bf16* dq = static_cast<bf16*>(p.dq) + b * p.dq_s.batch + h * p.dq_s.head + row0 * p.dq_s.row;
+  bf16* dq = head_row<bf16>(p.dq, p.dq_s, b, h, row0);
   store_strip<kHeadDim>(dq, p.dq_s.row, acc_dq, p.scale, p.scale, tq - row0);
 }
 

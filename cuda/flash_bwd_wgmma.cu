@@ -117,10 +117,10 @@ __global__ void __launch_bounds__(DkDvWgmmaTraits<kHeadDim, kWarpgroups, kAccumu
   const int64_t bh = static_cast<int64_t>(b) * p.heads + h;
   const int key0 = n0 + wg * 64 + warp_in_wg * 16;  // this warp's 16 keys
 
-  const bf16* q = static_cast<const bf16*>(p.q) + b * p.q_s.batch + h * p.q_s.head;
-  const bf16* k = static_cast<const bf16*>(p.k) + b * p.k_s.batch + h * p.k_s.head + n0 * p.k_s.row;
-  const bf16* v = static_cast<const bf16*>(p.v) + b * p.v_s.batch + h * p.v_s.head + n0 * p.v_s.row;
-  const bf16* d_o = static_cast<const bf16*>(p.dout) + b * p.do_s.batch + h * p.do_s.head;
+  const bf16* q = head_row<const bf16>(p.q, p.q_s, b, h);
+  const bf16* k = head_row<const bf16>(p.k, p.k_s, b, h, n0);
+  const bf16* v = head_row<const bf16>(p.v, p.v_s, b, h, n0);
+  const bf16* d_o = head_row<const bf16>(p.dout, p.do_s, b, h);
   const float* lse = p.lse + bh * tq;
   const float* delta = p.delta + bh * tq;
 
@@ -246,8 +246,8 @@ __global__ void __launch_bounds__(DkDvWgmmaTraits<kHeadDim, kWarpgroups, kAccumu
   }
   if (kAccumulateDq && reduce_leader) bulk_wait<0>();  // shared memory must outlive the reads
 
-  bf16* dk = static_cast<bf16*>(p.dk) + b * p.dk_s.batch + h * p.dk_s.head + key0 * p.dk_s.row;
-  bf16* dv = static_cast<bf16*>(p.dv) + b * p.dv_s.batch + h * p.dv_s.head + key0 * p.dv_s.row;
+  bf16* dk = head_row<bf16>(p.dk, p.dk_s, b, h, key0);
+  bf16* dv = head_row<bf16>(p.dv, p.dv_s, b, h, key0);
   store_strip<kHeadDim>(dk, p.dk_s.row, acc_dk, p.scale, p.scale, tk - key0);
   store_strip<kHeadDim>(dv, p.dv_s.row, acc_dv, 1.0f, 1.0f, tk - key0);
 #else
@@ -277,10 +277,10 @@ __global__ void __launch_bounds__(DqWgmmaTraits<kHeadDim, kWarpgroups>::kThreads
   const int64_t bh = static_cast<int64_t>(b) * p.heads + h;
   const int row0 = m0 + wg * 64 + warp_in_wg * 16;
 
-  const bf16* q = static_cast<const bf16*>(p.q) + b * p.q_s.batch + h * p.q_s.head + m0 * p.q_s.row;
-  const bf16* d_o = static_cast<const bf16*>(p.dout) + b * p.do_s.batch + h * p.do_s.head + m0 * p.do_s.row;
-  const bf16* k = static_cast<const bf16*>(p.k) + b * p.k_s.batch + h * p.k_s.head;
-  const bf16* v = static_cast<const bf16*>(p.v) + b * p.v_s.batch + h * p.v_s.head;
+  const bf16* q = head_row<const bf16>(p.q, p.q_s, b, h, m0);
+  const bf16* d_o = head_row<const bf16>(p.dout, p.do_s, b, h, m0);
+  const bf16* k = head_row<const bf16>(p.k, p.k_s, b, h);
+  const bf16* v = head_row<const bf16>(p.v, p.v_s, b, h);
 
   const int n_end = kCausal ? min(tk, m0 + kBlockM) : tk;
   const int n_blocks = (n_end + kBlockN - 1) / kBlockN;
@@ -354,7 +354,7 @@ __global__ void __launch_bounds__(DqWgmmaTraits<kHeadDim, kWarpgroups>::kThreads
     __syncthreads();
   }
 
-  bf16* dq = static_cast<bf16*>(p.dq) + b * p.dq_s.batch + h * p.dq_s.head + row0 * p.dq_s.row;
+  bf16* dq = head_row<bf16>(p.dq, p.dq_s, b, h, row0);
   store_strip<kHeadDim>(dq, p.dq_s.row, acc_dq, p.scale, p.scale, tq - row0);
 #else
   __trap();
@@ -389,7 +389,7 @@ __global__ void flash_dq_from_accum_kernel(const FlashParams p) {
   const int row = static_cast<int>(tile % m_tiles) * kDqAccumTileRows + (f / 32) * 16 + (f % 32) / 4;
   const int col = j * 8 + 2 * (f % 4);
   const float4 v = reinterpret_cast<const float4*>(p.dq_accum)[idx];
-  bf16* dq = static_cast<bf16*>(p.dq) + b * p.dq_s.batch + h * p.dq_s.head + col;
+  bf16* dq = head_row<bf16>(p.dq, p.dq_s, b, h) + col;
   if (row < p.seqlen_q)
     *reinterpret_cast<__nv_bfloat162*>(dq + row * p.dq_s.row) = __floats2bfloat162_rn(v.x * p.scale, v.y * p.scale);
   if (row + 8 < p.seqlen_q)

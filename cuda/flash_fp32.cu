@@ -7,6 +7,7 @@
 // in their plainest form: 128 threads, 32 × 32 tiles in shared memory, four lanes (a quad)
 // per tile row, each lane owning every fourth score column and every fourth output column.
 #include "cuda/common.cuh"
+#include "cuda/flash_common.cuh"
 #include "cuda/flash_params.h"
 
 namespace pt::cuda {
@@ -15,7 +16,6 @@ namespace {
 
 constexpr int kTile = 32;                // rows per query tile and per key tile
 constexpr int kThreads = 4 * kTile;      // a quad per row
-constexpr float kMaskedScoreBias = -1e6f;
 
 // Shared rows padded by one float: the quad's four rows (stride kHeadDim + 1, odd) and a
 // warp's eight rows fall in distinct banks.
@@ -60,15 +60,6 @@ __device__ __forceinline__ void accumulate_rows(float (&acc)[kHeadDim / 4], cons
   }
 }
 
-__device__ __forceinline__ float quad_max(float v) {
-  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
-  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
-}
-__device__ __forceinline__ float quad_sum(float v) {
-  v += __shfl_xor_sync(0xffffffffu, v, 1);
-  return v + __shfl_xor_sync(0xffffffffu, v, 2);
-}
-
 template <int kHeadDim>
 constexpr int smem_bytes(int tiles) { return tiles * kTile * ld<kHeadDim>() * 4 + 2 * kTile * 4; }
 
@@ -82,9 +73,9 @@ __global__ void __launch_bounds__(kThreads) fwd_kernel(const FlashParams p) {
   const int h = blockIdx.y, b = blockIdx.z;
   const int r = threadIdx.x / 4, c4 = threadIdx.x % 4;
   const int tq = p.seqlen_q, tk = p.seqlen_k, row = m0 + r;
-  const float* q = static_cast<const float*>(p.q) + b * p.q_s.batch + h * p.q_s.head;
-  const float* k = static_cast<const float*>(p.k) + b * p.k_s.batch + h * p.k_s.head;
-  const float* v = static_cast<const float*>(p.v) + b * p.v_s.batch + h * p.v_s.head;
+  const float* q = head_row<const float>(p.q, p.q_s, b, h);
+  const float* k = head_row<const float>(p.k, p.k_s, b, h);
+  const float* v = head_row<const float>(p.v, p.v_s, b, h);
 
   load_tile<kHeadDim>(sQ, q, p.q_s.row, m0, tq);
   float acc[kHeadDim / 4] = {};
@@ -119,7 +110,7 @@ __global__ void __launch_bounds__(kThreads) fwd_kernel(const FlashParams p) {
   }
   l = quad_sum(l);
   if (row < tq) {
-    float* o = static_cast<float*>(p.o) + b * p.o_s.batch + h * p.o_s.head + row * p.o_s.row;
+    float* o = head_row<float>(p.o, p.o_s, b, h, row);
 #pragma unroll
     for (int j = 0; j < kHeadDim / 4; ++j) o[c4 + 4 * j] = acc[j] / l;
     if (c4 == 0) p.lse[(static_cast<int64_t>(b) * p.heads + h) * tq + row] = m + logf(l);
@@ -133,8 +124,8 @@ __global__ void __launch_bounds__(kThreads) delta_kernel(const FlashParams p) {
   const int row = m0 + threadIdx.x / 4, c4 = threadIdx.x % 4;
   float s = 0.0f;
   if (row < p.seqlen_q) {
-    const float* o = static_cast<const float*>(p.o) + b * p.o_s.batch + h * p.o_s.head + row * p.o_s.row;
-    const float* d_o = static_cast<const float*>(p.dout) + b * p.do_s.batch + h * p.do_s.head + row * p.do_s.row;
+    const float* o = head_row<const float>(p.o, p.o_s, b, h, row);
+    const float* d_o = head_row<const float>(p.dout, p.do_s, b, h, row);
     for (int c = c4; c < kHeadDim; c += 4) s = fmaf(o[c], d_o[c], s);
   }
   s = quad_sum(s);
@@ -155,10 +146,10 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(const FlashParams p) {
   const int r = threadIdx.x / 4, c4 = threadIdx.x % 4, key = n0 + r;
   const int tq = p.seqlen_q, tk = p.seqlen_k;
   const int64_t bh = static_cast<int64_t>(b) * p.heads + h;
-  const float* q = static_cast<const float*>(p.q) + b * p.q_s.batch + h * p.q_s.head;
-  const float* k = static_cast<const float*>(p.k) + b * p.k_s.batch + h * p.k_s.head;
-  const float* v = static_cast<const float*>(p.v) + b * p.v_s.batch + h * p.v_s.head;
-  const float* d_o = static_cast<const float*>(p.dout) + b * p.do_s.batch + h * p.do_s.head;
+  const float* q = head_row<const float>(p.q, p.q_s, b, h);
+  const float* k = head_row<const float>(p.k, p.k_s, b, h);
+  const float* v = head_row<const float>(p.v, p.v_s, b, h);
+  const float* d_o = head_row<const float>(p.dout, p.do_s, b, h);
 
   load_tile<kHeadDim>(sK, k, p.k_s.row, n0, tk);
   load_tile<kHeadDim>(sV, v, p.v_s.row, n0, tk);
@@ -184,8 +175,8 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(const FlashParams p) {
     accumulate_rows<kHeadDim>(dk, dpt, sQ, c4);   // dK += dSᵀ Q
   }
   if (key < tk) {
-    float* dkp = static_cast<float*>(p.dk) + b * p.dk_s.batch + h * p.dk_s.head + key * p.dk_s.row;
-    float* dvp = static_cast<float*>(p.dv) + b * p.dv_s.batch + h * p.dv_s.head + key * p.dv_s.row;
+    float* dkp = head_row<float>(p.dk, p.dk_s, b, h, key);
+    float* dvp = head_row<float>(p.dv, p.dv_s, b, h, key);
 #pragma unroll
     for (int j = 0; j < kHeadDim / 4; ++j) {
       dkp[c4 + 4 * j] = dk[j] * p.scale;
@@ -207,10 +198,10 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(const FlashParams p) {
   const int r = threadIdx.x / 4, c4 = threadIdx.x % 4, row = m0 + r;
   const int tq = p.seqlen_q, tk = p.seqlen_k;
   const int64_t bh = static_cast<int64_t>(b) * p.heads + h;
-  const float* q = static_cast<const float*>(p.q) + b * p.q_s.batch + h * p.q_s.head;
-  const float* k = static_cast<const float*>(p.k) + b * p.k_s.batch + h * p.k_s.head;
-  const float* v = static_cast<const float*>(p.v) + b * p.v_s.batch + h * p.v_s.head;
-  const float* d_o = static_cast<const float*>(p.dout) + b * p.do_s.batch + h * p.do_s.head;
+  const float* q = head_row<const float>(p.q, p.q_s, b, h);
+  const float* k = head_row<const float>(p.k, p.k_s, b, h);
+  const float* v = head_row<const float>(p.v, p.v_s, b, h);
+  const float* d_o = head_row<const float>(p.dout, p.do_s, b, h);
 
   load_tile<kHeadDim>(sQ, q, p.q_s.row, m0, tq);
   load_tile<kHeadDim>(sdO, d_o, p.do_s.row, m0, tq);
@@ -236,7 +227,7 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(const FlashParams p) {
     accumulate_rows<kHeadDim>(dq, s, sK, c4);  // dQ += dS K
   }
   if (row < tq) {
-    float* dqp = static_cast<float*>(p.dq) + b * p.dq_s.batch + h * p.dq_s.head + row * p.dq_s.row;
+    float* dqp = head_row<float>(p.dq, p.dq_s, b, h, row);
 #pragma unroll
     for (int j = 0; j < kHeadDim / 4; ++j) dqp[c4 + 4 * j] = dq[j] * p.scale;
   }

@@ -43,9 +43,9 @@ __global__ void __launch_bounds__(FwdWgmmaTraits<kHeadDim, kWarpgroups, kBlockN_
   const int tq = p.seqlen_q, tk = p.seqlen_k;
   const int row0 = m0 + wg * 64 + warp_in_wg * 16;  // this warp's 16-row strip
 
-  const bf16* q = static_cast<const bf16*>(p.q) + b * p.q_s.batch + h * p.q_s.head + m0 * p.q_s.row;
-  const bf16* k = static_cast<const bf16*>(p.k) + b * p.k_s.batch + h * p.k_s.head;
-  const bf16* v = static_cast<const bf16*>(p.v) + b * p.v_s.batch + h * p.v_s.head;
+  const bf16* q = head_row<const bf16>(p.q, p.q_s, b, h, m0);
+  const bf16* k = head_row<const bf16>(p.k, p.k_s, b, h);
+  const bf16* v = head_row<const bf16>(p.v, p.v_s, b, h);
 
   const int n_end = kCausal ? min(tk, m0 + kBlockM) : tk;
   const int n_blocks = (n_end + kBlockN - 1) / kBlockN;
@@ -108,7 +108,7 @@ __global__ void __launch_bounds__(FwdWgmmaTraits<kHeadDim, kWarpgroups, kBlockN_
     __syncthreads();  // this stage is refilled by the next iteration's copy
   }
 
-  bf16* o = static_cast<bf16*>(p.o) + b * p.o_s.batch + h * p.o_s.head + row0 * p.o_s.row;
+  bf16* o = head_row<bf16>(p.o, p.o_s, b, h, row0);
   float* lse = p.lse + (static_cast<int64_t>(b) * p.heads + h) * tq + row0;
   store_output<kHeadDim>(o, p.o_s.row, lse, acc_o, row_max, row_sum, p.scale, tq - row0);
 #else

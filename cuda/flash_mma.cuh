@@ -18,14 +18,12 @@
 #include <cstdint>
 
 #include "cuda/common.cuh"
+#include "cuda/flash_common.cuh"
 
 namespace pt::cuda::flash {
 
 using bf16 = __nv_bfloat16;
 
-constexpr float kLog2e = 1.4426950408889634f;
-// Masked (key after query) scores get this added: the reference implementation's convention.
-constexpr float kMaskedScoreBias = -1e6f;
 
 template <int kHeadDim>
 constexpr int smem_ld() { return kHeadDim + 8; }
@@ -204,16 +202,6 @@ __device__ __forceinline__ void store_strip(bf16* dst, int64_t ld, const float (
     if (g + 8 < valid_rows)
       *reinterpret_cast<uint32_t*>(dst + (g + 8) * ld + col) = pack_bf16(acc[j][2] * scale_hi, acc[j][3] * scale_hi);
   }
-}
-
-// Max and sum over the 4 lanes (one quad) that hold the same accumulator row.
-__device__ __forceinline__ float quad_max(float v) {
-  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
-  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
-}
-__device__ __forceinline__ float quad_sum(float v) {
-  v += __shfl_xor_sync(0xffffffffu, v, 1);
-  return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
 }  // namespace pt::cuda::flash
