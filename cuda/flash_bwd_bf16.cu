@@ -150,13 +150,7 @@ __global__ void __launch_bounds__(DkDvTraits<kHeadDim>::kThreads)
 
   for (int i = m_begin; i < m_blocks; ++i) {
     const int stage = (i - m_begin) & 1;
-    if (i + 1 < m_blocks) {
-      load_query_tile(i + 1, stage ^ 1);
-      cp_async_commit();
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
+    pipeline_turn(i + 1 < m_blocks, [&] { load_query_tile(i + 1, stage ^ 1); });
     __syncthreads();
     const bf16* sQi = sQ + stage * kBlockM * kLd;
     const bf16* sdOi = sdO + stage * kBlockM * kLd;
@@ -220,14 +214,13 @@ __global__ void __launch_bounds__(DqTraits<kHeadDim>::kThreads)
   const bf16* k = head_row<const bf16>(p.k, p.k_s, b, h);
   const bf16* v = head_row<const bf16>(p.v, p.v_s, b, h);
 
-  const int n_end = kCausal ? min(tk, m0 + kBlockM) : tk;
-  const int n_blocks = (n_end + kBlockN - 1) / kBlockN;
-  const int n_full = kCausal ? min((m0 + 1) / kBlockN, tk / kBlockN) : tk / kBlockN;
+  const KeyTiles<kBlockM, kBlockN, kCausal> tiles(m0, tk);
+  const int n_blocks = tiles.n_blocks, n_full = tiles.n_full;
+  const PaddedTileCopy<kBlockN, kHeadDim, kThreads> kv_copy;
 
   load_tile_async<kBlockM, kHeadDim, kThreads>(sQ, q, p.q_s.row, tq - m0);
   load_tile_async<kBlockM, kHeadDim, kThreads>(sdO, d_o, p.do_s.row, tq - m0);
-  load_tile_async<kBlockN, kHeadDim, kThreads>(sK, k, p.k_s.row, tk);
-  load_tile_async<kBlockN, kHeadDim, kThreads>(sV, v, p.v_s.row, tk);
+  fetch_kv_tile<kBlockN>(kv_copy, sK, sV, k, v, p, 0, 0);
   cp_async_commit();
 
   // This lane's two rows: −L·log2(e) (so P = 2^(s·scale·log2e − L·log2e)) and delta.
@@ -249,17 +242,7 @@ __global__ void __launch_bounds__(DqTraits<kHeadDim>::kThreads)
 
   for (int j = 0; j < n_blocks; ++j) {
     const int stage = j & 1;
-    if (j + 1 < n_blocks) {
-      const int n1 = (j + 1) * kBlockN;
-      load_tile_async<kBlockN, kHeadDim, kThreads>(sK + (stage ^ 1) * kBlockN * kLd, k + n1 * p.k_s.row,
-                                                   p.k_s.row, tk - n1);
-      load_tile_async<kBlockN, kHeadDim, kThreads>(sV + (stage ^ 1) * kBlockN * kLd, v + n1 * p.v_s.row,
-                                                   p.v_s.row, tk - n1);
-      cp_async_commit();
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
+    pipeline_turn(j + 1 < n_blocks, [&] { fetch_kv_tile<kBlockN>(kv_copy, sK, sV, k, v, p, j + 1, stage ^ 1); });
     __syncthreads();
     const bf16* sKj = sK + stage * kBlockN * kLd;
     const bf16* sVj = sV + stage * kBlockN * kLd;

@@ -62,14 +62,12 @@ __global__ void __launch_bounds__(FwdTraits<kHeadDim>::kThreads)
   const bf16* k = head_row<const bf16>(p.k, p.k_s, b, h);
   const bf16* v = head_row<const bf16>(p.v, p.v_s, b, h);
 
-  const int n_end = kCausal ? min(tk, m0 + kBlockM) : tk;
-  const int n_blocks = (n_end + kBlockN - 1) / kBlockN;
-  // Tiles [0, n_full) lie wholly below the diagonal of every row here and inside the keys.
-  const int n_full = kCausal ? min((m0 + 1) / kBlockN, tk / kBlockN) : tk / kBlockN;
+  const KeyTiles<kBlockM, kBlockN, kCausal> tiles(m0, tk);
+  const int n_blocks = tiles.n_blocks, n_full = tiles.n_full;
+  const PaddedTileCopy<kBlockN, kHeadDim, kThreads> kv_copy;
 
   load_tile_async<kBlockM, kHeadDim, kThreads>(sQ, q, p.q_s.row, tq - m0);
-  load_tile_async<kBlockN, kHeadDim, kThreads>(sK, k, p.k_s.row, tk);
-  load_tile_async<kBlockN, kHeadDim, kThreads>(sV, v, p.v_s.row, tk);
+  fetch_kv_tile<kBlockN>(kv_copy, sK, sV, k, v, p, 0, 0);
   cp_async_commit();
 
   const float scale_log2 = p.scale * kLog2e;
@@ -82,17 +80,7 @@ __global__ void __launch_bounds__(FwdTraits<kHeadDim>::kThreads)
 
   for (int j = 0; j < n_blocks; ++j) {
     const int stage = j & 1;
-    if (j + 1 < n_blocks) {
-      const int n1 = (j + 1) * kBlockN;
-      load_tile_async<kBlockN, kHeadDim, kThreads>(sK + (stage ^ 1) * kBlockN * kLd, k + n1 * p.k_s.row,
-                                                   p.k_s.row, tk - n1);
-      load_tile_async<kBlockN, kHeadDim, kThreads>(sV + (stage ^ 1) * kBlockN * kLd, v + n1 * p.v_s.row,
-                                                   p.v_s.row, tk - n1);
-      cp_async_commit();
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
+    pipeline_turn(j + 1 < n_blocks, [&] { fetch_kv_tile<kBlockN>(kv_copy, sK, sV, k, v, p, j + 1, stage ^ 1); });
     __syncthreads();
     if (j == 0) load_a_strip<kHeadDim>(q_frag, sQ + warp * 16 * kLd, kLd);
     const bf16* sKj = sK + stage * kBlockN * kLd;

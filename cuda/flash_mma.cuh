@@ -19,6 +19,7 @@
 
 #include "cuda/common.cuh"
 #include "cuda/flash_common.cuh"
+#include "cuda/flash_params.h"
 
 namespace pt::cuda::flash {
 
@@ -98,6 +99,52 @@ __device__ __forceinline__ void load_tile_async(bf16* dst, const bf16* src, int6
       cp_async_16(dst + r * smem_ld<kHeadDim>() + col, valid ? src + r * ld + col : src, valid);
     }
   }
+}
+
+// The tile copy of the mma.sync kernels as a functor, for the pipeline helpers below.
+template <int kRows, int kHeadDim, int kThreads>
+struct PaddedTileCopy {
+  static constexpr int kStageElems = kRows * smem_ld<kHeadDim>();  // one stage of a double buffer
+  __device__ __forceinline__ void operator()(bf16* dst, const bf16* src, int64_t ld, int valid_rows) const {
+    load_tile_async<kRows, kHeadDim, kThreads>(dst, src, ld, valid_rows);
+  }
+};
+
+// One turn of a two-stage cp.async pipeline: start the copies of the next tile (fetch_next,
+// when there is one) and wait for the current tile's, committed one turn earlier. The caller
+// then orders the copies with a block barrier (and, for tiles the tensor cores read through the
+// async proxy, fence.proxy.async first).
+template <class FetchNext>
+__device__ __forceinline__ void pipeline_turn(bool has_next, FetchNext&& fetch_next) {
+  if (has_next) {
+    fetch_next();
+    cp_async_commit();
+    cp_async_wait<1>();
+  } else {
+    cp_async_wait<0>();
+  }
+}
+
+// The key tiles a query tile [m0, m0 + kBlockM) visits: [0, n_blocks); those in [0, n_full)
+// lie wholly below the diagonal of every one of its rows and inside the keys (no mask).
+template <int kBlockM, int kBlockN, bool kCausal>
+struct KeyTiles {
+  int n_blocks, n_full;
+  __device__ __forceinline__ KeyTiles(int m0, int tk) {
+    const int n_end = kCausal ? min(tk, m0 + kBlockM) : tk;
+    n_blocks = (n_end + kBlockN - 1) / kBlockN;
+    n_full = kCausal ? min((m0 + 1) / kBlockN, tk / kBlockN) : tk / kBlockN;
+  }
+};
+
+// Key and value tile j (kBlockN keys from j·kBlockN, zero rows past the last key) into stage s of
+// the double-buffered sK and sV, through the kernel family's tile copy (Copy::kStageElems apart).
+template <int kBlockN, class Copy>
+__device__ __forceinline__ void fetch_kv_tile(const Copy& copy, bf16* sK, bf16* sV, const bf16* k, const bf16* v,
+                                              const FlashParams& p, int j, int s) {
+  const int n = j * kBlockN;
+  copy(sK + s * Copy::kStageElems, k + n * p.k_s.row, p.k_s.row, p.seqlen_k - n);
+  copy(sV + s * Copy::kStageElems, v + n * p.v_s.row, p.v_s.row, p.seqlen_k - n);
 }
 
 // kRows fp32 values (lse or delta of a query tile) into shared memory, zero past valid_rows.

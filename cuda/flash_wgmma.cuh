@@ -60,6 +60,15 @@ __device__ __forceinline__ void load_tile_sw128(bf16* dst, const bf16* src, int6
 // proxy: every writing thread fences after its copies landed, before the barrier.
 __device__ __forceinline__ void fence_async_proxy() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
+// The tile copy of the wgmma kernels as a functor, for the pipeline helpers of flash_mma.cuh.
+template <int kRows, int kHeadDim, int kThreads>
+struct Sw128TileCopy {
+  static constexpr int kStageElems = kRows * kHeadDim;  // one stage of a double buffer
+  __device__ __forceinline__ void operator()(bf16* dst, const bf16* src, int64_t ld, int valid_rows) const {
+    load_tile_sw128<kRows, kHeadDim, kThreads>(dst, src, ld, valid_rows);
+  }
+};
+
 // Matrix descriptor: start address, leading and stride byte offsets, 128-byte swizzle.
 __device__ __forceinline__ uint64_t sw128_desc(const bf16* start, uint32_t lbo_bytes, uint32_t sbo_bytes) {
   const uint32_t a = smem_addr(start);
