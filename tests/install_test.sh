@@ -12,7 +12,8 @@ cmake --install "$build" --prefix "$work/first" >"$work/install.log" 2>&1 || { c
 mv "$work/first" "$work/moved"
 p=$work/moved
 for f in bin/paratrain bin/paratrain-report lib/libparatrain.so share/paratrain/scripts/report \
-         share/paratrain/scripts/paratrain_report/__init__.py share/paratrain/slurm/train.sbatch \
+         share/paratrain/scripts/paratrain_report/__init__.py share/paratrain/scripts/paratrain_report/accelerators.tsv \
+         share/paratrain/slurm/train.sbatch \
          share/paratrain/data/sample_tokens.npy share/doc/paratrain/LICENSE share/doc/paratrain/README.md \
          share/doc/paratrain/ARCHITECTURE.md; do
   [ -e "$p/$f" ] || fail "missing from the installed tree: $f"

@@ -1,6 +1,8 @@
 """The Transformer's named sizes and its parameter and FLOP counts, the same numbers as
 src/model/transformer.cpp (TransformerConfig::named, num_params, train_flops_per_token).
 Shared by the report and the PyTorch reference scripts; no torch needed here."""
+import os
+import re
 
 VOCAB_SIZE = 10000
 
@@ -28,14 +30,36 @@ def train_flops_per_token(vocab_size, d_model, num_layers, d_ff, seq_len):
     return 6.0 * n_gemm + 12.0 * num_layers * seq_len * d_model
 
 
-# Dense (no sparsity) peaks in TFLOP/s of the SXM parts: fp32, tf32, bf16 (vendor datasheets,
-# the figures paratrain's bench/timing.cpp uses).
-_PEAKS_TFLOPS = {"H100": (66.9, 494.7, 989.4), "H200": (66.9, 494.7, 989.4), "A100": (19.5, 156.0, 312.0)}
+def _accelerators_tsv():
+    """src/core/accelerators.tsv: beside this package when installed, else in the source tree."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    for path in (os.path.join(here, "accelerators.tsv"), os.path.join(here, "..", "..", "src", "core", "accelerators.tsv")):
+        if os.path.exists(path):
+            return path
+    raise FileNotFoundError("accelerators.tsv is neither beside paratrain_report nor in src/core/")
+
+
+def accelerators():
+    """The accelerator table paratrain compiles in: one dict per row, in match order."""
+    rows = []
+    with open(_accelerators_tsv()) as f:
+        for line in f:
+            line = line.rstrip("\n")
+            if not line or line.startswith("#"):
+                continue
+            preset, desc, cc, mem, fp32, tf32, bf16, hbm, link, match = line.split("\t")
+            rows.append({"preset": preset, "description": desc, "cc": cc, "memory_gb": float(mem),
+                         "fp32": float(fp32), "tf32": float(tf32), "bf16": float(bf16), "hbm_gbps": float(hbm),
+                         "link_gbps": float(link), "match": [] if match == "-" else match.upper().split()})
+    return rows
 
 
 def dense_peak_flops(device_name, precision):
-    """Dense peak FLOP/s of the device for a precision (fp32, tf32, bf16); 0 when unknown."""
-    for key, (fp32, tf32, bf16) in _PEAKS_TFLOPS.items():
-        if key in device_name:
-            return {"fp32": fp32, "tf32": tf32, "bf16": bf16}.get(precision, 0.0) * 1e12
+    """Dense peak FLOP/s of a CUDA device (by its name) for a precision (fp32, tf32, bf16); 0 when
+    the table does not know it. Matching as core/accelerator_specs.cpp: every word of a row's
+    pattern among the name's words (letters and digits), first row wins."""
+    words = set(re.findall(r"[A-Z0-9]+", device_name.upper()))
+    for row in accelerators():
+        if row["match"] and all(w in words for w in row["match"]):
+            return row.get(precision, 0.0) * 1e12
     return 0.0

@@ -4,40 +4,62 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 
 #include "core/error.h"
+#include "paratrain/accelerators_tsv.h"  // kAcceleratorsTsv: src/core/accelerators.tsv
 
 namespace pt {
 
 namespace {
 
-// Vendor datasheet figures. Tensor-core rates are the dense ones (half the "with sparsity"
-// figure the datasheets headline). link_gbps is one direction: NVLink's datasheet figure is both
-// directions together (H100 SXM: 900 GB/s, so 450 here); PCIe cards get their slot's x16 rate.
-// TPU v5p: Google's figures as the course uses them (C = 4.6e14 FLOP/s in bf16, W_ici = 9e10 B/s
-// each way); its fp32 and tf32 are left 0 (unknown: MFU is NaN for them).
 struct Entry {
   AcceleratorSpec spec;
-  const char* match;  // words a CUDA device name must all contain (any case), or nullptr
+  std::string match;  // words a CUDA device name must all contain (any case); "" never matches
 };
+
+// src/core/accelerators.tsv, compiled in (CMakeLists.txt generates the header): one row per
+// accelerator, tab-separated, '#' lines are comments.
+std::vector<Entry> parse_table(const std::string& text) {
+  std::vector<Entry> out;
+  size_t pos = 0;
+  int line_no = 0;
+  while (pos < text.size()) {
+    const size_t end = std::min(text.find('\n', pos), text.size());
+    const std::string line = text.substr(pos, end - pos);
+    pos = end + 1;
+    ++line_no;
+    if (line.empty() || line[0] == '#') continue;
+    std::vector<std::string> f;
+    size_t a = 0;
+    while (true) {
+      const size_t b = line.find('\t', a);
+      f.push_back(line.substr(a, b == std::string::npos ? std::string::npos : b - a));
+      if (b == std::string::npos) break;
+      a = b + 1;
+    }
+    PT_CHECK(f.size() == 10, "accelerators.tsv line " + std::to_string(line_no) + ": expected 10 fields");
+    Entry e;
+    e.spec.preset = f[0];
+    e.spec.description = f[1];
+    const double cc = std::stod(f[2]);
+    e.spec.cc_major = static_cast<int>(cc);
+    e.spec.cc_minor = static_cast<int>(std::lround((cc - e.spec.cc_major) * 10));
+    e.spec.memory_gb = std::stod(f[3]);
+    e.spec.fp32_tflops = std::stod(f[4]);
+    e.spec.tf32_tflops = std::stod(f[5]);
+    e.spec.bf16_tflops = std::stod(f[6]);
+    e.spec.hbm_gbps = std::stod(f[7]);
+    e.spec.link_gbps = std::stod(f[8]);
+    e.match = f[9] == "-" ? "" : f[9];
+    out.push_back(std::move(e));
+  }
+  return out;
+}
 
 // Most specific first: match_accelerator takes the first entry whose words all appear.
 const std::vector<Entry>& entries() {
-  static const std::vector<Entry> table = {
-      // preset            description                      cc     mem    fp32  tf32   bf16    hbm   link
-      {{"a100-pcie-40gb", "NVIDIA A100 PCIe 40 GB", 8, 0, 40, 19.5, 156, 312, 1555, 32}, "A100 PCIE 40GB"},
-      {{"a100-sxm-40gb", "NVIDIA A100 SXM4 40 GB", 8, 0, 40, 19.5, 156, 312, 1555, 300}, "A100 40GB"},
-      {{"a100-pcie", "NVIDIA A100 PCIe 80 GB", 8, 0, 80, 19.5, 156, 312, 1935, 32}, "A100 PCIE"},
-      {{"a100-sxm", "NVIDIA A100 SXM4 80 GB", 8, 0, 80, 19.5, 156, 312, 2039, 300}, "A100"},
-      {{"l40s", "NVIDIA L40S 48 GB", 8, 9, 48, 91.6, 183, 362, 864, 32}, "L40S"},
-      {{"h100-pcie", "NVIDIA H100 PCIe 80 GB", 9, 0, 80, 51.2, 378, 756, 2000, 64}, "H100 PCIE"},
-      {{"h100-nvl", "NVIDIA H100 NVL 94 GB", 9, 0, 94, 60, 417.5, 835.5, 3900, 300}, "H100 NVL"},
-      {{"h100-sxm", "NVIDIA H100 SXM5 80 GB", 9, 0, 80, 66.9, 494.7, 989.4, 3350, 450}, "H100"},
-      {{"h200", "NVIDIA H200 SXM 141 GB", 9, 0, 141, 66.9, 494.7, 989.4, 4800, 450}, "H200"},
-      {{"gb200", "NVIDIA GB200 (one Blackwell GPU) 186 GB", 10, 0, 186, 80, 1250, 2500, 8000, 900}, "GB200"},
-      {{"b200", "NVIDIA B200 (HGX) 180 GB", 10, 0, 180, 75, 1125, 2250, 8000, 900}, "B200"},
-      {{"tpu-v5p", "Google TPU v5p chip 95 GB", 0, 0, 95, 0, 0, 460, 2765, 90}, nullptr},
-  };
+  static const std::vector<Entry> table = parse_table(kAcceleratorsTsv);
   return table;
 }
 
@@ -49,7 +71,7 @@ std::string upper(std::string_view s) {
 
 // "A100-PCIE-40GB" and "A100 80GB PCIe" both contain the words A100, PCIE: split the name on
 // anything that is not a letter or digit and look for each word of the pattern.
-bool name_has_words(const std::string& name_upper, const char* pattern) {
+bool name_has_words(const std::string& name_upper, const std::string& pattern) {
   std::vector<std::string> tokens;
   std::string cur;
   for (char c : name_upper + " ") {
@@ -61,7 +83,7 @@ bool name_has_words(const std::string& name_upper, const char* pattern) {
     }
   }
   std::string word;
-  for (char c : std::string(pattern) + " ") {
+  for (char c : pattern + " ") {
     if (c != ' ') {
       word += c;
       continue;
@@ -104,7 +126,7 @@ const AcceleratorSpec* match_accelerator(std::string_view device_name) {
   const std::string name = upper(device_name);
   const auto& table = entries();
   for (size_t i = 0; i < table.size(); ++i)
-    if (table[i].match && name_has_words(name, table[i].match)) return &accelerator_specs()[i];
+    if (!table[i].match.empty() && name_has_words(name, table[i].match)) return &accelerator_specs()[i];
   return nullptr;
 }
 
@@ -135,7 +157,7 @@ DevicePeak device_peak(const Device& device, Precision p) {
   if (const AcceleratorSpec* s = match_accelerator(prop.name)) {
     out.tflops = s->peak_tflops(p);
     out.hbm_gbps = s->hbm_gbps;
-    out.source = std::string("table:") + s->preset;
+    out.source = "table:" + s->preset;
     return out;
   }
   // kHz; the memory clock counts one edge of a double-data-rate bus.

@@ -121,7 +121,7 @@ TEST(AcceleratorSpecs, DeviceNamesMatchTheirEntries) {
   for (auto [name, preset] : names) {
     const AcceleratorSpec* s = match_accelerator(name);
     ASSERT_NE(s, nullptr) << name;
-    EXPECT_STREQ(s->preset, preset) << name;
+    EXPECT_EQ(s->preset, preset) << name;
     EXPECT_EQ(find_accelerator_spec(preset), s);
   }
   EXPECT_EQ(match_accelerator("NVIDIA GeForce RTX 4090"), nullptr);

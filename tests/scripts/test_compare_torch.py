@@ -70,3 +70,19 @@ def test_row_arithmetic():
     oom = ct.make_row("xl", 512, "bf16", "compile", args, {}, peak, "oom")
     assert oom["status"] == "oom" and math.isnan(oom["step_ms_mean"]) and math.isnan(oom["mfu"])
     assert oom["peak_memory_bytes"] == 0
+
+
+def test_peaks_come_from_the_accelerator_table_paratrain_compiles_in():
+    """The same rows and matching as core/accelerator_specs.cpp (tests/cpu/test_kernel_choice.cpp
+    checks the C++ side on the same names): no GPU of the table is left at MFU NaN."""
+    from paratrain_report.model_sizes import accelerators, dense_peak_flops
+    presets = [r["preset"] for r in accelerators()]
+    assert {"a100-sxm", "a100-pcie", "l40s", "h100-sxm", "h100-pcie", "h200", "b200", "gb200"} <= set(presets)
+    cases = {"NVIDIA H100 80GB HBM3": 989.4, "NVIDIA H100 PCIe": 756, "NVIDIA A100-SXM4-40GB": 312,
+             "NVIDIA A100 80GB PCIe": 312, "NVIDIA L40S": 362, "NVIDIA B200": 2250, "NVIDIA GB200": 2500,
+             "NVIDIA H200": 989.4}
+    for name, tflops in cases.items():
+        assert dense_peak_flops(name, "bf16") == pytest.approx(tflops * 1e12), name
+    assert dense_peak_flops("NVIDIA L40S", "fp32") == pytest.approx(91.6e12)
+    assert dense_peak_flops("NVIDIA GeForce RTX 4090", "bf16") == 0.0
+
