@@ -36,4 +36,12 @@ grep -q "cuda architectures" "$work/version.txt" || fail "--version does not nam
 [ -s "$work/run.h5" ] || fail "train wrote no record"
 grep -q "share/paratrain/data/sample_tokens.npy" "$work/train.log" "$work/run.h5" ||
   fail "train did not use the installed sample data"
-echo "install_test: the moved tree at $p runs (--version, train)"
+# The installed report finds its package through the bin/ link (with the project's Python
+# environment, which has h5py and pandas).
+py="$src/.venv/bin/python"
+if [ -x "$py" ]; then
+  "$py" "$p/bin/paratrain-report" "$work/run.h5" --out "$work/report" >"$work/report.log" 2>&1 ||
+    { cat "$work/report.log"; fail "the installed paratrain-report failed on the moved tree's record"; }
+  ls "$work/report" | grep -q . || fail "the installed paratrain-report wrote nothing"
+fi
+echo "install_test: the moved tree at $p runs (--version, train, report)"
