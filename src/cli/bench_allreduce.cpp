@@ -85,7 +85,7 @@ int run_bench_allreduce(const std::vector<std::string>& args) {
     sizes.push_back(parse_bytes(w));
 
   auto& rt = parallel::Runtime::get();
-  Device device = resolve_device(run.device, rt.local_rank());
+  Device device = resolve_device(run);
   const parallel::Backend backend =
       backend_word == "auto" ? parallel::backend_for(device) : parallel::backend_from_name(backend_word);
   if (backend == parallel::Backend::NCCL)

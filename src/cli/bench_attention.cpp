@@ -334,7 +334,7 @@ int run_bench_attention(const std::vector<std::string>& args) {
 
   auto& rt = parallel::Runtime::get();
   PT_CHECK(rt.world_size() == 1, "bench attention runs on one device: start it without mpirun -np > 1");
-  Context ctx(resolve_device(ro.device, rt.local_rank()));
+  Context ctx(resolve_device(ro));
   apply_gemm_option(ctx, ro);
   check_sweep(s, ctx);
   io::RunRecord record("bench attention", ro.out, ro.overwrite);  // fails now, not after the sweep

@@ -386,7 +386,7 @@ int run_bench_ddp(const std::vector<std::string>& args) {
   cfg.validate();
 
   auto& rt = parallel::Runtime::get();
-  const Device device = resolve_device(run.device, rt.local_rank());
+  const Device device = resolve_device(run);
   io::RunRecord record("bench ddp", run.out, run.overwrite);  // fails now, not after the sweep
   Context ctx(device, precision_from_name(run.precision));
   apply_gemm_option(ctx, run);

@@ -73,7 +73,7 @@ int run_bench_gemm(const std::vector<std::string>& args) {
   auto vm = parse_or_help(desc, args, "paratrain bench gemm [options]   (one GPU)");
   if (!vm) return 0;
   PT_CHECK(algos >= 1 && iters >= 1 && context >= 1 && batch >= 1, "--algos, --iters, --context and --batch must be >= 1");
-  const Device device = resolve_device(run.device, 0);
+  const Device device = resolve_device(run);
   PT_CHECK(device.is_cuda(), "bench gemm times cuBLAS kernels: it needs a GPU");
   TransformerConfig cfg = TransformerConfig::named(size);
   Context ctx(device, precision_from_name(run.precision));

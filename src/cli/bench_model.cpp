@@ -64,7 +64,7 @@ int run_bench_model(const std::vector<std::string>& args) {
 
   auto& rt = parallel::Runtime::get();
   PT_CHECK(rt.world_size() == 1, "bench model runs as one process (use bench ddp for several ranks)");
-  const Device device = resolve_device(run.device, rt.local_rank());
+  const Device device = resolve_device(run);
   io::RunRecord record("bench model", run.out, run.overwrite);
   {
     Context env_ctx(device);

@@ -1,11 +1,16 @@
 #include "cli/options.h"
 
+#include <cuda_runtime_api.h>
+
 #include <iomanip>
 #include <iostream>
 #include <sstream>
 
 #include "core/error.h"
 #include "ops/flash_attention.h"
+#include "parallel/runtime.h"
+#include "parallel/host_collectives.h"
+#include "parallel/gpu_binding.h"
 
 namespace pt::cli {
 
@@ -26,7 +31,11 @@ std::optional<po::variables_map> parse_or_help(const po::options_description& de
 void add_run_options(po::options_description& desc, RunOptions& o, const char* default_precision) {
   desc.add_options()
       ("device", po::value(&o.device)->default_value(o.device),
-       "where to run: auto (the GPU of this rank when there is one, else the CPU), cpu or cuda");
+       "where to run: auto (the GPU of this rank when there is one, else the CPU), cpu or cuda. "
+       "Which GPU: the only one a rank sees (srun --gpus-per-task=1), else the local rank's (one "
+       "per rank; docs/CLUSTER.md)")
+      ("allow-gpu-sharing", po::bool_switch(&o.allow_gpu_sharing),
+       "let several ranks of a node drive one GPU (refused otherwise)");
   if (default_precision) {
     o.precision = default_precision;
     desc.add_options()
@@ -65,20 +74,28 @@ FlashChoice flash_choice_of(const RunOptions& o) {
 
 void apply_flash_options(Context& ctx, const RunOptions& o) { ctx.set_flash(flash_choice_of(o)); }
 
-Device resolve_device(const std::string& device, int local_rank) {
-  const int n = cuda_device_count();
-  if (device == "cpu") return Device::cpu();
-  if (device == "cuda" || device == "gpu") {
-    PT_CHECK(n > 0, "--device cuda: no CUDA device is usable on this machine");
-    PT_CHECK(local_rank < n, "--device cuda: local rank " + std::to_string(local_rank) + " but only " +
-                                 std::to_string(n) + " GPU(s) on this node");
-    return Device::cuda(local_rank);
+Device resolve_device(const RunOptions& o) {
+  const std::string& device = o.device;
+  PT_CHECK(device == "auto" || device == "cpu" || device == "cuda" || device == "gpu",
+           "--device must be auto, cpu or cuda (got '" + device + "')");
+  const int n = device == "cpu" ? 0 : cuda_device_count();
+  PT_CHECK(!(device == "cuda" || device == "gpu") || n > 0, "--device cuda: no CUDA device is visible to this rank");
+  // Every rank takes part in the check below, also the ones that run on the CPU.
+  Device chosen = Device::cpu();
+  std::string bus_id = "cpu";
+  const auto& rt = parallel::Runtime::get();
+  if (n > 0) {
+    chosen = Device::cuda(parallel::choose_gpu(n, rt.local_rank(), rt.local_size()).index);
+    char buf[64] = {0};
+    PT_CUDA_CHECK(cudaDeviceGetPCIBusId(buf, sizeof(buf), chosen.index));
+    bus_id = buf;
   }
-  PT_CHECK(device == "auto", "--device must be auto, cpu or cuda (got '" + device + "')");
-  if (n == 0) return Device::cpu();
-  PT_CHECK(local_rank < n, "local rank " + std::to_string(local_rank) + " has no GPU (" +
-                               std::to_string(n) + " on this node); start one rank per GPU");
-  return Device::cuda(local_rank);
+  const auto hosts = parallel::all_gather_strings(rt.hostname());
+  auto bus_ids = parallel::all_gather_strings(bus_id);
+  for (size_t r = 0; r < bus_ids.size(); ++r)
+    if (bus_ids[r] == "cpu") bus_ids[r] = "cpu:" + std::to_string(r);  // CPU ranks never collide
+  parallel::check_distinct_gpus(hosts, bus_ids, o.allow_gpu_sharing);
+  return chosen;
 }
 
 std::map<std::string, std::string> options_as_strings(const po::variables_map& vm) {

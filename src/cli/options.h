@@ -31,6 +31,7 @@ struct RunOptions {
   std::string gemm = "autotune";   // autotune | cublas | lt (GPU GEMM library call; add_gemm_option)
   std::string flash_kernels = "auto";  // auto | mma | wgmma (bf16 flash attention on the GPU; add_flash_options)
   std::string wgmma_tiles;             // F/K/Q, "" = each head dimension's default
+  bool allow_gpu_sharing = false;      // several ranks of a node on one GPU (tests, debugging)
 };
 // default_precision == nullptr leaves --precision out (sweeps take a list flag instead).
 void add_run_options(po::options_description& desc, RunOptions& o, const char* default_precision = "fp32");
@@ -42,8 +43,11 @@ void apply_gemm_option(Context& ctx, const RunOptions& o);
 void add_flash_options(po::options_description& desc, RunOptions& o);
 FlashChoice flash_choice_of(const RunOptions& o);
 void apply_flash_options(Context& ctx, const RunOptions& o);
-// auto → CUDA device local_rank when one exists, else the CPU.
-Device resolve_device(const std::string& device, int local_rank);
+// The device of this rank: cpu; cuda (a GPU, or an error); auto (a GPU when one is visible, else
+// the CPU). Which GPU: parallel::choose_gpu's rule over the visible GPUs and the node's local
+// ranks. Collective (every rank calls it at start-up): two ranks of one host on one GPU are
+// refused unless o.allow_gpu_sharing.
+Device resolve_device(const RunOptions& o);
 
 // Every option's value as text (defaults included), for the HDF5 record's attributes.
 std::map<std::string, std::string> options_as_strings(const po::variables_map& vm);

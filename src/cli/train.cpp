@@ -141,7 +141,7 @@ int run_train(const std::vector<std::string>& args) {
                std::to_string(rt.world_size()) + " ranks");
   const parallel::DdpOptions ddp = parallel::resolve_ddp_options(ddp_opt, rt.world_size());
   const Precision precision = precision_from_name(run.precision);
-  const Device device = resolve_device(run.device, rt.local_rank());
+  const Device device = resolve_device(run);
   PT_CHECK(!(precision == Precision::BF16 && device.is_cpu()), "--precision bf16 needs a GPU");
   TransformerConfig cfg = TransformerConfig::named(t.model);
   if (t.d_model) cfg.d_model = t.d_model;

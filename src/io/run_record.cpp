@@ -17,6 +17,7 @@
 #include "io/atomic_file.h"
 #include "io/h5_util.h"
 #include "io/library_versions.h"
+#include "parallel/host_collectives.h"
 
 namespace pt::io {
 
@@ -38,20 +39,6 @@ bool mpi_usable() {
   PT_MPI_CHECK(MPI_Initialized(&init));
   PT_MPI_CHECK(MPI_Finalized(&fin));
   return init && !fin;
-}
-
-// Every rank's `mine` (truncated to 255 bytes), in rank order, on every rank.
-std::vector<std::string> all_gather_strings(const std::string& mine) {
-  constexpr int kLen = 256;
-  if (!mpi_usable()) return {mine};
-  int world = 1;
-  PT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
-  std::vector<char> send(kLen, '\0'), recv(static_cast<size_t>(kLen) * world, '\0');
-  std::memcpy(send.data(), mine.data(), std::min<size_t>(mine.size(), kLen - 1));
-  PT_MPI_CHECK(MPI_Allgather(send.data(), kLen, MPI_CHAR, recv.data(), kLen, MPI_CHAR, MPI_COMM_WORLD));
-  std::vector<std::string> out;
-  for (int r = 0; r < world; ++r) out.emplace_back(recv.data() + static_cast<size_t>(r) * kLen);
-  return out;
 }
 
 void write_table(hid_t file, const ResultTable& t) {
@@ -179,9 +166,17 @@ void RunRecord::collect_environment(const Context& ctx) {
     PT_CUDA_CHECK(cudaGetDeviceProperties(&prop, ctx.device().index));
     gpu = prop.name;
   }
+  std::string bus_id = "none (cpu)";
+  if (ctx.is_cuda()) {
+    char buf_id[64] = {0};
+    PT_CUDA_CHECK(cudaDeviceGetPCIBusId(buf_id, sizeof(buf_id), ctx.device().index));
+    bus_id = buf_id;
+  }
+  using parallel::all_gather_strings;
   const auto hosts = all_gather_strings(host);
   const auto gpus = all_gather_strings(gpu);
   const auto devices = all_gather_strings(ctx.device().str());
+  set_attr("gpu_pci_bus_ids", all_gather_strings(bus_id));
   set_attr("hosts", hosts);
   set_attr("gpus", gpus);
   set_attr("devices", devices);

@@ -52,6 +52,24 @@ std::vector<std::vector<char>> gather_bytes(const std::vector<char>& mine) {
 
 }  // namespace
 
+std::vector<std::string> all_gather_strings(const std::string& mine) {
+  constexpr int kLen = 256;
+  int init = 0, fin = 0;
+  PT_MPI_CHECK(MPI_Initialized(&init));
+  PT_MPI_CHECK(MPI_Finalized(&fin));
+  if (!init || fin) return {mine};
+  int world = 1;
+  PT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
+  std::vector<char> send(kLen, '\0'), recv(static_cast<size_t>(kLen) * world, '\0');
+  std::copy_n(mine.data(), std::min<size_t>(mine.size(), kLen - 1), send.data());
+  MPI_Request req;
+  PT_MPI_CHECK(MPI_Iallgather(send.data(), kLen, MPI_CHAR, recv.data(), kLen, MPI_CHAR, MPI_COMM_WORLD, &req));
+  wait(&req, "host all-gather of strings");
+  std::vector<std::string> out;
+  for (int r = 0; r < world; ++r) out.emplace_back(recv.data() + static_cast<size_t>(r) * kLen);
+  return out;
+}
+
 std::vector<double> all_gather_values(double v) {
   int world = 1;
   PT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));

@@ -18,6 +18,10 @@ struct RankSpread {
 };
 RankSpread spread_over_ranks(double v);
 
+// Every rank's string (truncated to 255 bytes), in rank order, on every rank; just `mine` when
+// MPI is not running (before init, after finalize).
+std::vector<std::string> all_gather_strings(const std::string& mine);
+
 // Every rank's list on rank 0, in rank order (lengths may differ between ranks); the other
 // ranks get an empty result. Strings must not contain NUL bytes.
 std::vector<std::vector<double>> gather_to_root(const std::vector<double>& mine);
