@@ -40,6 +40,9 @@
 #   portable             bench model small and xl, ctx 512, bf16 flash, with the bundle on PATH
 #                        (BUILD_TAG names the records: a 90a build and an 80-virtual one, issue 13);
 #                        builds with an sm_90a image run it again with --flash-kernels mma     (1)
+#   portable-small       the small model alone, 30 measured steps, auto and (90a builds) mma      (1)
+#   flash-mma            the flash GPU tests with the mma.sync family only (PT_FLASH_TEST_KERNELS) (1)
+#   native-arch          scripts/check_native_arch.sh: what CMAKE_CUDA_ARCHITECTURES=native gives (1)
 # A step written A+B runs A on GPU 0 and B on GPU 1 at the same time (single-GPU steps only).
 set -uo pipefail
 : "${OUT:=out/gpu_checks}"
@@ -107,6 +110,16 @@ step_portable() {
     bench_model "portable_${tag}_mma" small,xl bf16 flash --flash-kernels mma --breakdown
   fi
 }
+step_portable-small() {
+  local tag=${BUILD_TAG:-build} k
+  for k in auto mma; do
+    [ $k = mma ] && ! paratrain --version | grep -q '90a' && continue
+    paratrain bench model --sizes small --contexts 512 --precisions bf16 --attention flash --warmup 5 --steps 30 \
+      --flash-kernels $k --out "$RESULTS/portable_small_${tag}_$k.h5" --overwrite || return
+  done
+}
+step_flash-mma() { PT_FLASH_TEST_KERNELS=mma paratrain_tests_gpu --gtest_color=no --gtest_filter='FlashGpu.*'; }
+step_native-arch() { scripts/check_native_arch.sh; }
 step_torch-model-sizes() { torch_model small,medium,large,xl,2.7b; }
 step_model-2.7b() {
   bench_model model_27b_fp32 2.7b fp32 naive --memory-profile &&
