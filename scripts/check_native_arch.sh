@@ -19,4 +19,4 @@ set_target_properties(flash PROPERTIES CUDA_STANDARD 17 CXX_STANDARD 17)
 CMAKE
 cmake -S "$dir/src" -B "$dir/build" -G Ninja -DCMAKE_CUDA_ARCHITECTURES=native | grep -E "native|architectures"
 cmake --build "$dir/build" -j "$(nproc)" >/dev/null
-echo "native_check: compiled $(ls "$dir"/build/CMakeFiles/flash.dir/*/*.o 2>/dev/null | wc -l) CUDA objects"
+echo "native_check: compiled $(find "$dir/build/CMakeFiles/flash.dir" -name "*.o" | wc -l) CUDA objects"
