@@ -8,6 +8,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <map>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 
@@ -181,7 +184,19 @@ void RunRecord::collect_environment(const Context& ctx) {
   set_attr("gpus", gpus);
   set_attr("devices", devices);
   set_attr("world_size", static_cast<int64_t>(hosts.size()));
+  std::map<std::string, int64_t> per_host;
+  for (const auto& h : hosts) ++per_host[h];
+  set_attr("nodes", static_cast<int64_t>(per_host.size()));
+  set_attr("ranks_per_node", static_cast<int64_t>(per_host.empty() ? 0 : per_host.begin()->second));
   set_attr("precision", std::string(precision_name(ctx.precision())));
+  // The Slurm job that made this record (absent outside Slurm): what sacct and the logs name.
+  for (const char* name : {"SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "SLURM_JOB_NODELIST",
+                           "SLURM_NTASKS_PER_NODE", "SLURM_JOB_PARTITION", "SLURM_RESTART_COUNT"})
+    if (const char* v = std::getenv(name)) {
+      std::string key = name;
+      for (char& c : key) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      set_attr(key, std::string(v));
+    }
 
   for (const auto& [name, value] : library_versions()) set_attr(name, value);
 

@@ -272,6 +272,9 @@ TEST(IoRunRecord, CollectEnvironmentOnOneRank) {
   char* args[] = {arg0, arg1};
   set_invocation(2, args);
   const std::string path = test::scratch_dir("rr_env") + "/run.h5";
+  setenv("SLURM_JOB_ID", "4242", 1);  // as inside a Slurm job
+  setenv("SLURM_ARRAY_TASK_ID", "3", 1);
+  unsetenv("SLURM_JOB_NODELIST");
   Context ctx(Device::cpu());
   RunRecord rec("demo", path, false);
   rec.collect_environment(ctx);
@@ -281,6 +284,11 @@ TEST(IoRunRecord, CollectEnvironmentOnOneRank) {
   EXPECT_EQ(numeric_attr<int64_t>(f, "world_size", H5T_NATIVE_INT64), std::vector<int64_t>{rt.world_size()});
   EXPECT_EQ(string_list_attr(f, "hosts"), std::vector<std::string>{rt.hostname()});
   EXPECT_EQ(string_list_attr(f, "devices"), std::vector<std::string>{"cpu"});
+  EXPECT_EQ(string_list_attr(f, "gpu_pci_bus_ids"), std::vector<std::string>{"none (cpu)"});
+  EXPECT_EQ(numeric_attr<int64_t>(f, "nodes", H5T_NATIVE_INT64), std::vector<int64_t>{1});
+  EXPECT_EQ(string_attr(f, "slurm_job_id"), "4242");
+  EXPECT_EQ(string_attr(f, "slurm_array_task_id"), "3");
+  EXPECT_FALSE(H5Aexists(f, "slurm_job_nodelist") > 0) << "only the variables that are set";
   EXPECT_EQ(string_list_attr(f, "gpus").size(), 1u);
   EXPECT_EQ(string_attr(f, "command_line"), "paratrain demo");
   EXPECT_EQ(string_attr(f, "precision"), "fp32");
