@@ -13,6 +13,7 @@ const std::vector<Subcommand>& top_level_subcommands() {
       {"train", "train the Transformer LM on a token file", run_train},
       {"bench", "benchmarks: model, attention, allreduce, ddp (see 'paratrain bench --help')", run_bench},
       {"demo", "small experiments: accumulation (see 'paratrain demo --help')", run_demo},
+      {"plan", "memory, communication and step time of any model on any cluster (no GPU needed)", run_plan},
   };
   return table;
 }

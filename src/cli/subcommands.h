@@ -17,6 +17,7 @@ struct Subcommand {
 int run_train(const std::vector<std::string>& args);        // cli/train.cpp
 int run_bench(const std::vector<std::string>& args);        // cli/bench.cpp: bench <what>
 int run_demo(const std::vector<std::string>& args);         // cli/demo.cpp: demo <what>
+int run_plan(const std::vector<std::string>& args);         // cli/plan.cpp
 
 // `paratrain bench <what>`: one entry per benchmark.
 int run_bench_model(const std::vector<std::string>& args);      // cli/bench_model.cpp

@@ -76,6 +76,27 @@ void TransformerConfig::validate() const {
                std::to_string(d_head()) + " (use --attention naive)");
 }
 
+std::vector<ParamShape> transformer_param_shapes(const TransformerConfig& cfg) {
+  const int64_t C = cfg.d_model, F = cfg.d_ff, V = cfg.vocab_size;
+  std::vector<ParamShape> out = {{"token_embeddings.weight", V * C}};
+  for (int64_t l = 0; l < cfg.num_layers; ++l) {
+    const std::string p = "layers." + std::to_string(l);
+    for (const ParamShape& s : std::vector<ParamShape>{{p + ".ln1.weight", C},
+                                                       {p + ".attn.q_proj.weight", C * C},
+                                                       {p + ".attn.k_proj.weight", C * C},
+                                                       {p + ".attn.v_proj.weight", C * C},
+                                                       {p + ".attn.output_proj.weight", C * C},
+                                                       {p + ".ln2.weight", C},
+                                                       {p + ".ffn.w1.weight", F * C},
+                                                       {p + ".ffn.w2.weight", C * F},
+                                                       {p + ".ffn.w3.weight", F * C}})
+      out.push_back(s);
+  }
+  out.push_back({"ln_final.weight", C});
+  out.push_back({"lm_head.weight", V * C});
+  return out;
+}
+
 int64_t TransformerConfig::num_params() const {
   const int64_t per_layer = 4 * d_model * d_model + 3 * d_model * d_ff + 2 * d_model;
   return 2 * vocab_size * d_model + num_layers * per_layer + d_model;

@@ -53,6 +53,15 @@ struct TransformerConfig {
 
 class TransformerBlock;  // model/transformer.cpp
 
+// The model's parameters from its shape alone, in registration (state_dict) order, every one
+// trainable: what TransformerLM's store holds, without building it (plan/ sizes any model with
+// it; a test checks it against the built model).
+struct ParamShape {
+  std::string name;
+  int64_t numel = 0;
+};
+std::vector<ParamShape> transformer_param_shapes(const TransformerConfig& cfg);
+
 class TransformerLM {
  public:
   // Registers every parameter in PyTorch state_dict order and finalizes the store on ctx's

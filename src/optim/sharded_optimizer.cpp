@@ -70,6 +70,20 @@ void refresh_lowp(Context& ctx, const FlatRange& r) {
 
 // ---- broadcast ------------------------------------------------------------------------
 
+std::vector<int> broadcast_owners(const std::vector<int64_t>& numels, int world) {
+  int64_t total = 0;
+  for (int64_t n : numels) total += n;
+  std::vector<int> owners;
+  int64_t before = 0;
+  for (int64_t n : numels) {
+    const double mid = static_cast<double>(before) + 0.5 * static_cast<double>(n);
+    int owner = total > 0 ? static_cast<int>(mid * world / static_cast<double>(total)) : 0;
+    owners.push_back(std::min(std::max(owner, 0), world - 1));
+    before += n;
+  }
+  return owners;
+}
+
 BroadcastShardedOptimizer::BroadcastShardedOptimizer(const OptimizerConfig& cfg, Context& ctx,
                                                      parallel::Communicator& comm,
                                                      const std::vector<FlatRange>& units)
@@ -78,23 +92,13 @@ BroadcastShardedOptimizer::BroadcastShardedOptimizer(const OptimizerConfig& cfg,
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return units[a].grad_begin < units[b].grad_begin; });
-  int64_t total = 0;
-  for (const auto& u : units) total += u.param.numel();
-  // Owner of a unit: the rank whose share [k·total/W, (k+1)·total/W) holds its midpoint.
   std::vector<FlatRange> sorted;
-  std::vector<int> owners;
-  int64_t before = 0;
-  const int world = comm.world_size();
+  std::vector<int64_t> numels;
   for (size_t i : order) {
-    const int64_t n = units[i].param.numel();
-    const double mid = static_cast<double>(before) + 0.5 * static_cast<double>(n);
-    int owner = total > 0 ? static_cast<int>(mid * world / static_cast<double>(total)) : 0;
-    owner = std::min(std::max(owner, 0), world - 1);
     sorted.push_back(units[i]);
-    owners.push_back(owner);
-    before += n;
+    numels.push_back(units[i].param.numel());
   }
-  take(sorted, owners);
+  take(sorted, broadcast_owners(numels, comm.world_size()));
 }
 
 void BroadcastShardedOptimizer::add_ranges(const std::vector<FlatRange>& units) {

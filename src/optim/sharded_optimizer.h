@@ -21,6 +21,10 @@ enum class ShardMode { None, Broadcast, Zero1 };
 ShardMode shard_mode_from_name(const std::string& name);  // "none" | "broadcast" | "zero1"
 const char* shard_mode_name(ShardMode m);
 
+// The broadcast scheme's owner of each unit (numels in gradient-buffer order): the rank whose
+// share [k·total/W, (k+1)·total/W) of the elements holds the unit's midpoint.
+std::vector<int> broadcast_owners(const std::vector<int64_t>& numels, int world);
+
 // One FlatRange per parameter (frozen ones skipped): the units the broadcast scheme assigns.
 std::vector<FlatRange> per_parameter_ranges(const std::vector<Parameter*>& params);
 

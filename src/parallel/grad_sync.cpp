@@ -33,13 +33,23 @@ void broadcast_parameters(Context& ctx, ParamStore& store, Communicator& comm) {
   store.refresh_lowp(ctx);
 }
 
+std::vector<GradSpan> grad_spans(const ParamStore& store) {
+  std::vector<GradSpan> out;
+  for (const auto& p : store.params()) out.push_back({p->index, p->grad_offset, p->numel, p->trainable});
+  return out;
+}
+
 std::vector<Bucket> plan_buckets(const ParamStore& store, double bucket_mb) {
+  return plan_buckets(grad_spans(store), bucket_mb);
+}
+
+std::vector<Bucket> plan_buckets(const std::vector<GradSpan>& spans, double bucket_mb) {
   PT_CHECK(bucket_mb >= 0, "--bucket-mb must be >= 0 (got " + std::to_string(bucket_mb) + ")");
   const double cap_bytes = bucket_mb * double(1 << 20);
   std::vector<Bucket> buckets;
   double open_bytes = 0;
-  for (auto it = store.params().rbegin(); it != store.params().rend(); ++it) {
-    const Parameter& p = **it;
+  for (auto it = spans.rbegin(); it != spans.rend(); ++it) {
+    const GradSpan& p = *it;
     if (!p.trainable) continue;
     const double bytes = double(p.numel) * sizeof(float);
     if (buckets.empty() || (!buckets.back().params.empty() && open_bytes + bytes > cap_bytes)) {
@@ -49,7 +59,7 @@ std::vector<Bucket> plan_buckets(const ParamStore& store, double bucket_mb) {
     Bucket& b = buckets.back();
     // Reverse registration order walks the gradient buffer downwards without gaps.
     PT_CHECK(p.grad_offset + p.numel == b.grad_begin || b.params.empty(),
-             "plan_buckets: gradient of '" + p.name + "' is not adjacent to its bucket");
+             "plan_buckets: the gradient of parameter " + std::to_string(p.index) + " is not adjacent to its bucket");
     b.grad_begin = p.grad_offset;
     if (b.params.empty()) b.grad_end = p.grad_offset + p.numel;
     b.params.push_back(p.index);

@@ -73,6 +73,15 @@ struct Bucket {
   std::vector<int> params;                // Parameter::index of its members (plan_buckets: reverse order)
 };
 std::vector<Bucket> plan_buckets(const ParamStore& store, double bucket_mb);
+// A parameter as the bucket planners see it: a ParamStore's, or one computed from shapes alone
+// (plan/, which sizes jobs without building the model). Registration order.
+struct GradSpan {
+  int index = 0;
+  int64_t grad_offset = -1, numel = 0;  // grad_offset: -1 when frozen
+  bool trainable = true;
+};
+std::vector<GradSpan> grad_spans(const ParamStore& store);
+std::vector<Bucket> plan_buckets(const std::vector<GradSpan>& spans, double bucket_mb);
 
 // The strategy named `name` on a finalized store. Every strategy but `none` first makes rank
 // 0's parameters (trainable or frozen) everyone's, then registers itself as the store's

@@ -11,13 +11,17 @@
 namespace pt::parallel {
 
 Zero1Layout::Zero1Layout(const ParamStore& store, int world_, double bucket_mb)
-    : world(world_), numel(store.grad_numel()) {
+    : Zero1Layout(grad_spans(store), world_, bucket_mb) {}
+
+Zero1Layout::Zero1Layout(const std::vector<GradSpan>& spans, int world_, double bucket_mb) : world(world_) {
+  for (const GradSpan& p : spans)
+    if (p.trainable) numel += p.numel;
   PT_CHECK(world >= 1, "Zero1Layout: world size must be positive");
   std::vector<int64_t> wanted_ends;  // ascending
   if (bucket_mb == kOneBucket) {
     wanted_ends.push_back(numel);
   } else {
-    for (const Bucket& b : plan_buckets(store, bucket_mb)) wanted_ends.push_back(b.grad_end);
+    for (const Bucket& b : plan_buckets(spans, bucket_mb)) wanted_ends.push_back(b.grad_end);
     std::sort(wanted_ends.begin(), wanted_ends.end());
   }
   int64_t begin = 0;
@@ -31,9 +35,9 @@ Zero1Layout::Zero1Layout(const ParamStore& store, int world_, double bucket_mb)
   }
   tail_begin = begin;
   for (Bucket& b : buckets)
-    for (const auto& p : store.params())
-      if (p->trainable && p->grad_offset < b.grad_end && p->grad_offset + p->numel > b.grad_begin)
-        b.params.push_back(p->index);
+    for (const GradSpan& p : spans)
+      if (p.trainable && p.grad_offset < b.grad_end && p.grad_offset + p.numel > b.grad_begin)
+        b.params.push_back(p.index);
 }
 
 std::vector<std::pair<int64_t, int64_t>> Zero1Layout::owned(int r) const {

@@ -30,6 +30,7 @@ class GradCollectives;
 struct Zero1Layout {
   static constexpr double kOneBucket = -1.0;
   Zero1Layout(const ParamStore& store, int world, double bucket_mb);
+  Zero1Layout(const std::vector<GradSpan>& spans, int world, double bucket_mb);  // from shapes alone
 
   int world = 1;
   int64_t numel = 0;            // trainable elements (the gradient buffer)

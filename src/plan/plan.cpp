@@ -1,0 +1,338 @@
+#include "plan/plan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/error.h"
+#include "optim/sharded_optimizer.h"
+#include "parallel/grad_sync.h"
+#include "parallel/zero1.h"
+
+namespace pt::plan {
+
+namespace {
+
+struct ShardingName {
+  Sharding s;
+  const char* name;
+  bool runs;
+};
+constexpr ShardingName kShardings[] = {{Sharding::None, "none", true},
+                                       {Sharding::Broadcast, "broadcast", true},
+                                       {Sharding::Zero1, "zero1", true},
+                                       {Sharding::Zero2, "zero2", false},
+                                       {Sharding::Zero3, "zero3", false}};
+
+constexpr int64_t kCublasWorkspaceBytes = int64_t(32) << 20;  // core/context.cpp
+
+// The tracking allocator's accounting of one allocation (core/allocator.cpp).
+struct Rounding {
+  int64_t granularity;
+  int64_t operator()(double bytes) const {
+    const auto b = static_cast<int64_t>(std::ceil(bytes));
+    return b <= 0 ? 0 : (b + granularity - 1) / granularity * granularity;
+  }
+};
+
+std::vector<parallel::GradSpan> spans_of(const std::vector<ParamShape>& shapes) {
+  std::vector<parallel::GradSpan> out;
+  int64_t offset = 0;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    out.push_back({static_cast<int>(i), offset, shapes[i].numel, true});
+    offset += shapes[i].numel;
+  }
+  return out;
+}
+
+// Activations of one micro-batch (transformer.cpp's saved tensors and its backward's two
+// largest moments): the peak of the step and what forward leaves for backward.
+struct Activations {
+  int64_t peak = 0, saved = 0;
+};
+Activations activations(const TransformerConfig& m, int64_t batch, bool lowp, const Rounding& r, int tp, int pp) {
+  const double B = static_cast<double>(batch), T = static_cast<double>(m.context_length);
+  const double N = B * T, C = static_cast<double>(m.d_model), F = static_cast<double>(m.d_ff / tp),
+               V = static_cast<double>(m.vocab_size), H = static_cast<double>(m.num_heads / tp);
+  const double Cl = C / tp;   // the tensor-parallel share of q/k/v and attention output columns
+  const double a = lowp ? 2 : 4;  // GEMM activations: bf16 in bf16 mode, else fp32
+  int64_t block = r(N * C * 4)    // the block's output (the next block's input), fp32 residual
+                  + r(N * 4)      // ln1's rstd
+                  + r(N * 3 * Cl * a)  // q, k (rotated), v
+                  + r(N * Cl * a)      // attention output
+                  + (m.attention == AttentionImpl::Flash ? r(B * H * T * 4)       // logsumexp
+                                                         : r(B * H * T * T * a))  // softmax
+                  + r(N * C * 4)  // h = x + attention branch
+                  + r(N * 4)      // ln2's rstd
+                  + 2 * r(N * F * a);  // SwiGLU inputs h1, h3
+  if (!m.recompute) block += 2 * r(N * C * a) + r(N * F * a);  // ln1 and ln2 outputs, SwiGLU product
+  const int64_t layers = m.num_layers / pp;
+  const int64_t head = r(N * C * 4)  // the embedding output (block 0's input)
+                       + r(N * 4) + r(N * C * a) + r(N * V * a);  // ln_final rstd, its output, logits
+  Activations out;
+  out.saved = layers * block + head;
+  // Backward's two largest moments: the lm_head's input gradient beside the logits, or the
+  // last block's SwiGLU gradients (dy cast, dg, dh1, dh3) once the logits are gone.
+  const int64_t at_head = out.saved + r(N * C * a);
+  const int64_t at_ffn = out.saved - r(N * V * a) - r(N * C * a) - r(N * 4) + (lowp ? r(N * C * a) : 0) +
+                         3 * r(N * F * a);
+  out.peak = std::max(at_head, at_ffn);
+  return out;
+}
+
+// Optimizer state on rank 0: AdamW's two moments over each range its optimizer steps.
+int64_t optimizer_state(const Job& job, const std::vector<ParamShape>& shapes, int64_t numel, const Rounding& r) {
+  auto moments = [&](double elems) { return 2 * r(elems * 4); };
+  switch (job.sharding) {
+    case Sharding::None: return moments(static_cast<double>(numel));  // one range: the whole buffer
+    case Sharding::Broadcast: {
+      std::vector<int64_t> numels;
+      for (const ParamShape& s : shapes) numels.push_back(s.numel);
+      const std::vector<int> owner = broadcast_owners(numels, job.dp);
+      int64_t bytes = 0;
+      for (size_t i = 0; i < numels.size(); ++i)
+        if (owner[i] == 0) bytes += moments(static_cast<double>(numels[i]));
+      return bytes;
+    }
+    case Sharding::Zero1: {
+      const parallel::Zero1Layout layout = job.dp == 1 ? parallel::Zero1Layout(spans_of(shapes), 1, -1.0)
+                                                       : parallel::Zero1Layout(spans_of(shapes), job.dp,
+                                                                               job.strategy == "bucketed" ? job.bucket_mb
+                                                                               : job.strategy == "overlap" ? 0.0
+                                                                                                           : -1.0);
+      int64_t bytes = 0;
+      for (const auto& [lo, hi] : layout.owned(0)) bytes += moments(static_cast<double>(hi - lo));
+      return bytes;
+    }
+    case Sharding::Zero2:
+    case Sharding::Zero3: return moments(static_cast<double>(numel) / job.dp);
+  }
+  return 0;
+}
+
+double bandwidth_gbps(const Job& job, const Cluster& c, int group) {
+  // A group of ranks inside one node talks over the node's links; one spanning nodes is held to
+  // the network. Data-parallel groups span nodes first (tensor and pipeline groups are inner).
+  const bool within_node = job.devices() <= c.gpus_per_node || group * job.tp * job.pp <= c.gpus_per_node;
+  return within_node ? c.device.link_gbps : std::min(c.device.link_gbps, c.inter_node_gbps);
+}
+
+void validate(const Job& j) {
+  const TransformerConfig& m = j.model;
+  PT_CHECK(j.batch >= 1, "plan: --batch-size must be at least 1 (got " + std::to_string(j.batch) + ")");
+  PT_CHECK(j.grad_accum >= 1, "plan: --grad-accum must be at least 1 (got " + std::to_string(j.grad_accum) + ")");
+  PT_CHECK(j.dp >= 1 && j.tp >= 1 && j.pp >= 1, "plan: device counts and parallel degrees must be at least 1");
+  PT_CHECK(m.num_heads % j.tp == 0 && m.d_ff % j.tp == 0,
+           "plan: tensor-parallel degree " + std::to_string(j.tp) + " must divide the heads (" +
+               std::to_string(m.num_heads) + ") and d_ff (" + std::to_string(m.d_ff) + ")");
+  PT_CHECK(m.num_layers % j.pp == 0, "plan: pipeline degree " + std::to_string(j.pp) + " must divide the " +
+                                         std::to_string(m.num_layers) + " layers");
+  const auto& names = parallel::grad_sync_names();
+  PT_CHECK(std::find(names.begin(), names.end(), j.strategy) != names.end(),
+           "plan: unknown --ddp strategy '" + j.strategy + "'");
+  PT_CHECK(j.bucket_mb >= 0, "plan: --bucket-mb must be >= 0");
+}
+
+}  // namespace
+
+const char* sharding_name(Sharding s) {
+  for (const auto& e : kShardings)
+    if (e.s == s) return e.name;
+  return "?";
+}
+
+Sharding sharding_from_name(const std::string& name) {
+  std::string known;
+  for (const auto& e : kShardings) {
+    if (name == e.name) return e.s;
+    known += std::string(known.empty() ? "" : ", ") + e.name;
+  }
+  PT_FAIL("plan: unknown optimizer sharding '" + name + "' (one of " + known + ")");
+}
+
+bool sharding_runs_in_paratrain(Sharding s) {
+  for (const auto& e : kShardings)
+    if (e.s == s) return e.runs;
+  return false;
+}
+
+Result plan(const Job& job, const Cluster& cluster) {
+  validate(job);
+  job.model.validate();
+  Result res;
+  res.job = job;
+  res.cluster = cluster;
+  const TransformerConfig& m = job.model;
+  const bool bf16 = job.precision == Precision::BF16;
+  PT_CHECK(!(bf16 && cluster.cpu), "plan: bf16 runs on GPUs only (the CPU backend computes in fp32)");
+  const bool lowp = bf16 && !cluster.cpu;
+  const Rounding r{cluster.cpu ? 64 : 512};
+  const int model_par = job.tp * job.pp;
+  res.implemented = sharding_runs_in_paratrain(job.sharding) && model_par == 1;
+  if (!sharding_runs_in_paratrain(job.sharding))
+    res.notes.push_back(std::string(sharding_name(job.sharding)) + " is not implemented in paratrain: estimate");
+  if (job.tp > 1) res.notes.push_back("tensor parallelism is not implemented in paratrain: estimate");
+  if (job.pp > 1) res.notes.push_back("pipeline parallelism is not implemented in paratrain: estimate");
+
+  // ---- memory ----
+  const std::vector<ParamShape> shapes = transformer_param_shapes(m);
+  int64_t numel = 0;
+  for (const ParamShape& s : shapes) numel += s.numel;
+  const double local = static_cast<double>(numel) / model_par;  // this device's share under TP/PP
+  Memory& mem = res.memory;
+  const double fsdp = job.sharding == Sharding::Zero3 ? job.dp : 1;
+  mem.params = r(local * 4 / fsdp);
+  mem.params_lowp = lowp ? r(local * 2 / fsdp) : 0;
+  mem.grads = r(local * 4 / (job.sharding == Sharding::Zero2 || job.sharding == Sharding::Zero3 ? job.dp : 1));
+  mem.optstate = model_par == 1 ? optimizer_state(job, shapes, numel, r)
+                                : 2 * r(local * 4 / (job.sharding == Sharding::None ? 1 : job.dp));
+  const Activations act = activations(m, job.batch, lowp, r, job.tp, job.pp);
+  // 1F1B pipelining keeps up to pp micro-batches of a stage's activations alive.
+  const int64_t in_flight = job.pp > 1 ? std::min<int64_t>(job.pp, job.grad_accum) : 1;
+  mem.activations = act.peak + (in_flight - 1) * act.saved;
+  mem.activations_saved = act.saved * in_flight;
+  mem.workspace = cluster.cpu ? 0 : kCublasWorkspaceBytes;
+
+  // ---- communication, per optimizer step ----
+  const double grad_wire = job.grad_comm_bf16 ? 2 : 4;
+  const int n = job.dp;
+  const double ring = n > 1 ? 2.0 * (n - 1) / n : 0, half = n > 1 ? double(n - 1) / n : 0;
+  auto add = [&](const char* name, const char* what, int64_t calls, double bytes, double factor, double gbps) {
+    Collective c{name, what, calls, static_cast<int64_t>(bytes), factor, 0.0};
+    c.seconds = gbps > 0 ? bytes * factor / (gbps * 1e9) : 0;
+    res.comm.push_back(c);
+  };
+  const bool sync = n > 1 && job.strategy != "none";
+  const double dp_bw = bandwidth_gbps(job, cluster, n);
+  const std::vector<parallel::GradSpan> spans = spans_of(shapes);
+  if (sync) {
+    const double grad_bytes = local * grad_wire;
+    switch (job.sharding) {
+      case Sharding::None:
+      case Sharding::Broadcast: {
+        const int64_t calls = job.strategy == "flat" ? 1
+                              : job.strategy == "bucketed"
+                                  ? static_cast<int64_t>(parallel::plan_buckets(spans, job.sharding == Sharding::Broadcast
+                                                                                           ? parallel::kDefaultBucketMB
+                                                                                           : job.bucket_mb)
+                                                             .size())
+                                  : static_cast<int64_t>(shapes.size());
+        add("all_reduce", "gradients", calls, grad_bytes, ring, dp_bw);
+        if (job.sharding == Sharding::Broadcast)
+          add("broadcast", "parameters", static_cast<int64_t>(shapes.size()), local * 4, half, dp_bw);
+        break;
+      }
+      case Sharding::Zero1: {
+        const parallel::Zero1Layout layout(spans, n,
+                                           job.strategy == "bucketed" ? job.bucket_mb
+                                           : job.strategy == "overlap" ? 0.0
+                                                                       : parallel::Zero1Layout::kOneBucket);
+        const double tail = static_cast<double>(layout.numel - layout.tail_begin);
+        add("reduce_scatter", "gradients", static_cast<int64_t>(layout.buckets.size()),
+            static_cast<double>(layout.tail_begin) * grad_wire, half, dp_bw);
+        if (tail > 0) add("all_reduce", "gradient tail", 1, tail * grad_wire, ring, dp_bw);
+        add("all_gather", "parameters", static_cast<int64_t>(layout.buckets.size()), local * 4, half, dp_bw);
+        break;
+      }
+      case Sharding::Zero2:
+        add("reduce_scatter", "gradients", 1, grad_bytes, half, dp_bw);
+        add("all_gather", "parameters", 1, local * 4, half, dp_bw);
+        break;
+      case Sharding::Zero3:  // parameters gathered in forward and again in backward (bf16 copies in bf16)
+        add("all_gather", "parameters", 2 * m.num_layers / job.pp, 2 * local * (lowp ? 2 : 4), half, dp_bw);
+        add("reduce_scatter", "gradients", m.num_layers / job.pp, grad_bytes, half, dp_bw);
+        break;
+    }
+  }
+  const double a = lowp ? 2 : 4;
+  const double N = static_cast<double>(job.batch * m.context_length);
+  if (job.tp > 1) {  // Megatron: 2 all-reduces of (N, C) per layer in forward, 2 in backward
+    const double t = job.tp;
+    add("all_reduce", "tensor-parallel activations", 4 * m.num_layers / job.pp * job.grad_accum,
+        4.0 * m.num_layers / job.pp * N * m.d_model * a * job.grad_accum, 2.0 * (t - 1) / t, cluster.device.link_gbps);
+  }
+  if (job.pp > 1)  // each micro-batch's activations forward and their gradients back, per stage boundary
+    add("p2p", "pipeline activations", 2 * job.grad_accum, 2.0 * N * m.d_model * a * job.grad_accum, 1.0,
+        bandwidth_gbps(job, cluster, job.pp));
+
+  // ---- time ----
+  const double peak = cluster.device.peak_tflops(job.precision) * 1e12;
+  const double seq_flops = m.train_flops_per_token(m.context_length) * m.context_length / model_par;
+  res.flops_per_step = seq_flops * job.batch * job.grad_accum;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  res.compute_s = peak > 0 ? res.flops_per_step / peak : nan;
+  // The optimizer's pass: fp32 weight, gradient, two moments read; weight, moments written; bf16 copy.
+  const double opt_elems = local / (job.sharding == Sharding::None ? 1 : n);
+  res.hbm_s = cluster.device.hbm_gbps > 0 ? opt_elems * (16 + 12 + (lowp ? 2 : 0)) / (cluster.device.hbm_gbps * 1e9)
+                                          : nan;
+  double dp_comm = 0, other_comm = 0;
+  for (const Collective& c : res.comm)
+    (c.what.find("tensor") != std::string::npos || c.what.find("pipeline") != std::string::npos ? other_comm : dp_comm) +=
+        c.seconds;
+  res.comm_s = dp_comm + other_comm;
+  const bool overlapped = job.strategy == "overlap" || job.strategy == "bucketed";
+  const double backward_s = std::isnan(res.compute_s) ? 0 : res.compute_s * 2.0 / 3.0;
+  res.exposed_comm_s = (overlapped ? std::max(0.0, dp_comm - backward_s) : dp_comm) + other_comm;
+  const double bubble = job.pp > 1 ? res.compute_s * (job.pp - 1) / static_cast<double>(job.grad_accum) : 0;
+  res.step_s = res.compute_s + res.hbm_s + res.exposed_comm_s + bubble;
+  res.mfu = peak > 0 ? res.flops_per_step / (res.step_s * peak) : nan;
+  if (dp_comm > 0 && peak > 0) {
+    const double backward_per_seq = seq_flops * job.grad_accum / peak * 2.0 / 3.0;
+    res.hiding_batch = static_cast<int64_t>(std::ceil(dp_comm / backward_per_seq));
+  }
+
+  // ---- fit ----
+  const double capacity = cluster.device.memory_gb * 1e9;
+  res.fits = static_cast<double>(mem.total()) <= capacity;
+  for (int d = 1; d <= 65536 && res.min_devices_to_fit == 0; d *= 2) {
+    Job j = job;
+    j.dp = d;
+    Memory mm = mem;
+    mm.params = r(local * 4 / (j.sharding == Sharding::Zero3 ? d : 1));
+    mm.params_lowp = lowp ? r(local * 2 / (j.sharding == Sharding::Zero3 ? d : 1)) : 0;
+    mm.grads = r(local * 4 / (j.sharding == Sharding::Zero2 || j.sharding == Sharding::Zero3 ? d : 1));
+    mm.optstate = model_par == 1 ? optimizer_state(j, shapes, numel, r)
+                                 : 2 * r(local * 4 / (j.sharding == Sharding::None ? 1 : d));
+    if (static_cast<double>(mm.total()) <= capacity) res.min_devices_to_fit = d * model_par;
+  }
+  return res;
+}
+
+Cluster cluster_preset(const std::string& name) {
+  Cluster c;
+  if (name == "cpu") {  // paratrain's CPU backend (this project's CI machines: 24 GB)
+    c.device.preset = "cpu";
+    c.device.description = "CPU ranks over MPI";
+    c.device.memory_gb = 24;
+    c.cpu = true;
+    c.gpus_per_node = 1;
+    return c;
+  }
+  const AcceleratorSpec* s = find_accelerator_spec(name);
+  if (!s) PT_FAIL("plan: unknown cluster preset '" + name + "' (known: cpu and every accelerator of "
+                  "src/core/accelerators.tsv: see paratrain plan --help)");
+  c.device = *s;
+  // Node sizes and networks as clusters of each kind are commonly built: HGX/DGX nodes of 8
+  // GPUs with one 400 Gb/s NIC per GPU; PCIe cards 4 per node on 200 Gb/s; TPU v5p 4 chips per
+  // host, hosts joined by the same ICI torus.
+  const std::string p = s->preset;
+  if (p == "tpu-v5p") {
+    c.gpus_per_node = 4;
+    c.inter_node_gbps = s->link_gbps;
+  } else if (p == "l40s" || p.find("pcie") != std::string::npos) {
+    c.gpus_per_node = 4;
+    c.inter_node_gbps = 25;
+  } else {
+    c.gpus_per_node = 8;
+    c.inter_node_gbps = 50;
+  }
+  return c;
+}
+
+std::vector<std::string> cluster_preset_names() {
+  std::vector<std::string> out = {"cpu"};
+  for (const AcceleratorSpec& s : accelerator_specs()) out.push_back(s.preset);
+  return out;
+}
+
+}  // namespace pt::plan

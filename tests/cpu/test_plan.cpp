@@ -1,0 +1,284 @@
+// `paratrain plan`: each formula against values worked out by hand for a small model, and the
+// whole plan against records of real runs kept as fixtures (tests/fixtures/plan/): bench ddp on
+// 2 CPU ranks for every strategy and sharding, bench model's memory profile — bytes exactly,
+// activations within 2 %. An XL record from 2 H200s is checked the same way when present.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <string>
+
+#include "common/test_util.h"
+#include "core/context.h"
+#include "core/error.h"
+#include "cpu/test_io_h5.h"
+#include "model/transformer.h"
+#include "plan/plan.h"
+
+namespace pt::test {
+namespace {
+
+using namespace pt::test::h5read;  // test_io_h5.h
+
+TransformerConfig small_config() {
+  TransformerConfig c;
+  c.vocab_size = 11;
+  c.context_length = 4;
+  c.d_model = 8;
+  c.num_layers = 2;
+  c.num_heads = 2;
+  c.d_ff = 12;
+  c.attention = AttentionImpl::Naive;  // head dimension 4: no flash kernel
+  return c;
+}
+
+plan::Job job_of(const TransformerConfig& m, int dp, const std::string& ddp, plan::Sharding s) {
+  plan::Job j;
+  j.model = m;
+  j.precision = Precision::FP32;
+  j.batch = 2;
+  j.dp = dp;
+  j.strategy = ddp;
+  j.sharding = s;
+  return j;
+}
+
+int64_t up(int64_t bytes, int64_t g) { return (bytes + g - 1) / g * g; }
+
+TEST(Plan, ParameterListIsTheBuiltModels) {
+  Context ctx(Device::cpu());
+  for (const TransformerConfig& cfg : {small_config(), TransformerConfig::named("tiny")}) {
+    TransformerLM m(cfg, ctx);
+    const auto shapes = transformer_param_shapes(cfg);
+    ASSERT_EQ(shapes.size(), m.store().size());
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      EXPECT_EQ(shapes[i].name, m.store()[i].name);
+      EXPECT_EQ(shapes[i].numel, m.store()[i].numel) << shapes[i].name;
+    }
+  }
+}
+
+TEST(Plan, MemoryByHand) {
+  // d 8, ff 12, 2 layers, vocab 11: 2·11·8 + 2·(4·64 + 3·96 + 16) + 8 = 176 + 1120 + 8 = 1304.
+  const TransformerConfig m = small_config();
+  EXPECT_EQ(m.num_params(), 1304);
+  const plan::Cluster cpu = plan::cluster_preset("cpu");
+  const plan::Result r = plan::plan(job_of(m, 1, "none", plan::Sharding::None), cpu);
+  EXPECT_EQ(r.memory.params, up(1304 * 4, 64));
+  EXPECT_EQ(r.memory.params_lowp, 0);
+  EXPECT_EQ(r.memory.grads, up(1304 * 4, 64));
+  EXPECT_EQ(r.memory.optstate, 2 * up(1304 * 4, 64));
+  EXPECT_EQ(r.memory.workspace, 0);
+  // Saved by forward, B 2, T 4 (N 8), fp32, naive attention, recompute: per block the output
+  // (N·C·4 = 256), ln1 rstd (32 → 64), qkv (768), attention output (256), softmax (B·H·T·T·4 =
+  // 256), h (256), ln2 rstd (64), h1 and h3 (N·F·4 = 384 each); the embedding output (256),
+  // ln_final rstd (64), its output (256) and the logits (N·V·4 = 352 → 384).
+  const int64_t block = 256 + 64 + 768 + 256 + 256 + 256 + 64 + 2 * 384;
+  const int64_t saved = 2 * block + 256 + 64 + 256 + 384;
+  EXPECT_EQ(r.memory.activations_saved, saved);
+  // Peak: the logits' gradient pass (saved + the (N, C) input gradient, 256) or the last block's
+  // SwiGLU gradients (saved − logits − ln_final's output and rstd + 3 · N·F·4).
+  EXPECT_EQ(r.memory.activations, std::max(saved + 256, saved - 384 - 256 - 64 + 3 * 384));
+  // Without recompute each block also keeps both norm outputs and the SwiGLU product.
+  plan::Job keep = job_of(m, 1, "none", plan::Sharding::None);
+  keep.model.recompute = false;
+  EXPECT_EQ(plan::plan(keep, cpu).memory.activations_saved, saved + 2 * (256 + 256 + 384));
+  // Flash keeps the (B, H, T) logsumexp instead of the softmax (a model whose heads it covers).
+  TransformerConfig wide = m;
+  wide.d_model = 32;  // head dimension 16
+  plan::Job naive = job_of(wide, 1, "none", plan::Sharding::None), flash = naive;
+  flash.model.attention = AttentionImpl::Flash;
+  EXPECT_EQ(plan::plan(naive, cpu).memory.activations_saved - plan::plan(flash, cpu).memory.activations_saved,
+            2 * (up(2 * 2 * 4 * 4 * 4, 64) - up(2 * 2 * 4 * 4, 64)));
+  // bf16 on a GPU: a bf16 copy of the parameters, 512-byte rounding, cuBLAS's 32 MiB workspace.
+  plan::Job bf = job_of(m, 1, "none", plan::Sharding::None);
+  bf.precision = Precision::BF16;
+  const plan::Result g = plan::plan(bf, plan::cluster_preset("h100-sxm"));
+  EXPECT_EQ(g.memory.params, 5632);
+  EXPECT_EQ(g.memory.params_lowp, 3072);
+  EXPECT_EQ(g.memory.workspace, 32 << 20);
+}
+
+TEST(Plan, CommunicationAndTimeByHand) {
+  TransformerConfig m = TransformerConfig::named("xl");
+  plan::Cluster c = plan::cluster_preset("h100-sxm");
+  plan::Job j = job_of(m, 8, "bucketed", plan::Sharding::None);
+  j.precision = Precision::BF16;
+  j.batch = 4;
+  const plan::Result r = plan::plan(j, c);
+  const int64_t n = m.num_params();
+  ASSERT_EQ(r.comm.size(), 1u);
+  EXPECT_EQ(r.comm[0].name, "all_reduce");
+  EXPECT_EQ(r.comm[0].bytes, n * 4);
+  EXPECT_DOUBLE_EQ(r.comm[0].bus_factor, 2.0 * 7 / 8);
+  EXPECT_NEAR(r.comm[0].seconds, n * 4 * 1.75 / 450e9, 1e-12);  // within one node: NVLink, 450 GB/s each way
+  // FLOPs as bench model counts them; compute at the dense bf16 peak.
+  const int64_t T = m.context_length;
+  const double flops = m.train_flops_per_token(T) * T * 4;
+  EXPECT_DOUBLE_EQ(r.flops_per_step, flops);
+  EXPECT_NEAR(r.compute_s, flops / 989.4e12, 1e-12);
+  // Overlapped: exposed = what backward (2/3 of compute) does not cover.
+  EXPECT_NEAR(r.exposed_comm_s, std::max(0.0, r.comm_s - r.compute_s * 2 / 3), 1e-12);
+  EXPECT_NEAR(r.step_s, r.compute_s + r.hbm_s + r.exposed_comm_s, 1e-12);
+  EXPECT_NEAR(r.mfu, flops / (r.step_s * 989.4e12), 1e-9);
+  // The batch that hides the sync: backward of b sequences ≥ the all-reduce, and b − 1 does not.
+  const double per_seq = m.train_flops_per_token(T) * T / 989.4e12 * 2 / 3;
+  EXPECT_GE(r.hiding_batch * per_seq, r.comm_s);
+  EXPECT_LT((r.hiding_batch - 1) * per_seq, r.comm_s);
+  // bf16 on the wire halves the bytes; zero1 adds the parameter all-gather; across nodes the
+  // network bounds the time.
+  j.grad_comm_bf16 = true;
+  EXPECT_EQ(plan::plan(j, c).comm[0].bytes, n * 2);
+  j.grad_comm_bf16 = false;
+  j.sharding = plan::Sharding::Zero1;
+  int64_t total = 0;
+  for (const auto& col : plan::plan(j, c).comm) total += col.bytes;
+  EXPECT_EQ(total, 2 * n * 4);
+  j.sharding = plan::Sharding::None;
+  j.dp = 64;
+  EXPECT_NEAR(plan::plan(j, c).comm[0].seconds, n * 4 * 2.0 * 63 / 64 / 50e9, 1e-12);
+  // ZeRO-3 divides parameters, gradients and state by the ranks, and is marked an estimate.
+  j.sharding = plan::Sharding::Zero3;
+  const plan::Result z3 = plan::plan(j, c);
+  EXPECT_FALSE(z3.implemented);
+  EXPECT_NEAR(static_cast<double>(z3.memory.params), n * 4.0 / 64, 512);
+  EXPECT_NEAR(static_cast<double>(z3.memory.optstate), 2 * n * 4.0 / 64, 1024);
+}
+
+TEST(Plan, FitAndTheSmallestDeviceCount) {
+  // The course's XXL model does not fit one H100 unsharded; ZeRO-3 finds the device count.
+  TransformerConfig m = TransformerConfig::named("xl");
+  m.d_model = 16384;
+  m.d_ff = 53248;
+  m.num_layers = 126;
+  m.num_heads = 128;
+  plan::Job j = job_of(m, 1, "bucketed", plan::Sharding::None);
+  j.precision = Precision::BF16;
+  j.batch = 1;
+  const plan::Cluster c = plan::cluster_preset("h100-sxm");
+  const plan::Result none = plan::plan(j, c);
+  EXPECT_FALSE(none.fits);
+  EXPECT_EQ(none.min_devices_to_fit, 0) << "unsharded state never shrinks with more ranks";
+  j.sharding = plan::Sharding::Zero3;
+  const plan::Result z3 = plan::plan(j, c);
+  ASSERT_GT(z3.min_devices_to_fit, 1);
+  j.dp = z3.min_devices_to_fit;
+  EXPECT_TRUE(plan::plan(j, c).fits);
+  j.dp = z3.min_devices_to_fit / 2;
+  EXPECT_FALSE(plan::plan(j, c).fits);
+}
+
+TEST(Plan, BadLayoutsAreOneClearError) {
+  const TransformerConfig m = small_config();
+  plan::Job j = job_of(m, 1, "none", plan::Sharding::None);
+  j.tp = 3;
+  EXPECT_NE(error_of([&] { plan::plan(j, plan::cluster_preset("cpu")); }).find("must divide the heads"),
+            std::string::npos);
+  j.tp = 1;
+  j.pp = 3;
+  EXPECT_NE(error_of([&] { plan::plan(j, plan::cluster_preset("cpu")); }).find("must divide the 2 layers"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { plan::cluster_preset("h300"); }).find("unknown cluster preset 'h300'"), std::string::npos);
+  EXPECT_NE(error_of([] { plan::sharding_from_name("zero4"); }).find("zero1"), std::string::npos);
+  for (const char* bad : {"--devices 6 --tp 5", "--cluster h300", "--tp 3 --devices 3", "--format xml", "--batch-size 0",
+                          "--d-model 0", "--precision bf16 --cluster cpu", "--memory-gb -1"}) {
+    const CliResult res = run_paratrain(std::string("plan --model xl ") + bad);
+    EXPECT_NE(res.rc, 0) << bad << ": " << res.output;
+    EXPECT_NE(res.output.find("error"), std::string::npos) << bad << ": " << res.output;
+  }
+  const CliResult ok = run_paratrain("plan --model xl --devices 20 --tp 5 --shard-optimizer zero3 --format json");
+  EXPECT_EQ(ok.rc, 0) << ok.output;
+  EXPECT_NE(ok.output.find("\"implemented\": false"), std::string::npos) << ok.output;
+}
+
+// ---- against records of real runs ------------------------------------------------------------
+
+double option_number(hid_t f, const std::string& name) { return std::stod(string_attr(f, "option." + name)); }
+
+// Every row of a bench ddp record: parameters, gradients, optimizer state and communicated bytes
+// exactly (the MB columns are bytes / 1e6), activations at the step's peak within 2 %.
+void check_bench_ddp(const std::string& path, const plan::Cluster& cluster) {
+  Handle f = open_file(path);
+  Handle d = open_dataset(f, "ddp");
+  const auto ddp = read_string_field(d, "ddp"), shard = read_string_field(d, "shard"),
+             precision = read_string_field(d, "precision"), grad_comm = read_string_field(d, "grad_comm");
+  const auto bucket = read_field<double>(d, "bucket_mb", H5T_NATIVE_DOUBLE);
+  const auto ranks = read_field<int64_t>(d, "ranks", H5T_NATIVE_INT64);
+  const auto params = read_field<double>(d, "init_params_MB", H5T_NATIVE_DOUBLE);
+  const auto grads = read_field<double>(d, "init_grads_MB", H5T_NATIVE_DOUBLE);
+  const auto opt = read_field<double>(d, "init_optstate_MB", H5T_NATIVE_DOUBLE);
+  const auto acts = read_field<double>(d, "before_step_acts_MB", H5T_NATIVE_DOUBLE);
+  const auto comm = read_field<double>(d, "comm_MB", H5T_NATIVE_DOUBLE);
+  TransformerConfig m = TransformerConfig::named(string_attr(f, "option.model"));
+  m.context_length = static_cast<int64_t>(option_number(f, "context"));
+  m.attention = attention_impl_from_name(string_attr(f, "option.attention"));
+  ASSERT_FALSE(ddp.empty());
+  for (size_t i = 0; i < ddp.size(); ++i) {
+    SCOPED_TRACE(path + ": " + ddp[i] + " " + shard[i] + " bucket " + std::to_string(bucket[i]));
+    plan::Job j;
+    j.model = m;
+    j.precision = precision_from_name(precision[i]);
+    j.batch = static_cast<int64_t>(option_number(f, "batch"));
+    j.dp = static_cast<int>(ranks[i]);
+    j.sharding = plan::sharding_from_name(shard[i]);
+    j.grad_comm_bf16 = grad_comm[i] == "bf16";
+    // bench ddp names zero1's syncs by what they run: one reduce-scatter, or one per bucket.
+    j.strategy = ddp[i] == "reduce_scatter" ? "flat" : ddp[i] == "bucketed_reduce_scatter" ? "bucketed" : ddp[i];
+    j.bucket_mb = std::isnan(bucket[i]) ? 25 : bucket[i];
+    const plan::Result r = plan::plan(j, cluster);
+    EXPECT_NEAR(static_cast<double>(r.memory.params + r.memory.params_lowp), params[i] * 1e6, 0.5);
+    EXPECT_NEAR(static_cast<double>(r.memory.grads), grads[i] * 1e6, 0.5);
+    EXPECT_NEAR(static_cast<double>(r.memory.optstate), opt[i] * 1e6, 0.5);
+    EXPECT_NEAR(static_cast<double>(r.memory.activations), acts[i] * 1e6, 0.02 * acts[i] * 1e6);
+    int64_t bytes = 0;
+    for (const auto& c : r.comm) bytes += c.bytes;
+    EXPECT_NEAR(static_cast<double>(bytes), comm[i] * 1e6, 0.5);
+  }
+}
+
+TEST(Plan, MatchesBenchDdpOnTwoCpuRanks) {
+  check_bench_ddp(source_path("tests/fixtures/plan/bench_ddp_tiny_cpu_2ranks.h5"), plan::cluster_preset("cpu"));
+}
+
+TEST(Plan, MatchesBenchDdpXlOnTwoH200s) {
+  const std::string path = source_path("tests/fixtures/plan/bench_ddp_xl_2xh200.h5");
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "fixture " << path << " not recorded yet";
+  check_bench_ddp(path, plan::cluster_preset("h200"));
+}
+
+TEST(Plan, MatchesBenchModelMemoryProfiles) {
+  for (const char* name : {"bench_model_tiny_cpu.h5", "bench_model_tiny_cpu_keep.h5"}) {
+    const std::string path = source_path(std::string("tests/fixtures/plan/") + name);
+    Handle f = open_file(path);
+    Handle d = open_dataset(f, "model_memory");
+    const auto size = read_string_field(d, "size"), attention = read_string_field(d, "attention"),
+               precision = read_string_field(d, "precision");
+    const auto context = read_field<int64_t>(d, "context_length", H5T_NATIVE_INT64);
+    const auto batch = read_field<int64_t>(d, "batch_size", H5T_NATIVE_INT64);
+    const auto params = read_field<int64_t>(d, "peak_parameters_bytes", H5T_NATIVE_INT64);
+    const auto grads = read_field<int64_t>(d, "peak_gradients_bytes", H5T_NATIVE_INT64);
+    const auto opt = read_field<int64_t>(d, "peak_optimizer_state_bytes", H5T_NATIVE_INT64);
+    const auto acts = read_field<int64_t>(d, "peak_activations_bytes", H5T_NATIVE_INT64);
+    const bool keep = string_attr(f, "option.recompute") == "off";
+    ASSERT_FALSE(size.empty());
+    for (size_t i = 0; i < size.size(); ++i) {
+      SCOPED_TRACE(std::string(name) + ": " + size[i] + " ctx " + std::to_string(context[i]) + " " + attention[i]);
+      plan::Job j;
+      j.model = TransformerConfig::named(size[i]);
+      j.model.context_length = context[i];
+      j.model.attention = attention_impl_from_name(attention[i]);
+      j.model.recompute = !keep;
+      j.precision = precision_from_name(precision[i]);
+      j.batch = batch[i];
+      j.strategy = "none";
+      const plan::Result r = plan::plan(j, plan::cluster_preset("cpu"));
+      EXPECT_EQ(r.memory.params + r.memory.params_lowp, params[i]);
+      EXPECT_EQ(r.memory.grads, grads[i]);
+      EXPECT_EQ(r.memory.optstate, opt[i]);
+      EXPECT_NEAR(static_cast<double>(r.memory.activations), static_cast<double>(acts[i]), 0.02 * acts[i]);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace pt::test
