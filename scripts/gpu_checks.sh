@@ -43,6 +43,10 @@
 #   portable-small       the small model alone, 30 measured steps, auto and (90a builds) mma      (1)
 #   flash-mma            the flash GPU tests with the mma.sync family only (PT_FLASH_TEST_KERNELS) (1)
 #   native-arch          scripts/check_native_arch.sh: what CMAKE_CUDA_ARCHITECTURES=native gives (1)
+#   binding              2-rank train under each GPU binding: both GPUs visible, one per rank
+#                        (CUDA_VISIBLE_DEVICES from the local rank), both on GPU 0 (refused),
+#                        and with --allow-gpu-sharing; NCCL tests under per-rank binding       (2)
+#   plan-xl              bench ddp xl bf16 flash none/bucketed/zero1, 2 ranks: plan's fixture    (2)
 # A step written A+B runs A on GPU 0 and B on GPU 1 at the same time (single-GPU steps only).
 set -uo pipefail
 : "${OUT:=out/gpu_checks}"
@@ -120,6 +124,25 @@ step_portable-small() {
 }
 step_flash-mma() { PT_FLASH_TEST_KERNELS=mma paratrain_tests_gpu --gtest_color=no --gtest_filter='FlashGpu.*'; }
 step_native-arch() { scripts/check_native_arch.sh; }
+step_binding() {
+  local train=(paratrain train --model small --precision bf16 --attention flash --steps 3 --log-every 1)
+  local per_rank='export CUDA_VISIBLE_DEVICES=$OMPI_COMM_WORLD_LOCAL_RANK; exec "$@"'
+  echo "--- both GPUs visible" && "${MPIRUN[@]}" "${train[@]}" --out "$RESULTS/bind_all.h5" --overwrite &&
+  echo "--- one GPU per rank" && "${MPIRUN[@]}" bash -c "$per_rank" _ "${train[@]}" --out "$RESULTS/bind_one.h5" --overwrite &&
+  echo "--- NCCL tests, one GPU per rank" && "${MPIRUN[@]}" bash -c "$per_rank" _ paratrain_tests_dist --gtest_color=no --gtest_filter='Nccl*' || return
+  echo "--- both ranks on GPU 0 (must be refused)"
+  if "${MPIRUN[@]}" -x CUDA_VISIBLE_DEVICES=0 "${train[@]}" --out "$RESULTS/bind_shared.h5" --overwrite; then
+    echo "binding: two ranks on one GPU were not refused"; return 1
+  fi
+  echo "--- both on GPU 0 with --allow-gpu-sharing: independent single-GPU benchmarks (no NCCL)" &&
+  "${MPIRUN[@]}" -x CUDA_VISIBLE_DEVICES=0 paratrain bench gemm --model small --allow-gpu-sharing \
+    --out "$RESULTS/bind_shared_ok.h5" --overwrite &&
+  python3 -c "import h5py,sys; [print(f, list(h5py.File(sys.argv[1]+'/'+f).attrs['gpu_pci_bus_ids'])) for f in ('bind_all.h5','bind_one.h5','bind_shared_ok.h5')]" "$RESULTS"
+}
+step_plan-xl() {
+  "${MPIRUN[@]}" paratrain bench ddp --model xl --precision bf16 --attention flash --ddp none,bucketed \
+    --shard-optimizer zero1 --zero1-prefetch on --warmup 1 --steps 2 --out "$RESULTS/bench_ddp_xl_2xh200.h5" --overwrite
+}
 step_torch-model-sizes() { torch_model small,medium,large,xl,2.7b; }
 step_model-2.7b() {
   bench_model model_27b_fp32 2.7b fp32 naive --memory-profile &&

@@ -35,7 +35,9 @@ void add_run_options(po::options_description& desc, RunOptions& o, const char* d
        "Which GPU: the only one a rank sees (srun --gpus-per-task=1), else the local rank's (one "
        "per rank; docs/CLUSTER.md)")
       ("allow-gpu-sharing", po::bool_switch(&o.allow_gpu_sharing),
-       "let several ranks of a node drive one GPU (refused otherwise)");
+       "let several ranks of a node drive one GPU (refused otherwise): for ranks that do not talk through "
+       "NCCL (independent single-GPU benchmarks under mpirun); NCCL itself refuses two ranks of one "
+       "communicator on one GPU");
   if (default_precision) {
     o.precision = default_precision;
     desc.add_options()

@@ -140,6 +140,7 @@ int run_plan(const std::vector<std::string>& args) {
 
   plan::Job job;
   job.model = TransformerConfig::named(size);
+  std::string model_name = size;
   for (auto [flag, value, field] : {std::tuple{"d-model", d_model, &job.model.d_model},
                                     {"d-ff", d_ff, &job.model.d_ff}, {"num-layers", num_layers, &job.model.num_layers},
                                     {"num-heads", num_heads, &job.model.num_heads},
@@ -148,6 +149,7 @@ int run_plan(const std::vector<std::string>& args) {
     if (vm->count(flag)) {
       PT_CHECK(value >= 1, std::string("--") + flag + " must be at least 1 (got " + std::to_string(value) + ")");
       *field = value;
+      model_name = "custom";
     }
   job.model.attention = attention_impl_from_name(attention);
   job.model.recompute = parse_on_off(recompute, "recompute");
@@ -207,7 +209,9 @@ int run_plan(const std::vector<std::string>& args) {
   if (format == "json") {
     print_json(r, std::cout);
   } else {
-    std::cout << "plan: " << size << " (" << r.job.model.num_params() << " parameters), context "
+    std::cout << "plan: " << model_name << " (d_model " << r.job.model.d_model << ", d_ff " << r.job.model.d_ff
+              << ", " << r.job.model.num_layers << " layers, " << r.job.model.num_heads << " heads, vocab "
+              << r.job.model.vocab_size << "; " << r.job.model.num_params() << " parameters), context "
               << r.job.model.context_length << ", batch " << batch << " × " << grad_accum << " per device, "
               << precision << ", " << r.job.devices() << " × " << cluster.device.preset << " (dp " << r.job.dp
               << ", tp " << tp << ", pp " << pp << "), --ddp " << ddp << ", sharding " << shard << "\n";

@@ -28,7 +28,8 @@ void check_distinct_gpus(const std::vector<std::string>& hosts, const std::vecto
     const auto [it, inserted] = first.emplace(std::make_pair(hosts[r], bus_ids[r]), r);
     PT_CHECK(inserted, "ranks " + std::to_string(it->second) + " and " + std::to_string(r) + " both drive GPU " +
                            bus_ids[r] + " on " + hosts[r] +
-                           ": give each rank its own GPU (one rank per GPU), or pass --allow-gpu-sharing");
+                           ": give each rank its own GPU (one rank per GPU), or pass --allow-gpu-sharing (only for ranks that "
+                           "do not talk through NCCL, which refuses two ranks of one communicator on one GPU)");
   }
 }
 

@@ -191,7 +191,7 @@ Result plan(const Job& job, const Cluster& cluster) {
   const int64_t in_flight = job.pp > 1 ? std::min<int64_t>(job.pp, job.grad_accum) : 1;
   mem.activations = act.peak + (in_flight - 1) * act.saved;
   mem.activations_saved = act.saved * in_flight;
-  mem.workspace = cluster.cpu ? 0 : kCublasWorkspaceBytes;
+  mem.workspace = cluster.cpu || cluster.device.cc_major == 0 ? 0 : kCublasWorkspaceBytes;  // cuBLAS's, GPUs only
 
   // ---- communication, per optimizer step ----
   const double grad_wire = job.grad_comm_bf16 ? 2 : 4;

@@ -1,7 +1,7 @@
 #!/bin/bash
 # The script tests' fixture: small run records from the real binary, tiny CPU configurations.
 #   tests/scripts/make_test_data.sh PARATRAIN OUTDIR
-# Writes OUTDIR/{model,attention,allreduce,ddp,train,accumulation}.h5. A subcommand the binary
+# Writes OUTDIR/{model,attention,allreduce,ddp,train,accumulation,plan}.h5. A subcommand the binary
 # does not implement yet (its placeholder says "not implemented yet") is skipped with a note;
 # any other failure fails the fixture.
 set -euo pipefail
@@ -43,4 +43,5 @@ run ddp "${mpi[@]}" "$bin" bench ddp --device cpu --model tiny --context 32 --ba
 run train "$bin" train --device cpu --model tiny --context-length 32 --batch-size 2 --steps 6 \
   --out "$out/train.h5"
 run accumulation "$bin" demo accumulation --out "$out/accumulation.h5"
+run plan "$bin" plan --model tiny --cluster cpu --precision fp32 --devices 2 --shard-optimizer zero1 --out "$out/plan.h5"
 ls -l "$out"
