@@ -175,6 +175,19 @@ std::string error_of(const std::function<void()>& fn) {
   return "";
 }
 
+TransformerConfig test_transformer(int64_t vocab, int64_t context, int64_t d_model, int64_t layers, int64_t heads,
+                                   int64_t d_ff, AttentionImpl attention) {
+  TransformerConfig c;
+  c.vocab_size = vocab;
+  c.context_length = context;
+  c.d_model = d_model;
+  c.num_layers = layers;
+  c.num_heads = heads;
+  c.d_ff = d_ff;
+  c.attention = attention;
+  return c;
+}
+
 std::string source_path(const std::string& relative) {
   const char* root = std::getenv("PARATRAIN_SOURCE_DIR");
   PT_CHECK(root != nullptr, "PARATRAIN_SOURCE_DIR is not set (run the tests through ctest)");

@@ -10,6 +10,8 @@
 #include "core/context.h"
 #include "core/tensor.h"
 
+#include "model/transformer.h"
+
 namespace pt::test {
 
 // Skips the current test unless a CUDA device is usable (GPU suites call this first).
@@ -71,6 +73,10 @@ CliResult run_paratrain_mpi(int ranks, const std::string& args);
 
 // The message of the pt::Error that fn throws, or "" when it throws none.
 std::string error_of(const std::function<void()>& fn);
+
+// A small Transformer for tests: every dimension named, the rest TransformerConfig's defaults.
+TransformerConfig test_transformer(int64_t vocab, int64_t context, int64_t d_model, int64_t layers, int64_t heads,
+                                   int64_t d_ff, AttentionImpl attention = AttentionImpl::Naive);
 
 // Path of a file in the source tree (tests run from the build tree).
 std::string source_path(const std::string& relative);

@@ -21,16 +21,7 @@
 namespace pt {
 namespace {
 
-TransformerConfig tiny_config() {
-  TransformerConfig c;
-  c.vocab_size = 11;
-  c.context_length = 6;
-  c.d_model = 8;
-  c.num_layers = 2;
-  c.num_heads = 2;
-  c.d_ff = 12;
-  return c;
-}
+TransformerConfig tiny_config() { return test::test_transformer(11, 6, 8, 2, 2, 12); }
 
 // ---- an independent fp64 forward, written from the architecture's definition ---------------
 

@@ -20,17 +20,7 @@ namespace {
 
 using namespace pt::test::h5read;  // test_io_h5.h
 
-TransformerConfig small_config() {
-  TransformerConfig c;
-  c.vocab_size = 11;
-  c.context_length = 4;
-  c.d_model = 8;
-  c.num_layers = 2;
-  c.num_heads = 2;
-  c.d_ff = 12;
-  c.attention = AttentionImpl::Naive;  // head dimension 4: no flash kernel
-  return c;
-}
+TransformerConfig small_config() { return test_transformer(11, 4, 8, 2, 2, 12); }  // naive: head dim 4
 
 plan::Job job_of(const TransformerConfig& m, int dp, const std::string& ddp, plan::Sharding s) {
   plan::Job j;

@@ -14,15 +14,7 @@ namespace pt {
 namespace {
 
 TransformerConfig gpu_test_config(AttentionImpl attn = AttentionImpl::Naive) {
-  TransformerConfig c;
-  c.vocab_size = 97;
-  c.context_length = 32;
-  c.d_model = 64;
-  c.num_layers = 2;
-  c.num_heads = 4;
-  c.d_ff = 172;
-  c.attention = attn;
-  return c;
+  return test::test_transformer(97, 32, 64, 2, 4, 172, attn);
 }
 
 struct TrainRun {

@@ -29,16 +29,7 @@ void PrintTo(const TfCase& c, std::ostream* os) { *os << parallel::backend_name(
 
 std::string tf_case_name(const ::testing::TestParamInfo<TfCase>& info) { return info.param.label; }
 
-TransformerConfig tiny() {
-  TransformerConfig c;
-  c.vocab_size = 97;
-  c.context_length = 16;
-  c.d_model = 32;
-  c.num_layers = 2;
-  c.num_heads = 4;
-  c.d_ff = 64;
-  return c;
-}
+TransformerConfig tiny() { return test::test_transformer(97, 16, 32, 2, 4, 64); }
 
 class TransformerDdpTest : public ::testing::TestWithParam<TfCase> {
  protected:
