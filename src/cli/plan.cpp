@@ -49,7 +49,10 @@ void print_json(const plan::Result& r, std::ostream& os) {
      << "},\n \"memory_bytes\": {\"parameters\": " << m.params << ", \"parameters_bf16\": " << m.params_lowp
      << ", \"gradients\": " << m.grads << ", \"optimizer_state\": " << m.optstate << ", \"activations\": "
      << m.activations << ", \"activations_saved\": " << m.activations_saved << ", \"workspace\": " << m.workspace
-     << ", \"total\": " << m.total() << "},\n \"collectives\": [";
+     << ", \"total\": " << m.total() << ", \"activations_by_choice\": {\"recompute_on_flash\": "
+     << m.activations_by_choice[0][0] << ", \"recompute_on_naive\": " << m.activations_by_choice[0][1]
+     << ", \"recompute_off_flash\": " << m.activations_by_choice[1][0] << ", \"recompute_off_naive\": "
+     << m.activations_by_choice[1][1] << "}},\n \"collectives\": [";
   for (size_t i = 0; i < r.comm.size(); ++i) {
     const plan::Collective& c = r.comm[i];
     os << (i ? ", " : "") << "{\"collective\": \"" << c.name << "\", \"what\": \"" << json_escape(c.what)
@@ -78,6 +81,13 @@ void fill_tables(const plan::Result& r, io::ResultTable& memory, io::ResultTable
   mem_row("activations (saved by forward)", m.activations_saved);
   mem_row("workspace", m.workspace);
   mem_row("total", m.total());
+  const char* rec[2] = {"on", "off"};
+  const char* att[2] = {"flash", "naive"};
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 2; ++j)
+      if (m.activations_by_choice[i][j] > 0)
+        mem_row(("activations (peak) with --recompute " + std::string(rec[i]) + ", --attention " + att[j]).c_str(),
+                m.activations_by_choice[i][j]);
   for (const plan::Collective& c : r.comm)
     comm.add_row().set("collective", c.name).set("what", c.what).set("calls", c.calls).set("bytes", c.bytes)
         .set("bus_factor", c.bus_factor).set("ms", c.seconds * 1e3);

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "cuda/flash_params.h"
 #include "optim/sharded_optimizer.h"
 #include "parallel/grad_sync.h"
 #include "parallel/zero1.h"
@@ -192,6 +193,16 @@ Result plan(const Job& job, const Cluster& cluster) {
   mem.activations = act.peak + (in_flight - 1) * act.saved;
   mem.activations_saved = act.saved * in_flight;
   mem.workspace = cluster.cpu || cluster.device.cc_major == 0 ? 0 : kCublasWorkspaceBytes;  // cuBLAS's, GPUs only
+  for (int rc = 0; rc < 2; ++rc)
+    for (int at = 0; at < 2; ++at) {
+      TransformerConfig alt = m;
+      alt.recompute = rc == 0;
+      alt.attention = at == 0 ? AttentionImpl::Flash : AttentionImpl::Naive;
+      const bool flash_ok = m.d_model % m.num_heads == 0 && cuda::flash_covers_head_dim(m.d_head());
+      if (at == 0 && !flash_ok) continue;
+      const Activations x = activations(alt, job.batch, lowp, r, job.tp, job.pp);
+      mem.activations_by_choice[rc][at] = x.peak + (in_flight - 1) * x.saved;
+    }
 
   // ---- communication, per optimizer step ----
   const double grad_wire = job.grad_comm_bf16 ? 2 : 4;

@@ -51,6 +51,9 @@ struct Memory {
   int64_t activations = 0; // peak of the training step
   int64_t activations_saved = 0;  // at the end of forward (what backward needs)
   int64_t workspace = 0;   // cuBLAS workspace
+  // The peak activations of the same job under each choice of --recompute and --attention:
+  // [recompute on, off] × [flash, naive] (flash 0 where the kernels lack the head dimension).
+  int64_t activations_by_choice[2][2] = {{0, 0}, {0, 0}};
   int64_t total() const { return params + params_lowp + grads + optstate + activations + workspace; }
 };
 

@@ -80,6 +80,14 @@ TEST(Plan, MemoryByHand) {
   flash.model.attention = AttentionImpl::Flash;
   EXPECT_EQ(plan::plan(naive, cpu).memory.activations_saved - plan::plan(flash, cpu).memory.activations_saved,
             2 * (up(2 * 2 * 4 * 4 * 4, 64) - up(2 * 2 * 4 * 4, 64)));
+  // The peak under each --recompute × --attention choice: the job's own one equals its peak,
+  // keeping the norms and SwiGLU costs more, the materialised softmax more than the logsumexp.
+  const plan::Result alt = plan::plan(flash, cpu);
+  EXPECT_EQ(alt.memory.activations_by_choice[0][0], alt.memory.activations);
+  EXPECT_GT(alt.memory.activations_by_choice[1][0], alt.memory.activations_by_choice[0][0]);
+  EXPECT_GT(alt.memory.activations_by_choice[0][1], alt.memory.activations_by_choice[0][0]);
+  EXPECT_EQ(r.memory.activations_by_choice[0][0], 0) << "head dimension 4: no flash kernel";
+  EXPECT_EQ(r.memory.activations_by_choice[0][1], r.memory.activations);
   // bf16 on a GPU: a bf16 copy of the parameters, 512-byte rounding, cuBLAS's 32 MiB workspace.
   plan::Job bf = job_of(m, 1, "none", plan::Sharding::None);
   bf.precision = Precision::BF16;
