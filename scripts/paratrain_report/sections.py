@@ -16,6 +16,8 @@ OOM = "OOM"
 _ORDERS = {
     "size": SIZE_ORDER,
     "precision": ["fp32", "tf32", "bf16"],
+    # Records since bench ddp wrote the strategy table's order (root attribute ddp_order) use theirs
+    # (_use_ddp_order); this is the order of older records, which lack it.
     "ddp": ["none", "naive", "flat", "overlap", "bucketed", "reduce_scatter", "bucketed_reduce_scatter"],
     "shard": ["none", "broadcast", "zero1"],
     "grad_comm": ["fp32", "bf16"],
@@ -24,6 +26,16 @@ _ORDERS = {
     "pass": ["inference", "train-step"],
     "fused": ["off", "on"],
 }
+
+
+def _use_ddp_order(rec):
+    """The --ddp strategies in the order the binary's strategy table gives them, from any record
+    that carries it."""
+    for run in rec.files:
+        order = run.attrs.get("ddp_order")
+        if order:
+            _ORDERS["ddp"] = list(order)
+            return
 
 
 def _sort(df, by):
@@ -393,6 +405,7 @@ def _ddp_columns(df):
 
 
 def ddp_strategies(rec):
+    _use_ddp_order(rec)
     full = _ddp_table(rec)
     if full is None:
         return []
@@ -530,6 +543,7 @@ def _bucket_points(b):
 
 
 def ddp_buckets(rec):
+    _use_ddp_order(rec)
     fits, points = bucket_fits(rec)
     if points is None:
         return []
@@ -577,6 +591,7 @@ def ddp_buckets(rec):
 
 
 def sharding(rec):
+    _use_ddp_order(rec)
     df = _ddp_table(rec)
     if df is None or not (df["shard"] != "none").any():
         return []

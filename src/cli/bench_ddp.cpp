@@ -21,6 +21,7 @@
 #include "core/allocator.h"
 #include "core/context.h"
 #include "core/error.h"
+#include "parallel/strategies.h"
 #include "parallel/communicator.h"
 #include "cli/ddp_options.h"
 #include "parallel/grad_sync.h"
@@ -110,9 +111,10 @@ double bucket_mb_of(const Config& c) { return std::isnan(c.bucket_mb) ? parallel
 // The bucket plan of a configuration's gradient sync (empty unless bucketed: zero1's layout
 // with overlap or bucketed; one bucket is "all gradients").
 std::vector<parallel::Bucket> bucket_plan(const ParamStore& store, const Config& c, int world) {
-  if (c.shard == ShardMode::Zero1 && (c.ddp == "bucketed" || c.ddp == "overlap"))
+  const parallel::StrategySpec& spec = parallel::strategy(c.ddp);
+  if (c.shard == ShardMode::Zero1 && spec.overlapped)
     return parallel::zero1_layout(c.ddp, store, world, bucket_mb_of(c))->buckets;
-  if (c.ddp != "bucketed" || c.shard == ShardMode::Zero1) return {};
+  if (spec.buckets != parallel::BucketPolicy::Capped || c.shard == ShardMode::Zero1) return {};
   return parallel::plan_buckets(store, bucket_mb_of(c));
 }
 
@@ -120,13 +122,15 @@ std::vector<parallel::Bucket> bucket_plan(const ParamStore& store, const Config&
 // parameter, bucketed its plan's count; zero1 one reduce-scatter per bucket of its layout
 // (one with flat) and an all-reduce of the tail if it has one.
 int64_t bucket_count(const ParamStore& store, const Config& c, int world) {
-  if (c.ddp == "none") return 0;
+  using parallel::BucketPolicy;
+  const BucketPolicy policy = parallel::strategy(c.ddp).buckets;
+  if (policy == BucketPolicy::None) return 0;
   if (c.shard == ShardMode::Zero1) {
     const auto layout = parallel::zero1_layout(c.ddp, store, world, bucket_mb_of(c));
     return static_cast<int64_t>(layout->buckets.size()) + (layout->tail_begin < layout->numel ? 1 : 0);
   }
-  if (c.ddp == "flat") return 1;
-  if (c.ddp == "bucketed") return static_cast<int64_t>(bucket_plan(store, c, world).size());
+  if (policy == BucketPolicy::One) return 1;
+  if (policy == BucketPolicy::Capped) return static_cast<int64_t>(bucket_plan(store, c, world).size());
   int64_t n = 0;
   for (const auto& p : store.params()) n += p->trainable ? 1 : 0;
   return n;
@@ -273,15 +277,18 @@ struct Bench {
 std::vector<Config> configs(const std::vector<std::string>& ddps, const std::vector<double>& buckets,
                             const std::vector<std::string>& shards, const std::vector<int>& comm_sms,
                             const std::vector<parallel::GradComm>& grad_comms, const std::vector<bool>& prefetches) {
+  using parallel::BucketPolicy;
   std::vector<Config> out;
-  if (std::find(ddps.begin(), ddps.end(), "none") != ddps.end())
-    out.push_back({"none", kNaN, ShardMode::None, comm_sms.front(), parallel::GradComm::FP32});
+  for (const auto& d : ddps)  // the floor
+    if (parallel::strategy(d).buckets == BucketPolicy::None)
+      out.push_back({d, kNaN, ShardMode::None, comm_sms.front(), parallel::GradComm::FP32});
   for (int sms : comm_sms) {
     for (parallel::GradComm gc : grad_comms) {
       for (const auto& d : ddps) {
-        if (d == "bucketed")
+        const BucketPolicy policy = parallel::strategy(d).buckets;
+        if (policy == BucketPolicy::Capped)
           for (double mb : buckets) out.push_back({d, mb, ShardMode::None, sms, gc});
-        else if (d != "none")
+        else if (policy != BucketPolicy::None)
           out.push_back({d, kNaN, ShardMode::None, sms, gc});
       }
       for (const auto& s : shards) {
@@ -357,12 +364,10 @@ int run_bench_ddp(const std::vector<std::string>& args) {
   if (!vm) return 0;
   PT_CHECK(steps >= 1 && warmup >= 1, "--steps and --warmup must be at least 1");
   PT_CHECK(context >= 1 && batch >= 1, "--context and --batch must be positive");
-  const auto ddps = split_list(ddp_words.empty() ? std::vector<std::string>{"none,naive,flat,overlap,bucketed"} : ddp_words);
+  const auto ddps = split_list(ddp_words.empty() ? parallel::grad_sync_names() : ddp_words);
   const auto buckets = parse_double_list(bucket_words.empty() ? std::vector<std::string>{"1,10,100,1000"} : bucket_words, "bucket-mb");
   const auto shards = split_list(shard_words.empty() ? std::vector<std::string>{"none"} : shard_words);
-  for (const auto& d : ddps)
-    PT_CHECK(std::find(parallel::grad_sync_names().begin(), parallel::grad_sync_names().end(), d) != parallel::grad_sync_names().end(),
-             "--ddp: unknown strategy '" + d + "' (expected none, naive, flat, overlap or bucketed)");
+  for (const auto& d : ddps) parallel::strategy(d);  // one clear error for a name not in the table
   for (double mb : buckets) PT_CHECK(mb >= 0, "--bucket-mb values must be >= 0");
   std::vector<int> comm_sms;  // as asked (kCommSmsAuto for auto); rows show what it resolved to
   for (const auto& w : split_list(sms_words.empty() ? std::vector<std::string>{"auto"} : sms_words))
@@ -468,6 +473,7 @@ int run_bench_ddp(const std::vector<std::string>& args) {
                   "sharded parameters in fp32, MB)", 1)
       .add_double("tokens_per_s", "global tokens per second", 0)
       .add_double("peak_MB", "peak tracked memory over the timed steps, largest rank (MB)", 1);
+  record.set_attr("ddp_order", parallel::strategy_report_order());  // the report lists rows in this order
   add_memory_columns(table, "init", "in use after model, strategy and optimizer are built", false);
   add_memory_columns(table, "before_step", "peak of the first step before the optimizer step", true);
   add_memory_columns(table, "step", "peak during the first optimizer step", true);

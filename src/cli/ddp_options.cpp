@@ -4,6 +4,7 @@
 
 #include "cli/options.h"
 #include "core/error.h"
+#include "parallel/strategies.h"
 
 namespace pt::parallel {
 
@@ -47,7 +48,7 @@ DdpOptions resolve_ddp_options(const DdpOptions& o, int world) {
   DdpOptions r = o;
   const auto& names = grad_sync_names();
   PT_CHECK(o.ddp == "auto" || std::find(names.begin(), names.end(), o.ddp) != names.end(),
-           "--ddp must be auto, none, naive, flat, overlap or bucketed (got '" + o.ddp + "')");
+           "--ddp must be auto, " + strategy_names_text() + " (got '" + o.ddp + "')");
   PT_CHECK(o.shard == "none" || o.shard == "broadcast" || o.shard == "zero1",
            "--shard-optimizer must be none, broadcast or zero1 (got '" + o.shard + "')");
   parse_comm_sms(o.comm_sms);  // validates

@@ -9,11 +9,17 @@
 #include "core/profiler.h"
 #include "parallel/communicator.h"
 #include "parallel/grad_collectives.h"
+#include "parallel/strategies.h"
+#include "parallel/zero1.h"
 
 namespace pt::parallel {
 
 const std::vector<std::string>& grad_sync_names() {
-  static const std::vector<std::string> names = {"none", "naive", "flat", "overlap", "bucketed"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    for (const StrategySpec& s : strategies()) v.push_back(s.name);
+    return v;
+  }();
   return names;
 }
 
@@ -195,14 +201,69 @@ class BucketedSync : public AveragingSync {
 std::unique_ptr<GradSync> make_grad_sync(const std::string& name, Context& ctx, ParamStore& store,
                                          Communicator* comm, double bucket_mb, GradComm grad_comm) {
   PT_CHECK(store.finalized(), "make_grad_sync: the ParamStore is not finalized");
-  if (name == "none") return std::make_unique<NoSync>();
-  PT_CHECK(std::find(grad_sync_names().begin(), grad_sync_names().end(), name) != grad_sync_names().end(),
-           "unknown --ddp strategy '" + name + "' (expected none, naive, flat, overlap or bucketed)");
+  const StrategySpec& spec = strategy(name);
+  if (!spec.make) return std::make_unique<NoSync>();
   PT_CHECK(comm != nullptr, "--ddp " + name + " needs a communicator");
-  if (name == "naive") return std::make_unique<NaiveSync>(ctx, store, *comm, grad_comm);
-  if (name == "flat") return std::make_unique<FlatSync>(ctx, store, *comm, grad_comm);
-  if (name == "overlap") return std::make_unique<OverlapSync>(ctx, store, *comm, grad_comm);
-  return std::make_unique<BucketedSync>(ctx, store, *comm, bucket_mb, grad_comm);
+  return spec.make(ctx, store, *comm, bucket_mb, grad_comm);
+}
+
+// ---- the table ---------------------------------------------------------------------------
+
+namespace {
+template <class Sync>
+std::unique_ptr<GradSync> make_unbucketed(Context& ctx, ParamStore& store, Communicator& comm, double, GradComm gc) {
+  return std::make_unique<Sync>(ctx, store, comm, gc);
+}
+std::unique_ptr<GradSync> make_bucketed(Context& ctx, ParamStore& store, Communicator& comm, double bucket_mb,
+                                        GradComm gc) {
+  return std::make_unique<BucketedSync>(ctx, store, comm, bucket_mb, gc);
+}
+}  // namespace
+
+double StrategySpec::zero1_bucket_mb(double bucket_mb) const {
+  switch (buckets) {
+    case BucketPolicy::PerParameter: return overlapped ? 0.0 : Zero1Layout::kOneBucket;
+    case BucketPolicy::Capped: return bucket_mb;
+    default: return Zero1Layout::kOneBucket;
+  }
+}
+
+const std::vector<StrategySpec>& strategies() {
+  static const std::vector<StrategySpec> table = {
+      {"none", "no gradient communication (the floor)", false, BucketPolicy::None, "none", nullptr},
+      {"naive", "one all-reduce per parameter after backward", false, BucketPolicy::PerParameter, "reduce_scatter",
+       make_unbucketed<NaiveSync>},
+      {"flat", "one all-reduce of the whole gradient buffer after backward", false, BucketPolicy::One,
+       "reduce_scatter", make_unbucketed<FlatSync>},
+      {"overlap", "one async all-reduce per parameter as soon as backward finishes it", true,
+       BucketPolicy::PerParameter, "bucketed_reduce_scatter", make_unbucketed<OverlapSync>},
+      {"bucketed", "async all-reduce of each --bucket-mb bucket once backward finishes it", true,
+       BucketPolicy::Capped, "bucketed_reduce_scatter", make_bucketed},
+  };
+  return table;
+}
+
+const StrategySpec& strategy(const std::string& name) {
+  for (const StrategySpec& s : strategies())
+    if (name == s.name) return s;
+  PT_FAIL("unknown --ddp strategy '" + name + "' (expected " + strategy_names_text() + ")");
+}
+
+std::string strategy_names_text() {
+  std::string text;
+  const auto& t = strategies();
+  for (size_t i = 0; i < t.size(); ++i) text += (i == 0 ? "" : i + 1 == t.size() ? " or " : ", ") + std::string(t[i].name);
+  return text;
+}
+
+std::vector<std::string> strategy_report_order() {
+  std::vector<std::string> out;
+  auto add = [&](const std::string& n) {
+    if (std::find(out.begin(), out.end(), n) == out.end()) out.push_back(n);
+  };
+  for (const StrategySpec& s : strategies()) add(s.name);
+  for (const StrategySpec& s : strategies()) add(s.zero1_name);
+  return out;
 }
 
 }  // namespace pt::parallel

@@ -7,6 +7,7 @@
 #include "core/profiler.h"
 #include "parallel/communicator.h"
 #include "parallel/grad_collectives.h"
+#include "parallel/strategies.h"
 
 namespace pt::parallel {
 
@@ -62,11 +63,9 @@ int64_t Zero1Layout::owned_numel(int r) const {
 
 std::shared_ptr<const Zero1Layout> zero1_layout(const std::string& ddp, const ParamStore& store, int world,
                                                 double bucket_mb) {
-  if (ddp == "naive" || ddp == "flat") return std::make_shared<Zero1Layout>(store, world, Zero1Layout::kOneBucket);
-  if (ddp == "overlap") return std::make_shared<Zero1Layout>(store, world, 0.0);
-  PT_CHECK(ddp == "bucketed", "--shard-optimizer zero1 with --ddp '" + ddp +
-                                  "': expected naive, flat (one reduce-scatter), overlap or bucketed");
-  return std::make_shared<Zero1Layout>(store, world, bucket_mb);
+  const StrategySpec& spec = strategy(ddp);
+  PT_CHECK(spec.buckets != BucketPolicy::None, "--shard-optimizer zero1 needs averaged gradients: not --ddp none");
+  return std::make_shared<Zero1Layout>(store, world, spec.zero1_bucket_mb(bucket_mb));
 }
 
 Zero1Sync::Zero1Sync(Context& ctx, ParamStore& store, Communicator& comm, std::shared_ptr<const Zero1Layout> layout,
@@ -121,9 +120,7 @@ std::unique_ptr<GradSync> make_zero1_sync(const std::string& ddp, Context& ctx, 
                                           Communicator& comm, std::shared_ptr<const Zero1Layout> layout,
                                           GradComm grad_comm) {
   PT_CHECK(store.finalized(), "make_zero1_sync: the ParamStore is not finalized");
-  const bool overlap = ddp == "overlap" || ddp == "bucketed";
-  PT_CHECK(overlap || ddp == "naive" || ddp == "flat",
-           "--shard-optimizer zero1 with --ddp '" + ddp + "': expected naive, flat, overlap or bucketed");
+  const bool overlap = strategy(ddp).overlapped;
   return std::make_unique<Zero1Sync>(ctx, store, comm, std::move(layout), overlap, grad_comm);
 }
 

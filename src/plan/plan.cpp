@@ -8,6 +8,7 @@
 #include "cuda/flash_params.h"
 #include "optim/sharded_optimizer.h"
 #include "parallel/grad_sync.h"
+#include "parallel/strategies.h"
 #include "parallel/zero1.h"
 
 namespace pt::plan {
@@ -96,11 +97,9 @@ int64_t optimizer_state(const Job& job, const std::vector<ParamShape>& shapes, i
       return bytes;
     }
     case Sharding::Zero1: {
-      const parallel::Zero1Layout layout = job.dp == 1 ? parallel::Zero1Layout(spans_of(shapes), 1, -1.0)
-                                                       : parallel::Zero1Layout(spans_of(shapes), job.dp,
-                                                                               job.strategy == "bucketed" ? job.bucket_mb
-                                                                               : job.strategy == "overlap" ? 0.0
-                                                                                                           : -1.0);
+      const parallel::Zero1Layout layout(spans_of(shapes), job.dp,
+                                         job.dp == 1 ? parallel::Zero1Layout::kOneBucket
+                                                     : parallel::strategy(job.strategy).zero1_bucket_mb(job.bucket_mb));
       int64_t bytes = 0;
       for (const auto& [lo, hi] : layout.owned(0)) bytes += moments(static_cast<double>(hi - lo));
       return bytes;
@@ -128,9 +127,7 @@ void validate(const Job& j) {
                std::to_string(m.num_heads) + ") and d_ff (" + std::to_string(m.d_ff) + ")");
   PT_CHECK(m.num_layers % j.pp == 0, "plan: pipeline degree " + std::to_string(j.pp) + " must divide the " +
                                          std::to_string(m.num_layers) + " layers");
-  const auto& names = parallel::grad_sync_names();
-  PT_CHECK(std::find(names.begin(), names.end(), j.strategy) != names.end(),
-           "plan: unknown --ddp strategy '" + j.strategy + "'");
+  parallel::strategy(j.strategy);  // names every strategy when the name is unknown
   PT_CHECK(j.bucket_mb >= 0, "plan: --bucket-mb must be >= 0");
 }
 
@@ -213,7 +210,8 @@ Result plan(const Job& job, const Cluster& cluster) {
     c.seconds = gbps > 0 ? bytes * factor / (gbps * 1e9) : 0;
     res.comm.push_back(c);
   };
-  const bool sync = n > 1 && job.strategy != "none";
+  const parallel::StrategySpec& spec = parallel::strategy(job.strategy);
+  const bool sync = n > 1 && spec.buckets != parallel::BucketPolicy::None;
   const double dp_bw = bandwidth_gbps(job, cluster, n);
   const std::vector<parallel::GradSpan> spans = spans_of(shapes);
   if (sync) {
@@ -221,8 +219,8 @@ Result plan(const Job& job, const Cluster& cluster) {
     switch (job.sharding) {
       case Sharding::None:
       case Sharding::Broadcast: {
-        const int64_t calls = job.strategy == "flat" ? 1
-                              : job.strategy == "bucketed"
+        const int64_t calls = spec.buckets == parallel::BucketPolicy::One ? 1
+                              : spec.buckets == parallel::BucketPolicy::Capped
                                   ? static_cast<int64_t>(parallel::plan_buckets(spans, job.sharding == Sharding::Broadcast
                                                                                            ? parallel::kDefaultBucketMB
                                                                                            : job.bucket_mb)
@@ -234,10 +232,7 @@ Result plan(const Job& job, const Cluster& cluster) {
         break;
       }
       case Sharding::Zero1: {
-        const parallel::Zero1Layout layout(spans, n,
-                                           job.strategy == "bucketed" ? job.bucket_mb
-                                           : job.strategy == "overlap" ? 0.0
-                                                                       : parallel::Zero1Layout::kOneBucket);
+        const parallel::Zero1Layout layout(spans, n, spec.zero1_bucket_mb(job.bucket_mb));
         const double tail = static_cast<double>(layout.numel - layout.tail_begin);
         add("reduce_scatter", "gradients", static_cast<int64_t>(layout.buckets.size()),
             static_cast<double>(layout.tail_begin) * grad_wire, half, dp_bw);
@@ -281,7 +276,7 @@ Result plan(const Job& job, const Cluster& cluster) {
     (c.what.find("tensor") != std::string::npos || c.what.find("pipeline") != std::string::npos ? other_comm : dp_comm) +=
         c.seconds;
   res.comm_s = dp_comm + other_comm;
-  const bool overlapped = job.strategy == "overlap" || job.strategy == "bucketed";
+  const bool overlapped = spec.overlapped;
   const double backward_s = std::isnan(res.compute_s) ? 0 : res.compute_s * 2.0 / 3.0;
   res.exposed_comm_s = (overlapped ? std::max(0.0, dp_comm - backward_s) : dp_comm) + other_comm;
   const double bubble = job.pp > 1 ? res.compute_s * (job.pp - 1) / static_cast<double>(job.grad_accum) : 0;

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "common/test_util.h"
+#include "parallel/strategies.h"
 #include "parallel/dist_util.h"
 #include "parallel/grad_sync.h"
 #include "model/transformer.h"
@@ -86,7 +87,7 @@ TEST_P(TransformerDdpTest, TwoRanksEqualOneRankOverTenSteps) {
     model.backward(ctx());
     // An overlapped strategy on a capped communicator keeps GEMMs off its SMs from its first
     // collective until finish(); nothing else reserves any.
-    const bool overlapped = c.ddp == "overlap" || c.ddp == "bucketed";
+    const bool overlapped = parallel::strategy(c.ddp).overlapped;
     EXPECT_EQ(ctx().reserved_sms(), overlapped && ctx().is_cuda() ? c.comm_sms : 0) << "step " << step;
     dp.sync->finish(ctx());
     EXPECT_EQ(ctx().reserved_sms(), 0) << "step " << step;
