@@ -77,8 +77,7 @@ StepTimeline::Mark StepTimeline::stamp() {
 
 void StepTimeline::begin() {
   PT_CHECK(!attached_ && events_used_ == 0, "StepTimeline::begin: one step per timeline");
-  inner_ = store_.listener();
-  store_.set_listener(this);
+  store_.add_listener(this);  // added last: told first, before the sync starts a collective
   comm_.set_trace(&trace_);
   attached_ = true;
   start_ = stamp();
@@ -88,12 +87,11 @@ void StepTimeline::mark(Phase p) { phase_[p] = stamp(); }
 
 void StepTimeline::on_grad_ready(Parameter& p) {
   ready_.push_back({&p, stamp()});
-  if (inner_ != nullptr) inner_->on_grad_ready(p);
 }
 
 void StepTimeline::detach() {
   if (!attached_) return;
-  store_.set_listener(inner_);
+  store_.remove_listener(this);
   comm_.set_trace(nullptr);
   attached_ = false;
 }

@@ -66,7 +66,6 @@ class StepTimeline : public GradReadyListener {
   parallel::Communicator& comm_;
   std::vector<parallel::Bucket> buckets_;
   parallel::CommTrace trace_;
-  GradReadyListener* inner_ = nullptr;  // the gradient sync (null for --ddp none)
   bool attached_ = false;
   std::vector<cudaEvent_t> events_;     // pool (GPU), reused by every mark
   size_t events_used_ = 0;

@@ -1,5 +1,7 @@
 #include "model/param_store.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "ops/elementwise.h"
 
@@ -76,12 +78,21 @@ void ParamStore::refresh_lowp(Context& ctx) {
   ops::cast(ctx, flat_lowp_, flat_params_);
 }
 
+void ParamStore::add_listener(GradReadyListener* l) {
+  if (l && std::find(listeners_.begin(), listeners_.end(), l) == listeners_.end()) listeners_.push_back(l);
+}
+
+void ParamStore::remove_listener(GradReadyListener* l) {
+  listeners_.erase(std::remove(listeners_.begin(), listeners_.end(), l), listeners_.end());
+}
+
 void ParamStore::grad_contributed(Parameter& p) {
   if (!p.trainable) return;
   ++p.contributions_;
   PT_CHECK(p.contributions_ <= p.uses,
            "parameter '" + p.name + "' received more gradient contributions than it has uses");
-  if (p.contributions_ == p.uses && listener_) listener_->on_grad_ready(p);
+  if (p.contributions_ == p.uses)
+    for (auto it = listeners_.rbegin(); it != listeners_.rend(); ++it) (*it)->on_grad_ready(p);
 }
 
 std::vector<double> ParamStore::params_to_host_f64(Context& ctx) const {

@@ -94,8 +94,13 @@ class ParamStore {
   // Refresh the bf16 mirror from the fp32 parameters (after the optimizer or a load).
   void refresh_lowp(Context& ctx);
 
-  void set_listener(GradReadyListener* l) { listener_ = l; }
-  GradReadyListener* listener() const { return listener_; }
+  // Gradient-ready listeners (a data-parallel sync, the benchmarks' timeline, tests): every one
+  // is told once per parameter per backward, the last added first (a timeline added around a
+  // sync stamps the moment before the sync starts its collective). Adding one twice, or
+  // removing one that is not there, has no effect.
+  void add_listener(GradReadyListener* l);
+  void remove_listener(GradReadyListener* l);
+  const std::vector<GradReadyListener*>& listeners() const { return listeners_; }
   void set_read_listener(ParamReadListener* l) { read_listener_ = l; }
   ParamReadListener* read_listener() const { return read_listener_; }
   // A module's forward calls this for each parameter before it reads its values (fp32 or bf16).
@@ -126,7 +131,7 @@ class ParamStore {
   int64_t numel_ = 0;
   int64_t grad_numel_ = 0;
   Tensor flat_params_, flat_grads_, flat_lowp_;
-  GradReadyListener* listener_ = nullptr;
+  std::vector<GradReadyListener*> listeners_;
   ParamReadListener* read_listener_ = nullptr;
 };
 

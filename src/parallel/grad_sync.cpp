@@ -83,10 +83,10 @@ class AveragingSync : public GradSync {
   AveragingSync(Context& ctx, ParamStore& store, Communicator& comm, GradComm grad_comm)
       : store_(store), comm_(comm), sms_(ctx, comm), coll_(ctx, comm, grad_comm) {
     broadcast_parameters(ctx, store, comm);
-    store.set_listener(this);
+    store.add_listener(this);
   }
   ~AveragingSync() override {
-    if (store_.listener() == this) store_.set_listener(nullptr);
+    store_.remove_listener(this);
   }
   int64_t bytes_communicated() const override { return bytes_; }
 

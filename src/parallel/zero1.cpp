@@ -80,11 +80,11 @@ Zero1Sync::Zero1Sync(Context& ctx, ParamStore& store, Communicator& comm, std::s
   PT_CHECK(layout_->world == comm.world_size() && layout_->numel == store.grad_numel(),
            "Zero1Sync: the layout was made for another world size or store");
   broadcast_parameters(ctx, store, comm);
-  store.set_listener(this);
+  store.add_listener(this);
 }
 
 Zero1Sync::~Zero1Sync() {
-  if (store_.listener() == this) store_.set_listener(nullptr);
+  store_.remove_listener(this);
 }
 
 void Zero1Sync::on_grad_ready(Parameter& p) {

@@ -6,11 +6,11 @@ namespace pt {
 
 TrainStep::TrainStep(TransformerLM& model, Optimizer& optimizer, parallel::GradSync& sync, float max_grad_norm)
     : model_(model), optimizer_(optimizer), sync_(sync), max_grad_norm_(max_grad_norm) {
-  model_.store().set_listener(&sync_);
+  model_.store().add_listener(&sync_);  // a sync with collectives has already added itself
 }
 
 TrainStep::~TrainStep() {
-  if (model_.store().listener() == &sync_) model_.store().set_listener(nullptr);
+  model_.store().remove_listener(&sync_);
 }
 
 StepOutputs TrainStep::run(Context& ctx, const Tensor& ids, const Tensor& targets, float lr) {

@@ -273,13 +273,48 @@ class RecordingListener : public GradReadyListener {
   std::vector<std::string> order;
 };
 
+// Several listeners at once (a sync, the timeline, a test): each hears every gradient once, the
+// last added first; adding twice changes nothing; a removed one hears nothing more.
+TEST(TransformerModel, GradientReadyListenersAreToldInTurn) {
+  Context ctx(Device::cpu());
+  TransformerLM m(tiny_config(), ctx);
+  m.init_weights(ctx, 1);
+  std::vector<std::string> log;
+  struct Tagged : GradReadyListener {
+    Tagged(std::vector<std::string>& log, const char* tag) : log(log), tag(tag) {}
+    void on_grad_ready(Parameter& p) override { log.push_back(std::string(tag) + ":" + p.name); }
+    std::vector<std::string>& log;
+    const char* tag;
+  } first(log, "first"), second(log, "second");
+  m.store().add_listener(&first);
+  m.store().add_listener(&second);
+  m.store().add_listener(&first);
+  ASSERT_EQ(m.store().listeners().size(), 2u);
+  m.store().zero_grad(ctx);
+  model_loss(ctx, m, test::random_ids(12, 11, 1), test::random_ids(12, 11, 2), 2, 6, true);
+  m.backward(ctx);
+  ASSERT_EQ(log.size(), 2 * m.store().size());
+  for (size_t i = 0; i < log.size(); i += 2) {
+    EXPECT_EQ(log[i].rfind("second:", 0), 0u) << log[i];
+    EXPECT_EQ(log[i + 1].substr(6), log[i].substr(7)) << "the same parameter, told to both in turn";
+  }
+  m.store().remove_listener(&second);
+  log.clear();
+  m.store().zero_grad(ctx);
+  model_loss(ctx, m, test::random_ids(12, 11, 1), test::random_ids(12, 11, 2), 2, 6, true);
+  m.backward(ctx);
+  EXPECT_EQ(log.size(), m.store().size());
+  for (const auto& e : log) EXPECT_EQ(e.rfind("first:", 0), 0u) << e;
+  m.store().remove_listener(&first);
+}
+
 TEST(TransformerModel, EveryGradientIsAnnouncedOnceInReverseOrder) {
   Context ctx(Device::cpu());
   TransformerConfig cfg = tiny_config();
   TransformerLM m(cfg, ctx);
   m.init_weights(ctx, 1);
   RecordingListener l;
-  m.store().set_listener(&l);
+  m.store().add_listener(&l);
   for (int step = 0; step < 2; ++step) {
     l.order.clear();
     m.store().zero_grad(ctx);

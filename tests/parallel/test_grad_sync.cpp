@@ -100,7 +100,7 @@ class SyncTest : public ::testing::TestWithParam<SyncCase> {
     const int64_t n = s.store->numel(), g = s.store->grad_numel();
     set_flat(ctx(), s.store->flat_params(), params_of(rank(), n));
     s.sync = make_sync(*s.store, wire);
-    EXPECT_EQ(s.store->listener(), s.sync.get());
+    EXPECT_EQ(s.store->listeners(), std::vector<GradReadyListener*>{s.sync.get()});
     for (double v : params_of(0, n)) s.rank0.push_back(static_cast<float>(v));
     EXPECT_EQ(host_f64(ctx(), s.store->flat_params()), s.rank0) << "parameters after construction (fp32)";
     const auto& c = GetParam();
@@ -371,15 +371,11 @@ class RecordingComm : public parallel::Communicator {
 // Counts ready events before forwarding them to the strategy.
 class CountingListener : public GradReadyListener {
  public:
-  CountingListener(RecordingComm& c, GradReadyListener* inner) : comm_(c), inner_(inner) {}
-  void on_grad_ready(Parameter& p) override {
-    ++comm_.ready_events;
-    inner_->on_grad_ready(p);
-  }
+  explicit CountingListener(RecordingComm& c) : comm_(c) {}
+  void on_grad_ready(Parameter&) override { ++comm_.ready_events; }  // added after the sync: told first
 
  private:
   RecordingComm& comm_;
-  GradReadyListener* inner_;
 };
 
 std::vector<RecordingComm::Call> record_step(const std::string& ddp, double mb, bool zero1 = false) {
@@ -387,8 +383,8 @@ std::vector<RecordingComm::Call> record_step(const std::string& ddp, double mb, 
   auto store = make_store(ctx);
   RecordingComm comm(*store);
   auto sync = zero1 ? parallel::make_zero1_sync(ddp, ctx, *store, comm, mb) : parallel::make_grad_sync(ddp, ctx, *store, &comm, mb);
-  CountingListener counting(comm, sync.get());
-  store->set_listener(&counting);
+  CountingListener counting(comm);
+  store->add_listener(&counting);
   comm.calls.clear();  // the construction-time broadcast is checked elsewhere
   store->zero_grad(ctx);
   sync->begin_step(ctx);
