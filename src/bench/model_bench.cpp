@@ -1,4 +1,5 @@
 #include "bench/model_bench.h"
+#include "core/enum_names.h"
 
 #include <cuda_profiler_api.h>
 
@@ -21,21 +22,14 @@
 
 namespace pt::bench {
 
-ModelBenchMode model_bench_mode_from_name(const std::string& name) {
-  if (name == "forward") return ModelBenchMode::Forward;
-  if (name == "forward-backward") return ModelBenchMode::ForwardBackward;
-  if (name == "train-step") return ModelBenchMode::TrainStep;
-  PT_FAIL("unknown --mode '" + name + "' (expected forward, forward-backward or train-step)");
+namespace {
+constexpr EnumName<ModelBenchMode> kModes[] = {{ModelBenchMode::Forward, "forward"},
+                                               {ModelBenchMode::ForwardBackward, "forward-backward"},
+                                               {ModelBenchMode::TrainStep, "train-step"}};
 }
 
-const char* model_bench_mode_name(ModelBenchMode m) {
-  switch (m) {
-    case ModelBenchMode::Forward: return "forward";
-    case ModelBenchMode::ForwardBackward: return "forward-backward";
-    case ModelBenchMode::TrainStep: return "train-step";
-  }
-  return "?";
-}
+ModelBenchMode model_bench_mode_from_name(const std::string& name) { return enum_from_name(kModes, name, "--mode"); }
+const char* model_bench_mode_name(ModelBenchMode m) { return enum_name(kModes, m); }
 
 namespace {
 

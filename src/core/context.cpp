@@ -1,4 +1,5 @@
 #include "core/context.h"
+#include "core/enum_names.h"
 
 #include <cstring>
 #include <string>
@@ -14,12 +15,12 @@ namespace {
 constexpr size_t kCublasWorkspaceBytes = 32u << 20;
 }
 
-GemmSelect gemm_select_from_name(const std::string& name) {
-  if (name == "autotune") return GemmSelect::Autotune;
-  if (name == "cublas") return GemmSelect::Cublas;
-  if (name == "lt") return GemmSelect::Lt;
-  PT_FAIL("unknown GEMM selection '" + name + "' (expected autotune, cublas or lt)");
+namespace {
+constexpr EnumName<GemmSelect> kGemmSelects[] = {
+    {GemmSelect::Autotune, "autotune"}, {GemmSelect::Cublas, "cublas"}, {GemmSelect::Lt, "lt"}};
 }
+
+GemmSelect gemm_select_from_name(const std::string& name) { return enum_from_name(kGemmSelects, name, "--gemm"); }
 
 std::string wgmma_unavailable_message(const CudaTarget& t) {
   return "the wgmma flash kernels need an sm_90a image on a compute-capability-9.0 GPU; " + t.name +

@@ -1,4 +1,5 @@
 #include "core/device.h"
+#include "core/enum_names.h"
 
 #include <cuda_runtime.h>
 
@@ -15,20 +16,12 @@ int cuda_device_count() {
   return n;
 }
 
-const char* precision_name(Precision p) {
-  switch (p) {
-    case Precision::FP32: return "fp32";
-    case Precision::TF32: return "tf32";
-    case Precision::BF16: return "bf16";
-  }
-  return "?";
+namespace {
+constexpr EnumName<Precision> kPrecisions[] = {
+    {Precision::FP32, "fp32"}, {Precision::TF32, "tf32"}, {Precision::BF16, "bf16"}};
 }
 
-Precision precision_from_name(const std::string& name) {
-  if (name == "fp32") return Precision::FP32;
-  if (name == "tf32") return Precision::TF32;
-  if (name == "bf16") return Precision::BF16;
-  PT_FAIL("unknown precision '" + name + "' (expected fp32, tf32 or bf16)");
-}
+const char* precision_name(Precision p) { return enum_name(kPrecisions, p); }
+Precision precision_from_name(const std::string& name) { return enum_from_name(kPrecisions, name, "--precision"); }
 
 }  // namespace pt

@@ -42,8 +42,6 @@ bool is_float_dataset(hid_t dset) {
   PT_FAIL(msg);
 }
 
-const char* optimizer_name(OptimizerKind k) { return k == OptimizerKind::AdamW ? "adamw" : "sgd"; }
-
 hid_t native_type_of(DType t) {
   PT_CHECK(t == DType::F32 || t == DType::F64,
            std::string("checkpoint: optimizer state must be fp32 or fp64, got ") + dtype_name(t));
@@ -99,7 +97,7 @@ void save_checkpoint(const std::string& path, const ParamStore& params, Context&
     if (opt) {
       h5::Id group(PT_H5_CHECK(H5Gcreate2(file, "optimizer", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)), H5Gclose);
       const OptimizerConfig& cfg = opt->config();
-      h5::write_attr(group, "kind", std::string(optimizer_name(cfg.kind)));
+      h5::write_attr(group, "kind", std::string(optimizer_kind_name(cfg.kind)));
       h5::write_attr(group, "step", opt->steps_taken());
       h5::write_attr(group, "lr", static_cast<double>(cfg.adamw.lr));
       h5::write_attr(group, "beta1", static_cast<double>(cfg.adamw.beta1));

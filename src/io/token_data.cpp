@@ -1,4 +1,5 @@
 #include "io/token_data.h"
+#include "core/enum_names.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -274,13 +275,12 @@ int64_t TokenFile::token(int64_t i) const {
   return v;
 }
 
-Sampling sampling_from_name(const std::string& name) {
-  if (name == "random") return Sampling::Random;
-  if (name == "sequential") return Sampling::Sequential;
-  PT_FAIL("--sampling must be random or sequential (got '" + name + "')");
+namespace {
+constexpr EnumName<Sampling> kSamplings[] = {{Sampling::Random, "random"}, {Sampling::Sequential, "sequential"}};
 }
 
-const char* sampling_name(Sampling s) { return s == Sampling::Random ? "random" : "sequential"; }
+Sampling sampling_from_name(const std::string& name) { return enum_from_name(kSamplings, name, "--sampling"); }
+const char* sampling_name(Sampling s) { return enum_name(kSamplings, s); }
 
 BatchSampler::BatchSampler(const TokenFile& data, const SamplerConfig& cfg) : data_(data), cfg_(cfg) {
   PT_CHECK(cfg.global_batch > 0, "--batch-size must be positive");

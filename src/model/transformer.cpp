@@ -1,4 +1,5 @@
 #include "model/transformer.h"
+#include "core/enum_names.h"
 
 #include <cmath>
 #include <random>
@@ -16,13 +17,14 @@ namespace pt {
 
 // ---- configuration ------------------------------------------------------------------------
 
-AttentionImpl attention_impl_from_name(const std::string& name) {
-  if (name == "naive") return AttentionImpl::Naive;
-  if (name == "flash") return AttentionImpl::Flash;
-  PT_FAIL("unknown attention '" + name + "' (expected naive or flash)");
+namespace {
+constexpr EnumName<AttentionImpl> kAttentionImpls[] = {{AttentionImpl::Naive, "naive"}, {AttentionImpl::Flash, "flash"}};
 }
 
-const char* attention_impl_name(AttentionImpl a) { return a == AttentionImpl::Flash ? "flash" : "naive"; }
+AttentionImpl attention_impl_from_name(const std::string& name) {
+  return enum_from_name(kAttentionImpls, name, "attention");
+}
+const char* attention_impl_name(AttentionImpl a) { return enum_name(kAttentionImpls, a); }
 
 namespace {
 struct NamedSize {

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "core/enum_names.h"
 #include "core/error.h"
 #include "core/profiler.h"
 #include "cuda/flash_params.h"
@@ -147,20 +148,17 @@ FlashKernels choose_flash_kernels(FlashKernels requested, const CudaTarget& targ
   return target.sm90a_features && wgmma_covers ? FlashKernels::Wgmma : FlashKernels::MmaSync;
 }
 
-const char* flash_kernels_name(FlashKernels kernels) {
-  switch (kernels) {
-    case FlashKernels::Auto: return "auto";
-    case FlashKernels::MmaSync: return "mma.sync";
-    case FlashKernels::Wgmma: return "wgmma";
-  }
-  return "?";
-}
+namespace {
+// "mma.sync" is what a record shows; "mma" is accepted as its short form.
+constexpr EnumName<FlashKernels> kFlashKernels[] = {{FlashKernels::Auto, "auto"},
+                                                    {FlashKernels::MmaSync, "mma.sync"},
+                                                    {FlashKernels::MmaSync, "mma"},
+                                                    {FlashKernels::Wgmma, "wgmma"}};
+}  // namespace
 
+const char* flash_kernels_name(FlashKernels kernels) { return enum_name(kFlashKernels, kernels); }
 FlashKernels flash_kernels_from_name(const std::string& name) {
-  if (name == "auto") return FlashKernels::Auto;
-  if (name == "mma" || name == "mma.sync") return FlashKernels::MmaSync;
-  if (name == "wgmma") return FlashKernels::Wgmma;
-  PT_FAIL("flash kernels must be auto, mma or wgmma (got '" + name + "')");
+  return enum_from_name(kFlashKernels, name, "--flash-kernels");
 }
 
 WgmmaTiles flash_wgmma_tiles(const FlashChoice& choice, int64_t head_dim) {

@@ -1,4 +1,5 @@
 #include "optim/optimizer.h"
+#include "core/enum_names.h"
 
 #include <cmath>
 
@@ -75,11 +76,14 @@ std::vector<FlatRange> ranges_of_grad_slice(const ParamStore& store, int64_t gra
   return out;
 }
 
-OptimizerKind optimizer_kind_from_name(const std::string& name) {
-  if (name == "adamw") return OptimizerKind::AdamW;
-  if (name == "sgd") return OptimizerKind::SGD;
-  PT_FAIL("unknown optimizer '" + name + "' (expected adamw or sgd)");
+namespace {
+constexpr EnumName<OptimizerKind> kOptimizerKinds[] = {{OptimizerKind::AdamW, "adamw"}, {OptimizerKind::SGD, "sgd"}};
 }
+
+OptimizerKind optimizer_kind_from_name(const std::string& name) {
+  return enum_from_name(kOptimizerKinds, name, "the optimizer");
+}
+const char* optimizer_kind_name(OptimizerKind k) { return enum_name(kOptimizerKinds, k); }
 
 Tensor Optimizer::clip_grad_norm(Context& ctx, float max_norm) {
   const DType dt = ranges_.empty() ? DType::F32 : ranges_.front().grad.dtype();

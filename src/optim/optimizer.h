@@ -32,6 +32,7 @@ std::vector<FlatRange> ranges_of_grad_slice(const ParamStore& store, int64_t gra
 
 enum class OptimizerKind { AdamW, SGD };
 OptimizerKind optimizer_kind_from_name(const std::string& name);  // "adamw" | "sgd"
+const char* optimizer_kind_name(OptimizerKind k);
 
 struct OptimizerConfig {
   OptimizerKind kind = OptimizerKind::AdamW;

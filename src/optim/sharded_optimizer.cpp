@@ -2,6 +2,7 @@
 // optimizer over this rank's part and the broadcasts of updated parameters; and the assembly of
 // a data-parallel run (ZeRO-1's optimizer is in zero1_optimizer.cpp).
 #include "optim/sharded_optimizer.h"
+#include "core/enum_names.h"
 
 #include <algorithm>
 #include <numeric>
@@ -13,21 +14,13 @@
 
 namespace pt {
 
-ShardMode shard_mode_from_name(const std::string& name) {
-  if (name == "none") return ShardMode::None;
-  if (name == "broadcast") return ShardMode::Broadcast;
-  if (name == "zero1") return ShardMode::Zero1;
-  PT_FAIL("unknown --shard-optimizer '" + name + "' (expected none, broadcast or zero1)");
+namespace {
+constexpr EnumName<ShardMode> kShardModes[] = {
+    {ShardMode::None, "none"}, {ShardMode::Broadcast, "broadcast"}, {ShardMode::Zero1, "zero1"}};
 }
 
-const char* shard_mode_name(ShardMode m) {
-  switch (m) {
-    case ShardMode::None: return "none";
-    case ShardMode::Broadcast: return "broadcast";
-    case ShardMode::Zero1: return "zero1";
-  }
-  return "?";
-}
+ShardMode shard_mode_from_name(const std::string& name) { return enum_from_name(kShardModes, name, "--shard-optimizer"); }
+const char* shard_mode_name(ShardMode m) { return enum_name(kShardModes, m); }
 
 std::vector<FlatRange> per_parameter_ranges(const std::vector<Parameter*>& params) {
   std::vector<FlatRange> out;

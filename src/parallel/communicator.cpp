@@ -1,5 +1,6 @@
 // Backend-independent parts of the Communicator: names, the timeout, buffer checks, factory.
 #include "parallel/communicator.h"
+#include "core/enum_names.h"
 
 #include <algorithm>
 #include <cmath>
@@ -14,13 +15,14 @@ namespace pt::parallel {
 std::unique_ptr<Communicator> make_mpi_communicator(Context& ctx);
 std::unique_ptr<Communicator> make_nccl_communicator(Context& ctx, int comm_sms);
 
-Backend backend_from_name(const std::string& name) {
-  if (name == "mpi") return Backend::MPI;
-  if (name == "nccl") return Backend::NCCL;
-  PT_FAIL("unknown communication backend '" + name + "' (expected nccl or mpi)");
+namespace {
+constexpr EnumName<Backend> kBackends[] = {{Backend::NCCL, "nccl"}, {Backend::MPI, "mpi"}};
 }
 
-const char* backend_name(Backend b) { return b == Backend::NCCL ? "nccl" : "mpi"; }
+Backend backend_from_name(const std::string& name) {
+  return enum_from_name(kBackends, name, "the communication backend");
+}
+const char* backend_name(Backend b) { return enum_name(kBackends, b); }
 
 Backend backend_for(Device device) { return device.is_cuda() ? Backend::NCCL : Backend::MPI; }
 

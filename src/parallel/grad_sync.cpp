@@ -2,6 +2,7 @@
 // and over which part of the flat gradient buffer; what a collective sends (fp32, or a bf16 copy:
 // --grad-comm) is GradCollectives' business alone (grad_collectives.h).
 #include "parallel/grad_sync.h"
+#include "core/enum_names.h"
 
 #include <algorithm>
 
@@ -23,13 +24,12 @@ const std::vector<std::string>& grad_sync_names() {
   return names;
 }
 
-GradComm grad_comm_from_name(const std::string& name) {
-  if (name == "fp32") return GradComm::FP32;
-  if (name == "bf16") return GradComm::BF16;
-  PT_FAIL("unknown --grad-comm '" + name + "' (expected fp32 or bf16)");
+namespace {
+constexpr EnumName<GradComm> kGradComms[] = {{GradComm::FP32, "fp32"}, {GradComm::BF16, "bf16"}};
 }
 
-const char* grad_comm_name(GradComm c) { return c == GradComm::BF16 ? "bf16" : "fp32"; }
+GradComm grad_comm_from_name(const std::string& name) { return enum_from_name(kGradComms, name, "--grad-comm"); }
+const char* grad_comm_name(GradComm c) { return enum_name(kGradComms, c); }
 
 void broadcast_parameters(Context& ctx, ParamStore& store, Communicator& comm) {
   PT_CHECK(store.finalized(), "broadcast_parameters: the ParamStore is not finalized");

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/enum_names.h"
 #include "core/error.h"
 #include "cuda/flash_params.h"
 #include "optim/sharded_optimizer.h"
@@ -15,16 +16,11 @@ namespace pt::plan {
 
 namespace {
 
-struct ShardingName {
-  Sharding s;
-  const char* name;
-  bool runs;
-};
-constexpr ShardingName kShardings[] = {{Sharding::None, "none", true},
-                                       {Sharding::Broadcast, "broadcast", true},
-                                       {Sharding::Zero1, "zero1", true},
-                                       {Sharding::Zero2, "zero2", false},
-                                       {Sharding::Zero3, "zero3", false}};
+constexpr EnumName<Sharding> kShardings[] = {{Sharding::None, "none"},
+                                             {Sharding::Broadcast, "broadcast"},
+                                             {Sharding::Zero1, "zero1"},
+                                             {Sharding::Zero2, "zero2"},
+                                             {Sharding::Zero3, "zero3"}};
 
 constexpr int64_t kCublasWorkspaceBytes = int64_t(32) << 20;  // core/context.cpp
 
@@ -133,26 +129,11 @@ void validate(const Job& j) {
 
 }  // namespace
 
-const char* sharding_name(Sharding s) {
-  for (const auto& e : kShardings)
-    if (e.s == s) return e.name;
-  return "?";
-}
-
+const char* sharding_name(Sharding s) { return enum_name(kShardings, s); }
 Sharding sharding_from_name(const std::string& name) {
-  std::string known;
-  for (const auto& e : kShardings) {
-    if (name == e.name) return e.s;
-    known += std::string(known.empty() ? "" : ", ") + e.name;
-  }
-  PT_FAIL("plan: unknown optimizer sharding '" + name + "' (one of " + known + ")");
+  return enum_from_name(kShardings, name, "plan: --shard-optimizer");
 }
-
-bool sharding_runs_in_paratrain(Sharding s) {
-  for (const auto& e : kShardings)
-    if (e.s == s) return e.runs;
-  return false;
-}
+bool sharding_runs_in_paratrain(Sharding s) { return s != Sharding::Zero2 && s != Sharding::Zero3; }
 
 Result plan(const Job& job, const Cluster& cluster) {
   validate(job);
