@@ -27,6 +27,7 @@
 #include "core/allocator.h"
 #include "core/context.h"
 #include "core/error.h"
+#include "core/timing.h"
 #include "parallel/runtime.h"
 #include "io/run_record.h"
 #include "io/table.h"
@@ -69,49 +70,7 @@ double forward_flops(const Config& c) {
   return c.causal ? f / 2 : f;
 }
 
-
-// Wall time of one call on the context's device: CUDA events on the GPU, the host clock on the CPU.
-class PhaseTimer {
- public:
-  explicit PhaseTimer(Context& ctx) : ctx_(ctx) {
-    if (ctx.is_cuda()) {
-      PT_CUDA_CHECK(cudaEventCreate(&start_));
-      PT_CUDA_CHECK(cudaEventCreate(&stop_));
-    }
-  }
-  ~PhaseTimer() {
-    if (ctx_.is_cuda()) {
-      cudaEventDestroy(start_);
-      cudaEventDestroy(stop_);
-    }
-  }
-  template <typename F>
-  double time_ms(F&& f) {
-    if (!ctx_.is_cuda()) {
-      const auto t0 = std::chrono::steady_clock::now();
-      f();
-      return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    }
-    PT_CUDA_CHECK(cudaEventRecord(start_, ctx_.stream()));
-    f();
-    PT_CUDA_CHECK(cudaEventRecord(stop_, ctx_.stream()));
-    PT_CUDA_CHECK(cudaEventSynchronize(stop_));
-    float ms = 0;
-    PT_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
-    return ms;
-  }
-
- private:
-  Context& ctx_;
-  cudaEvent_t start_ = nullptr, stop_ = nullptr;
-};
-
-double median(std::vector<double> v) {
-  if (v.empty()) return NAN;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+double median(const std::vector<double>& v) { return summarize(v).median; }
 
 struct Protocol {
   int warmup = 10, iters = 100;
@@ -127,7 +86,7 @@ struct Measurement {
 
 // Timed repetitions of f: up to `iters`, fewer when the phase has used up its budget.
 template <typename F>
-std::vector<double> repeat(PhaseTimer& timer, const Protocol& pr, F&& f) {
+std::vector<double> repeat(StreamClock& timer, const Protocol& pr, F&& f) {
   std::vector<double> ms;
   double total = 0;
   for (int i = 0; i < pr.iters; ++i) {
@@ -185,7 +144,7 @@ Measurement measure(Context& ctx, const Config& c, const std::string& dout_kind,
       backward();
     }
     ctx.synchronize();
-    PhaseTimer timer(ctx);
+    StreamClock timer(ctx, 2);
     const auto f = repeat(timer, pr, forward);
     const auto b = repeat(timer, pr, backward);
     const auto fb = repeat(timer, pr, [&] {

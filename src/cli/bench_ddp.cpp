@@ -21,6 +21,7 @@
 #include "core/allocator.h"
 #include "core/context.h"
 #include "core/error.h"
+#include "core/timing.h"
 #include "parallel/strategies.h"
 #include "parallel/communicator.h"
 #include "cli/ddp_options.h"
@@ -40,37 +41,9 @@ namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kMB = 1e6;
 
-// Points in a step, on the compute stream (CUDA events) or the host clock (CPU ops are
-// synchronous): read after the step has been waited for.
-class StepMarks {
- public:
-  enum Point { Start, BackwardEnd, SyncEnd, End, Count };
-  explicit StepMarks(const Context& ctx) : ctx_(ctx) {
-    if (ctx.is_cuda())
-      for (auto& e : events_) PT_CUDA_CHECK(cudaEventCreate(&e));
-  }
-  ~StepMarks() {
-    for (auto& e : events_)
-      if (e) cudaEventDestroy(e);
-  }
-  void mark(Point p) {
-    if (ctx_.is_cuda())
-      PT_CUDA_CHECK(cudaEventRecord(events_[p], ctx_.stream()));
-    else
-      host_[p] = std::chrono::steady_clock::now();
-  }
-  double ms(Point a, Point b) const {
-    if (!ctx_.is_cuda()) return std::chrono::duration<double, std::milli>(host_[b] - host_[a]).count();
-    float ms = 0;
-    PT_CUDA_CHECK(cudaEventElapsedTime(&ms, events_[a], events_[b]));
-    return ms;
-  }
-
- private:
-  const Context& ctx_;
-  cudaEvent_t events_[Count] = {};
-  std::chrono::steady_clock::time_point host_[Count];
-};
+// The points of a step bench ddp times, on the compute stream (indices of its StreamClock's
+// marks), read after the step has been waited for.
+enum StepMark { kStart, kBackwardEnd, kSyncEnd, kEnd, kStepMarks };
 
 struct Config {
   std::string ddp;
@@ -158,18 +131,6 @@ std::vector<std::vector<TimelineEvent>> gather_events(const std::vector<Timeline
   return out;
 }
 
-double mean_of(const std::vector<double>& v) {
-  double s = 0;
-  for (double x : v) s += x;
-  return v.empty() ? 0 : s / static_cast<double>(v.size());
-}
-double sd_of(const std::vector<double>& v) {
-  if (v.size() < 2) return 0;
-  const double m = mean_of(v);
-  double s = 0;
-  for (double x : v) s += (x - m) * (x - m);
-  return std::sqrt(s / static_cast<double>(v.size() - 1));
-}
 
 struct Bench {
   Context& ctx;
@@ -196,7 +157,7 @@ struct Bench {
     const MemoryStats at_init = alloc.stats(kind);
     r.init = mem_point(at_init.in_use, at_init.in_use_by_category);
 
-    StepMarks marks(ctx);
+    StreamClock marks(ctx, kStepMarks);
     std::vector<double> step_ms, exposed_ms;
     int64_t bytes = 0;
     for (int s = 0; s < warmup + steps; ++s) {
@@ -205,19 +166,20 @@ struct Bench {
       if (first) alloc.reset_peak(kind);
       store.zero_grad(ctx);
       dp.sync->begin_step(ctx);
-      marks.mark(StepMarks::Start);
+      marks.reset();
+      marks.mark();  // kStart
       model.forward(ctx, ids, targets);
       model.backward(ctx);
-      marks.mark(StepMarks::BackwardEnd);
+      marks.mark();  // kBackwardEnd
       dp.sync->finish(ctx);
-      marks.mark(StepMarks::SyncEnd);
+      marks.mark();  // kSyncEnd
       if (first) {
         const MemoryStats m = alloc.stats(kind);
         r.before_step = mem_point(m.peak, m.at_peak_by_category);
         alloc.reset_peak(kind);
       }
       dp.optimizer->step(ctx, opt_cfg.adamw.lr);
-      marks.mark(StepMarks::End);
+      marks.mark();  // kEnd
       // A stuck collective must time out here rather than hang the compute-stream wait. Not
       // for parameters still in flight (zero1's prefetched gathers): the next step's forward
       // waits for them, and its time must include what they cost.
@@ -228,19 +190,19 @@ struct Bench {
         r.during_step = mem_point(m.peak, m.at_peak_by_category);
       }
       if (timed) {
-        step_ms.push_back(marks.ms(StepMarks::Start, StepMarks::End));
-        exposed_ms.push_back(marks.ms(StepMarks::BackwardEnd, StepMarks::SyncEnd));
+        step_ms.push_back(marks.elapsed_ms(kStart, kEnd));
+        exposed_ms.push_back(marks.elapsed_ms(kBackwardEnd, kSyncEnd));
         bytes = dp.sync->bytes_communicated();
       }
     }
     // The sharded optimizers move every trainable parameter once per step as well.
     if (c.shard != ShardMode::None) bytes += store.grad_numel() * static_cast<int64_t>(sizeof(float));
 
-    const auto step = parallel::spread_over_ranks(mean_of(step_ms));
+    const auto step = parallel::spread_over_ranks(summarize(step_ms).mean);
     r.step_ms = step.mean;
     r.step_ms_max_rank = step.max;
-    r.step_sd = parallel::spread_over_ranks(sd_of(step_ms)).max;
-    r.exposed_ms = parallel::spread_over_ranks(mean_of(exposed_ms)).mean;
+    r.step_sd = parallel::spread_over_ranks(summarize(step_ms).sd).max;
+    r.exposed_ms = parallel::spread_over_ranks(summarize(exposed_ms).mean).mean;
     r.comm_bytes = static_cast<double>(bytes);
     r.peak = parallel::spread_over_ranks(static_cast<double>(alloc.stats(kind).peak)).max;
 

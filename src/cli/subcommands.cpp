@@ -8,10 +8,22 @@
 
 namespace pt::cli {
 
+namespace {
+// "benchmarks: model, attention, ..." from the bench table itself.
+const char* bench_summary() {
+  static const std::string text = [] {
+    std::string names;
+    for (const Subcommand& s : bench_subcommands()) names += (names.empty() ? "" : ", ") + std::string(s.name);
+    return "benchmarks: " + names + " (see 'paratrain bench --help')";
+  }();
+  return text.c_str();
+}
+}  // namespace
+
 const std::vector<Subcommand>& top_level_subcommands() {
   static const std::vector<Subcommand> table = {
       {"train", "train the Transformer LM on a token file", run_train},
-      {"bench", "benchmarks: model, attention, allreduce, ddp (see 'paratrain bench --help')", run_bench},
+      {"bench", bench_summary(), run_bench},
       {"demo", "small experiments: accumulation (see 'paratrain demo --help')", run_demo},
       {"plan", "memory, communication and step time of any model on any cluster (no GPU needed)", run_plan},
   };

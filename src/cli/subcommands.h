@@ -15,7 +15,7 @@ struct Subcommand {
 };
 
 int run_train(const std::vector<std::string>& args);        // cli/train.cpp
-int run_bench(const std::vector<std::string>& args);        // cli/bench.cpp: bench <what>
+int run_bench(const std::vector<std::string>& args);        // cli/subcommands.cpp: bench <what> (bench_table.cpp)
 int run_demo(const std::vector<std::string>& args);         // cli/demo.cpp: demo <what>
 int run_plan(const std::vector<std::string>& args);         // cli/plan.cpp
 

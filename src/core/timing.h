@@ -31,6 +31,15 @@ class StreamClock {
   // Waits for the last mark; elapsed ms from mark i to mark i+1, for every i.
   std::vector<double> intervals_ms();
   double elapsed_ms(int from, int to);  // after intervals_ms() or sync
+  // Milliseconds f() takes on the stream (waits for it): the whole clock for one interval.
+  template <class F>
+  double time_ms(F&& f) {
+    reset();
+    mark();
+    f();
+    mark();
+    return intervals_ms().front();
+  }
 
  private:
   const Context& ctx_;

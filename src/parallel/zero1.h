@@ -1,7 +1,7 @@
 #pragma once
 // ZeRO stage 1's partition of the flat gradient (and trainable-parameter) buffer, and its
 // gradient step: a reduce-scatter per bucket instead of the all-reduce. The optimizer side
-// (update the own chunks, all-gather the parameters) is optim/sharded_optimizer.h's Zero1Optimizer.
+// (update the own chunks, all-gather the parameters) is optim/zero1_optimizer.h's Zero1Optimizer.
 #include <cstdint>
 #include <memory>
 #include <string>
