@@ -46,6 +46,8 @@
 #   binding              2-rank train under each GPU binding: both GPUs visible, one per rank
 #                        (CUDA_VISIBLE_DEVICES from the local rank), both on GPU 0 (refused),
 #                        and with --allow-gpu-sharing; NCCL tests under per-rank binding       (2)
+#   collectives          bench allreduce, NCCL, 2 ranks: all-reduce, reduce-scatter, all-gather,
+#                        broadcast at 1M-1G (nccl-tests' busbw)                                (2)
 #   plan-xl              bench ddp xl bf16 flash none/bucketed/zero1, 2 ranks: plan's fixture    (2)
 # A step written A+B runs A on GPU 0 and B on GPU 1 at the same time (single-GPU steps only).
 set -uo pipefail
@@ -138,6 +140,10 @@ step_binding() {
   "${MPIRUN[@]}" -x CUDA_VISIBLE_DEVICES=0 paratrain bench gemm --model small --allow-gpu-sharing \
     --out "$RESULTS/bind_shared_ok.h5" --overwrite &&
   python3 -c "import h5py,sys; [print(f, list(h5py.File(sys.argv[1]+'/'+f).attrs['gpu_pci_bus_ids'])) for f in ('bind_all.h5','bind_one.h5','bind_shared_ok.h5')]" "$RESULTS"
+}
+step_collectives() {
+  "${MPIRUN[@]}" paratrain bench allreduce --backend nccl --collectives all_reduce,reduce_scatter,all_gather,broadcast \
+    --sizes 1M,10M,100M,1G --out "$RESULTS/collectives_2.h5" --overwrite
 }
 step_plan-xl() {
   "${MPIRUN[@]}" paratrain bench ddp --model xl --precision bf16 --attention flash --ddp none,bucketed \

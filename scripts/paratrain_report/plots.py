@@ -95,11 +95,12 @@ def allreduce_bandwidth(rec, out_dir):
     df = rec.table("allreduce")
     if df is None:
         return []
+    df = sections.allreduce_defaults(df)
     fig, ax = plt.subplots(figsize=(7, 4.5))
     multi_gpu = df["gpu"].nunique() > 1
-    for key, g in df.groupby(["backend", "ranks", "gpu"], sort=True):
+    for key, g in df.groupby(["collective", "backend", "ranks", "gpu"], sort=True):
         g = g.sort_values("bytes")
-        label = f"{key[0]}, {key[1]} ranks" + (f", {key[2]}" if multi_gpu else "")
+        label = f"{key[0]} {key[1]}, {key[2]} ranks" + (f", {key[3]}" if multi_gpu else "")
         ax.plot(g["bytes"], g["busbw_GBps"], "-o", ms=4, label=label)
     ax.set_xscale("log", base=2)
     ticks = [b for b in sorted(df["bytes"].unique())]
@@ -107,7 +108,7 @@ def allreduce_bandwidth(rec, out_dir):
     ax.set_xticklabels([sections.human_bytes(b) for b in ticks], rotation=45, ha="right", fontsize=8)
     ax.set_xlabel("message size per rank")
     ax.set_ylabel("bus bandwidth (GB/s)")
-    ax.set_title("All-reduce bus bandwidth against size")
+    ax.set_title("Collective bus bandwidth against size")
     ax.grid(True, alpha=0.3)
     ax.legend()
     return [_save(fig, out_dir, "allreduce_bandwidth.png")]

@@ -341,23 +341,28 @@ def allreduce(rec):
     df = rec.table("allreduce")
     if df is None:
         return []
-    df = _sort(df.copy(), ["gpu", "backend", "ranks", "bytes"])
+    df = allreduce_defaults(df)
+    df = _sort(df, ["gpu", "collective", "backend", "ranks", "bytes"])
     df["size"] = df["bytes"].map(human_bytes)
     cols = _device_columns(df) + _keep([
-        Column("backend", "backend"), Column("ranks", "ranks"), Column("size", "size"),
+        Column("collective", "collective"), Column("backend", "backend"), Column("ranks", "ranks"),
+        Column("size", "size"),
         Column("bytes", "bytes", "{:d}"), Column("time_us", "time µs", "{:,.1f}"),
         Column("time_us_max", "slowest rank µs", "{:,.1f}"), Column("algbw_GBps", "algbw GB/s", "{:.2f}"),
         Column("busbw_GBps", "busbw GB/s", "{:.2f}"), Column("wrong", "wrong")], df)
-    desc = ("`paratrain bench allreduce`: fp32 sum all-reduce, in place, nccl-tests' columns: algbw = "
-            "bytes / time, busbw = algbw · 2(n−1)/n." + _device_note(df))
-    sections = [Section("allreduce", "All-reduce by size, ranks and backend", desc, cols, df)]
+    desc = ("`paratrain bench allreduce`: fp32 collectives, in place, nccl-tests' columns: algbw = "
+            "bytes / time, busbw = algbw × 2(n−1)/n (all-reduce), (n−1)/n (reduce-scatter, all-gather), "
+            "1 (broadcast)." + _device_note(df))
+    sections = [Section("allreduce", "Collectives by size, ranks and backend", desc, cols, df)]
 
     df["series"] = df["backend"] + " × " + df["ranks"].astype(str)
+    if df["collective"].nunique() > 1:
+        df["series"] = df["collective"] + " " + df["series"]
     wide = df.pivot_table(index="bytes", columns="series", values="busbw_GBps", aggfunc="mean").reset_index()
     wide["size"] = wide["bytes"].map(human_bytes)
     series = [c for c in wide.columns if c not in ("bytes", "size")]
     cols = [Column("size", "size")] + [Column(s, f"{s} GB/s", "{:.2f}") for s in series]
-    desc = "Bus bandwidth (GB/s) per message size; columns are backend × ranks."
+    desc = "Bus bandwidth (GB/s) per message size; columns are collective, backend × ranks."
     sections.append(Section("allreduce_busbw", "All-reduce bus bandwidth", desc, cols, wide))
     return sections
 
@@ -376,6 +381,13 @@ def _ddp_table(rec):
     if df is None:
         return None
     return ddp_config_defaults(df)
+
+
+def allreduce_defaults(df):
+    """A copy of a /allreduce table; files from before --collectives timed the all-reduce alone."""
+    df = df.copy()
+    df["collective"] = df["collective"].fillna("all_reduce") if "collective" in df else "all_reduce"
+    return df
 
 
 def ddp_config_defaults(df):

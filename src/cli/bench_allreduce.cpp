@@ -1,6 +1,10 @@
-// `paratrain bench allreduce`: the nccl-tests table for an fp32 sum all-reduce over every
-// rank: bytes, count, time, algorithm and bus bandwidth, and how many elements came out wrong.
+// `paratrain bench allreduce`: the nccl-tests table for the collectives data parallelism and
+// ZeRO-1 use — all-reduce, reduce-scatter, all-gather, broadcast (fp32, sum, in place) — over
+// every rank: bytes, count, time, algorithm and bus bandwidth, and how many elements came out
+// wrong. One entry per collective; the driver is shared.
+#include <algorithm>
 #include <chrono>
+#include <optional>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -40,22 +44,79 @@ int64_t parse_bytes(const std::string& word) {
   return bytes;
 }
 
-// Rank r contributes (r + 1)·((i mod 13) + 1): every partial sum is a small integer, exact in
-// fp32, so the check is equality.
+// Rank r's value at element i: (r + 1)·((i mod 13) + 1). Every sum of these is a small integer,
+// exact in fp32, so each check is equality.
 float pattern(int rank, int64_t i) { return static_cast<float>((rank + 1) * (i % 13 + 1)); }
 
-// One correctness round: fill, all-reduce (sum), compare. Returns the wrong elements here.
-int64_t check_round(Context& ctx, parallel::Communicator& comm, Tensor& buf) {
+// One collective of the table: its busbw factor (nccl-tests'), its in-place call on a buffer of
+// `count` elements (a multiple of the ranks), and what element i holds afterwards on `rank`
+// (nullopt: not defined there, as outside a reduce-scatter's own block).
+struct CollectiveBench {
+  const char* name;
+  double (*bus_factor)(int n);
+  void (*run)(parallel::Communicator& comm, Tensor& buf);
+  std::optional<float> (*expected)(int rank, int ranks, int64_t count, int64_t i);
+};
+
+Tensor own_block(const parallel::Communicator& comm, Tensor& buf) {
+  const int64_t c = buf.numel() / comm.world_size();
+  return buf.narrow(0, comm.rank() * c, c);
+}
+float ranks_sum(int n) { return static_cast<float>(n * (n + 1) / 2); }
+
+const std::vector<CollectiveBench>& collectives() {
+  static const std::vector<CollectiveBench> table = {
+      {"all_reduce", [](int n) { return 2.0 * (n - 1) / n; },
+       [](parallel::Communicator& comm, Tensor& buf) { comm.all_reduce(buf, parallel::ReduceOp::Sum); },
+       [](int, int n, int64_t, int64_t i) -> std::optional<float> { return ranks_sum(n) * static_cast<float>(i % 13 + 1); }},
+      {"reduce_scatter", [](int n) { return double(n - 1) / n; },
+       [](parallel::Communicator& comm, Tensor& buf) {
+         Tensor mine = own_block(comm, buf);
+         comm.reduce_scatter(buf, mine, parallel::ReduceOp::Sum);
+       },
+       [](int r, int n, int64_t count, int64_t i) -> std::optional<float> {
+         const int64_t c = count / n;
+         if (i < r * c || i >= (r + 1) * c) return std::nullopt;
+         return ranks_sum(n) * static_cast<float>(i % 13 + 1);
+       }},
+      {"all_gather", [](int n) { return double(n - 1) / n; },
+       [](parallel::Communicator& comm, Tensor& buf) {
+         const Tensor mine = own_block(comm, buf);
+         comm.all_gather(mine, buf);
+       },
+       [](int, int n, int64_t count, int64_t i) -> std::optional<float> {
+         return pattern(static_cast<int>(i / (count / n)), i);
+       }},
+      {"broadcast", [](int) { return 1.0; },
+       [](parallel::Communicator& comm, Tensor& buf) { comm.broadcast(buf, 0); },
+       [](int, int, int64_t, int64_t i) -> std::optional<float> { return pattern(0, i); }},
+  };
+  return table;
+}
+
+const CollectiveBench& collective(const std::string& name) {
+  std::string known;
+  for (const CollectiveBench& c : collectives()) {
+    if (name == c.name) return c;
+    known += std::string(known.empty() ? "" : ", ") + c.name;
+  }
+  PT_FAIL("--collectives: unknown collective '" + name + "' (expected " + known + ")");
+}
+
+// One correctness round: fill, run, compare. Returns the wrong elements on this rank.
+int64_t check_round(Context& ctx, parallel::Communicator& comm, const CollectiveBench& c, Tensor& buf) {
   const int64_t n = buf.numel();
-  const int w = comm.world_size();
   std::vector<float> host(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) host[i] = pattern(comm.rank(), i);
   copy_bytes(ctx, buf.data(), buf.device().kind, host.data(), DeviceKind::CPU, buf.nbytes());
-  comm.all_reduce(buf, parallel::ReduceOp::Sum);
+  c.run(comm, buf);
+  comm.synchronize();
   copy_bytes(ctx, host.data(), DeviceKind::CPU, buf.data(), buf.device().kind, buf.nbytes());
   int64_t wrong = 0;
-  const float ranks_sum = static_cast<float>(w * (w + 1) / 2);
-  for (int64_t i = 0; i < n; ++i) wrong += host[i] != ranks_sum * static_cast<float>(i % 13 + 1);
+  for (int64_t i = 0; i < n; ++i) {
+    const std::optional<float> want = c.expected(comm.rank(), comm.world_size(), n, i);
+    wrong += want && host[i] != *want;
+  }
   return wrong;
 }
 
@@ -64,7 +125,7 @@ int64_t check_round(Context& ctx, parallel::Communicator& comm, Tensor& buf) {
 int run_bench_allreduce(const std::vector<std::string>& args) {
   RunOptions run;
   std::string backend_word = "auto";
-  std::vector<std::string> size_words;
+  std::vector<std::string> size_words, collective_words;
   int iters = 20, warmup = 5;
   po::options_description desc("bench allreduce options");
   add_run_options(desc, run);
@@ -73,6 +134,8 @@ int run_bench_allreduce(const std::vector<std::string>& args) {
        "nccl (GPU buffers), mpi (host buffers), or auto: nccl when this rank has a GPU")
       ("sizes", po::value(&size_words)->multitoken(),
        "message sizes in bytes, K/M/G = 2^10/2^20/2^30 (default 1M,10M,100M,1G)")
+      ("collectives", po::value(&collective_words)->multitoken(),
+       "all_reduce, reduce_scatter, all_gather, broadcast (default all_reduce); a list times each")
       ("iters", po::value(&iters)->default_value(iters), "timed iterations per size")
       ("warmup", po::value(&warmup)->default_value(warmup), "untimed iterations per size first");
   auto vm = parse_or_help(desc, args,
@@ -83,6 +146,9 @@ int run_bench_allreduce(const std::vector<std::string>& args) {
   std::vector<int64_t> sizes;
   for (const auto& w : split_list(size_words.empty() ? std::vector<std::string>{"1M,10M,100M,1G"} : size_words))
     sizes.push_back(parse_bytes(w));
+  std::vector<const CollectiveBench*> chosen;
+  for (const auto& w : split_list(collective_words.empty() ? std::vector<std::string>{"all_reduce"} : collective_words))
+    chosen.push_back(&collective(w));
 
   auto& rt = parallel::Runtime::get();
   Device device = resolve_device(run);
@@ -101,57 +167,66 @@ int run_bench_allreduce(const std::vector<std::string>& args) {
   record.set_attr("backend", parallel::backend_name(backend));
   record.set_attr("device", device.str());
 
-  io::ResultTable table("allreduce", "fp32 sum all-reduce over all ranks, in place (nccl-tests' columns)");
-  table.add_string("backend", "nccl or mpi")
+  io::ResultTable table("allreduce", "fp32 collectives over all ranks, in place (nccl-tests' columns)");
+  table.add_string("collective", "all_reduce, reduce_scatter, all_gather or broadcast (root 0)")
+      .add_string("backend", "nccl or mpi")
       .add_int("ranks", "number of ranks taking part")
-      .add_int("bytes", "message size per rank")
-      .add_int("count", "fp32 elements per rank")
+      .add_int("bytes", "buffer size per rank (nccl-tests' size: the whole buffer, all blocks, for reduce-scatter "
+                        "and all-gather)")
+      .add_int("count", "fp32 elements of that buffer")
       .add_string("type", "element type")
       .add_string("redop", "reduction")
-      .add_double("time_us", "time per all-reduce, mean over ranks (microseconds)", 1)
-      .add_double("time_us_max", "time per all-reduce, slowest rank (microseconds)", 1)
+      .add_double("time_us", "time per collective, mean over ranks (microseconds)", 1)
+      .add_double("time_us_max", "time per collective, slowest rank (microseconds)", 1)
       .add_double("algbw_GBps", "bytes / time_us (GB/s, 1e9 bytes)", 2)
-      .add_double("busbw_GBps", "algbw x 2(n-1)/n: the link bandwidth a ring needs (GB/s)", 2)
+      .add_double("busbw_GBps", "algbw x the collective's factor: 2(n-1)/n all-reduce, (n-1)/n reduce-scatter and "
+                                "all-gather, 1 broadcast: the link bandwidth a ring needs (GB/s)", 2)
       .add_int("wrong", "elements differing from the exact sum in the check round, all ranks");
 
   int64_t wrong_total = 0;
   const int n = rt.world_size();
-  for (int64_t bytes : sizes) {
-    const int64_t count = bytes / 4;
-    Tensor buf = Tensor::empty({count}, DType::F32, device, "allreduce_buffer", MemCategory::Other);
-    const int64_t wrong = parallel::sum_over_ranks(check_round(ctx, *comm, buf));
-    wrong_total += wrong;
-    fill_zero(ctx, buf.data(), device.kind, buf.nbytes());  // sums of zeros: no overflow while timing
-    for (int i = 0; i < warmup; ++i) comm->all_reduce(buf, parallel::ReduceOp::Sum);
-    comm->barrier();
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < iters; ++i) comm->all_reduce(buf, parallel::ReduceOp::Sum);
-    comm->synchronize();
-    const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
-    const auto t = parallel::spread_over_ranks(us);
-    const double algbw = static_cast<double>(count * 4) / (t.mean * 1e-6) / 1e9;
-    table.add_row()
-        .set("backend", parallel::backend_name(backend))
-        .set("ranks", n)
-        .set("bytes", count * 4)
-        .set("count", count)
-        .set("type", "float")
-        .set("redop", "sum")
-        .set("time_us", t.mean)
-        .set("time_us_max", t.max)
-        .set("algbw_GBps", algbw)
-        .set("busbw_GBps", algbw * 2.0 * (n - 1) / n)
-        .set("wrong", wrong);
-  }
+  for (const CollectiveBench* c : chosen)
+    for (int64_t bytes : sizes) {
+      const int64_t count = std::max<int64_t>(n, bytes / 4 / n * n);  // whole blocks, one per rank
+      Tensor buf = Tensor::empty({count}, DType::F32, device, "collective_buffer", MemCategory::Other);
+      const int64_t wrong = parallel::sum_over_ranks(check_round(ctx, *comm, *c, buf));
+      wrong_total += wrong;
+      fill_zero(ctx, buf.data(), device.kind, buf.nbytes());  // sums of zeros: no overflow while timing
+      for (int i = 0; i < warmup; ++i) c->run(*comm, buf);
+      comm->synchronize();
+      comm->barrier();
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < iters; ++i) c->run(*comm, buf);
+      comm->synchronize();
+      const double us =
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
+      const auto t = parallel::spread_over_ranks(us);
+      const double algbw = static_cast<double>(count * 4) / (t.mean * 1e-6) / 1e9;
+      table.add_row()
+          .set("collective", c->name)
+          .set("backend", parallel::backend_name(backend))
+          .set("ranks", n)
+          .set("bytes", count * 4)
+          .set("count", count)
+          .set("type", "float")
+          .set("redop", std::string(c->name) == "all_gather" || std::string(c->name) == "broadcast" ? "none" : "sum")
+          .set("time_us", t.mean)
+          .set("time_us_max", t.max)
+          .set("algbw_GBps", algbw)
+          .set("busbw_GBps", algbw * c->bus_factor(n))
+          .set("wrong", wrong);
+      if (rt.is_root()) {  // a long sweep keeps what it has measured
+        record.add_table(table);
+        record.commit();
+      }
+    }
 
   if (rt.is_root()) {
     table.print(std::cout);
-    record.add_table(table);
-    record.commit();
     std::cout << "results: " << record.path() << std::endl;
   }
   if (wrong_total > 0) {
-    if (rt.is_root()) std::cerr << "paratrain: error: " << wrong_total << " wrong elements in the all-reduce check" << std::endl;
+    if (rt.is_root()) std::cerr << "paratrain: error: " << wrong_total << " wrong elements in the collectives' checks" << std::endl;
     return 1;
   }
   return 0;

@@ -36,6 +36,7 @@ run model "$bin" bench model --device cpu --sizes tiny --contexts 32,64 --precis
 run attention "$bin" bench attention --device cpu --study flash --seq 32,64 --head-dim 16,32 --dtype fp32 \
   --batch 1 --heads 2 --warmup 1 --iters 2 --out "$out/attention.h5"
 run allreduce "${mpi[@]}" "$bin" bench allreduce --backend mpi --sizes 4K,64K,1M --iters 3 --warmup 1 \
+  --collectives all_reduce,reduce_scatter,all_gather,broadcast \
   --out "$out/allreduce.h5"
 run ddp "${mpi[@]}" "$bin" bench ddp --device cpu --model tiny --context 32 --batch 2 \
   --ddp none,naive,flat,overlap,bucketed --bucket-mb 0,0.1,1,10 --shard-optimizer broadcast,zero1 \

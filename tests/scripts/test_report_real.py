@@ -116,9 +116,12 @@ def test_allreduce(tmp_path):
     out = tmp_path / "report"
     run_report([path], out, "--plots")
     df = read_csv(out, "allreduce")
-    assert df["bytes"].tolist() == [4096, 65536, 1 << 20]
+    assert sorted(df["collective"].unique()) == ["all_gather", "all_reduce", "broadcast", "reduce_scatter"]
     assert (df["ranks"] == 2).all() and (df["wrong"] == 0).all()
-    assert df["busbw_GBps"].tolist() == pytest.approx((df["algbw_GBps"] * 2 * (2 - 1) / 2).tolist())
+    factor = {"all_reduce": 2 * (2 - 1) / 2, "reduce_scatter": (2 - 1) / 2, "all_gather": (2 - 1) / 2, "broadcast": 1.0}
+    for name, g in df.groupby("collective"):
+        assert g["bytes"].tolist() == [4096, 65536, 1 << 20], name
+        assert g["busbw_GBps"].tolist() == pytest.approx((g["algbw_GBps"] * factor[name]).tolist()), name
     assert png_size(out / "plots" / "allreduce_bandwidth.png")[0] > 300
 
 

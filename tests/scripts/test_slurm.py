@@ -41,7 +41,7 @@ KINDS = {
               "Model timings per size and context"),
     "attention": (["bench", "attention"], {"attention_naive.h5": "attention", "attention_flash.h5": "attention"},
                   "Attention latency and memory"),
-    "allreduce": (["bench", "allreduce"], {"allreduce_n2.h5": "allreduce"}, "All-reduce by size, ranks and backend"),
+    "allreduce": (["bench", "allreduce"], {"allreduce_n2.h5": "allreduce"}, "Collectives by size, ranks and backend"),
     "ddp": (["bench", "ddp"], {"ddp_n2_fp32.h5": "ddp"}, "Data-parallel strategies and bucket sizes"),
     "train": (["train"], {"train_n1.h5": "train_steps"}, "Training runs"),
 }
