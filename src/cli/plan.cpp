@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "io/run_record.h"
 #include "io/table.h"
+#include "parallel/strategies.h"
 #include "plan/plan.h"
 
 namespace pt::cli {
@@ -129,7 +130,7 @@ int run_plan(const std::vector<std::string>& args) {
       ("devices", po::value(&devices)->default_value(devices), "devices in all: data-parallel ranks × tp × pp")
       ("tp", po::value(&tp)->default_value(tp), "tensor-parallel degree (not implemented in paratrain: estimate)")
       ("pp", po::value(&pp)->default_value(pp), "pipeline stages (not implemented in paratrain: estimate)")
-      ("ddp", po::value(&ddp)->default_value(ddp), "gradient sync: none, naive, flat, overlap, bucketed")
+      ("ddp", po::value(&ddp)->default_value(ddp), ("gradient sync: " + parallel::strategy_names_text()).c_str())
       ("bucket-mb", po::value(&bucket_mb)->default_value(bucket_mb), "bucket cap (bucketed)")
       ("shard-optimizer", po::value(&shard)->default_value(shard),
        "none, broadcast, zero1; zero2 and zero3 (FSDP) are estimates of what paratrain does not run")

@@ -230,15 +230,15 @@ double StrategySpec::zero1_bucket_mb(double bucket_mb) const {
 
 const std::vector<StrategySpec>& strategies() {
   static const std::vector<StrategySpec> table = {
-      {"none", "no gradient communication (the floor)", false, BucketPolicy::None, "none", nullptr},
-      {"naive", "one all-reduce per parameter after backward", false, BucketPolicy::PerParameter, "reduce_scatter",
+      {"none", "no gradient communication (the floor)", false, BucketPolicy::None, nullptr},
+      {"naive", "one all-reduce per parameter after backward", false, BucketPolicy::PerParameter,
        make_unbucketed<NaiveSync>},
       {"flat", "one all-reduce of the whole gradient buffer after backward", false, BucketPolicy::One,
-       "reduce_scatter", make_unbucketed<FlatSync>},
+       make_unbucketed<FlatSync>},
       {"overlap", "one async all-reduce per parameter as soon as backward finishes it", true,
-       BucketPolicy::PerParameter, "bucketed_reduce_scatter", make_unbucketed<OverlapSync>},
+       BucketPolicy::PerParameter, make_unbucketed<OverlapSync>},
       {"bucketed", "async all-reduce of each --bucket-mb bucket once backward finishes it", true,
-       BucketPolicy::Capped, "bucketed_reduce_scatter", make_bucketed},
+       BucketPolicy::Capped, make_bucketed},
   };
   return table;
 }
@@ -262,7 +262,8 @@ std::vector<std::string> strategy_report_order() {
     if (std::find(out.begin(), out.end(), n) == out.end()) out.push_back(n);
   };
   for (const StrategySpec& s : strategies()) add(s.name);
-  for (const StrategySpec& s : strategies()) add(s.zero1_name);
+  for (const StrategySpec& s : strategies())
+    if (s.buckets != BucketPolicy::None) add(zero1_sync_name(s.overlapped));
   return out;
 }
 

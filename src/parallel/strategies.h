@@ -24,10 +24,9 @@ struct StrategySpec {
   bool overlapped;     // its collectives start during backward (as parameters become ready)
   BucketPolicy buckets;
   // Its ZeRO-1 form (--shard-optimizer zero1): the reduce-scatter layout's bucket cap
-  // (Zero1Layout::kOneBucket: one bucket; 0: one per parameter; the --bucket-mb value otherwise),
-  // and the name that sync reports.
+  // (Zero1Layout::kOneBucket: one bucket; 0: one per parameter; the --bucket-mb value otherwise);
+  // the sync is named zero1_sync_name(overlapped).
   double zero1_bucket_mb(double bucket_mb) const;
-  const char* zero1_name;
   // The sync itself (nullptr for none: it needs no communicator).
   std::unique_ptr<GradSync> (*make)(Context&, ParamStore&, Communicator&, double bucket_mb, GradComm);
 };

@@ -49,6 +49,10 @@ struct Zero1Layout {
 std::shared_ptr<const Zero1Layout> zero1_layout(const std::string& ddp, const ParamStore& store, int world,
                                                 double bucket_mb);
 
+// What a ZeRO-1 sync is called in records: one reduce-scatter after backward, or one per
+// bucket overlapped with it.
+inline const char* zero1_sync_name(bool overlapped) { return overlapped ? "bucketed_reduce_scatter" : "reduce_scatter"; }
+
 // ZeRO-1's gradient step (it replaces the all-reduce): one reduce-scatter per bucket and an
 // all-reduce of the tail leave every rank the average of its own chunks; the rest of its buffer
 // is not used (the optimizer steps only its chunks). overlap: a bucket's reduce-scatter starts
@@ -61,7 +65,7 @@ class Zero1Sync : public GradSync {
   ~Zero1Sync() override;
   void on_grad_ready(Parameter& p) override;
   void finish(Context& ctx) override;
-  const char* name() const override { return overlap_ ? "bucketed_reduce_scatter" : "reduce_scatter"; }
+  const char* name() const override { return zero1_sync_name(overlap_); }
   int64_t bytes_communicated() const override { return bytes_; }
   const Zero1Layout& layout() const { return *layout_; }
 

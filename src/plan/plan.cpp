@@ -159,12 +159,19 @@ Result plan(const Job& job, const Cluster& cluster) {
   for (const ParamShape& s : shapes) numel += s.numel;
   const double local = static_cast<double>(numel) / model_par;  // this device's share under TP/PP
   Memory& mem = res.memory;
-  const double fsdp = job.sharding == Sharding::Zero3 ? job.dp : 1;
-  mem.params = r(local * 4 / fsdp);
-  mem.params_lowp = lowp ? r(local * 2 / fsdp) : 0;
-  mem.grads = r(local * 4 / (job.sharding == Sharding::Zero2 || job.sharding == Sharding::Zero3 ? job.dp : 1));
-  mem.optstate = model_par == 1 ? optimizer_state(job, shapes, numel, r)
-                                : 2 * r(local * 4 / (job.sharding == Sharding::None ? 1 : job.dp));
+  // Parameters, their bf16 copy, gradients and optimizer state for `dp` data-parallel ranks: the
+  // part of the memory that sharding divides (the fit search below varies dp alone).
+  auto set_model_state = [&](Memory& into, int dp) {
+    Job j = job;
+    j.dp = dp;
+    const double fsdp = j.sharding == Sharding::Zero3 ? dp : 1;
+    into.params = r(local * 4 / fsdp);
+    into.params_lowp = lowp ? r(local * 2 / fsdp) : 0;
+    into.grads = r(local * 4 / (j.sharding == Sharding::Zero2 || j.sharding == Sharding::Zero3 ? dp : 1));
+    into.optstate = model_par == 1 ? optimizer_state(j, shapes, numel, r)
+                                   : 2 * r(local * 4 / (j.sharding == Sharding::None ? 1 : dp));
+  };
+  set_model_state(mem, job.dp);
   const Activations act = activations(m, job.batch, lowp, r, job.tp, job.pp);
   // 1F1B pipelining keeps up to pp micro-batches of a stage's activations alive.
   const int64_t in_flight = job.pp > 1 ? std::min<int64_t>(job.pp, job.grad_accum) : 1;
@@ -272,14 +279,8 @@ Result plan(const Job& job, const Cluster& cluster) {
   const double capacity = cluster.device.memory_gb * 1e9;
   res.fits = static_cast<double>(mem.total()) <= capacity;
   for (int d = 1; d <= 65536 && res.min_devices_to_fit == 0; d *= 2) {
-    Job j = job;
-    j.dp = d;
     Memory mm = mem;
-    mm.params = r(local * 4 / (j.sharding == Sharding::Zero3 ? d : 1));
-    mm.params_lowp = lowp ? r(local * 2 / (j.sharding == Sharding::Zero3 ? d : 1)) : 0;
-    mm.grads = r(local * 4 / (j.sharding == Sharding::Zero2 || j.sharding == Sharding::Zero3 ? d : 1));
-    mm.optstate = model_par == 1 ? optimizer_state(j, shapes, numel, r)
-                                 : 2 * r(local * 4 / (j.sharding == Sharding::None ? 1 : d));
+    set_model_state(mm, d);
     if (static_cast<double>(mm.total()) <= capacity) res.min_devices_to_fit = d * model_par;
   }
   return res;
