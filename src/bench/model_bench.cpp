@@ -132,6 +132,9 @@ struct Rig {
     OptimizerConfig oc;
     oc.fused = opt.fused;
     optimizer = make_optimizer(oc, ctx, contiguous_ranges(trainable_params(model->store())));
+    // One process: nothing changes a gradient after backward reports it final (TrainStep
+    // decides the same for --ddp none), so a training step sums the norm during backward.
+    if (opt.mode == ModelBenchMode::TrainStep) optimizer->overlap_norm_with_backward(ctx, model->store());
     // Random tokens: timing does not depend on their values.
     std::mt19937_64 rng(opt.seed);
     std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(tc.vocab_size - 1));

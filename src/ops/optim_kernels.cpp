@@ -79,14 +79,25 @@ void sgd_step(Context& ctx, Tensor& p, const Tensor& g, float lr, float weight_d
 }
 
 void squared_norm_accumulate(Context& ctx, Tensor& sumsq, const Tensor& x) {
+  squared_norm_accumulate(ctx, sumsq, x, ctx.stream());
+}
+
+void squared_norm_accumulate(Context& ctx, Tensor& sumsq, const Tensor& x, cudaStream_t stream) {
   ArgCheck chk(ctx, "squared_norm_accumulate");
   check_sumsq(chk, sumsq);
   chk.float_storage(x, "x");
   chk.contiguous(x, "x");
   if (x.numel() == 0) return;
+  // Timed only on the compute stream: work overlapped on another stream is no phase's kernel
+  // time (its events would also count the time it waits beside the phase's kernels).
+  if (stream != ctx.stream()) {
+    NvtxRange range("squared_norm (overlapped)");
+    cuda::squared_norm_accumulate(stream, sumsq, x);
+    return;
+  }
   OpScope scope(ctx, "squared_norm", OpFamily::Optimizer);
   if (ctx.is_cuda())
-    cuda::squared_norm_accumulate(ctx.stream(), sumsq, x);
+    cuda::squared_norm_accumulate(stream, sumsq, x);
   else
     cpu::squared_norm_accumulate(sumsq, x);
 }

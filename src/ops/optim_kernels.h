@@ -36,6 +36,9 @@ void sgd_step(Context& ctx, Tensor& p, const Tensor& g, float lr, float weight_d
 // sumsq (1-element fp32|fp64 tensor, same device) += Σ x² (x any float storage type). No
 // host synchronisation; on the GPU block partial sums meet in sumsq with atomics.
 void squared_norm_accumulate(Context& ctx, Tensor& sumsq, const Tensor& x);
+// The same on `stream` instead of the compute stream (GPU; the CPU ignores it): the caller
+// orders it against the compute stream with events (optim/grad_norm_overlap).
+void squared_norm_accumulate(Context& ctx, Tensor& sumsq, const Tensor& x, cudaStream_t stream);
 // x ← x · min(1, max_norm / (sqrt(sumsq) + 1e-6)), reading sumsq on the device; max_norm > 0.
 void clip_by_norm(Context& ctx, Tensor& x, const Tensor& sumsq, float max_norm);
 

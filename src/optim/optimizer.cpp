@@ -88,7 +88,8 @@ const char* optimizer_kind_name(OptimizerKind k) { return enum_name(kOptimizerKi
 Tensor Optimizer::clip_grad_norm(Context& ctx, float max_norm) {
   const DType dt = ranges_.empty() ? DType::F32 : ranges_.front().grad.dtype();
   Tensor sumsq = Tensor::zeros({1}, dt, ctx, "grad_sumsq");
-  for (const FlatRange& r : ranges_) ops::squared_norm_accumulate(ctx, sumsq, r.grad);
+  if (!(norm_overlap_ && norm_overlap_->take(ctx, sumsq)))
+    for (const FlatRange& r : ranges_) ops::squared_norm_accumulate(ctx, sumsq, r.grad);
   reduce_sumsq(ctx, sumsq);
   drop_folded_clip();
   if (max_norm > 0 && cfg_.fused) {
@@ -98,6 +99,16 @@ Tensor Optimizer::clip_grad_norm(Context& ctx, float max_norm) {
     for (FlatRange& r : ranges_) ops::clip_by_norm(ctx, r.grad, sumsq, max_norm);
   }
   return sumsq;
+}
+
+bool Optimizer::overlap_norm_with_backward(Context& ctx, ParamStore& store) {
+  if (norm_overlap_) return true;
+  if (!ctx.is_cuda() || !cfg_.fused || ranges_.empty()) return false;
+  int64_t covered = 0;
+  for (const FlatRange& r : ranges_) covered += r.grad.numel();
+  if (covered != store.grad_numel()) return false;  // a shard: its norm needs the other ranks'
+  norm_overlap_ = std::make_unique<GradNormOverlap>(ctx, store, ranges_.front().grad.dtype());
+  return true;
 }
 
 void Optimizer::cast_mirrors(Context& ctx) {

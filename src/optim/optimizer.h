@@ -9,6 +9,7 @@
 #include "core/tensor.h"
 #include "model/param_store.h"
 #include "ops/optim_kernels.h"
+#include "optim/grad_norm_overlap.h"
 
 namespace pt {
 
@@ -70,6 +71,12 @@ class Optimizer {
   // clip-then-step, but the gradient buffer keeps its unclipped values and is read once instead
   // of three times. Unfused, the gradient ranges are scaled here, in place.
   Tensor clip_grad_norm(Context& ctx, float max_norm);
+  // The caller promises that nothing changes a gradient after `store` reports it final (no
+  // data-parallel sync): clip_grad_norm then takes the squared norm summed during backward
+  // (optim/grad_norm_overlap.h) instead of its own pass. Only on the GPU, fused
+  // (--fused off keeps the pass as the comparison), and when this optimizer's ranges hold every
+  // gradient of the store; otherwise a no-op. Returns whether the overlap is on.
+  bool overlap_norm_with_backward(Context& ctx, ParamStore& store);
   void set_steps_taken(int64_t s) { steps_ = s; }
   // Parameters step() left still arriving from other ranks (ZeRO-1's prefetched all-gathers):
   // the next forward waits for them itself, so between steps a benchmark synchronises with the
@@ -115,6 +122,7 @@ class Optimizer {
  private:
   Tensor clip_sumsq_;  // (1) fp32 on the device; undefined: no clip pending
   float clip_max_norm_ = 0;
+  std::unique_ptr<GradNormOverlap> norm_overlap_;  // null unless overlap_norm_with_backward
 };
 
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& cfg, Context& ctx,

@@ -47,6 +47,9 @@ class GradSync : public GradReadyListener {
   virtual const char* name() const = 0;
   // Bytes this rank sent into collectives during the last step (for the benchmark table).
   virtual int64_t bytes_communicated() const { return 0; }
+  // Whether finish() changes gradients after backward reported them final (every strategy
+  // with collectives); when not, the optimizer may sum the norm during backward.
+  virtual bool changes_gradients() const { return true; }
 };
 
 // The no-op strategy of single-process training (and of `--ddp none`, the benchmark floor).
@@ -54,6 +57,7 @@ class NoSync : public GradSync {
  public:
   void finish(Context&) override {}
   const char* name() const override { return "none"; }
+  bool changes_gradients() const override { return false; }
 };
 
 // `--ddp` names: none, naive, flat, overlap, bucketed.

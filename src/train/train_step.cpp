@@ -15,6 +15,10 @@ TrainStep::~TrainStep() {
 
 StepOutputs TrainStep::run(Context& ctx, const Tensor& ids, const Tensor& targets, float lr) {
   StepOutputs out;
+  if (!norm_overlap_decided_) {
+    if (!sync_.changes_gradients()) optimizer_.overlap_norm_with_backward(ctx, model_.store());
+    norm_overlap_decided_ = true;
+  }
   model_.store().zero_grad(ctx);
   sync_.begin_step(ctx);
   out.loss = model_.forward(ctx, ids, targets, /*save_for_backward=*/true);

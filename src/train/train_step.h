@@ -27,6 +27,7 @@ class TrainStep {
   Optimizer& optimizer_;
   parallel::GradSync& sync_;
   float max_grad_norm_;
+  bool norm_overlap_decided_ = false;  // the first run() asks the optimizer to sum the norm during backward
 };
 
 }  // namespace pt

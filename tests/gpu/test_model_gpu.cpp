@@ -1,6 +1,7 @@
 // The Transformer on the GPU against the CPU reference: forward, gradients and ten training
 // steps from identical weights; bf16 mixed precision within its documented tolerance; flash
-// attention against naive attention inside the model; the unfused step against the fused one.
+// attention against naive attention inside the model; the unfused step against the fused one;
+// the gradient norm summed during backward against the sum of the gradients' squares.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -138,6 +139,44 @@ TEST(TransformerGpu, UnfusedStepMatchesTheFusedOne) {
       EXPECT_LE(test::rel_error(b.grads, a.grads), tol) << what;
       EXPECT_LE(test::rel_error(b.params, a.params), tol) << what;
     }
+}
+
+// The squared norm summed on a side stream while backward runs equals Σ g² of the final
+// gradients; a round that is incomplete (no backward since the last clip) or restarted (two
+// backwards without a clip between them) is summed afresh, never taken stale.
+TEST(TransformerGpu, NormSummedDuringBackwardEqualsTheSumOfSquares) {
+  PT_REQUIRE_GPU();
+  for (Precision prec : {Precision::FP32, Precision::BF16}) {
+    const TransformerConfig cfg = gpu_test_config(AttentionImpl::Flash);
+    Context gpu(Device::cuda(0), prec);
+    TransformerLM m(cfg, gpu);
+    m.store().params_from_host_f64(gpu, initial_weights(cfg));
+    OptimizerConfig oc;
+    auto opt = make_optimizer(oc, gpu, contiguous_ranges(trainable_params(m.store())));
+    ASSERT_TRUE(opt->overlap_norm_with_backward(gpu, m.store()));
+    const int64_t B = 2, T = 32;
+    auto backward = [&](uint64_t seed) {
+      m.store().zero_grad(gpu);
+      m.forward(gpu, test::make_ids(gpu, {B, T}, test::random_ids(B * T, 97, seed)),
+                test::make_ids(gpu, {B, T}, test::random_ids(B * T, 97, seed + 1)), true);
+      m.backward(gpu);
+    };
+    auto sum_of_squares = [&] {
+      double s = 0;
+      for (double g : m.store().flat_grads().to_host_f64(gpu)) s += g * g;
+      return s;
+    };
+    auto clip_norm = [&] { return opt->clip_grad_norm(gpu, 0.0f).to_host_f64(gpu)[0]; };
+    const std::string what = precision_name(prec);
+    backward(10);
+    const double want = sum_of_squares();
+    ASSERT_GT(want, 0.0);
+    EXPECT_NEAR(clip_norm(), want, 1e-5 * want) << what << ": one backward";
+    EXPECT_NEAR(clip_norm(), want, 1e-5 * want) << what << ": no backward since the last clip";
+    backward(20);
+    backward(10);  // the second backward restarts the round
+    EXPECT_NEAR(clip_norm(), want, 1e-5 * want) << what << ": two backwards, one clip";
+  }
 }
 
 }  // namespace
