@@ -1,7 +1,14 @@
-// Rotary embedding on strided (B, H, T, D) views. Thread x owns one dimension pair (its
-// frequency is computed once) and walks the (b, h, t) rows along y; a warp touches 64
-// consecutive elements of a row, so loads coalesce whatever the outer strides are.
+// Rotary embedding on strided (B, H, T, D) views. A pair's angle depends on its token and
+// frequency only: thread (i, t, b, head group) computes sincos once and rotates pair i of
+// token t in kHeads heads of batch b, their loads issued together; the block's 32 inverse
+// frequencies are computed once into shared memory; a warp covers 32 consecutive pairs of a
+// row, so loads coalesce whatever the outer strides are; index arithmetic is 32-bit.
+//
+// The first version gave every (row, pair) its own powf, sincos and 64-bit divisions, one
+// 2-byte load per element: 20.7 us per call on XL's q (6.5 MB: 2048 tokens × 25 heads × 64),
+// 317 GB/s (ncu, H200); it was bound by instructions, not memory. docs/BENCHMARKS.md, issue 16.
 #include <algorithm>
+#include <type_traits>
 
 #include "cuda/common.cuh"
 #include "cuda/rope.h"
@@ -10,42 +17,86 @@ namespace pt::cuda {
 
 namespace {
 
+constexpr int kHeads = 8;  // heads a thread rotates per token
+
 struct RopeParams {
-  int64_t heads, tokens, rows, half;  // rows = B·H·T; half = D / 2 pairs
+  int heads, tokens, head_groups, half;  // head_groups = ceil(H / kHeads); half = D / 2 pairs
   int64_t in_b, in_h, in_t;           // strides of in (elements); stride of D is 1
   int64_t out_b, out_h, out_t;
   float theta;
   float sign;  // +1 forward, -1 inverse
 };
 
-template <typename T>
+// A pair's two elements as floats, and back: one 4- or 8-byte word when kWord (the pair is
+// aligned to twice the element size), else two element accesses.
+template <bool kWord, typename T>
+__device__ __forceinline__ void load_two(const T* x, float& a, float& b) {
+  if constexpr (kWord) {
+    using W = std::conditional_t<sizeof(T) == 2, uint32_t, uint2>;
+    const W raw = *reinterpret_cast<const W*>(x);
+    const T* e = reinterpret_cast<const T*>(&raw);
+    a = to_float(e[0]);
+    b = to_float(e[1]);
+  } else {
+    a = to_float(x[0]);
+    b = to_float(x[1]);
+  }
+}
+template <bool kWord, typename T>
+__device__ __forceinline__ void store_two(T* y, float a, float b) {
+  if constexpr (kWord) {
+    using W = std::conditional_t<sizeof(T) == 2, uint32_t, uint2>;
+    W raw;
+    T* e = reinterpret_cast<T*>(&raw);
+    e[0] = from_float<T>(a);
+    e[1] = from_float<T>(b);
+    *reinterpret_cast<W*>(y) = raw;
+  } else {
+    y[0] = from_float<T>(a);
+    y[1] = from_float<T>(b);
+  }
+}
+
+template <typename T, bool kWord>
 __global__ void rope_kernel(RopeParams p, T* out, const T* in) {
-  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= p.half) return;
+  __shared__ float inv_freq[32];
+  const int i = blockIdx.x * 32 + threadIdx.x;
   // As PyTorch's tables: inv_freq = 1 / theta^(2i/D) and angle = t · inv_freq, both fp32.
-  const float inv_freq = 1.0f / powf(p.theta, float(2 * i) / float(2 * p.half));
-  for (int64_t r = int64_t(blockIdx.y) * blockDim.y + threadIdx.y; r < p.rows;
-       r += int64_t(gridDim.y) * blockDim.y) {
-    const int64_t t = r % p.tokens, bh = r / p.tokens, h = bh % p.heads, b = bh / p.heads;
-    const T* x = in + b * p.in_b + h * p.in_h + t * p.in_t + 2 * i;
-    T* y = out + b * p.out_b + h * p.out_h + t * p.out_t + 2 * i;
+  if (threadIdx.y == 0) inv_freq[threadIdx.x] = 1.0f / powf(p.theta, float(2 * i) / float(2 * p.half));
+  __syncthreads();
+  if (i >= p.half) return;
+  const int b = blockIdx.z / p.head_groups, h0 = (blockIdx.z % p.head_groups) * kHeads;
+  const int heads = min(kHeads, p.heads - h0);
+  const T* in_bh = in + b * p.in_b + h0 * p.in_h + 2 * i;
+  T* out_bh = out + b * p.out_b + h0 * p.out_h + 2 * i;
+  for (int t = blockIdx.y * blockDim.y + threadIdx.y; t < p.tokens; t += gridDim.y * blockDim.y) {
     float s, c;
-    sincosf(float(t) * inv_freq, &s, &c);
+    sincosf(float(t) * inv_freq[threadIdx.x], &s, &c);
     s *= p.sign;
-    const float x0 = to_float(x[0]), x1 = to_float(x[1]);  // both read first: y may be x
-    y[0] = from_float<T>(x0 * c - x1 * s);
-    y[1] = from_float<T>(x0 * s + x1 * c);
+    float x0[kHeads], x1[kHeads];
+#pragma unroll
+    for (int k = 0; k < kHeads; ++k)  // every load first: y may be x
+      if (k < heads) load_two<kWord>(in_bh + k * p.in_h + t * p.in_t, x0[k], x1[k]);
+#pragma unroll
+    for (int k = 0; k < kHeads; ++k)
+      if (k < heads)
+        store_two<kWord>(out_bh + k * p.out_h + t * p.out_t, x0[k] * c - x1[k] * s, x0[k] * s + x1[k] * c);
   }
 }
 
 }  // namespace
 
 void rope(cudaStream_t s, Tensor& out, const Tensor& in, double theta, bool inverse) {
+  const int64_t B = in.size(0), H = in.size(1), T = in.size(2), half = in.size(3) / 2;
+  if (B == 0 || H == 0 || T == 0 || half == 0) return;
+  const int64_t groups = ceil_div(H, int64_t(kHeads));
+  PT_CHECK(T <= INT32_MAX && half <= INT32_MAX && B * groups <= 65535,
+           "rope: at most 2^31 tokens and pairs, and 65535 batches × head groups of " + std::to_string(kHeads));
   RopeParams p;
-  p.heads = in.size(1);
-  p.tokens = in.size(2);
-  p.rows = in.size(0) * p.heads * p.tokens;
-  p.half = in.size(3) / 2;
+  p.heads = int(H);
+  p.tokens = int(T);
+  p.head_groups = int(groups);
+  p.half = int(half);
   p.in_b = in.stride(0);
   p.in_h = in.stride(1);
   p.in_t = in.stride(2);
@@ -54,14 +105,18 @@ void rope(cudaStream_t s, Tensor& out, const Tensor& in, double theta, bool inve
   p.out_t = out.stride(2);
   p.theta = float(theta);
   p.sign = inverse ? -1.0f : 1.0f;
-  if (p.rows == 0 || p.half == 0) return;
   const dim3 block(32, 8);
-  const unsigned pair_blocks = unsigned(ceil_div(p.half, 32));
-  const int64_t want_rows = std::max<int64_t>(1, int64_t(sm_count()) * 16 / pair_blocks);
-  const dim3 grid(pair_blocks, unsigned(std::min<int64_t>(ceil_div(p.rows, 8), std::min<int64_t>(want_rows, 65535))));
+  const dim3 grid(unsigned(ceil_div(half, int64_t(32))), unsigned(std::min<int64_t>(ceil_div(T, int64_t(8)), 65535)),
+                  unsigned(B * groups));
   dispatch_float(in.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    rope_kernel<<<grid, block, 0, s>>>(p, static_cast<T*>(out.data()), static_cast<const T*>(in.data()));
+    const auto word_aligned = [](const Tensor& x) {
+      const uintptr_t a = reinterpret_cast<uintptr_t>(x.data());
+      return a % (2 * sizeof(T)) == 0 && x.stride(0) % 2 == 0 && x.stride(1) % 2 == 0 && x.stride(2) % 2 == 0;
+    };
+    const bool word = word_aligned(in) && word_aligned(out);
+    auto kernel = word ? rope_kernel<T, true> : rope_kernel<T, false>;
+    kernel<<<grid, block, 0, s>>>(p, static_cast<T*>(out.data()), static_cast<const T*>(in.data()));
     PT_CUDA_CHECK_LAUNCH();
   });
 }

@@ -12,7 +12,8 @@ void rmsnorm_forward(Context& ctx, Tensor& y, Tensor& rstd, const Tensor& x, con
                      float eps);
 // dy (N, C) any float dtype (x's on the CPU). dx (N, C) in x's dtype: written, or added to
 // when accumulate (the pre-norm residual branch adds its gradient to the stream's); dx may
-// alias dy. dw (C, x's dtype) += always (GPU: fp32 atomics, one per block and column).
+// alias dy. dw (C, x's dtype) += always (GPU: fp32 column sums, one atomic per column and
+// slice of rows).
 void rmsnorm_backward(Context& ctx, Tensor& dx, Tensor& dw, const Tensor& dy, const Tensor& x,
                       const Tensor& w, const Tensor& rstd, bool accumulate);
 

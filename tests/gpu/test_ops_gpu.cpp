@@ -232,7 +232,7 @@ TEST_P(GpuRMSNorm, ForwardAndBackward) {
 }
 
 INSTANTIATE_TEST_SUITE_P(WidthsAndTypes, GpuRMSNorm,
-                         ::testing::Combine(::testing::Values(int64_t(768), int64_t(37)),
+                         ::testing::Combine(::testing::Values(int64_t(768), int64_t(37), int64_t(256), int64_t(1600), int64_t(2560)),
                                             ::testing::Values(DType::F32, DType::BF16)));
 
 // ---- rope ---------------------------------------------------------------------------------
@@ -243,7 +243,7 @@ TEST_P(GpuRope, InPlaceOnFusedQkvAndInverse) {
   PT_REQUIRE_GPU();
   const auto [dt, D] = GetParam();
   Context gpu(Device::cuda(0)), cpu(Device::cpu());
-  const int64_t B = 2, T = 50, H = 3, C = H * D;
+  const int64_t B = 2, T = 50, H = 9, C = H * D;  // 9 heads: a full group of 8 and a partial one
   Pair qkv = make_twin(gpu, cpu, {B, T, 3, H, D}, dt, randn(B * T * 3 * C, 25));
   auto view = [&](Tensor& t, int64_t which) { return t.as_strided({B, H, T, D}, {T * 3 * C, D, 3 * C, 1}, which * C); };
   for (int64_t which : {0, 1}) {
@@ -268,7 +268,7 @@ TEST_P(GpuRope, InPlaceOnFusedQkvAndInverse) {
 
 INSTANTIATE_TEST_SUITE_P(TypesAndHeadDims, GpuRope,
                          ::testing::Combine(::testing::Values(DType::F32, DType::BF16),
-                                            ::testing::Values(int64_t(64), int64_t(6))));
+                                            ::testing::Values(int64_t(64), int64_t(128), int64_t(6))));
 
 // ---- softmax ------------------------------------------------------------------------------
 
