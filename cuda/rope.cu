@@ -4,9 +4,12 @@
 // frequencies are computed once into shared memory; a warp covers 32 consecutive pairs of a
 // row, so loads coalesce whatever the outer strides are; index arithmetic is 32-bit.
 //
-// The first version gave every (row, pair) its own powf, sincos and 64-bit divisions, one
-// 2-byte load per element: 20.7 us per call on XL's q (6.5 MB: 2048 tokens × 25 heads × 64),
-// 317 GB/s (ncu, H200); it was bound by instructions, not memory. docs/BENCHMARKS.md, issue 16.
+// Measured per call on XL's q (6.5 MB: 2048 tokens × 25 heads × 64, ncu on an H200): the first
+// version (one thread per pair and row, its own powf, sincos and 64-bit divisions, 2-byte
+// loads) 20.7 us, 317 GB/s; this one 17.7 us at 83 registers and 22 % occupancy, 9.9 us capped
+// at 64 registers (41 %): each thread's chain of latencies (sincos, then its loads) is what
+// bounds it, so more threads in flight is what pays. A block-per-token-pair variant with the
+// angles in shared memory ran 18.4 us (127 instructions per pair: its index divisions).
 #include <algorithm>
 #include <type_traits>
 
@@ -57,8 +60,9 @@ __device__ __forceinline__ void store_two(T* y, float a, float b) {
   }
 }
 
+// At most 64 registers a thread (4 blocks of 256 per SM): see the top of the file.
 template <typename T, bool kWord>
-__global__ void rope_kernel(RopeParams p, T* out, const T* in) {
+__global__ void __launch_bounds__(256, 4) rope_kernel(RopeParams p, T* out, const T* in) {
   __shared__ float inv_freq[32];
   const int i = blockIdx.x * 32 + threadIdx.x;
   // As PyTorch's tables: inv_freq = 1 / theta^(2i/D) and angle = t · inv_freq, both fp32.
