@@ -1,6 +1,10 @@
 #pragma once
-// Shared by the GPU op tests: inputs rounded to the storage type (so the CPU reference sees
-// exactly the values the kernel reads), fp64 CPU references, and tolerance checks.
+// Shared by the GPU op tests (test_ops_gpu_<op>.cpp, one file per op family): inputs rounded
+// to the storage type (so the CPU reference sees exactly the values the kernel reads), fp64
+// CPU references, and tolerance checks. Conventions of every such test: outputs poisoned with
+// NaN first; sizes include multiples of 8 (the 16-byte pack path), odd sizes and misaligned
+// views (the element-at-a-time fallback); aliasing cases run in place; tolerances kTolF32 /
+// kTolBF16 below unless a comment says otherwise.
 #include <algorithm>
 #include <cmath>
 #include <vector>

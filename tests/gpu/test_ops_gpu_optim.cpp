@@ -1,0 +1,118 @@
+// Optimizer arithmetic (AdamW, SGD, norm, clip) on the GPU against the fp64 CPU reference (conventions: test_ops_gpu_helpers.h).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "gpu/test_ops_gpu_helpers.h"
+#include "ops/optim_kernels.h"
+
+namespace pt::test {
+namespace {
+
+// ---- optimizer ------------------------------------------------------------------------------
+
+TEST(GpuOptim, AdamWWithBf16CopyOverSteps) {
+  PT_REQUIRE_GPU();
+  Context gpu(Device::cuda(0)), cpu(Device::cpu());
+  for (int64_t n : {int64_t(4096), int64_t(1003)}) {
+    Pair p = make_twin(gpu, cpu, {n}, DType::F32, randn(n, 33));
+    Pair m = make_twin(gpu, cpu, {n}, DType::F32, std::vector<double>(n, 0.0));
+    Pair v = make_twin(gpu, cpu, {n}, DType::F32, std::vector<double>(n, 0.0));
+    Tensor lowp = Tensor::empty({n}, DType::BF16, gpu.device());
+    ops::AdamWHyper h;
+    h.weight_decay = 0.1f;
+    for (int64_t step = 1; step <= 3; ++step) {
+      h.step = step;
+      Pair g = make_twin(gpu, cpu, {n}, DType::F32, randn(n, 40 + step));
+      poison(gpu, lowp);
+      ops::adamw_step(gpu, p.gpu, g.gpu, m.gpu, v.gpu, h, &lowp);
+      ops::adamw_step(cpu, p.cpu, g.cpu, m.cpu, v.cpu, h);
+    }
+    // The update moves p by ~lr per step; fp32 against fp64 differs by a few ulps of p.
+    PT_EXPECT_GPU_CLOSE(p.gpu, p.cpu, gpu, cpu, kTolF32, 1e-7);
+    PT_EXPECT_GPU_CLOSE(m.gpu, m.cpu, gpu, cpu, kTolF32, 1e-7);
+    PT_EXPECT_GPU_CLOSE(v.gpu, v.cpu, gpu, cpu, kTolF32, 1e-7);
+    const auto pg = p.gpu.to_host_f64(gpu), lg = lowp.to_host_f64(gpu);
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(lg[i], double(round_to_bf16(float(pg[i])))) << "at " << i;
+  }
+}
+
+TEST(GpuOptim, SgdNormAndClip) {
+  PT_REQUIRE_GPU();
+  Context gpu(Device::cuda(0)), cpu(Device::cpu());
+  const int64_t n = 100003;
+  Pair p = make_twin(gpu, cpu, {n}, DType::F32, randn(n, 50)), g = make_twin(gpu, cpu, {n}, DType::F32, randn(n, 51));
+  ops::sgd_step(gpu, p.gpu, g.gpu, 0.1f, 0.01f);
+  ops::sgd_step(cpu, p.cpu, g.cpu, 0.1f, 0.01f);
+  PT_EXPECT_GPU_CLOSE(p.gpu, p.cpu, gpu, cpu, kTolF32, 1e-7);
+
+  for (DType acc : {DType::F32, DType::F64}) {
+    Tensor sumsq = make_tensor(gpu, {1}, acc, {2.0});  // accumulates onto what is there
+    ops::squared_norm_accumulate(gpu, sumsq, g.gpu);
+    ops::squared_norm_accumulate(gpu, sumsq, p.gpu.narrow(0, 1, n - 1));  // misaligned
+    Tensor ref = make_tensor(cpu, {1}, DType::F64, {2.0});
+    ops::squared_norm_accumulate(cpu, ref, g.cpu);
+    ops::squared_norm_accumulate(cpu, ref, p.cpu.narrow(0, 1, n - 1));
+    // fp32 partial sums over ~1e5 squares: 1e-5 relative.
+    PT_EXPECT_GPU_CLOSE(sumsq, ref, gpu, cpu, 1e-5, 0.0);
+
+    // Clip to a tenth of the norm; the CPU clips by its own (fp64) sum.
+    Pair x = make_twin(gpu, cpu, {n}, DType::F32, randn(n, 52));
+    const float max_norm = float(std::sqrt(ref.to_host_f64(cpu)[0]) / 10);
+    ops::clip_by_norm(gpu, x.gpu, sumsq, max_norm);
+    ops::clip_by_norm(cpu, x.cpu, ref, max_norm);
+    PT_EXPECT_GPU_CLOSE(x.gpu, x.cpu, gpu, cpu, 1e-5, 1e-7);
+  }
+}
+
+// The GPU update is the same arithmetic whether a range takes the 16-byte packed path or the
+// scalar one (sharded optimizers step ranges at any alignment), and a folded clip equals
+// clip_by_norm followed by the plain update, bit for bit.
+TEST(GpuOptim, PackedAndScalarPathsAndFoldedClipAgreeBitForBit) {
+  PT_REQUIRE_GPU();
+  Context gpu(Device::cuda(0));
+  const int64_t n = 4099;
+  const auto p0 = randn(n + 1, 70), g0 = randn(n + 1, 71), m0 = randn(n + 1, 72);
+  std::vector<double> v0 = randn(n + 1, 73);
+  for (double& x : v0) x = x * x;
+  ops::AdamWHyper h;
+  h.lr = 0.01f;
+  h.weight_decay = 0.1f;
+  h.step = 3;
+  Tensor sumsq = make_tensor(gpu, {1}, DType::F32, {0.0});
+  Tensor g_all = make_tensor(gpu, {n + 1}, DType::F32, g0);
+  ops::squared_norm_accumulate(gpu, sumsq, g_all.narrow(0, 1, n));
+  const float max_norm = float(std::sqrt(sumsq.to_host_f64(gpu)[0]) / 4);
+  // Runs the update on elements [1, n + 1) of fresh buffers, either as views at offset 1
+  // (misaligned: scalar path) or as copies at offset 0 (aligned: packed path).
+  auto run = [&](bool misaligned, bool fold, bool sgd) {
+    Tensor p = make_tensor(gpu, {n + 1}, DType::F32, p0), g = make_tensor(gpu, {n + 1}, DType::F32, g0);
+    Tensor m = make_tensor(gpu, {n + 1}, DType::F32, m0), v = make_tensor(gpu, {n + 1}, DType::F32, v0);
+    Tensor pv = p.narrow(0, 1, n), gv = g.narrow(0, 1, n), mv = m.narrow(0, 1, n), vv = v.narrow(0, 1, n);
+    if (!misaligned)
+      for (Tensor* t : {&pv, &gv, &mv, &vv}) {
+        Tensor fresh = Tensor::empty({n}, DType::F32, gpu.device());  // allocator: 16-byte aligned
+        fresh.copy_from(*t, gpu);
+        *t = fresh;
+      }
+    if (!fold) ops::clip_by_norm(gpu, gv, sumsq, max_norm);
+    const ops::GradClip clip = fold ? ops::GradClip{&sumsq, max_norm} : ops::GradClip{};
+    if (sgd)
+      ops::sgd_step(gpu, pv, gv, 0.1f, 0.01f, nullptr, clip);
+    else
+      ops::adamw_step(gpu, pv, gv, mv, vv, h, nullptr, clip);
+    auto out = pv.to_host_f64(gpu);
+    const auto mh = mv.to_host_f64(gpu);
+    out.insert(out.end(), mh.begin(), mh.end());
+    return out;
+  };
+  for (bool sgd : {false, true}) {
+    const auto ref = run(false, false, sgd);
+    EXPECT_EQ(run(true, false, sgd), ref) << (sgd ? "sgd" : "adamw") << ": scalar path differs from packed";
+    EXPECT_EQ(run(false, true, sgd), ref) << (sgd ? "sgd" : "adamw") << ": folded clip (packed) differs";
+    EXPECT_EQ(run(true, true, sgd), ref) << (sgd ? "sgd" : "adamw") << ": folded clip (scalar) differs";
+  }
+}
+
+}  // namespace
+}  // namespace pt::test

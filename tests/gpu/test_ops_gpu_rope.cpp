@@ -1,0 +1,48 @@
+// Rotary embedding on the GPU against the fp64 CPU reference (conventions: test_ops_gpu_helpers.h).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "gpu/test_ops_gpu_helpers.h"
+#include "ops/rope.h"
+
+namespace pt::test {
+namespace {
+
+// ---- rope ---------------------------------------------------------------------------------
+
+class GpuRope : public ::testing::TestWithParam<std::tuple<DType, int64_t>> {};  // (type, D)
+
+TEST_P(GpuRope, InPlaceOnFusedQkvAndInverse) {
+  PT_REQUIRE_GPU();
+  const auto [dt, D] = GetParam();
+  Context gpu(Device::cuda(0)), cpu(Device::cpu());
+  const int64_t B = 2, T = 50, H = 9, C = H * D;  // 9 heads: a full group of 8 and a partial one
+  Pair qkv = make_twin(gpu, cpu, {B, T, 3, H, D}, dt, randn(B * T * 3 * C, 25));
+  auto view = [&](Tensor& t, int64_t which) { return t.as_strided({B, H, T, D}, {T * 3 * C, D, 3 * C, 1}, which * C); };
+  for (int64_t which : {0, 1}) {
+    Tensor vg = view(qkv.gpu, which), vc = view(qkv.cpu, which);
+    ops::rope(gpu, vg, vg, 10000.0, false);
+    ops::rope(cpu, vc, vc, 10000.0, false);
+  }
+  // GPU angles are fp32 (t·inv_freq, as PyTorch's tables): at t < 50 the angle is off by
+  // up to ~50·2·2^-24 ≈ 6e-6 rad, so an output may move by ~1e-5·|x| — hence the absolute
+  // tolerance 3e-5·max|x| in fp32 (bf16 storage rounding dominates in bf16).
+  const double angle_atol = dt == DType::BF16 ? 1e-2 : 3e-5;
+  PT_EXPECT_GPU_CLOSE(qkv.gpu, qkv.cpu, gpu, cpu, tol_for(dt), angle_atol);
+  // Inverse into a separate contiguous output recovers the input.
+  Tensor q = view(qkv.gpu, 0);
+  Tensor back = Tensor::empty({B, H, T, D}, dt, gpu.device());
+  poison(gpu, back);
+  ops::rope(gpu, back, q, 10000.0, true);
+  Tensor qc = view(qkv.cpu, 0), back_c = Tensor::empty({B, H, T, D}, DType::F64, cpu.device());
+  ops::rope(cpu, back_c, qc, 10000.0, true);
+  PT_EXPECT_GPU_CLOSE(back, back_c, gpu, cpu, tol_for(dt), angle_atol);
+}
+
+INSTANTIATE_TEST_SUITE_P(TypesAndHeadDims, GpuRope,
+                         ::testing::Combine(::testing::Values(DType::F32, DType::BF16),
+                                            ::testing::Values(int64_t(64), int64_t(128), int64_t(6))));
+
+}  // namespace
+}  // namespace pt::test
