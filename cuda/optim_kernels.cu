@@ -45,6 +45,14 @@ __device__ __forceinline__ float clip_coefficient(const ClipScalars& c) {
   return 1.0f;
 }
 
+// The update's guard: a non-finite squared norm (a NaN or Inf gradient somewhere) leaves
+// every element as it is (ops::GradClip).
+__device__ __forceinline__ bool update_allowed(const ClipScalars& c) {
+  if (c.sumsq_f32) return isfinite(*c.sumsq_f32);
+  if (c.sumsq_f64) return isfinite(*c.sumsq_f64);
+  return true;
+}
+
 ClipScalars clip_scalars(const ops::GradClip& clip) {
   ClipScalars c;
   if (!clip.sumsq) return c;
@@ -70,6 +78,7 @@ __device__ __forceinline__ int64_t group_start() {
 template <int N>
 __global__ void adamw_kernel(int64_t n, AdamWScalars h, ClipScalars clip, float* p, const float* g,
                              float* m, float* v, __nv_bfloat16* p_lowp) {
+  if (!update_allowed(clip)) return;
   const float coef = clip_coefficient(clip);
   for (int64_t c = group_start<N>(); c + N <= n; c += group_stride<N>()) {
     float pv[N], gv[N], mv[N], vv[N];
@@ -100,6 +109,7 @@ __global__ void adamw_kernel(int64_t n, AdamWScalars h, ClipScalars clip, float*
 template <int N>
 __global__ void sgd_kernel(int64_t n, float lr, float wd, ClipScalars clip, float* p, const float* g,
                            __nv_bfloat16* p_lowp) {
+  if (!update_allowed(clip)) return;
   const float coef = clip_coefficient(clip);
   for (int64_t c = group_start<N>(); c + N <= n; c += group_stride<N>()) {
     float pv[N], gv[N];

@@ -17,6 +17,7 @@
 #include "cli/ddp_options.h"
 #include "parallel/grad_sync.h"
 #include "parallel/runtime.h"
+#include "io/atomic_file.h"
 #include "io/checkpoint.h"
 #include "io/run_record.h"
 #include "io/token_data.h"
@@ -38,6 +39,7 @@ struct TrainOptions {
   std::string fused = "on";
   std::string data;
   std::string sampling = "random";
+  std::string bin_dtype = "uint16";
   int64_t batch_size = 16;
   int64_t steps = 200;
   std::string optimizer = "adamw";
@@ -47,6 +49,7 @@ struct TrainOptions {
   std::string save, init_from, resume;
   int64_t save_every = 0;
   int64_t log_every = 1;
+  std::string on_nonfinite = "stop";
 };
 
 std::string default_data_path() {
@@ -61,12 +64,25 @@ double mean_over_ranks(double x) {
   return sum / parallel::Runtime::get().world_size();
 }
 
-void refuse_existing(const std::string& path, bool overwrite, const char* flag) {
-  PT_CHECK(overwrite || !std::filesystem::exists(path),
-           std::string(flag) + " " + path + " exists (use --overwrite to replace it)");
-  const auto dir = std::filesystem::path(path).parent_path();
-  PT_CHECK(dir.empty() || std::filesystem::is_directory(dir),
-           std::string(flag) + ": directory " + dir.string() + " does not exist");
+// Whether two paths name one file: the same path once made absolute and normal, or (both
+// existing) the same inode.
+bool same_file(const std::string& a, const std::string& b) {
+  std::error_code ec;
+  if (std::filesystem::equivalent(a, b, ec)) return true;
+  return std::filesystem::absolute(a).lexically_normal() == std::filesystem::absolute(b).lexically_normal();
+}
+
+// The advice for a non-finite loss or gradient at `step` (1-based), fitting its likely cause.
+std::string nonfinite_advice(int64_t step, int64_t first_step, bool from_checkpoint, double lr, double grad_clip) {
+  if (step == first_step && from_checkpoint)
+    return "it happened on the first step from the checkpoint: its weights are finite (checked at load), so "
+           "look at the data and the options that differ from the run that saved it";
+  if (step == first_step)
+    return "it happened on the first step: look at the data (token ids, --vocab-size) and the model options";
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "the run diverged: try a smaller --lr (this step's was %.3g)%s", lr,
+                grad_clip > 0 ? "" : " or a --grad-clip (it is off)");
+  return buf;
 }
 
 }  // namespace
@@ -90,8 +106,10 @@ int run_train(const std::vector<std::string>& args) {
       ("recompute", po::value(&t.recompute)->default_value(t.recompute), kRecomputeHelp)
       ("fused", po::value(&t.fused)->default_value(t.fused), kFusedHelp);
   data.add_options()
-      ("data", po::value(&t.data), "token file: .npy (1-D uint16/int32/int64) or raw uint16 .bin "
-                                   "(default: data/sample_tokens.npy)")
+      ("data", po::value(&t.data), "token file: .npy (1-D uint16/uint32/int32/int64), llm.c's headered .bin, "
+                                   "or a headerless .bin of raw tokens (default: data/sample_tokens.npy)")
+      ("bin-dtype", po::value(&t.bin_dtype)->default_value(t.bin_dtype),
+       "uint16 | uint32: the tokens of a headerless .bin (nanoGPT writes uint16)")
       ("sampling", po::value(&t.sampling)->default_value(t.sampling),
        "random (seeded random windows) | sequential (consecutive windows, deterministic)")
       ("batch-size", po::value(&t.batch_size)->default_value(t.batch_size),
@@ -109,7 +127,11 @@ int run_train(const std::vector<std::string>& args) {
       ("beta2", po::value(&t.beta2)->default_value(t.beta2), "AdamW beta2")
       ("eps", po::value(&t.eps)->default_value(t.eps), "AdamW epsilon")
       ("grad-clip", po::value(&t.grad_clip)->default_value(t.grad_clip),
-       "global gradient-norm clip (0 disables)");
+       "global gradient-norm clip (0 disables)")
+      ("on-nonfinite", po::value(&t.on_nonfinite)->default_value(t.on_nonfinite),
+       "stop | skip: a step whose loss or gradient norm is NaN or infinite never updates the "
+       "parameters; stop ends the run there (exit 1, naming the step and the first such gradient), "
+       "skip goes on to the next batch (the optimizer's step count still advances)");
   ckpt.add_options()
       ("save", po::value(&t.save), "write a checkpoint (HDF5) here at the end")
       ("save-every", po::value(&t.save_every)->default_value(0), "also every N steps (needs --save)")
@@ -167,9 +189,10 @@ int run_train(const std::vector<std::string>& args) {
   const double min_lr = t.min_lr < 0 ? t.lr / 10 : t.min_lr;
   const int64_t cosine_steps = t.cosine_steps > 0 ? t.cosine_steps : t.steps;
   if (t.data.empty()) t.data = default_data_path();
-  if (!t.save.empty() && t.save != t.resume) refuse_existing(t.save, run.overwrite, "--save");
+  PT_CHECK(t.on_nonfinite == "stop" || t.on_nonfinite == "skip",
+           "--on-nonfinite must be stop or skip, not '" + t.on_nonfinite + "'");
 
-  io::TokenFile tokens(t.data, cfg.vocab_size);
+  io::TokenFile tokens(t.data, cfg.vocab_size, io::bin_tokens_from_name(t.bin_dtype));
   io::SamplerConfig sc;
   sc.global_batch = t.batch_size;
   sc.context_length = cfg.context_length;
@@ -187,6 +210,15 @@ int run_train(const std::vector<std::string>& args) {
   }
   io::BatchSampler sampler(tokens, sc);
   io::RunRecord record("train", run.out, run.overwrite);
+  if (!t.save.empty()) {
+    // Every file this run writes, checked before any work: a long run never finds out at its end.
+    PT_CHECK(!same_file(t.save, record.path()), "--save " + t.save + " and --out " + record.path() +
+                                                    " name the same file; a run writes each of them");
+    PT_CHECK(!same_file(t.save, t.data), "--save " + t.save + " is the token file --data reads");
+    if (rt.is_root()) io::check_output_path(t.save, run.overwrite || (!t.resume.empty() && same_file(t.save, t.resume)),
+                                            "checkpoint (--save)");
+  }
+  PT_CHECK(!same_file(record.path(), t.data), "--out " + record.path() + " is the token file --data reads");
 
   // ---- build ---------------------------------------------------------------------------------
   Context ctx(device, precision);
@@ -259,9 +291,20 @@ int run_train(const std::vector<std::string>& args) {
       const double loss = mean_over_ranks(out.loss.to_host_f64(ctx)[0]);  // waits for the step
       const double gnorm = std::sqrt(out.grad_sumsq.to_host_f64(ctx)[0]);
       const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      PT_CHECK(std::isfinite(loss), "the loss became " + std::to_string(loss) + " at step " + std::to_string(s + 1) +
-                                        " (try a smaller --lr)");
-      last_loss = loss;
+      if (!std::isfinite(loss) || !std::isfinite(gnorm)) {
+        // The update read the same norm and changed nothing (ops::GradClip's guard).
+        const ParamStore::NonFinite bad = lm.store().first_nonfinite(ctx, /*grads=*/true);
+        const std::string what =
+            "step " + std::to_string(s + 1) + ": the loss is " + std::to_string(loss) + " and the gradient norm " +
+            std::to_string(gnorm) + (bad.param ? "; the first non-finite gradient is '" + bad.param->name + "' (" +
+                                                     std::to_string(bad.value) + ")"
+                                               : std::string()) +
+            ". The update was not applied";
+        const std::string advice = nonfinite_advice(s + 1, start_step + 1, !t.resume.empty() || !t.init_from.empty(), lr, t.grad_clip);
+        if (t.on_nonfinite == "stop") PT_FAIL(what + ": the parameters are those after step " + std::to_string(s) + "; " + advice);
+        if (rt.is_root()) std::printf("warning: %s (--on-nonfinite skip; %s)\n", what.c_str(), advice.c_str());
+      }
+      if (std::isfinite(loss)) last_loss = loss;
       steps_table.add_row().set("step", s + 1).set("loss", loss).set("lr", lr).set("grad_norm", gnorm)
           .set("step_ms", ms).set("tokens_per_s", tokens_per_step / (ms * 1e-3));
       if (rt.is_root() && ((s + 1) % t.log_every == 0 || s + 1 == t.steps))
@@ -282,7 +325,18 @@ int run_train(const std::vector<std::string>& args) {
     if (rt.is_root() && steps_table.rows() > 0) record.commit();
     throw;
   }
-  if (!t.save.empty()) save(t.steps);
+  if (!t.save.empty()) {
+    try {
+      save(t.steps);
+    } catch (const std::exception& e) {
+      // The steps ran: keep their record, with the failure in it.
+      record.set_attr("status", std::string("failed: final checkpoint: ") + e.what());
+      record.set_attr("final_loss", last_loss);
+      record.add_table(steps_table);
+      if (rt.is_root()) record.commit();
+      throw;
+    }
+  }
   record.set_attr("status", std::string("completed"));
   record.set_attr("final_loss", last_loss);
   record.add_table(steps_table);

@@ -16,7 +16,7 @@ struct DTypeInfo {
 constexpr DTypeInfo kInfo[] = {
     {DType::F32, 4, "fp32"}, {DType::F64, 8, "fp64"}, {DType::BF16, 2, "bf16"},
     {DType::F16, 2, "fp16"}, {DType::I32, 4, "int32"}, {DType::I64, 8, "int64"},
-    {DType::U16, 2, "uint16"},
+    {DType::U16, 2, "uint16"}, {DType::U32, 4, "uint32"},
 };
 }  // namespace
 

@@ -7,7 +7,7 @@
 
 namespace pt {
 
-enum class DType : uint8_t { F32, F64, BF16, F16, I32, I64, U16 };
+enum class DType : uint8_t { F32, F64, BF16, F16, I32, I64, U16, U32 };
 
 size_t dtype_size(DType t);
 const char* dtype_name(DType t);

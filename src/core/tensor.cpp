@@ -179,6 +179,7 @@ std::vector<double> Tensor::to_host_f64(Context& ctx) const {
       case DType::I32: out[i] = reinterpret_cast<const int32_t*>(raw.data())[i]; break;
       case DType::I64: out[i] = static_cast<double>(reinterpret_cast<const int64_t*>(raw.data())[i]); break;
       case DType::U16: out[i] = reinterpret_cast<const uint16_t*>(raw.data())[i]; break;
+      case DType::U32: out[i] = reinterpret_cast<const uint32_t*>(raw.data())[i]; break;
     }
   }
   return out;

@@ -22,6 +22,26 @@ std::string parent_dir(const std::string& path) {
 std::string errno_text() { return std::strerror(errno); }
 }  // namespace
 
+const char* file_kind(unsigned mode) {
+  if (S_ISREG(mode)) return "a regular file";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+namespace {
+// Refuses a path that exists and is not a regular file (a symbolic link is judged by what it
+// points to, so a link to a regular file is fine).
+void refuse_non_regular(const std::string& path, const std::string& w) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0)
+    PT_CHECK(S_ISREG(st.st_mode), w + " is " + file_kind(st.st_mode) + "; only a regular file is ever replaced");
+}
+}  // namespace
+
 std::string temp_path_for(const std::string& path) {
   return path + ".tmp." + std::to_string(static_cast<long>(::getpid()));
 }
@@ -31,7 +51,7 @@ void check_output_path(const std::string& path, bool overwrite, const std::strin
   const std::string w = what + " '" + path + "'";
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0) {
-    PT_CHECK(!S_ISDIR(st.st_mode), w + " is a directory");
+    refuse_non_regular(path, w);
     PT_CHECK(overwrite, w + " already exists (pass --overwrite to replace it)");
   }
   const std::string dir = parent_dir(path);
@@ -50,6 +70,7 @@ void write_atomically(const std::string& path, bool replace, const std::string& 
   const std::string tmp = temp_path_for(path);
   try {
     write(tmp);
+    refuse_non_regular(path, what + " '" + path + "'");  // it may have changed since the start
     if (replace) {
       PT_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0,
                what + " '" + path + "': cannot move the finished file into place: " + errno_text());

@@ -7,16 +7,22 @@
 namespace pt::io {
 
 // Fails with one clear message (naming `what`, e.g. "results file") when `path` exists and
-// overwrite is false, is a directory, or its directory is missing or not writable. Call it
-// before any work so a long run never loses its output at the end.
+// overwrite is false, exists and is not a regular file (a directory, FIFO, device or socket
+// is never replaced), or its directory is missing or not writable. Call it before any work so
+// a long run never loses its output at the end.
 void check_output_path(const std::string& path, bool overwrite, const std::string& what);
+
+// What a path that is not a regular file is ("a directory", "a FIFO (named pipe)", "a
+// character device", ...), for errors that refuse it; "a regular file" for one.
+const char* file_kind(unsigned mode);
 
 // "<path>.tmp.<pid>"
 std::string temp_path_for(const std::string& path);
 
 // Calls write(tmp) and then moves tmp onto path. replace = false refuses a path that exists
-// by then (atomically, via link(2) where the file system supports it). On any failure the
-// temporary file is removed and the error rethrown; path is never half-written.
+// by then (atomically, via link(2) where the file system supports it); a path that is not a
+// regular file is refused either way. On any failure the temporary file is removed and the
+// error rethrown; path is never half-written.
 void write_atomically(const std::string& path, bool replace, const std::string& what,
                       const std::function<void(const std::string& tmp)>& write);
 

@@ -2,6 +2,7 @@
 
 #include <hdf5.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "core/build_info.h"
@@ -13,6 +14,14 @@
 namespace pt::io {
 
 namespace {
+
+// Index of the first NaN or infinity of v[0, n), or -1.
+template <typename T>
+int64_t first_nonfinite_index(const T* v, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(v[i])) return i;
+  return -1;
+}
 
 constexpr int64_t kFormatVersion = 1;
 constexpr size_t kMaxListedProblems = 6;
@@ -75,6 +84,22 @@ void save_checkpoint(const std::string& path, const ParamStore& params, Context&
       copy_bytes(ctx, s.bytes.data(), DeviceKind::CPU, t.data(), t.device().kind, t.nbytes());
       state.push_back(std::move(s));
     }
+
+  // Never write a diverged state: the previous checkpoint at `path` stays as it is.
+  const std::string refused = "checkpoint '" + path + "' not written (the one there, if any, is kept): ";
+  for (const auto& up : params.params()) {
+    const Parameter& p = *up;
+    const int64_t i = first_nonfinite_index(host.data() + p.offset, p.numel);
+    PT_CHECK(i < 0, refused + "parameter '" + p.name + "' holds " + std::to_string(host[size_t(p.offset + i)]) +
+                        " at element " + std::to_string(i) + " (the run diverged)");
+  }
+  for (const HostState& st : state) {
+    const int64_t i = st.dtype == DType::F32
+                          ? first_nonfinite_index(reinterpret_cast<const float*>(st.bytes.data()), st.numel)
+                          : first_nonfinite_index(reinterpret_cast<const double*>(st.bytes.data()), st.numel);
+    PT_CHECK(i < 0, refused + "optimizer state '" + st.name + "' holds a non-finite value at element " +
+                        std::to_string(i) + " (the run diverged)");
+  }
 
   write_atomically(path, true, "checkpoint", [&](const std::string& tmp) {
     h5::Id file = h5::create_file(tmp);
@@ -148,6 +173,15 @@ void load_weights(const std::string& path, ParamStore& params, Context& ctx) {
       PT_H5_CHECK(H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, host.data() + p.offset));
   }
   if (!problems.empty()) fail_with(what_of(path) + " does not match the model", problems);
+  for (const auto& up : params.params()) {
+    const Parameter& p = *up;
+    const int64_t i = first_nonfinite_index(host.data() + p.offset, p.numel);
+    if (i >= 0)
+      problems.push_back("tensor '" + p.name + "' holds " + std::to_string(host[size_t(p.offset + i)]) + " at element " +
+                         std::to_string(i));
+  }
+  if (!problems.empty())
+    fail_with(what_of(path) + " holds non-finite weights (a diverged run saved it, or the file is damaged)", problems);
   params.params_from_host(ctx, host);  // also refreshes the bf16 mirror
 }
 
@@ -181,7 +215,32 @@ void load_optimizer_state(const std::string& path, Optimizer& opt, Context& ctx)
     if (t.numel() > 0) PT_H5_CHECK(H5Dread(d, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, host[i].data()));
   }
   if (!problems.empty()) fail_with(what_of(path) + ": optimizer state does not match", problems);
+  for (size_t i = 0; i < state.size(); ++i) {
+    const std::string& name = state[i].first;
+    const int64_t n = state[i].second.numel();
+    // Finite, and the second moment (a running mean of squares) never negative.
+    auto check = [&](const auto* v) {
+      const int64_t bad = first_nonfinite_index(v, n);
+      if (bad >= 0) {
+        problems.push_back("state '" + name + "' holds " + std::to_string(double(v[bad])) + " at element " + std::to_string(bad));
+        return;
+      }
+      if (name.rfind("exp_avg_sq", 0) != 0) return;
+      for (int64_t k = 0; k < n; ++k)
+        if (v[k] < 0) {
+          problems.push_back("state '" + name + "' is " + std::to_string(double(v[k])) + " at element " +
+                             std::to_string(k) + "; a second moment is never negative");
+          return;
+        }
+    };
+    if (state[i].second.dtype() == DType::F32)
+      check(reinterpret_cast<const float*>(host[i].data()));
+    else
+      check(reinterpret_cast<const double*>(host[i].data()));
+  }
+  if (!problems.empty()) fail_with(what_of(path) + ": optimizer state is not usable", problems);
   const int64_t step = h5::read_int_attr(group, "step");
+  PT_CHECK(step >= 0, what_of(path) + ": optimizer attribute 'step' is " + std::to_string(step) + "; it counts updates, so it is never negative");
   for (size_t i = 0; i < state.size(); ++i) {
     Tensor& t = state[i].second;
     copy_bytes(ctx, t.data(), t.device().kind, host[i].data(), DeviceKind::CPU, t.nbytes());

@@ -13,6 +13,7 @@
 #include <map>
 
 #include "core/error.h"
+#include "io/atomic_file.h"
 
 namespace pt::io {
 
@@ -153,11 +154,29 @@ NpyHeader parse_npy(const unsigned char* p, size_t bytes, const std::string& wha
 
 DType dtype_of_descr(const std::string& descr, const std::string& what) {
   if (descr == "<u2") return DType::U16;
+  if (descr == "<u4") return DType::U32;
   if (descr == "<i4") return DType::I32;
   if (descr == "<i8") return DType::I64;
   PT_CHECK(descr.empty() || descr[0] != '>',
            what + ": big-endian dtype '" + descr + "' is not supported (save it as little-endian)");
-  PT_FAIL(what + ": unsupported dtype '" + descr + "' (token files hold uint16, int32 or int64)");
+  PT_FAIL(what + ": unsupported dtype '" + descr + "' (token files hold uint16, uint32, int32 or int64)");
+}
+
+// llm.c's token files (dev/data/data_common.py): 256 little-endian int32, of which [0] is the
+// magic, [1] the version and [2] the token count; the tokens follow.
+struct LlmcFormat {
+  int32_t magic, version;
+  DType tokens;
+  const char* model;
+};
+constexpr LlmcFormat kLlmcFormats[] = {{20240520, 1, DType::U16, "gpt-2"}, {20240801, 7, DType::U32, "llama-3"}};
+constexpr size_t kLlmcHeaderBytes = 256 * 4;
+
+const LlmcFormat* llmc_format_of_magic(const unsigned char* p, size_t bytes) {
+  if (bytes < kLlmcHeaderBytes) return nullptr;
+  for (const LlmcFormat& f : kLlmcFormats)
+    if (static_cast<int32_t>(le_u32(p)) == f.magic) return &f;
+  return nullptr;
 }
 
 template <typename T>
@@ -192,15 +211,27 @@ uint64_t mix64(uint64_t x) {
 
 }  // namespace
 
-TokenFile::TokenFile(const std::string& path, int64_t vocab_size) : path_(path), vocab_(vocab_size) {
+namespace {
+constexpr EnumName<BinTokens> kBinTokens[] = {{BinTokens::U16, "uint16"}, {BinTokens::U32, "uint32"}};
+}
+
+BinTokens bin_tokens_from_name(const std::string& name) { return enum_from_name(kBinTokens, name, "--bin-dtype"); }
+const char* bin_tokens_name(BinTokens b) { return enum_name(kBinTokens, b); }
+
+TokenFile::TokenFile(const std::string& path, int64_t vocab_size, BinTokens headerless)
+    : path_(path), vocab_(vocab_size) {
   const std::string what = "token file '" + path + "'";
   PT_CHECK(vocab_size > 0, what + ": vocabulary size must be positive");
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  PT_CHECK(fd >= 0, what + ": cannot open: " + std::strerror(errno));
+  // Refuse what is not a regular file before opening it: opening a FIFO blocks until a writer
+  // comes, and a device has no end. O_NONBLOCK and the fstat below cover a path swapped since.
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || S_ISDIR(st.st_mode)) {
+  PT_CHECK(::stat(path.c_str(), &st) == 0, what + ": cannot open: " + std::strerror(errno));
+  PT_CHECK(S_ISREG(st.st_mode), what + ": is " + file_kind(st.st_mode) + "; a token file must be a regular file");
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK);
+  PT_CHECK(fd >= 0, what + ": cannot open: " + std::strerror(errno));
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    PT_FAIL(what + (S_ISDIR(st.st_mode) ? ": is a directory" : ": cannot stat"));
+    PT_FAIL(what + ": is not a regular file (it changed while being opened)");
   }
   map_bytes_ = static_cast<size_t>(st.st_size);
   if (map_bytes_ == 0) {
@@ -217,6 +248,14 @@ TokenFile::TokenFile(const std::string& path, int64_t vocab_size) : path_(path),
   try {
     const auto* bytes = static_cast<const unsigned char*>(map_);
     const bool npy = ends_with(path, ".npy") || (!ends_with(path, ".bin") && has_npy_magic(bytes, map_bytes_));
+    // A whole number of elements of `dtype_` from `offset` on, `count_` of them.
+    auto take_raw = [&](size_t offset, const std::string& format) {
+      const size_t have = map_bytes_ - offset, elem = dtype_size(dtype_);
+      PT_CHECK(have % elem == 0, what + ": " + std::to_string(have) + " bytes of " + format + " are not a whole number of " +
+                                     std::to_string(elem) + "-byte tokens, so the file is truncated");
+      count_ = static_cast<int64_t>(have / elem);
+      data_ = bytes + offset;
+    };
     if (npy) {
       const NpyHeader h = parse_npy(bytes, map_bytes_, what);
       PT_CHECK(!h.fortran_order, what + ": Fortran-order arrays are not supported (save a C-order array)");
@@ -233,17 +272,38 @@ TokenFile::TokenFile(const std::string& path, int64_t vocab_size) : path_(path),
       PT_CHECK(have == need, what + ": " + std::to_string(have - need) +
                                  " unexpected bytes after the array the header describes");
       data_ = bytes + h.data_offset;
+    } else if (const LlmcFormat* f = llmc_format_of_magic(bytes, map_bytes_); f && ends_with(path, ".bin")) {
+      const int32_t version = static_cast<int32_t>(le_u32(bytes + 4)), promised = static_cast<int32_t>(le_u32(bytes + 8));
+      PT_CHECK(version == f->version, what + ": llm.c token file (magic " + std::to_string(f->magic) + ", " + f->model +
+                                          ") of version " + std::to_string(version) + "; version " +
+                                          std::to_string(f->version) + " is the one known");
+      dtype_ = f->tokens;
+      take_raw(kLlmcHeaderBytes, "tokens after the llm.c header");
+      PT_CHECK(promised >= 0 && count_ == promised,
+               what + ": the llm.c header promises " + std::to_string(promised) + " tokens but " +
+                   std::to_string(count_) + " follow");
     } else {
       PT_CHECK(ends_with(path, ".bin"), what + ": unknown format: expected a .npy file (NumPy magic) or a "
-                                               "raw uint16 .bin file");
-      PT_CHECK(map_bytes_ % 2 == 0, what + ": odd number of bytes (" + std::to_string(map_bytes_) +
-                                        "); a .bin token file is raw little-endian uint16, so it is truncated");
-      dtype_ = DType::U16;
-      count_ = static_cast<int64_t>(map_bytes_ / 2);
-      data_ = bytes;
+                                               ".bin file (llm.c's header, or raw uint16 / uint32 tokens)");
+      dtype_ = headerless == BinTokens::U32 ? DType::U32 : DType::U16;
+      take_raw(0, std::string("raw ") + bin_tokens_name(headerless) + " tokens (a headerless .bin; --bin-dtype)");
+      if (dtype_ == DType::U16 && count_ >= 16) {
+        // uint32 ids below 65536 read as uint16 come out as id, 0, id, 0, ...: refuse that
+        // rather than train on twice as many tokens, half of them 0.
+        bool odd_all_zero = true, even_any = false;
+        for (int64_t i = 0; i < count_ && odd_all_zero; ++i) {
+          const uint16_t v = load<uint16_t>(data_, i);
+          if (i % 2) odd_all_zero = v == 0;
+          else even_any = even_any || v != 0;
+        }
+        PT_CHECK(!(odd_all_zero && even_any),
+                 what + ": read as uint16, every second token is 0: the file holds uint32 tokens. Pass "
+                        "--bin-dtype uint32 (or save it as .npy, which records its type)");
+      }
     }
     switch (dtype_) {
       case DType::U16: check_range<uint16_t>(data_, count_, vocab_, what); break;
+      case DType::U32: check_range<uint32_t>(data_, count_, vocab_, what); break;
       case DType::I32: check_range<int32_t>(data_, count_, vocab_, what); break;
       default: check_range<int64_t>(data_, count_, vocab_, what); break;
     }
@@ -264,6 +324,7 @@ void TokenFile::read(int64_t start, int64_t n, int32_t* out) const {
                ") is outside its " + std::to_string(count_) + " tokens");
   switch (dtype_) {
     case DType::U16: convert<uint16_t>(data_, start, n, out); break;
+    case DType::U32: convert<uint32_t>(data_, start, n, out); break;
     case DType::I32: convert<int32_t>(data_, start, n, out); break;
     default: convert<int64_t>(data_, start, n, out); break;
   }

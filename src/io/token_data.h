@@ -1,6 +1,9 @@
 #pragma once
-// Token files (.npy 1-D uint16/int32/int64, or raw little-endian uint16 .bin), memory-mapped
-// and validated once at open, and the batch sampler that cuts (input, target) windows.
+// Token files, memory-mapped and validated once at open, and the batch sampler that cuts
+// (input, target) windows. Formats: .npy (1-D <u2, <u4, <i4 or <i8); llm.c's .bin (a header
+// of 256 int32: magic, version, token count; gpt-2's uint16 and llama-3's uint32 tokens);
+// a headerless .bin of raw little-endian tokens, uint16 as nanoGPT writes them unless
+// --bin-dtype uint32 says otherwise.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -9,18 +12,25 @@
 
 namespace pt::io {
 
-// A read-only memory map of a token file. Opening checks the format and scans every token
-// once: each must lie in [0, vocab_size). Errors name the file and what is wrong.
+// Element type of a headerless .bin token file (--bin-dtype).
+enum class BinTokens { U16, U32 };
+BinTokens bin_tokens_from_name(const std::string& name);  // "uint16" | "uint32"
+const char* bin_tokens_name(BinTokens b);
+
+// A read-only memory map of a token file. Opening refuses anything but a regular file (a FIFO
+// would block, a device never end), checks the format and scans every token once: each must
+// lie in [0, vocab_size). A headerless file read as uint16 whose every second value is 0 is
+// refused as what it plainly is, uint32 tokens. Errors name the file and what is wrong.
 class TokenFile {
  public:
-  TokenFile(const std::string& path, int64_t vocab_size);
+  TokenFile(const std::string& path, int64_t vocab_size, BinTokens headerless = BinTokens::U16);
   ~TokenFile();
   TokenFile(const TokenFile&) = delete;
   TokenFile& operator=(const TokenFile&) = delete;
 
   const std::string& path() const { return path_; }
   int64_t size() const { return count_; }  // number of tokens
-  DType dtype() const { return dtype_; }    // U16, I32 or I64 as stored
+  DType dtype() const { return dtype_; }    // U16, U32, I32 or I64 as stored
   int64_t vocab_size() const { return vocab_; }
   int64_t token(int64_t i) const;
   // out[k] = token(start + k) for k < n.

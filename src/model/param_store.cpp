@@ -1,6 +1,7 @@
 #include "model/param_store.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/error.h"
 #include "ops/elementwise.h"
@@ -98,6 +99,19 @@ void ParamStore::grad_contributed(Parameter& p) {
 std::vector<double> ParamStore::params_to_host_f64(Context& ctx) const {
   about_to_read_all();
   return flat_params_.to_host_f64(ctx);
+}
+
+ParamStore::NonFinite ParamStore::first_nonfinite(Context& ctx, bool grads) const {
+  if (!grads) about_to_read_all();
+  const std::vector<double> host = (grads ? flat_grads_ : flat_params_).to_host_f64(ctx);
+  for (const auto& up : params_) {
+    const Parameter& p = *up;
+    const int64_t offset = grads ? p.grad_offset : p.offset;
+    if (offset < 0) continue;  // frozen: no gradient
+    for (int64_t i = offset; i < offset + p.numel; ++i)
+      if (!std::isfinite(host[size_t(i)])) return {&p, host[size_t(i)]};
+  }
+  return {};
 }
 
 std::vector<float> ParamStore::params_to_host(Context& ctx) const {

@@ -121,6 +121,14 @@ class ParamStore {
   std::vector<float> params_to_host(Context& ctx) const;
   void params_from_host(Context& ctx, const std::vector<float>& values);
   std::vector<double> params_to_host_f64(Context& ctx) const;
+  // The first parameter (registration order) whose gradient (grads = true) or value holds a
+  // NaN or an infinity, with the first such element's value; nullptr when all are finite.
+  // Copies the buffer to the host: for error reports, not the hot path.
+  struct NonFinite {
+    const Parameter* param = nullptr;
+    double value = 0;
+  };
+  NonFinite first_nonfinite(Context& ctx, bool grads) const;
   void params_from_host_f64(Context& ctx, const std::vector<double>& values);
 
  private:

@@ -39,7 +39,7 @@ void check_sumsq(const ArgCheck& chk, const Tensor& sumsq) {
 void check_clip(const ArgCheck& chk, const GradClip& clip) {
   if (!clip.sumsq) return;
   check_sumsq(chk, *clip.sumsq);
-  chk.require(clip.max_norm > 0, "clip.max_norm must be > 0, got " + std::to_string(clip.max_norm));
+  chk.require(clip.max_norm > 0, "clip.max_norm must be > 0 (+inf: guard only), got " + std::to_string(clip.max_norm));
 }
 }  // namespace
 

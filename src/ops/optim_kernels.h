@@ -17,10 +17,15 @@ struct AdamWHyper {
 // Global-norm clipping folded into an update: when sumsq is set, every gradient is read as
 // g · min(1, max_norm / (sqrt(sumsq) + 1e-6)), the value clip_by_norm would have stored, and
 // the gradient buffer is left as it is (one pass over it fewer than clip_by_norm + update).
+// max_norm = +inf folds no clip (the coefficient is 1) but keeps the guard: when sumsq is set
+// and not finite the update changes nothing (no parameter, moment or bf16 copy is written),
+// so a non-finite gradient never reaches the parameters; the caller, which reads the norm
+// after the step, reports it.
 struct GradClip {
   const Tensor* sumsq = nullptr;  // 1-element fp32|fp64 on the device of the update
-  float max_norm = 0;             // > 0 when sumsq is set
+  float max_norm = 0;             // > 0 (+inf: guard only) when sumsq is set
 };
+inline constexpr float kNoClip = __builtin_huge_valf();  // GradClip::max_norm: guard, no clip
 
 // torch.optim.AdamW exactly: p ← p·(1 − lr·wd); m ← β1·m + (1−β1)·g; v ← β2·v + (1−β2)·g²;
 // p ← p − lr/(1−β1^t) · m / (sqrt(v)/sqrt(1−β2^t) + eps). p, g, m, v: 1-D, same length and

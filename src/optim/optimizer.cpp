@@ -92,12 +92,12 @@ Tensor Optimizer::clip_grad_norm(Context& ctx, float max_norm) {
     for (const FlatRange& r : ranges_) ops::squared_norm_accumulate(ctx, sumsq, r.grad);
   reduce_sumsq(ctx, sumsq);
   drop_folded_clip();
-  if (max_norm > 0 && cfg_.fused) {
-    clip_sumsq_ = sumsq;
-    clip_max_norm_ = max_norm;
-  } else if (max_norm > 0) {
+  // The next step() always reads the norm: to clip (fused, max_norm > 0) and to leave every
+  // parameter as it is when the norm is not finite (ops::GradClip's guard).
+  clip_sumsq_ = sumsq;
+  clip_max_norm_ = max_norm > 0 && cfg_.fused ? max_norm : ops::kNoClip;
+  if (max_norm > 0 && !cfg_.fused)
     for (FlatRange& r : ranges_) ops::clip_by_norm(ctx, r.grad, sumsq, max_norm);
-  }
   return sumsq;
 }
 

@@ -6,10 +6,13 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <limits>
 
 #include "common/test_util.h"
 #include "core/error.h"
 #include "cpu/test_io_h5.h"
+#include "io/atomic_file.h"
 #include "io/checkpoint.h"
 #include "optim/optimizer.h"
 
@@ -50,9 +53,15 @@ class FakeAdam : public Optimizer {
   Tensor m_, v_;
 };
 
-void set_values(Tensor& t, uint64_t seed) {
+// Random values; squared when `squares` (a second moment is never negative, and a load checks it).
+void set_values(Tensor& t, uint64_t seed, bool squares = false) {
   const auto v = test::randn(t.numel(), seed);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data_as<float>()[i] = static_cast<float>(v[i]);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data_as<float>()[i] = static_cast<float>(squares ? v[i] * v[i] : v[i]);
+}
+
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 std::vector<float> values(const Tensor& t) {
@@ -69,7 +78,7 @@ TEST(IoCheckpoint, SaveThenLoadRestoresEverything) {
   a.fill(ctx, 1);
   FakeAdam opt_a(ctx, a.store.grad_numel());
   set_values(opt_a.m_, 2);
-  set_values(opt_a.v_, 3);
+  set_values(opt_a.v_, 3, /*squares=*/true);
   opt_a.set_steps_taken(17);
   CheckpointInfo info;
   info.step = 17;
@@ -245,6 +254,69 @@ TEST(IoCheckpoint, BadFilesAndOptimizerMismatch) {
   msg = error_of([&] { load_optimizer_state(dir + "/ck.h5", bigger, ctx); });
   EXPECT_NE(msg.find("'exp_avg' has shape"), std::string::npos) << msg;
   EXPECT_NE(msg.find("'exp_avg_sq'"), std::string::npos) << msg;
+}
+
+// A diverged state is never written: the save fails naming the tensor and the checkpoint
+// already there stays byte for byte. What a load reads is checked the same way: a
+// non-finite weight or moment, or a negative second moment, is refused naming the tensor.
+TEST(IoCheckpoint, NonFiniteValuesAreNeverWrittenAndNeverLoaded) {
+  Context ctx(Device::cpu());
+  const std::string dir = test::scratch_dir("ckpt_nonfinite");
+  TinyModel m(ctx);
+  FakeAdam opt(ctx, m.store.grad_numel());
+  set_values(opt.v_, 3, /*squares=*/true);
+  const std::string path = dir + "/ck.h5";
+  save_checkpoint(path, m.store, ctx, &opt, CheckpointInfo{});
+  const std::string good = file_bytes(path);
+
+  std::vector<float> w = m.store.params_to_host(ctx);
+  const Parameter& second = *m.store.params().at(1);
+  w[size_t(second.offset + 1)] = std::numeric_limits<float>::quiet_NaN();
+  m.store.params_from_host(ctx, w);
+  std::string msg = error_of([&] { save_checkpoint(path, m.store, ctx, &opt, CheckpointInfo{}); });
+  EXPECT_NE(msg.find("not written"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'" + second.name + "'"), std::string::npos) << msg;
+  EXPECT_EQ(file_bytes(path), good) << "the previous checkpoint changed";
+  EXPECT_FALSE(std::filesystem::exists(temp_path_for(path))) << "a temporary file was left";
+
+  w[size_t(second.offset + 1)] = 0.5f;
+  m.store.params_from_host(ctx, w);
+  opt.v_.data_as<float>()[2] = std::numeric_limits<float>::infinity();
+  msg = error_of([&] { save_checkpoint(path, m.store, ctx, &opt, CheckpointInfo{}); });
+  EXPECT_NE(msg.find("optimizer state 'exp_avg_sq'"), std::string::npos) << msg;
+  EXPECT_EQ(file_bytes(path), good);
+
+  // Loads: write the bad values with the HDF5 API behind the checkpoint's back.
+  for (const char* which : {"weight", "moment", "negative"}) {
+    SCOPED_TRACE(which);
+    const std::string bad = dir + "/bad_" + which + ".h5";
+    std::filesystem::copy_file(path, bad, std::filesystem::copy_options::overwrite_existing);
+    hid_t f = H5Fopen(bad.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    ASSERT_GE(f, 0);
+    const std::string dset = std::string(which) == "weight" ? second.name : "optimizer/exp_avg_sq";
+    hid_t d = H5Dopen2(f, dset.c_str(), H5P_DEFAULT);
+    ASSERT_GE(d, 0) << dset;
+    hid_t space = H5Dget_space(d);
+    const hssize_t n = H5Sget_simple_extent_npoints(space);
+    std::vector<float> v(size_t(n), 1.0f);
+    v[0] = std::string(which) == "negative" ? -1.0f : std::numeric_limits<float>::quiet_NaN();
+    ASSERT_GE(H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()), 0);
+    H5Sclose(space);
+    H5Dclose(d);
+    H5Fclose(f);
+    TinyModel fresh(ctx);
+    FakeAdam fresh_opt(ctx, fresh.store.grad_numel());
+    if (std::string(which) == "weight") {
+      msg = error_of([&] { load_weights(bad, fresh.store, ctx); });
+      EXPECT_NE(msg.find("non-finite weights"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("'" + second.name + "'"), std::string::npos) << msg;
+    } else {
+      msg = error_of([&] { load_optimizer_state(bad, fresh_opt, ctx); });
+      EXPECT_NE(msg.find("'exp_avg_sq'"), std::string::npos) << msg;
+      EXPECT_NE(msg.find(std::string(which) == "negative" ? "never negative" : "nan"), std::string::npos) << msg;
+    }
+    EXPECT_NE(msg.find(bad), std::string::npos) << msg;
+  }
 }
 
 // With h5py on the machine (scripts/setup.sh puts it in the project's .venv, so CI has it): a

@@ -145,5 +145,32 @@ TEST(GradClip, FoldedIntoAdamWAndSgdEqualsClipThenStep) {
   EXPECT_THROW(ops::sgd_step(ctx, p, g, 0.1f, 0.0f, nullptr, {&bad, 0.0f}), Error);  // max_norm 0
 }
 
+// The guard (ops::GradClip): a non-finite folded squared norm leaves parameters, moments and
+// the bf16 copy exactly as they were, whether it clips (max_norm finite) or only guards
+// (kNoClip); a finite one with kNoClip is the plain update.
+TEST(GradClip, NonFiniteNormLeavesEverythingAsItWas) {
+  Context ctx(Device::cpu());
+  const int64_t n = 17;
+  const auto p0 = randn(n, 70), g0 = randn(n, 71);
+  ops::AdamWHyper h;
+  for (double bad : {std::nan(""), HUGE_VAL})
+    for (float max_norm : {1.0f, ops::kNoClip}) {
+      Tensor sumsq = f32(ctx, {1}, {bad});
+      Tensor p = f32(ctx, {n}, p0), g = f32(ctx, {n}, g0), m = f32(ctx, {n}, std::vector<double>(n, 0.1)),
+             v = f32(ctx, {n}, std::vector<double>(n, 0.2));
+      ops::adamw_step(ctx, p, g, m, v, h, nullptr, {&sumsq, max_norm});
+      EXPECT_EQ(host(ctx, p), host(ctx, f32(ctx, {n}, p0)));
+      EXPECT_EQ(host(ctx, m), std::vector<double>(n, double(0.1f)));
+      EXPECT_EQ(host(ctx, v), std::vector<double>(n, double(0.2f)));
+      ops::sgd_step(ctx, p, g, 0.1f, 0.0f, nullptr, {&sumsq, max_norm});
+      EXPECT_EQ(host(ctx, p), host(ctx, f32(ctx, {n}, p0)));
+    }
+  Tensor finite = f32(ctx, {1}, {4.0});
+  Tensor p = f32(ctx, {n}, p0), g = f32(ctx, {n}, g0), pr = f32(ctx, {n}, p0);
+  ops::sgd_step(ctx, p, g, 0.1f, 0.0f, nullptr, {&finite, ops::kNoClip});
+  ops::sgd_step(ctx, pr, g, 0.1f, 0.0f);
+  EXPECT_EQ(host(ctx, p), host(ctx, pr)) << "kNoClip with a finite norm is the plain update";
+}
+
 }  // namespace
 }  // namespace pt::test

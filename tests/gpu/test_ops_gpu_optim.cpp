@@ -114,5 +114,29 @@ TEST(GpuOptim, PackedAndScalarPathsAndFoldedClipAgreeBitForBit) {
   }
 }
 
+// The guard on the GPU: a non-finite folded squared norm (fp32 or fp64) leaves parameters,
+// moments and the bf16 copy as they were, on the packed and the scalar path.
+TEST(GpuOptim, NonFiniteNormLeavesEverythingAsItWas) {
+  PT_REQUIRE_GPU();
+  Context gpu(Device::cuda(0));
+  for (int64_t n : {int64_t(4096), int64_t(1003)})
+    for (DType acc : {DType::F32, DType::F64})
+      for (float max_norm : {1.0f, ops::kNoClip}) {
+        const auto p0 = randn(n, 80);
+        Tensor sumsq = make_tensor(gpu, {1}, acc, {std::nan("")});
+        Tensor p = make_tensor(gpu, {n}, DType::F32, p0), g = make_tensor(gpu, {n}, DType::F32, randn(n, 81));
+        Tensor m = make_tensor(gpu, {n}, DType::F32, std::vector<double>(n, 0.5));
+        Tensor v = make_tensor(gpu, {n}, DType::F32, std::vector<double>(n, 0.25));
+        Tensor lowp = make_tensor(gpu, {n}, DType::BF16, std::vector<double>(n, 3.0));
+        ops::AdamWHyper h;
+        ops::adamw_step(gpu, p, g, m, v, h, &lowp, {&sumsq, max_norm});
+        ops::sgd_step(gpu, p, g, 0.1f, 0.0f, &lowp, {&sumsq, max_norm});
+        EXPECT_EQ(p.to_host_f64(gpu), make_tensor(gpu, {n}, DType::F32, p0).to_host_f64(gpu)) << n;
+        EXPECT_EQ(m.to_host_f64(gpu), std::vector<double>(n, 0.5));
+        EXPECT_EQ(v.to_host_f64(gpu), std::vector<double>(n, 0.25));
+        EXPECT_EQ(lowp.to_host_f64(gpu), std::vector<double>(n, 3.0));
+      }
+}
+
 }  // namespace
 }  // namespace pt::test

@@ -21,6 +21,14 @@ double clip_coefficient(const Tensor& sumsq, float max_norm) {
   return std::min(1.0, double(max_norm) / (std::sqrt(s) + 1e-6));
 }
 
+// The update's guard (ops::GradClip): false when a folded squared norm is not finite.
+bool update_allowed(const GradClip& clip) {
+  if (!clip.sumsq) return true;
+  double s = 0;
+  dispatch_cpu_float(clip.sumsq->dtype(), [&](auto tag) { s = double(clip.sumsq->data_as<const decltype(tag)>()[0]); });
+  return std::isfinite(s);
+}
+
 // The gradient as an update reads it: scaled by the clip coefficient (rounded to T as
 // clip_by_norm stores it) when a clip is folded in.
 template <typename T>
@@ -38,6 +46,7 @@ struct ClippedGrad {
 
 void adamw_step(Tensor& p, const Tensor& g, Tensor& m, Tensor& v, const AdamWHyper& h,
                 Tensor* p_lowp, const GradClip& clip) {
+  if (!update_allowed(clip)) return;
   dispatch_cpu_float(p.dtype(), [&](auto tag) {
     using T = decltype(tag);
     // Scalars as torch forms them: in double on the host, then in the parameter's type.
@@ -64,6 +73,7 @@ void adamw_step(Tensor& p, const Tensor& g, Tensor& m, Tensor& v, const AdamWHyp
 
 void sgd_step(Tensor& p, const Tensor& g, float lr, float weight_decay, Tensor* p_lowp,
               const GradClip& clip) {
+  if (!update_allowed(clip)) return;
   dispatch_cpu_float(p.dtype(), [&](auto tag) {
     using T = decltype(tag);
     T* pp = p.data_as<T>();
