@@ -6,26 +6,85 @@
 #include <iostream>
 #include <sstream>
 
+#include "cli/option_rules.h"
 #include "core/error.h"
 #include "ops/flash_attention.h"
 #include "parallel/runtime.h"
 #include "parallel/host_collectives.h"
+#include "parallel/communicator.h"
 #include "parallel/gpu_binding.h"
 
 namespace pt::cli {
 
 std::optional<po::variables_map> parse_or_help(const po::options_description& desc,
-                                               const std::vector<std::string>& args,
+                                               const std::vector<std::string>& given,
                                                const std::string& usage_line) {
-  for (const auto& a : args)
+  for (const auto& a : given)
     if (a == "--help" || a == "-h") {
-      std::cout << "usage: " << usage_line << "\n\n" << desc << "\n";
+      const std::string spellings = spellings_help(desc);
+      std::cout << "usage: " << usage_line << "\n\n" << desc << "\n"
+                << (spellings.empty() ? "" : "Other spellings:\n" + spellings + "\n");
       return std::nullopt;
     }
+  std::vector<std::string> args = given;
+  apply_spellings(desc, args);
+  const po::parsed_options parsed = po::command_line_parser(args).options(desc).run();
+  refuse_stray_words(po::collect_unrecognized(parsed.options, po::include_positional));
   po::variables_map vm;
-  po::store(po::command_line_parser(args).options(desc).run(), vm);
+  po::store(parsed, vm);
   po::notify(vm);
+  check_option_values(vm);
+  if (vm.count("comm-timeout")) parallel::set_comm_timeout_s(vm["comm-timeout"].as<double>());
+  check_ranks_agree(vm);
   return vm;
+}
+
+void check_same_on_every_rank(const std::string& value, const std::string& what) {
+  if (parallel::Runtime::get().world_size() <= 1) return;
+  const std::vector<std::string> all = parallel::all_gather_strings(value);
+  for (size_t r = 1; r < all.size(); ++r)
+    PT_CHECK(all[r] == all[0], what + " differs between ranks: rank 0 has " + all[0] + ", rank " + std::to_string(r) +
+                                   " has " + all[r]);
+}
+
+void check_ranks_agree(const po::variables_map& vm) {
+  const auto& rt = parallel::Runtime::get();
+  if (rt.world_size() <= 1) return;
+  // Every rank's options as "name=value" lines; the same on every rank or the job ends here,
+  // before a collective could wait on a rank that runs another configuration.
+  std::string mine;
+  for (const auto& [name, value] : options_as_strings(vm)) mine += name + "=" + value + "\n";
+  const std::vector<std::string> all = parallel::all_gather_strings(mine);
+  auto parse = [](const std::string& text) {
+    std::map<std::string, std::string> m;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) {
+      const size_t eq = line.find('=');
+      m[line.substr(0, eq)] = line.substr(eq + 1);
+    }
+    return m;
+  };
+  const auto root = parse(all[0]);
+  for (size_t r = 1; r < all.size(); ++r) {
+    if (all[r] == all[0]) continue;
+    const auto other = parse(all[r]);
+    std::string differs;
+    for (const auto& [name, value] : root) {
+      const auto it = other.find(name);
+      const std::string theirs = it == other.end() ? "(not given)" : it->second;
+      if (theirs != value) {
+        differs = "--" + name + " is '" + value + "' on rank 0 and '" + theirs + "' on rank " + std::to_string(r);
+        break;
+      }
+    }
+    if (differs.empty())
+      for (const auto& [name, value] : other)
+        if (!root.count(name)) {
+          differs = "--" + name + " is given on rank " + std::to_string(r) + " only";
+          break;
+        }
+    PT_FAIL("the ranks were started with different options: " + differs + "; every rank must run the same command");
+  }
 }
 
 void add_run_options(po::options_description& desc, RunOptions& o, const char* default_precision) {
@@ -45,6 +104,9 @@ void add_run_options(po::options_description& desc, RunOptions& o, const char* d
          "fp32 (true FP32 GEMMs), tf32, or bf16 (mixed: bf16 GEMM operands, fp32 master weights)");
   }
   desc.add_options()
+      ("comm-timeout", po::value<double>(),
+       "seconds any wait for the other ranks may take before the whole job is aborted with the rank and "
+       "operation named (default: PARATRAIN_COMM_TIMEOUT_S, else 300)")
       ("out", po::value(&o.out), "HDF5 results file (default: <subcommand>-<time>.h5)")
       ("overwrite", po::bool_switch(&o.overwrite), "replace --out if it exists")
       ("seed", po::value(&o.seed)->default_value(o.seed), "random seed");
@@ -124,10 +186,11 @@ std::map<std::string, std::string> options_as_strings(const po::variables_map& v
 std::vector<std::string> split_list(const std::vector<std::string>& words) {
   std::vector<std::string> out;
   for (const auto& w : words) {
+    PT_CHECK(!w.empty() && w.front() != ',' && w.back() != ',' && w.find(",,") == std::string::npos,
+             "the list '" + w + "' has an empty item");
     std::stringstream ss(w);
     std::string item;
-    while (std::getline(ss, item, ','))
-      if (!item.empty()) out.push_back(item);
+    while (std::getline(ss, item, ',')) out.push_back(item);
   }
   return out;
 }
@@ -149,6 +212,7 @@ std::vector<int64_t> parse_int_list(const std::vector<std::string>& words, const
   for (const auto& s : split_list(words)) {
     const auto v = parse_number(s, /*integer=*/true);
     PT_CHECK(v.has_value(), std::string("--") + flag + ": '" + s + "' is not an integer");
+    check_numeric(flag, *v);
     out.push_back(static_cast<int64_t>(*v));
   }
   return out;
@@ -159,6 +223,7 @@ std::vector<double> parse_double_list(const std::vector<std::string>& words, con
   for (const auto& s : split_list(words)) {
     const auto v = parse_number(s, /*integer=*/false);
     PT_CHECK(v.has_value(), std::string("--") + flag + ": '" + s + "' is not a number");
+    check_numeric(flag, *v);
     out.push_back(*v);
   }
   return out;

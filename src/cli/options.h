@@ -16,10 +16,20 @@ namespace pt::cli {
 namespace po = boost::program_options;
 
 // Parses args against desc. Returns nullopt after printing help (exit 0 is then correct).
-// Unknown or malformed options throw po::error, which main() reports with exit code 2.
+// Unknown or malformed options throw po::error, which main() reports with exit code 2. Then
+// cli/option_rules.h's rules (spellings, stray words, empty values, numeric ranges), the
+// --comm-timeout of add_run_options, and check_ranks_agree.
 std::optional<po::variables_map> parse_or_help(const po::options_description& desc,
                                                const std::vector<std::string>& args,
                                                const std::string& usage_line);
+
+// With several ranks (collective: every rank calls it, parse_or_help does): the job ends at
+// once, on every rank, when any rank's options differ from rank 0's, naming the first option
+// that differs.
+void check_ranks_agree(const po::variables_map& vm);
+// The same for one value every rank must share (collective): `what` names it in the error,
+// e.g. "the token file 'data.npy'".
+void check_same_on_every_rank(const std::string& value, const std::string& what);
 
 // Options every run shares; filled by add_run_options and read by resolve_run_options.
 struct RunOptions {

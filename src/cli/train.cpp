@@ -193,6 +193,8 @@ int run_train(const std::vector<std::string>& args) {
            "--on-nonfinite must be stop or skip, not '" + t.on_nonfinite + "'");
 
   io::TokenFile tokens(t.data, cfg.vocab_size, io::bin_tokens_from_name(t.bin_dtype));
+  // One path may name different files on different nodes: the ranks compare what they read.
+  check_same_on_every_rank(tokens.identity(), "the token file '" + t.data + "'");
   io::SamplerConfig sc;
   sc.global_batch = t.batch_size;
   sc.context_length = cfg.context_length;

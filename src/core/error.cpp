@@ -9,9 +9,17 @@
 
 namespace pt {
 
-void fail_at(const char* file, int line, const std::string& msg) {
+namespace {
+std::string location(const char* file, int line) {
   const char* base = std::strrchr(file, '/');
-  throw Error(msg + " (" + (base ? base + 1 : file) + ":" + std::to_string(line) + ")");
+  return std::string(base ? base + 1 : file) + ":" + std::to_string(line);
+}
+}  // namespace
+
+void fail_at(const char* file, int line, const std::string& msg) { throw Error(msg, location(file, line)); }
+
+void fail_internal_at(const char* file, int line, const std::string& msg) {
+  throw Error(msg, location(file, line), /*internal=*/true);
 }
 
 std::string cuda_error_string(int code) {

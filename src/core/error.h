@@ -5,11 +5,21 @@
 
 namespace pt {
 
-// Thrown for every failure the program reports. main() prints what() on one line,
-// prefixed by the rank, and exits non-zero (or MPI_Aborts when several ranks run).
+// Thrown for every failure the program reports. what() is the message and, when known, the
+// source location ("msg (file.cpp:123)"): what records and logs keep. main() prints one line:
+// the message alone for a failure of the user's input (PT_CHECK, PT_FAIL), the location too
+// for a failed library call (the PT_*_CHECK macros of CUDA, cuBLAS, NCCL, MPI, HDF5: an
+// internal error) or under --verbose.
 class Error : public std::runtime_error {
  public:
-  explicit Error(const std::string& msg) : std::runtime_error(msg) {}
+  explicit Error(const std::string& msg, const std::string& where = "", bool internal = false)
+      : std::runtime_error(where.empty() ? msg : msg + " (" + where + ")"), message_(msg), internal_(internal) {}
+  const std::string& message() const { return message_; }
+  bool internal() const { return internal_; }
+
+ private:
+  std::string message_;
+  bool internal_ = false;
 };
 
 // A device allocation that could not be satisfied even after the cache was emptied.
@@ -22,6 +32,8 @@ class OutOfMemory : public Error {
 };
 
 [[noreturn]] void fail_at(const char* file, int line, const std::string& msg);
+// The same for a failed library call: an internal error, reported with its location.
+[[noreturn]] void fail_internal_at(const char* file, int line, const std::string& msg);
 
 // Human-readable names of library status codes (defined where each library is used).
 std::string cuda_error_string(int code);
@@ -43,7 +55,7 @@ std::string mpi_error_string(int code);
   do {                                                                                    \
     int pt_rc_ = static_cast<int>(expr);                                                  \
     if (pt_rc_ != 0)                                                                      \
-      ::pt::fail_at(__FILE__, __LINE__, std::string("CUDA error in ") + #expr + ": " +    \
+      ::pt::fail_internal_at(__FILE__, __LINE__, std::string("CUDA error in ") + #expr + ": " +    \
                                             ::pt::cuda_error_string(pt_rc_));             \
   } while (0)
 
@@ -54,7 +66,7 @@ std::string mpi_error_string(int code);
   do {                                                                                    \
     int pt_rc_ = static_cast<int>(expr);                                                  \
     if (pt_rc_ != 0)                                                                      \
-      ::pt::fail_at(__FILE__, __LINE__, std::string("cuBLAS error in ") + #expr + ": " +  \
+      ::pt::fail_internal_at(__FILE__, __LINE__, std::string("cuBLAS error in ") + #expr + ": " +  \
                                             ::pt::cublas_error_string(pt_rc_));           \
   } while (0)
 
@@ -62,7 +74,7 @@ std::string mpi_error_string(int code);
   do {                                                                                    \
     int pt_rc_ = static_cast<int>(expr);                                                  \
     if (pt_rc_ != 0)                                                                      \
-      ::pt::fail_at(__FILE__, __LINE__, std::string("NCCL error in ") + #expr + ": " +    \
+      ::pt::fail_internal_at(__FILE__, __LINE__, std::string("NCCL error in ") + #expr + ": " +    \
                                             ::pt::nccl_error_string(pt_rc_));             \
   } while (0)
 
@@ -70,7 +82,7 @@ std::string mpi_error_string(int code);
   do {                                                                                    \
     int pt_rc_ = (expr);                                                                  \
     if (pt_rc_ != 0)                                                                      \
-      ::pt::fail_at(__FILE__, __LINE__, std::string("MPI error in ") + #expr + ": " +     \
+      ::pt::fail_internal_at(__FILE__, __LINE__, std::string("MPI error in ") + #expr + ": " +     \
                                             ::pt::mpi_error_string(pt_rc_));              \
   } while (0)
 
@@ -78,6 +90,6 @@ std::string mpi_error_string(int code);
 #define PT_H5_CHECK(expr)                                                                 \
   ([&]() {                                                                                \
     auto pt_rc_ = (expr);                                                                 \
-    if (pt_rc_ < 0) ::pt::fail_at(__FILE__, __LINE__, std::string("HDF5 error in ") + #expr); \
+    if (pt_rc_ < 0) ::pt::fail_internal_at(__FILE__, __LINE__, std::string("HDF5 error in ") + #expr); \
     return pt_rc_;                                                                        \
   }())

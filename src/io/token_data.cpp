@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <map>
 
@@ -328,6 +329,22 @@ void TokenFile::read(int64_t start, int64_t n, int32_t* out) const {
     case DType::I32: convert<int32_t>(data_, start, n, out); break;
     default: convert<int64_t>(data_, start, n, out); break;
   }
+}
+
+std::string TokenFile::identity() const {
+  const auto* bytes = static_cast<const unsigned char*>(map_);
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  auto mix = [&](size_t from, size_t n) {
+    for (size_t i = from; i < from + n && i < map_bytes_; ++i) h = (h ^ bytes[i]) * 1099511628211ull;
+  };
+  constexpr size_t kPiece = size_t(64) << 10;
+  mix(0, kPiece);
+  mix(map_bytes_ / 2, kPiece);
+  mix(map_bytes_ > kPiece ? map_bytes_ - kPiece : 0, kPiece);
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "%zu bytes, %lld %s tokens, hash %016llx", map_bytes_, static_cast<long long>(count_),
+                dtype_name(dtype_), static_cast<unsigned long long>(h));
+  return buf;
 }
 
 int64_t TokenFile::token(int64_t i) const {

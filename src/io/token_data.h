@@ -33,6 +33,9 @@ class TokenFile {
   DType dtype() const { return dtype_; }    // U16, U32, I32 or I64 as stored
   int64_t vocab_size() const { return vocab_; }
   int64_t token(int64_t i) const;
+  // The file's identity for comparing ranks (and, later, resumed runs): its byte size, token
+  // type and count, and a 64-bit FNV-1a hash of its first, middle and last 64 KiB.
+  std::string identity() const;
   // out[k] = token(start + k) for k < n.
   void read(int64_t start, int64_t n, int32_t* out) const;
 

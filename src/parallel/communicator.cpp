@@ -26,7 +26,18 @@ const char* backend_name(Backend b) { return enum_name(kBackends, b); }
 
 Backend backend_for(Device device) { return device.is_cuda() ? Backend::NCCL : Backend::MPI; }
 
+namespace {
+double timeout_override = 0;  // set_comm_timeout_s (--comm-timeout); 0: the environment's or 300 s
+}
+
+void set_comm_timeout_s(double seconds) {
+  PT_CHECK(std::isfinite(seconds) && seconds > 0,
+           "--comm-timeout must be a positive number of seconds, got " + std::to_string(seconds));
+  timeout_override = seconds;
+}
+
 double comm_timeout_s() {
+  if (timeout_override > 0) return timeout_override;
   // Read once: every rank must agree for the whole run, and a bad value fails at the first use.
   static const double timeout = [] {
     const char* env = std::getenv("PARATRAIN_COMM_TIMEOUT_S");

@@ -37,8 +37,10 @@ Backend backend_for(Device device);
 
 enum class ReduceOp { Sum, Average };  // Average = Sum / world_size
 
-// Seconds any host-side wait may take before the job is aborted (PARATRAIN_COMM_TIMEOUT_S).
+// Seconds any host-side wait may take before the job is aborted: --comm-timeout
+// (set_comm_timeout_s, before the first collective), else PARATRAIN_COMM_TIMEOUT_S, else 300.
 double comm_timeout_s();
+void set_comm_timeout_s(double seconds);
 
 // Completion handle of one asynchronous collective. Buffers must stay alive and untouched
 // until wait(). A handle destroyed before wait() waits (MPI requests cannot be abandoned).

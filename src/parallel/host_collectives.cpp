@@ -53,20 +53,31 @@ std::vector<std::vector<char>> gather_bytes(const std::vector<char>& mine) {
 }  // namespace
 
 std::vector<std::string> all_gather_strings(const std::string& mine) {
-  constexpr int kLen = 256;
   int init = 0, fin = 0;
   PT_MPI_CHECK(MPI_Initialized(&init));
   PT_MPI_CHECK(MPI_Finalized(&fin));
   if (!init || fin) return {mine};
   int world = 1;
   PT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
-  std::vector<char> send(kLen, '\0'), recv(static_cast<size_t>(kLen) * world, '\0');
-  std::copy_n(mine.data(), std::min<size_t>(mine.size(), kLen - 1), send.data());
+  // Lengths first, then the text: any length (an options listing runs to kilobytes).
+  PT_CHECK(mine.size() < size_t(INT32_MAX), "host all-gather: a string of " + std::to_string(mine.size()) + " bytes");
+  const int len = static_cast<int>(mine.size());
+  std::vector<int> lens(static_cast<size_t>(world)), offsets(static_cast<size_t>(world));
   MPI_Request req;
-  PT_MPI_CHECK(MPI_Iallgather(send.data(), kLen, MPI_CHAR, recv.data(), kLen, MPI_CHAR, MPI_COMM_WORLD, &req));
+  PT_MPI_CHECK(MPI_Iallgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, MPI_COMM_WORLD, &req));
+  wait(&req, "host all-gather of string lengths");
+  int64_t total = 0;
+  for (int r = 0; r < world; ++r) {
+    offsets[size_t(r)] = static_cast<int>(total);
+    total += lens[size_t(r)];
+  }
+  PT_CHECK(total < INT32_MAX, "host all-gather: " + std::to_string(total) + " bytes over all ranks");
+  std::vector<char> recv(static_cast<size_t>(total) + 1, '\0');
+  PT_MPI_CHECK(MPI_Iallgatherv(mine.data(), len, MPI_CHAR, recv.data(), lens.data(), offsets.data(), MPI_CHAR,
+                               MPI_COMM_WORLD, &req));
   wait(&req, "host all-gather of strings");
   std::vector<std::string> out;
-  for (int r = 0; r < world; ++r) out.emplace_back(recv.data() + static_cast<size_t>(r) * kLen);
+  for (int r = 0; r < world; ++r) out.emplace_back(recv.data() + offsets[size_t(r)], size_t(lens[size_t(r)]));
   return out;
 }
 

@@ -18,7 +18,7 @@ struct RankSpread {
 };
 RankSpread spread_over_ranks(double v);
 
-// Every rank's string (truncated to 255 bytes), in rank order, on every rank; just `mine` when
+// Every rank's string (any length), in rank order, on every rank; just `mine` when
 // MPI is not running (before init, after finalize).
 std::vector<std::string> all_gather_strings(const std::string& mine);
 

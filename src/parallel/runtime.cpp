@@ -3,10 +3,12 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
-
 #include <iostream>
 #include <memory>
+#include <thread>
 
 #include "core/error.h"
 
@@ -53,7 +55,13 @@ Runtime& Runtime::get() {
 bool Runtime::initialized() { return g_runtime != nullptr; }
 
 void Runtime::abort(const std::string& what, int code) const {
-  std::cerr << "paratrain: rank " << rank_ << " of " << world_ << ": " << what << std::endl;
+  // Most errors (a bad option, a missing file) happen on every rank at once: rank 0 reports
+  // and ends the job, and the others, holding back a moment, are ended before they print the
+  // same line again. An error of this rank alone is still reported, a moment later. The line
+  // goes out in one write(2), so lines of several ranks never interleave.
+  if (rank_ != 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const std::string line = "paratrain: rank " + std::to_string(rank_) + " of " + std::to_string(world_) + ": " + what + "\n";
+  if (::write(2, line.data(), line.size()) < 0) std::perror("paratrain: stderr");
   MPI_Abort(MPI_COMM_WORLD, code);
   std::_Exit(code);
 }

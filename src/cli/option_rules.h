@@ -1,0 +1,32 @@
+#pragma once
+// The rules every subcommand's options obey, in one place (issue 15, "flags mean what they
+// say"): one spelling per concept in every subcommand, numeric ranges, and no empty or stray
+// values. cli/options.cpp's parse_or_help applies them to every command line.
+#include <string>
+#include <vector>
+
+#include <boost/program_options.hpp>
+
+namespace pt::cli {
+
+// The spellings of one concept; a subcommand that knows one of them accepts the others
+// (`bench model --context-length 512` means its `--contexts 512`; a list takes the singular
+// and the plural). Rewrites args in place; returns the "also accepted" lines for --help.
+void apply_spellings(const boost::program_options::options_description& desc, std::vector<std::string>& args);
+std::string spellings_help(const boost::program_options::options_description& desc);
+
+// Refuses, with one line naming the option: an empty value given for a text or list option;
+// a numeric option given a non-finite value or one outside its range (kNumericRules in
+// option_rules.cpp; a zero that means "the default" is allowed only where the rule says so,
+// and the option's --help says what it means).
+void check_option_values(const boost::program_options::variables_map& vm);
+
+// Refuses any word on the command line that belongs to no option ("train --steps 2 50", or
+// "--overwrite false": switches take no value).
+void refuse_stray_words(const std::vector<std::string>& stray);
+
+// The numeric range of `flag` ("lr", "context-length", ...) checked on a value from a list
+// option (parse_int_list / parse_double_list); no-op for a flag without a rule.
+void check_numeric(const std::string& flag, double value);
+
+}  // namespace pt::cli

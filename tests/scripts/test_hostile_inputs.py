@@ -1,0 +1,314 @@
+"""Hostile input and faults, as a careful new user would try them (issue 15): every case runs the
+real binary in a fresh directory and asserts the exit code, the key words of the one error line,
+and that nothing on disk was created or changed (checksums of the files that were there, no
+temporary files left) beyond what the case names.
+
+The binary: $PARATRAIN_BIN (CTest passes the build's). Cases are rows of CASES; a row is
+(id, class, argv, expect) with `argv` a list in which "{tmp}" and "{sample}" are filled in and
+`expect` a dict: rc (exit code), words (all in stderr, case-insensitive), absent (none in
+stderr), created (files the run may create), setup (names of SETUPS run first), ranks (mpirun
+-np N; or "mpmd" rows give one argv per rank), check (a function run on the directory after).
+"""
+import hashlib
+import os
+import shutil
+import stat
+import subprocess
+
+import numpy as np
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
+SAMPLE = os.path.join(REPO, "data", "sample_tokens.npy")
+BIN = os.environ.get("PARATRAIN_BIN", os.path.join(REPO, "build", "paratrain"))
+TIMEOUT_S = 60  # a hang is a failure
+
+TINY = ["--model", "tiny", "--d-model", "32", "--num-layers", "1", "--num-heads", "2", "--d-ff", "64",
+        "--context-length", "16", "--batch-size", "4", "--device", "cpu"]
+TRAIN_BASE = ["train", *TINY, "--data", "{sample}"]  # for cases that set --steps themselves
+TRAIN = [*TRAIN_BASE, "--steps", "2"]
+TRAIN_NODATA = ["train", *TINY, "--steps", "2"]
+BENCH_MODEL = ["bench", "model", "--sizes", "tiny", "--precisions", "fp32", "--attention", "naive",
+               "--steps", "1", "--warmup", "0", "--device", "cpu"]
+MPI = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
+
+
+# ---- files some cases need, made before the run (and so checked unchanged after it) ---------
+def _tokens(tmp):
+    shutil.copy(SAMPLE, os.path.join(tmp, "tokens.npy"))
+
+
+def _keep(tmp):
+    with open(os.path.join(tmp, "keep.h5"), "wb") as f:
+        f.write(b"precious results")
+
+
+def _fifo(tmp):
+    os.mkfifo(os.path.join(tmp, "pipe.h5"))
+
+
+def _dir(tmp):
+    os.mkdir(os.path.join(tmp, "adir"))
+
+
+def _raw32(tmp):
+    ids = (np.arange(20000) % 9000 + 1).astype("<u4")
+    ids.tofile(os.path.join(tmp, "raw32.bin"))
+
+
+def _u32npy(tmp):
+    np.save(os.path.join(tmp, "u32.npy"), (np.arange(5000) * 13 % 70000).astype("<u4"))
+
+
+def _llmc(tmp, version=1):
+    header = np.zeros(256, dtype="<i4")
+    tokens = np.load(SAMPLE)[:4000].astype("<u2")
+    header[0], header[1], header[2] = 20240520, version, len(tokens)
+    with open(os.path.join(tmp, "gpt2.bin" if version == 1 else "v9.bin"), "wb") as f:
+        f.write(header.tobytes())
+        f.write(tokens.tobytes())
+
+
+def _empty(tmp):
+    open(os.path.join(tmp, "empty.bin"), "wb").close()
+
+
+def _checkpoint(tmp, poison=None):
+    """A real checkpoint (2 steps of the tiny model), poisoned by `poison(h5file)` when given."""
+    subprocess.run([BIN, *[a.replace("{sample}", SAMPLE) for a in TRAIN], "--save", os.path.join(tmp, "ck.h5"),
+                    "--out", os.path.join(tmp, "seed_run.h5")], check=True, capture_output=True, timeout=TIMEOUT_S)
+    os.remove(os.path.join(tmp, "seed_run.h5"))
+    if poison:
+        import h5py
+        with h5py.File(os.path.join(tmp, "ck.h5"), "r+") as f:
+            poison(f)
+
+
+def _poison_weight(f):
+    d = f["layers.0.ln1.weight"]
+    v = d[...]
+    v[3] = np.nan
+    d[...] = v
+
+
+def _poison_moment(f):
+    d = f["optimizer/exp_avg.0"]
+    v = d[...]
+    v[0] = np.inf
+    d[...] = v
+
+
+def _negative_second_moment(f):
+    d = f["optimizer/exp_avg_sq.0"]
+    v = d[...]
+    v[5] = -1.0
+    d[...] = v
+
+
+SETUPS = {
+    "tokens": _tokens, "keep": _keep, "fifo": _fifo, "dir": _dir, "raw32": _raw32, "u32npy": _u32npy,
+    "llmc": _llmc, "llmc_v9": lambda t: _llmc(t, 9), "empty": _empty, "ckpt": _checkpoint,
+    "ckpt_nan_weight": lambda t: _checkpoint(t, _poison_weight),
+    "ckpt_inf_moment": lambda t: _checkpoint(t, _poison_moment),
+    "ckpt_negative_v": lambda t: _checkpoint(t, _negative_second_moment),
+}
+
+
+# ---- checks after a run ----------------------------------------------------------------------
+def _checkpoint_is_finite(tmp):
+    import h5py
+    with h5py.File(os.path.join(tmp, "ck.h5"), "r") as f:
+        bad = []
+        f.visititems(lambda n, o: bad.append(n) if isinstance(o, h5py.Dataset) and o.dtype.kind == "f"
+                     and not np.all(np.isfinite(o[...])) else None)
+    assert not bad, f"non-finite tensors in the checkpoint: {bad}"
+
+
+def _record_failed(tmp):
+    import h5py
+    with h5py.File(os.path.join(tmp, "r.h5"), "r") as f:
+        status = f.attrs["status"]
+        status = status.decode() if isinstance(status, bytes) else str(status)
+    assert status.startswith("failed"), status
+
+
+def _one_error_line(stderr):
+    lines = [l for l in stderr.splitlines() if "error:" in l]
+    assert len(lines) == 1, f"expected one error line, got {len(lines)}:\n{stderr}"
+
+
+C1, C2, C3, C4, C5, C6 = ("1 flags", "2 non-finite", "3 outputs", "4 inputs", "5 ranks agree", "6 one message")
+ERR = dict(rc=1)
+
+CASES = [
+    # ---- class 1: flags mean what they say --------------------------------------------------------
+    ("stray-word", C1, [*TRAIN, "50", "--out", "{tmp}/r.h5"], dict(ERR, words=["unexpected word '50'"])),
+    ("overwrite-false", C1, [*TRAIN, "--out", "{tmp}/keep.h5", "--overwrite", "false"],
+     dict(ERR, setup=["keep"], words=["'false'", "switches"])),
+    ("bench-stray-word", C1, [*BENCH_MODEL, "3", "--out", "{tmp}/b.h5"], dict(ERR, words=["'3'"])),
+    ("empty-data", C1, [*TRAIN_NODATA, "--data", ""], dict(ERR, words=["--data", "empty"])),
+    ("empty-resume", C1, [*TRAIN, "--resume", ""], dict(ERR, words=["--resume", "empty"])),
+    ("empty-save", C1, [*TRAIN, "--save", ""], dict(ERR, words=["--save", "empty"])),
+    ("empty-init-from", C1, [*TRAIN, "--init-from", ""], dict(ERR, words=["--init-from", "empty"])),
+    ("empty-out", C1, [*TRAIN, "--out", ""], dict(ERR, words=["--out", "empty"])),
+    ("bench-empty-sizes", C1, ["bench", "model", "--sizes", "", "--device", "cpu"], dict(ERR, words=["--sizes", "empty"])),
+    ("bench-empty-list-item", C1, [*BENCH_MODEL, "--contexts", "16,"], dict(ERR, words=["empty item"])),
+    ("lr-nan", C1, [*TRAIN, "--lr", "nan"], dict(ERR, words=["--lr", "finite"])),
+    ("lr-inf", C1, [*TRAIN, "--lr", "inf"], dict(ERR, words=["--lr", "finite"])),
+    ("lr-negative", C1, [*TRAIN, "--lr", "-1"], dict(ERR, words=["--lr must be > 0"])),
+    ("lr-zero", C1, [*TRAIN, "--lr", "0"], dict(ERR, words=["--lr must be > 0"])),
+    ("steps-zero", C1, ["train", *TINY, "--data", "{sample}", "--steps", "0"], dict(ERR, words=["--steps must be >= 1"])),
+    ("steps-negative", C1, ["train", *TINY, "--data", "{sample}", "--steps", "-3"], dict(ERR, words=["--steps", ">= 1"])),
+    ("batch-zero", C1, ["train", "--model", "tiny", "--device", "cpu", "--batch-size", "0"], dict(ERR, words=["--batch-size", ">= 1"])),
+    ("context-zero", C1, ["train", "--model", "tiny", "--device", "cpu", "--context-length", "0"],
+     dict(ERR, words=["--context-length", ">= 1"])),
+    ("beta1-above-one", C1, [*TRAIN, "--beta1", "1.5"], dict(ERR, words=["--beta1", "< 1"])),
+    ("beta2-negative", C1, [*TRAIN, "--beta2", "-0.1"], dict(ERR, words=["--beta2", ">= 0"])),
+    ("eps-zero", C1, [*TRAIN, "--eps", "0"], dict(ERR, words=["--eps", "> 0"])),
+    ("weight-decay-negative", C1, [*TRAIN, "--weight-decay", "-1"], dict(ERR, words=["--weight-decay"])),
+    ("grad-clip-negative", C1, [*TRAIN, "--grad-clip", "-1"], dict(ERR, words=["--grad-clip"])),
+    ("d-model-zero", C1, ["train", "--model", "tiny", "--device", "cpu", "--d-model", "0"], dict(ERR, words=["--d-model", ">= 1"])),
+    ("layers-zero", C1, ["train", "--model", "tiny", "--device", "cpu", "--num-layers", "0"], dict(ERR, words=["--num-layers"])),
+    ("log-every-zero", C1, [*TRAIN, "--log-every", "0"], dict(ERR, words=["--log-every"])),
+    ("save-every-negative", C1, [*TRAIN, "--save-every", "-1"], dict(ERR, words=["--save-every"])),
+    ("min-lr-negative", C1, [*TRAIN, "--min-lr", "-0.5"], dict(ERR, words=["--min-lr"])),
+    ("warmup-negative", C1, [*TRAIN, "--warmup-steps", "-1"], dict(ERR, words=["--warmup-steps"])),
+    ("bench-contexts-zero", C1, [*BENCH_MODEL, "--contexts", "0"], dict(ERR, words=["--contexts", ">= 1"])),
+    ("bench-ddp-context-zero", C1, ["bench", "ddp", "--context", "0"], dict(ERR, words=["--context", ">= 1"])),
+    ("bench-attention-seq-zero", C1, ["bench", "attention", "--seq", "0"], dict(ERR, words=["--seq", ">= 1"])),
+    ("allreduce-iters-zero", C1, ["bench", "allreduce", "--iters", "0"], dict(ERR, words=["--iters", ">= 1"])),
+    ("plan-devices-zero", C1, ["plan", "--devices", "0"], dict(ERR, words=["--devices", ">= 1"])),
+    ("comm-timeout-zero", C1, [*TRAIN, "--comm-timeout", "0"], dict(ERR, words=["--comm-timeout"])),
+    ("on-nonfinite-bad", C1, [*TRAIN, "--on-nonfinite", "maybe"], dict(ERR, words=["--on-nonfinite", "stop or skip"])),
+    ("bin-dtype-bad", C1, [*TRAIN, "--bin-dtype", "int8"], dict(ERR, words=["--bin-dtype", "int8"])),
+    ("one-spelling-context-length", C1, [*BENCH_MODEL, "--context-length", "16", "--out", "{tmp}/b.h5"],
+     dict(rc=0, created=["b.h5"])),
+    # ---- class 2: non-finite values caught where they arise, never written -------------------------
+    ("diverging-lr", C2, ["train", *TINY, "--data", "{sample}", "--steps", "8", "--warmup-steps", "0", "--lr", "1e10",
+                          "--save", "{tmp}/ck.h5", "--save-every", "1", "--out", "{tmp}/r.h5"],
+     dict(ERR, words=["step 2", "first non-finite gradient", "not applied", "--lr"], created=["ck.h5", "r.h5"],
+          check=lambda t: (_checkpoint_is_finite(t), _record_failed(t)))),
+    ("init-from-nan-weight", C2, [*TRAIN, "--init-from", "{tmp}/ck.h5", "--out", "{tmp}/r.h5"],
+     dict(ERR, setup=["ckpt_nan_weight"], words=["ck.h5", "non-finite weights", "layers.0.ln1.weight"])),
+    ("resume-nan-weight", C2, [*TRAIN_BASE, "--steps", "4", "--resume", "{tmp}/ck.h5", "--out", "{tmp}/r.h5"],
+     dict(ERR, setup=["ckpt_nan_weight"], words=["ck.h5", "layers.0.ln1.weight"])),
+    ("resume-inf-moment", C2, ["train", *TINY, "--data", "{sample}", "--steps", "4", "--resume", "{tmp}/ck.h5",
+                               "--out", "{tmp}/r.h5"],
+     dict(ERR, setup=["ckpt_inf_moment"], words=["ck.h5", "exp_avg.0", "inf"])),
+    ("resume-negative-second-moment", C2, ["train", *TINY, "--data", "{sample}", "--steps", "4", "--resume",
+                                           "{tmp}/ck.h5", "--out", "{tmp}/r.h5"],
+     dict(ERR, setup=["ckpt_negative_v"], words=["exp_avg_sq.0", "never negative"])),
+    # ---- class 3: every output checked before the work starts --------------------------------------
+    ("save-missing-dir", C3, [*TRAIN, "--save", "{tmp}/nodir/ck.h5", "--out", "{tmp}/r.h5"],
+     dict(ERR, words=["--save", "does not exist"])),
+    ("save-unwritable-dir", C3, [*TRAIN, "--save", "/proc/ck.h5", "--out", "{tmp}/r.h5"],
+     dict(ERR, words=["--save", "cannot create"])),
+    ("save-is-out", C3, [*TRAIN, "--save", "{tmp}/x.h5", "--out", "{tmp}/x.h5"], dict(ERR, words=["same file"])),
+    ("save-is-data", C3, [*TRAIN_NODATA, "--data", "{tmp}/tokens.npy", "--save", "{tmp}/tokens.npy", "--overwrite",
+                          "--out", "{tmp}/r.h5"],
+     dict(ERR, setup=["tokens"], words=["--save", "token file"])),
+    ("out-is-data", C3, [*TRAIN_NODATA, "--data", "{tmp}/tokens.npy", "--out", "{tmp}/tokens.npy", "--overwrite"],
+     dict(ERR, setup=["tokens"], words=["--out", "token file"])),
+    ("out-is-directory", C3, [*TRAIN, "--out", "{tmp}/adir", "--overwrite"], dict(ERR, setup=["dir"], words=["directory"])),
+    ("out-is-fifo", C3, [*TRAIN, "--out", "{tmp}/pipe.h5", "--overwrite"], dict(ERR, setup=["fifo"], words=["FIFO"])),
+    ("save-is-fifo", C3, [*TRAIN, "--save", "{tmp}/pipe.h5", "--overwrite", "--out", "{tmp}/r.h5"],
+     dict(ERR, setup=["fifo"], words=["FIFO"])),
+    ("out-is-device", C3, [*TRAIN, "--out", "/dev/null", "--overwrite"], dict(ERR, words=["character device"])),
+    ("out-exists", C3, [*TRAIN, "--out", "{tmp}/keep.h5"], dict(ERR, setup=["keep"], words=["already exists", "--overwrite"])),
+    ("save-exists", C3, [*TRAIN, "--save", "{tmp}/keep.h5", "--out", "{tmp}/r.h5"],
+     dict(ERR, setup=["keep"], words=["already exists"])),
+    # ---- class 4: every input read right or refused, without blocking -------------------------------
+    ("data-fifo", C4, [*TRAIN_NODATA, "--data", "{tmp}/pipe.h5", "--out", "{tmp}/r.h5"],
+     dict(ERR, setup=["fifo"], words=["FIFO", "regular file"])),
+    ("data-device", C4, [*TRAIN_NODATA, "--data", "/dev/zero", "--out", "{tmp}/r.h5"],
+     dict(ERR, words=["character device"])),
+    ("data-directory", C4, [*TRAIN_NODATA, "--data", "{tmp}/adir", "--out", "{tmp}/r.h5"],
+     dict(ERR, setup=["dir"], words=["directory"])),
+    ("data-uint32-as-uint16", C4, [*TRAIN_NODATA, "--data", "{tmp}/raw32.bin", "--vocab-size", "9001", "--out", "{tmp}/r.h5"],
+     dict(ERR, setup=["raw32"], words=["every second token is 0", "--bin-dtype uint32"])),
+    ("data-uint32-bin", C4, [*TRAIN_NODATA, "--data", "{tmp}/raw32.bin", "--bin-dtype", "uint32", "--vocab-size", "9001",
+                             "--out", "{tmp}/r.h5"],
+     dict(rc=0, setup=["raw32"], created=["r.h5"])),
+    ("data-uint32-npy", C4, [*TRAIN_NODATA, "--data", "{tmp}/u32.npy", "--vocab-size", "70000", "--out", "{tmp}/r.h5"],
+     dict(rc=0, setup=["u32npy"], created=["r.h5"])),
+    ("data-llmc-bin", C4, [*TRAIN_NODATA, "--data", "{tmp}/gpt2.bin", "--out", "{tmp}/r.h5"],
+     dict(rc=0, setup=["llmc"], created=["r.h5"])),
+    ("data-llmc-unknown-version", C4, [*TRAIN_NODATA, "--data", "{tmp}/v9.bin", "--out", "{tmp}/r.h5"],
+     dict(ERR, setup=["llmc_v9"], words=["llm.c", "version 9"])),
+    ("data-missing", C4, [*TRAIN_NODATA, "--data", "{tmp}/none.npy", "--out", "{tmp}/r.h5"], dict(ERR, words=["cannot open"])),
+    ("data-empty", C4, [*TRAIN_NODATA, "--data", "{tmp}/empty.bin", "--out", "{tmp}/r.h5"],
+     dict(ERR, setup=["empty"], words=["is empty"])),
+    # ---- class 5: ranks agree or the job ends at once ---------------------------------------------
+    ("ranks-differ-steps", C5, [[*TRAIN_BASE, "--steps", "3"], [*TRAIN_BASE, "--steps", "6"]],
+     dict(rc="nonzero", ranks="mpmd", words=["different options", "--steps", "rank 1"])),
+    ("ranks-differ-lr", C5, [[*TRAIN, "--lr", "0.001"], [*TRAIN, "--lr", "0.002"]],
+     dict(rc="nonzero", ranks="mpmd", words=["--lr", "rank 1"])),
+    # ---- class 6: one message per failure -----------------------------------------------------------
+    ("two-ranks-one-line", C6, [*TRAIN, "--lr", "-1"],
+     dict(rc="nonzero", ranks=2, words=["--lr must be > 0"], absent=[".cpp:"], check_stderr=_one_error_line)),
+    ("user-error-without-source-location", C6, [*TRAIN_BASE, "--steps", "0"], dict(ERR, words=["--steps"], absent=[".cpp:"])),
+    ("verbose-shows-source-location", C6, [*TRAIN_BASE, "--steps", "0", "--verbose"], dict(ERR, words=["--steps", ".cpp:"])),
+]
+
+
+def _snapshot(tmp):
+    out = {}
+    for root, _, files in os.walk(tmp):
+        for f in files:
+            p = os.path.join(root, f)
+            st = os.lstat(p)
+            if stat.S_ISREG(st.st_mode):
+                with open(p, "rb") as fh:
+                    out[os.path.relpath(p, tmp)] = hashlib.sha256(fh.read()).hexdigest()
+            else:
+                out[os.path.relpath(p, tmp)] = f"mode {st.st_mode:o}"
+    return out
+
+
+def _fill(argv, tmp):
+    return [a.replace("{tmp}", str(tmp)).replace("{sample}", SAMPLE) for a in argv]
+
+
+@pytest.mark.skipif(not os.path.exists(BIN), reason=f"no paratrain binary at {BIN}")
+@pytest.mark.parametrize("case_id,cls,argv,expect", CASES, ids=[f"{c[1][0]}-{c[0]}" for c in CASES])
+def test_hostile_input(case_id, cls, argv, expect, tmp_path):
+    for name in expect.get("setup", []):
+        SETUPS[name](str(tmp_path))
+    before = _snapshot(tmp_path)
+    ranks = expect.get("ranks")
+    if ranks == "mpmd":
+        cmd = [*MPI]
+        for i, a in enumerate(argv):
+            cmd += ([":"] if i else []) + ["-np", "1", BIN, *_fill(a, tmp_path), "--out", str(tmp_path / "r.h5")]
+    elif ranks:
+        cmd = [*MPI, "-np", str(ranks), BIN, *_fill(argv, tmp_path)]
+    else:
+        cmd = [BIN, *_fill(argv, tmp_path)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S, cwd=tmp_path)
+    err = proc.stderr
+    want_rc = expect["rc"]
+    if want_rc == "nonzero":
+        assert proc.returncode != 0, f"exit 0\n{err}"
+    else:
+        assert proc.returncode == want_rc, f"exit {proc.returncode}, want {want_rc}\nstdout:\n{proc.stdout[-2000:]}\nstderr:\n{err}"
+    for w in expect.get("words", []):
+        assert w.lower() in err.lower(), f"'{w}' not in stderr:\n{err}"
+    for w in expect.get("absent", []):
+        assert w.lower() not in err.lower(), f"'{w}' in stderr:\n{err}"
+    if "check_stderr" in expect:
+        expect["check_stderr"](err)
+    after = _snapshot(tmp_path)
+    for name, digest in before.items():
+        assert after.get(name) == digest, f"{name} changed or vanished"
+    created = set(after) - set(before)
+    leftovers = [f for f in created if ".tmp." in f]
+    assert not leftovers, f"temporary files left: {leftovers}"
+    assert created <= set(expect.get("created", [])), f"unexpected files: {sorted(created - set(expect.get('created', [])))}"
+    if "check" in expect:
+        expect["check"](str(tmp_path))
+
+
+def test_the_suite_covers_every_class_with_sixty_cases():
+    assert len(CASES) >= 60
+    assert {c[1] for c in CASES} == {C1, C2, C3, C4, C5, C6}
