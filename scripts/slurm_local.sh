@@ -41,6 +41,12 @@ alive_pid() {  # pidfile, program name, directory
 start() {
   local dir=$1
   check || exit 3
+  # munged and slurmd open /dev/null as unprivileged users; a regular file in its place (left by
+  # a program that renamed over it as root) makes them fail with a misleading "Permission denied".
+  if [[ ! -c /dev/null ]]; then
+    echo "slurm_local: /dev/null is not a character device (restore it: rm /dev/null; mknod -m 666 /dev/null c 1 3)" >&2
+    exit 1
+  fi
   export PATH=$PATH:/usr/sbin
   mkdir -p "$dir"
   dir=$(cd "$dir" && pwd)
