@@ -13,16 +13,11 @@
 #include "cli/subcommands.h"
 #include "core/build_info.h"
 #include "core/error.h"
+#include "core/exit_codes.h"
+#include "core/interrupt.h"
 #include "parallel/runtime.h"
 
 namespace {
-
-// What the user sees of an error: the message, with its source location only for an internal
-// error (a failed library call) or under --verbose / PARATRAIN_VERBOSE=1.
-std::string error_text(const std::exception& e, bool verbose) {
-  if (const auto* pe = dynamic_cast<const pt::Error*>(&e)) return verbose || pe->internal() ? pe->what() : pe->message();
-  return e.what();
-}
 
 // One line in one write(2): lines from several ranks never interleave.
 void write_line(const std::string& line) {
@@ -35,6 +30,7 @@ void write_line(const std::string& line) {
 int main(int argc, char** argv) {
   pt::set_invocation(argc, argv);
   auto& rt = pt::parallel::Runtime::init(&argc, &argv);
+  pt::interrupt::install(rt.is_root());
   std::vector<std::string> args;
   const char* env_verbose = std::getenv("PARATRAIN_VERBOSE");
   bool verbose = env_verbose && std::string(env_verbose) == "1";
@@ -48,15 +44,15 @@ int main(int argc, char** argv) {
   } catch (const boost::program_options::error& e) {
     // A usage error is the same on every rank: report once, exit 2 everywhere.
     if (rt.is_root()) write_line(std::string("paratrain: error: ") + e.what() + " (see --help)");
-    rc = 2;
+    rc = pt::kExitUsage;
   } catch (const pt::OutOfMemory& e) {
-    if (rt.world_size() > 1) rt.abort("out of memory: " + error_text(e, verbose), 3);
-    write_line("paratrain: error: " + error_text(e, verbose));
-    rc = 3;
+    if (rt.world_size() > 1) rt.abort("out of memory: " + pt::error_text(e, verbose), pt::kExitOutOfMemory);
+    write_line("paratrain: error: " + pt::error_text(e, verbose));
+    rc = pt::kExitOutOfMemory;
   } catch (const std::exception& e) {
-    if (rt.world_size() > 1) rt.abort("error: " + error_text(e, verbose));
-    write_line("paratrain: error: " + error_text(e, verbose));
-    rc = 1;
+    if (rt.world_size() > 1) rt.abort("error: " + pt::error_text(e, verbose));
+    write_line("paratrain: error: " + pt::error_text(e, verbose));
+    rc = pt::kExitError;
   }
   rt.finalize();
   return rc;

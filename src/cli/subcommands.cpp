@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/build_info.h"
+#include "core/exit_codes.h"
 #include "io/library_versions.h"
 
 namespace pt::cli {
@@ -47,7 +48,14 @@ int dispatch(const std::vector<Subcommand>& table, const std::string& prefix,
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     if (prefix == "paratrain") std::cout << "paratrain " << program_version() << " (git " << git_revision() << ")\n";
     usage(std::cout);
-    return args.empty() ? 2 : 0;
+    if (prefix == "paratrain") {
+      std::cout << "\n  --verbose   errors also name the source file and line (or PARATRAIN_VERBOSE=1)\n\nexit codes:\n";
+      for (const ExitCodeInfo& e : kExitCodes) {
+        const std::string code = std::to_string(e.code);
+        std::cout << "  " << code << std::string(6 - code.size(), ' ') << e.meaning << "\n";
+      }
+    }
+    return args.empty() ? kExitUsage : kExitOk;
   }
   if (prefix == "paratrain" && args[0] == "--version") {
     std::cout << io::version_report();

@@ -13,6 +13,8 @@
 #include "core/build_info.h"
 #include "core/context.h"
 #include "core/error.h"
+#include "core/exit_codes.h"
+#include "core/interrupt.h"
 #include "parallel/communicator.h"
 #include "cli/ddp_options.h"
 #include "parallel/grad_sync.h"
@@ -21,6 +23,7 @@
 #include "io/checkpoint.h"
 #include "io/run_record.h"
 #include "io/token_data.h"
+#include "train/injected_faults.h"
 #include "train/train_step.h"
 #include "model/transformer.h"
 #include "optim/sharded_optimizer.h"
@@ -58,10 +61,16 @@ std::string default_data_path() {
   return sample_data_path();
 }
 
-double mean_over_ranks(double x) {
-  double sum = 0;
-  PT_MPI_CHECK(MPI_Allreduce(&x, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
-  return sum / parallel::Runtime::get().world_size();
+// What the ranks agree on after each step, in one all-reduce: the mean loss, and whether any
+// rank was asked to stop (a signal reaches one rank, or all: they stop at the same step).
+struct StepConsensus {
+  double mean_loss = 0;
+  bool stop = false;
+};
+StepConsensus agree_after_step(double loss, bool stop_requested) {
+  double in[2] = {loss, stop_requested ? 1.0 : 0.0}, sum[2] = {0, 0};
+  PT_MPI_CHECK(MPI_Allreduce(in, sum, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+  return {sum[0] / parallel::Runtime::get().world_size(), sum[1] > 0};
 }
 
 // Whether two paths name one file: the same path once made absolute and normal, or (both
@@ -121,7 +130,7 @@ int run_train(const std::vector<std::string>& args) {
       ("min-lr", po::value(&t.min_lr)->default_value(t.min_lr), "final learning rate (default lr/10)")
       ("warmup-steps", po::value(&t.warmup_steps)->default_value(t.warmup_steps), "linear warm-up steps")
       ("cosine-steps", po::value(&t.cosine_steps)->default_value(t.cosine_steps),
-       "end of the cosine decay (default: --steps)")
+       "end of the cosine decay (0: --steps)")
       ("weight-decay", po::value(&t.weight_decay)->default_value(t.weight_decay), "AdamW/SGD weight decay")
       ("beta1", po::value(&t.beta1)->default_value(t.beta1), "AdamW beta1")
       ("beta2", po::value(&t.beta2)->default_value(t.beta2), "AdamW beta2")
@@ -133,8 +142,9 @@ int run_train(const std::vector<std::string>& args) {
        "parameters; stop ends the run there (exit 1, naming the step and the first such gradient), "
        "skip goes on to the next batch (the optimizer's step count still advances)");
   ckpt.add_options()
-      ("save", po::value(&t.save), "write a checkpoint (HDF5) here at the end")
-      ("save-every", po::value(&t.save_every)->default_value(0), "also every N steps (needs --save)")
+      ("save", po::value(&t.save), "write a checkpoint (HDF5) here at the end, and when a signal "
+                                 "(SIGTERM, SIGUSR1, SIGINT) stops the run early")
+      ("save-every", po::value(&t.save_every)->default_value(0), "also every N steps (needs --save; 0: only at the end)")
       ("init-from", po::value(&t.init_from), "start from this checkpoint's weights (a PyTorch state_dict "
                                              "saved with h5py in the same layout loads too)")
       ("resume", po::value(&t.resume), "continue a run: weights, optimizer state, step and data order");
@@ -187,6 +197,8 @@ int run_train(const std::vector<std::string>& args) {
   oc.sgd_weight_decay = static_cast<float>(t.weight_decay);
   oc.fused = cfg.fused;
   const double min_lr = t.min_lr < 0 ? t.lr / 10 : t.min_lr;
+  PT_CHECK(min_lr <= t.lr, "--min-lr " + std::to_string(t.min_lr) + " is above --lr " + std::to_string(t.lr) +
+                               ": the schedule decays from --lr down to --min-lr");
   const int64_t cosine_steps = t.cosine_steps > 0 ? t.cosine_steps : t.steps;
   if (t.data.empty()) t.data = default_data_path();
   PT_CHECK(t.on_nonfinite == "stop" || t.on_nonfinite == "skip",
@@ -248,6 +260,7 @@ int run_train(const std::vector<std::string>& args) {
     io::load_optimizer_state(t.resume, *optimizer, ctx);
   }
   TrainStep step_fn(lm, *optimizer, *dp.sync, static_cast<float>(t.grad_clip));
+  NanGradInjector injected_fault(ctx, lm.store());  // PARATRAIN_FAULT=nan-grad:STEP:PARAM only
 
   io::ResultTable steps_table("train_steps", "one row per training step (rank 0; loss averaged over ranks)");
   steps_table.add_int("step", "1-based step number").add_double("loss", "mean cross-entropy, nats", 4)
@@ -282,6 +295,9 @@ int run_train(const std::vector<std::string>& args) {
   Tensor h_tg = Tensor::empty({local_rows, cfg.context_length}, DType::I32, Device::cpu(), "batch_targets");
   const double tokens_per_step = static_cast<double>(t.batch_size * cfg.context_length);
   double last_loss = NAN;
+  int64_t stopped_after = 0;  // > 0: a signal stopped the run after this step
+  // From here a first signal stops the loop at a step boundary; checkpoint and record are written.
+  const interrupt::GracefulScope graceful;
   try {
     for (int64_t s = start_step; s < t.steps; ++s) {
       const auto t0 = std::chrono::steady_clock::now();
@@ -289,10 +305,15 @@ int run_train(const std::vector<std::string>& args) {
       Tensor ids = device.is_cuda() ? h_ids.to(device, ctx) : h_ids;
       Tensor tg = device.is_cuda() ? h_tg.to(device, ctx) : h_tg;
       const double lr = cosine_lr(s + 1, t.lr, min_lr, t.warmup_steps, cosine_steps);
+      injected_fault.before_step(s + 1);
       StepOutputs out = step_fn.run(ctx, ids, tg, static_cast<float>(lr));
-      const double loss = mean_over_ranks(out.loss.to_host_f64(ctx)[0]);  // waits for the step
+      const StepConsensus agreed = agree_after_step(out.loss.to_host_f64(ctx)[0], interrupt::requested() != 0);
+      const double loss = agreed.mean_loss;  // waits for the step
       const double gnorm = std::sqrt(out.grad_sumsq.to_host_f64(ctx)[0]);
       const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      // The row first: a step that stops the run is in the record too.
+      steps_table.add_row().set("step", s + 1).set("loss", loss).set("lr", lr).set("grad_norm", gnorm)
+          .set("step_ms", ms).set("tokens_per_s", tokens_per_step / (ms * 1e-3));
       if (!std::isfinite(loss) || !std::isfinite(gnorm)) {
         // The update read the same norm and changed nothing (ops::GradClip's guard).
         const ParamStore::NonFinite bad = lm.store().first_nonfinite(ctx, /*grads=*/true);
@@ -307,12 +328,14 @@ int run_train(const std::vector<std::string>& args) {
         if (rt.is_root()) std::printf("warning: %s (--on-nonfinite skip; %s)\n", what.c_str(), advice.c_str());
       }
       if (std::isfinite(loss)) last_loss = loss;
-      steps_table.add_row().set("step", s + 1).set("loss", loss).set("lr", lr).set("grad_norm", gnorm)
-          .set("step_ms", ms).set("tokens_per_s", tokens_per_step / (ms * 1e-3));
       if (rt.is_root() && ((s + 1) % t.log_every == 0 || s + 1 == t.steps))
         std::printf("step %6lld/%lld | loss %.4f | lr %.2e | grad norm %.3f | %8.0f tok/s | %.1f ms\n",
                     static_cast<long long>(s + 1), static_cast<long long>(t.steps), loss, lr, gnorm,
                     tokens_per_step / (ms * 1e-3), ms);
+      if (agreed.stop && s + 1 < t.steps) {
+        stopped_after = s + 1;
+        break;
+      }
       if (t.save_every > 0 && (s + 1) % t.save_every == 0 && s + 1 < t.steps) {
         save(s + 1);
         record.add_table(steps_table);
@@ -322,32 +345,43 @@ int run_train(const std::vector<std::string>& args) {
     }
   } catch (const std::exception& e) {
     // Keep what was measured: the record of the completed steps, marked as failed.
-    record.set_attr("status", std::string("failed: ") + e.what());
+    record.set_attr("status", "failed: " + error_text(e));
     record.add_table(steps_table);
     if (rt.is_root() && steps_table.rows() > 0) record.commit();
     throw;
   }
+  const int64_t steps_done = stopped_after > 0 ? stopped_after : t.steps;
   if (!t.save.empty()) {
     try {
-      save(t.steps);
+      save(steps_done);
     } catch (const std::exception& e) {
       // The steps ran: keep their record, with the failure in it.
-      record.set_attr("status", std::string("failed: final checkpoint: ") + e.what());
+      record.set_attr("status", "failed: final checkpoint: " + error_text(e));
       record.set_attr("final_loss", last_loss);
       record.add_table(steps_table);
       if (rt.is_root()) record.commit();
       throw;
     }
   }
-  record.set_attr("status", std::string("completed"));
+  const std::string stop_reason =
+      interrupt::requested() ? interrupt::signal_name(interrupt::requested()) : std::string("a signal on another rank");
+  record.set_attr("status", stopped_after > 0 ? "interrupted: " + stop_reason + " after step " + std::to_string(stopped_after) +
+                                                    " of " + std::to_string(t.steps)
+                                              : std::string("completed"));
   record.set_attr("final_loss", last_loss);
   record.add_table(steps_table);
   if (rt.is_root()) {
     record.commit();
+    if (stopped_after > 0)
+      std::printf("stopped by %s after step %lld of %lld\n", stop_reason.c_str(), static_cast<long long>(stopped_after),
+                  static_cast<long long>(t.steps));
     std::printf("results: %s%s%s\n", record.path().c_str(), t.save.empty() ? "" : ", checkpoint: ",
                 t.save.c_str());
+    if (stopped_after > 0 && !t.save.empty())
+      std::printf("continue with: --resume %s (and the same options)\n", t.save.c_str());
+    std::fflush(stdout);
   }
-  return 0;
+  return stopped_after > 0 ? kExitStopped : kExitOk;
 }
 
 }  // namespace pt::cli

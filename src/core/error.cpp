@@ -16,6 +16,11 @@ std::string location(const char* file, int line) {
 }
 }  // namespace
 
+std::string error_text(const std::exception& e, bool with_location) {
+  if (const auto* pe = dynamic_cast<const Error*>(&e)) return with_location || pe->internal() ? pe->what() : pe->message();
+  return e.what();
+}
+
 void fail_at(const char* file, int line, const std::string& msg) { throw Error(msg, location(file, line)); }
 
 void fail_internal_at(const char* file, int line, const std::string& msg) {

@@ -31,6 +31,10 @@ class OutOfMemory : public Error {
   size_t requested_bytes;
 };
 
+// What a user sees of any exception: a pt::Error's message, with its source location only when
+// it is internal or `with_location` (--verbose); what() of anything else.
+std::string error_text(const std::exception& e, bool with_location = false);
+
 [[noreturn]] void fail_at(const char* file, int line, const std::string& msg);
 // The same for a failed library call: an internal error, reported with its location.
 [[noreturn]] void fail_internal_at(const char* file, int line, const std::string& msg);

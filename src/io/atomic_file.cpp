@@ -1,14 +1,18 @@
 #include "io/atomic_file.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 
 #include "core/error.h"
+#include "core/interrupt.h"
 
 namespace pt::io {
 
@@ -20,6 +24,19 @@ std::string parent_dir(const std::string& path) {
   return path.substr(0, slash);
 }
 std::string errno_text() { return std::strerror(errno); }
+
+std::string this_host() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "localhost";
+  return buf;
+}
+
+bool all_digits(const std::string& s) {
+  if (s.empty()) return false;
+  for (char c : s)
+    if (!std::isdigit(static_cast<unsigned char>(c))) return false;
+  return true;
+}
 }  // namespace
 
 const char* file_kind(unsigned mode) {
@@ -43,7 +60,41 @@ void refuse_non_regular(const std::string& path, const std::string& w) {
 }  // namespace
 
 std::string temp_path_for(const std::string& path) {
-  return path + ".tmp." + std::to_string(static_cast<long>(::getpid()));
+  return path + ".tmp." + this_host() + "." + std::to_string(static_cast<long>(::getpid()));
+}
+
+int remove_stale_temp_files(const std::string& path) {
+  const std::string dir = parent_dir(path);
+  const size_t slash = path.find_last_of('/');
+  const std::string prefix = (slash == std::string::npos ? path : path.substr(slash + 1)) + ".tmp.";
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return 0;
+  const std::string host = this_host();
+  int removed = 0;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    // "<host>.<pid>", or "<pid>" as earlier builds named them (same host assumed).
+    const std::string rest = name.substr(prefix.size());
+    const size_t dot = rest.find_last_of('.');
+    const std::string pid_text = dot == std::string::npos ? rest : rest.substr(dot + 1);
+    const std::string its_host = dot == std::string::npos ? host : rest.substr(0, dot);
+    if (!all_digits(pid_text) || its_host != host) continue;  // another node's: its own runs clean it
+    const long pid = std::stol(pid_text);
+    if (pid == static_cast<long>(::getpid())) continue;
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // still running
+    const std::string full = dir + "/" + name;
+    struct stat st {};
+    if (::lstat(full.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (::unlink(full.c_str()) == 0) {
+      ++removed;
+      const std::string line = "paratrain: removed '" + full + "', a temporary file left by a run that was killed (pid " +
+                               pid_text + ")\n";
+      if (::write(2, line.data(), line.size()) < 0) break;
+    }
+  }
+  ::closedir(d);
+  return removed;
 }
 
 void check_output_path(const std::string& path, bool overwrite, const std::string& what) {
@@ -59,15 +110,19 @@ void check_output_path(const std::string& path, bool overwrite, const std::strin
            w + ": directory '" + dir + "' does not exist");
   // Probe with a real file: permission bits alone lie (root, read-only mounts, quotas).
   const std::string probe = temp_path_for(path);
+  const interrupt::TempFile guard(probe);
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
   PT_CHECK(fd >= 0, w + ": cannot create files in '" + dir + "': " + errno_text());
   ::close(fd);
   ::unlink(probe.c_str());
+  remove_stale_temp_files(path);
 }
 
 void write_atomically(const std::string& path, bool replace, const std::string& what,
                       const std::function<void(const std::string& tmp)>& write) {
   const std::string tmp = temp_path_for(path);
+  remove_stale_temp_files(path);
+  const interrupt::TempFile guard(tmp);  // removed if a signal ends the process mid-write
   try {
     write(tmp);
     refuse_non_regular(path, what + " '" + path + "'");  // it may have changed since the start

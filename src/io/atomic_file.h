@@ -1,6 +1,8 @@
 #pragma once
-// Output files that appear whole or not at all: write "<path>.tmp.<pid>", then rename it
-// over <path>. Used by RunRecord and checkpoints.
+// Output files that appear whole or not at all: write "<path>.tmp.<host>.<pid>", then rename
+// it over <path>. Used by RunRecord and checkpoints. A signal that ends the process removes the
+// temporary file (core/interrupt.h); one left by SIGKILL or a crash is removed by the next run
+// that writes the same path on the same host.
 #include <functional>
 #include <string>
 
@@ -16,8 +18,13 @@ void check_output_path(const std::string& path, bool overwrite, const std::strin
 // character device", ...), for errors that refuse it; "a regular file" for one.
 const char* file_kind(unsigned mode);
 
-// "<path>.tmp.<pid>"
+// "<path>.tmp.<host>.<pid>"
 std::string temp_path_for(const std::string& path);
+
+// Removes temporary files of `path` left by processes of this host that no longer run (each
+// named in one line on stderr); those of other hosts or of live processes are left alone.
+// check_output_path and write_atomically call it. Returns how many were removed.
+int remove_stale_temp_files(const std::string& path);
 
 // Calls write(tmp) and then moves tmp onto path. replace = false refuses a path that exists
 // by then (atomically, via link(2) where the file system supports it); a path that is not a

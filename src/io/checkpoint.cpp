@@ -7,6 +7,7 @@
 
 #include "core/build_info.h"
 #include "core/error.h"
+#include "core/fault_injection.h"
 #include "io/atomic_file.h"
 #include "io/h5_util.h"
 #include "optim/optimizer.h"
@@ -119,6 +120,7 @@ void save_checkpoint(const std::string& path, const ParamStore& params, Context&
     for (const auto& [k, v] : info.ints) h5::write_attr(file, k, v);
     for (const auto& [k, v] : info.reals) h5::write_attr(file, k, v);
     h5::write_attr(file, "step", info.step);
+    fault::pause_if_asked("pause-in-checkpoint", "the checkpoint write of " + path);
     if (opt) {
       h5::Id group(PT_H5_CHECK(H5Gcreate2(file, "optimizer", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)), H5Gclose);
       const OptimizerConfig& cfg = opt->config();

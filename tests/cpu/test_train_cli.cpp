@@ -6,11 +6,14 @@
 #include <hdf5.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <regex>
 
 #include "common/test_util.h"
+#include "core/exit_codes.h"
 
 namespace pt {
 namespace {
@@ -273,6 +276,20 @@ TEST(TrainCli, HelpListsTheOptionsAndExitsZero) {
                           "--recompute", "--fused", "--gemm", "--precision", "--device", "--out", "--grad-comm",
                           "bf16_compress_hook", "--zero1-prefetch"})
     EXPECT_NE(r.output.find(opt), std::string::npos) << opt;
+}
+
+// The exit codes have one table (core/exit_codes.h): `paratrain --help` prints it and README's
+// "When something goes wrong" must list every code in it.
+TEST(TrainCli, ExitCodesAreListedByHelpAndReadme) {
+  test::CliResult r = test::run_paratrain("--help");
+  EXPECT_EQ(r.rc, 0);
+  std::ifstream in(std::string(std::getenv("PARATRAIN_SOURCE_DIR")) + "/README.md");
+  const std::string readme((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const ExitCodeInfo& e : kExitCodes) {
+    EXPECT_NE(r.output.find(e.meaning), std::string::npos) << e.code;
+    const std::string row = e.code >= 128 ? "| 128 + N |" : "| " + std::to_string(e.code) + " |";
+    EXPECT_NE(readme.find(row), std::string::npos) << "README has no row for exit code " << e.code;
+  }
 }
 
 }  // namespace

@@ -175,6 +175,7 @@ CASES = [
      dict(ERR, words=["--context-length", ">= 1"])),
     ("beta1-above-one", C1, [*TRAIN, "--beta1", "1.5"], dict(ERR, words=["--beta1", "< 1"])),
     ("beta2-negative", C1, [*TRAIN, "--beta2", "-0.1"], dict(ERR, words=["--beta2", ">= 0"])),
+    ("min-lr-above-lr", C1, [*TRAIN, "--lr", "1e-3", "--min-lr", "1e-2"], dict(ERR, words=["--min-lr", "above --lr"])),
     ("eps-zero", C1, [*TRAIN, "--eps", "0"], dict(ERR, words=["--eps", "> 0"])),
     ("weight-decay-negative", C1, [*TRAIN, "--weight-decay", "-1"], dict(ERR, words=["--weight-decay"])),
     ("grad-clip-negative", C1, [*TRAIN, "--grad-clip", "-1"], dict(ERR, words=["--grad-clip"])),

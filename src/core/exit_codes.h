@@ -1,0 +1,31 @@
+#pragma once
+// paratrain's exit codes, one table: main returns them, `paratrain --help` lists them and
+// README's "When something goes wrong" explains them. A process ended at once by a signal
+// exits 128 + the signal's number (130 for SIGINT, 143 for SIGTERM), as shells report it.
+namespace pt {
+
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitError = 1,        // the one error line says what (input, file, rank, or a library call)
+  kExitUsage = 2,        // the command line itself: unknown option, missing value
+  kExitOutOfMemory = 3,  // a device allocation failed even after the cache was emptied
+  kExitStopped = 75,     // stopped by SIGTERM/SIGINT/SIGUSR1 at a step boundary, state saved
+};
+
+struct ExitCodeInfo {
+  int code;
+  const char* meaning;
+};
+
+inline constexpr ExitCodeInfo kExitCodes[] = {
+    {kExitOk, "finished"},
+    {kExitError, "an error: one line on stderr names the input, file, rank or library call"},
+    {kExitUsage, "the command line: an unknown option, a missing or malformed value"},
+    {kExitOutOfMemory, "out of device memory"},
+    {kExitStopped, "stopped early by SIGTERM, SIGINT or SIGUSR1 at a step boundary; the record is "
+                   "written and, with --save, the checkpoint (resume with --resume)"},
+    {130, "ended at once by a second signal (128 + the signal: 130 SIGINT, 143 SIGTERM); "
+          "temporary files removed"},
+};
+
+}  // namespace pt

@@ -1,0 +1,29 @@
+#pragma once
+// Faults injected on purpose, for the fault tests (tests/scripts/test_faults.py) and for anyone
+// checking what a run does when things go wrong. PARATRAIN_FAULT holds ';'-separated entries:
+//
+//   nan-grad:STEP:PARAM       after backward of step STEP (1-based), element 0 of PARAM's
+//                             gradient becomes NaN (train)
+//   pause-in-checkpoint:SEC   a checkpoint write pauses SEC seconds half-way (parameters
+//                             written, optimizer state not), after saying so on stderr
+//
+// Unset, nothing changes. A malformed entry is an error at the first lookup.
+#include <cstdint>
+#include <string>
+
+namespace pt::fault {
+
+struct Fault {
+  std::string kind;    // "nan-grad", "pause-in-checkpoint"
+  int64_t step = 0;    // nan-grad
+  std::string param;   // nan-grad
+  double seconds = 0;  // pause-in-checkpoint
+};
+
+// The entry of this kind in PARATRAIN_FAULT, or nullptr.
+const Fault* find(const std::string& kind);
+
+// pause-in-checkpoint, when asked for: one line on stderr naming `what`, then the pause.
+void pause_if_asked(const std::string& kind, const std::string& what);
+
+}  // namespace pt::fault

@@ -1,0 +1,53 @@
+#pragma once
+// What SIGINT, SIGTERM and SIGUSR1 do (one place): Slurm sends SIGTERM at a time limit or
+// preemption (and SIGUSR1 ahead of it with `--signal`), mpirun forwards SIGUSR1 to every rank,
+// a user at a terminal sends SIGINT.
+//
+// - Inside a GracefulScope (train's step loop) the first signal only records itself: the owner
+//   polls requested() and stops at the next safe point (a step boundary), writing what it must
+//   (checkpoint, run record). A checkpoint being written when it arrives is finished.
+// - A second signal, or any outside a GracefulScope, ends the process at once: every registered
+//   temporary file is removed (only async-signal-safe calls) and the exit code is 128 + signal.
+//
+// SIGKILL cannot be caught: its temporary files are found and removed by the next run that
+// writes the same output (io::write_atomically).
+#include <string>
+
+namespace pt::interrupt {
+
+// Installs the handlers; main calls it once, after MPI start-up. announce: say on stderr what a
+// signal does (rank 0 only, so a job prints it once).
+void install(bool announce);
+
+// The first stop signal received (SIGINT, SIGTERM, SIGUSR1), or 0.
+int requested();
+// "SIGTERM", "SIGINT", "SIGUSR1", or "signal N".
+std::string signal_name(int sig);
+
+// While one lives, a first signal asks for a stop instead of ending the process.
+class GracefulScope {
+ public:
+  GracefulScope();
+  ~GracefulScope();
+  GracefulScope(const GracefulScope&) = delete;
+  GracefulScope& operator=(const GracefulScope&) = delete;
+};
+
+// A file removed if the process is ended by a signal while it lives (a temporary output).
+// At most kMaxTempFiles at once; more are not registered (and would be left behind).
+class TempFile {
+ public:
+  explicit TempFile(const std::string& path);
+  ~TempFile();
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+
+ private:
+  int slot_ = -1;
+};
+constexpr int kMaxTempFiles = 8;
+
+// For tests: forget a recorded request (requested() returns 0 again).
+void reset_for_test();
+
+}  // namespace pt::interrupt

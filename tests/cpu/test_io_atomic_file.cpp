@@ -1,0 +1,61 @@
+// Atomic outputs and their temporary files: stale ones of dead processes on this host are
+// removed (and only those), and a temporary file registered with core/interrupt is what a
+// signal that ends the process would remove.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "common/test_util.h"
+#include "io/atomic_file.h"
+
+namespace pt::io {
+namespace {
+
+namespace fs = std::filesystem;
+
+void touch(const std::string& path) { std::ofstream(path) << "partial"; }
+
+std::string host() {
+  char buf[256] = {};
+  EXPECT_EQ(::gethostname(buf, sizeof buf - 1), 0);
+  return buf;
+}
+
+TEST(IoAtomicFile, TemporaryNamesCarryHostAndPid) {
+  const std::string tmp = temp_path_for("/x/ck.h5");
+  EXPECT_EQ(tmp, "/x/ck.h5.tmp." + host() + "." + std::to_string(::getpid()));
+}
+
+TEST(IoAtomicFile, StaleTemporaryFilesOfDeadProcessesOnThisHostAreRemoved) {
+  const std::string dir = test::scratch_dir("atomic_stale");
+  const std::string path = dir + "/ck.h5";
+  // A pid above any pid_max (2^22) belongs to no process.
+  const std::string dead = path + ".tmp." + host() + ".2147483000";
+  const std::string dead_old_style = path + ".tmp.2147483001";
+  const std::string alive = path + ".tmp." + host() + "." + std::to_string(::getppid());
+  const std::string other_host = path + ".tmp.some-other-node.2147483000";
+  const std::string other_file = dir + "/other.h5.tmp." + host() + ".2147483000";
+  for (const auto& f : {dead, dead_old_style, alive, other_host, other_file}) touch(f);
+
+  EXPECT_EQ(remove_stale_temp_files(path), 2);
+  EXPECT_FALSE(fs::exists(dead));
+  EXPECT_FALSE(fs::exists(dead_old_style));
+  EXPECT_TRUE(fs::exists(alive)) << "a live process's temporary file was removed";
+  EXPECT_TRUE(fs::exists(other_host)) << "another node's temporary file was removed";
+  EXPECT_TRUE(fs::exists(other_file)) << "another output's temporary file was removed";
+
+  // check_output_path (start-up) and write_atomically clean up the same way.
+  touch(dead);
+  check_output_path(path, false, "checkpoint");
+  EXPECT_FALSE(fs::exists(dead));
+  touch(dead);
+  write_atomically(path, false, "checkpoint", [](const std::string& tmp) { touch(tmp); });
+  EXPECT_FALSE(fs::exists(dead));
+  EXPECT_TRUE(fs::exists(path));
+  EXPECT_FALSE(fs::exists(temp_path_for(path)));
+}
+
+}  // namespace
+}  // namespace pt::io

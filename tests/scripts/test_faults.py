@@ -1,0 +1,211 @@
+"""Faults during a run (issue 15's fault tests, issue 14's time limits): signals during a
+checkpoint write and between steps, SIGKILL, and a NaN injected into one gradient. Faults are
+injected with PARATRAIN_FAULT (src/core/fault_injection.h): `pause-in-checkpoint:SEC` holds a
+checkpoint write half-way, after saying so on stderr, so a signal lands inside it for sure.
+
+What must hold: the checkpoint at --save is always a whole one (the previous one, or the new one
+when the write was allowed to finish), no temporary file is left that a later run trips over,
+the run record is written whenever the process had the chance, and the exit code says what
+happened (src/core/exit_codes.h).
+"""
+import hashlib
+import os
+import selectors
+import signal
+import subprocess
+import time
+
+import h5py
+import numpy as np
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
+SAMPLE = os.path.join(REPO, "data", "sample_tokens.npy")
+BIN = os.environ.get("PARATRAIN_BIN", os.path.join(REPO, "build", "paratrain"))
+MPI = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
+TIMEOUT_S = 60
+EXIT_STOPPED = 75  # kExitStopped
+
+TRAIN = [BIN, "train", "--model", "tiny", "--d-model", "32", "--num-layers", "1", "--num-heads", "2",
+         "--d-ff", "64", "--context-length", "16", "--batch-size", "4", "--device", "cpu", "--data", SAMPLE]
+PARAM = "layers.0.ffn.w1.weight"  # a trainable parameter of that model
+
+pytestmark = pytest.mark.skipif(not os.path.exists(BIN), reason=f"no paratrain binary at {BIN}")
+
+
+def sha(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def temp_files(d):
+    return sorted(n for n in os.listdir(d) if ".tmp." in n)
+
+
+def checkpoint_step_and_finite(path):
+    with h5py.File(path, "r") as f:
+        finite = all(np.isfinite(f[n][()]).all() for n in f.attrs["parameter_names"])
+        return int(f.attrs["step"]), finite
+
+
+def record_status(path):
+    with h5py.File(path, "r") as f:
+        status = f.attrs["status"]
+        rows = len(f["train_steps"]["step"]) if "train_steps" in f else 0
+        return (status.decode() if isinstance(status, bytes) else str(status)), rows
+
+
+def seed_checkpoint(tmp):
+    """A whole checkpoint at step 2, made without faults: the 'previous' one."""
+    ck = os.path.join(tmp, "ck.h5")
+    subprocess.run([*TRAIN, "--steps", "2", "--save", ck, "--out", os.path.join(tmp, "seed.h5")], check=True,
+                   capture_output=True, timeout=TIMEOUT_S)
+    return ck
+
+
+def start(cmd, env_extra, tmp):
+    env = dict(os.environ, **env_extra)
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp)
+
+
+def wait_for_line(proc, pipe, words, timeout=TIMEOUT_S):
+    """Reads `pipe` of proc until a line holding `words`; returns everything read."""
+    sel = selectors.DefaultSelector()
+    sel.register(pipe, selectors.EVENT_READ)
+    seen, deadline = "", time.time() + timeout
+    while time.time() < deadline:
+        if sel.select(timeout=0.5):
+            line = pipe.readline()
+            if not line and proc.poll() is not None:
+                break
+            seen += line
+            if words in line:
+                return seen
+    proc.kill()
+    raise AssertionError(f"never saw '{words}'; output so far:\n{seen}")
+
+
+def finish(proc):
+    out, err = proc.communicate(timeout=TIMEOUT_S)
+    return proc.returncode, out, err
+
+
+def test_nan_gradient_stops_at_that_step_naming_it_and_the_checkpoint_stays_finite(tmp_path):
+    ck, rec = str(tmp_path / "ck.h5"), str(tmp_path / "r.h5")
+    proc = subprocess.run([*TRAIN, "--steps", "8", "--save", ck, "--save-every", "2", "--out", rec],
+                          capture_output=True, text=True, timeout=TIMEOUT_S,
+                          env=dict(os.environ, PARATRAIN_FAULT=f"nan-grad:5:{PARAM}"))
+    assert proc.returncode == 1, proc.stderr
+    assert "step 5" in proc.stderr and PARAM in proc.stderr, proc.stderr
+    assert "not applied" in proc.stderr, proc.stderr
+    step, finite = checkpoint_step_and_finite(ck)
+    assert (step, finite) == (4, True), "the last checkpoint is the one before the NaN, and finite"
+    status, rows = record_status(rec)
+    assert status.startswith("failed") and "step 5" in status and rows == 5, (status, rows)
+    assert temp_files(tmp_path) == []
+
+
+def test_nan_gradient_with_skip_goes_on_and_saves_finite_weights(tmp_path):
+    ck, rec = str(tmp_path / "ck.h5"), str(tmp_path / "r.h5")
+    proc = subprocess.run([*TRAIN, "--steps", "6", "--save", ck, "--on-nonfinite", "skip", "--out", rec],
+                          capture_output=True, text=True, timeout=TIMEOUT_S,
+                          env=dict(os.environ, PARATRAIN_FAULT=f"nan-grad:3:{PARAM}"))
+    assert proc.returncode == 0, proc.stderr
+    assert "step 3" in proc.stdout and PARAM in proc.stdout, proc.stdout
+    assert checkpoint_step_and_finite(ck) == (6, True)
+
+
+def test_sigint_during_a_checkpoint_write_finishes_it_then_stops_with_the_record(tmp_path):
+    ck, rec = str(tmp_path / "ck.h5"), str(tmp_path / "r.h5")
+    proc = start([*TRAIN, "--steps", "100000", "--save", ck, "--save-every", "3", "--out", rec],
+                 {"PARATRAIN_FAULT": "pause-in-checkpoint:1.5"}, tmp_path)
+    wait_for_line(proc, proc.stderr, "pause-in-checkpoint")
+    proc.send_signal(signal.SIGINT)
+    rc, out, err = finish(proc)
+    assert rc == EXIT_STOPPED, f"{rc}\n{out}\n{err}"
+    assert "stopping at the end of this step" in err, err
+    assert "stopped by SIGINT after step 4" in out and "--resume " + ck in out, out
+    step, finite = checkpoint_step_and_finite(ck)
+    assert (step, finite) == (4, True), "the checkpoint written is whole, at the step the run stopped"
+    status, rows = record_status(rec)
+    assert status == "interrupted: SIGINT after step 4 of 100000" and rows == 4, (status, rows)
+    assert temp_files(tmp_path) == []
+
+
+def test_second_sigint_during_a_checkpoint_write_keeps_the_previous_one(tmp_path):
+    ck = seed_checkpoint(str(tmp_path))
+    before = sha(ck)
+    proc = start([*TRAIN, "--steps", "100000", "--save", ck, "--save-every", "2", "--overwrite",
+                  "--out", str(tmp_path / "r.h5")], {"PARATRAIN_FAULT": "pause-in-checkpoint:30"}, tmp_path)
+    wait_for_line(proc, proc.stderr, "pause-in-checkpoint")
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    rc, _, err = finish(proc)
+    assert rc == 128 + signal.SIGINT, f"{rc}\n{err}"
+    assert "stopped at once" in err, err
+    assert sha(ck) == before, "the previous checkpoint was changed"
+    assert temp_files(tmp_path) == [], "the interrupted write left its temporary file"
+
+
+def test_sigkill_during_a_checkpoint_write_keeps_the_previous_one_and_the_next_run_cleans_up(tmp_path):
+    ck = seed_checkpoint(str(tmp_path))
+    before = sha(ck)
+    proc = start([*TRAIN, "--steps", "100000", "--save", ck, "--save-every", "2", "--overwrite",
+                  "--out", str(tmp_path / "r.h5")], {"PARATRAIN_FAULT": "pause-in-checkpoint:30"}, tmp_path)
+    wait_for_line(proc, proc.stderr, "pause-in-checkpoint")
+    proc.send_signal(signal.SIGKILL)
+    finish(proc)
+    assert sha(ck) == before, "the previous checkpoint was changed"
+    left = temp_files(tmp_path)
+    assert len(left) == 1 and left[0].startswith("ck.h5.tmp."), left
+    # The next run that writes the same checkpoint removes it, saying so.
+    nxt = subprocess.run([*TRAIN, "--steps", "2", "--save", ck, "--overwrite", "--out", str(tmp_path / "r2.h5")],
+                         capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert nxt.returncode == 0, nxt.stderr
+    assert "removed" in nxt.stderr and left[0] in nxt.stderr, nxt.stderr
+    assert temp_files(tmp_path) == []
+    assert checkpoint_step_and_finite(ck) == (2, True)
+
+
+def test_sigterm_between_steps_writes_the_record_and_the_checkpoint(tmp_path):
+    ck, rec = str(tmp_path / "ck.h5"), str(tmp_path / "r.h5")
+    proc = start([*TRAIN, "--steps", "100000", "--save", ck, "--out", rec], {}, tmp_path)
+    wait_for_line(proc, proc.stdout, "step      3/")
+    proc.send_signal(signal.SIGTERM)
+    rc, out, err = finish(proc)
+    assert rc == EXIT_STOPPED, f"{rc}\n{out}\n{err}"
+    status, rows = record_status(rec)
+    assert status.startswith("interrupted: SIGTERM after step ") and rows >= 3, status
+    step, finite = checkpoint_step_and_finite(ck)
+    assert step == rows and finite
+    # And the run continues from there.
+    nxt = subprocess.run([*TRAIN, "--steps", str(rows + 2), "--resume", ck, "--save", ck, "--out", str(tmp_path / "r2.h5")],
+                         capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert nxt.returncode == 0, nxt.stderr
+    assert checkpoint_step_and_finite(ck) == (rows + 2, True)
+
+
+def test_sigusr1_to_mpirun_stops_every_rank_at_the_same_step(tmp_path):
+    ck, rec = str(tmp_path / "ck.h5"), str(tmp_path / "r.h5")
+    proc = start([*MPI, "-np", "2", *TRAIN, "--steps", "100000", "--save", ck, "--out", rec], {}, tmp_path)
+    wait_for_line(proc, proc.stdout, "step      3/")
+    proc.send_signal(signal.SIGUSR1)  # mpirun forwards SIGUSR1 to every rank
+    rc, out, err = finish(proc)
+    assert rc == EXIT_STOPPED, f"{rc}\n{out}\n{err}"
+    status, rows = record_status(rec)
+    assert status.startswith("interrupted: SIGUSR1 after step "), status
+    assert checkpoint_step_and_finite(ck) == (rows, True)
+    assert temp_files(tmp_path) == []
+
+
+def test_a_signal_outside_training_ends_at_once_without_leftovers(tmp_path):
+    # bench has no step boundary to stop at: the first signal ends it, exit 128 + signal.
+    proc = start([BIN, "bench", "model", "--sizes", "tiny", "--precisions", "fp32", "--attention", "naive",
+                  "--steps", "100000", "--warmup", "0", "--device", "cpu", "--out", str(tmp_path / "b.h5")], {}, tmp_path)
+    time.sleep(1.5)
+    proc.send_signal(signal.SIGTERM)
+    rc, _, err = finish(proc)
+    assert rc == 128 + signal.SIGTERM, f"{rc}\n{err}"
+    assert not os.path.exists(tmp_path / "b.h5") and temp_files(tmp_path) == []
