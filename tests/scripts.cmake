@@ -38,11 +38,16 @@ add_test(NAME scripts_hostile_inputs
 add_test(NAME scripts_faults
          COMMAND ${CMAKE_COMMAND} -E env PARATRAIN_BIN=$<TARGET_FILE:paratrain>
                  ${PT_SCRIPTS_DIR}/run_pytest.sh test_faults.py)
+# Exact resume (every sharding, 2 ranks, a signal that reaches one rank), conflicting options
+# refused, another rank count, the data file's identity, JSON progress lines against the record.
+add_test(NAME scripts_resume
+         COMMAND ${CMAKE_COMMAND} -E env PARATRAIN_BIN=$<TARGET_FILE:paratrain>
+                 ${PT_SCRIPTS_DIR}/run_pytest.sh test_resume.py)
 # Sweeps submitted to a real single-node Slurm in CPU mode (skipped without slurm-wlm/munge).
 add_test(NAME scripts_slurm COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_slurm.py)
 set_tests_properties(scripts_slurm PROPERTIES LABELS "scripts;slurm" TIMEOUT 900 RUN_SERIAL TRUE)
 
-set(PT_SCRIPTS_TESTS scripts_hostile_inputs scripts_faults scripts_report_synthetic scripts_report_real scripts_schema_doc scripts_ddp_events_real scripts_compare_torch
+set(PT_SCRIPTS_TESTS scripts_hostile_inputs scripts_faults scripts_resume scripts_report_synthetic scripts_report_real scripts_schema_doc scripts_ddp_events_real scripts_compare_torch
     scripts_compare_torch_ddp scripts_reference_model)
 set_tests_properties(${PT_SCRIPTS_TESTS} PROPERTIES LABELS scripts TIMEOUT 600)
 set_tests_properties(${PT_SCRIPTS_TESTS} scripts_slurm PROPERTIES ENVIRONMENT "${PT_SCRIPTS_ENV}")

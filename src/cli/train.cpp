@@ -9,7 +9,10 @@
 #include <iostream>
 
 #include "cli/options.h"
+#include "cli/run_log.h"
 #include "cli/subcommands.h"
+#include "cli/train_record.h"
+#include "cli/train_resume.h"
 #include "core/build_info.h"
 #include "core/context.h"
 #include "core/error.h"
@@ -21,11 +24,11 @@
 #include "parallel/runtime.h"
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
-#include "io/run_record.h"
 #include "io/token_data.h"
 #include "train/injected_faults.h"
 #include "train/train_step.h"
 #include "model/transformer.h"
+#include "optim/optimizer_state.h"
 #include "optim/sharded_optimizer.h"
 
 namespace pt::cli {
@@ -147,26 +150,72 @@ int run_train(const std::vector<std::string>& args) {
       ("save-every", po::value(&t.save_every)->default_value(0), "also every N steps (needs --save; 0: only at the end)")
       ("init-from", po::value(&t.init_from), "start from this checkpoint's weights (a PyTorch state_dict "
                                              "saved with h5py in the same layout loads too)")
-      ("resume", po::value(&t.resume), "continue a run: weights, optimizer state, step and data order");
+      ("resume", po::value(&t.resume),
+       "continue a run from this checkpoint: weights, optimizer state (any sharding, any rank count), step, "
+       "data order and every option it was started with (give them again only to check them: a different "
+       "value is refused; --steps, --log-every, --log-format, --log-file, --save-every, --save, --out and "
+       "--comm-timeout may change). auto: from the --save file when it exists, else from the start (for "
+       "jobs that may be requeued). An existing --out record of the run is continued");
   parallel::add_ddp_options(parallel, ddp_opt);
   general.add_options()("log-every", po::value(&t.log_every)->default_value(t.log_every),
                         "progress line every N steps (rank 0)");
+  LogOptions log_opt;
+  add_log_options(general, log_opt);
   add_run_options(general, run, "fp32");
   add_gemm_option(general, run);
   add_flash_options(general, run);
   po::options_description desc("paratrain train options");
   desc.add(model).add(data).add(optim).add(ckpt).add(parallel).add(general);
-  auto vm = parse_or_help(desc, args, "paratrain train [options]   (mpirun -np N paratrain train ... for data parallelism)");
+  const std::string usage = "paratrain train [options]   (mpirun -np N paratrain train ... for data parallelism)";
+  auto vm = parse_or_help(desc, args, usage);
   if (!vm) return 0;
 
-  // ---- validate everything before any work -------------------------------------------------
+  // ---- --resume: the checkpoint's configuration for every option not given again ---------------
   auto& rt = parallel::Runtime::get();
+  PT_CHECK(t.init_from.empty() || t.resume.empty(), "--init-from and --resume contradict each other: pick one");
+  std::string resume_from;  // the checkpoint this run continues; "" for a fresh start
+  io::CheckpointInfo resumed;
+  if (!t.resume.empty()) {
+    resume_from = resume_path(t.resume, t.save);
+    if (!resume_from.empty()) {
+      resumed = io::read_checkpoint_info(resume_from);
+      const std::vector<std::string> adopted = options_from_checkpoint(desc, *vm, resumed, resume_from);
+      if (!adopted.empty()) {
+        std::vector<std::string> all = args;
+        all.insert(all.end(), adopted.begin(), adopted.end());
+        try {
+          vm = parse_or_help(desc, all, usage);
+        } catch (const std::exception& e) {
+          // The command line parsed; so what fails is a value the checkpoint holds: name its attribute.
+          const std::string why = error_text(e);
+          std::string attr = "config.<option>";
+          for (size_t i = 0; i < adopted.size(); i += 2)
+            if (why.find(adopted[i] + " ") != std::string::npos || why.find(adopted[i] + "'") != std::string::npos)
+              attr = "config." + adopted[i].substr(2);
+          PT_FAIL("--resume " + resume_from + ": the checkpoint's attribute " + attr + " is not usable: " + why);
+        }
+      }
+    }
+  }
+  RunLog log(log_opt, rt.is_root());
+  const int64_t start_step = resume_from.empty() ? 0 : resumed.step;
+  if (!resume_from.empty() && start_step >= t.steps) {
+    // A requeued job whose run had already finished has nothing to do; asking for that by hand is
+    // a mistake worth an error.
+    PT_CHECK(t.resume == "auto", "--resume: the checkpoint is at step " + std::to_string(start_step) +
+                                     ", nothing left to do for --steps " + std::to_string(t.steps));
+    log.event("end", {{"status", std::string("completed")}, {"last_step", start_step}},
+              "train: the checkpoint " + resume_from + " is at step " + std::to_string(start_step) +
+                  " of --steps " + std::to_string(t.steps) + ": the run is complete");
+    return kExitOk;
+  }
+
+  // ---- validate everything before any work -------------------------------------------------
   PT_CHECK(t.steps >= 1, "--steps must be at least 1");
   PT_CHECK(t.batch_size >= 1, "--batch-size must be at least 1");
   PT_CHECK(t.log_every >= 1, "--log-every must be at least 1");
   PT_CHECK(t.lr > 0, "--lr must be positive");
   PT_CHECK(t.warmup_steps >= 0 && t.save_every >= 0, "--warmup-steps and --save-every must be non-negative");
-  PT_CHECK(t.init_from.empty() || t.resume.empty(), "--init-from and --resume contradict each other: pick one");
   PT_CHECK(t.save_every == 0 || !t.save.empty(), "--save-every needs --save FILE");
   PT_CHECK(t.batch_size % rt.world_size() == 0,
            "--batch-size " + std::to_string(t.batch_size) + " is not divisible by the " +
@@ -214,35 +263,40 @@ int run_train(const std::vector<std::string>& args) {
   sc.seed = run.seed;
   sc.rank = rt.rank();
   sc.world = rt.world_size();
-  int64_t start_step = 0;
-  if (!t.resume.empty()) {
-    io::CheckpointInfo info = io::read_checkpoint_info(t.resume);
-    io::restore_sampler_state(info, sc);
-    start_step = info.step;
-    PT_CHECK(start_step < t.steps, "--resume: the checkpoint is at step " + std::to_string(start_step) +
-                                       ", nothing left to do for --steps " + std::to_string(t.steps));
+  if (!resume_from.empty()) {
+    check_same_data(resumed, tokens.identity(), t.data, resume_from);
+    io::restore_sampler_state(resumed, sc);
+    const auto w = resumed.ints.find("run.world_size");
+    if (rt.is_root() && w != resumed.ints.end() && w->second != rt.world_size())
+      std::printf("train: resuming on %d ranks a run saved by %lld: the same global batch and data order, but sums "
+                  "over ranks round in another order, so losses agree closely rather than bit for bit\n",
+                  rt.world_size(), static_cast<long long>(w->second));
   }
   io::BatchSampler sampler(tokens, sc);
-  io::RunRecord record("train", run.out, run.overwrite);
+  TrainRecord rec(run.out, run.overwrite, !t.resume.empty(), start_step, resume_from, rt.world_size());
+  // Every file this run writes, checked before any work: a long run never finds out at its end.
   if (!t.save.empty()) {
-    // Every file this run writes, checked before any work: a long run never finds out at its end.
-    PT_CHECK(!same_file(t.save, record.path()), "--save " + t.save + " and --out " + record.path() +
-                                                    " name the same file; a run writes each of them");
+    PT_CHECK(!same_file(t.save, rec.path()), "--save " + t.save + " and --out " + rec.path() +
+                                                 " name the same file; a run writes each of them");
     PT_CHECK(!same_file(t.save, t.data), "--save " + t.save + " is the token file --data reads");
-    if (rt.is_root()) io::check_output_path(t.save, run.overwrite || (!t.resume.empty() && same_file(t.save, t.resume)),
-                                            "checkpoint (--save)");
+    if (rt.is_root()) io::check_output_path(t.save, run.overwrite || !t.resume.empty(), "checkpoint (--save)");
   }
-  PT_CHECK(!same_file(record.path(), t.data), "--out " + record.path() + " is the token file --data reads");
+  PT_CHECK(!same_file(rec.path(), t.data), "--out " + rec.path() + " is the token file --data reads");
+  if (!log_opt.file.empty())
+    for (const auto& [other, flag] : {std::pair{rec.path(), "--out"}, {t.save, "--save"}, {t.data, "--data"}})
+      PT_CHECK(other.empty() || !same_file(log_opt.file, other),
+               "--log-file " + log_opt.file + " and " + flag + " " + other + " name the same file");
 
   // ---- build ---------------------------------------------------------------------------------
   Context ctx(device, precision);
   apply_gemm_option(ctx, run);
   apply_flash_options(ctx, run);
+  io::RunRecord& record = rec.record();
   record.collect_environment(ctx);
   record.set_options(options_as_strings(*vm));
   TransformerLM lm(cfg, ctx);
-  if (!t.resume.empty())
-    io::load_weights(t.resume, lm.store(), ctx);
+  if (!resume_from.empty())
+    io::load_weights(resume_from, lm.store(), ctx);
   else if (!t.init_from.empty())
     io::load_weights(t.init_from, lm.store(), ctx);
   else
@@ -254,18 +308,11 @@ int run_train(const std::vector<std::string>& args) {
                                        shard_mode_from_name(ddp.shard), oc, parallel::grad_comm_from_name(ddp.grad_comm),
                                        parse_on_off(ddp.zero1_prefetch, "zero1-prefetch"));
   Optimizer* optimizer = dp.optimizer.get();
-  if (!t.resume.empty()) {
-    PT_CHECK(ddp.shard == "none", "--resume with a sharded optimizer is not supported (its state is split "
-                                  "over the ranks); resume with --shard-optimizer none");
-    io::load_optimizer_state(t.resume, *optimizer, ctx);
-  }
+  // The checkpoint holds the whole optimizer state; each rank reads the part it updates.
+  if (!resume_from.empty()) io::load_optimizer_state(resume_from, *optimizer, ctx, lm.store().grad_numel());
   TrainStep step_fn(lm, *optimizer, *dp.sync, static_cast<float>(t.grad_clip));
   NanGradInjector injected_fault(ctx, lm.store());  // PARATRAIN_FAULT=nan-grad:STEP:PARAM only
 
-  io::ResultTable steps_table("train_steps", "one row per training step (rank 0; loss averaged over ranks)");
-  steps_table.add_int("step", "1-based step number").add_double("loss", "mean cross-entropy, nats", 4)
-      .add_double("lr", "learning rate", 6).add_double("grad_norm", "global norm before clipping", 4)
-      .add_double("step_ms", "wall time of the step, ms", 2).add_double("tokens_per_s", "global tokens of the step / step_ms, tokens per second", 0);
   record.set_attr("model.parameters", lm.config().num_params());
   record.set_attr("model.attention", std::string(attention_impl_name(cfg.attention)));
   auto save = [&](int64_t steps_done) {
@@ -273,21 +320,32 @@ int run_train(const std::vector<std::string>& args) {
     info.step = steps_done;
     info.ints = {{"model.vocab_size", cfg.vocab_size}, {"model.context_length", cfg.context_length},
                  {"model.d_model", cfg.d_model}, {"model.num_layers", cfg.num_layers},
-                 {"model.num_heads", cfg.num_heads}, {"model.d_ff", cfg.d_ff}};
+                 {"model.num_heads", cfg.num_heads}, {"model.d_ff", cfg.d_ff},
+                 {"run.world_size", static_cast<int64_t>(rt.world_size())}};
     info.reals = {{"model.rope_theta", cfg.rope_theta}};
     io::add_sampler_state(info, sc);
-    // A sharded optimizer holds only this rank's slice of the state: save the weights alone.
-    if (rt.is_root()) io::save_checkpoint(t.save, lm.store(), ctx, ddp.shard == "none" ? optimizer : nullptr, info);
+    add_run_config(info, *vm);
+    info.text["config.data"] = t.data;  // the resolved path (the default when --data was left out)
+    info.text["data.identity"] = tokens.identity();
+    // Every rank takes part: a sharded optimizer's state is gathered to rank 0.
+    const WholeOptimizerState state = gather_optimizer_state(*optimizer, ctx, lm.store().grad_numel(), ddp.shard == "none");
+    if (rt.is_root()) io::save_checkpoint(t.save, lm.store(), ctx, &optimizer->config(), &state, info);
+    log.event("checkpoint", {{"step", steps_done}, {"path", t.save}}, "");
   };
 
-  if (rt.is_root())
-    std::printf("train: %s (%lld parameters) on %d × %s, %s, %s attention, ddp %s, sharding %s, grad comm %s, "
-                "batch %lld × %lld tokens, %s sampling of %s (%lld tokens)\n",
-                t.model.c_str(), static_cast<long long>(cfg.num_params()), rt.world_size(), device.str().c_str(),
-                precision_name(precision), attn.c_str(), ddp.ddp.c_str(), ddp.shard.c_str(), ddp.grad_comm.c_str(),
-                static_cast<long long>(t.batch_size),
-                static_cast<long long>(cfg.context_length), t.sampling.c_str(), t.data.c_str(),
-                static_cast<long long>(tokens.size()));
+  const std::string banner = "train: " + t.model + " (" + std::to_string(cfg.num_params()) + " parameters) on " +
+                             std::to_string(rt.world_size()) + " × " + device.str() + ", " + precision_name(precision) +
+                             ", " + attn + " attention, ddp " + ddp.ddp + ", sharding " + ddp.shard + ", grad comm " +
+                             ddp.grad_comm + ", batch " + std::to_string(t.batch_size) + " × " +
+                             std::to_string(cfg.context_length) + " tokens, " + t.sampling + " sampling of " + t.data +
+                             " (" + std::to_string(tokens.size()) + " tokens)" +
+                             (resume_from.empty() ? "" : "; resuming " + resume_from + " after step " + std::to_string(start_step));
+  log.event("start",
+            {{"command", std::string("train")}, {"model", t.model}, {"parameters", cfg.num_params()},
+             {"world_size", static_cast<int64_t>(rt.world_size())}, {"device", device.str()},
+             {"precision", std::string(precision_name(precision))}, {"steps", t.steps}, {"start_step", start_step},
+             {"resumed_from", resume_from}, {"out", rec.path()}, {"save", t.save}},
+            banner);
 
   // ---- train ---------------------------------------------------------------------------------
   const int64_t local_rows = sampler.local_batch();
@@ -295,9 +353,15 @@ int run_train(const std::vector<std::string>& args) {
   Tensor h_tg = Tensor::empty({local_rows, cfg.context_length}, DType::I32, Device::cpu(), "batch_targets");
   const double tokens_per_step = static_cast<double>(t.batch_size * cfg.context_length);
   double last_loss = NAN;
-  int64_t stopped_after = 0;  // > 0: a signal stopped the run after this step
+  int64_t last_step = start_step;  // the last step completed
+  int64_t stopped_after = 0;       // > 0: a signal stopped the run after this step
+  Eta eta(start_step, t.steps);
   // From here a first signal stops the loop at a step boundary; checkpoint and record are written.
   const interrupt::GracefulScope graceful;
+  auto fail = [&](const std::string& status) {
+    log.event("end", {{"status", status}, {"last_step", last_step}, {"final_loss", last_loss}}, "");
+    rec.commit(status, last_step, last_loss);
+  };
   try {
     for (int64_t s = start_step; s < t.steps; ++s) {
       const auto t0 = std::chrono::steady_clock::now();
@@ -307,13 +371,15 @@ int run_train(const std::vector<std::string>& args) {
       const double lr = cosine_lr(s + 1, t.lr, min_lr, t.warmup_steps, cosine_steps);
       injected_fault.before_step(s + 1);
       StepOutputs out = step_fn.run(ctx, ids, tg, static_cast<float>(lr));
+      raise_injected_signal(s + 1, rt.is_root());  // PARATRAIN_FAULT=signal:STEP:NAME only
       const StepConsensus agreed = agree_after_step(out.loss.to_host_f64(ctx)[0], interrupt::requested() != 0);
       const double loss = agreed.mean_loss;  // waits for the step
       const double gnorm = std::sqrt(out.grad_sumsq.to_host_f64(ctx)[0]);
       const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       // The row first: a step that stops the run is in the record too.
-      steps_table.add_row().set("step", s + 1).set("loss", loss).set("lr", lr).set("grad_norm", gnorm)
-          .set("step_ms", ms).set("tokens_per_s", tokens_per_step / (ms * 1e-3));
+      rec.add_step(s + 1, loss, lr, gnorm, ms, tokens_per_step / (ms * 1e-3));
+      last_step = s + 1;
+      eta.unit_done();
       if (!std::isfinite(loss) || !std::isfinite(gnorm)) {
         // The update read the same norm and changed nothing (ops::GradClip's guard).
         const ParamStore::NonFinite bad = lm.store().first_nonfinite(ctx, /*grads=*/true);
@@ -323,64 +389,62 @@ int run_train(const std::vector<std::string>& args) {
                                                      std::to_string(bad.value) + ")"
                                                : std::string()) +
             ". The update was not applied";
-        const std::string advice = nonfinite_advice(s + 1, start_step + 1, !t.resume.empty() || !t.init_from.empty(), lr, t.grad_clip);
+        const std::string advice = nonfinite_advice(s + 1, start_step + 1, !resume_from.empty() || !t.init_from.empty(), lr, t.grad_clip);
         if (t.on_nonfinite == "stop") PT_FAIL(what + ": the parameters are those after step " + std::to_string(s) + "; " + advice);
         if (rt.is_root()) std::printf("warning: %s (--on-nonfinite skip; %s)\n", what.c_str(), advice.c_str());
       }
       if (std::isfinite(loss)) last_loss = loss;
-      if (rt.is_root() && ((s + 1) % t.log_every == 0 || s + 1 == t.steps))
-        std::printf("step %6lld/%lld | loss %.4f | lr %.2e | grad norm %.3f | %8.0f tok/s | %.1f ms\n",
-                    static_cast<long long>(s + 1), static_cast<long long>(t.steps), loss, lr, gnorm,
-                    tokens_per_step / (ms * 1e-3), ms);
+      if ((s + 1) % t.log_every == 0 || s + 1 == t.steps) {
+        const double elapsed = log.elapsed_s();
+        char line[256];
+        std::snprintf(line, sizeof line, "step %6lld/%lld | loss %.4f | lr %.2e | grad norm %.3f | %8.0f tok/s | %.1f ms | %s",
+                      static_cast<long long>(s + 1), static_cast<long long>(t.steps), loss, lr, gnorm,
+                      tokens_per_step / (ms * 1e-3), ms, eta.text(elapsed).c_str());
+        log.event("step",
+                  {{"step", s + 1}, {"steps", t.steps}, {"loss", loss}, {"lr", lr}, {"grad_norm", gnorm}, {"step_ms", ms},
+                   {"tokens_per_s", tokens_per_step / (ms * 1e-3)}, {"eta_s", eta.eta_s(elapsed)}},
+                  line);
+      }
       if (agreed.stop && s + 1 < t.steps) {
         stopped_after = s + 1;
         break;
       }
       if (t.save_every > 0 && (s + 1) % t.save_every == 0 && s + 1 < t.steps) {
         save(s + 1);
-        record.add_table(steps_table);
-        if (rt.is_root()) record.commit();
+        rec.commit("running", last_step, last_loss);
       }
       std::fflush(stdout);
     }
   } catch (const std::exception& e) {
     // Keep what was measured: the record of the completed steps, marked as failed.
-    record.set_attr("status", "failed: " + error_text(e));
-    record.add_table(steps_table);
-    if (rt.is_root() && steps_table.rows() > 0) record.commit();
+    fail("failed: " + error_text(e));
     throw;
   }
-  const int64_t steps_done = stopped_after > 0 ? stopped_after : t.steps;
   if (!t.save.empty()) {
     try {
-      save(steps_done);
+      save(last_step);
     } catch (const std::exception& e) {
       // The steps ran: keep their record, with the failure in it.
-      record.set_attr("status", "failed: final checkpoint: " + error_text(e));
-      record.set_attr("final_loss", last_loss);
-      record.add_table(steps_table);
-      if (rt.is_root()) record.commit();
+      fail("failed: final checkpoint: " + error_text(e));
       throw;
     }
   }
   const std::string stop_reason =
       interrupt::requested() ? interrupt::signal_name(interrupt::requested()) : std::string("a signal on another rank");
-  record.set_attr("status", stopped_after > 0 ? "interrupted: " + stop_reason + " after step " + std::to_string(stopped_after) +
-                                                    " of " + std::to_string(t.steps)
-                                              : std::string("completed"));
-  record.set_attr("final_loss", last_loss);
-  record.add_table(steps_table);
-  if (rt.is_root()) {
-    record.commit();
-    if (stopped_after > 0)
-      std::printf("stopped by %s after step %lld of %lld\n", stop_reason.c_str(), static_cast<long long>(stopped_after),
-                  static_cast<long long>(t.steps));
-    std::printf("results: %s%s%s\n", record.path().c_str(), t.save.empty() ? "" : ", checkpoint: ",
-                t.save.c_str());
-    if (stopped_after > 0 && !t.save.empty())
-      std::printf("continue with: --resume %s (and the same options)\n", t.save.c_str());
-    std::fflush(stdout);
-  }
+  const std::string status = stopped_after > 0 ? "interrupted: " + stop_reason + " after step " +
+                                                     std::to_string(stopped_after) + " of " + std::to_string(t.steps)
+                                               : std::string("completed");
+  rec.commit(status, last_step, last_loss);
+  std::string summary;
+  if (stopped_after > 0)
+    summary = "stopped by " + stop_reason + " after step " + std::to_string(stopped_after) + " of " +
+              std::to_string(t.steps) + "\n";
+  summary += "results: " + rec.path() + (t.save.empty() ? "" : ", checkpoint: " + t.save);
+  if (stopped_after > 0 && !t.save.empty()) summary += "\ncontinue with: --resume " + t.save + " (or --resume auto)";
+  log.event("end",
+            {{"status", status}, {"last_step", last_step}, {"final_loss", last_loss}, {"out", rec.path()},
+             {"save", t.save}, {"exit_code", static_cast<int64_t>(stopped_after > 0 ? kExitStopped : kExitOk)}},
+            summary);
   return stopped_after > 0 ? kExitStopped : kExitOk;
 }
 

@@ -1,5 +1,6 @@
 #include "core/fault_injection.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -27,7 +28,7 @@ std::vector<Fault> parse(const std::string& spec) {
     if (entry.empty()) continue;
     const std::vector<std::string> f = split(entry, ':');
     const std::string bad = "PARATRAIN_FAULT: cannot read '" + entry +
-                            "' (nan-grad:STEP:PARAM or pause-in-checkpoint:SECONDS)";
+                            "' (nan-grad:STEP:PARAM, pause-in-checkpoint:SECONDS or signal:STEP:SIGTERM|SIGINT|SIGUSR1)";
     Fault fault;
     fault.kind = f[0];
     try {
@@ -36,6 +37,10 @@ std::vector<Fault> parse(const std::string& spec) {
         fault.param = f[2];
       } else if (f[0] == "pause-in-checkpoint" && f.size() == 2) {
         fault.seconds = std::stod(f[1]);
+      } else if (f[0] == "signal" && f.size() == 3) {
+        fault.step = std::stoll(f[1]);
+        fault.signal = f[2] == "SIGTERM" ? SIGTERM : f[2] == "SIGINT" ? SIGINT : f[2] == "SIGUSR1" ? SIGUSR1 : 0;
+        if (fault.signal == 0) PT_FAIL(bad);
       } else {
         PT_FAIL(bad);
       }

@@ -6,6 +6,9 @@
 //                             gradient becomes NaN (train)
 //   pause-in-checkpoint:SEC   a checkpoint write pauses SEC seconds half-way (parameters
 //                             written, optimizer state not), after saying so on stderr
+//   signal:STEP:NAME          rank 0 alone raises signal NAME (SIGTERM, SIGINT, SIGUSR1) on
+//                             itself during step STEP (train), so the run stops after it: a
+//                             preemption that reaches one rank only
 //
 // Unset, nothing changes. A malformed entry is an error at the first lookup.
 #include <cstdint>
@@ -15,9 +18,10 @@ namespace pt::fault {
 
 struct Fault {
   std::string kind;    // "nan-grad", "pause-in-checkpoint"
-  int64_t step = 0;    // nan-grad
+  int64_t step = 0;    // nan-grad, signal
   std::string param;   // nan-grad
   double seconds = 0;  // pause-in-checkpoint
+  int signal = 0;      // signal
 };
 
 // The entry of this kind in PARATRAIN_FAULT, or nullptr.

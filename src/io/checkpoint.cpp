@@ -2,6 +2,7 @@
 
 #include <hdf5.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -11,6 +12,7 @@
 #include "io/atomic_file.h"
 #include "io/h5_util.h"
 #include "optim/optimizer.h"
+#include "optim/optimizer_state.h"
 
 namespace pt::io {
 
@@ -24,7 +26,9 @@ int64_t first_nonfinite_index(const T* v, int64_t n) {
   return -1;
 }
 
-constexpr int64_t kFormatVersion = 1;
+// 2: optimizer state as whole-model tensors /optimizer/<kind> (1: one per range, <kind>.<i>),
+// and the run's configuration (config.*) for --resume.
+constexpr int64_t kFormatVersion = 2;
 constexpr size_t kMaxListedProblems = 6;
 
 std::string what_of(const std::string& path) { return "checkpoint '" + path + "'"; }
@@ -65,26 +69,18 @@ herr_t collect_attr_name(hid_t, const char* name, const H5A_info_t*, void* names
 
 }  // namespace
 
-void save_checkpoint(const std::string& path, const ParamStore& params, Context& ctx,
-                     Optimizer* opt, const CheckpointInfo& info) {
+void save_checkpoint(const std::string& path, const ParamStore& params, Context& ctx, Optimizer* opt,
+                     const CheckpointInfo& info) {
+  if (!opt) return save_checkpoint(path, params, ctx, nullptr, nullptr, info);
+  const WholeOptimizerState state = gather_optimizer_state(*opt, ctx, params.grad_numel(), /*replicated=*/true);
+  save_checkpoint(path, params, ctx, &opt->config(), &state, info);
+}
+
+void save_checkpoint(const std::string& path, const ParamStore& params, Context& ctx, const OptimizerConfig* opt_cfg,
+                     const WholeOptimizerState* state, const CheckpointInfo& info) {
   PT_CHECK(params.finalized(), "save_checkpoint: the parameter store is not finalized");
+  PT_CHECK((opt_cfg == nullptr) == (state == nullptr), "save_checkpoint: optimizer configuration without state");
   const std::vector<float> host = params.params_to_host(ctx);  // (numel) fp32, flat
-  // Optimizer state to the host first: nothing touches the device while the file is open.
-  struct HostState {
-    std::string name;
-    DType dtype;
-    std::vector<char> bytes;
-    int64_t numel;
-  };
-  std::vector<HostState> state;
-  if (opt)
-    for (auto& [name, t] : opt->state()) {
-      check_contiguous(t, "optimizer state");
-      native_type_of(t.dtype());
-      HostState s{name, t.dtype(), std::vector<char>(t.nbytes()), t.numel()};
-      copy_bytes(ctx, s.bytes.data(), DeviceKind::CPU, t.data(), t.device().kind, t.nbytes());
-      state.push_back(std::move(s));
-    }
 
   // Never write a diverged state: the previous checkpoint at `path` stays as it is.
   const std::string refused = "checkpoint '" + path + "' not written (the one there, if any, is kept): ";
@@ -94,13 +90,15 @@ void save_checkpoint(const std::string& path, const ParamStore& params, Context&
     PT_CHECK(i < 0, refused + "parameter '" + p.name + "' holds " + std::to_string(host[size_t(p.offset + i)]) +
                         " at element " + std::to_string(i) + " (the run diverged)");
   }
-  for (const HostState& st : state) {
-    const int64_t i = st.dtype == DType::F32
-                          ? first_nonfinite_index(reinterpret_cast<const float*>(st.bytes.data()), st.numel)
-                          : first_nonfinite_index(reinterpret_cast<const double*>(st.bytes.data()), st.numel);
-    PT_CHECK(i < 0, refused + "optimizer state '" + st.name + "' holds a non-finite value at element " +
-                        std::to_string(i) + " (the run diverged)");
-  }
+  if (state)
+    for (const auto& t : state->tensors) {
+      native_type_of(t.dtype);
+      const int64_t i = t.dtype == DType::F32
+                            ? first_nonfinite_index(reinterpret_cast<const float*>(state->data(t)), state->numel)
+                            : first_nonfinite_index(reinterpret_cast<const double*>(state->data(t)), state->numel);
+      PT_CHECK(i < 0, refused + "optimizer state '" + t.kind + "' holds a non-finite value at element " +
+                          std::to_string(i) + " (the run diverged)");
+    }
 
   write_atomically(path, true, "checkpoint", [&](const std::string& tmp) {
     h5::Id file = h5::create_file(tmp);
@@ -121,27 +119,26 @@ void save_checkpoint(const std::string& path, const ParamStore& params, Context&
     for (const auto& [k, v] : info.reals) h5::write_attr(file, k, v);
     h5::write_attr(file, "step", info.step);
     fault::pause_if_asked("pause-in-checkpoint", "the checkpoint write of " + path);
-    if (opt) {
+    if (state) {
       h5::Id group(PT_H5_CHECK(H5Gcreate2(file, "optimizer", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)), H5Gclose);
-      const OptimizerConfig& cfg = opt->config();
+      const OptimizerConfig& cfg = *opt_cfg;
       h5::write_attr(group, "kind", std::string(optimizer_kind_name(cfg.kind)));
-      h5::write_attr(group, "step", opt->steps_taken());
+      h5::write_attr(group, "step", state->steps);
       h5::write_attr(group, "lr", static_cast<double>(cfg.adamw.lr));
       h5::write_attr(group, "beta1", static_cast<double>(cfg.adamw.beta1));
       h5::write_attr(group, "beta2", static_cast<double>(cfg.adamw.beta2));
       h5::write_attr(group, "eps", static_cast<double>(cfg.adamw.eps));
       h5::write_attr(group, "weight_decay", static_cast<double>(cfg.adamw.weight_decay));
       h5::write_attr(group, "sgd_weight_decay", static_cast<double>(cfg.sgd_weight_decay));
-      for (const auto& s : state) {
-        const std::string dpath = "optimizer/" + s.name;
-        if (s.dtype == DType::F32) {
-          std::vector<float> v(static_cast<size_t>(s.numel));
-          std::memcpy(v.data(), s.bytes.data(), s.bytes.size());
-          h5::write_dataset(file, dpath, v, {s.numel});
+      for (const auto& t : state->tensors) {
+        const std::string dpath = "optimizer/" + t.kind;
+        const auto n = static_cast<size_t>(state->numel);
+        if (t.dtype == DType::F32) {
+          const auto* v = reinterpret_cast<const float*>(state->data(t));
+          h5::write_dataset(file, dpath, std::vector<float>(v, v + n), {state->numel});
         } else {
-          std::vector<double> v(static_cast<size_t>(s.numel));
-          std::memcpy(v.data(), s.bytes.data(), s.bytes.size());
-          h5::write_dataset(file, dpath, v, {s.numel});
+          const auto* v = reinterpret_cast<const double*>(state->data(t));
+          h5::write_dataset(file, dpath, std::vector<double>(v, v + n), {state->numel});
         }
       }
     }
@@ -187,7 +184,7 @@ void load_weights(const std::string& path, ParamStore& params, Context& ctx) {
   params.params_from_host(ctx, host);  // also refreshes the bf16 mirror
 }
 
-void load_optimizer_state(const std::string& path, Optimizer& opt, Context& ctx) {
+void load_optimizer_state(const std::string& path, Optimizer& opt, Context& ctx, int64_t trainable_numel) {
   h5::Id file = h5::open_file_readonly(path, what_of(path));
   h5::Id group;
   {
@@ -195,47 +192,63 @@ void load_optimizer_state(const std::string& path, Optimizer& opt, Context& ctx)
     if (H5Lexists(file, "optimizer", H5P_DEFAULT) > 0) group = h5::Id(H5Gopen2(file, "optimizer", H5P_DEFAULT), H5Gclose);
   }
   PT_CHECK(group >= 0, what_of(path) + " has no optimizer state (group /optimizer): it holds weights only");
-  auto state = opt.state();
-  std::vector<std::vector<char>> host(state.size());
+  // This rank's pieces of each whole-model state tensor (optim/optimizer_state.h), each read
+  // from its slice of /optimizer/<kind>; format 1 named the one range's tensor "<kind>.0".
+  auto pieces = opt.state_pieces();
+  std::vector<std::vector<char>> host(pieces.size());
   std::vector<std::string> problems;
-  for (size_t i = 0; i < state.size(); ++i) {
-    const auto& [name, t] = state[i];
-    check_contiguous(t, "optimizer state");
-    const hid_t mem = native_type_of(t.dtype());
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const Optimizer::StatePiece& p = pieces[i];
+    check_contiguous(p.values, "optimizer state");
+    const hid_t mem = native_type_of(p.values.dtype());
+    std::string name = p.kind;
     h5::Id d = try_open_dataset(group, name);
     if (d < 0) {
-      problems.push_back("state '" + name + "' is missing (expected " + std::to_string(t.numel()) + " elements)");
+      d = try_open_dataset(group, name + ".0");
+      if (d >= 0) name += ".0";
+    }
+    const std::string missing = "state '" + p.kind + "' is missing (expected " + std::to_string(trainable_numel) + " elements)";
+    if (d < 0) {
+      if (std::find(problems.begin(), problems.end(), missing) == problems.end()) problems.push_back(missing);
       continue;
     }
     const Shape found = h5::dataset_shape(d);
-    if (found != Shape{t.numel()} || !is_float_dataset(d)) {
+    if (found != Shape{trainable_numel} || !is_float_dataset(d)) {
       problems.push_back("state '" + name + "' has shape " + shape_str(found) + ", expected " +
-                         shape_str({t.numel()}) + " floats (a different model, or a sharded run?)");
+                         shape_str({trainable_numel}) + " floats (the state of another model?)");
       continue;
     }
-    host[i].resize(t.nbytes());
-    if (t.numel() > 0) PT_H5_CHECK(H5Dread(d, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, host[i].data()));
+    const int64_t n = p.values.numel();
+    host[i].resize(p.values.nbytes());
+    if (n == 0) continue;
+    h5::Id space(PT_H5_CHECK(H5Dget_space(d)), H5Sclose);
+    const hsize_t start[1] = {static_cast<hsize_t>(p.grad_begin)}, count[1] = {static_cast<hsize_t>(n)};
+    PT_H5_CHECK(H5Sselect_hyperslab(space, H5S_SELECT_SET, start, nullptr, count, nullptr));
+    h5::Id memspace(PT_H5_CHECK(H5Screate_simple(1, count, nullptr)), H5Sclose);
+    PT_H5_CHECK(H5Dread(d, mem, memspace, space, H5P_DEFAULT, host[i].data()));
   }
   if (!problems.empty()) fail_with(what_of(path) + ": optimizer state does not match", problems);
-  for (size_t i = 0; i < state.size(); ++i) {
-    const std::string& name = state[i].first;
-    const int64_t n = state[i].second.numel();
-    // Finite, and the second moment (a running mean of squares) never negative.
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const Optimizer::StatePiece& p = pieces[i];
+    const int64_t n = p.values.numel();
+    // Finite, and the second moment (a running mean of squares) never negative. Elements are
+    // named by their index in the whole tensor.
     auto check = [&](const auto* v) {
       const int64_t bad = first_nonfinite_index(v, n);
       if (bad >= 0) {
-        problems.push_back("state '" + name + "' holds " + std::to_string(double(v[bad])) + " at element " + std::to_string(bad));
+        problems.push_back("state '" + p.kind + "' holds " + std::to_string(double(v[bad])) + " at element " +
+                           std::to_string(p.grad_begin + bad));
         return;
       }
-      if (name.rfind("exp_avg_sq", 0) != 0) return;
+      if (p.kind.rfind("exp_avg_sq", 0) != 0) return;
       for (int64_t k = 0; k < n; ++k)
         if (v[k] < 0) {
-          problems.push_back("state '" + name + "' is " + std::to_string(double(v[k])) + " at element " +
-                             std::to_string(k) + "; a second moment is never negative");
+          problems.push_back("state '" + p.kind + "' is " + std::to_string(double(v[k])) + " at element " +
+                             std::to_string(p.grad_begin + k) + "; a second moment is never negative");
           return;
         }
     };
-    if (state[i].second.dtype() == DType::F32)
+    if (p.values.dtype() == DType::F32)
       check(reinterpret_cast<const float*>(host[i].data()));
     else
       check(reinterpret_cast<const double*>(host[i].data()));
@@ -243,8 +256,8 @@ void load_optimizer_state(const std::string& path, Optimizer& opt, Context& ctx)
   if (!problems.empty()) fail_with(what_of(path) + ": optimizer state is not usable", problems);
   const int64_t step = h5::read_int_attr(group, "step");
   PT_CHECK(step >= 0, what_of(path) + ": optimizer attribute 'step' is " + std::to_string(step) + "; it counts updates, so it is never negative");
-  for (size_t i = 0; i < state.size(); ++i) {
-    Tensor& t = state[i].second;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    Tensor& t = pieces[i].values;
     copy_bytes(ctx, t.data(), t.device().kind, host[i].data(), DeviceKind::CPU, t.nbytes());
   }
   opt.set_steps_taken(step);
@@ -272,6 +285,8 @@ CheckpointInfo read_checkpoint_info(const std::string& path) {
   PT_CHECK(info.ints.count("step"), what_of(path) + ": attribute 'step' is not an integer");
   info.step = info.ints.at("step");
   info.ints.erase("step");
+  PT_CHECK(info.step >= 0, what_of(path) + ": attribute 'step' is " + std::to_string(info.step) +
+                               "; it counts the steps done, so it is never negative");
   return info;
 }
 

@@ -12,6 +12,8 @@
 
 namespace pt {
 class Optimizer;
+struct OptimizerConfig;
+struct WholeOptimizerState;
 }
 
 namespace pt::io {
@@ -26,7 +28,12 @@ struct CheckpointInfo {
 };
 
 // Writes `path` atomically (temp file + rename; an existing file is replaced: use
-// check_output_path first to refuse one). opt may be null (weights only).
+// check_output_path first to refuse one). opt_cfg/state may be null (weights only); `state` is
+// the whole-model optimizer state (rank 0's gather_optimizer_state), stored as
+// /optimizer/<kind>, which any sharding and rank count can resume from.
+void save_checkpoint(const std::string& path, const ParamStore& params, Context& ctx, const OptimizerConfig* opt_cfg,
+                     const WholeOptimizerState* state, const CheckpointInfo& info);
+// The same for an optimizer that holds its whole state in this process (opt may be null).
 void save_checkpoint(const std::string& path, const ParamStore& params, Context& ctx,
                      Optimizer* opt, const CheckpointInfo& info);
 
@@ -36,9 +43,11 @@ void save_checkpoint(const std::string& path, const ParamStore& params, Context&
 // changed then. Datasets the model does not have are ignored. Refreshes the bf16 mirror.
 void load_weights(const std::string& path, ParamStore& params, Context& ctx);
 
-// Loads /optimizer: every Optimizer::state() tensor by name, with exactly its element count,
-// and the optimizer's step count.
-void load_optimizer_state(const std::string& path, Optimizer& opt, Context& ctx);
+// Loads /optimizer into `opt`: the slice of each whole-model state tensor (of
+// trainable_numel elements) that its Optimizer::state_pieces() hold (a sharded optimizer reads
+// its shard only), and the step count. Missing or mis-shaped tensors, non-finite values and
+// negative second moments are refused, named.
+void load_optimizer_state(const std::string& path, Optimizer& opt, Context& ctx, int64_t trainable_numel);
 
 // The root attributes (step and every free-form attribute).
 CheckpointInfo read_checkpoint_info(const std::string& path);

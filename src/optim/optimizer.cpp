@@ -159,6 +159,15 @@ class AdamW final : public Optimizer {
     return out;
   }
 
+  std::vector<StatePiece> state_pieces() override {
+    std::vector<StatePiece> out;
+    for (size_t i = 0; i < ranges_.size(); ++i) {
+      out.push_back({"exp_avg", ranges_[i].grad_begin, m_[i]});
+      out.push_back({"exp_avg_sq", ranges_[i].grad_begin, v_[i]});
+    }
+    return out;
+  }
+
   int64_t state_bytes() const override {
     int64_t b = 0;
     for (size_t i = 0; i < m_.size(); ++i) b += static_cast<int64_t>(m_[i].nbytes() + v_[i].nbytes());
@@ -191,6 +200,12 @@ class SGD final : public Optimizer {
 };
 
 }  // namespace
+
+std::vector<Optimizer::StatePiece> Optimizer::state_pieces() {
+  std::vector<StatePiece> out;
+  for (auto& [name, t] : state()) out.push_back({name, 0, t});
+  return out;
+}
 
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& cfg, Context& ctx,
                                           const std::vector<FlatRange>& ranges) {

@@ -60,6 +60,18 @@ class Optimizer {
   const std::vector<FlatRange>& ranges() const { return ranges_; }
   // Named state tensors for checkpoints (e.g. "exp_avg", "exp_avg_sq": flat, in range order).
   virtual std::vector<std::pair<std::string, Tensor>> state() = 0;
+  // The state as pieces of whole-model tensors, which a checkpoint stores independently of the
+  // sharding and rank count (optim/optimizer_state.h): for each kind of state ("exp_avg",
+  // "exp_avg_sq"; SGD has none) and each range this optimizer updates, that range's state and
+  // where the range starts in the gradient buffer. A sharded optimizer lists this rank's pieces;
+  // over the ranks they cover every trainable element once. The default takes each state()
+  // tensor as a whole-buffer piece starting at 0.
+  struct StatePiece {
+    std::string kind;
+    int64_t grad_begin = 0;
+    Tensor values;  // 1-D, contiguous, the parameters' dtype
+  };
+  virtual std::vector<StatePiece> state_pieces();
   virtual int64_t state_bytes() const = 0;
   int64_t steps_taken() const { return steps_; }
   // Global-norm clipping over this optimizer's ranges with coefficient

@@ -161,6 +161,10 @@ std::vector<std::pair<std::string, Tensor>> BroadcastShardedOptimizer::state() {
   return inner_ ? inner_->state() : std::vector<std::pair<std::string, Tensor>>{};
 }
 
+std::vector<Optimizer::StatePiece> BroadcastShardedOptimizer::state_pieces() {
+  return inner_ ? inner_->state_pieces() : std::vector<StatePiece>{};
+}
+
 int64_t BroadcastShardedOptimizer::state_bytes() const { return inner_ ? inner_->state_bytes() : 0; }
 
 void BroadcastShardedOptimizer::reduce_sumsq(Context& ctx, Tensor& sumsq) {

@@ -42,6 +42,7 @@ class BroadcastShardedOptimizer : public Optimizer {
   // Each range is one unit (a parameter group added after construction).
   void add_ranges(const std::vector<FlatRange>& units) override;
   std::vector<std::pair<std::string, Tensor>> state() override;
+  std::vector<StatePiece> state_pieces() override;
   int64_t state_bytes() const override;
 
   int owner_of(size_t unit) const { return owner_.at(unit); }

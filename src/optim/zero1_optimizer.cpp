@@ -137,6 +137,10 @@ std::vector<std::pair<std::string, Tensor>> Zero1Optimizer::state() {
   return inner_ ? inner_->state() : std::vector<std::pair<std::string, Tensor>>{};
 }
 
+std::vector<Optimizer::StatePiece> Zero1Optimizer::state_pieces() {
+  return inner_ ? inner_->state_pieces() : std::vector<StatePiece>{};
+}
+
 int64_t Zero1Optimizer::state_bytes() const { return inner_ ? inner_->state_bytes() : 0; }
 
 void Zero1Optimizer::reduce_sumsq(Context& ctx, Tensor& sumsq) { comm_.all_reduce(sumsq, parallel::ReduceOp::Sum); }

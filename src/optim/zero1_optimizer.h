@@ -35,6 +35,7 @@ class Zero1Optimizer : public Optimizer, public ParamReadListener {
   // The layout already covers every trainable parameter: adding ranges is an error.
   void add_ranges(const std::vector<FlatRange>& ranges) override;
   std::vector<std::pair<std::string, Tensor>> state() override;
+  std::vector<StatePiece> state_pieces() override;
   int64_t state_bytes() const override;
   const parallel::Zero1Layout& layout() const { return *layout_; }
   // Whether step() leaves its gathers for the next forward (prefetch, in place).

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstring>
 #include <numeric>
 #include <string>
 
@@ -136,6 +137,68 @@ std::vector<std::vector<std::string>> gather_to_root(const std::vector<std::stri
     }
   }
   return out;
+}
+
+void gather_pieces_to_root(std::vector<char>& whole, const std::vector<BytePiece>& mine, int64_t max_message) {
+  int init = 0, fin = 0, rank = 0, world = 1;
+  PT_MPI_CHECK(MPI_Initialized(&init));
+  PT_MPI_CHECK(MPI_Finalized(&fin));
+  if (init && !fin) {
+    PT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+    PT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
+  }
+  auto place = [&](int64_t offset, int64_t bytes) {
+    PT_CHECK(offset >= 0 && bytes >= 0 && offset + bytes <= static_cast<int64_t>(whole.size()),
+             "gather_pieces_to_root: a piece [" + std::to_string(offset) + ", +" + std::to_string(bytes) +
+                 ") lies outside the " + std::to_string(whole.size()) + "-byte buffer");
+    return whole.data() + offset;
+  };
+  if (rank == 0)
+    for (const BytePiece& p : mine)
+      if (p.bytes > 0) std::memcpy(place(p.offset, p.bytes), p.data, static_cast<size_t>(p.bytes));
+  if (world == 1) return;
+  // Where every rank's pieces go (offset, bytes as doubles: exact below 2^53), then the bytes.
+  std::vector<double> layout;
+  for (const BytePiece& p : mine) {
+    layout.push_back(static_cast<double>(p.offset));
+    layout.push_back(static_cast<double>(p.bytes));
+  }
+  const auto layouts = gather_to_root(layout);
+  PT_CHECK(max_message >= 1 && max_message <= INT_MAX, "gather_pieces_to_root: message size out of range");
+  std::vector<MPI_Request> reqs;
+  int tag = 0;
+  auto post = [&](bool send, void* buf, int64_t bytes, int peer) {
+    for (int64_t done = 0; done < bytes; done += max_message) {
+      const int n = static_cast<int>(std::min(max_message, bytes - done));
+      MPI_Request r;
+      if (send)
+        PT_MPI_CHECK(MPI_Isend(static_cast<char*>(buf) + done, n, MPI_BYTE, peer, tag++, MPI_COMM_WORLD, &r));
+      else
+        PT_MPI_CHECK(MPI_Irecv(static_cast<char*>(buf) + done, n, MPI_BYTE, peer, tag++, MPI_COMM_WORLD, &r));
+      reqs.push_back(r);
+    }
+  };
+  if (rank == 0) {
+    for (int r = 1; r < world; ++r) {
+      tag = 0;  // tags count each sender's messages in its own order
+      const auto& l = layouts[size_t(r)];
+      for (size_t i = 0; i + 1 < l.size(); i += 2) {
+        const auto offset = static_cast<int64_t>(l[i]), bytes = static_cast<int64_t>(l[i + 1]);
+        post(false, place(offset, bytes), bytes, r);
+      }
+    }
+  } else {
+    for (const BytePiece& p : mine) post(true, const_cast<void*>(p.data), p.bytes, 0);
+  }
+  bounded_wait(
+      [&] {
+        int flag = 0;
+        PT_MPI_CHECK(MPI_Testall(static_cast<int>(reqs.size()), reqs.data(), &flag, MPI_STATUSES_IGNORE));
+        return flag != 0;
+      },
+      [&](double s) {
+        comm_fatal("host gather of optimizer state to rank 0", "not complete after " + std::to_string(static_cast<int>(s)) + " s");
+      });
 }
 
 }  // namespace pt::parallel

@@ -1,6 +1,7 @@
 #pragma once
-// Small host-side collectives over MPI_COMM_WORLD for benchmark bookkeeping (gathering every
-// rank's timings and counts), bounded by comm_timeout_s() like every other wait.
+// Host-side collectives over MPI_COMM_WORLD, bounded by comm_timeout_s() like every other wait:
+// benchmark bookkeeping (every rank's timings and counts), start-up checks (options, GPUs), and
+// assembling a sharded optimizer's state on rank 0 for a checkpoint.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -26,5 +27,19 @@ std::vector<std::string> all_gather_strings(const std::string& mine);
 // ranks get an empty result. Strings must not contain NUL bytes.
 std::vector<std::vector<double>> gather_to_root(const std::vector<double>& mine);
 std::vector<std::vector<std::string>> gather_to_root(const std::vector<std::string>& mine);
+
+// A run of bytes a rank holds and where it belongs in a buffer rank 0 assembles.
+struct BytePiece {
+  int64_t offset = 0;           // in the whole buffer, bytes
+  const void* data = nullptr;   // this rank's copy
+  int64_t bytes = 0;
+};
+// Rank 0 receives every rank's pieces into `whole` (which it sized; the other ranks pass an
+// empty one): point-to-point messages of at most max_message bytes (MPI counts are int), any
+// total size, the wait bounded by comm_timeout_s(). The pieces of all ranks must not overlap;
+// parts of `whole` no piece covers keep their values. Without MPI (or with one rank) rank 0's
+// own pieces are copied.
+void gather_pieces_to_root(std::vector<char>& whole, const std::vector<BytePiece>& mine,
+                           int64_t max_message = int64_t(1) << 30);
 
 }  // namespace pt::parallel

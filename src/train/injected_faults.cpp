@@ -1,5 +1,7 @@
 #include "train/injected_faults.h"
 
+#include <signal.h>
+
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -44,6 +46,11 @@ void NanGradInjector::on_grad_ready(Parameter& p) {
     default: PT_FAIL("nan-grad: gradient of '" + p.name + "' is not floating point");
   }
   p.grad().reshape({-1}).narrow(0, 0, 1).copy_from(nan, ctx_);
+}
+
+void raise_injected_signal(int64_t step, bool root) {
+  const fault::Fault* f = fault::find("signal");
+  if (f && root && f->step == step) ::raise(f->signal);
 }
 
 }  // namespace pt

@@ -29,4 +29,8 @@ class NanGradInjector : public GradReadyListener {
   bool listening_ = false;
 };
 
+// PARATRAIN_FAULT's signal:STEP:NAME: rank 0 (root) raises the signal on itself during step STEP
+// (call it before the ranks agree on stopping); the others learn of it through that agreement.
+void raise_injected_signal(int64_t step, bool root);
+
 }  // namespace pt

@@ -98,7 +98,7 @@ TEST(IoCheckpoint, SaveThenLoadRestoresEverything) {
   FakeAdam opt_b(ctx, b.store.grad_numel());
   load_weights(path, b.store, ctx);
   EXPECT_EQ(b.store.params_to_host(ctx), a.store.params_to_host(ctx));  // bitwise
-  load_optimizer_state(path, opt_b, ctx);
+  load_optimizer_state(path, opt_b, ctx, b.store.grad_numel());
   EXPECT_EQ(values(opt_b.m_), values(opt_a.m_));
   EXPECT_EQ(values(opt_b.v_), values(opt_a.v_));
   EXPECT_EQ(opt_b.steps_taken(), 17);
@@ -123,7 +123,29 @@ TEST(IoCheckpoint, SaveThenLoadRestoresEverything) {
   load_weights(path, b.store, ctx);
   EXPECT_EQ(b.store.params_to_host(ctx), a.store.params_to_host(ctx));
   EXPECT_EQ(read_checkpoint_info(path).step, 18);
-  EXPECT_NE(error_of([&] { load_optimizer_state(path, opt_b, ctx); }).find("weights only"), std::string::npos);
+  EXPECT_NE(error_of([&] { load_optimizer_state(path, opt_b, ctx, b.store.grad_numel()); }).find("weights only"), std::string::npos);
+}
+
+// Format 1 stored the optimizer state per range ("exp_avg.0"); with one range that is the whole
+// tensor, and it still loads.
+TEST(IoCheckpoint, FormatOneOptimizerStateLoads) {
+  Context ctx(Device::cpu());
+  const std::string path = test::scratch_dir("ckpt_v1") + "/ckpt.h5";
+  TinyModel a(ctx);
+  FakeAdam opt(ctx, a.store.grad_numel());
+  set_values(opt.m_, 12);
+  set_values(opt.v_, 13, /*squares=*/true);
+  save_checkpoint(path, a.store, ctx, &opt, CheckpointInfo{});
+  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  for (const char* kind : {"exp_avg", "exp_avg_sq"})
+    ASSERT_GE(H5Lmove(f, (std::string("optimizer/") + kind).c_str(), f, (std::string("optimizer/") + kind + ".0").c_str(),
+                      H5P_DEFAULT, H5P_DEFAULT), 0);
+  H5Fclose(f);
+  FakeAdam back(ctx, a.store.grad_numel());
+  load_optimizer_state(path, back, ctx, a.store.grad_numel());
+  EXPECT_EQ(values(back.m_), values(opt.m_));
+  EXPECT_EQ(values(back.v_), values(opt.v_));
 }
 
 TEST(IoCheckpoint, LayoutIsOneFp32DatasetPerParameterAtTheRoot) {
@@ -251,7 +273,7 @@ TEST(IoCheckpoint, BadFilesAndOptimizerMismatch) {
   FakeAdam opt(ctx, m.store.grad_numel());
   save_checkpoint(dir + "/ck.h5", m.store, ctx, &opt, CheckpointInfo{});
   FakeAdam bigger(ctx, m.store.grad_numel() + 1);
-  msg = error_of([&] { load_optimizer_state(dir + "/ck.h5", bigger, ctx); });
+  msg = error_of([&] { load_optimizer_state(dir + "/ck.h5", bigger, ctx, m.store.grad_numel() + 1); });
   EXPECT_NE(msg.find("'exp_avg' has shape"), std::string::npos) << msg;
   EXPECT_NE(msg.find("'exp_avg_sq'"), std::string::npos) << msg;
 }
@@ -311,7 +333,7 @@ TEST(IoCheckpoint, NonFiniteValuesAreNeverWrittenAndNeverLoaded) {
       EXPECT_NE(msg.find("non-finite weights"), std::string::npos) << msg;
       EXPECT_NE(msg.find("'" + second.name + "'"), std::string::npos) << msg;
     } else {
-      msg = error_of([&] { load_optimizer_state(bad, fresh_opt, ctx); });
+      msg = error_of([&] { load_optimizer_state(bad, fresh_opt, ctx, fresh.store.grad_numel()); });
       EXPECT_NE(msg.find("'exp_avg_sq'"), std::string::npos) << msg;
       EXPECT_NE(msg.find(std::string(which) == "negative" ? "never negative" : "nan"), std::string::npos) << msg;
     }

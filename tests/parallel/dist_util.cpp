@@ -1,13 +1,17 @@
 #include "parallel/dist_util.h"
 
+#include <cuda_runtime_api.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <utility>
 
 #include "core/error.h"
 #include "common/test_util.h"
+#include "parallel/gpu_binding.h"
+#include "parallel/host_collectives.h"
 
 namespace pt::test {
 
@@ -17,18 +21,45 @@ std::map<std::pair<int, int>, std::unique_ptr<parallel::Communicator>> g_comm;  
 int slot(parallel::Backend b) { return b == parallel::Backend::NCCL ? 1 : 0; }
 }  // namespace
 
-bool nccl_usable() {
+// Each rank's GPU by the program's own rule (parallel::choose_gpu): the only one it sees under
+// per-task binding (CUDA_VISIBLE_DEVICES set per rank), else its local rank's; -1 when neither.
+int rank_gpu() {
   const auto& rt = parallel::Runtime::get();
-  int ok = rt.world_size() >= 2 && cuda_device_count() >= rt.local_size() ? 1 : 0;
+  const int n = cuda_device_count();
+  if (n == 1 || (n > 0 && n >= rt.local_size())) return parallel::choose_gpu(n, rt.local_rank(), rt.local_size()).index;
+  return -1;
+}
+
+// Collective: at least two ranks, each with a GPU, no two ranks of a host on one GPU (NCCL
+// refuses that: a one-GPU machine running the suite on two ranks skips the NCCL tests).
+bool nccl_usable_on_every_rank() {
+  const auto& rt = parallel::Runtime::get();
+  const int gpu = rank_gpu();
+  std::string mine = "none:" + std::to_string(rt.rank());
+  if (gpu >= 0) {
+    char bus[64] = {0};
+    PT_CUDA_CHECK(cudaDeviceGetPCIBusId(bus, sizeof bus, gpu));
+    mine = rt.hostname() + "/" + bus;
+  }
+  auto gpus = parallel::all_gather_strings(mine);
+  std::sort(gpus.begin(), gpus.end());
+  const bool distinct = std::adjacent_find(gpus.begin(), gpus.end()) == gpus.end();
+  int ok = rt.world_size() >= 2 && gpu >= 0 && distinct ? 1 : 0;
   int all = 0;
   PT_MPI_CHECK(MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
   return all == 1;
 }
 
+bool nccl_usable() {
+  // Asked first by every rank in the same test (a fixture's SetUp), so the collective matches.
+  static const bool usable = nccl_usable_on_every_rank();
+  return usable;
+}
+
 Context& backend_context(parallel::Backend b) {
   auto& c = g_ctx[slot(b)];
   if (!c) {
-    const Device d = b == parallel::Backend::NCCL ? Device::cuda(parallel::Runtime::get().local_rank()) : Device::cpu();
+    const Device d = b == parallel::Backend::NCCL ? Device::cuda(rank_gpu()) : Device::cpu();
     c = std::make_unique<Context>(d, Precision::FP32);
   }
   return *c;

@@ -13,9 +13,10 @@
 
 namespace pt::test {
 
-// Whether NCCL tests can run: at least two ranks and a GPU for every rank of this node.
+// Whether NCCL tests can run: at least two ranks and a GPU for every rank of this node, found
+// as the program finds it (the only visible one under per-rank binding, else the local rank's).
 bool nccl_usable();
-// The context of a backend: the CPU for MPI, GPU local_rank for NCCL (made on first use).
+// The context of a backend: the CPU for MPI, this rank's GPU for NCCL (made on first use).
 Context& backend_context(parallel::Backend b);
 // The communicator of a backend (with --comm-sms comm_sms), created once per pair
 // (collective: every rank reaches it together).

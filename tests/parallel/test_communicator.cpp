@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "parallel/communicator.h"
 #include "parallel/dist_util.h"
+#include "parallel/host_collectives.h"
 
 namespace pt::test {
 namespace {
@@ -333,6 +334,31 @@ TEST(CommNames, BackendNamesRoundTrip) {
 }
 
 PT_INSTANTIATE_BACKENDS(CommTest);
+
+// Rank 0 assembles every rank's pieces (interleaved, of odd sizes, split into 7-byte messages
+// here: the real limit is 1 GiB), and bytes no piece covers keep their values.
+TEST(HostCollectives, GatherPiecesToRootPlacesEveryRanksBytes) {
+  const int rank = parallel::Runtime::get().rank(), world = parallel::Runtime::get().world_size();
+  constexpr int64_t kSpan = 29;  // bytes per rank and piece slot
+  std::vector<std::vector<char>> data;
+  std::vector<parallel::BytePiece> mine;
+  for (int piece = 0; piece < 3; ++piece) {  // pieces of ranks alternate through the buffer
+    const int64_t bytes = kSpan - piece * 5;
+    data.emplace_back(static_cast<size_t>(bytes));
+    for (int64_t i = 0; i < bytes; ++i) data.back()[size_t(i)] = static_cast<char>(rank * 31 + piece * 7 + i);
+    mine.push_back({(piece * world + rank) * kSpan, data.back().data(), bytes});
+  }
+  std::vector<char> whole(rank == 0 ? static_cast<size_t>(3 * world * kSpan) : 0, '\x55');
+  parallel::gather_pieces_to_root(whole, mine, 7);
+  if (rank != 0) return;
+  for (int r = 0; r < world; ++r)
+    for (int piece = 0; piece < 3; ++piece)
+      for (int64_t i = 0; i < kSpan; ++i) {
+        const char got = whole[size_t((piece * world + r) * kSpan + i)];
+        const char want = i < kSpan - piece * 5 ? static_cast<char>(r * 31 + piece * 7 + i) : '\x55';
+        ASSERT_EQ(got, want) << "rank " << r << " piece " << piece << " byte " << i;
+      }
+}
 
 }  // namespace
 }  // namespace pt::test

@@ -6,9 +6,13 @@
 #include <algorithm>
 #include <numeric>
 
+#include "common/test_util.h"
 #include "core/error.h"
-#include "parallel/dist_util.h"
+#include "io/checkpoint.h"
+#include "optim/optimizer_state.h"
 #include "optim/sharded_optimizer.h"
+#include "parallel/dist_util.h"
+#include "parallel/host_collectives.h"
 #include "toy_training.h"
 
 namespace pt::test {
@@ -117,6 +121,47 @@ TEST_P(ShardedTest, GlobalNormClippingEqualsUnsharded) {
   // Clipping is active (the gradient norm of the summed loss is far above 0.5); the norm is
   // summed in another order, so agreement is to rounding, not bitwise.
   train_and_compare(*model, *dp.sync, *dp.optimizer, *reference, *ref_opt, 4, 0.5f, 1e-5, 1e-6);
+}
+
+// A checkpoint holds the whole optimizer state, gathered from every rank's shard: it equals the
+// unsharded optimizer's, and a fresh sharded optimizer that loads it (each rank reading its
+// shard) goes on exactly as the original state would.
+TEST_P(ShardedTest, CheckpointHoldsTheWholeStateAndResumesIt) {
+  const auto& c = GetParam();
+  auto model = make_toy_model(c.model, ctx());
+  auto reference = make_toy_model(c.model, ctx());
+  model->init_weights(ctx(), 7);
+  reference->init_weights(ctx(), 7);
+  const auto cfg = config(c.kind);
+  auto dp = make_data_parallel(ctx(), model->store(), &comm(), c.ddp, 0.0025, c.mode, cfg);
+  auto ref_opt = plain_optimizer(cfg, ctx(), reference->store());
+  train_and_compare(*model, *dp.sync, *dp.optimizer, *reference, *ref_opt, 3, 0, 1e-7, 0);
+
+  const int64_t n = model->store().grad_numel();
+  const WholeOptimizerState whole = gather_optimizer_state(*dp.optimizer, ctx(), n, /*replicated=*/false);
+  const WholeOptimizerState expected = gather_optimizer_state(*ref_opt, ctx(), n, /*replicated=*/true);
+  EXPECT_EQ(whole.steps, 3);
+  if (rank() == 0) {
+    ASSERT_EQ(whole.tensors.size(), c.kind == OptimizerKind::AdamW ? 2u : 0u);
+    ASSERT_EQ(whole.tensors.size(), expected.tensors.size());
+    for (size_t k = 0; k < whole.tensors.size(); ++k) {
+      EXPECT_EQ(whole.tensors[k].kind, expected.tensors[k].kind);
+      const auto* a = reinterpret_cast<const float*>(whole.data(whole.tensors[k]));
+      const auto* b = reinterpret_cast<const float*>(expected.data(expected.tensors[k]));
+      PT_EXPECT_ALLCLOSE(std::vector<double>(a, a + n), std::vector<double>(b, b + n), 1e-7, 0) << whole.tensors[k].kind;
+    }
+  }
+  // Rank 0 writes the checkpoint where every rank can read it.
+  const std::string path = parallel::all_gather_strings(scratch_dir("sharded_ckpt") + "/ck.h5")[0];
+  if (rank() == 0) io::save_checkpoint(path, model->store(), ctx(), &cfg, &whole, io::CheckpointInfo{});
+  ASSERT_TRUE(mpi_all_true(true));  // a barrier
+  auto resumed = make_toy_model(c.model, ctx());
+  resumed->init_weights(ctx(), 99);
+  auto dp2 = make_data_parallel(ctx(), resumed->store(), &comm(), c.ddp, 0.0025, c.mode, cfg);
+  io::load_weights(path, resumed->store(), ctx());
+  io::load_optimizer_state(path, *dp2.optimizer, ctx(), n);
+  EXPECT_EQ(dp2.optimizer->steps_taken(), 3);
+  train_and_compare(*resumed, *dp2.sync, *dp2.optimizer, *reference, *ref_opt, 3, 0, 1e-7, 0);
 }
 
 std::vector<ShardCase> shard_cases(parallel::Backend b) {

@@ -103,14 +103,22 @@ def _poison_weight(f):
 
 
 def _poison_moment(f):
-    d = f["optimizer/exp_avg.0"]
+    d = f["optimizer/exp_avg"]
     v = d[...]
     v[0] = np.inf
     d[...] = v
 
 
+def _negative_step(f):
+    f.attrs["step"] = -3
+
+
+def _nan_lr_config(f):
+    f.attrs["config.lr"] = "nan"
+
+
 def _negative_second_moment(f):
-    d = f["optimizer/exp_avg_sq.0"]
+    d = f["optimizer/exp_avg_sq"]
     v = d[...]
     v[5] = -1.0
     d[...] = v
@@ -122,6 +130,8 @@ SETUPS = {
     "ckpt_nan_weight": lambda t: _checkpoint(t, _poison_weight),
     "ckpt_inf_moment": lambda t: _checkpoint(t, _poison_moment),
     "ckpt_negative_v": lambda t: _checkpoint(t, _negative_second_moment),
+    "ckpt_negative_step": lambda t: _checkpoint(t, _negative_step),
+    "ckpt_nan_lr": lambda t: _checkpoint(t, _nan_lr_config),
 }
 
 
@@ -206,10 +216,14 @@ CASES = [
      dict(ERR, setup=["ckpt_nan_weight"], words=["ck.h5", "layers.0.ln1.weight"])),
     ("resume-inf-moment", C2, ["train", *TINY, "--data", "{sample}", "--steps", "4", "--resume", "{tmp}/ck.h5",
                                "--out", "{tmp}/r.h5"],
-     dict(ERR, setup=["ckpt_inf_moment"], words=["ck.h5", "exp_avg.0", "inf"])),
+     dict(ERR, setup=["ckpt_inf_moment"], words=["ck.h5", "exp_avg", "inf"])),
     ("resume-negative-second-moment", C2, ["train", *TINY, "--data", "{sample}", "--steps", "4", "--resume",
                                            "{tmp}/ck.h5", "--out", "{tmp}/r.h5"],
-     dict(ERR, setup=["ckpt_negative_v"], words=["exp_avg_sq.0", "never negative"])),
+     dict(ERR, setup=["ckpt_negative_v"], words=["exp_avg_sq", "never negative"])),
+    ("resume-negative-step", C2, ["train", "--resume", "{tmp}/ck.h5", "--steps", "4", "--out", "{tmp}/r.h5"],
+     dict(ERR, setup=["ckpt_negative_step"], words=["ck.h5", "'step'", "-3"])),
+    ("resume-nan-lr-in-checkpoint", C2, ["train", "--resume", "{tmp}/ck.h5", "--steps", "4", "--out", "{tmp}/r.h5"],
+     dict(ERR, setup=["ckpt_nan_lr"], words=["ck.h5", "config.lr", "finite"])),
     # ---- class 3: every output checked before the work starts --------------------------------------
     ("save-missing-dir", C3, [*TRAIN, "--save", "{tmp}/nodir/ck.h5", "--out", "{tmp}/r.h5"],
      dict(ERR, words=["--save", "does not exist"])),

@@ -1,0 +1,147 @@
+#include "cli/run_log.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <ctime>
+#include <iostream>
+
+#include "core/error.h"
+#include "io/atomic_file.h"
+
+namespace pt::cli {
+
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::string utc_now() {
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t t = std::chrono::system_clock::to_time_t(now);
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[40];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+  char out[48];
+  std::snprintf(out, sizeof out, "%s.%03dZ", buf, static_cast<int>(ms));
+  return out;
+}
+
+void append_json_string(std::string& out, const std::string& s) {
+  out += '"';
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += ch;
+        }
+    }
+  }
+  out += '"';
+}
+
+}  // namespace
+
+void add_log_options(po::options_description& desc, LogOptions& o) {
+  desc.add_options()
+      ("log-format", po::value(&o.format)->default_value(o.format),
+       "progress on stdout: text (a line per step or configuration, with elapsed time and ETA) or jsonl "
+       "(one JSON object per line instead, for programs to follow)")
+      ("log-file", po::value(&o.file),
+       "also append the progress as JSON lines to this file (a resumed run continues it)");
+}
+
+std::string json_line(const std::string& event, const LogFields& fields) {
+  std::string out = "{\"event\": ";
+  append_json_string(out, event);
+  for (const auto& [key, value] : fields) {
+    out += ", ";
+    append_json_string(out, key);
+    out += ": ";
+    if (const auto* i = std::get_if<int64_t>(&value)) {
+      out += std::to_string(*i);
+    } else if (const auto* d = std::get_if<double>(&value)) {
+      if (std::isfinite(*d)) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.17g", *d);
+        out += buf;
+      } else {
+        out += "null";
+      }
+    } else if (const auto* b = std::get_if<bool>(&value)) {
+      out += *b ? "true" : "false";
+    } else {
+      append_json_string(out, std::get<std::string>(value));
+    }
+  }
+  return out + "}";
+}
+
+std::string hms(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "--";
+  const auto s = static_cast<long long>(std::llround(seconds));
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", s / 3600, (s / 60) % 60, s % 60);
+  return buf;
+}
+
+RunLog::RunLog(const LogOptions& o, bool root) : root_(root), jsonl_(o.format == "jsonl"), t0_(now_s()) {
+  PT_CHECK(o.format == "text" || o.format == "jsonl", "--log-format must be text or jsonl, not '" + o.format + "'");
+  if (!root_ || o.file.empty()) return;
+  struct stat st {};
+  if (::stat(o.file.c_str(), &st) == 0)
+    PT_CHECK(S_ISREG(st.st_mode), "--log-file '" + o.file + "' is " + io::file_kind(st.st_mode) +
+                                      "; the log must be a regular file");
+  const int fd = ::open(o.file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  PT_CHECK(fd >= 0, "--log-file '" + o.file + "': cannot open it for appending: " + std::strerror(errno));
+  file_ = ::fdopen(fd, "a");
+  PT_CHECK(file_ != nullptr, "--log-file '" + o.file + "': " + std::strerror(errno));
+}
+
+RunLog::~RunLog() {
+  if (file_) std::fclose(file_);
+}
+
+double RunLog::elapsed_s() const { return now_s() - t0_; }
+
+void RunLog::event(const std::string& event, LogFields fields, const std::string& text) {
+  if (!root_) return;
+  fields.insert(fields.begin(), {{"time", utc_now()}, {"elapsed_s", elapsed_s()}});
+  const std::string line = json_line(event, fields);
+  if (jsonl_)
+    std::cout << line << std::endl;
+  else if (!text.empty())
+    std::cout << text << std::endl;
+  if (file_) {
+    std::fputs((line + "\n").c_str(), file_);
+    std::fflush(file_);
+  }
+}
+
+Eta::Eta(int64_t first, int64_t total) : first_(first), total_(total) {}
+
+double Eta::eta_s(double elapsed_s) const {
+  if (done_ == 0) return NAN;
+  return elapsed_s / static_cast<double>(done_) * static_cast<double>(remaining());
+}
+
+std::string Eta::text(double elapsed_s) const { return "elapsed " + hms(elapsed_s) + ", eta " + hms(eta_s(elapsed_s)); }
+
+}  // namespace pt::cli

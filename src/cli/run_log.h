@@ -1,0 +1,71 @@
+#pragma once
+// Progress that people and programs can follow (issue 14): a text line per step or benchmark
+// configuration on stdout, or instead one JSON object per line (--log-format jsonl), and the same
+// JSON objects appended to --log-file. Every object has "event", "time" (UTC, ISO 8601) and
+// "elapsed_s"; see docs/HDF5_SCHEMA.md ("Progress log") for each event's fields. Rank 0 writes.
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "cli/options.h"
+
+namespace pt::cli {
+
+struct LogOptions {
+  std::string format = "text";  // text | jsonl
+  std::string file;             // JSON lines appended here as well ("": none)
+};
+void add_log_options(po::options_description& desc, LogOptions& o);
+
+using LogValue = std::variant<int64_t, double, std::string, bool>;
+using LogFields = std::vector<std::pair<std::string, LogValue>>;
+
+// One JSON object on one line: {"event": ..., fields...}; non-finite numbers become null.
+std::string json_line(const std::string& event, const LogFields& fields);
+
+// "1:02:03" for seconds; "--" when unknown (NaN).
+std::string hms(double seconds);
+
+class RunLog {
+ public:
+  // Checks and opens --log-file for appending (a resumed run continues its log), on rank 0
+  // only (root); the other ranks' RunLog writes nothing. Refuses a log file that is not a
+  // regular file, or one in a directory that does not exist or cannot be written.
+  RunLog(const LogOptions& o, bool root);
+  ~RunLog();
+  RunLog(const RunLog&) = delete;
+  RunLog& operator=(const RunLog&) = delete;
+
+  // One event: `text` on stdout in text format (nothing when empty), the JSON object on
+  // stdout in jsonl format, and the JSON object in --log-file. "time" and "elapsed_s" (since
+  // this RunLog was made) are added to `fields`. Flushed at once.
+  void event(const std::string& event, LogFields fields, const std::string& text);
+  double elapsed_s() const;
+  bool jsonl() const { return jsonl_; }
+
+ private:
+  bool root_, jsonl_;
+  std::FILE* file_ = nullptr;
+  double t0_;
+};
+
+// Elapsed and remaining time for `total` units of work (steps, configurations) of which the
+// first `first` were done before this process started (a resumed run): the mean time of the
+// units this process finished so far, times the units left.
+class Eta {
+ public:
+  Eta(int64_t first, int64_t total);
+  void unit_done() { ++done_; }
+  int64_t remaining() const { return total_ - first_ - done_; }
+  double eta_s(double elapsed_s) const;  // NaN before the first unit
+  // "elapsed 0:01:02, eta 0:03:04" for a progress line.
+  std::string text(double elapsed_s) const;
+
+ private:
+  int64_t first_, total_, done_ = 0;
+};
+
+}  // namespace pt::cli

@@ -1,0 +1,42 @@
+#pragma once
+// The record of `train` (docs/HDF5_SCHEMA.md): one row per step in /train_steps and one per
+// segment in /train_segments — the part of a run one process ran: the first, then each resume.
+// A resumed run (--resume, also `--resume auto` starting afresh) whose --out is the record of a
+// train run continues it instead of being refused because it exists: the rows of the steps up to
+// the one it starts from are kept (later ones, which it runs again, are dropped) and so are the
+// earlier segments. Rank 0 reads and writes; the other ranks hold an empty record.
+#include <cstdint>
+#include <string>
+
+#include "io/run_record.h"
+#include "io/table.h"
+
+namespace pt::cli {
+
+class TrainRecord {
+ public:
+  // start_step: the step this process starts after (0 for a fresh start); resumed: --resume was
+  // given; resumed_from: the checkpoint ("" when starting afresh).
+  TrainRecord(const std::string& out, bool overwrite, bool resumed, int64_t start_step,
+              const std::string& resumed_from, int world_size);
+
+  io::RunRecord& record() { return record_; }
+  const std::string& path() const { return record_.path(); }
+  // Rows kept from the record this run continues (0 for a new one).
+  size_t continued_rows() const { return continued_rows_; }
+
+  void add_step(int64_t step, double loss, double lr, double grad_norm, double step_ms, double tokens_per_s);
+  // Sets the status attribute and this segment's last step and status, then writes the file
+  // (rank 0; a no-op on the others). final_loss: the last finite mean loss.
+  void commit(const std::string& status, int64_t last_step, double final_loss);
+
+ private:
+  bool root_;
+  bool continuing_;  // rank 0: --out is a record this run continues
+  io::RunRecord record_;
+  io::ResultTable steps_, segments_;
+  size_t continued_rows_ = 0;
+  size_t segment_row_ = 0;  // this process's row of segments_
+};
+
+}  // namespace pt::cli

@@ -1,0 +1,75 @@
+#include "cli/train_resume.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <iterator>
+
+#include "core/error.h"
+
+namespace pt::cli {
+
+namespace {
+constexpr const char* kConfigPrefix = "config.";
+
+template <size_t N>
+bool listed(const char* const (&list)[N], const std::string& name) {
+  return std::find_if(std::begin(list), std::end(list), [&](const char* n) { return name == n; }) != std::end(list);
+}
+}  // namespace
+
+std::string resume_path(const std::string& resume, const std::string& save) {
+  if (resume != "auto") return resume;
+  PT_CHECK(!save.empty(), "--resume auto continues from the --save checkpoint when it exists: give --save FILE");
+  std::error_code ec;
+  return std::filesystem::exists(save, ec) ? save : std::string();
+}
+
+void add_run_config(io::CheckpointInfo& info, const po::variables_map& vm) {
+  for (const auto& [name, value] : options_as_strings(vm))
+    if (!listed(kResumeNotRestored, name)) info.text[kConfigPrefix + name] = value;
+}
+
+std::vector<std::string> options_from_checkpoint(const po::options_description& desc, const po::variables_map& vm,
+                                                 const io::CheckpointInfo& info, const std::string& path) {
+  const std::map<std::string, std::string> given = options_as_strings(vm);
+  std::vector<std::string> conflicts, adopt;
+  const std::string prefix = kConfigPrefix;
+  for (const auto& [key, stored] : info.text) {
+    if (key.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string name = key.substr(prefix.size());
+    if (listed(kResumeNotRestored, name) || !desc.find_nothrow(name, false)) continue;
+    const bool is_given = vm.count(name) && !vm[name].defaulted();
+    if (!is_given) {
+      // The default already gives the stored value (and a sentinel default, such as --min-lr's
+      // -1 for "lr/10", must not be given explicitly).
+      if (vm.count(name) && given.at(name) == stored) continue;
+      if (name == "save-every" && !vm.count("save")) continue;  // no checkpoint to save now
+      adopt.push_back("--" + name);
+      adopt.push_back(stored);
+    } else if (name != "data" && !listed(kResumeMayChange, name) && given.at(name) != stored) {
+      conflicts.push_back("--" + name + " " + given.at(name) + " (the checkpoint's is " +
+                          (stored.empty() ? "empty" : stored) + ")");
+    }
+  }
+  if (!conflicts.empty()) {
+    std::string msg = "--resume " + path + ": the checkpoint holds this run's configuration and ";
+    msg += conflicts.size() == 1 ? "this option differs: " : std::to_string(conflicts.size()) + " options differ: ";
+    for (size_t i = 0; i < conflicts.size(); ++i) msg += (i ? "; " : "") + conflicts[i];
+    msg += ". Leave them out to continue the run exactly (only --steps, --log-every, --log-format, --log-file, "
+           "--save-every, --save, --out and --comm-timeout may change), or start a new run from its weights "
+           "with --init-from";
+    PT_FAIL(msg);
+  }
+  return adopt;
+}
+
+void check_same_data(const io::CheckpointInfo& info, const std::string& identity, const std::string& data_path,
+                     const std::string& checkpoint_path) {
+  const auto it = info.text.find("data.identity");
+  if (it == info.text.end()) return;
+  PT_CHECK(it->second == identity, "--resume " + checkpoint_path + ": the token file '" + data_path +
+                                       "' is not the one the run was trained on (" + identity + "; the checkpoint's: " +
+                                       it->second + "); give --data the original file");
+}
+
+}  // namespace pt::cli

@@ -1,0 +1,43 @@
+#pragma once
+// `train --resume`: a checkpoint carries the whole run configuration, so `--resume FILE` alone
+// continues the run exactly, and any option given again with another value is refused (issue
+// 14's exact resume). `--resume auto` continues from the --save file when there is one.
+#include <string>
+#include <vector>
+
+#include "cli/options.h"
+#include "io/checkpoint.h"
+
+namespace pt::cli {
+
+// How --resume treats each option of train: every option not listed here must be given again
+// with the checkpoint's value or not at all (then the checkpoint's is used). These may change:
+// how far to run and how often to log and save (the checkpoint's when not given), and where to
+// write and how to run the job (never restored; --init-from neither: a resumed run's weights are
+// the checkpoint's). --data may name another path to the same file: it is compared by the file's
+// identity (size, token type and count, content hashes) instead of its path.
+inline constexpr const char* kResumeMayChange[] = {"steps", "log-every", "save-every"};
+inline constexpr const char* kResumeNotRestored[] = {"log-format", "log-file", "save", "out", "overwrite", "resume",
+                                                     "init-from", "comm-timeout", "allow-gpu-sharing"};
+
+// The checkpoint `--resume` names: "auto" → the --save file when it exists (else "": a fresh
+// start), any other value → itself.
+std::string resume_path(const std::string& resume, const std::string& save);
+
+// Stores every option of `vm` but kResumeNotRestored as "config.<name>" text attributes.
+void add_run_config(io::CheckpointInfo& info, const po::variables_map& vm);
+
+// Checks the command line against the configuration `info` holds: one error listing every
+// option given with a value other than the checkpoint's; returns the words ("--name", value)
+// that give every other stored option the checkpoint's value, to parse after the command line.
+// A checkpoint written before configurations were stored (format 1) restores nothing: the
+// options given are used as they are. Options this build does not know are ignored.
+std::vector<std::string> options_from_checkpoint(const po::options_description& desc, const po::variables_map& vm,
+                                                 const io::CheckpointInfo& info, const std::string& path);
+
+// The data file's identity as the checkpoint stored it ("data.identity"), compared with the
+// file this run reads: one error naming both when they differ. No-op for older checkpoints.
+void check_same_data(const io::CheckpointInfo& info, const std::string& identity, const std::string& data_path,
+                     const std::string& checkpoint_path);
+
+}  // namespace pt::cli
