@@ -293,8 +293,13 @@ void add_memory_profile(ModelBenchResults& r, Rig& rig, Context& ctx, const Conf
 
 }  // namespace
 
+int64_t model_bench_configurations(const ModelBenchOptions& opt) {
+  return static_cast<int64_t>(opt.sizes.size() * opt.contexts.size() * opt.precisions.size() * opt.attention.size() *
+                              opt.warmups.size());
+}
+
 ModelBenchResults run_model_bench(const ModelBenchOptions& opt, Device device, io::RunRecord* record,
-                                  const std::function<void(const ModelBenchResults&)>& after_each) {
+                                  const ModelBenchProgress& after_each) {
   PT_CHECK(opt.steps >= 1, "--steps must be at least 1");
   PT_CHECK(opt.batch_size >= 1, "--batch-size must be at least 1");
   ModelBenchResults r;
@@ -348,11 +353,12 @@ ModelBenchResults run_model_bench(const ModelBenchOptions& opt, Device device, i
             const int64_t d_head = TransformerConfig::named(size).d_head();
             if (c.attention == AttentionImpl::Flash && !ops::flash_attention_supports_head_dim(d_head)) {
               not_measured("unsupported", 0);
-              std::cout << "bench model: " << config_key(c) << "  skipped: flash attention does not cover head "
-                        << "dimension " << d_head << std::endl;
-              if (after_each) after_each(r);
+              if (after_each)
+                after_each(r, config_key(c),
+                           "skipped: flash attention does not cover head dimension " + std::to_string(d_head));
               continue;
             }
+            std::string summary;
             try {
               Rig rig(c, opt, ctx);
               Measured m = measure(rig, ctx, c, opt);
@@ -368,20 +374,20 @@ ModelBenchResults run_model_bench(const ModelBenchOptions& opt, Device device, i
                   .set("step_ms_mean", s.mean).set("step_ms_sd", s.sd).set("first_step_ms", m.first_step_ms)
                   .set("tokens_per_s", tokens / (s.mean * 1e-3)).set("tflops", tflops)
                   .set("mfu", peak > 0 ? tflops * 1e12 / peak : kNaN).set("peak_memory_bytes", m.peak);
-              std::cout << "bench model: " << config_key(c) << "  step " << s.mean << " ms (sd " << s.sd
-                        << ")  " << tflops << " TFLOP/s" << (peak > 0 ? "  MFU " + std::to_string(tflops * 1e12 / peak) : "")
-                        << std::endl;
+              std::ostringstream line;
+              line << "step " << s.mean << " ms (sd " << s.sd << "), " << tflops << " TFLOP/s"
+                   << (peak > 0 ? ", MFU " + std::to_string(tflops * 1e12 / peak) : "");
+              summary = line.str();
               if (opt.breakdown && profile) add_breakdown(r, rig, ctx, c, opt);
               if (opt.memory_profile && profile) add_memory_profile(r, rig, ctx, c, opt, record);
             } catch (const OutOfMemory& e) {
               ctx.synchronize();
               TrackingAllocator::instance().set_timeline_enabled(false);
               not_measured("oom", static_cast<int64_t>(e.requested_bytes));
-              std::cout << "bench model: " << config_key(c) << "  out of memory (" << e.requested_bytes
-                        << " bytes requested)" << std::endl;
+              summary = "out of memory (" + std::to_string(e.requested_bytes) + " bytes requested)";
             }
             TrackingAllocator::instance().empty_cache();
-            if (after_each) after_each(r);
+            if (after_each) after_each(r, config_key(c), summary);
           }
   return r;
 }

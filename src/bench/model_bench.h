@@ -44,12 +44,21 @@ struct ModelBenchResults {
   io::ResultTable memory{"model_memory"};
 };
 
+// After each configuration: the tables so far, the configuration's name
+// ("small_ctx512_bf16_flash_w2") and a one-line summary of what was measured.
+using ModelBenchProgress =
+    std::function<void(const ModelBenchResults&, const std::string& name, const std::string& summary)>;
+
+// How many configurations run_model_bench runs for `opt` (sizes × contexts × precisions ×
+// attention × warm-up counts).
+int64_t model_bench_configurations(const ModelBenchOptions& opt);
+
 // Runs every configuration on `device`; an out-of-memory configuration is recorded with
 // status "oom" and the bytes it asked for, and the sweep goes on. Memory timelines go to
-// `record` (datasets under /memory_timeline/) when memory_profile is on. Progress lines go to
-// stdout as each configuration finishes, and `after_each` (if set) sees the tables so far —
-// the CLI commits the HDF5 file there, so a sweep cut short keeps what it measured.
+// `record` (datasets under /memory_timeline/) when memory_profile is on. `after_each` (if set)
+// is told of each configuration as it finishes — the CLI reports progress and commits the HDF5
+// file there, so a sweep cut short keeps what it measured.
 ModelBenchResults run_model_bench(const ModelBenchOptions& opt, Device device, io::RunRecord* record,
-                                  const std::function<void(const ModelBenchResults&)>& after_each = {});
+                                  const ModelBenchProgress& after_each = {});
 
 }  // namespace pt::bench

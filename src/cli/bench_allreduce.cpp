@@ -4,11 +4,13 @@
 // wrong. One entry per collective; the driver is shared.
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <optional>
 #include <iostream>
 #include <string>
 #include <vector>
 
+#include "cli/bench_sweep.h"
 #include "cli/options.h"
 #include "cli/subcommands.h"
 #include "core/context.h"
@@ -127,8 +129,10 @@ int run_bench_allreduce(const std::vector<std::string>& args) {
   std::string backend_word = "auto";
   std::vector<std::string> size_words, collective_words;
   int iters = 20, warmup = 5;
+  LogOptions log_opt;
   po::options_description desc("bench allreduce options");
   add_run_options(desc, run);
+  add_log_options(desc, log_opt);
   desc.add_options()
       ("backend", po::value(&backend_word)->default_value(backend_word),
        "nccl (GPU buffers), mpi (host buffers), or auto: nccl when this rank has a GPU")
@@ -159,13 +163,15 @@ int run_bench_allreduce(const std::vector<std::string>& args) {
   else
     device = Device::cpu();  // MPI collectives work on host memory
 
-  io::RunRecord record("bench allreduce", run.out, run.overwrite);  // fails now, not after the sweep
+  BenchSweep sweep("bench allreduce", run, log_opt, static_cast<int64_t>(chosen.size() * sizes.size()));
+  io::RunRecord& record = sweep.record();  // --out checked now, not after the sweep
   Context ctx(device);
   auto comm = parallel::make_communicator(backend, ctx);
   record.collect_environment(ctx);
   record.set_options(options_as_strings(*vm));
   record.set_attr("backend", parallel::backend_name(backend));
   record.set_attr("device", device.str());
+  sweep.start();
 
   io::ResultTable table("allreduce", "fp32 collectives over all ranks, in place (nccl-tests' columns)");
   table.add_string("collective", "all_reduce, reduce_scatter, all_gather or broadcast (root 0)")
@@ -215,16 +221,13 @@ int run_bench_allreduce(const std::vector<std::string>& args) {
           .set("algbw_GBps", algbw)
           .set("busbw_GBps", algbw * c->bus_factor(n))
           .set("wrong", wrong);
-      if (rt.is_root()) {  // a long sweep keeps what it has measured
-        record.add_table(table);
-        record.commit();
-      }
+      char summary[160];
+      std::snprintf(summary, sizeof summary, "%.1f us, busbw %.2f GB/s%s", t.mean, algbw * c->bus_factor(n),
+                    wrong ? " (WRONG RESULTS)" : "");
+      sweep.done(std::string(c->name) + " " + std::to_string(count * 4) + " bytes", summary,
+                 {{"time_us", t.mean}, {"busbw_GBps", algbw * c->bus_factor(n)}, {"wrong", wrong}}, {&table});
     }
-
-  if (rt.is_root()) {
-    table.print(std::cout);
-    std::cout << "results: " << record.path() << std::endl;
-  }
+  sweep.finish({&table});
   if (wrong_total > 0) {
     if (rt.is_root()) std::cerr << "paratrain: error: " << wrong_total << " wrong elements in the collectives' checks" << std::endl;
     return 1;

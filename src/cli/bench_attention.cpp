@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/bench_sweep.h"
 #include "cli/options.h"
 #include "cli/subcommands.h"
 #include "core/allocator.h"
@@ -244,8 +245,10 @@ int run_bench_attention(const std::vector<std::string>& args) {
   std::string causal_s;
   Protocol pr;
   po::options_description desc("paratrain bench attention");
+  LogOptions log_opt;
   add_run_options(desc, ro);
   add_gemm_option(desc, ro);
+  add_log_options(desc, log_opt);
   desc.add_options()
       ("study", po::value(&study)->default_value(study),
        "preset: naive (naive attention, B 8, 1 head, fp32, T 256…16384), flash (flash vs naive, B 1, "
@@ -296,15 +299,22 @@ int run_bench_attention(const std::vector<std::string>& args) {
   Context ctx(resolve_device(ro));
   apply_gemm_option(ctx, ro);
   check_sweep(s, ctx);
-  io::RunRecord record("bench attention", ro.out, ro.overwrite);  // fails now, not after the sweep
+  BenchSweep sweep("bench attention", ro, log_opt);  // fails now, not after the sweep
+  io::RunRecord& record = sweep.record();
   record.collect_environment(ctx);
   record.set_attr("study", study);
   record.set_attr("dout", s.dout);
   record.set_attr("timing", std::string("median of per-pass event timings after warm-up; memory before backward "
                                         "from the tracking allocator after one forward"));
 
-  io::ResultTable table = make_table();
-  uint64_t seed = ro.seed;
+  // Every configuration first (the sweep's size for its progress), then each measured.
+  struct Planned {
+    std::string impl, dtype;
+    int64_t B, H, T, D;
+    ops::FlashKernels family;
+    std::optional<ops::WgmmaTiles> tiles;
+  };
+  std::vector<Planned> plan;
   for (int64_t D : s.head_dim)
     for (const auto& dt : s.dtypes)
       for (int64_t B : s.batch)
@@ -313,41 +323,39 @@ int run_bench_attention(const std::vector<std::string>& args) {
             for (const auto& impl : s.impls) {
               // Flash in bf16 on the GPU: once per requested kernel family that covers d, and
               // the wgmma family once per requested tile shape.
-              struct Variant {
-                ops::FlashKernels family;
-                std::optional<ops::WgmmaTiles> tiles;
-              };
-              std::vector<Variant> variants{{ops::FlashKernels::Auto, tiles.front()}};
-              if (impl == "flash" && ctx.is_cuda() && dt == "bf16") {
-                variants.clear();
-                const bool wgmma_covers = cuda::flash_covers_head_dim(D, /*wgmma_only=*/true);
-                for (auto k : kernels) {
-                  if (k == ops::FlashKernels::MmaSync || !wgmma_covers) {
-                    if (k != ops::FlashKernels::Wgmma) variants.push_back({k, tiles.front()});
-                  } else {
-                    for (const auto& t : tiles) variants.push_back({k, t});
-                  }
+              if (!(impl == "flash" && ctx.is_cuda() && dt == "bf16")) {
+                plan.push_back({impl, dt, B, H, T, D, ops::FlashKernels::Auto, tiles.front()});
+                continue;
+              }
+              const bool wgmma_covers = cuda::flash_covers_head_dim(D, /*wgmma_only=*/true);
+              for (auto k : kernels) {
+                if (k == ops::FlashKernels::MmaSync || !wgmma_covers) {
+                  if (k != ops::FlashKernels::Wgmma) plan.push_back({impl, dt, B, H, T, D, k, tiles.front()});
+                } else {
+                  for (const auto& t : tiles) plan.push_back({impl, dt, B, H, T, D, k, t});
                 }
               }
-              for (const auto& variant : variants) {
-                ctx.set_flash({variant.family, variant.tiles});
-                const std::string kernel =
-                    impl == "naive" ? "naive" : ops::flash_kernel_used(ctx, dtype_from_name(dt), D);
-                const Config c{impl, kernel, dt, B, H, T, D, s.causal};
-                const Measurement m = measure(ctx, c, s.dout, pr, seed++);
-                add_row(table, c, m);
-                std::cerr << "bench attention: " << impl << " (" << kernel << ") " << dt << " B" << B << " H" << H
-                          << " T" << T << " d" << D << ": " << m.status;
-                if (m.status == "ok") std::cerr << ", fwd+bwd " << m.fwdbwd_ms << " ms";
-                if (m.status == "OOM") std::cerr << " (" << m.oom_request << " bytes asked)";
-                std::cerr << std::endl;
-                record.add_table(table);
-                record.commit();  // a long sweep keeps what it has measured
-              }
-              ctx.set_flash({});
             }
-  table.print(std::cout);
-  std::cout << "results: " << record.path() << std::endl;
+  sweep.set_configurations(static_cast<int64_t>(plan.size()));
+  sweep.start();
+
+  io::ResultTable table = make_table();
+  uint64_t seed = ro.seed;
+  for (const Planned& p : plan) {
+    ctx.set_flash({p.family, p.tiles});
+    const std::string kernel = p.impl == "naive" ? "naive" : ops::flash_kernel_used(ctx, dtype_from_name(p.dtype), p.D);
+    const Config c{p.impl, kernel, p.dtype, p.B, p.H, p.T, p.D, s.causal};
+    const Measurement m = measure(ctx, c, s.dout, pr, seed++);
+    ctx.set_flash({});
+    add_row(table, c, m);
+    std::string summary = m.status;
+    if (m.status == "ok") summary += ", fwd+bwd " + std::to_string(m.fwdbwd_ms) + " ms";
+    if (m.status == "OOM") summary += " (" + std::to_string(m.oom_request) + " bytes asked)";
+    const std::string name = p.impl + " (" + kernel + ") " + p.dtype + " B" + std::to_string(p.B) + " H" +
+                             std::to_string(p.H) + " T" + std::to_string(p.T) + " d" + std::to_string(p.D);
+    sweep.done(name, summary, {{"status", m.status}, {"fwdbwd_ms", m.fwdbwd_ms}}, {&table});
+  }
+  sweep.finish({&table});
   return 0;
 }
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cli/ddp_timeline.h"
+#include "cli/bench_sweep.h"
 #include "cli/options.h"
 #include "cli/subcommands.h"
 #include "core/allocator.h"
@@ -292,8 +293,10 @@ int run_bench_ddp(const std::vector<std::string>& args) {
   int64_t context = 512, batch = 4, d_model = 0, num_layers = 0, num_heads = 0, d_ff = 0, vocab = 0;
   int steps = 10, warmup = 3;
   std::vector<std::string> ddp_words, bucket_words, shard_words, sms_words, grad_comm_words, prefetch_words;
+  LogOptions log_opt;
   po::options_description desc("bench ddp options");
   add_run_options(desc, run);
+  add_log_options(desc, log_opt);
   add_gemm_option(desc, run);
   add_flash_options(desc, run);
   desc.add_options()
@@ -354,7 +357,8 @@ int run_bench_ddp(const std::vector<std::string>& args) {
 
   auto& rt = parallel::Runtime::get();
   const Device device = resolve_device(run);
-  io::RunRecord record("bench ddp", run.out, run.overwrite);  // fails now, not after the sweep
+  BenchSweep sweep("bench ddp", run, log_opt, static_cast<int64_t>(plan.size()));
+  io::RunRecord& record = sweep.record();  // --out checked now, not after the sweep
   Context ctx(device, precision_from_name(run.precision));
   apply_gemm_option(ctx, run);
   apply_flash_options(ctx, run);
@@ -370,6 +374,7 @@ int run_bench_ddp(const std::vector<std::string>& args) {
   record.set_attr("model.d_ff", cfg.d_ff);
   record.set_attr("model.vocab_size", cfg.vocab_size);
   record.set_attr("model.parameters", cfg.num_params());
+  sweep.start();
 
   TransformerLM model(cfg, ctx);
   model.init_weights(ctx, run.seed);
@@ -492,23 +497,16 @@ int run_bench_ddp(const std::vector<std::string>& args) {
     }
     results.push_back(bench.run(c));
     const Result& r = results.back();
-    if (rt.is_root())
-      std::cout << "ddp " << r.sync_name << " bucket_mb " << c.bucket_mb << " shard " << shard_mode_name(c.shard)
-                << " comm_sms " << r.comm_sms << " grad_comm " << parallel::grad_comm_name(c.grad_comm)
-                << " zero1_prefetch " << zero1_prefetch_word(c) << ": "
-                << r.step_ms << " ms/step, exposed communication " << r.exposed_ms << " ms" << std::endl;
-    if (rt.is_root()) {
-      const auto [table, events] = make_tables();
-      record.add_table(table);
-      record.add_table(events);
-      record.commit();
-    }
+    const std::string name = r.sync_name + " bucket_mb " + std::to_string(c.bucket_mb) + " shard " +
+                             shard_mode_name(c.shard) + " comm_sms " + std::to_string(r.comm_sms) + " grad_comm " +
+                             parallel::grad_comm_name(c.grad_comm) + " zero1_prefetch " + zero1_prefetch_word(c);
+    const auto tables = make_tables();
+    sweep.done(name,
+               std::to_string(r.step_ms) + " ms/step, exposed communication " + std::to_string(r.exposed_ms) + " ms",
+               {{"step_ms", r.step_ms}, {"exposed_comm_ms", r.exposed_ms}}, {&tables.first, &tables.second});
   }
-
-  if (rt.is_root()) {
-    make_tables().first.print(std::cout);
-    std::cout << "results: " << record.path() << std::endl;
-  }
+  const auto tables = make_tables();
+  sweep.finish({&tables.first});
   return 0;
 }
 

@@ -9,8 +9,10 @@
 #include <vector>
 
 #include "bench/inputs.h"
+#include "cli/bench_sweep.h"
 #include "cli/options.h"
 #include "cli/subcommands.h"
+#include "parallel/runtime.h"
 #include "core/context.h"
 #include "core/error.h"
 #include "cuda/matmul.h"
@@ -61,8 +63,10 @@ int run_bench_gemm(const std::vector<std::string>& args) {
   std::string size = "xl";
   int64_t context = 512, batch = 4;
   int algos = 16, iters = 20;
+  LogOptions log_opt;
   po::options_description desc("bench gemm options");
   add_run_options(desc, run);
+  add_log_options(desc, log_opt);
   desc.add_options()
       ("model", po::value(&size)->default_value(size), "named size whose GEMM shapes to time")
       ("context", po::value(&context)->default_value(context), "sequence length")
@@ -78,9 +82,12 @@ int run_bench_gemm(const std::vector<std::string>& args) {
   TransformerConfig cfg = TransformerConfig::named(size);
   Context ctx(device, precision_from_name(run.precision));
   apply_gemm_option(ctx, run);
-  io::RunRecord record("bench gemm", run.out, run.overwrite);
+  const auto shapes = step_shapes(cfg, batch, context);
+  BenchSweep sweep("bench gemm", run, log_opt, static_cast<int64_t>(shapes.size()));
+  io::RunRecord& record = sweep.record();
   record.collect_environment(ctx);
   record.set_options(options_as_strings(*vm));
+  sweep.start();
 
   const DType ab = ctx.act_dtype();
   io::ResultTable table("gemm", "every GEMM shape of the train step: cuBLAS, cuBLASLt's heuristic candidates, "
@@ -98,7 +105,7 @@ int run_bench_gemm(const std::vector<std::string>& args) {
       .add_double("selected_ms", "ops::matmul as --gemm selects it (what the model runs) per call, ms", 4)
       .add_double("gain_ms_per_step", "(cublas_ms − min(cublas_ms, lt_best_ms)) · per_step, ms", 3);
   double total_cublas = 0, total_best = 0, total_selected = 0;
-  for (const Shape& s : step_shapes(cfg, batch, context)) {
+  for (const Shape& s : shapes) {
     const DType c_dtype = (ab == DType::BF16 && !s.c_fp32_in_bf16) ? DType::BF16 : DType::F32;
     Tensor a = bench::filled(ctx, {s.batch * s.m * s.k}, ab, bench::bench_values(s.batch * s.m * s.k, 1), "gemm_a");
     Tensor b = bench::filled(ctx, {s.batch * s.k * s.n}, ab, bench::bench_values(s.batch * s.k * s.n, 2), "gemm_b");
@@ -125,14 +132,18 @@ int run_bench_gemm(const std::vector<std::string>& args) {
         .set("lt_candidates", static_cast<int64_t>(lt.size()))
         .set("cublas_tflops", 2.0 * double(s.m) * double(s.n) * double(s.k) * double(s.batch) / (cublas * 1e-3) / 1e12)
         .set("selected_ms", selected).set("gain_ms_per_step", gain);
+    sweep.done(s.name + " " + std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k),
+               "cuBLAS " + std::to_string(cublas) + " ms, best cuBLASLt " + std::to_string(best_ms) + " ms",
+               {{"cublas_ms", cublas}, {"lt_best_ms", best_ms}, {"selected_ms", selected}}, {&table});
   }
-  table.print(std::cout);
-  std::cout << "GEMM time per step: cuBLAS " << total_cublas << " ms, with the fastest candidate per shape "
-            << total_best << " ms (" << 100.0 * (1.0 - total_best / total_cublas) << " % less); as --gemm "
-            << run.gemm << " selects " << total_selected << " ms" << std::endl;
-  record.add_table(table);
-  record.commit();
-  std::cout << "results: " << record.path() << std::endl;
+  record.set_attr("gemm_ms_per_step.cublas", total_cublas);
+  record.set_attr("gemm_ms_per_step.best", total_best);
+  record.set_attr("gemm_ms_per_step.selected", total_selected);
+  sweep.finish({&table});
+  if (!sweep.log().jsonl() && parallel::Runtime::get().is_root())
+    std::cout << "GEMM time per step: cuBLAS " << total_cublas << " ms, with the fastest candidate per shape "
+              << total_best << " ms (" << 100.0 * (1.0 - total_best / total_cublas) << " % less); as --gemm "
+              << run.gemm << " selects " << total_selected << " ms" << std::endl;
   return 0;
 }
 

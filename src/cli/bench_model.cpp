@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "bench/model_bench.h"
+#include "cli/bench_sweep.h"
 #include "cli/options.h"
 #include "cli/subcommands.h"
 #include "core/context.h"
@@ -44,9 +45,11 @@ int run_bench_model(const std::vector<std::string>& args) {
       ("profile-steps", po::bool_switch(&o.profile_steps),
        "bracket the measured steps with cudaProfilerStart/Stop (nsys --capture-range=cudaProfilerApi)")
       ("peak-tflops", po::value(&o.peak_tflops)->default_value(0), "device peak for MFU (0: from the device name)");
+  LogOptions log_opt;
   add_run_options(desc, run, nullptr);
   add_gemm_option(desc, run);
   add_flash_options(desc, run);
+  add_log_options(desc, log_opt);
   auto vm = parse_or_help(desc, args, "paratrain bench model [options]");
   if (!vm) return 0;
   o.sizes = split_list(sizes);
@@ -65,36 +68,25 @@ int run_bench_model(const std::vector<std::string>& args) {
   auto& rt = parallel::Runtime::get();
   PT_CHECK(rt.world_size() == 1, "bench model runs as one process (use bench ddp for several ranks)");
   const Device device = resolve_device(run);
-  io::RunRecord record("bench model", run.out, run.overwrite);
+  BenchSweep sweep("bench model", run, log_opt, bench::model_bench_configurations(o));
+  io::RunRecord& record = sweep.record();  // --out checked now, not after the sweep
   {
     Context env_ctx(device);
     record.collect_environment(env_ctx);
   }
   record.set_options(options_as_strings(*vm));
-  auto add_tables = [&](const bench::ModelBenchResults& r) {
-    record.add_table(r.timings);
-    if (o.breakdown && r.breakdown.rows()) record.add_table(r.breakdown);
-    if (o.memory_profile && r.memory.rows()) record.add_table(r.memory);
+  sweep.start();
+  auto tables = [&](const bench::ModelBenchResults& r) {
+    std::vector<const io::ResultTable*> out{&r.timings};
+    if (o.breakdown && r.breakdown.rows()) out.push_back(&r.breakdown);
+    if (o.memory_profile && r.memory.rows()) out.push_back(&r.memory);
+    return out;
   };
-  // The file is rewritten (atomically) after every configuration: a sweep that is cut short
-  // (a time limit, a crash) keeps every configuration it finished.
-  bench::ModelBenchResults r = bench::run_model_bench(o, device, &record, [&](const auto& partial) {
-    add_tables(partial);
-    record.commit();
-  });
-  std::cout << "\n";
-  r.timings.print(std::cout);
-  if (o.breakdown) {
-    std::cout << "\n";
-    r.breakdown.print(std::cout);
-  }
-  if (o.memory_profile) {
-    std::cout << "\n";
-    r.memory.print(std::cout);
-  }
-  add_tables(r);
-  record.commit();
-  std::cout << "\nresults: " << record.path() << std::endl;
+  bench::ModelBenchResults r =
+      bench::run_model_bench(o, device, &record, [&](const auto& partial, const std::string& name, const std::string& summary) {
+        sweep.done(name, summary, {}, tables(partial));
+      });
+  sweep.finish(tables(r));
   return 0;
 }
 

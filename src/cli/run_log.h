@@ -59,6 +59,7 @@ class Eta {
  public:
   Eta(int64_t first, int64_t total);
   void unit_done() { ++done_; }
+  void set_done(int64_t units) { done_ = units; }
   int64_t remaining() const { return total_ - first_ - done_; }
   double eta_s(double elapsed_s) const;  // NaN before the first unit
   // "elapsed 0:01:02, eta 0:03:04" for a progress line.

@@ -218,3 +218,26 @@ def test_jsonl_lines_parse_and_match_the_record(tmp_path):
     again = [json.loads(l) for l in open(log)]
     assert len(again) > len(file_events) and again[len(file_events)]["event"] == "start"
     assert again[len(file_events)]["start_step"] == 5
+
+
+def test_benchmarks_report_configuration_k_of_n_and_json_lines_that_match_the_record(tmp_path):
+    out = str(tmp_path / "bm.h5")
+    text = subprocess.run([BIN, "bench", "model", "--sizes", "tiny", "--contexts", "16,32", "--precisions", "fp32",
+                           "--attention", "naive", "--warmup", "0,1", "--steps", "1", "--batch-size", "1", "--device", "cpu",
+                           "--out", out], capture_output=True, text=True, timeout=TIMEOUT_S, check=True).stdout
+    lines = [l for l in text.splitlines() if l.startswith("[")]
+    assert [l.split("]")[0] for l in lines] == ["[1/4", "[2/4", "[3/4", "[4/4"], text
+    assert all("elapsed " in l and "eta " in l for l in lines)
+    # JSON lines from 2 MPI ranks: rank 0 alone writes them.
+    log, rec = str(tmp_path / "ar.jsonl"), str(tmp_path / "ar.h5")
+    proc = subprocess.run([*MPI, "2", BIN, "bench", "allreduce", "--backend", "mpi", "--sizes", "64K,1M", "--collectives",
+                           "all_reduce,broadcast", "--iters", "2", "--warmup", "1", "--out", rec, "--log-format", "jsonl",
+                           "--log-file", log], capture_output=True, text=True, timeout=TIMEOUT_S, check=True)
+    events = [json.loads(l) for l in proc.stdout.splitlines()]
+    assert events == [json.loads(l) for l in open(log)]
+    configs = [e for e in events if e["event"] == "config"]
+    assert [(e["index"], e["of"]) for e in configs] == [(1, 4), (2, 4), (3, 4), (4, 4)]
+    with h5py.File(rec, "r") as f:
+        table = f["allreduce"][()]
+    assert [e["busbw_GBps"] for e in configs] == list(table["busbw_GBps"])
+    assert events[0]["event"] == "start" and events[-1] == {**events[-1], "event": "end", "configurations": 4}
