@@ -43,11 +43,14 @@ add_test(NAME scripts_faults
 add_test(NAME scripts_resume
          COMMAND ${CMAKE_COMMAND} -E env PARATRAIN_BIN=$<TARGET_FILE:paratrain>
                  ${PT_SCRIPTS_DIR}/run_pytest.sh test_resume.py)
+# The sbatch templates without Slurm: node/task/GPU layouts (submit_all.sh --dry-run), refusals,
+# and train.sbatch's signal forwarding and requeue against a stand-in srun and scontrol.
+add_test(NAME scripts_slurm_templates COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_slurm_templates.py)
 # Sweeps submitted to a real single-node Slurm in CPU mode (skipped without slurm-wlm/munge).
 add_test(NAME scripts_slurm COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_slurm.py)
 set_tests_properties(scripts_slurm PROPERTIES LABELS "scripts;slurm" TIMEOUT 900 RUN_SERIAL TRUE)
 
-set(PT_SCRIPTS_TESTS scripts_hostile_inputs scripts_faults scripts_resume scripts_report_synthetic scripts_report_real scripts_schema_doc scripts_ddp_events_real scripts_compare_torch
+set(PT_SCRIPTS_TESTS scripts_hostile_inputs scripts_faults scripts_resume scripts_slurm_templates scripts_report_synthetic scripts_report_real scripts_schema_doc scripts_ddp_events_real scripts_compare_torch
     scripts_compare_torch_ddp scripts_reference_model)
 set_tests_properties(${PT_SCRIPTS_TESTS} PROPERTIES LABELS scripts TIMEOUT 600)
 set_tests_properties(${PT_SCRIPTS_TESTS} scripts_slurm PROPERTIES ENVIRONMENT "${PT_SCRIPTS_ENV}")

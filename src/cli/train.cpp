@@ -1,6 +1,5 @@
 // `paratrain train`: train the Transformer LM on a token file, one rank per GPU (or CPU ranks),
 // with a progress line per step and every step's figures in the run's HDF5 file.
-#include <mpi.h>
 
 #include <chrono>
 #include <cmath>
@@ -21,6 +20,7 @@
 #include "parallel/communicator.h"
 #include "cli/ddp_options.h"
 #include "parallel/grad_sync.h"
+#include "parallel/host_collectives.h"
 #include "parallel/runtime.h"
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
@@ -71,8 +71,8 @@ struct StepConsensus {
   bool stop = false;
 };
 StepConsensus agree_after_step(double loss, bool stop_requested) {
-  double in[2] = {loss, stop_requested ? 1.0 : 0.0}, sum[2] = {0, 0};
-  PT_MPI_CHECK(MPI_Allreduce(in, sum, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+  // Bounded by --comm-timeout like every wait for the other ranks.
+  const std::vector<double> sum = parallel::sum_over_ranks(std::vector<double>{loss, stop_requested ? 1.0 : 0.0});
   return {sum[0] / parallel::Runtime::get().world_size(), sum[1] > 0};
 }
 
@@ -173,10 +173,17 @@ int run_train(const std::vector<std::string>& args) {
   // ---- --resume: the checkpoint's configuration for every option not given again ---------------
   auto& rt = parallel::Runtime::get();
   PT_CHECK(t.init_from.empty() || t.resume.empty(), "--init-from and --resume contradict each other: pick one");
+  // From here a first SIGTERM/SIGINT/SIGUSR1 asks for a stop at the next step boundary (one
+  // arriving during start-up stops the run before its first step), a second ends it at once.
+  const interrupt::GracefulScope graceful;
   std::string resume_from;  // the checkpoint this run continues; "" for a fresh start
   io::CheckpointInfo resumed;
   if (!t.resume.empty()) {
     resume_from = resume_path(t.resume, t.save);
+    // Every rank must make the same choice (a --save on a file system the nodes do not share).
+    if (t.resume == "auto")
+      check_same_on_every_rank(resume_from.empty() ? "absent" : "present",
+                               "whether the checkpoint " + t.save + " exists (--resume auto)");
     if (!resume_from.empty()) {
       resumed = io::read_checkpoint_info(resume_from);
       const std::vector<std::string> adopted = options_from_checkpoint(desc, *vm, resumed, resume_from);
@@ -354,16 +361,21 @@ int run_train(const std::vector<std::string>& args) {
   const double tokens_per_step = static_cast<double>(t.batch_size * cfg.context_length);
   double last_loss = NAN;
   int64_t last_step = start_step;  // the last step completed
-  int64_t stopped_after = 0;       // > 0: a signal stopped the run after this step
+  int64_t stopped_after = 0;       // a signal stopped the run after this step (when `stopped`)
+  bool stopped = false;
   Eta eta(start_step, t.steps);
-  // From here a first signal stops the loop at a step boundary; checkpoint and record are written.
-  const interrupt::GracefulScope graceful;
   auto fail = [&](const std::string& status) {
     log.event("end", {{"status", status}, {"last_step", last_step}, {"final_loss", last_loss}}, "");
     rec.commit(status, last_step, last_loss);
   };
   try {
-    for (int64_t s = start_step; s < t.steps; ++s) {
+    // A signal during start-up: stop before the first step (record and checkpoint as at any step).
+    raise_injected_signal(0, rt.is_root());  // PARATRAIN_FAULT=signal:0:NAME only
+    if (agree_after_step(0, interrupt::requested() != 0).stop) {
+      stopped = true;
+      stopped_after = start_step;
+    }
+    for (int64_t s = start_step; s < t.steps && !stopped; ++s) {
       const auto t0 = std::chrono::steady_clock::now();
       sampler.fill(s, h_ids.data_as<int32_t>(), h_tg.data_as<int32_t>());
       Tensor ids = device.is_cuda() ? h_ids.to(device, ctx) : h_ids;
@@ -406,6 +418,7 @@ int run_train(const std::vector<std::string>& args) {
                   line);
       }
       if (agreed.stop && s + 1 < t.steps) {
+        stopped = true;
         stopped_after = s + 1;
         break;
       }
@@ -431,21 +444,21 @@ int run_train(const std::vector<std::string>& args) {
   }
   const std::string stop_reason =
       interrupt::requested() ? interrupt::signal_name(interrupt::requested()) : std::string("a signal on another rank");
-  const std::string status = stopped_after > 0 ? "interrupted: " + stop_reason + " after step " +
+  const std::string status = stopped ? "interrupted: " + stop_reason + " after step " +
                                                      std::to_string(stopped_after) + " of " + std::to_string(t.steps)
                                                : std::string("completed");
   rec.commit(status, last_step, last_loss);
   std::string summary;
-  if (stopped_after > 0)
+  if (stopped)
     summary = "stopped by " + stop_reason + " after step " + std::to_string(stopped_after) + " of " +
               std::to_string(t.steps) + "\n";
   summary += "results: " + rec.path() + (t.save.empty() ? "" : ", checkpoint: " + t.save);
-  if (stopped_after > 0 && !t.save.empty()) summary += "\ncontinue with: --resume " + t.save + " (or --resume auto)";
+  if (stopped && !t.save.empty()) summary += "\ncontinue with: --resume " + t.save + " (or --resume auto)";
   log.event("end",
             {{"status", status}, {"last_step", last_step}, {"final_loss", last_loss}, {"out", rec.path()},
-             {"save", t.save}, {"exit_code", static_cast<int64_t>(stopped_after > 0 ? kExitStopped : kExitOk)}},
+             {"save", t.save}, {"exit_code", static_cast<int64_t>(stopped ? kExitStopped : kExitOk)}},
             summary);
-  return stopped_after > 0 ? kExitStopped : kExitOk;
+  return stopped ? kExitStopped : kExitOk;
 }
 
 }  // namespace pt::cli

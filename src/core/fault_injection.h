@@ -8,7 +8,7 @@
 //                             written, optimizer state not), after saying so on stderr
 //   signal:STEP:NAME          rank 0 alone raises signal NAME (SIGTERM, SIGINT, SIGUSR1) on
 //                             itself during step STEP (train), so the run stops after it: a
-//                             preemption that reaches one rank only
+//                             preemption that reaches one rank only (STEP 0: during start-up)
 //
 // Unset, nothing changes. A malformed entry is an error at the first lookup.
 #include <cstdint>

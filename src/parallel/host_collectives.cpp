@@ -100,6 +100,14 @@ int64_t sum_over_ranks(int64_t v) {
   return sum;
 }
 
+std::vector<double> sum_over_ranks(const std::vector<double>& v) {
+  std::vector<double> sum(v.size());
+  MPI_Request req;
+  PT_MPI_CHECK(MPI_Iallreduce(v.data(), sum.data(), static_cast<int>(v.size()), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &req));
+  wait(&req, "host sum over ranks");
+  return sum;
+}
+
 RankSpread spread_over_ranks(double v) {
   const auto all = all_gather_values(v);
   RankSpread s;

@@ -12,6 +12,8 @@ namespace pt::parallel {
 std::vector<double> all_gather_values(double v);
 // Sum over ranks, on every rank.
 int64_t sum_over_ranks(int64_t v);
+// Element-wise sums over ranks, on every rank (one all-reduce).
+std::vector<double> sum_over_ranks(const std::vector<double>& v);
 
 // Mean and maximum of per-rank values.
 struct RankSpread {

@@ -209,3 +209,19 @@ def test_a_signal_outside_training_ends_at_once_without_leftovers(tmp_path):
     rc, _, err = finish(proc)
     assert rc == 128 + signal.SIGTERM, f"{rc}\n{err}"
     assert not os.path.exists(tmp_path / "b.h5") and temp_files(tmp_path) == []
+
+
+def test_a_signal_during_start_up_stops_before_the_first_step_and_the_run_resumes(tmp_path):
+    # SIGUSR1 reaching rank 0 of 2 while the model is built (a Slurm --signal that comes early):
+    # the job stops cleanly, its record and checkpoint at step 0, and resumes from there.
+    ck, rec = str(tmp_path / "ck.h5"), str(tmp_path / "r.h5")
+    cmd = [*MPI, "-np", "2", *TRAIN, "--steps", "3", "--save", ck, "--out", rec, "--resume", "auto"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S,
+                          env=dict(os.environ, PARATRAIN_FAULT="signal:0:SIGUSR1"))
+    assert proc.returncode == EXIT_STOPPED, f"{proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    assert record_status(rec) == ("interrupted: SIGUSR1 after step 0 of 3", 0)
+    assert checkpoint_step_and_finite(ck) == (0, True)
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert again.returncode == 0, again.stderr
+    assert record_status(rec) == ("completed", 3)
+    assert temp_files(tmp_path) == []
