@@ -12,9 +12,10 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// loss += (logsumexp(x_r) − x_r[t_r]) / rows; dlogits_r = (softmax(x_r) − onehot(t_r)) / rows.
+// loss += (logsumexp(x_r) − x_r[t_r]) / rows; dlogits_r = (softmax(x_r) − onehot(t_r)) · grad_mul
+// (grad_mul = grad_scale / rows).
 template <typename T, int N>
-__global__ void cross_entropy_kernel(int64_t vocab, float inv_rows, float* loss, T* dlogits,
+__global__ void cross_entropy_kernel(int64_t vocab, float inv_rows, float grad_mul, float* loss, T* dlogits,
                                      const T* logits, const int32_t* targets) {
   __shared__ MaxSum scratch[32];
   const int64_t row = blockIdx.x;
@@ -43,7 +44,7 @@ __global__ void cross_entropy_kernel(int64_t vocab, float inv_rows, float* loss,
 #pragma unroll
     for (int k = 0; k < N; ++k) {
       const float onehot = c + k == target ? 1.0f : 0.0f;
-      v[k] = target_ok ? (expf(v[k] - lse) - onehot) * inv_rows : NAN;
+      v[k] = target_ok ? (expf(v[k] - lse) - onehot) * grad_mul : NAN;
     }
     store_n<N>(dr + c, v);
   }
@@ -75,8 +76,8 @@ __global__ void mse_kernel(int64_t n, float inv_norm, float* loss, TP* dpred, co
 
 }  // namespace
 
-void cross_entropy(cudaStream_t s, Tensor& loss, Tensor* dlogits, const Tensor& logits,
-                   const Tensor& targets) {
+void cross_entropy(cudaStream_t s, Tensor& loss, Tensor* dlogits, const Tensor& logits, const Tensor& targets,
+                   float grad_scale) {
   const int64_t rows = logits.size(0), vocab = logits.size(1);
   PT_CHECK(rows <= INT32_MAX, "cross_entropy: more than 2^31 rows");
   PT_CUDA_CHECK(cudaMemsetAsync(loss.data(), 0, sizeof(float), s));
@@ -86,7 +87,8 @@ void cross_entropy(cudaStream_t s, Tensor& loss, Tensor* dlogits, const Tensor& 
     T* dx = dlogits ? static_cast<T*>(dlogits->data()) : nullptr;
     const bool packed = vocab % kPack == 0 && aligned16(x) && (!dx || aligned16(dx));
     auto kernel = packed ? cross_entropy_kernel<T, kPack> : cross_entropy_kernel<T, 1>;
-    kernel<<<unsigned(rows), kThreads, 0, s>>>(vocab, 1.0f / float(rows), loss.data_as<float>(), dx,
+    // grad_scale 1 gives exactly 1/rows, as before; a power of two scales it exactly.
+    kernel<<<unsigned(rows), kThreads, 0, s>>>(vocab, 1.0f / float(rows), grad_scale / float(rows), loss.data_as<float>(), dx,
                                                x, targets.data_as<const int32_t>());
     PT_CUDA_CHECK_LAUNCH();
   });

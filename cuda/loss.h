@@ -9,10 +9,11 @@
 
 namespace pt::cuda {
 
-// logits (N, V) fp32|bf16; dlogits (optional) same dtype, may alias logits; loss fp32 (1).
-// One block per row. A target outside [0, V) gives a NaN loss (no host check possible).
-void cross_entropy(cudaStream_t s, Tensor& loss, Tensor* dlogits, const Tensor& logits,
-                   const Tensor& targets);
+// logits (N, V) fp32|bf16; dlogits (optional) same dtype, may alias logits, scaled by
+// grad_scale; loss fp32 (1). One block per row. A target outside [0, V) gives a NaN loss (no
+// host check possible).
+void cross_entropy(cudaStream_t s, Tensor& loss, Tensor* dlogits, const Tensor& logits, const Tensor& targets,
+                   float grad_scale);
 // pred, target fp32|bf16, same numel; dpred (optional) pred's dtype; loss fp32 (1).
 void mse_loss(cudaStream_t s, Tensor& loss, Tensor* dpred, const Tensor& pred, const Tensor& target,
               ops::Reduction reduction);

@@ -140,7 +140,17 @@ struct Bench {
   Tensor ids, targets;
   OptimizerConfig opt_cfg;
   int warmup, steps;
+  int micro_batches = 1;  // --grad-accum: the rows run this many times per step, synchronised once
   parallel::Communicator& comm() { return *comm_ptr; }
+
+  // Forward and backward of the step's micro-batches (the same rows each time: only the cost
+  // matters here); gradients are final, and the strategy's collectives start, in the last one.
+  void forward_backward() {
+    for (int i = 0; i < micro_batches; ++i) {
+      model.forward(ctx, ids, targets, true, 1.0f / static_cast<float>(micro_batches));
+      model.backward(ctx);
+    }
+  }
 
   Result run(const Config& c) {
     auto& alloc = TrackingAllocator::instance();
@@ -165,12 +175,11 @@ struct Bench {
       const bool first = s == 0, timed = s >= warmup;
       if (s == warmup) alloc.reset_peak(kind);
       if (first) alloc.reset_peak(kind);
-      store.zero_grad(ctx);
+      store.zero_grad(ctx, micro_batches);
       dp.sync->begin_step(ctx);
       marks.reset();
       marks.mark();  // kStart
-      model.forward(ctx, ids, targets);
-      model.backward(ctx);
+      forward_backward();
       marks.mark();  // kBackwardEnd
       dp.sync->finish(ctx);
       marks.mark();  // kSyncEnd
@@ -217,13 +226,15 @@ struct Bench {
   std::vector<TimelineEvent> traced_step(DataParallel& dp, const Config& c) {
     ParamStore& store = model.store();
     StepTimeline timeline(ctx, store, comm(), bucket_plan(store, c, comm().world_size()));
-    store.zero_grad(ctx);
+    store.zero_grad(ctx, micro_batches);
     dp.sync->begin_step(ctx);
     comm().barrier();
     timeline.begin();
-    model.forward(ctx, ids, targets);
-    timeline.mark(StepTimeline::ForwardEnd);
-    model.backward(ctx);
+    for (int i = 0; i < micro_batches; ++i) {
+      model.forward(ctx, ids, targets, true, 1.0f / static_cast<float>(micro_batches));
+      if (i == micro_batches - 1) timeline.mark(StepTimeline::ForwardEnd);  // the last micro-batch's
+      model.backward(ctx);
+    }
     timeline.mark(StepTimeline::BackwardEnd);
     dp.sync->finish(ctx);
     timeline.mark(StepTimeline::SyncEnd);
@@ -292,6 +303,7 @@ int run_bench_ddp(const std::vector<std::string>& args) {
   std::string size = "xl", attention = "naive", optimizer = "adamw";
   int64_t context = 512, batch = 4, d_model = 0, num_layers = 0, num_heads = 0, d_ff = 0, vocab = 0;
   int steps = 10, warmup = 3;
+  int64_t grad_accum = 1;
   std::vector<std::string> ddp_words, bucket_words, shard_words, sms_words, grad_comm_words, prefetch_words;
   LogOptions log_opt;
   po::options_description desc("bench ddp options");
@@ -307,7 +319,10 @@ int run_bench_ddp(const std::vector<std::string>& args) {
       ("d-ff", po::value(&d_ff)->default_value(0), "override d_ff (0: keep)")
       ("vocab-size", po::value(&vocab)->default_value(0), "override the vocabulary (0: keep)")
       ("context", po::value(&context)->default_value(context), "sequence length")
-      ("batch", po::value(&batch)->default_value(batch), "sequences per rank per step")
+      ("batch", po::value(&batch)->default_value(batch), "sequences per rank per micro-batch")
+      ("grad-accum", po::value(&grad_accum)->default_value(grad_accum),
+       "micro-batches per step (gradient accumulation): forward and backward run this many times into "
+       "the same gradients, which are synchronised once, in the last")
       ("attention", po::value(&attention)->default_value(attention), "naive or flash")
       ("optimizer", po::value(&optimizer)->default_value(optimizer), "adamw or sgd")
       ("ddp", po::value(&ddp_words)->multitoken(),
@@ -390,7 +405,8 @@ int run_bench_ddp(const std::vector<std::string>& args) {
   OptimizerConfig opt_cfg;
   opt_cfg.kind = optimizer_kind_from_name(optimizer);
   opt_cfg.adamw.lr = 1e-4f;
-  Bench bench{ctx, comm.get(), model, host_ids.to(device, ctx), host_targets.to(device, ctx), opt_cfg, warmup, steps};
+  Bench bench{ctx, comm.get(), model, host_ids.to(device, ctx), host_targets.to(device, ctx), opt_cfg, warmup, steps,
+              static_cast<int>(grad_accum)};
 
   std::vector<Result> results;
   // The record's tables from every configuration measured so far: written after each one, so a
@@ -399,7 +415,7 @@ int run_bench_ddp(const std::vector<std::string>& args) {
     double floor_ms = kNaN;
     for (const auto& r : results)
       if (r.cfg.ddp == "none") floor_ms = r.step_ms;
-    const double tokens = static_cast<double>(rt.world_size() * batch * context);
+    const double tokens = static_cast<double>(rt.world_size() * batch * grad_accum * context);
 
     io::ResultTable table("ddp", "data-parallel training step per strategy, bucket cap and optimizer sharding");
     table.add_string("ddp", "gradient sync: none (no communication: the floor), naive, flat, overlap, bucketed; with "
@@ -418,6 +434,7 @@ int run_bench_ddp(const std::vector<std::string>& args) {
                  "of its layout (parallel::Zero1Layout; 1 for reduce_scatter), plus 1 for a tail")
         .add_int("ranks", "data-parallel ranks")
         .add_string("precision", "fp32, tf32 or bf16")
+        .add_int("grad_accum", "micro-batches per step (--grad-accum), gradients synchronised in the last")
         .add_double("step_ms", "time per training step, mean over steps and ranks (ms)", 2)
         .add_double("step_sd_ms", "standard deviation over steps, largest over ranks (ms)", 2)
         .add_double("step_ms_max_rank", "mean step time of the slowest rank (ms)", 2)
@@ -442,6 +459,7 @@ int run_bench_ddp(const std::vector<std::string>& args) {
           .set("buckets", r.buckets)
           .set("ranks", rt.world_size())
           .set("precision", run.precision)
+          .set("grad_accum", grad_accum)
           .set("step_ms", r.step_ms)
           .set("step_sd_ms", r.step_sd)
           .set("step_ms_max_rank", r.step_ms_max_rank)

@@ -47,6 +47,7 @@ struct TrainOptions {
   std::string sampling = "random";
   std::string bin_dtype = "uint16";
   int64_t batch_size = 16;
+  int64_t grad_accum = 1;
   int64_t steps = 200;
   std::string optimizer = "adamw";
   double lr = 3e-3, min_lr = -1, weight_decay = 0.01, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
@@ -125,7 +126,12 @@ int run_train(const std::vector<std::string>& args) {
       ("sampling", po::value(&t.sampling)->default_value(t.sampling),
        "random (seeded random windows) | sequential (consecutive windows, deterministic)")
       ("batch-size", po::value(&t.batch_size)->default_value(t.batch_size),
-       "global batch in sequences; each rank takes its contiguous slice");
+       "global batch in sequences (of one micro-batch with --grad-accum); each rank takes its contiguous slice")
+      ("grad-accum", po::value(&t.grad_accum)->default_value(t.grad_accum),
+       "micro-batches per optimizer step (gradient accumulation): each step draws grad-accum × batch-size "
+       "sequences, runs them batch-size at a time into the same gradients and updates once, as one batch of "
+       "that size would (the loss is the mean over all of them); gradients are synchronised over ranks in the "
+       "last micro-batch only");
   optim.add_options()
       ("steps", po::value(&t.steps)->default_value(t.steps), "total training steps")
       ("optimizer", po::value(&t.optimizer)->default_value(t.optimizer), "adamw | sgd")
@@ -264,7 +270,7 @@ int run_train(const std::vector<std::string>& args) {
   // One path may name different files on different nodes: the ranks compare what they read.
   check_same_on_every_rank(tokens.identity(), "the token file '" + t.data + "'");
   io::SamplerConfig sc;
-  sc.global_batch = t.batch_size;
+  sc.global_batch = t.batch_size * t.grad_accum;  // the step's rows; micro-batch i takes its i-th share
   sc.context_length = cfg.context_length;
   sc.sampling = io::sampling_from_name(t.sampling);
   sc.seed = run.seed;
@@ -344,7 +350,8 @@ int run_train(const std::vector<std::string>& args) {
                              std::to_string(rt.world_size()) + " × " + device.str() + ", " + precision_name(precision) +
                              ", " + attn + " attention, ddp " + ddp.ddp + ", sharding " + ddp.shard + ", grad comm " +
                              ddp.grad_comm + ", batch " + std::to_string(t.batch_size) + " × " +
-                             std::to_string(cfg.context_length) + " tokens, " + t.sampling + " sampling of " + t.data +
+                             std::to_string(cfg.context_length) + " tokens" +
+                             (t.grad_accum > 1 ? " × " + std::to_string(t.grad_accum) + " micro-batches" : "") + ", " + t.sampling + " sampling of " + t.data +
                              " (" + std::to_string(tokens.size()) + " tokens)" +
                              (resume_from.empty() ? "" : "; resuming " + resume_from + " after step " + std::to_string(start_step));
   log.event("start",
@@ -358,7 +365,7 @@ int run_train(const std::vector<std::string>& args) {
   const int64_t local_rows = sampler.local_batch();
   Tensor h_ids = Tensor::empty({local_rows, cfg.context_length}, DType::I32, Device::cpu(), "batch_ids");
   Tensor h_tg = Tensor::empty({local_rows, cfg.context_length}, DType::I32, Device::cpu(), "batch_targets");
-  const double tokens_per_step = static_cast<double>(t.batch_size * cfg.context_length);
+  const double tokens_per_step = static_cast<double>(t.batch_size * t.grad_accum * cfg.context_length);
   double last_loss = NAN;
   int64_t last_step = start_step;  // the last step completed
   int64_t stopped_after = 0;       // a signal stopped the run after this step (when `stopped`)
@@ -382,7 +389,7 @@ int run_train(const std::vector<std::string>& args) {
       Tensor tg = device.is_cuda() ? h_tg.to(device, ctx) : h_tg;
       const double lr = cosine_lr(s + 1, t.lr, min_lr, t.warmup_steps, cosine_steps);
       injected_fault.before_step(s + 1);
-      StepOutputs out = step_fn.run(ctx, ids, tg, static_cast<float>(lr));
+      StepOutputs out = step_fn.run(ctx, ids, tg, static_cast<float>(lr), static_cast<int>(t.grad_accum));
       raise_injected_signal(s + 1, rt.is_root());  // PARATRAIN_FAULT=signal:STEP:NAME only
       const StepConsensus agreed = agree_after_step(out.loss.to_host_f64(ctx)[0], interrupt::requested() != 0);
       const double loss = agreed.mean_loss;  // waits for the step

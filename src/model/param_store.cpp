@@ -68,7 +68,9 @@ void ParamStore::finalize(Context& ctx, bool lowp_mirror, DType dtype) {
   if (lowp_mirror) refresh_lowp(ctx);
 }
 
-void ParamStore::zero_grad(Context& ctx) {
+void ParamStore::zero_grad(Context& ctx, int micro_batches) {
+  PT_CHECK(micro_batches >= 1, "zero_grad: micro_batches must be at least 1");
+  micro_batches_ = micro_batches;
   fill_zero(ctx, flat_grads_.data(), device_.kind, flat_grads_.nbytes());
   for (auto& p : params_) p->contributions_ = 0;
 }
@@ -90,9 +92,9 @@ void ParamStore::remove_listener(GradReadyListener* l) {
 void ParamStore::grad_contributed(Parameter& p) {
   if (!p.trainable) return;
   ++p.contributions_;
-  PT_CHECK(p.contributions_ <= p.uses,
+  PT_CHECK(p.contributions_ <= p.uses * micro_batches_,
            "parameter '" + p.name + "' received more gradient contributions than it has uses");
-  if (p.contributions_ == p.uses)
+  if (p.contributions_ == p.uses * micro_batches_)
     for (auto it = listeners_.rbegin(); it != listeners_.rend(); ++it) (*it)->on_grad_ready(p);
 }
 

@@ -33,7 +33,7 @@ struct Parameter {
  private:
   friend class ParamStore;
   ParamStore* store_ = nullptr;
-  int contributions_ = 0;   // gradient contributions seen in the current backward
+  int contributions_ = 0;   // gradient contributions seen since zero_grad (all micro-batches)
 };
 
 // Told when a parameter's gradient is final for this backward pass: the C++ form of
@@ -89,8 +89,11 @@ class ParamStore {
   Tensor flat_lowp() const { return flat_lowp_; }     // (numel) bf16 or undefined
   bool has_lowp() const { return flat_lowp_.defined(); }
 
-  // Start of a backward pass: zero the gradients and reset readiness counts.
-  void zero_grad(Context& ctx);
+  // Start of a step: zero the gradients and reset readiness counts. With gradient accumulation
+  // the step runs `micro_batches` forward/backward passes that add into the same gradients, and a
+  // parameter's gradient is final (its listeners are told) only in the last of them — PyTorch
+  // DDP's no_sync, for every listener at once.
+  void zero_grad(Context& ctx, int micro_batches = 1);
   // Refresh the bf16 mirror from the fp32 parameters (after the optimizer or a load).
   void refresh_lowp(Context& ctx);
 
@@ -115,6 +118,7 @@ class ParamStore {
   // A module calls this after it has added its contribution to p.grad(); the listener
   // fires when all `uses` contributions of a trainable parameter are in.
   void grad_contributed(Parameter& p);
+  int micro_batches() const { return micro_batches_; }
 
   // Host copies of the whole parameter vector (checkpoints, tests, broadcast checks),
   // converted from/to the store's dtype.
@@ -132,6 +136,7 @@ class ParamStore {
   void params_from_host_f64(Context& ctx, const std::vector<double>& values);
 
  private:
+  int micro_batches_ = 1;  // of the current step (zero_grad)
   std::vector<std::unique_ptr<Parameter>> params_;
   bool finalized_ = false;
   Device device_;

@@ -366,7 +366,7 @@ Tensor TransformerLM::embed_and_blocks(Context& ctx, const Tensor& ids, bool sav
   return x;
 }
 
-Tensor TransformerLM::forward(Context& ctx, const Tensor& ids, const Tensor& targets, bool save) {
+Tensor TransformerLM::forward(Context& ctx, const Tensor& ids, const Tensor& targets, bool save, float grad_scale) {
   NvtxRange range("forward");
   Impl& m = *impl_;
   PT_CHECK(targets.shape() == ids.shape(), "targets " + shape_str(targets.shape()) +
@@ -377,7 +377,7 @@ Tensor TransformerLM::forward(Context& ctx, const Tensor& ids, const Tensor& tar
   m.logits = m.lm_head->forward(ctx, xf);          // (N, V)
   Tensor loss = Tensor::empty({1}, m.act == DType::F64 ? DType::F64 : DType::F32, ctx.device(), "loss");
   Tensor flat_targets = targets.reshape({targets.numel()});
-  ops::cross_entropy(ctx, loss, save ? &m.logits : nullptr, m.logits, flat_targets);
+  ops::cross_entropy(ctx, loss, save ? &m.logits : nullptr, m.logits, flat_targets, grad_scale);
   m.have_grad = save;
   if (!save) {
     m.ln_final->release();

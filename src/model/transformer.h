@@ -80,8 +80,10 @@ class TransformerLM {
   // ids, targets: (B, T) int32 on the model's device, 1 ≤ T ≤ context_length. Returns the
   // mean cross-entropy as a 1-element fp32 device tensor (no host sync). With
   // save_for_backward the activations backward needs are kept (and dlogits is computed in the
-  // loss kernel); without, they are released as soon as they are used.
-  Tensor forward(Context& ctx, const Tensor& ids, const Tensor& targets, bool save_for_backward = true);
+  // loss kernel, scaled by grad_scale: 1/M for one of M accumulated micro-batches); without,
+  // they are released as soon as they are used.
+  Tensor forward(Context& ctx, const Tensor& ids, const Tensor& targets, bool save_for_backward = true,
+                 float grad_scale = 1.0f);
   // Logits (B, T, V) for ids (B, T): inference, nothing saved. fp32 (bf16 in bf16 mode).
   Tensor forward_logits(Context& ctx, const Tensor& ids);
   // Backward of the last forward (d loss = 1). Gradients are added to the store's flat buffer;

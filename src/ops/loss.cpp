@@ -24,7 +24,7 @@ void check_loss_scalar(const ArgCheck& chk, const Context& ctx, const Tensor& lo
 }  // namespace
 
 void cross_entropy(Context& ctx, Tensor& loss, Tensor* dlogits, const Tensor& logits,
-                   const Tensor& targets) {
+                   const Tensor& targets, float grad_scale) {
   ArgCheck chk(ctx, "cross_entropy");
   chk.float_storage(logits, "logits");
   chk.matrix(logits, "logits");
@@ -51,9 +51,9 @@ void cross_entropy(Context& ctx, Tensor& loss, Tensor* dlogits, const Tensor& lo
   }
   OpScope scope(ctx, "cross_entropy", OpFamily::Loss);
   if (ctx.is_cuda())
-    cuda::cross_entropy(ctx.stream(), loss, dlogits, logits, targets);
+    cuda::cross_entropy(ctx.stream(), loss, dlogits, logits, targets, grad_scale);
   else
-    cpu::cross_entropy(loss, dlogits, logits, targets);
+    cpu::cross_entropy(loss, dlogits, logits, targets, grad_scale);
 }
 
 void mse_loss(Context& ctx, Tensor& loss, Tensor* dpred, const Tensor& pred, const Tensor& target,

@@ -8,12 +8,13 @@ namespace pt::ops {
 // logits (N, V) fp32|fp64|bf16; targets (N) int32 in [0, V). loss: a 1-element tensor (fp32;
 // fp64 for fp64 logits) on the same device receiving mean_i(−log softmax(logits_i)[t_i]).
 // When dlogits is defined (N, V, logits' dtype; may alias logits) it receives the gradient
-// of that mean: (softmax(logits_i) − onehot(t_i)) / N. Everything is computed in fp32 or
-// better; the loss stays on the device (no host synchronisation). Targets are checked on the
-// CPU; on the GPU an out-of-range target makes the loss NaN. The GPU sums rows with fp32
-// atomics, so the loss's last bits may vary between runs (the gradient does not).
+// of that mean times grad_scale: (softmax(logits_i) − onehot(t_i)) / N · grad_scale (1/M for one
+// of M accumulated micro-batches: the gradient of the mean over all M·N rows). Everything is
+// computed in fp32 or better; the loss stays on the device (no host synchronisation). Targets
+// are checked on the CPU; on the GPU an out-of-range target makes the loss NaN. The GPU sums
+// rows with fp32 atomics, so the loss's last bits may vary between runs (the gradient does not).
 void cross_entropy(Context& ctx, Tensor& loss, Tensor* dlogits, const Tensor& logits,
-                   const Tensor& targets);
+                   const Tensor& targets, float grad_scale = 1.0f);
 
 // MSE with mean (reduction="mean") or sum over all elements; loss: 1-element tensor (as for
 // cross_entropy); dpred (optional, pred's dtype) = d loss / d pred.

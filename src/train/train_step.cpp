@@ -1,6 +1,8 @@
 #include "train/train_step.h"
 
+#include "core/error.h"
 #include "core/profiler.h"
+#include "ops/elementwise.h"
 
 namespace pt {
 
@@ -13,16 +15,30 @@ TrainStep::~TrainStep() {
   model_.store().remove_listener(&sync_);
 }
 
-StepOutputs TrainStep::run(Context& ctx, const Tensor& ids, const Tensor& targets, float lr) {
+StepOutputs TrainStep::run(Context& ctx, const Tensor& ids, const Tensor& targets, float lr, int micro_batches) {
+  const int64_t rows = ids.size(0);
+  PT_CHECK(micro_batches >= 1 && rows % micro_batches == 0,
+           "TrainStep: " + std::to_string(rows) + " rows do not split into " + std::to_string(micro_batches) +
+               " micro-batches");
   StepOutputs out;
   if (!norm_overlap_decided_) {
     if (!sync_.changes_gradients()) optimizer_.overlap_norm_with_backward(ctx, model_.store());
     norm_overlap_decided_ = true;
   }
-  model_.store().zero_grad(ctx);
+  model_.store().zero_grad(ctx, micro_batches);
   sync_.begin_step(ctx);
-  out.loss = model_.forward(ctx, ids, targets, /*save_for_backward=*/true);
-  model_.backward(ctx);
+  const int64_t micro_rows = rows / micro_batches;
+  for (int i = 0; i < micro_batches; ++i) {
+    NvtxRange r(micro_batches > 1 ? "micro-batch" : "batch");
+    const Tensor mi = ids.narrow(0, i * micro_rows, micro_rows), mt = targets.narrow(0, i * micro_rows, micro_rows);
+    Tensor loss = model_.forward(ctx, mi, mt, /*save_for_backward=*/true, 1.0f / static_cast<float>(micro_batches));
+    model_.backward(ctx);
+    if (i == 0)
+      out.loss = loss;
+    else
+      ops::add_inplace(ctx, out.loss, loss, 1.0f);
+  }
+  if (micro_batches > 1) ops::scale_inplace(ctx, out.loss, 1.0f / static_cast<float>(micro_batches));
   {
     NvtxRange r("gradient sync");
     sync_.finish(ctx);

@@ -1,6 +1,7 @@
 #pragma once
 // One optimisation step of the LM, shared by `paratrain train` and the benchmarks:
-// zero_grad → forward → backward (gradient sync listening) → sync finish → clip → update.
+// zero_grad → (forward → backward) per micro-batch (gradient sync listening) → sync finish →
+// clip → update.
 #include "core/context.h"
 #include "core/tensor.h"
 #include "parallel/grad_sync.h"
@@ -20,7 +21,12 @@ class TrainStep {
   TrainStep(TransformerLM& model, Optimizer& optimizer, parallel::GradSync& sync, float max_grad_norm);
   ~TrainStep();
   // ids, targets (B_local, T) int32 on the model's device. No host synchronisation.
-  StepOutputs run(Context& ctx, const Tensor& ids, const Tensor& targets, float lr);
+  // micro_batches M > 1 (gradient accumulation, --grad-accum): the rows are M micro-batches of
+  // B_local / M, run one after another into the same gradients, each loss gradient scaled by
+  // 1/M, so the update is that of one batch of B_local rows; the gradients are final — and
+  // synchronised over ranks — only in the last micro-batch's backward (no_sync before). The loss
+  // is the mean of the micro-batches' means.
+  StepOutputs run(Context& ctx, const Tensor& ids, const Tensor& targets, float lr, int micro_batches = 1);
 
  private:
   TransformerLM& model_;

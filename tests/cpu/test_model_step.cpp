@@ -16,6 +16,8 @@
 #include "cpu/model_test_util.h"
 #include "model/transformer.h"
 #include "optim/optimizer.h"
+#include "parallel/grad_sync.h"
+#include "train/train_step.h"
 
 namespace pt {
 namespace {
@@ -199,6 +201,75 @@ TEST(TransformerConfig, FlashCoversEveryNamedSizeAndRejectsOtherHeadDimensions) 
   const std::string err = test::error_of([&] { c.validate(); });
   for (const char* part : {"head dimensions 16, 32, 64, 80 and 128", "48", "--attention naive"})
     EXPECT_NE(err.find(part), std::string::npos) << "'" << part << "' not in: " << err;
+}
+
+}  // namespace
+}  // namespace pt
+
+namespace pt {
+namespace {
+
+// Counts each parameter's "gradient final" announcements.
+struct ReadyCounter : GradReadyListener {
+  std::map<std::string, int> count;
+  void on_grad_ready(Parameter& p) override { ++count[p.name]; }
+};
+
+// Gradient accumulation: M micro-batches of B rows give the update of one batch of M·B rows
+// (fp32, to rounding), the loss is the mean over all rows, and every parameter is announced
+// final once per step, in the last micro-batch's backward — so a data-parallel sync runs once.
+TEST(TransformerModel, AccumulatedMicroBatchesEqualOneBatchAndAnnounceGradientsOnce) {
+  Context ctx(Device::cpu());
+  TransformerConfig cfg = tiny_config();
+  const int64_t M = 4, B = 2, T = 6;
+  // SGD: the update is linear in the gradient, so rounding differences stay rounding-sized (AdamW
+  // divides tiny gradients by their own size and would magnify them).
+  OptimizerConfig oc;
+  oc.kind = OptimizerKind::SGD;
+  struct Run {
+    std::vector<double> params, first_grads, start;
+    std::vector<double> losses;
+  };
+  auto train = [&](int micro_batches, ReadyCounter* counter) {
+    TransformerLM m(cfg, ctx);
+    m.init_weights(ctx, 21);
+    Run r;
+    r.start = m.store().params_to_host_f64(ctx);
+    auto opt = make_optimizer(oc, ctx, contiguous_ranges(trainable_params(m.store())));
+    parallel::NoSync sync;
+    TrainStep step(m, *opt, sync, 1.0f);
+    if (counter) m.store().add_listener(counter);
+    for (int s = 0; s < 3; ++s) {
+      const auto ids = test::random_ids(M * B * T, static_cast<int32_t>(cfg.vocab_size), 100 + s);
+      const auto tgt = test::random_ids(M * B * T, static_cast<int32_t>(cfg.vocab_size), 200 + s);
+      StepOutputs out = step.run(ctx, test::make_ids(ctx, {M * B, T}, ids), test::make_ids(ctx, {M * B, T}, tgt), 0.5f,
+                                 micro_batches);
+      r.losses.push_back(out.loss.to_host_f64(ctx)[0]);
+      if (s == 0) r.first_grads = m.store().flat_grads().to_host_f64(ctx);
+    }
+    if (counter) m.store().remove_listener(counter);
+    r.params = m.store().params_to_host_f64(ctx);
+    return r;
+  };
+  const Run whole = train(1, nullptr);
+  ReadyCounter counter;
+  const Run accumulated = train(static_cast<int>(M), &counter);
+  PT_EXPECT_ALLCLOSE(accumulated.losses, whole.losses, 1e-6, 0);
+  // Gradients and the updates of three steps, relative to their size (the weights themselves
+  // would make any tolerance easy).
+  EXPECT_LE(test::rel_error(accumulated.first_grads, whole.first_grads), 1e-6);
+  std::vector<double> du(whole.params.size()), dw(whole.params.size());
+  for (size_t i = 0; i < du.size(); ++i) {
+    du[i] = accumulated.params[i] - accumulated.start[i];
+    dw[i] = whole.params[i] - whole.start[i];
+  }
+  EXPECT_LE(test::rel_error(du, dw), 1e-6);
+  // Each trainable parameter once per step.
+  TransformerLM probe(cfg, ctx);
+  int trainable = 0;
+  for (const auto& p : probe.store().params()) trainable += p->trainable;
+  EXPECT_EQ(static_cast<int>(counter.count.size()), trainable);
+  for (const auto& [name, n] : counter.count) EXPECT_EQ(n, 3) << name;
 }
 
 }  // namespace

@@ -65,9 +65,9 @@ def sha(path):
         return hashlib.sha256(f.read()).hexdigest()
 
 
-@pytest.mark.parametrize("shard", ["none", "broadcast", "zero1"])
-def test_interrupted_then_resumed_equals_uninterrupted(shard, tmp_path):
-    flags = [*MODEL, *QUIET, "--shard-optimizer", shard, "--steps", str(STEPS)]
+@pytest.mark.parametrize("shard,accum", [("none", 1), ("broadcast", 1), ("zero1", 1), ("zero1", 2)])
+def test_interrupted_then_resumed_equals_uninterrupted(shard, accum, tmp_path):
+    flags = [*MODEL, *QUIET, "--shard-optimizer", shard, "--grad-accum", str(accum), "--steps", str(STEPS)]
     full_rec, full_ck = str(tmp_path / "full.h5"), str(tmp_path / "full_ck.h5")
     run(2, [*flags, "--out", full_rec, "--save", full_ck])
 

@@ -34,7 +34,8 @@ void rope(Tensor& out, const Tensor& in, double theta, bool inverse);
 void softmax_forward(Tensor& probs, const Tensor& scores, double scale, bool causal);
 void softmax_backward(Tensor& dscores, const Tensor& dprobs, const Tensor& probs, double scale);
 
-void cross_entropy(Tensor& loss, Tensor* dlogits, const Tensor& logits, const Tensor& targets);
+void cross_entropy(Tensor& loss, Tensor* dlogits, const Tensor& logits, const Tensor& targets,
+                   float grad_scale = 1.0f);
 void mse_loss(Tensor& loss, Tensor* dpred, const Tensor& pred, const Tensor& target,
               Reduction reduction);
 

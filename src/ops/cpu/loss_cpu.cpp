@@ -8,7 +8,7 @@
 
 namespace pt::ops::cpu {
 
-void cross_entropy(Tensor& loss, Tensor* dlogits, const Tensor& logits, const Tensor& targets) {
+void cross_entropy(Tensor& loss, Tensor* dlogits, const Tensor& logits, const Tensor& targets, float grad_scale) {
   detail::dispatch_cpu_float(logits.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const int64_t n = logits.size(0), v = logits.size(1);
@@ -27,7 +27,7 @@ void cross_entropy(Tensor& loss, Tensor* dlogits, const Tensor& logits, const Te
       if (!dx) continue;
       // (softmax − onehot) / N; each element is read before it is written (in place is fine).
       for (int64_t j = 0; j < v; ++j)
-        dx[r * v + j] = (std::exp(xr[j] - lse) - (j == target[r] ? T(1) : T(0))) / T(n);
+        dx[r * v + j] = (std::exp(xr[j] - lse) - (j == target[r] ? T(1) : T(0))) / T(n) * T(grad_scale);
     }
     loss.data_as<T>()[0] = total / T(n);
   });
