@@ -49,6 +49,14 @@
 #   collectives          bench allreduce, NCCL, 2 ranks: all-reduce, reduce-scatter, all-gather,
 #                        broadcast at 1M-1G (nccl-tests' busbw)                                (2)
 #   plan-xl              bench ddp xl bf16 flash none/bucketed/zero1, 2 ranks: plan's fixture    (2)
+#   roofline             bench model xl and small, ctx 512, bf16 flash, --breakdown: the roofline
+#                        table (bytes, FLOPs, floor against achieved per phase and op family)     (1)
+#   accum-xl             bench model xl bf16 flash at llm.c's working points: 4 x 1024 tokens, and
+#                        8 x 1024 x --grad-accum 32 (262 144 tokens a step)                       (1)
+#   llmc-xl              llm.c's train_gpt2cu (GPT-2 1.5B from scratch, -e d48, no cuDNN) at the same
+#                        two working points, on the sample tokens in its headered .bin format;
+#                        the binary is built beforehand from .peers/llm.c (carried, see
+#                        docs/BENCHMARKS.md)                                                      (1)
 # A step written A+B runs A on GPU 0 and B on GPU 1 at the same time (single-GPU steps only).
 set -uo pipefail
 : "${OUT:=out/gpu_checks}"
@@ -148,6 +156,42 @@ step_collectives() {
 step_plan-xl() {
   "${MPIRUN[@]}" paratrain bench ddp --model xl --precision bf16 --attention flash --ddp none,bucketed \
     --shard-optimizer zero1 --zero1-prefetch on --warmup 1 --steps 2 --out "$RESULTS/bench_ddp_xl_2xh200.h5" --overwrite
+}
+step_roofline() {
+  bench_model roofline_xl xl bf16 flash --breakdown &&
+  bench_model roofline_small small bf16 flash --breakdown
+}
+step_accum-xl() {
+  paratrain bench model --sizes xl --contexts 1024 --precisions bf16 --attention flash --batch-size 4 \
+    --warmup 2 --steps 5 --out "$RESULTS/accum_xl_4x1024.h5" --overwrite &&
+  paratrain bench model --sizes xl --contexts 1024 --precisions bf16 --attention flash --batch-size 8 \
+    --grad-accum 32 --warmup 1 --steps 2 --out "$RESULTS/accum_xl_8x1024x32.h5" --overwrite
+}
+step_llmc-xl() {
+  local bin=.peers/llm.c/train_gpt2cu data=$RESULTS/llmc_data
+  [ -x "$bin" ] || { echo "llmc-xl: no $bin (build it: see docs/BENCHMARKS.md)"; return 1; }
+  mkdir -p "$data" "$RESULTS/llmc_out"
+  # The sample tokens in llm.c's format: a 256 x int32 header (magic 20240520, version 1, count),
+  # then uint16 tokens (the ids are below 10 000, inside GPT-2's vocabulary).
+  python3 - "$data" <<'PY' || return
+import sys, numpy as np
+toks = np.load("data/sample_tokens.npy").astype(np.uint16)
+cut = len(toks) * 9 // 10
+for name, part in (("train", toks[:cut]), ("val", toks[cut:])):
+    header = np.zeros(256, np.int32)
+    header[:3] = (20240520, 1, len(part))
+    with open(f"{sys.argv[1]}/sample_{name}_000000.bin", "wb") as f:
+        f.write(header.tobytes())
+        f.write(part.tobytes())
+PY
+  local spec b d
+  for spec in 4:4096 8:262144; do
+    b=${spec%%:*} d=${spec##*:}
+    echo "--- llm.c -e d48 -b $b -t 1024 -d $d"
+    "$bin" -i "$data/sample_train_*.bin" -j "$data/sample_val_*.bin" -e d48 -b "$b" -t 1024 -d "$d" \
+      -x 4 -v 1000 -m 1 -s 0 -n 0 -h 0 -o "$RESULTS/llmc_out" -l 1e-4 -u 0 2>&1 |
+      grep -E "step +[0-9]+/|MFU|num_parameters|device memory|batch size|HINT|error|Error" || return
+  done
 }
 step_torch-model-sizes() { torch_model small,medium,large,xl,2.7b; }
 step_model-2.7b() {

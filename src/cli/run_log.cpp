@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cerrno>
@@ -105,14 +106,29 @@ std::string hms(double seconds) {
 RunLog::RunLog(const LogOptions& o, bool root) : root_(root), jsonl_(o.format == "jsonl"), t0_(now_s()) {
   PT_CHECK(o.format == "text" || o.format == "jsonl", "--log-format must be text or jsonl, not '" + o.format + "'");
   if (!root_ || o.file.empty()) return;
+  // Checked now, created (or appended to) only by the first event: a run refused at start-up
+  // leaves no log behind.
+  path_ = o.file;
   struct stat st {};
-  if (::stat(o.file.c_str(), &st) == 0)
-    PT_CHECK(S_ISREG(st.st_mode), "--log-file '" + o.file + "' is " + io::file_kind(st.st_mode) +
+  if (::stat(path_.c_str(), &st) == 0) {
+    PT_CHECK(S_ISREG(st.st_mode), "--log-file '" + path_ + "' is " + io::file_kind(st.st_mode) +
                                       "; the log must be a regular file");
-  const int fd = ::open(o.file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  PT_CHECK(fd >= 0, "--log-file '" + o.file + "': cannot open it for appending: " + std::strerror(errno));
-  file_ = ::fdopen(fd, "a");
-  PT_CHECK(file_ != nullptr, "--log-file '" + o.file + "': " + std::strerror(errno));
+    const int fd = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+    PT_CHECK(fd >= 0, "--log-file '" + path_ + "': cannot open it for appending: " + std::strerror(errno));
+    ::close(fd);
+  } else {
+    io::check_output_path(path_, false, "--log-file");
+  }
+}
+
+std::FILE* RunLog::file() {
+  if (!file_ && !path_.empty()) {
+    const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    PT_CHECK(fd >= 0, "--log-file '" + path_ + "': cannot open it for appending: " + std::strerror(errno));
+    file_ = ::fdopen(fd, "a");
+    PT_CHECK(file_ != nullptr, "--log-file '" + path_ + "': " + std::strerror(errno));
+  }
+  return file_;
 }
 
 RunLog::~RunLog() {
@@ -129,9 +145,9 @@ void RunLog::event(const std::string& event, LogFields fields, const std::string
     std::cout << line << std::endl;
   else if (!text.empty())
     std::cout << text << std::endl;
-  if (file_) {
-    std::fputs((line + "\n").c_str(), file_);
-    std::fflush(file_);
+  if (std::FILE* f = file()) {
+    std::fputs((line + "\n").c_str(), f);
+    std::fflush(f);
   }
 }
 

@@ -31,9 +31,9 @@ std::string hms(double seconds);
 
 class RunLog {
  public:
-  // Checks and opens --log-file for appending (a resumed run continues its log), on rank 0
-  // only (root); the other ranks' RunLog writes nothing. Refuses a log file that is not a
-  // regular file, or one in a directory that does not exist or cannot be written.
+  // Checks --log-file on rank 0 only (root; the other ranks' RunLog writes nothing): a log file
+  // that is not a regular file, or one in a directory that does not exist or cannot be written,
+  // is refused. The first event creates it or appends to it (a resumed run continues its log).
   RunLog(const LogOptions& o, bool root);
   ~RunLog();
   RunLog(const RunLog&) = delete;
@@ -47,7 +47,9 @@ class RunLog {
   bool jsonl() const { return jsonl_; }
 
  private:
+  std::FILE* file();  // opened at the first event
   bool root_, jsonl_;
+  std::string path_;  // --log-file on rank 0
   std::FILE* file_ = nullptr;
   double t0_;
 };
