@@ -1,6 +1,7 @@
 // Fused softmax cross-entropy (one block per row: online max/sum over the vocabulary, then
-// the gradient written in the same kernel, in place if asked) and mean/sum squared error.
-// Losses meet in a device scalar with fp32 atomics; nothing is copied to the host.
+// the gradient written in the same kernel, in place if asked; the rows' losses summed in a fixed
+// order by one more block, so the loss is the same bit for bit from run to run) and mean/sum
+// squared error (fp32 atomics). Nothing is copied to the host.
 #include <climits>
 
 #include "cuda/common.cuh"
@@ -12,10 +13,10 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// loss += (logsumexp(x_r) − x_r[t_r]) / rows; dlogits_r = (softmax(x_r) − onehot(t_r)) · grad_mul
-// (grad_mul = grad_scale / rows).
+// row_loss[r] = (logsumexp(x_r) − x_r[t_r]) / rows; dlogits_r = (softmax(x_r) − onehot(t_r)) ·
+// grad_mul (grad_mul = grad_scale / rows).
 template <typename T, int N>
-__global__ void cross_entropy_kernel(int64_t vocab, float inv_rows, float grad_mul, float* loss, T* dlogits,
+__global__ void cross_entropy_kernel(int64_t vocab, float inv_rows, float grad_mul, float* row_loss, T* dlogits,
                                      const T* logits, const int32_t* targets) {
   __shared__ MaxSum scratch[32];
   const int64_t row = blockIdx.x;
@@ -34,7 +35,7 @@ __global__ void cross_entropy_kernel(int64_t vocab, float inv_rows, float grad_m
   }
   st = block_combine(st, scratch);
   const float lse = st.m + logf(st.s);
-  if (threadIdx.x == 0) atomicAdd(loss, target_ok ? (lse - x_target) * inv_rows : NAN);
+  if (threadIdx.x == 0) row_loss[row] = target_ok ? (lse - x_target) * inv_rows : NAN;
   if (!dlogits) return;
 
   T* dr = dlogits + row * vocab;
@@ -48,6 +49,15 @@ __global__ void cross_entropy_kernel(int64_t vocab, float inv_rows, float grad_m
     }
     store_n<N>(dr + c, v);
   }
+}
+
+// loss = Σ_r row_loss[r], one block: each thread sums its rows in order, then a fixed tree.
+__global__ void sum_rows_kernel(int64_t rows, const float* row_loss, float* loss) {
+  __shared__ float scratch[32];
+  float sum = 0.0f;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) sum += row_loss[r];
+  sum = block_sum(sum, scratch);
+  if (threadIdx.x == 0) *loss = sum;
 }
 
 // loss += Σ (pred − target)² · inv_norm; dpred = 2 (pred − target) · inv_norm.
@@ -80,7 +90,7 @@ void cross_entropy(cudaStream_t s, Tensor& loss, Tensor* dlogits, const Tensor& 
                    float grad_scale) {
   const int64_t rows = logits.size(0), vocab = logits.size(1);
   PT_CHECK(rows <= INT32_MAX, "cross_entropy: more than 2^31 rows");
-  PT_CUDA_CHECK(cudaMemsetAsync(loss.data(), 0, sizeof(float), s));
+  Tensor row_loss = Tensor::empty({rows}, DType::F32, logits.device(), "cross_entropy_row_loss");  // (rows)
   dispatch_float(logits.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* x = static_cast<const T*>(logits.data());
@@ -88,10 +98,12 @@ void cross_entropy(cudaStream_t s, Tensor& loss, Tensor* dlogits, const Tensor& 
     const bool packed = vocab % kPack == 0 && aligned16(x) && (!dx || aligned16(dx));
     auto kernel = packed ? cross_entropy_kernel<T, kPack> : cross_entropy_kernel<T, 1>;
     // grad_scale 1 gives exactly 1/rows, as before; a power of two scales it exactly.
-    kernel<<<unsigned(rows), kThreads, 0, s>>>(vocab, 1.0f / float(rows), grad_scale / float(rows), loss.data_as<float>(), dx,
+    kernel<<<unsigned(rows), kThreads, 0, s>>>(vocab, 1.0f / float(rows), grad_scale / float(rows), row_loss.data_as<float>(), dx,
                                                x, targets.data_as<const int32_t>());
     PT_CUDA_CHECK_LAUNCH();
   });
+  sum_rows_kernel<<<1, 1024, 0, s>>>(rows, row_loss.data_as<const float>(), loss.data_as<float>());
+  PT_CUDA_CHECK_LAUNCH();
 }
 
 void mse_loss(cudaStream_t s, Tensor& loss, Tensor* dpred, const Tensor& pred, const Tensor& target,

@@ -1,7 +1,7 @@
 #pragma once
-// CUDA launchers behind ops/loss.h (plain C++ header). Losses are reduced with fp32 atomics
-// into the device scalar (zeroed first on the stream), so the last bits of the loss may vary
-// from run to run; gradients do not depend on that order.
+// CUDA launchers behind ops/loss.h (plain C++ header). The cross-entropy's rows are summed in a
+// fixed order (the same loss bit for bit from run to run); the MSE's with fp32 atomics into the
+// device scalar (zeroed first on the stream), so its last bits may vary.
 #include <cuda_runtime_api.h>
 
 #include "core/tensor.h"

@@ -19,13 +19,9 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kUpdatePack = 4;  // fp32 elements per thread in adamw_kernel and sgd_kernel
 
-// The scalars of one AdamW step, formed on the host in double as torch forms them.
-struct AdamWScalars {
-  float decay;      // 1 − lr·wd
-  float step_size;  // lr / (1 − β1^t)
-  float bc2_sqrt;   // sqrt(1 − β2^t)
-  float one_minus_beta1, beta2, one_minus_beta2, eps;
-};
+// The scalars of one AdamW step, formed on the host in double as torch forms them; a CUDA
+// graph's update reads them from device memory (hd) instead.
+using AdamWScalars = ops::AdamWStepScalars;
 
 // A global-norm clip folded into an update (ops::GradClip) as the kernels see it: the squared
 // norm in fp32 or fp64 on the device, or neither (no clip).
@@ -76,9 +72,10 @@ __device__ __forceinline__ int64_t group_start() {
 }
 
 template <int N>
-__global__ void adamw_kernel(int64_t n, AdamWScalars h, ClipScalars clip, float* p, const float* g,
-                             float* m, float* v, __nv_bfloat16* p_lowp) {
+__global__ void adamw_kernel(int64_t n, AdamWScalars hv, const AdamWScalars* hd, ClipScalars clip, float* p,
+                             const float* g, float* m, float* v, __nv_bfloat16* p_lowp) {
   if (!update_allowed(clip)) return;
+  const AdamWScalars h = hd ? *hd : hv;
   const float coef = clip_coefficient(clip);
   for (int64_t c = group_start<N>(); c + N <= n; c += group_stride<N>()) {
     float pv[N], gv[N], mv[N], vv[N];
@@ -107,9 +104,10 @@ __global__ void adamw_kernel(int64_t n, AdamWScalars h, ClipScalars clip, float*
 }
 
 template <int N>
-__global__ void sgd_kernel(int64_t n, float lr, float wd, ClipScalars clip, float* p, const float* g,
-                           __nv_bfloat16* p_lowp) {
+__global__ void sgd_kernel(int64_t n, float lr_value, const float* lr_device, float wd, ClipScalars clip, float* p,
+                           const float* g, __nv_bfloat16* p_lowp) {
   if (!update_allowed(clip)) return;
+  const float lr = lr_device ? *lr_device : lr_value;
   const float coef = clip_coefficient(clip);
   for (int64_t c = group_start<N>(); c + N <= n; c += group_stride<N>()) {
     float pv[N], gv[N];
@@ -162,16 +160,9 @@ void packed_then_tail(int64_t n, bool aligned, Launch&& launch) {
 }  // namespace
 
 void adamw_step(cudaStream_t s, Tensor& p, const Tensor& g, Tensor& m, Tensor& v,
-                const ops::AdamWHyper& h, Tensor* p_lowp, const ops::GradClip& clip) {
-  const double t = double(h.step);
-  AdamWScalars sc;
-  sc.decay = float(1.0 - double(h.lr) * double(h.weight_decay));
-  sc.step_size = float(double(h.lr) / (1.0 - std::pow(double(h.beta1), t)));
-  sc.bc2_sqrt = float(std::sqrt(1.0 - std::pow(double(h.beta2), t)));
-  sc.one_minus_beta1 = 1.0f - h.beta1;
-  sc.beta2 = h.beta2;
-  sc.one_minus_beta2 = 1.0f - h.beta2;
-  sc.eps = h.eps;
+                const ops::AdamWHyper& h, Tensor* p_lowp, const ops::GradClip& clip, const void* device_scalars) {
+  const AdamWScalars sc = device_scalars ? AdamWScalars{} : ops::adamw_step_scalars(h);
+  const auto* hd = static_cast<const AdamWScalars*>(device_scalars);
   float *pp = p.data_as<float>(), *pm = m.data_as<float>(), *pv = v.data_as<float>();
   const float* pg = g.data_as<const float>();
   __nv_bfloat16* lowp = p_lowp ? static_cast<__nv_bfloat16*>(p_lowp->data()) : nullptr;
@@ -180,13 +171,14 @@ void adamw_step(cudaStream_t s, Tensor& p, const Tensor& g, Tensor& m, Tensor& v
   packed_then_tail<kUpdatePack>(p.numel(), aligned, [&](auto n_tag, int64_t off, int64_t count) {
     constexpr int N = decltype(n_tag)::value;
     adamw_kernel<N><<<grid_covering(count / N, kThreads), kThreads, 0, s>>>(
-        count, sc, clip_scalars(clip), pp + off, pg + off, pm + off, pv + off, lowp ? lowp + off : nullptr);
+        count, sc, hd, clip_scalars(clip), pp + off, pg + off, pm + off, pv + off, lowp ? lowp + off : nullptr);
     PT_CUDA_CHECK_LAUNCH();
   });
 }
 
 void sgd_step(cudaStream_t s, Tensor& p, const Tensor& g, float lr, float weight_decay,
-              Tensor* p_lowp, const ops::GradClip& clip) {
+              Tensor* p_lowp, const ops::GradClip& clip, const void* device_scalars) {
+  const float* lr_device = device_scalars ? &static_cast<const ops::SgdStepScalars*>(device_scalars)->lr : nullptr;
   float* pp = p.data_as<float>();
   const float* pg = g.data_as<const float>();
   __nv_bfloat16* lowp = p_lowp ? static_cast<__nv_bfloat16*>(p_lowp->data()) : nullptr;
@@ -194,7 +186,7 @@ void sgd_step(cudaStream_t s, Tensor& p, const Tensor& g, float lr, float weight
   packed_then_tail<kUpdatePack>(p.numel(), aligned, [&](auto n_tag, int64_t off, int64_t count) {
     constexpr int N = decltype(n_tag)::value;
     sgd_kernel<N><<<grid_covering(count / N, kThreads), kThreads, 0, s>>>(
-        count, lr, weight_decay, clip_scalars(clip), pp + off, pg + off, lowp ? lowp + off : nullptr);
+        count, lr, lr_device, weight_decay, clip_scalars(clip), pp + off, pg + off, lowp ? lowp + off : nullptr);
     PT_CUDA_CHECK_LAUNCH();
   });
 }

@@ -51,6 +51,8 @@
 #   plan-xl              bench ddp xl bf16 flash none/bucketed/zero1, 2 ranks: plan's fixture    (2)
 #   roofline             bench model xl and small, ctx 512, bf16 flash, --breakdown: the roofline
 #                        table (bytes, FLOPs, floor against achieved per phase and op family)     (1)
+#   graphs               bench model small and xl, ctx 512, bf16 flash, --cuda-graph off then on,
+#                        alternating twice (the same call, the same GPU)                         (1)
 #   accum-xl             bench model xl bf16 flash at llm.c's working points: 4 x 1024 tokens, and
 #                        8 x 1024 x --grad-accum 32 (262 144 tokens a step)                       (1)
 #   llmc-xl              llm.c's train_gpt2cu (GPT-2 1.5B from scratch, -e d48, no cuDNN) at the same
@@ -160,6 +162,16 @@ step_plan-xl() {
 step_roofline() {
   bench_model roofline_xl xl bf16 flash --breakdown &&
   bench_model roofline_small small bf16 flash --breakdown
+}
+step_graphs() {
+  local size g k
+  for k in 1 2; do
+    for size in small xl; do
+      for g in off on; do
+        bench_model "graph_${size}_${g}_$k" "$size" bf16 flash --cuda-graph "$g" --warmup 3 --steps 20 || return
+      done
+    done
+  done
 }
 step_accum-xl() {
   paratrain bench model --sizes xl --contexts 1024 --precisions bf16 --attention flash --batch-size 4 \

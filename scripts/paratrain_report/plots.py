@@ -281,6 +281,54 @@ def ddp_timeline(rec, out_dir, max_panels=6):
     return [_save(fig, out_dir, "ddp_timeline.png")]
 
 
+def roofline(rec, out_dir, max_panels=8):
+    """Per configuration and pass (one panel each): achieved time against the roofline floor for
+    every phase and op family, and the whole step, as horizontal bars on a log scale, each pair
+    labelled with achieved / floor."""
+    df = sections.roofline_rows(rec)
+    if df is None:
+        return []
+    keys = [k for k in sections.ROOFLINE_KEYS if k in df] + ["pass"]
+    panels = list(df.groupby(keys, sort=False, dropna=False))[:max_panels]
+    rows_max = max(len(g) for _, g in panels)
+    fig, axes = _grid(len(panels), width=7.0, height=0.9 + 0.42 * rows_max, ncols_max=2)
+    colors = {"compute": "#c44e52", "memory": "#4c72b0", "none": "#999999"}
+    for ax, (key, g) in zip(axes, panels):
+        g = g.reset_index(drop=True)
+        y = np.arange(len(g))
+        achieved = g["achieved_ms"].to_numpy(dtype=float)
+        floor = g["floor_ms"].to_numpy(dtype=float)
+        bar_colors = [colors.get(b, "#999999") for b in g["bound"]]
+        ax.barh(y - 0.2, achieved, height=0.38, color=bar_colors, label="achieved")
+        ax.barh(y + 0.2, np.where(floor > 0, floor, np.nan), height=0.38, color="none", edgecolor=bar_colors,
+                hatch="///", label="floor")
+        for i, r in g.iterrows():
+            if np.isfinite(r["ratio"]):
+                ax.annotate(f"{r['ratio']:.1f}×", (achieved[i], y[i] - 0.2), xytext=(3, 0),
+                            textcoords="offset points", va="center", fontsize=7)
+        ax.set_yticks(y)
+        ax.set_yticklabels(["whole step" if r["phase"] == "step" else r["family"] if r["phase"] == r["family"]
+                            else f"{r['phase']} {r['family']}" for _, r in g.iterrows()], fontsize=8)
+        ax.invert_yaxis()
+        positive = np.concatenate([achieved[achieved > 0], floor[floor > 0]])
+        if len(positive) and positive.max() / positive.min() > 20:
+            ax.set_xscale("log")
+        ax.set_xlabel("ms per step")
+        cfg = dict(zip(keys, key))
+        title = " ".join(str(cfg[k]) for k in ("size", "precision", "attention") if k in cfg)
+        title += f", ctx {cfg['context_length']}, {cfg['pass']}" + (f", fused {cfg['fused']}" if "fused" in cfg else "")
+        ax.set_title(title + (f" ({cfg['gpu']})" if cfg.get("gpu") else ""), fontsize=9)
+        ax.grid(True, axis="x", which="both", alpha=0.3)
+    handles = [plt.Rectangle((0, 0), 1, 1, color=colors["compute"]),
+               plt.Rectangle((0, 0), 1, 1, color=colors["memory"]),
+               plt.Rectangle((0, 0), 1, 1, facecolor="none", edgecolor="k", hatch="///")]
+    fig.legend(handles, ["achieved, compute-bound floor", "achieved, memory-bound floor", "floor"],
+               loc="upper right", fontsize=8)
+    fig.suptitle("Achieved time against the roofline floor (labels: achieved / floor)")
+    fig.tight_layout(rect=(0, 0, 1, 0.95))
+    return [_save(fig, out_dir, "roofline.png")]
+
+
 def _slug(text):
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_") or "timeline"
 
@@ -379,7 +427,7 @@ def training_loss(rec, out_dir):
     return [_save(fig, out_dir, "training_loss.png")]
 
 
-PLOTTERS = [attention_latency, allreduce_bandwidth, ddp_step_time, ddp_buckets, ddp_timeline,
+PLOTTERS = [roofline, attention_latency, allreduce_bandwidth, ddp_step_time, ddp_buckets, ddp_timeline,
             memory_timelines, training_loss]
 
 

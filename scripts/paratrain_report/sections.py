@@ -204,6 +204,53 @@ def kernel_breakdown(rec):
     return [Section("breakdown", "Kernel time per op family", desc, cols, out)]
 
 
+ROOFLINE_KEYS = ["gpu", "size", "context_length", "precision", "attention", "fused"]
+PHASE_ORDER = ["forward", "backward", "optimizer", "step"]
+
+
+def roofline_rows(rec):
+    """/model_roofline rows (the last of duplicates) in configuration, pass and phase order, with
+    achieved rates; None without the table."""
+    df = rec.table("model_roofline")
+    if df is None:
+        return None
+    keys = _present(df, ROOFLINE_KEYS)
+    df = df.drop_duplicates(subset=keys + ["pass", "phase", "family"], keep="last").copy()
+    df["phase_order"] = df["phase"].map(lambda p: PHASE_ORDER.index(p) if p in PHASE_ORDER else len(PHASE_ORDER))
+    df = _sort(df, keys + ["pass", "phase_order"])
+    seconds = df["achieved_ms"] * 1e-3
+    df["achieved_tflops"] = (df["gflop"] * 1e9 / seconds / 1e12).where(df["gflop"] > 0)
+    df["achieved_GBps"] = (df["gbytes"] / seconds).where(df["gbytes"] > 0)
+    return df.drop(columns="phase_order").reset_index(drop=True)
+
+
+def roofline(rec):
+    df = roofline_rows(rec)
+    if df is None:
+        return []
+    cols = _device_columns(df) + _keep([
+        Column("size", "size"), Column("context_length", "ctx"), Column("precision", "precision"),
+        Column("attention", "attention")], df) + _varying(df, "fused") + _keep([
+        Column("pass", "pass"), Column("phase", "phase"), Column("family", "op family"),
+        Column("ratio", "achieved / floor", "{:.1f}×"), Column("achieved_ms", "achieved ms", "{:.3f}"),
+        Column("floor_ms", "floor ms", "{:.3f}"), Column("bound", "bound"), Column("gflop", "GFLOP", "{:,.1f}"),
+        Column("gbytes", "GB", "{:,.3f}"), Column("achieved_tflops", "TFLOP/s", "{:.1f}"),
+        Column("achieved_GBps", "GB/s", "{:,.0f}")], df)
+    notes = []
+    rates = df.drop_duplicates(subset=_present(df, ["gpu", "precision", "peak_tflops", "copy_GBps"]))
+    for _, r in rates.iterrows():
+        peak = r.get("peak_tflops", np.nan)
+        where = f"{r['gpu']}, {r['precision']}" if r.get("gpu") else r["precision"]
+        compute = f"dense peak {peak:,.1f} TFLOP/s" if np.isfinite(peak) else "no dense peak known (memory-only floors)"
+        notes.append(f"{where}: {compute}; measured copy rate {r['copy_GBps']:,.0f} GB/s.")
+    desc = ("How far each phase and op family of `bench model --breakdown` is from the hardware: the "
+            "FLOPs (matrix products) and bytes its ops must do, from the shapes; the floor, the sum over "
+            "its ops of max(FLOPs / dense peak, bytes / measured copy rate); achieved / floor. The step "
+            "rows hold the pass's sums, their achieved time the whole pass on the stream (gaps between "
+            "kernels included). Bound: the side giving the larger part of the floor." + _device_note(df))
+    return [Section("roofline", "Roofline: achieved against the hardware's floor", desc, cols, df, notes)]
+
+
 # ---- bench attention -----------------------------------------------------------------------
 
 ATTN_KEYS = ["gpu", "dtype", "batch", "heads", "head_dim", "causal", "seq"]
@@ -351,7 +398,7 @@ def accumulation(rec):
 
 
 BUILDERS = [model_timings, precision_comparison, warmup_comparison, memory_per_context, kernel_breakdown,
-            torch_comparison, attention, allreduce, ddp_strategies, ddp_buckets, sharding, training,
+            roofline, torch_comparison, attention, allreduce, ddp_strategies, ddp_buckets, sharding, training,
             accumulation]
 
 

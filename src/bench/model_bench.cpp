@@ -11,8 +11,11 @@
 #include <random>
 #include <sstream>
 
+#include "bench/roofline.h"
 #include "core/accelerator_specs.h"
 #include "core/timing.h"
+#include "parallel/grad_sync.h"
+#include "train/train_step.h"
 #include "core/allocator.h"
 #include "core/error.h"
 #include "core/profiler.h"
@@ -65,8 +68,11 @@ void define_tables(ModelBenchResults& r) {
                         "attention for this model's head dimension)";
   auto& t = r.timings;
   t.add_string("size", kSize).add_int("d_model", "model width").add_int("num_layers", "Transformer blocks")
-      .add_int("context_length", kContext).add_int("batch_size", kBatch).add_string("precision", kPrecision)
+      .add_int("context_length", kContext).add_int("batch_size", kBatch)
+      .add_int("grad_accum", "micro-batches of batch_size per step (--grad-accum; forward mode: 1)")
+      .add_string("precision", kPrecision)
       .add_string("attention", kAttention).add_string("fused", kFused)
+      .add_string("cuda_graph", "on: the train step captured in a CUDA graph and replayed (only step_ms is measured); off")
       .add_string("mode", "forward, forward-backward or train-step (forward, loss, backward, clip + AdamW)")
       .add_int("warmup_steps", "untimed steps before the measured ones")
       .add_int("measured_steps", "steps the means and standard deviations are over")
@@ -96,6 +102,26 @@ void define_tables(ModelBenchResults& r) {
       .add_double("ms_per_step", "GPU time per step from CUDA events, ms")
       .add_double("ops_per_step", "ops of this family timed per step", 1)
       .add_double("percent_of_pass", "share of the pass's GPU time, %", 1);
+  r.roofline.add_string("size", kSize).add_int("context_length", kContext).add_string("precision", kPrecision)
+      .add_string("attention", kAttention).add_string("fused", kFused)
+      .add_string("pass", "inference (forward only) or train-step")
+      .add_string("phase", "forward, backward or optimizer; step: the whole pass (row of sums)")
+      .add_string("family", "op family as in model_breakdown; all in the step row")
+      .add_double("gflop", "matrix-multiply work the ops must do per step (2 FLOPs per multiply-add, from "
+                           "the shapes; elementwise arithmetic not counted), GFLOP", 3)
+      .add_double("gbytes", "bytes the ops' kernels must move per step (each input read once, each output "
+                            "written once, an updated tensor twice), GB (1e9 bytes)", 3)
+      .add_double("achieved_ms", "time per step: the family's kernels from CUDA events (host clock on the "
+                                 "CPU); in the step row the whole pass on the stream, gaps included, ms", 3)
+      .add_double("floor_ms", "roofline floor per step: the sum over ops of max(FLOPs / peak_tflops, bytes / "
+                              "copy_GBps), ms", 4)
+      .add_double("ratio", "achieved_ms / floor_ms: how many times the hardware's floor (NaN without a floor)", 2)
+      .add_string("bound", "compute or memory: the side giving the larger part of floor_ms, decided per op "
+                           "(none: no cost counted)")
+      .add_double("peak_tflops", "dense peak of the device for the precision, TFLOP/s; NaN where none is "
+                                 "known (CPU): the floors are then memory-only", 1)
+      .add_double("copy_GBps", "measured device-memory copy rate, bytes read + written per second (1 GiB "
+                               "device-to-device copies; 256 MiB memcpy on the CPU), GB/s", 1);
   r.memory.add_string("size", kSize).add_int("context_length", kContext).add_int("batch_size", kBatch)
       .add_string("precision", kPrecision).add_string("attention", kAttention).add_string("fused", kFused)
       .add_string("status", kStatus)
@@ -146,29 +172,52 @@ struct Rig {
     }
     ids = h_ids.to(ctx.device(), ctx);
     targets = h_tg.to(ctx.device(), ctx);
+    if (opt.cuda_graph) {
+      PT_CHECK(opt.mode == ModelBenchMode::TrainStep, "--cuda-graph on times the train step: use --mode train-step");
+      graph_step = std::make_unique<TrainStep>(*model, *optimizer, no_sync, 1.0f);
+      graph_step->enable_cuda_graph(ctx, 2);
+    }
   }
   TransformerConfig cfg;
   std::unique_ptr<TransformerLM> model;
   std::unique_ptr<Optimizer> optimizer;
   Tensor ids, targets;
+  // --cuda-graph on: the train step as `paratrain train` runs it, captured after two warm-up
+  // steps (TrainStep); the clock then sees whole steps only.
+  parallel::NoSync no_sync;
+  std::unique_ptr<TrainStep> graph_step;
 };
 
-// One step in the benchmark's mode, with a clock mark after each phase.
-void run_step(Rig& rig, Context& ctx, ModelBenchMode mode, StreamClock& clock, KernelTimer* timer) {
+// The clock marks one step takes: the start, forward and backward of each micro-batch, the
+// optimizer.
+int step_marks(const ModelBenchOptions& opt) { return 2 + 2 * opt.grad_accum; }
+
+// One step in the benchmark's mode, with a clock mark after each phase: forward and backward of
+// each of the --grad-accum micro-batches (the same rows each time: only the cost matters), then
+// the optimizer. Gradients are final in the last micro-batch.
+void run_step(Rig& rig, Context& ctx, ModelBenchMode mode, StreamClock& clock, KernelTimer* timer, int micro_batches) {
   clock.reset();
   clock.mark();
+  if (rig.graph_step) {  // one launch once captured: no phases to mark
+    rig.graph_step->run(ctx, rig.ids, rig.targets, 1e-4f, micro_batches);
+    clock.mark();
+    return;
+  }
   if (timer) timer->set_phase("forward");
   if (mode == ModelBenchMode::Forward) {
     rig.model->forward(ctx, rig.ids, rig.targets, /*save_for_backward=*/false);
     clock.mark();
     return;
   }
-  rig.model->store().zero_grad(ctx);
-  rig.model->forward(ctx, rig.ids, rig.targets, true);
-  clock.mark();
-  if (timer) timer->set_phase("backward");
-  rig.model->backward(ctx);
-  clock.mark();
+  rig.model->store().zero_grad(ctx, micro_batches);
+  for (int i = 0; i < micro_batches; ++i) {
+    if (timer) timer->set_phase("forward");
+    rig.model->forward(ctx, rig.ids, rig.targets, true, 1.0f / static_cast<float>(micro_batches));
+    clock.mark();
+    if (timer) timer->set_phase("backward");
+    rig.model->backward(ctx);
+    clock.mark();
+  }
   if (mode == ModelBenchMode::TrainStep) {
     if (timer) timer->set_phase("optimizer");
     NvtxRange r("optimizer step");
@@ -180,7 +229,7 @@ void run_step(Rig& rig, Context& ctx, ModelBenchMode mode, StreamClock& clock, K
 
 Measured measure(Rig& rig, Context& ctx, const Config& c, const ModelBenchOptions& opt) {
   Measured m;
-  StreamClock clock(ctx);
+  StreamClock clock(ctx, step_marks(opt));
   auto& alloc = TrackingAllocator::instance();
   for (int64_t i = 0; i < c.warmup + opt.steps; ++i) {
     const bool measured = i >= c.warmup;
@@ -190,7 +239,7 @@ Measured measure(Rig& rig, Context& ctx, const Config& c, const ModelBenchOption
     }
     {
       NvtxRange r(measured ? "measured step" : "warmup step");
-      run_step(rig, ctx, opt.mode, clock, nullptr);
+      run_step(rig, ctx, opt.mode, clock, nullptr, opt.grad_accum);
       ctx.synchronize();
     }
     std::vector<double> iv = clock.intervals_ms();
@@ -198,9 +247,17 @@ Measured measure(Rig& rig, Context& ctx, const Config& c, const ModelBenchOption
     for (double x : iv) total += x;
     if (i == 0) m.first_step_ms = total;
     if (!measured) continue;
-    m.fwd.push_back(iv.at(0));
-    if (iv.size() > 1) m.bwd.push_back(iv[1]);
-    if (iv.size() > 2) m.opt.push_back(iv[2]);
+    if (rig.graph_step) {  // whole steps only
+      m.step.push_back(total);
+      continue;
+    }
+    // Intervals: forward, backward per micro-batch, then the optimizer (train-step).
+    double fwd = iv.at(0), bwd = 0;
+    const size_t fb = opt.mode == ModelBenchMode::Forward ? 1 : 2 * static_cast<size_t>(opt.grad_accum);
+    for (size_t k = 1; k < fb && k < iv.size(); ++k) (k % 2 ? bwd : fwd) += iv[k];
+    m.fwd.push_back(fwd);
+    if (opt.mode != ModelBenchMode::Forward) m.bwd.push_back(bwd);
+    if (iv.size() > fb) m.opt.push_back(iv[fb]);
     m.step.push_back(total);
   }
   if (opt.profile_steps && ctx.is_cuda()) PT_CUDA_CHECK(cudaProfilerStop());
@@ -209,9 +266,11 @@ Measured measure(Rig& rig, Context& ctx, const Config& c, const ModelBenchOption
 }
 
 void add_breakdown(ModelBenchResults& r, Rig& rig, Context& ctx, const Config& c,
-                   const ModelBenchOptions& opt) {
-  KernelTimer timer(ctx);
-  StreamClock clock(ctx);
+                   const ModelBenchOptions& opt, const DevicePeak& peak) {
+  const double peak_flops = peak.tflops > 0 ? peak.tflops * 1e12 : 0.0;
+  const RooflineRates rates = roofline_rates(ctx, peak_flops);
+  KernelTimer timer(ctx, rates);
+  StreamClock clock(ctx, step_marks(opt));
   struct Pass {
     const char* name;
     ModelBenchMode mode;
@@ -219,7 +278,11 @@ void add_breakdown(ModelBenchResults& r, Rig& rig, Context& ctx, const Config& c
   const Pass passes[] = {{"inference", ModelBenchMode::Forward}, {"train-step", ModelBenchMode::TrainStep}};
   for (const Pass& p : passes) {
     ctx.set_timer(&timer);
-    for (int s = 0; s < opt.steps; ++s) run_step(rig, ctx, p.mode, clock, &timer);
+    double pass_ms = 0;  // the steps' whole time on the stream (kernels and the gaps between them)
+    for (int s = 0; s < opt.steps; ++s) {
+      run_step(rig, ctx, p.mode, clock, &timer, p.mode == ModelBenchMode::Forward ? 1 : opt.grad_accum);
+      for (double ms : clock.intervals_ms()) pass_ms += ms;
+    }
     ctx.set_timer(nullptr);
     std::vector<KernelTimer::Entry> entries = timer.collect();
     double total = 0;
@@ -232,6 +295,15 @@ void add_breakdown(ModelBenchResults& r, Rig& rig, Context& ctx, const Config& c
           .set("family", op_family_name(e.family)).set("ms_per_step", e.ms / opt.steps)
           .set("ops_per_step", static_cast<double>(e.count) / opt.steps)
           .set("percent_of_pass", total > 0 ? 100.0 * e.ms / total : kNaN);
+    for (const RooflineRow& row : roofline_rows(entries, opt.steps, pass_ms / opt.steps))
+      r.roofline.add_row()
+          .set("size", c.size).set("context_length", c.context).set("precision", precision_name(c.precision))
+          .set("attention", attention_impl_name(c.attention)).set("fused", on_off(opt.fused))
+          .set("pass", p.name).set("phase", row.phase).set("family", row.family)
+          .set("gflop", row.flops / 1e9).set("gbytes", row.bytes / 1e9).set("achieved_ms", row.achieved_ms)
+          .set("floor_ms", row.floor_ms).set("ratio", row.ratio()).set("bound", row.bound())
+          .set("peak_tflops", rates.flops_per_s > 0 ? rates.flops_per_s / 1e12 : kNaN)
+          .set("copy_GBps", rates.bytes_per_s / 1e9);
   }
 }
 
@@ -332,8 +404,9 @@ ModelBenchResults run_model_bench(const ModelBenchOptions& opt, Device device, i
               return std::move(r.timings.add_row()
                                    .set("size", size).set("d_model", tc.d_model).set("num_layers", tc.num_layers)
                                    .set("context_length", context).set("batch_size", opt.batch_size)
+                                   .set("grad_accum", static_cast<int64_t>(opt.mode == ModelBenchMode::Forward ? 1 : opt.grad_accum))
                                    .set("precision", precision_name(prec)).set("attention", attn_name)
-                                   .set("fused", on_off(opt.fused))
+                                   .set("fused", on_off(opt.fused)).set("cuda_graph", on_off(opt.cuda_graph))
                                    .set("mode", model_bench_mode_name(opt.mode)).set("warmup_steps", warmup)
                                    .set("measured_steps", static_cast<int64_t>(opt.steps)).set("status", status)
                                    .set("oom_requested_bytes", oom_bytes)
@@ -363,7 +436,7 @@ ModelBenchResults run_model_bench(const ModelBenchOptions& opt, Device device, i
               Rig rig(c, opt, ctx);
               Measured m = measure(rig, ctx, c, opt);
               const Summary f = summarize(m.fwd), b = summarize(m.bwd), o = summarize(m.opt), s = summarize(m.step);
-              const double tokens = static_cast<double>(opt.batch_size * context);
+              const double tokens = static_cast<double>(opt.batch_size * opt.grad_accum * context);
               double flops = rig.cfg.train_flops_per_token(context) * tokens;
               if (opt.mode == ModelBenchMode::Forward) flops /= 3.0;
               const double tflops = flops / (s.mean * 1e-3) / 1e12;
@@ -378,7 +451,7 @@ ModelBenchResults run_model_bench(const ModelBenchOptions& opt, Device device, i
               line << "step " << s.mean << " ms (sd " << s.sd << "), " << tflops << " TFLOP/s"
                    << (peak > 0 ? ", MFU " + std::to_string(tflops * 1e12 / peak) : "");
               summary = line.str();
-              if (opt.breakdown && profile) add_breakdown(r, rig, ctx, c, opt);
+              if (opt.breakdown && profile) add_breakdown(r, rig, ctx, c, opt, peak_of);
               if (opt.memory_profile && profile) add_memory_profile(r, rig, ctx, c, opt, record);
             } catch (const OutOfMemory& e) {
               ctx.synchronize();

@@ -24,14 +24,16 @@ struct ModelBenchOptions {
   std::vector<std::string> attention{"naive", "flash"};
   std::vector<int64_t> warmups{5};
   int64_t batch_size = 4;
+  int grad_accum = 1;           // micro-batches of batch_size per step (train-step, forward-backward)
   int64_t vocab_size = 10000;
   int steps = 10;
   ModelBenchMode mode = ModelBenchMode::TrainStep;
   bool recompute = true;        // TransformerConfig::recompute
   bool fused = true;            // TransformerConfig::fused and OptimizerConfig::fused
+  bool cuda_graph = false;      // train-step mode: the step captured and replayed (TrainStep)
   GemmSelect gemm = GemmSelect::Autotune;  // Context::set_gemm_select (--gemm)
   FlashChoice flash;                         // Context::set_flash (--flash-kernels, --wgmma-tiles)
-  bool breakdown = false;       // kernel-time breakdown per phase and op family (at the largest warm-up)
+  bool breakdown = false;       // kernel-time breakdown and roofline per phase and op family (at the largest warm-up)
   bool memory_profile = false;  // peak/forward/step memory, breakdown and timeline (likewise)
   bool profile_steps = false;   // cudaProfilerStart/Stop around the measured steps
   double peak_tflops = 0;       // override of the device's dense peak (0: from the device name)
@@ -42,6 +44,7 @@ struct ModelBenchResults {
   io::ResultTable timings{"model"};
   io::ResultTable breakdown{"model_breakdown"};
   io::ResultTable memory{"model_memory"};
+  io::ResultTable roofline{"model_roofline"};  // with the breakdown: what each phase and family must do
 };
 
 // After each configuration: the tables so far, the configuration's name

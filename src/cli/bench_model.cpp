@@ -17,7 +17,7 @@ int run_bench_model(const std::vector<std::string>& args) {
   RunOptions run;
   std::vector<std::string> sizes{"small"}, contexts{"128,256,512,1024"}, precisions{"fp32,bf16"},
       attention{"naive,flash"}, warmups{"5"};
-  std::string mode = "train-step", recompute = "on", fused = "on";
+  std::string mode = "train-step", recompute = "on", fused = "on", cuda_graph = "off";
   po::options_description desc("paratrain bench model options");
   desc.add_options()
       ("sizes", po::value(&sizes)->multitoken()->default_value(sizes, "small"),
@@ -28,7 +28,10 @@ int run_bench_model(const std::vector<std::string>& args) {
        "fp32, tf32, bf16 (list)")
       ("attention", po::value(&attention)->multitoken()->default_value(attention, "naive,flash"),
        "naive, flash (list)")
-      ("batch-size", po::value(&o.batch_size)->default_value(o.batch_size), "sequences per step")
+      ("batch-size", po::value(&o.batch_size)->default_value(o.batch_size), "sequences per step (per micro-batch with --grad-accum)")
+      ("grad-accum", po::value(&o.grad_accum)->default_value(o.grad_accum),
+       "micro-batches per step (gradient accumulation): forward and backward run this many times into the "
+       "same gradients before one optimizer step; tokens per step, TFLOP/s and MFU count all of them")
       ("vocab-size", po::value(&o.vocab_size)->default_value(o.vocab_size), "vocabulary size")
       ("mode", po::value(&mode)->default_value(mode), "forward | forward-backward | train-step")
       ("warmup", po::value(&warmups)->multitoken()->default_value(warmups, "5"),
@@ -36,9 +39,11 @@ int run_bench_model(const std::vector<std::string>& args) {
       ("steps", po::value(&o.steps)->default_value(o.steps), "measured steps")
       ("recompute", po::value(&recompute)->default_value(recompute), kRecomputeHelp)
       ("fused", po::value(&fused)->default_value(fused), kFusedHelp)
+      ("cuda-graph", po::value(&cuda_graph)->default_value(cuda_graph), kCudaGraphHelp)
       ("breakdown", po::bool_switch(&o.breakdown),
-       "GPU time per phase and op family (CUDA events), inference and train step; once per "
-       "configuration, after the largest --warmup")
+       "GPU time per phase and op family (CUDA events), inference and train step, and its roofline "
+       "(FLOPs and bytes the ops must do, floor at the dense peak and the measured copy rate, "
+       "achieved / floor); once per configuration, after the largest --warmup")
       ("memory-profile", po::bool_switch(&o.memory_profile),
        "peak memory (forward only, train step), bytes before backward, breakdown and timeline; once "
        "per configuration, after the largest --warmup")
@@ -61,6 +66,9 @@ int run_bench_model(const std::vector<std::string>& args) {
   o.mode = bench::model_bench_mode_from_name(mode);
   o.recompute = parse_on_off(recompute, "recompute");
   o.fused = parse_on_off(fused, "fused");
+  o.cuda_graph = parse_on_off(cuda_graph, "cuda-graph");
+  PT_CHECK(!(o.cuda_graph && o.breakdown), "--breakdown times every kernel on its own; it cannot run inside a CUDA "
+                                           "graph: leave out --cuda-graph on, or --breakdown");
   o.seed = run.seed;
   o.gemm = gemm_select_from_name(run.gemm);
   o.flash = flash_choice_of(run);
@@ -79,6 +87,7 @@ int run_bench_model(const std::vector<std::string>& args) {
   auto tables = [&](const bench::ModelBenchResults& r) {
     std::vector<const io::ResultTable*> out{&r.timings};
     if (o.breakdown && r.breakdown.rows()) out.push_back(&r.breakdown);
+    if (o.breakdown && r.roofline.rows()) out.push_back(&r.roofline);
     if (o.memory_profile && r.memory.rows()) out.push_back(&r.memory);
     return out;
   };

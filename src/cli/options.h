@@ -82,6 +82,12 @@ inline constexpr const char* kFusedHelp =
     "residual, clip and bf16 copy as passes of their own). RMSNorm, RoPE, SwiGLU, the fused "
     "softmax-cross-entropy and flash attention are the same in both; so are the results";
 
+// --cuda-graph's help (train, bench model).
+inline constexpr const char* kCudaGraphHelp =
+    "on: after two warm-up steps capture the whole training step (forward, backward, clip, optimizer) "
+    "in a CUDA graph and replay it, one launch a step, with the same results bit for bit; one process "
+    "on a GPU only (data parallelism is not captured yet); off: launch every kernel";
+
 // --gemm's help (train, bench model, bench gemm, bench ddp).
 inline constexpr const char* kGemmHelp =
     "GEMM library call on the GPU: autotune (time cuBLAS and cuBLASLt's heuristic candidates once "

@@ -43,6 +43,7 @@ struct TrainOptions {
   std::string attention = "auto";
   std::string recompute = "on";
   std::string fused = "on";
+  std::string cuda_graph = "off";
   std::string data;
   std::string sampling = "random";
   std::string bin_dtype = "uint16";
@@ -117,7 +118,8 @@ int run_train(const std::vector<std::string>& args) {
       ("attention", po::value(&t.attention)->default_value(t.attention),
        "naive | flash | auto (flash on the GPU, naive on the CPU)")
       ("recompute", po::value(&t.recompute)->default_value(t.recompute), kRecomputeHelp)
-      ("fused", po::value(&t.fused)->default_value(t.fused), kFusedHelp);
+      ("fused", po::value(&t.fused)->default_value(t.fused), kFusedHelp)
+      ("cuda-graph", po::value(&t.cuda_graph)->default_value(t.cuda_graph), kCudaGraphHelp);
   data.add_options()
       ("data", po::value(&t.data), "token file: .npy (1-D uint16/uint32/int32/int64), llm.c's headered .bin, "
                                    "or a headerless .bin of raw tokens (default: data/sample_tokens.npy)")
@@ -249,6 +251,10 @@ int run_train(const std::vector<std::string>& args) {
   cfg.recompute = parse_on_off(t.recompute, "recompute");
   cfg.fused = parse_on_off(t.fused, "fused");
   cfg.validate();
+  const bool use_graph = parse_on_off(t.cuda_graph, "cuda-graph");
+  PT_CHECK(!use_graph || device.is_cuda(), "--cuda-graph on needs a GPU (this run is on the CPU)");
+  PT_CHECK(!use_graph || rt.world_size() == 1,
+           "--cuda-graph on cannot capture data parallelism yet: run one process, or --cuda-graph off");
   OptimizerConfig oc;
   oc.kind = optimizer_kind_from_name(t.optimizer);
   oc.adamw.lr = static_cast<float>(t.lr);
@@ -324,6 +330,7 @@ int run_train(const std::vector<std::string>& args) {
   // The checkpoint holds the whole optimizer state; each rank reads the part it updates.
   if (!resume_from.empty()) io::load_optimizer_state(resume_from, *optimizer, ctx, lm.store().grad_numel());
   TrainStep step_fn(lm, *optimizer, *dp.sync, static_cast<float>(t.grad_clip));
+  if (use_graph) step_fn.enable_cuda_graph(ctx);
   NanGradInjector injected_fault(ctx, lm.store());  // PARATRAIN_FAULT=nan-grad:STEP:PARAM only
 
   record.set_attr("model.parameters", lm.config().num_params());

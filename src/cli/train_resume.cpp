@@ -55,9 +55,11 @@ std::vector<std::string> options_from_checkpoint(const po::options_description& 
     std::string msg = "--resume " + path + ": the checkpoint holds this run's configuration and ";
     msg += conflicts.size() == 1 ? "this option differs: " : std::to_string(conflicts.size()) + " options differ: ";
     for (size_t i = 0; i < conflicts.size(); ++i) msg += (i ? "; " : "") + conflicts[i];
-    msg += ". Leave them out to continue the run exactly (only --steps, --log-every, --log-format, --log-file, "
-           "--save-every, --save, --out and --comm-timeout may change), or start a new run from its weights "
-           "with --init-from";
+    std::string free_list;
+    for (const char* n : kResumeMayChange) free_list += std::string(free_list.empty() ? "" : ", ") + "--" + n;
+    for (const char* n : kResumeNotRestored) free_list += std::string(", --") + n;
+    msg += ". Leave them out to continue the run exactly (only " + free_list +
+           " may differ), or start a new run from its weights with --init-from";
     PT_FAIL(msg);
   }
   return adopt;

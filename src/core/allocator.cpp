@@ -23,6 +23,7 @@ struct ScopeFrame {
   MemCategory category;
 };
 thread_local std::vector<ScopeFrame> tl_scopes;
+thread_local int tl_pool = 0;  // the active PoolScope's pool (0: the shared cache)
 }  // namespace
 
 const char* mem_category_name(MemCategory c) {
@@ -37,6 +38,16 @@ TrackingAllocator& TrackingAllocator::instance() {
 }
 
 TrackingAllocator::TrackingAllocator() : t0_(now_s()) {}
+
+int TrackingAllocator::new_pool() {
+  std::lock_guard<std::mutex> lock(mu_);
+  const int id = next_pool_++;
+  pools_[id];
+  return id;
+}
+
+TrackingAllocator::PoolScope::PoolScope(int pool) : previous_(tl_pool) { tl_pool = pool; }
+TrackingAllocator::PoolScope::~PoolScope() { tl_pool = previous_; }
 
 TrackingAllocator::Scope::Scope(const std::string& name, MemCategory category) {
   std::string full = tl_scopes.empty() || tl_scopes.back().name.empty()
@@ -105,7 +116,7 @@ void* TrackingAllocator::allocate(size_t bytes, DeviceKind kind, const std::stri
     if (!p) throw OutOfMemory("host out of memory: " + std::to_string(bytes) + " bytes for '" + tag + "'", bytes);
   } else {
     held = round_device_bytes(bytes);
-    auto& cache = dev(kind).cache;
+    auto& cache = tl_pool ? pools_.at(tl_pool) : dev(kind).cache;
     auto it = cache.find(held);
     if (it != cache.end() && !it->second.empty()) {
       p = it->second.back();
@@ -115,7 +126,7 @@ void* TrackingAllocator::allocate(size_t bytes, DeviceKind kind, const std::stri
       dev(kind).stats.reserved += static_cast<int64_t>(held);
     }
   }
-  live_.emplace(p, Block{held, kind, category, tag});
+  live_.emplace(p, Block{held, kind, category, tag, kind == DeviceKind::CUDA ? tl_pool : 0});
   record(kind, static_cast<int64_t>(held), category, tag);
   return p;
 }
@@ -130,8 +141,8 @@ void TrackingAllocator::release(void* ptr) {
   record(b.kind, -static_cast<int64_t>(b.bytes), b.category, b.tag);
   if (b.kind == DeviceKind::CPU)
     std::free(ptr);
-  else
-    dev(b.kind).cache[b.bytes].push_back(ptr);  // stream-ordered reuse on the compute stream
+  else  // stream-ordered reuse on the compute stream; a graph's block only by its graph
+    (b.pool ? pools_.at(b.pool) : dev(b.kind).cache)[b.bytes].push_back(ptr);
 }
 
 MemoryStats TrackingAllocator::stats(DeviceKind kind) const {

@@ -54,6 +54,23 @@ class TrackingAllocator {
   std::vector<MemoryEvent> timeline() const;  // a copy
   void clear_timeline();
 
+  // Private pools for CUDA graphs: a graph's kernels read and write the same addresses at every
+  // replay, so the device blocks it was captured with must never go to anything else. While a
+  // PoolScope for pool P is active on a thread, its device allocations come from P's cache (or
+  // the driver) and belong to P; a block of P released at any time returns to P's cache, never
+  // to the shared one, and empty_cache() leaves pools alone. new_pool() returns a fresh id > 0.
+  int new_pool();
+  class PoolScope {
+   public:
+    explicit PoolScope(int pool);
+    ~PoolScope();
+    PoolScope(const PoolScope&) = delete;
+    PoolScope& operator=(const PoolScope&) = delete;
+
+   private:
+    int previous_;
+  };
+
   // Scope that names allocations and sets their default category (a thread-local stack).
   // Nested scopes join with '.', e.g. "layers.3" + "attn" → "layers.3.attn".
   class Scope {
@@ -73,10 +90,12 @@ class TrackingAllocator {
     DeviceKind kind;
     MemCategory category;
     std::string tag;
+    int pool = 0;  // 0: the shared cache
   };
+  using Cache = std::unordered_map<size_t, std::vector<void*>>;  // rounded size → free blocks
   struct PerDevice {
     MemoryStats stats;
-    std::unordered_map<size_t, std::vector<void*>> cache;  // rounded size → free blocks
+    Cache cache;
   };
   PerDevice& dev(DeviceKind k) { return per_device_[static_cast<int>(k)]; }
   const PerDevice& dev(DeviceKind k) const { return per_device_[static_cast<int>(k)]; }
@@ -85,6 +104,8 @@ class TrackingAllocator {
 
   mutable std::mutex mu_;
   std::unordered_map<void*, Block> live_;
+  std::unordered_map<int, Cache> pools_;  // CUDA graph pools' free blocks
+  int next_pool_ = 1;
   std::array<PerDevice, 2> per_device_;
   bool timeline_enabled_ = false;
   std::vector<MemoryEvent> timeline_;

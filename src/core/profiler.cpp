@@ -2,7 +2,10 @@
 
 #include <nvtx3/nvToolsExt.h>
 
+#include <algorithm>
+
 #include "core/context.h"
+#include "core/tensor.h"
 #include "core/error.h"
 
 namespace pt {
@@ -16,9 +19,31 @@ const char* op_family_name(OpFamily f) {
 NvtxRange::NvtxRange(const char* name) { nvtxRangePushA(name); }
 NvtxRange::~NvtxRange() { nvtxRangePop(); }
 
-KernelTimer::KernelTimer(const Context& ctx) : cuda_(ctx.is_cuda()) {
-  ms_.assign(1, std::vector<double>(kOpFamilies, 0.0));
-  counts_.assign(1, std::vector<int64_t>(kOpFamilies, 0));
+OpCost& OpCost::read(const Tensor& t) {
+  bytes += static_cast<double>(t.nbytes());
+  return *this;
+}
+OpCost& OpCost::write(const Tensor& t) { return read(t); }
+OpCost& OpCost::update(const Tensor& t) {
+  bytes += 2.0 * static_cast<double>(t.nbytes());
+  return *this;
+}
+
+double RooflineRates::floor_ms(const OpCost& c) const {
+  const double compute = flops_per_s > 0 ? c.flops / flops_per_s : 0;
+  const double memory = bytes_per_s > 0 ? c.bytes / bytes_per_s : 0;
+  return 1e3 * std::max(compute, memory);
+}
+
+bool RooflineRates::compute_bound(const OpCost& c) const {
+  if (flops_per_s <= 0) return false;
+  const double compute = c.flops / flops_per_s;
+  const double memory = bytes_per_s > 0 ? c.bytes / bytes_per_s : 0;
+  return compute > memory;
+}
+
+KernelTimer::KernelTimer(const Context& ctx, RooflineRates rates) : cuda_(ctx.is_cuda()), rates_(rates) {
+  sums_.assign(1, std::vector<Sums>(kOpFamilies));
 }
 
 KernelTimer::~KernelTimer() {
@@ -32,8 +57,7 @@ void KernelTimer::set_phase(const std::string& phase) {
       return;
     }
   phases_.push_back(phase);
-  ms_.emplace_back(kOpFamilies, 0.0);
-  counts_.emplace_back(kOpFamilies, 0);
+  sums_.emplace_back(kOpFamilies);
   phase_ = static_cast<int>(phases_.size()) - 1;
 }
 
@@ -46,9 +70,16 @@ int KernelTimer::next_event() {
   return events_used_++;
 }
 
-void KernelTimer::begin(OpFamily family, cudaStream_t stream) {
+void KernelTimer::begin(OpFamily family, cudaStream_t stream, const OpCost& cost) {
   if (depth_++ > 0) return;
   open_family_ = family;
+  // The cost is known now; only the time waits for the events.
+  Sums& s = sums_[phase_][static_cast<int>(family)];
+  s.flops += cost.flops;
+  s.bytes += cost.bytes;
+  const double floor = rates_.floor_ms(cost);
+  s.floor_ms += floor;
+  if (rates_.compute_bound(cost)) s.compute_floor_ms += floor;
   if (cuda_) {
     open_start_ = next_event();
     PT_CUDA_CHECK(cudaEventRecord(events_[open_start_], stream));
@@ -59,15 +90,14 @@ void KernelTimer::begin(OpFamily family, cudaStream_t stream) {
 
 void KernelTimer::end(cudaStream_t stream) {
   if (--depth_ > 0) return;
-  const int f = static_cast<int>(open_family_);
+  Sums& s = sums_[phase_][static_cast<int>(open_family_)];
   if (cuda_) {
     int e = next_event();
     PT_CUDA_CHECK(cudaEventRecord(events_[e], stream));
     pending_.push_back({open_start_, e, phase_, open_family_});
   } else {
-    ms_[phase_][f] +=
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - open_t0_).count();
-    counts_[phase_][f] += 1;
+    s.ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - open_t0_).count();
+    s.count += 1;
   }
 }
 
@@ -76,26 +106,29 @@ std::vector<KernelTimer::Entry> KernelTimer::collect() {
     PT_CUDA_CHECK(cudaEventSynchronize(events_[p.end_event]));
     float ms = 0;
     PT_CUDA_CHECK(cudaEventElapsedTime(&ms, events_[p.start_event], events_[p.end_event]));
-    ms_[p.phase][static_cast<int>(p.family)] += ms;
-    counts_[p.phase][static_cast<int>(p.family)] += 1;
+    Sums& s = sums_[p.phase][static_cast<int>(p.family)];
+    s.ms += ms;
+    s.count += 1;
   }
   pending_.clear();
   events_used_ = 0;
   std::vector<Entry> out;
   for (size_t ph = 0; ph < phases_.size(); ++ph)
-    for (int f = 0; f < kOpFamilies; ++f)
-      if (counts_[ph][f] > 0) out.push_back({phases_[ph], static_cast<OpFamily>(f), ms_[ph][f], counts_[ph][f]});
-  for (auto& row : ms_) std::fill(row.begin(), row.end(), 0.0);
-  for (auto& row : counts_) std::fill(row.begin(), row.end(), 0);
+    for (int f = 0; f < kOpFamilies; ++f) {
+      const Sums& s = sums_[ph][f];
+      if (s.count > 0) out.push_back({phases_[ph], static_cast<OpFamily>(f), s.ms, s.count, s.flops, s.bytes, s.floor_ms,
+                       s.compute_floor_ms});
+    }
+  for (auto& row : sums_) std::fill(row.begin(), row.end(), Sums{});
   return out;
 }
 
-OpScope::OpScope(const Context& ctx, const char* name, OpFamily family)
-    : OpScope(ctx, name, family, ctx.stream()) {}
+OpScope::OpScope(const Context& ctx, const char* name, OpFamily family, const OpCost& cost)
+    : OpScope(ctx, name, family, ctx.stream(), cost) {}
 
-OpScope::OpScope(const Context& ctx, const char* name, OpFamily family, cudaStream_t stream)
+OpScope::OpScope(const Context& ctx, const char* name, OpFamily family, cudaStream_t stream, const OpCost& cost)
     : range_(name), timer_(ctx.timer()), stream_(stream) {
-  if (timer_) timer_->begin(family, stream_);
+  if (timer_) timer_->begin(family, stream_, cost);
 }
 
 OpScope::~OpScope() {

@@ -10,6 +10,7 @@
 namespace pt {
 
 class Context;
+class Tensor;
 
 enum class OpFamily : uint8_t {
   Matmul, Attention, Softmax, Norm, Elementwise, Loss, Optimizer, Communication, Other, Count
@@ -27,18 +28,50 @@ class NvtxRange {
   NvtxRange& operator=(const NvtxRange&) = delete;
 };
 
+// What an op must do, from its shapes: the multiply-add work of matrix products (2 FLOPs each;
+// elementwise arithmetic is not counted: it never bounds these ops) and the fewest bytes its
+// kernels must move through memory — every input read once, every output written once (an
+// output also read, as C with beta ≠ 0 or a gradient accumulated into, counts twice). Each op
+// computes its own in its OpScope (src/ops/*.cpp); a tensor's bytes are numel × element size,
+// so a strided view counts the elements it names, not the buffer it lies in.
+struct OpCost {
+  double flops = 0;
+  double bytes = 0;
+  OpCost& read(const Tensor& t);    // + t's bytes
+  OpCost& write(const Tensor& t);   // + t's bytes
+  OpCost& update(const Tensor& t);  // read and written: + twice t's bytes
+  OpCost& operator+=(const OpCost& o) {
+    flops += o.flops;
+    bytes += o.bytes;
+    return *this;
+  }
+};
+
+// The two ceilings a roofline compares an op with: dense matrix throughput at the run's
+// precision and the measured device-memory copy rate (bytes read + written per second). A zero
+// rate leaves that side out of the floor.
+struct RooflineRates {
+  double flops_per_s = 0;
+  double bytes_per_s = 0;
+  // max(flops / flops_per_s, bytes / bytes_per_s), in milliseconds
+  double floor_ms(const OpCost& c) const;
+  // Whether the compute side of floor_ms is the larger (false with no compute rate, or a tie).
+  bool compute_bound(const OpCost& c) const;
+};
+
 // Records an event pair around each timed op on the stream it runs on (host clock on the
-// CPU). Only the outermost of nested ops is timed, so nothing is counted twice.
+// CPU). Only the outermost of nested ops is timed, so nothing is counted twice; its OpCost is
+// summed with it, and its roofline floor at `rates`.
 class KernelTimer {
  public:
-  explicit KernelTimer(const Context& ctx);
+  explicit KernelTimer(const Context& ctx, RooflineRates rates = {});
   ~KernelTimer();
   KernelTimer(const KernelTimer&) = delete;
   KernelTimer& operator=(const KernelTimer&) = delete;
 
   void set_phase(const std::string& phase);  // e.g. "forward", "backward", "optimizer"
   const std::string& phase() const { return phases_[phase_]; }
-  void begin(OpFamily family, cudaStream_t stream);
+  void begin(OpFamily family, cudaStream_t stream, const OpCost& cost = {});
   void end(cudaStream_t stream);
 
   struct Entry {
@@ -46,6 +79,9 @@ class KernelTimer {
     OpFamily family;
     double ms;      // summed over every timed op of this phase and family
     int64_t count;  // number of ops
+    double flops = 0, bytes = 0;  // their OpCosts, summed
+    double floor_ms = 0;          // their roofline floors at the timer's rates, summed
+    double compute_floor_ms = 0;  // the part of floor_ms from compute-bound ops (the rest: memory-bound)
   };
   // Waits for outstanding events, returns the sums since the last collect, and resets them.
   std::vector<Entry> collect();
@@ -55,8 +91,13 @@ class KernelTimer {
     int start_event, end_event, phase;
     OpFamily family;
   };
+  struct Sums {
+    double ms = 0, flops = 0, bytes = 0, floor_ms = 0, compute_floor_ms = 0;
+    int64_t count = 0;
+  };
   int next_event();
   bool cuda_;
+  RooflineRates rates_;
   int depth_ = 0;
   int phase_ = 0;
   OpFamily open_family_ = OpFamily::Other;
@@ -66,15 +107,15 @@ class KernelTimer {
   std::vector<cudaEvent_t> events_;
   int events_used_ = 0;
   std::vector<Pending> pending_;
-  std::vector<std::vector<double>> ms_;       // [phase][family]
-  std::vector<std::vector<int64_t>> counts_;  // [phase][family]
+  std::vector<std::vector<Sums>> sums_;  // [phase][family]
 };
 
-// One op: an NVTX range named `name`, timed under `family` when the context has a timer.
+// One op: an NVTX range named `name`, timed under `family` (with what it must do, `cost`) when
+// the context has a timer.
 class OpScope {
  public:
-  OpScope(const Context& ctx, const char* name, OpFamily family);
-  OpScope(const Context& ctx, const char* name, OpFamily family, cudaStream_t stream);
+  OpScope(const Context& ctx, const char* name, OpFamily family, const OpCost& cost = {});
+  OpScope(const Context& ctx, const char* name, OpFamily family, cudaStream_t stream, const OpCost& cost = {});
   ~OpScope();
   OpScope(const OpScope&) = delete;
   OpScope& operator=(const OpScope&) = delete;

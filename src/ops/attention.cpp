@@ -102,19 +102,40 @@ void naive_attention_forward(Context& ctx, Tensor& out, Tensor& probs, const Ten
   Tensor p_cast;
   if (probs.dtype() != v.dtype()) p_cast = Tensor::empty(head_block, v.dtype(), ctx.device(), "attn_probs_cast");
 
+  // The scopes below time (and cost) the ops inside them as one: the costs are those ops' own.
+  // Every (query, key) product is computed: the GEMMs do not skip the causally masked half.
+  const double heads = static_cast<double>(d.H), tq = static_cast<double>(d.Tq), tk = static_cast<double>(d.Tk);
   for (int64_t b = 0; b < d.B; ++b) {
     Tensor p_b = probs.select(0, b);
     Tensor s_b = scores_buf.defined() ? scores_buf : p_b;
     {
-      OpScope scope(ctx, "computing attention scores", OpFamily::Matmul);
-      matmul(ctx, s_b, q4.select(0, b), k4.select(0, b), false, true);  // (H, Tq, Tk) = Q Kᵀ
+      const Tensor q_b = q4.select(0, b), k_b = k4.select(0, b);
+      OpCost cost;  // S (H, Tq, Tk) = Q Kᵀ: read Q and K, write S
+      cost.read(q_b).read(k_b).write(s_b);
+      cost.flops = 2.0 * heads * tq * tk * static_cast<double>(d.D);
+      OpScope scope(ctx, "computing attention scores", OpFamily::Matmul, cost);
+      matmul(ctx, s_b, q_b, k_b, false, true);  // (H, Tq, Tk) = Q Kᵀ
     }
     {
-      OpScope scope(ctx, "computing softmax", OpFamily::Softmax);
+      OpCost cost;  // read S, write P (the same buffer when P is fp32: then S is updated in place)
+      cost.read(s_b).write(p_b);
+      OpScope scope(ctx, "computing softmax", OpFamily::Softmax, cost);
       softmax_forward(ctx, p_b, s_b, scale, causal);
     }
   }
-  OpScope scope(ctx, "final matmul", OpFamily::Matmul);
+  // Per batch entry: O (H, Tq, Dv) = P V (read P and V, write O), after a cast of P to V's type
+  // when they differ (read P, write the copy, which the GEMM then reads); B entries alike.
+  OpCost pv_cost;
+  {
+    const Tensor p_0 = probs.select(0, 0);
+    pv_cost.read(p_0);
+    if (p_cast.defined()) pv_cost.update(p_cast);
+    pv_cost.read(v4.select(0, 0)).write(out4.select(0, 0));
+    pv_cost.flops = 2.0 * heads * tq * tk * static_cast<double>(d.Dv);
+    pv_cost.flops *= static_cast<double>(d.B);
+    pv_cost.bytes *= static_cast<double>(d.B);
+  }
+  OpScope scope(ctx, "final matmul", OpFamily::Matmul, pv_cost);
   for (int64_t b = 0; b < d.B; ++b) {
     Tensor p_b = probs.select(0, b);
     if (p_cast.defined()) {

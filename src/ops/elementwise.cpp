@@ -21,7 +21,8 @@ void add(Context& ctx, Tensor& out, const Tensor& a, const Tensor& b) {
   first(chk, out, "out");
   chk.like(a, "a", out, "out");
   chk.like(b, "b", out, "out");
-  OpScope scope(ctx, "add", OpFamily::Elementwise);
+  // out = a + b: read a and b, write out (out aliasing a or b changes nothing: each is moved once).
+  OpScope scope(ctx, "add", OpFamily::Elementwise, OpCost().read(a).read(b).write(out));
   if (ctx.is_cuda())
     cuda::add(ctx.stream(), out, a, b);
   else
@@ -32,7 +33,7 @@ void add_inplace(Context& ctx, Tensor& x, const Tensor& y, float alpha) {
   ArgCheck chk(ctx, "add_inplace");
   first(chk, x, "x");
   chk.like(y, "y", x, "x");
-  OpScope scope(ctx, "add_inplace", OpFamily::Elementwise);
+  OpScope scope(ctx, "add_inplace", OpFamily::Elementwise, OpCost().update(x).read(y));
   if (ctx.is_cuda())
     cuda::add_inplace(ctx.stream(), x, y, alpha);
   else
@@ -42,7 +43,7 @@ void add_inplace(Context& ctx, Tensor& x, const Tensor& y, float alpha) {
 void scale_inplace(Context& ctx, Tensor& x, float alpha) {
   ArgCheck chk(ctx, "scale_inplace");
   first(chk, x, "x");
-  OpScope scope(ctx, "scale_inplace", OpFamily::Elementwise);
+  OpScope scope(ctx, "scale_inplace", OpFamily::Elementwise, OpCost().update(x));
   if (ctx.is_cuda())
     cuda::scale_inplace(ctx.stream(), x, alpha);
   else
@@ -63,7 +64,7 @@ void cast(Context& ctx, Tensor& dst, const Tensor& src, float scale) {
   chk.require(dst.numel() == src.numel(), "dst has " + std::to_string(dst.numel()) +
                                               " elements but src has " +
                                               std::to_string(src.numel()));
-  OpScope scope(ctx, "cast", OpFamily::Elementwise);
+  OpScope scope(ctx, "cast", OpFamily::Elementwise, OpCost().read(src).write(dst));
   if (ctx.is_cuda())
     cuda::cast(ctx.stream(), dst, src, scale);
   else
@@ -77,7 +78,7 @@ void add_bias(Context& ctx, Tensor& y, const Tensor& bias) {
   chk.float_storage(bias, "bias");
   chk.shape_is(bias, "bias", {y.size(1)});
   if (!ctx.is_cuda()) chk.same_dtype(bias, "bias", y, "y");
-  OpScope scope(ctx, "add_bias", OpFamily::Elementwise);
+  OpScope scope(ctx, "add_bias", OpFamily::Elementwise, OpCost().update(y).read(bias));
   if (ctx.is_cuda())
     cuda::add_bias(ctx.stream(), y, bias);
   else
@@ -93,7 +94,7 @@ void bias_backward(Context& ctx, Tensor& dbias, const Tensor& dy) {
   else
     chk.same_dtype(dbias, "dbias", dy, "dy");
   chk.shape_is(dbias, "dbias", {dy.size(1)});
-  OpScope scope(ctx, "bias_backward", OpFamily::Elementwise);
+  OpScope scope(ctx, "bias_backward", OpFamily::Elementwise, OpCost().read(dy).update(dbias));
   if (ctx.is_cuda())
     cuda::bias_backward(ctx.stream(), dbias, dy);
   else
@@ -104,7 +105,7 @@ void relu_forward(Context& ctx, Tensor& y, const Tensor& x) {
   ArgCheck chk(ctx, "relu_forward");
   first(chk, y, "y");
   chk.like(x, "x", y, "y");
-  OpScope scope(ctx, "relu_forward", OpFamily::Elementwise);
+  OpScope scope(ctx, "relu_forward", OpFamily::Elementwise, OpCost().read(x).write(y));
   if (ctx.is_cuda())
     cuda::relu_forward(ctx.stream(), y, x);
   else
@@ -116,7 +117,7 @@ void relu_backward(Context& ctx, Tensor& dx, const Tensor& dy, const Tensor& y) 
   first(chk, dx, "dx");
   chk.like(dy, "dy", dx, "dx");
   chk.like(y, "y", dx, "dx");
-  OpScope scope(ctx, "relu_backward", OpFamily::Elementwise);
+  OpScope scope(ctx, "relu_backward", OpFamily::Elementwise, OpCost().read(dy).read(y).write(dx));
   if (ctx.is_cuda())
     cuda::relu_backward(ctx.stream(), dx, dy, y);
   else
@@ -129,7 +130,7 @@ void swiglu_forward(Context& ctx, Tensor& g, const Tensor& h1, const Tensor& h3)
   chk.like(h1, "h1", g, "g");
   chk.like(h3, "h3", g, "g");
   chk.same_dtype(h3, "h3", h1, "h1");
-  OpScope scope(ctx, "swiglu_forward", OpFamily::Elementwise);
+  OpScope scope(ctx, "swiglu_forward", OpFamily::Elementwise, OpCost().read(h1).read(h3).write(g));
   if (ctx.is_cuda())
     cuda::swiglu_forward(ctx.stream(), g, h1, h3);
   else
@@ -147,7 +148,8 @@ void swiglu_backward(Context& ctx, Tensor& dh1, Tensor& dh3, const Tensor& dg, c
   chk.same_dtype(dh1, "dh1", dg, "dg");
   chk.same_dtype(dh3, "dh3", dg, "dg");
   chk.same_dtype(h3, "h3", h1, "h1");
-  OpScope scope(ctx, "swiglu_backward", OpFamily::Elementwise);
+  OpScope scope(ctx, "swiglu_backward", OpFamily::Elementwise,
+                OpCost().read(dg).read(h1).read(h3).write(dh1).write(dh3));
   if (ctx.is_cuda())
     cuda::swiglu_backward(ctx.stream(), dh1, dh3, dg, h1, h3);
   else

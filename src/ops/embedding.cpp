@@ -1,5 +1,7 @@
 #include "ops/embedding.h"
 
+#include <algorithm>
+
 #include "core/profiler.h"
 #include "cuda/embedding.h"
 #include "ops/cpu/cpu_ops.h"
@@ -33,7 +35,11 @@ void embedding_forward(Context& ctx, Tensor& out, const Tensor& ids, const Tenso
   chk.rank_is(ids, "ids", 1);
   chk.shape_is(out, "out", {ids.size(0), weight.size(1)});
   check_ids(chk, ctx, ids, weight.size(0));
-  OpScope scope(ctx, "embedding_forward", OpFamily::Elementwise);
+  // Read the ids and one weight row per id (the gathered rows), write out.
+  OpCost cost;
+  cost.read(ids).write(out);
+  cost.bytes += static_cast<double>(ids.numel() * weight.size(1)) * static_cast<double>(dtype_size(weight.dtype()));
+  OpScope scope(ctx, "embedding_forward", OpFamily::Elementwise, cost);
   if (ctx.is_cuda())
     cuda::embedding_forward(ctx.stream(), out, ids, weight);
   else
@@ -53,7 +59,16 @@ void embedding_backward(Context& ctx, Tensor& dweight, const Tensor& dout, const
   chk.rank_is(ids, "ids", 1);
   chk.shape_is(dout, "dout", {ids.size(0), dweight.size(1)});
   check_ids(chk, ctx, ids, dweight.size(0));
-  OpScope scope(ctx, "embedding_backward", OpFamily::Elementwise);
+  // Read dout and the ids; the kernels scatter-add each row of dout into its token's row of
+  // dweight (atomics on the GPU) and touch no other row, so the rows updated — read and written
+  // — are the distinct ids. Counting those needs the ids on the host (a synchronisation on the
+  // GPU), so every token's row counts, at most V of them: min(N, V) rows, an upper bound of the
+  // minimum that equals it when no id repeats.
+  OpCost cost;
+  cost.read(dout).read(ids);
+  cost.bytes += 2.0 * static_cast<double>(std::min(ids.numel(), dweight.size(0)) * dweight.size(1)) *
+                static_cast<double>(dtype_size(dweight.dtype()));
+  OpScope scope(ctx, "embedding_backward", OpFamily::Elementwise, cost);
   if (ctx.is_cuda())
     cuda::embedding_backward(ctx.stream(), dweight, dout, ids);
   else

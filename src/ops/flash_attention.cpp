@@ -2,6 +2,7 @@
 // CPU implementation or the CUDA kernels.
 #include "ops/flash_attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -97,6 +98,16 @@ void check_lse(const Tensor& lse, const Dims& dm, Device device) {
 }
 
 cuda::RowStrides row_strides(const Tensor& t) { return {t.stride(0), t.stride(1), t.stride(2)}; }
+
+// (query, key) pairs the kernels compute per (batch entry, head): every pair, or with the causal
+// mask the keys j ≤ i of query i (the kernels' top-left alignment; they skip tiles past the
+// diagonal), min(i + 1, Tk) keys for query i.
+double attended_pairs(const Dims& dm, bool causal) {
+  const double tq = static_cast<double>(dm.tq), tk = static_cast<double>(dm.tk);
+  if (!causal) return tq * tk;
+  const double diag = std::min(tq, tk);  // queries i < Tk see i + 1 keys, the rest all Tk
+  return diag * (diag + 1) / 2 + (tq - diag) * tk;
+}
 
 cuda::FlashParams make_params(const Context& ctx, const Dims& dm, const Tensor& q, const Tensor& k, const Tensor& v,
                               bool causal) {
@@ -203,7 +214,12 @@ void flash_attention_forward(Context& ctx, Tensor& out_in, Tensor& lse_in, const
   const Dims dm = check_inputs(ctx, q, k, v, causal);
   check_layout(out, {dm.B, dm.H, dm.tq, dm.d}, q.dtype(), ctx.device(), "out");
   check_lse(lse, dm, ctx.device());
-  OpScope scope(ctx, "flash attention forward", OpFamily::Attention);
+  // Read Q, K, V once, write O and the logsumexp; per unmasked pair S = QKᵀ and O += PV, 2·d
+  // FLOPs each. (K and V are re-read per query tile, mostly from L2: not counted.)
+  OpCost cost;
+  cost.read(q).read(k).read(v).write(out).write(lse);
+  cost.flops = 4.0 * static_cast<double>(dm.d) * attended_pairs(dm, causal) * static_cast<double>(dm.B * dm.H);
+  OpScope scope(ctx, "flash attention forward", OpFamily::Attention, cost);
   if (!ctx.is_cuda()) {
     flash_cpu::forward(out, lse, q, k, v, causal, kCpuTile, kCpuTile);
     return;
@@ -233,7 +249,14 @@ void flash_attention_backward(Context& ctx, Tensor& dq_in, Tensor& dk_in, Tensor
   check_layout(dk, {dm.B, dm.H, dm.tk, dm.d}, dt, ctx.device(), "dk");
   check_layout(dv, {dm.B, dm.H, dm.tk, dm.d}, dt, ctx.device(), "dv");
   check_lse(lse, dm, ctx.device());
-  OpScope scope(ctx, "flash attention backward", OpFamily::Attention);
+  // Read Q, K, V, O, dO and the logsumexp, write dQ, dK, dV; per unmasked pair QKᵀ recomputed,
+  // dV += PᵀdO, dP = dO Vᵀ, dQ += dS K, dK += dSᵀQ: 2·d FLOPs each. The kernels move more by
+  // design: rowsum(O ∘ dO) goes through a (B, H, Tq) workspace, and with dQ accumulated in the
+  // dK/dV pass an fp32 dQ buffer; K and V are re-read per query tile (L2 mostly) — not counted.
+  OpCost cost;
+  cost.read(q).read(k).read(v).read(out).read(dout).read(lse).write(dq).write(dk).write(dv);
+  cost.flops = 10.0 * static_cast<double>(dm.d) * attended_pairs(dm, causal) * static_cast<double>(dm.B * dm.H);
+  OpScope scope(ctx, "flash attention backward", OpFamily::Attention, cost);
   if (!ctx.is_cuda()) {
     flash_cpu::backward(dq, dk, dv, dout, q, k, v, out, lse, causal, kCpuTile, kCpuTile);
     return;

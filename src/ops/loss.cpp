@@ -49,7 +49,12 @@ void cross_entropy(Context& ctx, Tensor& loss, Tensor* dlogits, const Tensor& lo
                                              std::to_string(i) + " is outside [0, " +
                                              std::to_string(v) + ")");
   }
-  OpScope scope(ctx, "cross_entropy", OpFamily::Loss);
+  // Read the logits and targets, write the loss and dlogits: over the logits in the model's use,
+  // which is one update of them.
+  OpCost cost;
+  cost.read(logits).read(targets).write(loss);
+  if (dlogits) cost.write(*dlogits);
+  OpScope scope(ctx, "cross_entropy", OpFamily::Loss, cost);
   if (ctx.is_cuda())
     cuda::cross_entropy(ctx.stream(), loss, dlogits, logits, targets, grad_scale);
   else
@@ -75,7 +80,10 @@ void mse_loss(Context& ctx, Tensor& loss, Tensor* dpred, const Tensor& pred, con
   } else {
     dpred = nullptr;
   }
-  OpScope scope(ctx, "mse_loss", OpFamily::Loss);
+  OpCost cost;
+  cost.read(pred).read(target).write(loss);
+  if (dpred) cost.write(*dpred);
+  OpScope scope(ctx, "mse_loss", OpFamily::Loss, cost);
   if (ctx.is_cuda())
     cuda::mse_loss(ctx.stream(), loss, dpred, pred, target, reduction);
   else

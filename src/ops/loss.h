@@ -11,8 +11,8 @@ namespace pt::ops {
 // of that mean times grad_scale: (softmax(logits_i) − onehot(t_i)) / N · grad_scale (1/M for one
 // of M accumulated micro-batches: the gradient of the mean over all M·N rows). Everything is
 // computed in fp32 or better; the loss stays on the device (no host synchronisation). Targets
-// are checked on the CPU; on the GPU an out-of-range target makes the loss NaN. The GPU sums
-// rows with fp32 atomics, so the loss's last bits may vary between runs (the gradient does not).
+// are checked on the CPU; on the GPU an out-of-range target makes the loss NaN. The GPU sums the
+// rows' losses in a fixed order: the same inputs give the same loss bit for bit.
 void cross_entropy(Context& ctx, Tensor& loss, Tensor* dlogits, const Tensor& logits,
                    const Tensor& targets, float grad_scale = 1.0f);
 

@@ -101,7 +101,16 @@ void matmul(Context& ctx, Tensor& c, const Tensor& a, const Tensor& b, bool tran
   detail::ArgCheck chk(ctx, "matmul");
   const GemmDesc g = make_desc(chk, ctx, c, a, b, trans_a, trans_b, alpha, beta);
   if (g.batch == 0 || g.m == 0 || g.n == 0) return;
-  OpScope scope(ctx, "matmul", OpFamily::Matmul);
+  // 2·m·n·k per batch entry; A and B read once each (an operand with batch stride 0 is one
+  // matrix for the whole batch), C written, and read too when beta ≠ 0.
+  OpCost cost;
+  const double batch = static_cast<double>(g.batch), ab = static_cast<double>(dtype_size(g.ab_dtype));
+  cost.flops = 2.0 * batch * static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k);
+  cost.bytes = ab * static_cast<double>(g.m * g.k) * (g.stride_a == 0 ? 1.0 : batch) +
+               ab * static_cast<double>(g.k * g.n) * (g.stride_b == 0 ? 1.0 : batch) +
+               (g.beta != 0.0f ? 2.0 : 1.0) * batch * static_cast<double>(g.m * g.n) *
+                   static_cast<double>(dtype_size(g.c_dtype));
+  OpScope scope(ctx, "matmul", OpFamily::Matmul, cost);
   if (ctx.is_cuda())
     cuda::matmul(ctx, g);
   else

@@ -1,5 +1,7 @@
 #include "ops/optim_kernels.h"
 
+#include <cmath>
+
 #include "core/profiler.h"
 #include "cuda/optim_kernels.h"
 #include "ops/cpu/cpu_ops.h"
@@ -43,8 +45,31 @@ void check_clip(const ArgCheck& chk, const GradClip& clip) {
 }
 }  // namespace
 
+AdamWStepScalars adamw_step_scalars(const AdamWHyper& h) {
+  const double t = double(h.step);
+  AdamWStepScalars sc;
+  sc.decay = float(1.0 - double(h.lr) * double(h.weight_decay));
+  sc.step_size = float(double(h.lr) / (1.0 - std::pow(double(h.beta1), t)));
+  sc.bc2_sqrt = float(std::sqrt(1.0 - std::pow(double(h.beta2), t)));
+  sc.one_minus_beta1 = 1.0f - h.beta1;
+  sc.beta2 = h.beta2;
+  sc.one_minus_beta2 = 1.0f - h.beta2;
+  sc.eps = h.eps;
+  return sc;
+}
+
+namespace {
+void check_device_scalars(const ArgCheck& chk, const Context& ctx, DeviceScalars d, size_t bytes) {
+  if (!d.scalars) return;
+  chk.require(ctx.is_cuda(), "device scalars are for the GPU");
+  chk.on_device(*d.scalars, "device scalars");
+  chk.require(d.scalars->nbytes() >= bytes, "device scalars: " + std::to_string(d.scalars->nbytes()) +
+                                                " bytes, the update needs " + std::to_string(bytes));
+}
+}  // namespace
+
 void adamw_step(Context& ctx, Tensor& p, const Tensor& g, Tensor& m, Tensor& v,
-                const AdamWHyper& h, Tensor* p_lowp, const GradClip& clip) {
+                const AdamWHyper& h, Tensor* p_lowp, const GradClip& clip, DeviceScalars device) {
   ArgCheck chk(ctx, "adamw_step");
   check_clip(chk, clip);
   check_flat(chk, ctx, p, "p", nullptr);
@@ -55,25 +80,36 @@ void adamw_step(Context& ctx, Tensor& p, const Tensor& g, Tensor& m, Tensor& v,
   chk.require(h.step >= 1, "step must count from 1 (it is " + std::to_string(h.step) + ")");
   chk.require(h.beta1 >= 0 && h.beta1 < 1 && h.beta2 >= 0 && h.beta2 < 1,
               "betas must lie in [0, 1)");
+  check_device_scalars(chk, ctx, device, sizeof(AdamWStepScalars));
   if (p.numel() == 0) return;
-  OpScope scope(ctx, "adamw_step", OpFamily::Optimizer);
+  // Read g, update p, m and v, write the bf16 copy when asked; read the folded clip's sum.
+  OpCost cost;
+  cost.read(g).update(p).update(m).update(v);
+  if (p_lowp) cost.write(*p_lowp);
+  if (clip.sumsq) cost.read(*clip.sumsq);
+  OpScope scope(ctx, "adamw_step", OpFamily::Optimizer, cost);
   if (ctx.is_cuda())
-    cuda::adamw_step(ctx.stream(), p, g, m, v, h, p_lowp, clip);
+    cuda::adamw_step(ctx.stream(), p, g, m, v, h, p_lowp, clip, device.scalars ? device.scalars->data() : nullptr);
   else
     cpu::adamw_step(p, g, m, v, h, p_lowp, clip);
 }
 
 void sgd_step(Context& ctx, Tensor& p, const Tensor& g, float lr, float weight_decay,
-              Tensor* p_lowp, const GradClip& clip) {
+              Tensor* p_lowp, const GradClip& clip, DeviceScalars device) {
   ArgCheck chk(ctx, "sgd_step");
   check_clip(chk, clip);
   check_flat(chk, ctx, p, "p", nullptr);
   check_flat(chk, ctx, g, "g", &p);
+  check_device_scalars(chk, ctx, device, sizeof(SgdStepScalars));
   p_lowp = check_lowp(chk, p_lowp, p);
   if (p.numel() == 0) return;
-  OpScope scope(ctx, "sgd_step", OpFamily::Optimizer);
+  OpCost cost;
+  cost.read(g).update(p);
+  if (p_lowp) cost.write(*p_lowp);
+  if (clip.sumsq) cost.read(*clip.sumsq);
+  OpScope scope(ctx, "sgd_step", OpFamily::Optimizer, cost);
   if (ctx.is_cuda())
-    cuda::sgd_step(ctx.stream(), p, g, lr, weight_decay, p_lowp, clip);
+    cuda::sgd_step(ctx.stream(), p, g, lr, weight_decay, p_lowp, clip, device.scalars ? device.scalars->data() : nullptr);
   else
     cpu::sgd_step(p, g, lr, weight_decay, p_lowp, clip);
 }
@@ -95,7 +131,7 @@ void squared_norm_accumulate(Context& ctx, Tensor& sumsq, const Tensor& x, cudaS
     cuda::squared_norm_accumulate(stream, sumsq, x);
     return;
   }
-  OpScope scope(ctx, "squared_norm", OpFamily::Optimizer);
+  OpScope scope(ctx, "squared_norm", OpFamily::Optimizer, OpCost().read(x).update(sumsq));
   if (ctx.is_cuda())
     cuda::squared_norm_accumulate(stream, sumsq, x);
   else
@@ -109,7 +145,7 @@ void clip_by_norm(Context& ctx, Tensor& x, const Tensor& sumsq, float max_norm) 
   chk.contiguous(x, "x");
   chk.require(max_norm > 0, "max_norm must be positive");
   if (x.numel() == 0) return;
-  OpScope scope(ctx, "clip_by_norm", OpFamily::Optimizer);
+  OpScope scope(ctx, "clip_by_norm", OpFamily::Optimizer, OpCost().update(x).read(sumsq));
   if (ctx.is_cuda())
     cuda::clip_by_norm(ctx.stream(), x, sumsq, max_norm);
   else

@@ -14,6 +14,28 @@ struct AdamWHyper {
   int64_t step = 1;  // 1-based count of updates including this one (bias correction)
 };
 
+// One AdamW step's scalars as the kernels use them, formed on the host in double as torch
+// forms them. A CUDA graph's update reads them from device memory (written before each replay:
+// Optimizer::stage_step) instead of keeping the captured step's values.
+struct AdamWStepScalars {
+  float decay;      // 1 − lr·wd
+  float step_size;  // lr / (1 − β1^t)
+  float bc2_sqrt;   // sqrt(1 − β2^t)
+  float one_minus_beta1, beta2, one_minus_beta2, eps;
+};
+AdamWStepScalars adamw_step_scalars(const AdamWHyper& h);
+// SGD's: the learning rate (weight decay is fixed).
+struct SgdStepScalars {
+  float lr;
+};
+
+// Update scalars in device memory (GPU only): when set, the update kernels read the step's
+// scalars from here (AdamWStepScalars or SgdStepScalars, bytes at least their size) and ignore
+// the lr/step arguments — the same arithmetic, so the results are bit for bit the same.
+struct DeviceScalars {
+  const Tensor* scalars = nullptr;
+};
+
 // Global-norm clipping folded into an update: when sumsq is set, every gradient is read as
 // g · min(1, max_norm / (sqrt(sumsq) + 1e-6)), the value clip_by_norm would have stored, and
 // the gradient buffer is left as it is (one pass over it fewer than clip_by_norm + update).
@@ -32,11 +54,12 @@ inline constexpr float kNoClip = __builtin_huge_valf();  // GradClip::max_norm: 
 // dtype (fp32; fp64 on the CPU). When p_lowp is defined (bf16, same length) it receives the
 // updated parameters rounded to bf16 in the same pass (mixed precision's GEMM copy).
 void adamw_step(Context& ctx, Tensor& p, const Tensor& g, Tensor& m, Tensor& v,
-                const AdamWHyper& h, Tensor* p_lowp = nullptr, const GradClip& clip = {});
+                const AdamWHyper& h, Tensor* p_lowp = nullptr, const GradClip& clip = {},
+                DeviceScalars device = {});
 
 // Plain SGD with optional weight decay (torch.optim.SGD, no momentum): p ← p − lr·(g + wd·p).
 void sgd_step(Context& ctx, Tensor& p, const Tensor& g, float lr, float weight_decay = 0.0f,
-              Tensor* p_lowp = nullptr, const GradClip& clip = {});
+              Tensor* p_lowp = nullptr, const GradClip& clip = {}, DeviceScalars device = {});
 
 // sumsq (1-element fp32|fp64 tensor, same device) += Σ x² (x any float storage type). No
 // host synchronisation; on the GPU block partial sums meet in sumsq with atomics.

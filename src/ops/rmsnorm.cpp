@@ -42,7 +42,7 @@ void rmsnorm_forward(Context& ctx, Tensor& y, Tensor& rstd, const Tensor& x, con
   ArgCheck chk(ctx, "rmsnorm_forward");
   check_master(chk, ctx, x, w, rstd);
   check_like_x(chk, ctx, y, "y", x);
-  OpScope scope(ctx, "rmsnorm_forward", OpFamily::Norm);
+  OpScope scope(ctx, "rmsnorm_forward", OpFamily::Norm, OpCost().read(x).read(w).write(y).write(rstd));
   if (ctx.is_cuda())
     cuda::rmsnorm_forward(ctx.stream(), y, rstd, x, w, eps);
   else
@@ -62,7 +62,15 @@ void rmsnorm_backward(Context& ctx, Tensor& dx, Tensor& dw, const Tensor& dy, co
   chk.same_dtype(dw, "dw", x, "x");
   chk.shape_is(dw, "dw", w.shape());
   chk.contiguous(dw, "dw");
-  OpScope scope(ctx, "rmsnorm_backward", OpFamily::Norm);
+  // Read dy, x, w and rstd; dx written, or read and written when accumulated into (unless it is
+  // dy itself, already read); dw is always accumulated into.
+  OpCost cost;
+  cost.read(dy).read(x).read(w).read(rstd).update(dw);
+  if (accumulate && dx.data() != dy.data())
+    cost.update(dx);
+  else
+    cost.write(dx);
+  OpScope scope(ctx, "rmsnorm_backward", OpFamily::Norm, cost);
   if (ctx.is_cuda())
     cuda::rmsnorm_backward(ctx.stream(), dx, dw, dy, x, w, rstd, accumulate);
   else

@@ -32,7 +32,8 @@ void rope(Context& ctx, Tensor& out, const Tensor& in, double theta, bool invers
   chk.require(theta > 0, "theta must be positive");
   Tensor in4 = as_4d(in), out4 = as_4d(out);
   if (in4.numel() == 0) return;
-  OpScope scope(ctx, "rope", OpFamily::Elementwise);
+  // Read in, write out: in place (out = in, the model's use) that is one update of the view.
+  OpScope scope(ctx, "rope", OpFamily::Elementwise, OpCost().read(in4).write(out4));
   if (ctx.is_cuda())
     cuda::rope(ctx.stream(), out4, in4, theta, inverse);
   else

@@ -17,7 +17,7 @@ void softmax_forward(Context& ctx, Tensor& probs, const Tensor& scores, double s
   chk.like(probs, "probs", scores, "scores");
   if (probs.data() == scores.data()) chk.same_dtype(probs, "probs", scores, "scores (in place)");
   if (scores.numel() == 0) return;
-  OpScope scope(ctx, "softmax_forward", OpFamily::Softmax);
+  OpScope scope(ctx, "softmax_forward", OpFamily::Softmax, OpCost().read(scores).write(probs));
   if (ctx.is_cuda())
     cuda::softmax_forward(ctx.stream(), probs, scores, scale, causal);
   else
@@ -34,7 +34,7 @@ void softmax_backward(Context& ctx, Tensor& dscores, const Tensor& dprobs, const
   chk.like(dscores, "dscores", probs, "probs");
   if (dscores.data() == dprobs.data()) chk.same_dtype(dscores, "dscores", dprobs, "dprobs (in place)");
   if (probs.numel() == 0) return;
-  OpScope scope(ctx, "softmax_backward", OpFamily::Softmax);
+  OpScope scope(ctx, "softmax_backward", OpFamily::Softmax, OpCost().read(dprobs).read(probs).write(dscores));
   if (ctx.is_cuda())
     cuda::softmax_backward(ctx.stream(), dscores, dprobs, probs, scale);
   else

@@ -1,6 +1,8 @@
 #include "optim/optimizer.h"
 #include "core/enum_names.h"
 
+#include <cuda_runtime_api.h>
+
 #include <cmath>
 
 #include "core/error.h"
@@ -111,6 +113,37 @@ bool Optimizer::overlap_norm_with_backward(Context& ctx, ParamStore& store) {
   return true;
 }
 
+void Optimizer::use_device_scalars(Context& ctx) {
+  PT_CHECK(ctx.is_cuda(), "device scalars are for the GPU");
+  if (!device_scalars_.defined())
+    TrackingAllocator::Scope scope("optimizer", MemCategory::OptimizerState);
+    device_scalars_ = Tensor::zeros({16}, DType::F32, ctx, "step_scalars");
+}
+
+void Optimizer::stage_step(Context& ctx, float lr) {
+  PT_CHECK(device_scalars_.defined(), "stage_step: call use_device_scalars first");
+  // Pageable host memory: cudaMemcpyAsync copies it to a staging buffer before returning, so
+  // the locals may go; the device copy runs in stream order before the step's kernels.
+  if (cfg_.kind == OptimizerKind::AdamW) {
+    ops::AdamWHyper h = cfg_.adamw;
+    h.lr = lr;
+    h.step = steps_ + 1;
+    const ops::AdamWStepScalars s = ops::adamw_step_scalars(h);
+    PT_CUDA_CHECK(cudaMemcpyAsync(device_scalars_.data(), &s, sizeof s, cudaMemcpyHostToDevice, ctx.stream()));
+  } else {
+    const ops::SgdStepScalars s{lr};
+    PT_CUDA_CHECK(cudaMemcpyAsync(device_scalars_.data(), &s, sizeof s, cudaMemcpyHostToDevice, ctx.stream()));
+  }
+  staged_ = true;
+}
+
+ops::DeviceScalars Optimizer::take_device_scalars(Context& ctx, float lr) {
+  if (!device_scalars_.defined()) return {};
+  if (!staged_) stage_step(ctx, lr);
+  staged_ = false;
+  return {&device_scalars_};
+}
+
 void Optimizer::cast_mirrors(Context& ctx) {
   if (cfg_.fused) return;  // the update wrote them
   for (FlatRange& r : ranges_)
@@ -137,6 +170,7 @@ class AdamW final : public Optimizer {
   }
 
   void step(Context& ctx, float lr) override {
+    const ops::DeviceScalars device = take_device_scalars(ctx, lr);
     ++steps_;
     ops::AdamWHyper h = cfg_.adamw;
     h.lr = lr;
@@ -144,7 +178,7 @@ class AdamW final : public Optimizer {
     const ops::GradClip clip = folded_clip();
     for (size_t i = 0; i < ranges_.size(); ++i) {
       FlatRange& r = ranges_[i];
-      ops::adamw_step(ctx, r.param, r.grad, m_[i], v_[i], h, mirror_in_update(r), clip);
+      ops::adamw_step(ctx, r.param, r.grad, m_[i], v_[i], h, mirror_in_update(r), clip, device);
     }
     drop_folded_clip();
     cast_mirrors(ctx);
@@ -188,10 +222,11 @@ class SGD final : public Optimizer {
     ranges_.insert(ranges_.end(), ranges.begin(), ranges.end());
   }
   void step(Context& ctx, float lr) override {
+    const ops::DeviceScalars device = take_device_scalars(ctx, lr);
     ++steps_;
     const ops::GradClip clip = folded_clip();
     for (FlatRange& r : ranges_)
-      ops::sgd_step(ctx, r.param, r.grad, lr, cfg_.sgd_weight_decay, mirror_in_update(r), clip);
+      ops::sgd_step(ctx, r.param, r.grad, lr, cfg_.sgd_weight_decay, mirror_in_update(r), clip, device);
     drop_folded_clip();
     cast_mirrors(ctx);
   }

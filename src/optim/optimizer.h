@@ -90,6 +90,20 @@ class Optimizer {
   // gradient of the store; otherwise a no-op. Returns whether the overlap is on.
   bool overlap_norm_with_backward(Context& ctx, ParamStore& store);
   void set_steps_taken(int64_t s) { steps_ = s; }
+  // CUDA graphs (TrainStep with a graph): the per-step scalars of step() — the learning rate,
+  // AdamW's bias corrections — kept in device memory, so an update captured in a graph reads
+  // each replay's values (kernel arguments would keep the captured step's). stage_step(ctx, lr)
+  // writes those of the next step (steps_taken() + 1) with an asynchronous copy on the compute
+  // stream; the next step() uses them instead of writing its own. finish_replayed_step() counts a
+  // step that a graph replay ran. The results are bit for bit those of kernel arguments.
+  // Unsharded AdamW and SGD on the GPU.
+  void use_device_scalars(Context& ctx);
+  bool uses_device_scalars() const { return device_scalars_.defined(); }
+  void stage_step(Context& ctx, float lr);
+  void finish_replayed_step() {
+    ++steps_;
+    staged_ = false;
+  }
   // Parameters step() left still arriving from other ranks (ZeRO-1's prefetched all-gathers):
   // the next forward waits for them itself, so between steps a benchmark synchronises with the
   // compute stream only — waiting for the communicator would hide what the gathers cost.
@@ -123,6 +137,8 @@ class Optimizer {
     return cfg_.fused && r.param_lowp.defined() ? &r.param_lowp : nullptr;
   }
   void cast_mirrors(Context& ctx);
+  // For step(): the device scalars of this step (staged now unless stage_step did), or none.
+  ops::DeviceScalars take_device_scalars(Context& ctx, float lr);
 
   OptimizerConfig cfg_;
   Context& ctx_;
@@ -133,6 +149,8 @@ class Optimizer {
 
  private:
   Tensor clip_sumsq_;  // (1) fp32 on the device; undefined: no clip pending
+  Tensor device_scalars_;  // (bytes) on the device: ops::AdamWStepScalars or SgdStepScalars
+  bool staged_ = false;    // stage_step wrote the next step's scalars
   float clip_max_norm_ = 0;
   std::unique_ptr<GradNormOverlap> norm_overlap_;  // null unless overlap_norm_with_backward
 };

@@ -183,6 +183,40 @@ TEST(TransformerModel, BenchModelRecordsFusedAndItsBreakdownShowsTheSplitGemms) 
   EXPECT_GT(forward_gemms(on, "on"), 0);
 }
 
+// bench model --grad-accum M: each step runs M micro-batches (the breakdown counts M times the
+// forward and backward GEMMs, one optimizer step), and tokens per second count all of them.
+TEST(TransformerModel, BenchModelWithGradientAccumulationRunsEveryMicroBatch) {
+  bench::ModelBenchOptions opt;
+  opt.sizes = {"tiny"};
+  opt.contexts = {8};
+  opt.precisions = {Precision::FP32};
+  opt.attention = {"naive"};
+  opt.warmups = {0};
+  opt.steps = 2;
+  opt.batch_size = 2;
+  opt.vocab_size = 64;
+  opt.breakdown = true;
+  auto gemms = [](const bench::ModelBenchResults& r, const std::string& phase) {
+    const io::ResultTable& t = r.breakdown;
+    for (size_t i = 0; i < t.rows(); ++i) {
+      auto text = [&](const char* col) { return std::get<std::string>(t.at(i, t.column_index(col))); };
+      if (text("pass") == "train-step" && text("phase") == phase && text("family") == "matmul")
+        return std::get<double>(t.at(i, t.column_index("ops_per_step")));
+    }
+    return -1.0;
+  };
+  const auto one = bench::run_model_bench(opt, Device::cpu(), nullptr);
+  opt.grad_accum = 9;  // more clock marks than a step without accumulation reserves
+  const auto nine = bench::run_model_bench(opt, Device::cpu(), nullptr);
+  EXPECT_EQ(gemms(nine, "forward"), 9 * gemms(one, "forward"));
+  EXPECT_EQ(gemms(nine, "backward"), 9 * gemms(one, "backward"));
+  const io::ResultTable& t = nine.timings;
+  EXPECT_EQ(std::get<int64_t>(t.at(0, t.column_index("grad_accum"))), 9);
+  const double tokens = std::get<double>(t.at(0, t.column_index("tokens_per_s"))) *
+                        std::get<double>(t.at(0, t.column_index("step_ms_mean"))) * 1e-3;
+  EXPECT_NEAR(tokens, 9.0 * 2 * 8, 1e-6);
+}
+
 // Flash attention covers head dimensions 16/32/64/80/128, so every named size (2.7b: 2560/32 =
 // 80) runs with it; a model asking for it with another head dimension fails at configuration
 // time with a pointer to naive attention. (The model benchmark keeps a guard that records such

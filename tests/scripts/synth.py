@@ -68,12 +68,28 @@ def memory_timeline(n_layers=3):
             "category": np.array([e[1] for e in events], dtype=np.int64), "tag": [e[2] for e in events]}
 
 
-def model_file(path, rows, memory_rows=None, timelines=None, breakdown=None):
+def roofline_row(pass_="train-step", phase="forward", family="matmul", gflop=1000.0, gbytes=2.0, achieved_ms=2.0,
+                 peak_tflops=989.4, copy_GBps=3000.0, size="small", ctx=512, precision="bf16", attention="flash"):
+    """A /model_roofline row whose floor, ratio and bound follow from its FLOPs and bytes as the
+    binary derives them for a single op (the sum over ops is that op's floor)."""
+    compute = gflop * 1e9 / (peak_tflops * 1e12) * 1e3 if peak_tflops == peak_tflops else 0.0
+    memory = gbytes / copy_GBps * 1e3
+    floor = max(compute, memory)
+    return {"size": size, "context_length": ctx, "precision": precision, "attention": attention, "fused": "on",
+            "pass": pass_, "phase": phase, "family": family, "gflop": gflop, "gbytes": gbytes,
+            "achieved_ms": achieved_ms, "floor_ms": floor, "ratio": achieved_ms / floor if floor > 0 else math.nan,
+            "bound": ("compute" if compute > memory else "memory") if floor > 0 else "none",
+            "peak_tflops": peak_tflops, "copy_GBps": copy_GBps}
+
+
+def model_file(path, rows, memory_rows=None, timelines=None, breakdown=None, roofline=None):
     tables = {"model": rows}
     if memory_rows:
         tables["model_memory"] = memory_rows
     if breakdown:
         tables["model_breakdown"] = breakdown
+    if roofline:
+        tables["model_roofline"] = roofline
     datasets = {}
     for name, tl in (timelines or {}).items():
         for k, v in tl.items():

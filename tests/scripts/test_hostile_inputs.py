@@ -250,6 +250,8 @@ CASES = [
      dict(ERR, words=["--log-file", "does not exist"])),
     ("log-file-is-out", C3, [*TRAIN, "--log-file", "{tmp}/x.h5", "--out", "{tmp}/x.h5"], dict(ERR, words=["--log-file", "same file"])),
     ("log-format-unknown", C1, [*TRAIN, "--log-format", "xml", "--out", "{tmp}/r.h5"], dict(ERR, words=["--log-format", "jsonl"])),
+    ("cuda-graph-on-the-cpu", C1, [*TRAIN, "--cuda-graph", "on", "--out", "{tmp}/r.h5"], dict(ERR, words=["--cuda-graph", "GPU"])),
+    ("cuda-graph-bad-word", C1, [*TRAIN, "--cuda-graph", "yes", "--out", "{tmp}/r.h5"], dict(ERR, words=["--cuda-graph", "on", "off"])),
     ("grad-accum-zero", C1, [*TRAIN, "--grad-accum", "0", "--out", "{tmp}/r.h5"], dict(ERR, words=["--grad-accum", ">= 1"])),
     ("resume-auto-without-save", C1, [*TRAIN, "--resume", "auto", "--out", "{tmp}/r.h5"], dict(ERR, words=["--resume auto", "--save"])),
     ("save-exists", C3, [*TRAIN, "--save", "{tmp}/keep.h5", "--out", "{tmp}/r.h5"],

@@ -96,6 +96,43 @@ def test_model_breakdown(tmp_path):
             assert g[f"{p}_ms"].sum() == pytest.approx(sel["ms_per_step"].sum())
 
 
+def test_model_roofline(tmp_path):
+    """The binary's /model_roofline beside its breakdown: the same rows plus a step row per pass,
+    each step row the sum of its pass's rows, floors and ratios consistent, through the report."""
+    path = data_file("model")
+    out = tmp_path / "report"
+    run_report([path], out, "--plots")
+    t = table(path, "model_roofline")
+    bd = table(path, "model_breakdown")
+    assert len(t) == len(bd) + 2 * 4  # + a step row per pass (2) and configuration (4)
+    assert np.isnan(t["peak_tflops"]).all()  # the CPU: no dense peak, memory-only floors
+    assert (t["copy_GBps"] > 0).all() and set(text(t["bound"])) == {"memory"}
+    assert t["floor_ms"] == pytest.approx(t["gbytes"] / t["copy_GBps"] * 1e3, rel=1e-9)
+    assert t["ratio"] == pytest.approx(t["achieved_ms"] / t["floor_ms"])
+    config = ["context_length", "attention", "pass"]
+    for key in {tuple(r[c] for c in config) for r in t}:
+        sel = t[np.logical_and.reduce([t[c] == v for c, v in zip(config, key)])]
+        step = sel[sel["phase"] == b"step"]
+        rest = sel[sel["phase"] != b"step"]
+        assert len(step) == 1 and step["family"][0] == b"all"
+        for c in ("gflop", "gbytes", "floor_ms"):
+            assert step[c][0] == pytest.approx(rest[c].sum(), rel=1e-9)
+        bsel = bd[np.logical_and.reduce([bd[c] == v for c, v in zip(config, key)])]
+        assert sorted(rest["achieved_ms"]) == pytest.approx(sorted(bsel["ms_per_step"]))
+        # the pass's whole time includes its kernels
+        assert step["achieved_ms"][0] >= rest["achieved_ms"].sum() * 0.999
+    train = t[(t["pass"] == b"train-step") & (t["family"] == b"matmul")]
+    assert (train["gflop"] > 0).all()
+    df = read_csv(out, "roofline")
+    assert len(df) == len(t)
+    for r in t:
+        m = df[(df["context_length"] == r["context_length"]) & (df["attention"] == r["attention"].decode())
+               & (df["pass"] == r["pass"].decode()) & (df["phase"] == r["phase"].decode())
+               & (df["family"] == r["family"].decode())]
+        assert len(m) == 1 and m["ratio"].iloc[0] == pytest.approx(r["ratio"])
+    assert png_size(out / "plots" / "roofline.png")[0] > 400
+
+
 def test_attention(tmp_path):
     path = data_file("attention")
     out = tmp_path / "report"

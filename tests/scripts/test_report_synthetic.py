@@ -104,6 +104,63 @@ def test_kernel_breakdown_sums_phases_and_percentages(model_h5, out_dir):
     assert df.index.tolist()[0] == "matmul"  # largest first
 
 
+def test_roofline_table_ratio_rates_order_and_plot(tmp_path, out_dir):
+    """/model_roofline: rows in phase order (the step row last), the ratio as written, achieved
+    rates derived from the counts, the ceilings named under the table, and the figure drawn."""
+    path = tmp_path / "roofline.h5"
+    rows = [synth.roofline_row(phase="step", family="all", gflop=1400.0, gbytes=20.0, achieved_ms=12.0),
+            synth.roofline_row(phase="optimizer", family="optimizer", gflop=0.0, gbytes=9.0, achieved_ms=4.0),
+            synth.roofline_row(phase="backward", family="matmul", gflop=800.0, gbytes=3.0, achieved_ms=1.6),
+            synth.roofline_row(phase="forward", family="matmul", gflop=400.0, gbytes=0.5, achieved_ms=0.8),
+            synth.roofline_row(phase="forward", family="elementwise", gflop=0.0, gbytes=6.0, achieved_ms=3.0)]
+    rows += [synth.roofline_row(pass_="inference", phase=ph, family=fam, gflop=400.0, gbytes=8.0, achieved_ms=ms)
+             for ph, fam, ms in (("forward", "matmul", 0.9), ("step", "all", 4.0))]
+    synth.model_file(path, [synth.model_row(precision="bf16")], roofline=rows)
+    run_report([path], out_dir, "--plots")
+    df = read_csv(out_dir, "roofline")
+    train = df[df["pass"] == "train-step"]
+    assert train["phase"].tolist() == ["forward", "forward", "backward", "optimizer", "step"]
+    assert df["pass"].tolist()[:2] == ["inference", "inference"]  # passes in their natural order
+    written = {(r["pass"], r["phase"], r["family"]): r for r in rows}
+    for _, r in df.iterrows():
+        w = written[(r["pass"], r["phase"], r["family"])]
+        assert r["ratio"] == pytest.approx(w["ratio"])
+        assert r["bound"] == w["bound"]
+        assert r["achieved_GBps"] == pytest.approx(w["gbytes"] / (w["achieved_ms"] * 1e-3))
+        if w["gflop"] > 0:
+            assert r["achieved_tflops"] == pytest.approx(w["gflop"] / w["achieved_ms"])
+        else:
+            assert math.isnan(r["achieved_tflops"])
+    mm = train[train["family"] == "matmul"].set_index("phase")
+    assert mm.loc["forward", "bound"] == "compute"  # 400 GFLOP at 989.4 TFLOP/s > 0.5 GB at 3 TB/s
+    assert mm.loc["backward", "bound"] == "memory"  # 800 GFLOP: 0.81 ms < 3 GB: 1 ms
+    assert mm.loc["forward", "ratio"] == pytest.approx(0.8 / (400e9 / 989.4e12 * 1e3))
+    md = open(out_dir / "report.md").read()
+    assert "## Roofline: achieved against the hardware's floor" in md
+    assert "dense peak 989.4 TFLOP/s; measured copy rate 3,000 GB/s" in md
+    # The ratio comes right after the row's identity, before the times.
+    header = next(line for line in md.splitlines() if line.startswith("| size") and "achieved / floor" in line)
+    cells = [c.strip() for c in header.strip("|").split("|")]
+    assert cells.index("achieved / floor") == cells.index("op family") + 1
+    w, h = png_size(out_dir / "plots" / "roofline.png")
+    assert w > 400 and h > 200
+
+
+def test_roofline_without_a_peak_says_the_floors_are_memory_only(tmp_path, out_dir):
+    path = tmp_path / "roofline_cpu.h5"
+    nan = float("nan")
+    rows = [synth.roofline_row(precision="fp32", gflop=5.0, gbytes=1.0, achieved_ms=2000.0, peak_tflops=nan,
+                               copy_GBps=20.0),
+            synth.roofline_row(precision="fp32", phase="step", family="all", gflop=5.0, gbytes=1.0,
+                               achieved_ms=2500.0, peak_tflops=nan, copy_GBps=20.0)]
+    synth.model_file(path, [synth.model_row()], roofline=rows)
+    run_report([path], out_dir)
+    df = read_csv(out_dir, "roofline")
+    assert df["ratio"].tolist() == pytest.approx([2000.0 / 50.0, 2500.0 / 50.0])
+    assert set(df["bound"]) == {"memory"}
+    assert "no dense peak known (memory-only floors); measured copy rate 20 GB/s" in open(out_dir / "report.md").read()
+
+
 def test_attention_compare_speedups_and_oom(tmp_path, out_dir):
     rows = []
     for seq in (128, 256, 512):

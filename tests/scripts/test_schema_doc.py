@@ -33,7 +33,7 @@ def test_every_field_has_a_type_and_a_meaning():
     tables = {}
     for path in records():
         tables.update(hdf5_schema.tables_of(path))
-    expected = {"/model", "/model_breakdown", "/model_memory", "/attention", "/allreduce", "/ddp", "/ddp_events",
+    expected = {"/model", "/model_breakdown", "/model_roofline", "/model_memory", "/attention", "/allreduce", "/ddp", "/ddp_events",
                 "/train_steps", "/accumulation"}
     assert expected <= {name for _, name in tables}
     for (sub, name), (_, fields) in tables.items():

@@ -1,0 +1,113 @@
+// CUDA graphs (TrainStep::enable_cuda_graph, --cuda-graph on): the captured step gives the same
+// losses and parameters as the uncaptured one, bit for bit, over ten steps, and gradient
+// accumulation inside the graph too; the cross-entropy loss itself is the same bit for bit from
+// run to run (its rows are summed in a fixed order), which such a comparison needs.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <numeric>
+#include <random>
+
+#include "common/test_util.h"
+#include "ops/loss.h"
+#include "parallel/grad_sync.h"
+#include "train/train_step.h"
+#include "model/transformer.h"
+
+namespace pt {
+namespace {
+
+struct GraphRun {
+  std::vector<float> losses;  // as the device holds them: compared bit for bit
+  std::vector<float> params;
+  bool captured = false;
+};
+
+// Ten AdamW steps of B x T tokens in `micro` micro-batches; every batch a permutation of distinct
+// token ids, so each embedding row gets at most one gradient contribution (its atomics add once)
+// and, with B·T ≤ 64 rows, RMSNorm's weight gradient is one row slice: nothing depends on the
+// order of atomics, and two runs must agree to the bit. No clipping: the global norm is summed
+// with atomics (measured, never applied).
+GraphRun train(Context& ctx, const TransformerConfig& cfg, bool graph, int micro) {
+  TransformerLM m(cfg, ctx);
+  m.init_weights(ctx, 7);
+  OptimizerConfig oc;
+  oc.adamw.lr = 1e-3f;
+  auto opt = make_optimizer(oc, ctx, contiguous_ranges(trainable_params(m.store())));
+  parallel::NoSync sync;
+  TrainStep step(m, *opt, sync, /*max_grad_norm=*/0.0f);
+  if (graph) step.enable_cuda_graph(ctx, 2);
+  const int64_t B = 2 * micro, T = 32;
+  GraphRun r;
+  for (int s = 0; s < 10; ++s) {
+    std::vector<int32_t> perm(static_cast<size_t>(cfg.vocab_size));
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), std::mt19937(100 + s));
+    std::vector<int32_t> ids(perm.begin(), perm.begin() + B * T), tg(perm.rbegin(), perm.rbegin() + B * T);
+    StepOutputs o = step.run(ctx, test::make_ids(ctx, {B, T}, ids), test::make_ids(ctx, {B, T}, tg),
+                             1e-3f * static_cast<float>(s + 1), micro);
+    std::vector<float> loss(1);
+    copy_bytes(ctx, loss.data(), DeviceKind::CPU, o.loss.data(), DeviceKind::CUDA, sizeof(float));
+    r.losses.push_back(loss[0]);
+  }
+  r.params = m.store().params_to_host(ctx);
+  r.captured = step.graph_captured();
+  return r;
+}
+
+TEST(CudaGraphGpu, CapturedStepsEqualUncapturedBitForBit) {
+  PT_REQUIRE_GPU();
+  for (AttentionImpl attn : {AttentionImpl::Naive, AttentionImpl::Flash})
+    for (Precision prec : {Precision::FP32, Precision::BF16})
+      for (int micro : {1, 2}) {
+        // vocab 256 > 2·B·T = 256 at most: every batch's ids are distinct
+        const TransformerConfig cfg = test::test_transformer(256, 32, 64, 2, 4, 172, attn);
+        Context gpu(Device::cuda(0), prec);
+        const GraphRun eager = train(gpu, cfg, false, micro), graph = train(gpu, cfg, true, micro);
+        const std::string what = std::string(precision_name(prec)) + " " + attention_impl_name(attn) + " micro " +
+                                 std::to_string(micro);
+        EXPECT_TRUE(graph.captured) << what;
+        ASSERT_EQ(eager.losses.size(), graph.losses.size());
+        for (size_t s = 0; s < eager.losses.size(); ++s)
+          EXPECT_EQ(std::memcmp(&eager.losses[s], &graph.losses[s], sizeof(float)), 0)
+              << what << " step " << s << ": " << eager.losses[s] << " vs " << graph.losses[s];
+        EXPECT_TRUE(eager.params == graph.params) << what << ": parameters differ";
+        EXPECT_LT(graph.losses.back(), graph.losses.front()) << what << ": the loss falls";
+      }
+}
+
+// Refused combinations name what cannot be captured.
+TEST(CudaGraphGpu, RefusesDataParallelSyncs) {
+  PT_REQUIRE_GPU();
+  struct FakeSync : parallel::GradSync {
+    void finish(Context&) override {}
+    const char* name() const override { return "bucketed"; }
+  } sync;
+  Context gpu(Device::cuda(0));
+  TransformerLM m(test::test_transformer(64, 16, 32, 1, 2, 64), gpu);
+  auto opt = make_optimizer(OptimizerConfig{}, gpu, contiguous_ranges(trainable_params(m.store())));
+  TrainStep step(m, *opt, sync, 1.0f);
+  EXPECT_NE(test::error_of([&] { step.enable_cuda_graph(gpu); }).find("data parallelism"), std::string::npos);
+}
+
+// The loss of many rows, twice: the same bits (the rows' losses meet in a fixed order, not in
+// atomics whose order varies from launch to launch).
+TEST(CudaGraphGpu, CrossEntropyLossIsTheSameBitForBit) {
+  PT_REQUIRE_GPU();
+  Context gpu(Device::cuda(0));
+  const int64_t N = 8192, V = 512;
+  const Tensor logits = test::make_tensor(gpu, {N, V}, DType::F32, test::randn(N * V, 3));
+  const Tensor targets = test::make_ids(gpu, {N}, test::random_ids(N, static_cast<int32_t>(V), 4));
+  std::vector<float> seen;
+  for (int i = 0; i < 20; ++i) {
+    Tensor loss = Tensor::zeros({1}, DType::F32, gpu, "loss");
+    ops::cross_entropy(gpu, loss, nullptr, logits, targets);
+    float v = 0;
+    copy_bytes(gpu, &v, DeviceKind::CPU, loss.data(), DeviceKind::CUDA, sizeof v);
+    seen.push_back(v);
+  }
+  for (float v : seen) EXPECT_EQ(std::memcmp(&v, &seen[0], sizeof v), 0) << v << " vs " << seen[0];
+}
+
+}  // namespace
+}  // namespace pt
