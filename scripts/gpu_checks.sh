@@ -168,7 +168,8 @@ step_graphs() {
   for k in 1 2; do
     for size in small xl; do
       for g in off on; do
-        bench_model "graph_${size}_${g}_$k" "$size" bf16 flash --cuda-graph "$g" --warmup 3 --steps 20 || return
+        paratrain bench model --sizes "$size" --contexts 512 --precisions bf16 --attention flash --cuda-graph "$g" \
+          --warmup 3 --steps 20 --out "$RESULTS/graph_${size}_${g}_$k.h5" --overwrite || return
       done
     done
   done

@@ -23,7 +23,8 @@ struct GraphRun {
   bool captured = false;
 };
 
-// Ten AdamW steps of B x T tokens in `micro` micro-batches; every batch a permutation of distinct
+// Ten AdamW steps of B x T tokens in `micro` micro-batches, the learning rate changing every step
+// (it reaches a captured step through device memory); the batch is a permutation of distinct
 // token ids, so each embedding row gets at most one gradient contribution (its atomics add once)
 // and, with B·T ≤ 64 rows, RMSNorm's weight gradient is one row slice: nothing depends on the
 // order of atomics, and two runs must agree to the bit. No clipping: the global norm is summed
@@ -39,13 +40,14 @@ GraphRun train(Context& ctx, const TransformerConfig& cfg, bool graph, int micro
   if (graph) step.enable_cuda_graph(ctx, 2);
   const int64_t B = 2 * micro, T = 32;
   GraphRun r;
+  std::vector<int32_t> perm(static_cast<size_t>(cfg.vocab_size));
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), std::mt19937(100));
+  const std::vector<int32_t> ids(perm.begin(), perm.begin() + B * T), tg(perm.rbegin(), perm.rbegin() + B * T);
   for (int s = 0; s < 10; ++s) {
-    std::vector<int32_t> perm(static_cast<size_t>(cfg.vocab_size));
-    std::iota(perm.begin(), perm.end(), 0);
-    std::shuffle(perm.begin(), perm.end(), std::mt19937(100 + s));
-    std::vector<int32_t> ids(perm.begin(), perm.begin() + B * T), tg(perm.rbegin(), perm.rbegin() + B * T);
+    // The same batch each step (so the loss must fall), copied in anew as training does.
     StepOutputs o = step.run(ctx, test::make_ids(ctx, {B, T}, ids), test::make_ids(ctx, {B, T}, tg),
-                             1e-3f * static_cast<float>(s + 1), micro);
+                             1e-3f * (1.0f + 0.1f * static_cast<float>(s)), micro);
     std::vector<float> loss(1);
     copy_bytes(ctx, loss.data(), DeviceKind::CPU, o.loss.data(), DeviceKind::CUDA, sizeof(float));
     r.losses.push_back(loss[0]);
