@@ -18,10 +18,12 @@ constexpr int kWarpSize = 32;
 __host__ __device__ inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Load any storage type as float (or double for double), store back converting.
+// clang-format off
 template <typename T> __device__ __forceinline__ float to_float(T x) { return static_cast<float>(x); }
 template <> __device__ __forceinline__ float to_float<__nv_bfloat16>(__nv_bfloat16 x) { return __bfloat162float(x); }
 template <typename T> __device__ __forceinline__ T from_float(float x) { return static_cast<T>(x); }
 template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) { return __float2bfloat16(x); }
+// clang-format on
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
@@ -34,27 +36,26 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
-// Sum over the block; every thread gets the result. `scratch` holds one float per warp
-// (32 floats suffices for 1024 threads). Contains __syncthreads: call from all threads.
-__device__ __forceinline__ float block_sum(float v, float* scratch) {
+// Reduces v over the block with warp_reduce (a reduction over the warp that every lane gets);
+// the lanes past the last warp contribute `identity`. `scratch` holds one T per warp (32 suffice
+// for 1024 threads). Every thread gets the result. Contains __syncthreads: call from all threads.
+template <typename T, typename WarpReduce>
+__device__ __forceinline__ T block_reduce(T v, T* scratch, T identity, WarpReduce warp_reduce) {
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
   const int nwarps = (blockDim.x + kWarpSize - 1) / kWarpSize;
-  v = warp_sum(v);
+  v = warp_reduce(v);
   __syncthreads();  // scratch may still be read by a previous call
   if (lane == 0) scratch[warp] = v;
   __syncthreads();
-  v = lane < nwarps ? scratch[lane] : 0.0f;
-  return warp_sum(v);
+  v = lane < nwarps ? scratch[lane] : identity;
+  return warp_reduce(v);
+}
+// Sum and maximum over the block (block_reduce).
+__device__ __forceinline__ float block_sum(float v, float* scratch) {
+  return block_reduce(v, scratch, 0.0f, [](float x) { return warp_sum(x); });
 }
 __device__ __forceinline__ float block_max(float v, float* scratch) {
-  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
-  const int nwarps = (blockDim.x + kWarpSize - 1) / kWarpSize;
-  v = warp_max(v);
-  __syncthreads();
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  v = lane < nwarps ? scratch[lane] : -INFINITY;
-  return warp_max(v);
+  return block_reduce(v, scratch, -INFINITY, [](float x) { return warp_max(x); });
 }
 
 // ---- 16-byte packs ----------------------------------------------------------------------
@@ -65,37 +66,46 @@ constexpr int kPack = 8;
 
 // A pack is moved as whole machine words: 16-byte words (uint4) when the pack is a multiple
 // of 16 bytes, else one 8-byte word (uint2: four bf16, the optimizer's mirror copy).
-template <int Bytes> struct PackWord { using type = uint4; };
-template <> struct PackWord<8> { using type = uint2; };
+template <int Bytes>
+struct PackWord {
+  using type = uint4;
+};
+template <>
+struct PackWord<8> {
+  using type = uint2;
+};
+
+// A pack of N elements of T as machine words: kWords Words of kPerWord elements each.
+template <int N, typename T>
+struct PackLayout {
+  static constexpr int kBytes = int(N * sizeof(T));
+  static_assert(kBytes % 16 == 0 || kBytes == 8, "a pack is 8 bytes or whole 16-byte words");
+  using Word = typename PackWord<(kBytes % 16 == 0) ? 16 : 8>::type;
+  static constexpr int kWords = int(kBytes / sizeof(Word)), kPerWord = int(sizeof(Word) / sizeof(T));
+};
 
 template <int N, typename T>
 __device__ __forceinline__ void load_pack(const T* p, float (&out)[N]) {
-  constexpr int kBytes = int(N * sizeof(T));
-  static_assert(kBytes % 16 == 0 || kBytes == 8, "a pack is 8 bytes or whole 16-byte words");
-  using Word = typename PackWord<(kBytes % 16 == 0) ? 16 : 8>::type;
-  constexpr int kWords = int(kBytes / sizeof(Word)), kPerWord = int(sizeof(Word) / sizeof(T));
+  using L = PackLayout<N, T>;
 #pragma unroll
-  for (int w = 0; w < kWords; ++w) {
-    const Word raw = reinterpret_cast<const Word*>(p)[w];
+  for (int w = 0; w < L::kWords; ++w) {
+    const typename L::Word raw = reinterpret_cast<const typename L::Word*>(p)[w];
     const T* e = reinterpret_cast<const T*>(&raw);
 #pragma unroll
-    for (int i = 0; i < kPerWord; ++i) out[w * kPerWord + i] = to_float(e[i]);
+    for (int i = 0; i < L::kPerWord; ++i) out[w * L::kPerWord + i] = to_float(e[i]);
   }
 }
 
 template <int N, typename T>
 __device__ __forceinline__ void store_pack(T* p, const float (&in)[N]) {
-  constexpr int kBytes = int(N * sizeof(T));
-  static_assert(kBytes % 16 == 0 || kBytes == 8, "a pack is 8 bytes or whole 16-byte words");
-  using Word = typename PackWord<(kBytes % 16 == 0) ? 16 : 8>::type;
-  constexpr int kWords = int(kBytes / sizeof(Word)), kPerWord = int(sizeof(Word) / sizeof(T));
+  using L = PackLayout<N, T>;
 #pragma unroll
-  for (int w = 0; w < kWords; ++w) {
-    Word raw;
+  for (int w = 0; w < L::kWords; ++w) {
+    typename L::Word raw;
     T* e = reinterpret_cast<T*>(&raw);
 #pragma unroll
-    for (int i = 0; i < kPerWord; ++i) e[i] = from_float<T>(in[w * kPerWord + i]);
-    reinterpret_cast<Word*>(p)[w] = raw;
+    for (int i = 0; i < L::kPerWord; ++i) e[i] = from_float<T>(in[w * L::kPerWord + i]);
+    reinterpret_cast<typename L::Word*>(p)[w] = raw;
   }
 }
 
@@ -103,13 +113,17 @@ __device__ __forceinline__ void store_pack(T* p, const float (&in)[N]) {
 // N = 1, a single element (the scalar tail of a row or range).
 template <int N, typename T>
 __device__ __forceinline__ void load_n(const T* p, float (&v)[N]) {
-  if constexpr (N == 1) v[0] = to_float(*p);
-  else load_pack<N>(p, v);
+  if constexpr (N == 1)
+    v[0] = to_float(*p);
+  else
+    load_pack<N>(p, v);
 }
 template <int N, typename T>
 __device__ __forceinline__ void store_n(T* p, const float (&v)[N]) {
-  if constexpr (N == 1) *p = from_float<T>(v[0]);
-  else store_pack<N>(p, v);
+  if constexpr (N == 1)
+    *p = from_float<T>(v[0]);
+  else
+    store_pack<N>(p, v);
 }
 
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
@@ -146,16 +160,9 @@ __device__ __forceinline__ MaxSum warp_combine(MaxSum v) {
   }
   return v;
 }
-// Over the block; every thread gets the result. `scratch` holds 32 MaxSums.
+// Over the block (block_reduce); every thread gets the result. `scratch` holds 32 MaxSums.
 __device__ __forceinline__ MaxSum block_combine(MaxSum v, MaxSum* scratch) {
-  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
-  const int nwarps = (blockDim.x + kWarpSize - 1) / kWarpSize;
-  v = warp_combine(v);
-  __syncthreads();
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  v = lane < nwarps ? scratch[lane] : empty_stats();
-  return warp_combine(v);
+  return block_reduce(v, scratch, empty_stats(), [](MaxSum x) { return warp_combine(x); });
 }
 
 // ---- launch arithmetic --------------------------------------------------------------------
@@ -186,7 +193,10 @@ inline unsigned grid_covering(int64_t work, int threads) {
 }
 
 // ---- dtype dispatch -------------------------------------------------------------------------
-template <typename T> struct TypeTag { using type = T; };
+template <typename T>
+struct TypeTag {
+  using type = T;
+};
 // Calls f(TypeTag<float>) or f(TypeTag<__nv_bfloat16>) for the GPU storage types.
 template <typename F>
 void dispatch_float(DType t, F&& f) {

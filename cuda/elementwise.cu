@@ -15,8 +15,7 @@ constexpr int kThreads = 256;
 
 // f applied to element i of every input pack.
 template <typename F, size_t K, size_t... I>
-__device__ __forceinline__ float apply(const F& f, const float (&v)[K][kPack], int i,
-                                       std::index_sequence<I...>) {
+__device__ __forceinline__ float apply(const F& f, const float (&v)[K][kPack], int i, std::index_sequence<I...>) {
   return f(v[I][i]...);
 }
 
@@ -84,7 +83,9 @@ struct SwigluGradH3 {  // (dg, h1): dg·silu(h1)
 
 // Calls f with one typed pointer per tensor, in order, for every fp32/bf16 combination.
 template <typename F>
-void typed(F&& f) { f(); }
+void typed(F&& f) {
+  f();
+}
 template <typename F, typename... Rest>
 void typed(F&& f, const Tensor& t, const Rest&... rest) {
   dispatch_float(t.dtype(), [&](auto tag) {
@@ -125,20 +126,18 @@ void relu_forward(cudaStream_t s, Tensor& y, const Tensor& x) {
 }
 
 void relu_backward(cudaStream_t s, Tensor& dx, const Tensor& dy, const Tensor& y) {
-  typed([&](auto* pdx, auto* pdy, auto* py) { launch_map(s, dx.numel(), ReluGrad{}, pdx, pdy, py); },
-        dx, dy, y);
+  typed([&](auto* pdx, auto* pdy, auto* py) { launch_map(s, dx.numel(), ReluGrad{}, pdx, pdy, py); }, dx, dy, y);
 }
 
 void swiglu_forward(cudaStream_t s, Tensor& g, const Tensor& h1, const Tensor& h3) {
-  typed([&](auto* pg, auto* p1, auto* p3) { launch_map(s, g.numel(), Swiglu{}, pg, p1, p3); },
-        g, h1, h3);
+  typed([&](auto* pg, auto* p1, auto* p3) { launch_map(s, g.numel(), Swiglu{}, pg, p1, p3); }, g, h1, h3);
 }
 
 namespace {
 // Both gradients in one pass: dh1/dh3 may alias dg, so each element reads everything first.
 template <typename TG, typename TH>
-__global__ void swiglu_backward_kernel(int64_t n, bool packed, TG* dh1, TG* dh3, const TG* dg,
-                                       const TH* h1, const TH* h3) {
+__global__ void swiglu_backward_kernel(int64_t n, bool packed, TG* dh1, TG* dh3, const TG* dg, const TH* h1,
+                                       const TH* h3) {
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   const int64_t first = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t packs = packed ? n / kPack : 0;
@@ -163,8 +162,7 @@ __global__ void swiglu_backward_kernel(int64_t n, bool packed, TG* dh1, TG* dh3,
 }
 }  // namespace
 
-void swiglu_backward(cudaStream_t s, Tensor& dh1, Tensor& dh3, const Tensor& dg, const Tensor& h1,
-                     const Tensor& h3) {
+void swiglu_backward(cudaStream_t s, Tensor& dh1, Tensor& dh3, const Tensor& dg, const Tensor& h1, const Tensor& h3) {
   const int64_t n = dg.numel();
   if (n == 0) return;
   dispatch_float(dg.dtype(), [&](auto gtag) {
@@ -175,9 +173,8 @@ void swiglu_backward(cudaStream_t s, Tensor& dh1, Tensor& dh3, const Tensor& dg,
                           aligned16(h1.data()) && aligned16(h3.data());
       const int64_t work = packed ? n / kPack + n % kPack : n;
       swiglu_backward_kernel<<<grid_for(work, kThreads), kThreads, 0, s>>>(
-          n, packed, static_cast<TG*>(dh1.data()), static_cast<TG*>(dh3.data()),
-          static_cast<const TG*>(dg.data()), static_cast<const TH*>(h1.data()),
-          static_cast<const TH*>(h3.data()));
+          n, packed, static_cast<TG*>(dh1.data()), static_cast<TG*>(dh3.data()), static_cast<const TG*>(dg.data()),
+          static_cast<const TH*>(h1.data()), static_cast<const TH*>(h3.data()));
       PT_CUDA_CHECK_LAUNCH();
     });
   });
@@ -228,26 +225,30 @@ __global__ void bias_backward_kernel(int64_t rows, int64_t cols, float* dbias, c
 void add_bias(cudaStream_t s, Tensor& y, const Tensor& bias) {
   const int64_t rows = y.size(0), cols = y.size(1);
   if (rows * cols == 0) return;
-  typed([&](auto* py, auto* pb) {
-    const bool packed = cols % kPack == 0 && aligned16(py) && aligned16(pb);
-    const int64_t work = packed ? rows * cols / kPack : rows * cols;
-    add_bias_kernel<<<grid_for(work, kThreads), kThreads, 0, s>>>(rows, cols, packed, py, pb);
-    PT_CUDA_CHECK_LAUNCH();
-  }, y, bias);
+  typed(
+      [&](auto* py, auto* pb) {
+        const bool packed = cols % kPack == 0 && aligned16(py) && aligned16(pb);
+        const int64_t work = packed ? rows * cols / kPack : rows * cols;
+        add_bias_kernel<<<grid_for(work, kThreads), kThreads, 0, s>>>(rows, cols, packed, py, pb);
+        PT_CUDA_CHECK_LAUNCH();
+      },
+      y, bias);
 }
 
 void bias_backward(cudaStream_t s, Tensor& dbias, const Tensor& dy) {
   const int64_t rows = dy.size(0), cols = dy.size(1);
   if (rows * cols == 0) return;
-  typed([&](auto* pdy) {
-    const unsigned col_blocks = unsigned(ceil_div(cols, 32));
-    // Enough row slices to fill the device, each at least 64 rows deep.
-    const int64_t want = std::max<int64_t>(1, int64_t(sm_count()) * 4 / col_blocks);
-    const unsigned row_blocks = unsigned(std::min<int64_t>(want, ceil_div(rows, 64)));
-    bias_backward_kernel<<<dim3(col_blocks, std::max(row_blocks, 1u)), dim3(32, 8), 0, s>>>(
-        rows, cols, dbias.data_as<float>(), pdy);
-    PT_CUDA_CHECK_LAUNCH();
-  }, dy);
+  typed(
+      [&](auto* pdy) {
+        const unsigned col_blocks = unsigned(ceil_div(cols, 32));
+        // Enough row slices to fill the device, each at least 64 rows deep.
+        const int64_t want = std::max<int64_t>(1, int64_t(sm_count()) * 4 / col_blocks);
+        const unsigned row_blocks = unsigned(std::min<int64_t>(want, ceil_div(rows, 64)));
+        bias_backward_kernel<<<dim3(col_blocks, std::max(row_blocks, 1u)), dim3(32, 8), 0, s>>>(
+            rows, cols, dbias.data_as<float>(), pdy);
+        PT_CUDA_CHECK_LAUNCH();
+      },
+      dy);
 }
 
 }  // namespace pt::cuda

@@ -14,8 +14,8 @@ constexpr int kThreads = 256;
 // units per row. An id outside [0, vocab) writes NaN so the bug shows instead of reading
 // someone else's memory.
 template <typename W, typename T>
-__global__ void gather_rows_kernel(int64_t rows, int64_t row_units, int64_t vocab, W* out,
-                                   const W* weight, const int32_t* ids) {
+__global__ void gather_rows_kernel(int64_t rows, int64_t row_units, int64_t vocab, W* out, const W* weight,
+                                   const int32_t* ids) {
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < rows * row_units; i += stride) {
     const int64_t r = i / row_units, u = i % row_units;
@@ -33,8 +33,8 @@ __global__ void gather_rows_kernel(int64_t rows, int64_t row_units, int64_t voca
 
 // dweight[ids[n], c] += dout[n, c]; one thread per (n, pack of columns).
 template <typename TD>
-__global__ void scatter_add_kernel(int64_t rows, int64_t cols, bool packed, int64_t vocab,
-                                   float* dweight, const TD* dout, const int32_t* ids) {
+__global__ void scatter_add_kernel(int64_t rows, int64_t cols, bool packed, int64_t vocab, float* dweight,
+                                   const TD* dout, const int32_t* ids) {
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   const int64_t per_row = packed ? cols / kPack : cols;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < rows * per_row; i += stride) {
@@ -64,8 +64,8 @@ void embedding_forward(cudaStream_t s, Tensor& out, const Tensor& ids, const Ten
     if (row_bytes % 16 == 0 && aligned16(out.data()) && aligned16(weight.data())) {
       const int64_t units = row_bytes / 16;
       gather_rows_kernel<uint4, T><<<grid_for(rows * units, kThreads), kThreads, 0, s>>>(
-          rows, units, vocab, static_cast<uint4*>(out.data()),
-          static_cast<const uint4*>(weight.data()), ids.data_as<const int32_t>());
+          rows, units, vocab, static_cast<uint4*>(out.data()), static_cast<const uint4*>(weight.data()),
+          ids.data_as<const int32_t>());
     } else {
       gather_rows_kernel<T, T><<<grid_for(rows * cols, kThreads), kThreads, 0, s>>>(
           rows, cols, vocab, static_cast<T*>(out.data()), static_cast<const T*>(weight.data()),

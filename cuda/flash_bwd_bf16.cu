@@ -12,8 +12,8 @@
 // wgmma kernels also compile the single pass (tiles "…/acc", flash_bwd_wgmma.cu); which is faster
 // on an H100 is measured by `paratrain bench attention` (docs/FLASH_ATTENTION.md).
 #include "cuda/flash_mma.cuh"
-#include "cuda/flash_softmax.cuh"
 #include "cuda/flash_params.h"
+#include "cuda/flash_softmax.cuh"
 
 namespace pt::cuda {
 namespace flash {
@@ -68,8 +68,8 @@ __global__ void flash_bwd_delta_kernel(const FlashParams p) {
 template <int kHeadDim, int kBlockM, bool kCausal, bool kMasked>
 __device__ __forceinline__ void dkdv_step(float (&acc_dk)[kHeadDim / 8][4], float (&acc_dv)[kHeadDim / 8][4],
                                           const bf16* sK, const bf16* sV, const bf16* sQ, const bf16* sdO,
-                                          const float* sL, const float* sDelta, int key0, int m0,
-                                          int seqlen_q, float scale_log2) {
+                                          const float* sL, const float* sDelta, int key0, int m0, int seqlen_q,
+                                          float scale_log2) {
   constexpr int kLd = smem_ld<kHeadDim>();
   // Sᵀ = K·Qᵀ: rows are this warp's keys, columns the tile's queries.
   float acc_s[kBlockM / 8][4];
@@ -94,17 +94,16 @@ __device__ __forceinline__ void dkdv_step(float (&acc_dk)[kHeadDim / 8][4], floa
 }
 
 template <int kHeadDim, bool kCausal>
-__global__ void __launch_bounds__(DkDvTraits<kHeadDim>::kThreads)
-    flash_bwd_dkdv_kernel(const FlashParams p) {
+__global__ void __launch_bounds__(DkDvTraits<kHeadDim>::kThreads) flash_bwd_dkdv_kernel(const FlashParams p) {
   using Tr = DkDvTraits<kHeadDim>;
   constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kLd = Tr::kLd, kThreads = Tr::kThreads;
   extern __shared__ __align__(16) unsigned char smem[];
-  bf16* sK = reinterpret_cast<bf16*>(smem);  // (kBlockN, kLd)
-  bf16* sV = sK + kBlockN * kLd;              // (kBlockN, kLd)
-  bf16* sQ = sV + kBlockN * kLd;              // (2, kBlockM, kLd)
-  bf16* sdO = sQ + 2 * kBlockM * kLd;         // (2, kBlockM, kLd)
+  bf16* sK = reinterpret_cast<bf16*>(smem);                       // (kBlockN, kLd)
+  bf16* sV = sK + kBlockN * kLd;                                  // (kBlockN, kLd)
+  bf16* sQ = sV + kBlockN * kLd;                                  // (2, kBlockM, kLd)
+  bf16* sdO = sQ + 2 * kBlockM * kLd;                             // (2, kBlockM, kLd)
   float* sL = reinterpret_cast<float*>(sdO + 2 * kBlockM * kLd);  // (2, kBlockM)
-  float* sDelta = sL + 2 * kBlockM;                                // (2, kBlockM)
+  float* sDelta = sL + 2 * kBlockM;                               // (2, kBlockM)
 
   const int n_block = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const int n0 = n_block * kBlockN;
@@ -123,14 +122,13 @@ __global__ void __launch_bounds__(DkDvTraits<kHeadDim>::kThreads)
   // after the tile's last key (and inside the queries): no mask there.
   const int m_begin = kCausal ? n0 / kBlockM : 0;
   const int m_blocks = (tq + kBlockM - 1) / kBlockM;
-  auto unmasked = [&](int i) {
-    return (!kCausal || i * kBlockM >= n0 + kBlockN - 1) && (i + 1) * kBlockM <= tq;
-  };
+  auto unmasked = [&](int i) { return (!kCausal || i * kBlockM >= n0 + kBlockN - 1) && (i + 1) * kBlockM <= tq; };
 
   auto load_query_tile = [&](int i, int stage) {
     const int m0 = i * kBlockM;
     load_tile_async<kBlockM, kHeadDim, kThreads>(sQ + stage * kBlockM * kLd, q + m0 * p.q_s.row, p.q_s.row, tq - m0);
-    load_tile_async<kBlockM, kHeadDim, kThreads>(sdO + stage * kBlockM * kLd, d_o + m0 * p.do_s.row, p.do_s.row, tq - m0);
+    load_tile_async<kBlockM, kHeadDim, kThreads>(sdO + stage * kBlockM * kLd, d_o + m0 * p.do_s.row, p.do_s.row,
+                                                 tq - m0);
     load_vec_async<kBlockM, kThreads>(sL + stage * kBlockM, lse + m0, tq - m0);
     load_vec_async<kBlockM, kThreads>(sDelta + stage * kBlockM, delta + m0, tq - m0);
   };
@@ -157,11 +155,11 @@ __global__ void __launch_bounds__(DkDvTraits<kHeadDim>::kThreads)
     const float* sLi = sL + stage * kBlockM;
     const float* sDi = sDelta + stage * kBlockM;
     if (unmasked(i))
-      dkdv_step<kHeadDim, kBlockM, kCausal, false>(acc_dk, acc_dv, sKw, sVw, sQi, sdOi, sLi, sDi, key0,
-                                                   i * kBlockM, tq, scale_log2);
+      dkdv_step<kHeadDim, kBlockM, kCausal, false>(acc_dk, acc_dv, sKw, sVw, sQi, sdOi, sLi, sDi, key0, i * kBlockM, tq,
+                                                   scale_log2);
     else
-      dkdv_step<kHeadDim, kBlockM, kCausal, true>(acc_dk, acc_dv, sKw, sVw, sQi, sdOi, sLi, sDi, key0,
-                                                  i * kBlockM, tq, scale_log2);
+      dkdv_step<kHeadDim, kBlockM, kCausal, true>(acc_dk, acc_dv, sKw, sVw, sQi, sdOi, sLi, sDi, key0, i * kBlockM, tq,
+                                                  scale_log2);
     __syncthreads();
   }
 
@@ -175,8 +173,7 @@ __global__ void __launch_bounds__(DkDvTraits<kHeadDim>::kThreads)
 template <int kHeadDim, int kBlockN, bool kCausal, bool kMasked>
 __device__ __forceinline__ void dq_step(float (&acc_dq)[kHeadDim / 8][4], const bf16* sQw, const bf16* sdOw,
                                         const bf16* sK, const bf16* sV, const float (&neg_lse2)[2],
-                                        const float (&delta)[2], int row0, int n0, int seqlen_k,
-                                        float scale_log2) {
+                                        const float (&delta)[2], int row0, int n0, int seqlen_k, float scale_log2) {
   constexpr int kLd = smem_ld<kHeadDim>();
   float acc_s[kBlockN / 8][4];  // S = Q·Kᵀ, then P, then dS
   zero(acc_s);
@@ -192,15 +189,14 @@ __device__ __forceinline__ void dq_step(float (&acc_dq)[kHeadDim / 8][4], const 
 }
 
 template <int kHeadDim, bool kCausal>
-__global__ void __launch_bounds__(DqTraits<kHeadDim>::kThreads)
-    flash_bwd_dq_kernel(const FlashParams p) {
+__global__ void __launch_bounds__(DqTraits<kHeadDim>::kThreads) flash_bwd_dq_kernel(const FlashParams p) {
   using Tr = DqTraits<kHeadDim>;
   constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kLd = Tr::kLd, kThreads = Tr::kThreads;
   extern __shared__ __align__(16) unsigned char smem[];
   bf16* sQ = reinterpret_cast<bf16*>(smem);  // (kBlockM, kLd)
-  bf16* sdO = sQ + kBlockM * kLd;             // (kBlockM, kLd)
-  bf16* sK = sdO + kBlockM * kLd;             // (2, kBlockN, kLd)
-  bf16* sV = sK + 2 * kBlockN * kLd;          // (2, kBlockN, kLd)
+  bf16* sdO = sQ + kBlockM * kLd;            // (kBlockM, kLd)
+  bf16* sK = sdO + kBlockM * kLd;            // (2, kBlockN, kLd)
+  bf16* sV = sK + 2 * kBlockN * kLd;         // (2, kBlockN, kLd)
 
   const int m_block = static_cast<int>(gridDim.x - 1 - blockIdx.x);  // heaviest first (causal)
   const int h = blockIdx.y, b = blockIdx.z;
@@ -247,11 +243,11 @@ __global__ void __launch_bounds__(DqTraits<kHeadDim>::kThreads)
     const bf16* sKj = sK + stage * kBlockN * kLd;
     const bf16* sVj = sV + stage * kBlockN * kLd;
     if (j < n_full)
-      dq_step<kHeadDim, kBlockN, kCausal, false>(acc_dq, sQw, sdOw, sKj, sVj, neg_lse2, delta, row0,
-                                                 j * kBlockN, tk, scale_log2);
+      dq_step<kHeadDim, kBlockN, kCausal, false>(acc_dq, sQw, sdOw, sKj, sVj, neg_lse2, delta, row0, j * kBlockN, tk,
+                                                 scale_log2);
     else
-      dq_step<kHeadDim, kBlockN, kCausal, true>(acc_dq, sQw, sdOw, sKj, sVj, neg_lse2, delta, row0,
-                                                j * kBlockN, tk, scale_log2);
+      dq_step<kHeadDim, kBlockN, kCausal, true>(acc_dq, sQw, sdOw, sKj, sVj, neg_lse2, delta, row0, j * kBlockN, tk,
+                                                scale_log2);
     __syncthreads();
   }
 

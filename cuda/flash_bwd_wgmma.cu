@@ -30,7 +30,7 @@ struct DkDvWgmmaTraits {
   static constexpr int kWarpgroups = kWarpgroups_;
   static constexpr bool kAccumulateDq = kAccumulateDq_;
   static constexpr int kBlockN = 64 * kWarpgroups;  // keys per block
-  static constexpr int kBlockM = 64;                 // queries per step
+  static constexpr int kBlockM = 64;                // queries per step
   static constexpr int kThreads = 128 * kWarpgroups;
   static constexpr int kKVBytes = sw128_tile_bytes<kBlockN, kHeadDim>();
   static constexpr int kQBytes = sw128_tile_bytes<kBlockM, kHeadDim>();
@@ -40,7 +40,7 @@ struct DkDvWgmmaTraits {
   static constexpr bool kDqSplitCols = kWarpgroups == 2 && kHeadDim == 128;
   static constexpr int kDqCols = kDqSplitCols ? 64 : kHeadDim;  // dQ columns per warpgroup
   static constexpr int kDqKeys = kDqSplitCols ? kBlockN : 64;   // keys each warpgroup contracts
-  static constexpr int kDsBytes = kAccumulateDq ? sw128_tile_bytes<kBlockN, kBlockM>() : 0;    // dSᵀ
+  static constexpr int kDsBytes = kAccumulateDq ? sw128_tile_bytes<kBlockN, kBlockM>() : 0;      // dSᵀ
   static constexpr int kDqStageBytes = kAccumulateDq ? kWarpgroups * kBlockM * kDqCols * 4 : 0;  // fp32
   // K, V; two stages of Q and dO; dSᵀ; two stages of L and delta (fp32); dQ partials; alignment slack.
   static constexpr int kSmemBytes =
@@ -68,8 +68,8 @@ struct DqWgmmaTraits {
 // as an MN-major A operand. Rows of keys past the end are written as zeros: their P can overflow
 // (S = 0 against a zero-filled K row, minus a very negative L), and inf · 0 in dS·K would be NaN.
 template <int kBlockM>
-__device__ __forceinline__ void store_ds_rows(bf16* sdS, const uint32_t (&ds)[kBlockM / 16][4], int row0,
-                                              bool lo_valid, bool hi_valid) {
+__device__ __forceinline__ void store_ds_rows(bf16* sdS, const uint32_t (&ds)[kBlockM / 16][4], int row0, bool lo_valid,
+                                              bool hi_valid) {
   static_assert(kBlockM == 64, "dSᵀ rows are one 64-column SW128 block");
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   uint32_t* words = reinterpret_cast<uint32_t*>(sdS);
@@ -102,13 +102,13 @@ __global__ void __launch_bounds__(DkDvWgmmaTraits<kHeadDim, kWarpgroups, kAccumu
   constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kThreads = Tr::kThreads;
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = sw128_smem_base(smem_raw);
-  bf16* sK = reinterpret_cast<bf16*>(smem);                 // (kBlockN, D) SW128
-  bf16* sV = sK + kBlockN * kHeadDim;                        // (kBlockN, D) SW128
-  bf16* sQ = sV + kBlockN * kHeadDim;                        // (2, kBlockM, D) SW128
-  bf16* sdO = sQ + 2 * kBlockM * kHeadDim;                   // (2, kBlockM, D) SW128
-  bf16* sdS = sdO + 2 * kBlockM * kHeadDim;                  // (kBlockN, kBlockM) SW128, dQ accumulation only
+  bf16* sK = reinterpret_cast<bf16*>(smem);  // (kBlockN, D) SW128
+  bf16* sV = sK + kBlockN * kHeadDim;        // (kBlockN, D) SW128
+  bf16* sQ = sV + kBlockN * kHeadDim;        // (2, kBlockM, D) SW128
+  bf16* sdO = sQ + 2 * kBlockM * kHeadDim;   // (2, kBlockM, D) SW128
+  bf16* sdS = sdO + 2 * kBlockM * kHeadDim;  // (kBlockN, kBlockM) SW128, dQ accumulation only
   float* sL = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(sdS) + Tr::kDsBytes);  // (2, kBlockM)
-  float* sDelta = sL + 2 * kBlockM;                                     // (2, kBlockM)
+  float* sDelta = sL + 2 * kBlockM;                                                            // (2, kBlockM)
   float* sdQ = sDelta + 2 * kBlockM;  // (warpgroups, kBlockM · kDqCols) fp32 in fragment order, idem
 
   const int n0 = blockIdx.x * kBlockN, h = blockIdx.y, b = blockIdx.z;
@@ -126,15 +126,13 @@ __global__ void __launch_bounds__(DkDvWgmmaTraits<kHeadDim, kWarpgroups, kAccumu
 
   const int m_begin = kCausal ? n0 / kBlockM : 0;
   const int m_blocks = (tq + kBlockM - 1) / kBlockM;
-  auto unmasked = [&](int i) {
-    return (!kCausal || i * kBlockM >= n0 + kBlockN - 1) && (i + 1) * kBlockM <= tq;
-  };
+  auto unmasked = [&](int i) { return (!kCausal || i * kBlockM >= n0 + kBlockN - 1) && (i + 1) * kBlockM <= tq; };
   auto load_query_tile = [&](int i, int stage) {
     const int m0 = i * kBlockM;
     load_tile_sw128<kBlockM, kHeadDim, kThreads>(sQ + stage * kBlockM * kHeadDim, q + m0 * p.q_s.row, p.q_s.row,
                                                  tq - m0);
-    load_tile_sw128<kBlockM, kHeadDim, kThreads>(sdO + stage * kBlockM * kHeadDim, d_o + m0 * p.do_s.row,
-                                                 p.do_s.row, tq - m0);
+    load_tile_sw128<kBlockM, kHeadDim, kThreads>(sdO + stage * kBlockM * kHeadDim, d_o + m0 * p.do_s.row, p.do_s.row,
+                                                 tq - m0);
     load_vec_async<kBlockM, kThreads>(sL + stage * kBlockM, lse + m0, tq - m0);
     load_vec_async<kBlockM, kThreads>(sDelta + stage * kBlockM, delta + m0, tq - m0);
   };
@@ -153,8 +151,8 @@ __global__ void __launch_bounds__(DkDvWgmmaTraits<kHeadDim, kWarpgroups, kAccumu
   const int dq_key0 = Tr::kDqSplitCols ? 0 : wg * 64;
   const int dq_block0 = Tr::kDqSplitCols ? wg : 0;  // first 64-column block of dQ
   float* sdQ_wg = sdQ + wg * kBlockM * Tr::kDqCols;
-  float* dq_tiles = kAccumulateDq ? p.dq_accum + bh * ceil_div(tq, kBlockM) * kBlockM * kHeadDim + dq_block0 * kBlockM * 64
-                                  : nullptr;
+  float* dq_tiles =
+      kAccumulateDq ? p.dq_accum + bh * ceil_div(tq, kBlockM) * kBlockM * kHeadDim + dq_block0 * kBlockM * 64 : nullptr;
   const bool reduce_leader = threadIdx.x % 128 == 0;
 
   for (int i = m_begin; i < m_blocks; ++i) {
@@ -259,9 +257,9 @@ __global__ void __launch_bounds__(DqWgmmaTraits<kHeadDim, kWarpgroups>::kThreads
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = sw128_smem_base(smem_raw);
   bf16* sQ = reinterpret_cast<bf16*>(smem);  // (kBlockM, D) SW128
-  bf16* sdO = sQ + kBlockM * kHeadDim;        // (kBlockM, D) SW128
-  bf16* sK = sdO + kBlockM * kHeadDim;        // (2, kBlockN, D) SW128
-  bf16* sV = sK + 2 * kBlockN * kHeadDim;     // (2, kBlockN, D) SW128
+  bf16* sdO = sQ + kBlockM * kHeadDim;       // (kBlockM, D) SW128
+  bf16* sK = sdO + kBlockM * kHeadDim;       // (2, kBlockN, D) SW128
+  bf16* sV = sK + 2 * kBlockN * kHeadDim;    // (2, kBlockN, D) SW128
 
   const int m_block = static_cast<int>(gridDim.x - 1 - blockIdx.x);  // heaviest first (causal)
   const int h = blockIdx.y, b = blockIdx.z;
@@ -388,7 +386,8 @@ void launch_dkdv_accumulating_dq(const FlashParams& p, cudaStream_t stream) {
   PT_CUDA_CHECK(cudaMemsetAsync(p.dq_accum, 0, static_cast<size_t>(numel) * sizeof(float), stream));
   launch_dkdv<kHeadDim, kWarpgroups, kCausal, true>(p, stream);
   constexpr int kThreads = 256;
-  flash_dq_from_accum_kernel<kHeadDim><<<static_cast<unsigned>(ceil_div(numel / 4, kThreads)), kThreads, 0, stream>>>(p);
+  flash_dq_from_accum_kernel<kHeadDim>
+      <<<static_cast<unsigned>(ceil_div(numel / 4, kThreads)), kThreads, 0, stream>>>(p);
   PT_CUDA_CHECK_LAUNCH();
 }
 

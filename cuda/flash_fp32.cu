@@ -14,13 +14,15 @@ namespace pt::cuda {
 namespace flash_fp32 {
 namespace {
 
-constexpr int kTile = 32;                // rows per query tile and per key tile
-constexpr int kThreads = 4 * kTile;      // a quad per row
+constexpr int kTile = 32;            // rows per query tile and per key tile
+constexpr int kThreads = 4 * kTile;  // a quad per row
 
 // Shared rows padded by one float: the quad's four rows (stride kHeadDim + 1, odd) and a
 // warp's eight rows fall in distinct banks.
 template <int kHeadDim>
-constexpr int ld() { return kHeadDim + 1; }
+constexpr int ld() {
+  return kHeadDim + 1;
+}
 
 // Rows [row0, row0 + kTile) of a (T, D) fp32 matrix into shared memory; zeros past `rows`.
 template <int kHeadDim>
@@ -61,14 +63,16 @@ __device__ __forceinline__ void accumulate_rows(float (&acc)[kHeadDim / 4], cons
 }
 
 template <int kHeadDim>
-constexpr int smem_bytes(int tiles) { return tiles * kTile * ld<kHeadDim>() * 4 + 2 * kTile * 4; }
+constexpr int smem_bytes(int tiles) {
+  return tiles * kTile * ld<kHeadDim>() * 4 + 2 * kTile * 4;
+}
 
 template <int kHeadDim, bool kCausal>
 __global__ void __launch_bounds__(kThreads) fwd_kernel(const FlashParams p) {
   extern __shared__ float smem[];
-  float* sQ = smem;                             // (kTile, ld)
-  float* sK = sQ + kTile * ld<kHeadDim>();      // (kTile, ld)
-  float* sV = sK + kTile * ld<kHeadDim>();      // (kTile, ld)
+  float* sQ = smem;                         // (kTile, ld)
+  float* sK = sQ + kTile * ld<kHeadDim>();  // (kTile, ld)
+  float* sV = sK + kTile * ld<kHeadDim>();  // (kTile, ld)
   const int m0 = static_cast<int>(gridDim.x - 1 - blockIdx.x) * kTile;
   const int h = blockIdx.y, b = blockIdx.z;
   const int r = threadIdx.x / 4, c4 = threadIdx.x % 4;
@@ -93,8 +97,10 @@ __global__ void __launch_bounds__(kThreads) fwd_kernel(const FlashParams p) {
     for (int i = 0; i < kTile / 4; ++i) {
       const int col = n0 + c4 + 4 * i;
       s[i] *= p.scale;
-      if (col >= tk) s[i] = -INFINITY;
-      else if (kCausal && col > row) s[i] += kMaskedScoreBias;
+      if (col >= tk)
+        s[i] = -INFINITY;
+      else if (kCausal && col > row)
+        s[i] += kMaskedScoreBias;
       mx = fmaxf(mx, s[i]);
     }
     mx = quad_max(mx);
@@ -136,12 +142,12 @@ __global__ void __launch_bounds__(kThreads) delta_kernel(const FlashParams p) {
 template <int kHeadDim, bool kCausal>
 __global__ void __launch_bounds__(kThreads) dkdv_kernel(const FlashParams p) {
   extern __shared__ float smem[];
-  float* sK = smem;                             // (kTile, ld)
+  float* sK = smem;  // (kTile, ld)
   float* sV = sK + kTile * ld<kHeadDim>();
   float* sQ = sV + kTile * ld<kHeadDim>();
   float* sdO = sQ + kTile * ld<kHeadDim>();
-  float* sL = sdO + kTile * ld<kHeadDim>();     // (kTile)
-  float* sD = sL + kTile;                       // (kTile)
+  float* sL = sdO + kTile * ld<kHeadDim>();  // (kTile)
+  float* sD = sL + kTile;                    // (kTile)
   const int n0 = blockIdx.x * kTile, h = blockIdx.y, b = blockIdx.z;
   const int r = threadIdx.x / 4, c4 = threadIdx.x % 4, key = n0 + r;
   const int tq = p.seqlen_q, tk = p.seqlen_k;
@@ -171,8 +177,8 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(const FlashParams p) {
       pt[i] = masked ? 0.0f : expf(pt[i] * p.scale - sL[col]);
       dpt[i] = pt[i] * (dpt[i] - sD[col]);  // dSᵀ
     }
-    accumulate_rows<kHeadDim>(dv, pt, sdO, c4);   // dV += Pᵀ dO
-    accumulate_rows<kHeadDim>(dk, dpt, sQ, c4);   // dK += dSᵀ Q
+    accumulate_rows<kHeadDim>(dv, pt, sdO, c4);  // dV += Pᵀ dO
+    accumulate_rows<kHeadDim>(dk, dpt, sQ, c4);  // dK += dSᵀ Q
   }
   if (key < tk) {
     float* dkp = head_row<float>(p.dk, p.dk_s, b, h, key);
@@ -189,7 +195,7 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(const FlashParams p) {
 template <int kHeadDim, bool kCausal>
 __global__ void __launch_bounds__(kThreads) dq_kernel(const FlashParams p) {
   extern __shared__ float smem[];
-  float* sQ = smem;                             // (kTile, ld)
+  float* sQ = smem;  // (kTile, ld)
   float* sdO = sQ + kTile * ld<kHeadDim>();
   float* sK = sdO + kTile * ld<kHeadDim>();
   float* sV = sK + kTile * ld<kHeadDim>();
@@ -255,7 +261,6 @@ void bwd(const FlashParams& p, cudaStream_t stream) {
   launch(dkdv_kernel<kHeadDim, kCausal>, grid_k(p), smem_bytes<kHeadDim>(4), stream, p);
   launch(dq_kernel<kHeadDim, kCausal>, grid_q(p), smem_bytes<kHeadDim>(4), stream, p);
 }
-
 
 }  // namespace
 }  // namespace flash_fp32

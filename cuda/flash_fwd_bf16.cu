@@ -3,8 +3,8 @@
 // Algorithm 1 on them: S = Q·Kᵀ, online softmax (running max m, running sum l), O += P·V,
 // with the next K/V tile copied in (cp.async, two stages) while the current one is used.
 #include "cuda/flash_mma.cuh"
-#include "cuda/flash_softmax.cuh"
 #include "cuda/flash_params.h"
+#include "cuda/flash_softmax.cuh"
 
 namespace pt::cuda {
 namespace flash {
@@ -26,30 +26,28 @@ struct FwdTraits {
 // One key tile of Algorithm 1 for this warp's 16 rows. kMasked: the tile crosses the diagonal
 // (causal) or the end of the keys; unmasked tiles do no index arithmetic at all.
 template <int kHeadDim, int kBlockN, bool kCausal, bool kMasked>
-__device__ __forceinline__ void fwd_step(float (&acc_o)[kHeadDim / 8][4], float (&row_max)[2],
-                                         float (&row_sum)[2], const uint32_t (&q_frag)[kHeadDim / 16][4],
-                                         const bf16* sK, const bf16* sV, int row0, int n0, int seqlen_k,
-                                         float scale_log2, float mask_bias) {
+__device__ __forceinline__ void fwd_step(float (&acc_o)[kHeadDim / 8][4], float (&row_max)[2], float (&row_sum)[2],
+                                         const uint32_t (&q_frag)[kHeadDim / 16][4], const bf16* sK, const bf16* sV,
+                                         int row0, int n0, int seqlen_k, float scale_log2, float mask_bias) {
   constexpr int kLd = smem_ld<kHeadDim>();
   float acc_s[kBlockN / 8][4];  // (16, kBlockN) raw scores q·k
   zero(acc_s);
   warp_mma_rs<kHeadDim, kBlockN, false>(acc_s, q_frag, sK, kLd);
-  online_softmax<kBlockN, kHeadDim, kCausal, kMasked>(acc_s, acc_o, row_max, row_sum, row0, n0, seqlen_k,
-                                                      scale_log2, mask_bias);
+  online_softmax<kBlockN, kHeadDim, kCausal, kMasked>(acc_s, acc_o, row_max, row_sum, row0, n0, seqlen_k, scale_log2,
+                                                      mask_bias);
   uint32_t p_frag[kBlockN / 16][4];  // P in bf16, straight from the S registers
   acc_to_a<kBlockN>(p_frag, acc_s);
   warp_mma_rs<kBlockN, kHeadDim, true>(acc_o, p_frag, sV, kLd);
 }
 
 template <int kHeadDim, bool kCausal>
-__global__ void __launch_bounds__(FwdTraits<kHeadDim>::kThreads)
-    flash_fwd_kernel(const FlashParams p) {
+__global__ void __launch_bounds__(FwdTraits<kHeadDim>::kThreads) flash_fwd_kernel(const FlashParams p) {
   using Tr = FwdTraits<kHeadDim>;
   constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kLd = Tr::kLd, kThreads = Tr::kThreads;
   extern __shared__ __align__(16) unsigned char smem[];
   bf16* sQ = reinterpret_cast<bf16*>(smem);  // (kBlockM, kLd)
-  bf16* sK = sQ + kBlockM * kLd;              // (2, kBlockN, kLd)
-  bf16* sV = sK + 2 * kBlockN * kLd;          // (2, kBlockN, kLd)
+  bf16* sK = sQ + kBlockM * kLd;             // (2, kBlockN, kLd)
+  bf16* sV = sK + 2 * kBlockN * kLd;         // (2, kBlockN, kLd)
 
   // Causal: the last query tiles have the most key tiles; launch them first.
   const int m_block = static_cast<int>(gridDim.x - 1 - blockIdx.x);
@@ -72,7 +70,7 @@ __global__ void __launch_bounds__(FwdTraits<kHeadDim>::kThreads)
 
   const float scale_log2 = p.scale * kLog2e;
   const float mask_bias = kMaskedScoreBias / p.scale;  // -1e6 on the scaled score
-  float acc_o[kHeadDim / 8][4];  // (16, kHeadDim) unnormalised output
+  float acc_o[kHeadDim / 8][4];                        // (16, kHeadDim) unnormalised output
   zero(acc_o);
   float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};  // rows g and g+8
   uint32_t q_frag[kHeadDim / 16][4];
@@ -86,11 +84,11 @@ __global__ void __launch_bounds__(FwdTraits<kHeadDim>::kThreads)
     const bf16* sKj = sK + stage * kBlockN * kLd;
     const bf16* sVj = sV + stage * kBlockN * kLd;
     if (j < n_full)
-      fwd_step<kHeadDim, kBlockN, kCausal, false>(acc_o, row_max, row_sum, q_frag, sKj, sVj, row0,
-                                                  j * kBlockN, tk, scale_log2, mask_bias);
+      fwd_step<kHeadDim, kBlockN, kCausal, false>(acc_o, row_max, row_sum, q_frag, sKj, sVj, row0, j * kBlockN, tk,
+                                                  scale_log2, mask_bias);
     else
-      fwd_step<kHeadDim, kBlockN, kCausal, true>(acc_o, row_max, row_sum, q_frag, sKj, sVj, row0,
-                                                 j * kBlockN, tk, scale_log2, mask_bias);
+      fwd_step<kHeadDim, kBlockN, kCausal, true>(acc_o, row_max, row_sum, q_frag, sKj, sVj, row0, j * kBlockN, tk,
+                                                 scale_log2, mask_bias);
     __syncthreads();  // this stage is refilled by the next iteration's copy
   }
 
@@ -108,7 +106,6 @@ void launch_fwd(const FlashParams& p, cudaStream_t stream) {
   kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(p);
   PT_CUDA_CHECK_LAUNCH();
 }
-
 
 }  // namespace
 }  // namespace flash

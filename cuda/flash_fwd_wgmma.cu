@@ -16,7 +16,7 @@ template <int kHeadDim, int kWarpgroups_, int kBlockN_>
 struct FwdWgmmaTraits {
   static constexpr int kWarpgroups = kWarpgroups_;
   static constexpr int kBlockM = 64 * kWarpgroups;  // query rows per block
-  static constexpr int kBlockN = kBlockN_;           // keys per step
+  static constexpr int kBlockN = kBlockN_;          // keys per step
   static constexpr int kThreads = 128 * kWarpgroups;
   static constexpr int kQBytes = sw128_tile_bytes<kBlockM, kHeadDim>();
   static constexpr int kKVBytes = sw128_tile_bytes<kBlockN, kHeadDim>();
@@ -32,7 +32,7 @@ __global__ void __launch_bounds__(FwdWgmmaTraits<kHeadDim, kWarpgroups, kBlockN_
   constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kThreads = Tr::kThreads;
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = sw128_smem_base(smem_raw);
-  bf16* sQ = reinterpret_cast<bf16*>(smem);               // (kBlockM, D) SW128
+  bf16* sQ = reinterpret_cast<bf16*>(smem);                // (kBlockM, D) SW128
   bf16* sK = reinterpret_cast<bf16*>(smem + Tr::kQBytes);  // (2, kBlockN, D) SW128
   bf16* sV = sK + 2 * kBlockN * kHeadDim;                  // (2, kBlockN, D) SW128
 

@@ -25,9 +25,10 @@ namespace pt::cuda::flash {
 
 using bf16 = __nv_bfloat16;
 
-
 template <int kHeadDim>
-constexpr int smem_ld() { return kHeadDim + 8; }
+constexpr int smem_ld() {
+  return kHeadDim + 8;
+}
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -35,13 +36,11 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
 
 // 16 bytes global → shared, asynchronous; when !valid nothing is read and zeros are written.
 __device__ __forceinline__ void cp_async_16(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
-               "r"(valid ? 16 : 0));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(valid ? 16 : 0));
 }
 // 4 bytes (one fp32) global → shared, zero-filled when !valid.
 __device__ __forceinline__ void cp_async_4(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
-               "r"(valid ? 4 : 0));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(valid ? 4 : 0));
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 // Wait until at most N committed groups are still in flight.
@@ -62,11 +61,10 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const bf16* 
 }
 
 __device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+               "{%8, %9}, {%0, %1, %2, %3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 // Two floats → one register of bf16 pairs, the lower column in the low half.
@@ -184,8 +182,8 @@ __device__ __forceinline__ void load_b_frag(uint32_t (&b)[4], const bf16* tile, 
 
 // acc (16 × N) += A (16 × K, in registers) · B (K × N, in shared memory).
 template <int K, int N, bool kRowsAreK>
-__device__ __forceinline__ void warp_mma_rs(float (&acc)[N / 8][4], const uint32_t (&a)[K / 16][4],
-                                            const bf16* b_tile, int ld) {
+__device__ __forceinline__ void warp_mma_rs(float (&acc)[N / 8][4], const uint32_t (&a)[K / 16][4], const bf16* b_tile,
+                                            int ld) {
   static_assert(K % 16 == 0 && N % 16 == 0, "mma shapes are multiples of 16");
 #pragma unroll
   for (int kk = 0; kk < K / 16; ++kk)
@@ -201,8 +199,7 @@ __device__ __forceinline__ void warp_mma_rs(float (&acc)[N / 8][4], const uint32
 // acc (16 × N) += A (16 × K, rows of a shared tile) · B: A loaded one k-step at a time, which
 // keeps only 4 registers of A live (the backward kernels hold four accumulators already).
 template <int K, int N, bool kRowsAreK>
-__device__ __forceinline__ void warp_mma_ss(float (&acc)[N / 8][4], const bf16* a_tile,
-                                            const bf16* b_tile, int ld) {
+__device__ __forceinline__ void warp_mma_ss(float (&acc)[N / 8][4], const bf16* a_tile, const bf16* b_tile, int ld) {
   static_assert(K % 16 == 0 && N % 16 == 0, "mma shapes are multiples of 16");
 #pragma unroll
   for (int kk = 0; kk < K / 16; ++kk) {
@@ -238,8 +235,8 @@ __device__ __forceinline__ void zero(float (&acc)[N][4]) {
 
 // Store a warp's 16 × D accumulator strip (times `scale`) as bf16 rows; rows ≥ valid_rows skipped.
 template <int kHeadDim>
-__device__ __forceinline__ void store_strip(bf16* dst, int64_t ld, const float (&acc)[kHeadDim / 8][4],
-                                            float scale_lo, float scale_hi, int valid_rows) {
+__device__ __forceinline__ void store_strip(bf16* dst, int64_t ld, const float (&acc)[kHeadDim / 8][4], float scale_lo,
+                                            float scale_hi, int valid_rows) {
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 #pragma unroll
   for (int j = 0; j < kHeadDim / 8; ++j) {

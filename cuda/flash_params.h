@@ -56,7 +56,7 @@ bool switch_entries(int head_dim, bool causal, Launch& launch, std::integer_sequ
 template <bool kWgmmaOnly = false, class Launch>
 bool flash_head_dim_switch(int head_dim, bool causal, Launch&& launch) {
   return flash_switch_detail::switch_entries<kWgmmaOnly>(head_dim, causal, launch,
-                                                          std::make_integer_sequence<int, kNumFlashHeadDims>{});
+                                                         std::make_integer_sequence<int, kNumFlashHeadDims>{});
 }
 
 // Element strides of one (B, H, T, D) view; the D stride is 1.

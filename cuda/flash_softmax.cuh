@@ -17,8 +17,8 @@ __device__ __forceinline__ int frag_col(int j, int e) { return j * 8 + 2 * (thre
 // row0: query index of the strip's first row; n0: key index of the tile's first column.
 template <int kBlockN, int kHeadDim, bool kCausal, bool kMasked>
 __device__ __forceinline__ void online_softmax(float (&acc_s)[kBlockN / 8][4], float (&acc_o)[kHeadDim / 8][4],
-                                               float (&row_max)[2], float (&row_sum)[2], int row0, int n0,
-                                               int seqlen_k, float scale_log2, float mask_bias) {
+                                               float (&row_max)[2], float (&row_sum)[2], int row0, int n0, int seqlen_k,
+                                               float scale_log2, float mask_bias) {
   if constexpr (kMasked) {
 #pragma unroll
     for (int j = 0; j < kBlockN / 8; ++j)

@@ -35,7 +35,9 @@ constexpr int kSwizzleBlockBytes = 1024;  // 8 rows × 128 bytes: the swizzle pa
 
 // Bytes of a (rows × kHeadDim) SW128 tile.
 template <int kRows, int kHeadDim>
-constexpr int sw128_tile_bytes() { return kRows * kHeadDim * 2; }
+constexpr int sw128_tile_bytes() {
+  return kRows * kHeadDim * 2;
+}
 
 // Rows [0, kRows) of a (rows, kHeadDim) bf16 matrix (row stride ld elements) into an SW128 tile,
 // asynchronously; rows ≥ valid_rows are zero-filled.
@@ -119,13 +121,13 @@ __device__ __forceinline__ void pin(uint32_t (&a)[N][4]) {
     for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(a[i][e])::"memory");
 }
 
-#define PT_WGMMA_ACC_OPERANDS(d)                                                                          \
-  "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), \
-      "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]),            \
-      "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]),            \
-      "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]),            \
-      "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
-#define PT_WGMMA_ACC_LIST                                                                                   \
+#define PT_WGMMA_ACC_OPERANDS(d)                                                                               \
+  "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),     \
+      "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), \
+      "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), \
+      "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), \
+      "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+#define PT_WGMMA_ACC_LIST                                                                                 \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, " \
   "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
 
@@ -168,7 +170,7 @@ __device__ __forceinline__ void wgmma_k_major(float (&acc)[N / 8][4], const bf16
 #pragma unroll
     for (int nb = 0; nb < N / 64; ++nb)
       wgmma_ss<0, 0>(block64<N / 8>(acc, nb), desc_k_major<kARows>(a_tile, a_row0, kk),
-                  desc_k_major<kBRows>(b_tile, b_row0 + nb * 64, kk));
+                     desc_k_major<kBRows>(b_tile, b_row0 + nb * 64, kk));
 }
 
 // acc (64 × N) += A (64 × K, registers: acc_to_a fragments) · B (K × N, MN-major shared tile,
@@ -179,7 +181,8 @@ __device__ __forceinline__ void wgmma_regs_mn_major(float (&acc)[N / 8][4], cons
 #pragma unroll
   for (int kk = 0; kk < K / 16; ++kk)
 #pragma unroll
-    for (int nb = 0; nb < N / 64; ++nb) wgmma_rs<1>(block64<N / 8>(acc, nb), a[kk], desc_mn_major<kBRows>(b_tile, kk, nb));
+    for (int nb = 0; nb < N / 64; ++nb)
+      wgmma_rs<1>(block64<N / 8>(acc, nb), a[kk], desc_mn_major<kBRows>(b_tile, kk, nb));
 }
 
 // acc (64 × N) += A (64 × K, MN-major shared tile: rows a_row0 … are K, its single 64-column

@@ -62,8 +62,7 @@ __global__ void sum_rows_kernel(int64_t rows, const float* row_loss, float* loss
 
 // loss += Σ (pred − target)² · inv_norm; dpred = 2 (pred − target) · inv_norm.
 template <typename TP, typename TT, int N>
-__global__ void mse_kernel(int64_t n, float inv_norm, float* loss, TP* dpred, const TP* pred,
-                           const TT* target) {
+__global__ void mse_kernel(int64_t n, float inv_norm, float* loss, TP* dpred, const TP* pred, const TT* target) {
   __shared__ float scratch[32];
   const int64_t stride = int64_t(gridDim.x) * blockDim.x * N;
   float sum = 0.0f;
@@ -98,8 +97,8 @@ void cross_entropy(cudaStream_t s, Tensor& loss, Tensor* dlogits, const Tensor& 
     const bool packed = vocab % kPack == 0 && aligned16(x) && (!dx || aligned16(dx));
     auto kernel = packed ? cross_entropy_kernel<T, kPack> : cross_entropy_kernel<T, 1>;
     // grad_scale 1 gives exactly 1/rows, as before; a power of two scales it exactly.
-    kernel<<<unsigned(rows), kThreads, 0, s>>>(vocab, 1.0f / float(rows), grad_scale / float(rows), row_loss.data_as<float>(), dx,
-                                               x, targets.data_as<const int32_t>());
+    kernel<<<unsigned(rows), kThreads, 0, s>>>(vocab, 1.0f / float(rows), grad_scale / float(rows),
+                                               row_loss.data_as<float>(), dx, x, targets.data_as<const int32_t>());
     PT_CUDA_CHECK_LAUNCH();
   });
   sum_rows_kernel<<<1, 1024, 0, s>>>(rows, row_loss.data_as<const float>(), loss.data_as<float>());

@@ -13,10 +13,10 @@
 #include <memory>
 #include <mutex>
 
-#include "cuda/matmul.h"
-#include "core/timing.h"
 #include "core/allocator.h"
 #include "core/error.h"
+#include "core/timing.h"
+#include "cuda/matmul.h"
 
 namespace pt::cuda {
 
@@ -39,10 +39,9 @@ void cublas_matmul(Context& ctx, const ops::GemmDesc& g) {
   const cudaDataType_t ab = cuda_type(g.ab_dtype), c = cuda_type(g.c_dtype);
   // Column-major view: the roles of A and B swap, and m/n swap.
   PT_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
-      ctx.cublas(), g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
-      int(g.n), int(g.m), int(g.k), &g.alpha, g.b, ab, int(g.ldb), g.stride_b, g.a, ab, int(g.lda),
-      g.stride_a, &g.beta, g.c, c, int(g.ldc), g.stride_c, int(g.batch), compute_type(ctx, g),
-      CUBLAS_GEMM_DEFAULT));
+      ctx.cublas(), g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, int(g.n), int(g.m),
+      int(g.k), &g.alpha, g.b, ab, int(g.ldb), g.stride_b, g.a, ab, int(g.lda), g.stride_a, &g.beta, g.c, c, int(g.ldc),
+      g.stride_c, int(g.batch), compute_type(ctx, g), CUBLAS_GEMM_DEFAULT));
 }
 
 // Times `run` (enqueued on ctx's stream) over iters runs after `warmup` untimed ones, ms per run.
@@ -85,8 +84,8 @@ struct LtProblem {
 void set_batch(cublasLtMatrixLayout_t l, int64_t batch, int64_t stride) {
   const int count = static_cast<int>(batch);
   PT_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
-  PT_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
-                                                   sizeof(stride)));
+  PT_CUBLAS_CHECK(
+      cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
 }
 
 template <typename T>
@@ -124,10 +123,12 @@ void describe(const Context& ctx, const ops::GemmDesc& g, LtProblem& p) {
 std::vector<cublasLtMatmulHeuristicResult_t> candidates(Context& ctx, const LtProblem& p, int max_algos) {
   std::vector<cublasLtMatmulHeuristicResult_t> found(static_cast<size_t>(max_algos));
   int n = 0;
-  const cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(ctx.cublaslt(), p.op, p.a, p.b, p.c, p.c, p.pref,
-                                                          max_algos, found.data(), &n);
-  if (s == CUBLAS_STATUS_NOT_SUPPORTED) n = 0;  // no algorithm for this problem: cuBLAS serves it
-  else PT_CUBLAS_CHECK(s);
+  const cublasStatus_t s =
+      cublasLtMatmulAlgoGetHeuristic(ctx.cublaslt(), p.op, p.a, p.b, p.c, p.c, p.pref, max_algos, found.data(), &n);
+  if (s == CUBLAS_STATUS_NOT_SUPPORTED)
+    n = 0;  // no algorithm for this problem: cuBLAS serves it
+  else
+    PT_CUBLAS_CHECK(s);
   found.resize(static_cast<size_t>(n));
   return found;
 }
@@ -148,11 +149,13 @@ struct Plan {
 // whether C is read (beta ≠ 0 changes the fastest kernel).
 using PlanKey = std::array<int64_t, 20>;
 PlanKey plan_key(const Context& ctx, const ops::GemmDesc& g) {
+  // clang-format off
   return {ctx.device().index, g.batch, g.m, g.n, g.k, g.trans_a, g.trans_b, static_cast<int64_t>(g.ab_dtype),
           static_cast<int64_t>(g.c_dtype), g.lda, g.ldb, g.ldc, g.stride_a, g.stride_b, g.stride_c,
           static_cast<int64_t>(compute_type(ctx, g)), ctx.reserved_sms(), g.beta != 0.0f,
           (int64_t{alignment(g.a, g.stride_a, g.ab_dtype)} << 16) | alignment(g.b, g.stride_b, g.ab_dtype),
           alignment(g.c, g.stride_c, g.c_dtype)};
+  // clang-format on
 }
 
 // Elements from C's first to one past its last, the size of a scratch copy.
@@ -189,13 +192,15 @@ Plan choose(Context& ctx, const ops::GemmDesc& g, GemmSelect select) {
   ops::GemmDesc probe = g;
   if (scratch) probe.c = scratch;
   constexpr int kIters = 5;
-  double best_ms = 0.99 * time_runs(ctx, kIters, [&] { cublas_matmul(ctx, probe); }, 1);
+  auto run_cublas = [&] { cublas_matmul(ctx, probe); };
+  double best_ms = 0.99 * time_runs(ctx, kIters, run_cublas, 1);
   const cublasLtMatmulAlgo_t* best = nullptr;
   for (const auto& r : found) {
     cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
-    const double t = time_runs(ctx, kIters, [&] {
+    auto run_candidate = [&] {
       if (status == CUBLAS_STATUS_SUCCESS) status = lt_matmul(ctx, *p, r.algo, probe, probe.c);
-    }, 1);
+    };
+    const double t = time_runs(ctx, kIters, run_candidate, 1);
     if (status == CUBLAS_STATUS_SUCCESS && t < best_ms) {
       best_ms = t;
       best = &r.algo;
@@ -216,8 +221,7 @@ const Plan& plan_for(Context& ctx, const ops::GemmDesc& g) {
   std::lock_guard<std::mutex> lock(mutex);
   const auto key = std::make_pair(plan_key(ctx, g), ctx.gemm_select());
   auto it = plans.find(key);
-  if (it == plans.end())
-    it = plans.emplace(key, choose(ctx, g, ctx.gemm_select())).first;
+  if (it == plans.end()) it = plans.emplace(key, choose(ctx, g, ctx.gemm_select())).first;
   return it->second;
 }
 
@@ -228,7 +232,8 @@ const Plan& plan_for(Context& ctx, const ops::GemmDesc& g) {
 // hold the toy models to rtol 1e-7, which Adam turns a last-bit difference into breaking).
 bool worth_tuning(const ops::GemmDesc& g) {
   return 2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k) *
-             static_cast<double>(g.batch) >= 1073741824.0;
+             static_cast<double>(g.batch) >=
+         1073741824.0;
 }
 
 }  // namespace

@@ -159,15 +159,14 @@ void packed_then_tail(int64_t n, bool aligned, Launch&& launch) {
 
 }  // namespace
 
-void adamw_step(cudaStream_t s, Tensor& p, const Tensor& g, Tensor& m, Tensor& v,
-                const ops::AdamWHyper& h, Tensor* p_lowp, const ops::GradClip& clip, const void* device_scalars) {
+void adamw_step(cudaStream_t s, Tensor& p, const Tensor& g, Tensor& m, Tensor& v, const ops::AdamWHyper& h,
+                Tensor* p_lowp, const ops::GradClip& clip, const void* device_scalars) {
   const AdamWScalars sc = device_scalars ? AdamWScalars{} : ops::adamw_step_scalars(h);
   const auto* hd = static_cast<const AdamWScalars*>(device_scalars);
   float *pp = p.data_as<float>(), *pm = m.data_as<float>(), *pv = v.data_as<float>();
   const float* pg = g.data_as<const float>();
   __nv_bfloat16* lowp = p_lowp ? static_cast<__nv_bfloat16*>(p_lowp->data()) : nullptr;
-  const bool aligned = aligned16(pp) && aligned16(pg) && aligned16(pm) && aligned16(pv) &&
-                       (!lowp || aligned16(lowp));
+  const bool aligned = aligned16(pp) && aligned16(pg) && aligned16(pm) && aligned16(pv) && (!lowp || aligned16(lowp));
   packed_then_tail<kUpdatePack>(p.numel(), aligned, [&](auto n_tag, int64_t off, int64_t count) {
     constexpr int N = decltype(n_tag)::value;
     adamw_kernel<N><<<grid_covering(count / N, kThreads), kThreads, 0, s>>>(
@@ -176,8 +175,8 @@ void adamw_step(cudaStream_t s, Tensor& p, const Tensor& g, Tensor& m, Tensor& v
   });
 }
 
-void sgd_step(cudaStream_t s, Tensor& p, const Tensor& g, float lr, float weight_decay,
-              Tensor* p_lowp, const ops::GradClip& clip, const void* device_scalars) {
+void sgd_step(cudaStream_t s, Tensor& p, const Tensor& g, float lr, float weight_decay, Tensor* p_lowp,
+              const ops::GradClip& clip, const void* device_scalars) {
   const float* lr_device = device_scalars ? &static_cast<const ops::SgdStepScalars*>(device_scalars)->lr : nullptr;
   float* pp = p.data_as<float>();
   const float* pg = g.data_as<const float>();
@@ -191,6 +190,19 @@ void sgd_step(cudaStream_t s, Tensor& p, const Tensor& g, float lr, float weight
   });
 }
 
+namespace {
+// run(TypeTag<S>{}, TypeTag<T>{}) for the squared norm's type S (fp32 or fp64) and x's type T.
+template <typename F>
+void dispatch_sumsq_and_x(const Tensor& sumsq, const Tensor& x, F&& run) {
+  dispatch_float(x.dtype(), [&](auto xtag) {
+    if (sumsq.dtype() == DType::F64)
+      run(TypeTag<double>{}, xtag);
+    else
+      run(TypeTag<float>{}, xtag);
+  });
+}
+}  // namespace
+
 void squared_norm_accumulate(cudaStream_t s, Tensor& sumsq, const Tensor& x) {
   auto run = [&](auto stag, auto xtag) {
     using S = typename decltype(stag)::type;
@@ -198,17 +210,12 @@ void squared_norm_accumulate(cudaStream_t s, Tensor& sumsq, const Tensor& x) {
     const T* px = static_cast<const T*>(x.data());
     packed_then_tail(x.numel(), aligned16(px), [&](auto n_tag, int64_t off, int64_t count) {
       constexpr int N = decltype(n_tag)::value;
-      squared_norm_kernel<S, T, N><<<grid_for(count / N, kThreads), kThreads, 0, s>>>(
-          count, sumsq.data_as<S>(), px + off);
+      squared_norm_kernel<S, T, N>
+          <<<grid_for(count / N, kThreads), kThreads, 0, s>>>(count, sumsq.data_as<S>(), px + off);
       PT_CUDA_CHECK_LAUNCH();
     });
   };
-  dispatch_float(x.dtype(), [&](auto xtag) {
-    if (sumsq.dtype() == DType::F64)
-      run(TypeTag<double>{}, xtag);
-    else
-      run(TypeTag<float>{}, xtag);
-  });
+  dispatch_sumsq_and_x(sumsq, x, run);
 }
 
 void clip_by_norm(cudaStream_t s, Tensor& x, const Tensor& sumsq, float max_norm) {
@@ -218,17 +225,12 @@ void clip_by_norm(cudaStream_t s, Tensor& x, const Tensor& sumsq, float max_norm
     T* px = static_cast<T*>(x.data());
     packed_then_tail(x.numel(), aligned16(px), [&](auto n_tag, int64_t off, int64_t count) {
       constexpr int N = decltype(n_tag)::value;
-      clip_kernel<S, T, N><<<grid_for(count / N, kThreads), kThreads, 0, s>>>(
-          count, max_norm, px + off, sumsq.data_as<const S>());
+      clip_kernel<S, T, N>
+          <<<grid_for(count / N, kThreads), kThreads, 0, s>>>(count, max_norm, px + off, sumsq.data_as<const S>());
       PT_CUDA_CHECK_LAUNCH();
     });
   };
-  dispatch_float(x.dtype(), [&](auto xtag) {
-    if (sumsq.dtype() == DType::F64)
-      run(TypeTag<double>{}, xtag);
-    else
-      run(TypeTag<float>{}, xtag);
-  });
+  dispatch_sumsq_and_x(sumsq, x, run);
 }
 
 }  // namespace pt::cuda

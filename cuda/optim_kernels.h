@@ -11,10 +11,10 @@ namespace pt::cuda {
 // p, g, m, v fp32 1-D; p_lowp (optional) bf16; clip (optional) read on the device;
 // device_scalars (optional): ops::AdamWStepScalars / ops::SgdStepScalars read on the device
 // instead of h's / lr (CUDA graphs).
-void adamw_step(cudaStream_t s, Tensor& p, const Tensor& g, Tensor& m, Tensor& v,
-                const ops::AdamWHyper& h, Tensor* p_lowp, const ops::GradClip& clip, const void* device_scalars);
-void sgd_step(cudaStream_t s, Tensor& p, const Tensor& g, float lr, float weight_decay,
-              Tensor* p_lowp, const ops::GradClip& clip, const void* device_scalars);
+void adamw_step(cudaStream_t s, Tensor& p, const Tensor& g, Tensor& m, Tensor& v, const ops::AdamWHyper& h,
+                Tensor* p_lowp, const ops::GradClip& clip, const void* device_scalars);
+void sgd_step(cudaStream_t s, Tensor& p, const Tensor& g, float lr, float weight_decay, Tensor* p_lowp,
+              const ops::GradClip& clip, const void* device_scalars);
 // x fp32|bf16; sumsq fp32|fp64 (one element). Block partial sums, then one atomic per block.
 void squared_norm_accumulate(cudaStream_t s, Tensor& sumsq, const Tensor& x);
 // x fp32|bf16; sumsq fp32|fp64 read on the device.

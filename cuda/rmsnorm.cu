@@ -18,15 +18,17 @@ template <bool kPacked, int N = kPacked ? kPack : 1, typename T, typename Body>
 __device__ __forceinline__ void for_lane_cols(const T* row, int cols, int lane, Body body) {
   for (int c = lane * N; c < cols; c += kWarpSize * N) {
     float v[N];
-    if constexpr (kPacked) load_pack<N>(row + c, v);
-    else v[0] = to_float(row[c]);
+    if constexpr (kPacked)
+      load_pack<N>(row + c, v);
+    else
+      v[0] = to_float(row[c]);
     body(c, v);
   }
 }
 
 template <typename TY, bool kPacked>
-__global__ void rmsnorm_forward_kernel(int64_t rows, int cols, float eps, TY* y, float* rstd,
-                                       const float* x, const float* w) {
+__global__ void rmsnorm_forward_kernel(int64_t rows, int cols, float eps, TY* y, float* rstd, const float* x,
+                                       const float* w) {
   constexpr int N = kPacked ? kPack : 1;
   const int lane = threadIdx.x % kWarpSize;
   const int64_t row = int64_t(blockIdx.x) * kWarps + threadIdx.x / kWarpSize;
@@ -59,8 +61,8 @@ __global__ void rmsnorm_forward_kernel(int64_t rows, int cols, float eps, TY* y,
 // loop above waits for each pack in turn. With one warp per row XL's 2048 rows fill a quarter
 // of the GPU's warp slots, so the loop was latency-bound: 9.2 us per call, 1.4 TB/s (ncu, H200).
 template <typename TY, int kPacks>
-__global__ void rmsnorm_forward_rows_kernel(int64_t rows, int cols, float eps, TY* y, float* rstd,
-                                            const float* x, const float* w) {
+__global__ void rmsnorm_forward_rows_kernel(int64_t rows, int cols, float eps, TY* y, float* rstd, const float* x,
+                                            const float* w) {
   const int lane = threadIdx.x % kWarpSize;
   const int64_t row = int64_t(blockIdx.x) * kWarps + threadIdx.x / kWarpSize;
   if (row >= rows) return;
@@ -138,8 +140,10 @@ __global__ void rmsnorm_backward_dx_kernel(int64_t rows, int cols, bool accumula
       const float di = inv * g[i] * wv[i] - k * xv[i];
       d[i] = accumulate ? d[i] + di : di;
     }
-    if constexpr (kPacked) store_pack<N>(dxr + c, d);
-    else dxr[c] = d[0];
+    if constexpr (kPacked)
+      store_pack<N>(dxr + c, d);
+    else
+      dxr[c] = d[0];
   });
 }
 
@@ -171,15 +175,13 @@ __global__ void rmsnorm_dw_kernel(int64_t rows, int cols, int64_t rows_per_slice
 
 }  // namespace
 
-void rmsnorm_forward(cudaStream_t s, Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& w,
-                     float eps) {
+void rmsnorm_forward(cudaStream_t s, Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& w, float eps) {
   const int64_t rows = x.size(0), cols = x.size(1);
   if (rows == 0) return;
   PT_CHECK(cols <= INT32_MAX, "rmsnorm: rows longer than 2^31 elements");
   dispatch_float(y.dtype(), [&](auto tag) {
     using TY = typename decltype(tag)::type;
-    const bool packed = cols % kPack == 0 && aligned16(x.data()) && aligned16(w.data()) &&
-                        aligned16(y.data());
+    const bool packed = cols % kPack == 0 && aligned16(x.data()) && aligned16(w.data()) && aligned16(y.data());
     const unsigned blocks = unsigned(ceil_div(rows, kWarps));
     // Packs per lane for the register-resident row: the smallest of 1, 2, 4, 8 that holds it.
     const int64_t packs = ceil_div(cols, int64_t(kWarpSize) * kPack);
@@ -189,37 +191,37 @@ void rmsnorm_forward(cudaStream_t s, Tensor& y, Tensor& rstd, const Tensor& x, c
                   : packs <= 4 ? rmsnorm_forward_rows_kernel<TY, 4>
                   : packs <= 8 ? rmsnorm_forward_rows_kernel<TY, 8>
                                : rmsnorm_forward_kernel<TY, true>;
-    kernel<<<blocks, kThreads, 0, s>>>(rows, int(cols), eps, static_cast<TY*>(y.data()),
-                                       rstd.data_as<float>(), x.data_as<const float>(),
-                                       w.data_as<const float>());
+    kernel<<<blocks, kThreads, 0, s>>>(rows, int(cols), eps, static_cast<TY*>(y.data()), rstd.data_as<float>(),
+                                       x.data_as<const float>(), w.data_as<const float>());
     PT_CUDA_CHECK_LAUNCH();
   });
 }
 
-void rmsnorm_backward(cudaStream_t s, Tensor& dx, Tensor& dw, const Tensor& dy, const Tensor& x,
-                      const Tensor& w, const Tensor& rstd, bool accumulate) {
+void rmsnorm_backward(cudaStream_t s, Tensor& dx, Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& w,
+                      const Tensor& rstd, bool accumulate) {
   const int64_t rows = x.size(0), cols = x.size(1);
   if (rows == 0) return;
   PT_CHECK(cols <= INT32_MAX, "rmsnorm: rows longer than 2^31 elements");
   dispatch_float(dy.dtype(), [&](auto tag) {
     using TD = typename decltype(tag)::type;
-    const bool packed = cols % kPack == 0 && aligned16(x.data()) && aligned16(w.data()) &&
-                        aligned16(dy.data()) && aligned16(dx.data());
+    const bool packed =
+        cols % kPack == 0 && aligned16(x.data()) && aligned16(w.data()) && aligned16(dy.data()) && aligned16(dx.data());
     // Row slices so that strips × slices is about four blocks per SM, each slice at least
     // 64 rows (the atomics per column stay few).
     const int64_t strips = ceil_div(cols, int64_t(kWarpSize));
     const int64_t want = std::max<int64_t>(1, int64_t(sm_count()) * 4 / strips);
     const int64_t slices = std::min<int64_t>({want, ceil_div(rows, int64_t(64)), 65535});
     const int64_t per_slice = ceil_div(rows, slices);
-    rmsnorm_dw_kernel<TD><<<dim3(unsigned(strips), unsigned(ceil_div(rows, per_slice))), dim3(kWarpSize, kDwRowLanes), 0, s>>>(
-        rows, int(cols), per_slice, dw.data_as<float>(), static_cast<const TD*>(dy.data()), x.data_as<const float>(),
-        rstd.data_as<const float>());
+    rmsnorm_dw_kernel<TD>
+        <<<dim3(unsigned(strips), unsigned(ceil_div(rows, per_slice))), dim3(kWarpSize, kDwRowLanes), 0, s>>>(
+            rows, int(cols), per_slice, dw.data_as<float>(), static_cast<const TD*>(dy.data()),
+            x.data_as<const float>(), rstd.data_as<const float>());
     PT_CUDA_CHECK_LAUNCH();
     // After dw: dx may alias dy.
     auto dx_kernel = packed ? rmsnorm_backward_dx_kernel<TD, true> : rmsnorm_backward_dx_kernel<TD, false>;
     dx_kernel<<<unsigned(ceil_div(rows, kWarps)), kThreads, 0, s>>>(
-        rows, int(cols), accumulate, dx.data_as<float>(), static_cast<const TD*>(dy.data()),
-        x.data_as<const float>(), w.data_as<const float>(), rstd.data_as<const float>());
+        rows, int(cols), accumulate, dx.data_as<float>(), static_cast<const TD*>(dy.data()), x.data_as<const float>(),
+        w.data_as<const float>(), rstd.data_as<const float>());
     PT_CUDA_CHECK_LAUNCH();
   });
 }

@@ -24,7 +24,7 @@ constexpr int kHeads = 8;  // heads a thread rotates per token
 
 struct RopeParams {
   int heads, tokens, head_groups, half;  // head_groups = ceil(H / kHeads); half = D / 2 pairs
-  int64_t in_b, in_h, in_t;           // strides of in (elements); stride of D is 1
+  int64_t in_b, in_h, in_t;              // strides of in (elements); stride of D is 1
   int64_t out_b, out_h, out_t;
   float theta;
   float sign;  // +1 forward, -1 inverse
@@ -83,8 +83,7 @@ __global__ void __launch_bounds__(256, 4) rope_kernel(RopeParams p, T* out, cons
       if (k < heads) load_two<kWord>(in_bh + k * p.in_h + t * p.in_t, x0[k], x1[k]);
 #pragma unroll
     for (int k = 0; k < kHeads; ++k)
-      if (k < heads)
-        store_two<kWord>(out_bh + k * p.out_h + t * p.out_t, x0[k] * c - x1[k] * s, x0[k] * s + x1[k] * c);
+      if (k < heads) store_two<kWord>(out_bh + k * p.out_h + t * p.out_t, x0[k] * c - x1[k] * s, x0[k] * s + x1[k] * c);
   }
 }
 

@@ -13,8 +13,8 @@ constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / kWarpSize;  // rows per block
 
 template <typename TI, typename TO, int N>
-__global__ void softmax_forward_kernel(int64_t rows, int64_t tq, int64_t tk, float scale,
-                                       bool causal, TO* probs, const TI* scores) {
+__global__ void softmax_forward_kernel(int64_t rows, int64_t tq, int64_t tk, float scale, bool causal, TO* probs,
+                                       const TI* scores) {
   const int lane = threadIdx.x % kWarpSize;
   const int64_t row = int64_t(blockIdx.x) * kWarps + threadIdx.x / kWarpSize;
   if (row >= rows) return;
@@ -46,8 +46,8 @@ __global__ void softmax_forward_kernel(int64_t rows, int64_t tq, int64_t tk, flo
 }
 
 template <typename TDS, typename TDP, typename TP, int N>
-__global__ void softmax_backward_kernel(int64_t rows, int64_t tk, float scale, TDS* dscores,
-                                        const TDP* dprobs, const TP* probs) {
+__global__ void softmax_backward_kernel(int64_t rows, int64_t tk, float scale, TDS* dscores, const TDP* dprobs,
+                                        const TP* probs) {
   const int lane = threadIdx.x % kWarpSize;
   const int64_t row = int64_t(blockIdx.x) * kWarps + threadIdx.x / kWarpSize;
   if (row >= rows) return;
@@ -94,8 +94,7 @@ void softmax_forward(cudaStream_t s, Tensor& probs, const Tensor& scores, double
   });
 }
 
-void softmax_backward(cudaStream_t s, Tensor& dscores, const Tensor& dprobs, const Tensor& probs,
-                      double scale) {
+void softmax_backward(cudaStream_t s, Tensor& dscores, const Tensor& dprobs, const Tensor& probs, double scale) {
   const int64_t tk = probs.size(-1), rows = probs.numel() / tk;
   const unsigned blocks = unsigned(ceil_div(rows, kWarps));
   dispatch_float(dscores.dtype(), [&](auto a) {

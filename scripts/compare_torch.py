@@ -30,6 +30,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from paratrain_report.model_sizes import SIZES, dense_peak_flops  # noqa: E402
+from paratrain_report.torch_cli import (add_protocol_arguments, check_attention, check_choices,  # noqa: E402
+                                        resolve_out, split_list)
 
 REFERENCE_SIZES = [s for s in SIZES if s != "tiny"]
 VARIANTS = ("eager", "compile")
@@ -46,35 +48,22 @@ def parse_args(argv):
     ap.add_argument("--attention", default="naive",
                     help="naive (scores materialised, as the reference) or sdpa (F.scaled_dot_product_attention)")
     ap.add_argument("--compile-mode", default="default", help="torch.compile mode (default, max-autotune, ...)")
-    ap.add_argument("--warmup", type=int, default=5, help="untimed steps first (compile happens here)")
-    ap.add_argument("--steps", type=int, default=10, help="measured steps")
-    ap.add_argument("--seed", type=int, default=1337)
-    ap.add_argument("--out", default="", help="HDF5 run record to write (default: torch_model-<time>.h5)")
-    ap.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
+    add_protocol_arguments(ap, "torch_model", warmup=5, warmup_help="untimed steps first (compile happens here)",
+                           steps_help="measured steps")
     args = ap.parse_args(argv)
-    split = lambda s: [x for x in s.split(",") if x]  # noqa: E731
-    args.sizes, args.precisions, args.variants = split(args.sizes), split(args.precisions), split(args.variants)
+    args.sizes, args.precisions, args.variants = (split_list(args.sizes), split_list(args.precisions),
+                                                  split_list(args.variants))
     try:
-        args.contexts = [int(c) for c in split(args.contexts)]
+        args.contexts = [int(c) for c in split_list(args.contexts)]
     except ValueError:
         ap.error(f"--contexts: not a list of integers: {args.contexts}")
-    for s in args.sizes:
-        if s not in SIZES:
-            ap.error(f"--sizes: unknown size '{s}' (expected {', '.join(SIZES)})")
-    for p in args.precisions:
-        if p not in ("fp32", "bf16"):
-            ap.error(f"--precisions: unknown precision '{p}' (expected fp32, bf16)")
-    for v in args.variants:
-        if v not in VARIANTS:
-            ap.error(f"--variants: unknown variant '{v}' (expected eager, compile)")
-    if args.attention not in ("naive", "sdpa"):
-        ap.error(f"--attention must be naive or sdpa (got '{args.attention}')")
+    check_choices(ap, "sizes", args.sizes, SIZES, "size")
+    check_choices(ap, "precisions", args.precisions, ("fp32", "bf16"), "precision")
+    check_choices(ap, "variants", args.variants, VARIANTS, "variant")
+    check_attention(ap, args.attention)
     if args.steps < 1 or args.warmup < 0 or args.batch_size < 1 or not all(c > 0 for c in args.contexts):
         ap.error("--steps and --batch-size must be >= 1, --warmup >= 0, contexts positive")
-    if not args.out:
-        args.out = datetime.datetime.now().strftime("torch_model-%Y%m%d-%H%M%S.h5")
-    if os.path.exists(args.out) and not args.overwrite:
-        ap.error(f"--out {args.out} exists (pass --overwrite to replace it)")
+    resolve_out(ap, args, "torch_model")
     return args
 
 

@@ -41,6 +41,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from paratrain_report.model_sizes import SIZES  # noqa: E402  (no torch needed)
+from paratrain_report.torch_cli import (add_protocol_arguments, check_attention, check_choices,  # noqa: E402
+                                        resolve_out, split_list)
 
 STRATEGIES = ("none", "naive", "ddp", "ddp_bf16", "zero")
 DDP_STRATEGIES = ("ddp", "ddp_bf16", "zero")  # those wrapped in DistributedDataParallel
@@ -59,34 +61,21 @@ def parse_args(argv):
     ap.add_argument("--precision", default="fp32,bf16", help="comma list of fp32 (TF32 off), bf16 (autocast)")
     ap.add_argument("--strategies", default=",".join(STRATEGIES), help=f"comma list of {', '.join(STRATEGIES)}")
     ap.add_argument("--bucket-mb", type=float, default=25.0, help="DDP bucket_cap_mb")
-    ap.add_argument("--steps", type=int, default=10, help="timed steps")
-    ap.add_argument("--warmup", type=int, default=3, help="untimed steps first")
-    ap.add_argument("--seed", type=int, default=1337)
-    ap.add_argument("--out", default="", help="HDF5 run record (default: torch_ddp-<time>.h5); rank 0 writes it")
-    ap.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
+    add_protocol_arguments(ap, "torch_ddp", warmup=3, warmup_help="untimed steps first", steps_help="timed steps",
+                           out_note="; rank 0 writes it")
     args = ap.parse_args(argv)
-    split = lambda s: [x for x in s.split(",") if x]  # noqa: E731
-    args.strategies, args.precision = split(args.strategies), split(args.precision)
-    if args.model not in SIZES:
-        ap.error(f"--model: unknown size '{args.model}' (expected {', '.join(SIZES)})")
-    for s in args.strategies:
-        if s not in STRATEGIES:
-            ap.error(f"--strategies: unknown strategy '{s}' (expected {', '.join(STRATEGIES)})")
-    for p in args.precision:
-        if p not in PRECISIONS:
-            ap.error(f"--precision: unknown precision '{p}' (expected {', '.join(PRECISIONS)})")
+    args.strategies, args.precision = split_list(args.strategies), split_list(args.precision)
+    check_choices(ap, "model", [args.model], SIZES, "size")
+    check_choices(ap, "strategies", args.strategies, STRATEGIES, "strategy")
+    check_choices(ap, "precision", args.precision, PRECISIONS, "precision")
     if not args.strategies or not args.precision:
         ap.error("--strategies and --precision need at least one value")
-    if args.attention not in ("naive", "sdpa"):
-        ap.error(f"--attention must be naive or sdpa (got '{args.attention}')")
+    check_attention(ap, args.attention)
     if args.steps < 1 or args.warmup < 0 or args.batch < 1 or args.context < 1 or args.vocab_size < 1:
         ap.error("--steps, --batch, --context and --vocab-size must be >= 1, --warmup >= 0")
     if not args.bucket_mb > 0:
         ap.error(f"--bucket-mb must be positive (got {args.bucket_mb})")
-    if not args.out:
-        args.out = datetime.datetime.now().strftime("torch_ddp-%Y%m%d-%H%M%S.h5")
-    if os.path.exists(args.out) and not args.overwrite:
-        ap.error(f"--out {args.out} exists (pass --overwrite to replace it)")
+    resolve_out(ap, args, "torch_ddp")
     return args
 
 

@@ -13,6 +13,8 @@ set_tests_properties(scripts_test_data PROPERTIES
 
 # Hand-made records: every table kind, the overhead fit, malformed files, plots.
 add_test(NAME scripts_report_synthetic COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_report_synthetic.py)
+# The same for the communication benchmarks' sections (allreduce, ddp, bucket fits, sharding).
+add_test(NAME scripts_report_synthetic_comm COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_report_synthetic_comm.py)
 # The binary's own records through the report.
 add_test(NAME scripts_report_real COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_report_real.py)
 set_tests_properties(scripts_report_real PROPERTIES FIXTURES_REQUIRED pt_scripts_data)
@@ -22,11 +24,13 @@ set_tests_properties(scripts_schema_doc PROPERTIES FIXTURES_REQUIRED pt_scripts_
 # bench ddp's per-rank timeline (/ddp_events) and bucket counts against the model's shapes.
 add_test(NAME scripts_ddp_events_real COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_ddp_events_real.py)
 set_tests_properties(scripts_ddp_events_real PROPERTIES FIXTURES_REQUIRED pt_scripts_data)
-# compare_torch.py without PyTorch (its command line, its table) and the reference model
+# compare_torch.py without PyTorch (its table) and the reference model
 # itself (skipped where PyTorch is not installed: it runs on the GPU machine).
 add_test(NAME scripts_compare_torch COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_compare_torch.py)
-# compare_torch_ddp.py without PyTorch: command line, rows, its HDF5 writer read by the report.
+# compare_torch_ddp.py without PyTorch: rows, its HDF5 writer read by the report.
 add_test(NAME scripts_compare_torch_ddp COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_compare_torch_ddp.py)
+# Both compare scripts' command lines without PyTorch: --help, bad arguments, an existing --out.
+add_test(NAME scripts_compare_torch_cli COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_compare_torch_cli.py)
 add_test(NAME scripts_reference_model COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_reference_model.py)
 # Hostile input and faults (issue 15): the real binary on bad flags, files and ranks; exit code,
 # message and an untouched disk asserted for each case.
@@ -46,12 +50,18 @@ add_test(NAME scripts_resume
 # The sbatch templates without Slurm: node/task/GPU layouts (submit_all.sh --dry-run), refusals,
 # and train.sbatch's signal forwarding and requeue against a stand-in srun and scontrol.
 add_test(NAME scripts_slurm_templates COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_slurm_templates.py)
+# The C++/CUDA sources against .clang-format (scripts/check_format.sh; needs clang-format, which
+# scripts/setup.sh installs).
+add_test(NAME format COMMAND ${PROJECT_SOURCE_DIR}/scripts/check_format.sh)
+set_tests_properties(format PROPERTIES LABELS scripts TIMEOUT 300)
+# The format check itself: a misformatted file is listed and fails, --fix rewrites it.
+add_test(NAME scripts_check_format COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_check_format.py)
 # Sweeps submitted to a real single-node Slurm in CPU mode (skipped without slurm-wlm/munge).
 add_test(NAME scripts_slurm COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_slurm.py)
 set_tests_properties(scripts_slurm PROPERTIES LABELS "scripts;slurm" TIMEOUT 900 RUN_SERIAL TRUE)
 
-set(PT_SCRIPTS_TESTS scripts_hostile_inputs scripts_faults scripts_resume scripts_slurm_templates scripts_report_synthetic scripts_report_real scripts_schema_doc scripts_ddp_events_real scripts_compare_torch
-    scripts_compare_torch_ddp scripts_reference_model)
+set(PT_SCRIPTS_TESTS scripts_hostile_inputs scripts_faults scripts_resume scripts_slurm_templates scripts_report_synthetic scripts_report_synthetic_comm scripts_report_real scripts_schema_doc scripts_ddp_events_real scripts_compare_torch
+    scripts_compare_torch_ddp scripts_compare_torch_cli scripts_reference_model scripts_check_format)
 set_tests_properties(${PT_SCRIPTS_TESTS} PROPERTIES LABELS scripts TIMEOUT 600)
 set_tests_properties(${PT_SCRIPTS_TESTS} scripts_slurm PROPERTIES ENVIRONMENT "${PT_SCRIPTS_ENV}")
 # A suite that skips (no PyTorch, no Slurm packages) shows as skipped in ctest, not as passed.

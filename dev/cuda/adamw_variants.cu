@@ -21,13 +21,13 @@
 #include <cstring>
 #include <vector>
 
-#define CK(x)                                                                            \
-  do {                                                                                   \
-    cudaError_t e_ = (x);                                                                \
-    if (e_ != cudaSuccess) {                                                             \
+#define CK(x)                                                                                  \
+  do {                                                                                         \
+    cudaError_t e_ = (x);                                                                      \
+    if (e_ != cudaSuccess) {                                                                   \
       std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                      \
-    }                                                                                    \
+      std::exit(1);                                                                            \
+    }                                                                                          \
   } while (0)
 
 struct Scalars {
@@ -38,13 +38,17 @@ enum class Hint { Default, Stream };
 
 template <Hint H>
 __device__ __forceinline__ float4 ld4(const float* p) {
-  if constexpr (H == Hint::Stream) return __ldcs(reinterpret_cast<const float4*>(p));
-  else return *reinterpret_cast<const float4*>(p);
+  if constexpr (H == Hint::Stream)
+    return __ldcs(reinterpret_cast<const float4*>(p));
+  else
+    return *reinterpret_cast<const float4*>(p);
 }
 template <Hint H>
 __device__ __forceinline__ void st4(float* p, float4 v) {
-  if constexpr (H == Hint::Stream) __stcs(reinterpret_cast<float4*>(p), v);
-  else *reinterpret_cast<float4*>(p) = v;
+  if constexpr (H == Hint::Stream)
+    __stcs(reinterpret_cast<float4*>(p), v);
+  else
+    *reinterpret_cast<float4*>(p) = v;
 }
 template <Hint H>
 __device__ __forceinline__ void st_bf16x4(__nv_bfloat16* p, const float* v) {
@@ -52,8 +56,10 @@ __device__ __forceinline__ void st_bf16x4(__nv_bfloat16* p, const float* v) {
   uint2 raw;
   std::memcpy(&raw.x, &a, 4);
   std::memcpy(&raw.y, &b, 4);
-  if constexpr (H == Hint::Stream) __stcs(reinterpret_cast<uint2*>(p), raw);
-  else *reinterpret_cast<uint2*>(p) = raw;
+  if constexpr (H == Hint::Stream)
+    __stcs(reinterpret_cast<uint2*>(p), raw);
+  else
+    *reinterpret_cast<uint2*>(p) = raw;
 }
 
 // The production arithmetic (cuda/optim_kernels.cu adamw_kernel), every rounding explicit.
@@ -98,7 +104,9 @@ __global__ void copy4(int64_t n, const float* __restrict__ x, float* __restrict_
 __global__ void fill(int64_t n, float* x, uint32_t seed, float scale, float offset) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     uint32_t s = uint32_t(i) * 2654435761u ^ seed;
-    s ^= s >> 13; s *= 0x5bd1e995u; s ^= s >> 15;
+    s ^= s >> 13;
+    s *= 0x5bd1e995u;
+    s ^= s >> 15;
     x[i] = offset + scale * (float(s & 0xffffff) / float(0x1000000) - 0.5f);
   }
 }
@@ -118,20 +126,32 @@ static void reset(int64_t n, Buffers& b) {
 
 int main(int argc, char** argv) {
   const int64_t n = argc > 1 ? std::atoll(argv[1]) : 2000000000LL;
-  if (n <= 0 || n % 8) { std::fprintf(stderr, "n must be a positive multiple of 8\n"); return 2; }
+  if (n <= 0 || n % 8) {
+    std::fprintf(stderr, "n must be a positive multiple of 8\n");
+    return 2;
+  }
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   const int sms = prop.multiProcessorCount;
   Buffers b;
-  CK(cudaMalloc(&b.p, n * 4)); CK(cudaMalloc(&b.g, n * 4)); CK(cudaMalloc(&b.m, n * 4));
-  CK(cudaMalloc(&b.v, n * 4)); CK(cudaMalloc(&b.lowp, n * 2));
+  CK(cudaMalloc(&b.p, n * 4));
+  CK(cudaMalloc(&b.g, n * 4));
+  CK(cudaMalloc(&b.m, n * 4));
+  CK(cudaMalloc(&b.v, n * 4));
+  CK(cudaMalloc(&b.lowp, n * 2));
   const int64_t check_n = std::min<int64_t>(n, 1 << 24);  // bits compared on the first 16 M
   std::vector<float> want_p(check_n), got_p(check_n);
-  Scalars h{float(1.0 - 1e-3 * 0.1), float(1e-3 / (1.0 - std::pow(0.9, 10.0))),
-            float(std::sqrt(1.0 - std::pow(0.95, 10.0))), 0.1f, 0.95f, 0.05f, 1e-8f};
+  Scalars h{float(1.0 - 1e-3 * 0.1),
+            float(1e-3 / (1.0 - std::pow(0.9, 10.0))),
+            float(std::sqrt(1.0 - std::pow(0.95, 10.0))),
+            0.1f,
+            0.95f,
+            0.05f,
+            1e-8f};
   const float coef = 0.75f;
   cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
   const double bytes = double(n) * (16 + 12 + 2);  // read p g m v; write p m v; write the bf16 copy
   std::printf("%s, %d SMs, n = %lld (%.1f GB per step)\n", prop.name, sms, (long long)n, bytes / 1e9);
 

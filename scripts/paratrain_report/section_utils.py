@@ -1,5 +1,6 @@
 """What every section builder shares: the natural orders of sizes, precisions and strategies,
 sorting, column selection, device notes and sizes in words."""
+import functools
 import math
 
 from .model_sizes import SIZE_ORDER
@@ -21,6 +22,21 @@ _ORDERS = {
     "pass": ["inference", "train-step"],
     "fused": ["off", "on"],
 }
+
+
+def _from_table(name, attrs=None, none_if_missing=False):
+    """Decorator: the builder f(rec, df) gets the records' table `name` (with the root attributes
+    `attrs` as columns); without the table it is not called and gives no section ([]), or None
+    (none_if_missing: the helpers that return frames)."""
+    def wrap(build):
+        @functools.wraps(build)
+        def from_records(rec):
+            df = rec.table(name) if attrs is None else rec.table(name, attrs=attrs)
+            if df is None:
+                return None if none_if_missing else []
+            return build(rec, df)
+        return from_records
+    return wrap
 
 
 def _use_ddp_order(rec):

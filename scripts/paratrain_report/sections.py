@@ -5,8 +5,8 @@ import numpy as np
 import pandas as pd
 
 from .render import Column, Section
-from .section_utils import (MIB, OOM, _ORDERS, _device_columns, _device_note, _keep, _present, _ratio, _sort,
-                            _varying, human_bytes)  # noqa: F401  (human_bytes: plots use it from here)
+from .section_utils import (MIB, OOM, _ORDERS, _device_columns, _device_note, _from_table, _keep, _present, _ratio,
+                            _sort, _varying, human_bytes)  # noqa: F401  (human_bytes: plots use it from here)
 # The communication sections live in sections_comm; plots reach their helpers through here.
 from .sections_comm import (_ddp_table, allreduce, allreduce_defaults, bucket_fits,  # noqa: F401
                             ddp_buckets, ddp_config_defaults, ddp_strategies, sharding)
@@ -16,12 +16,10 @@ from .sections_comm import (_ddp_table, allreduce, allreduce_defaults, bucket_fi
 MODEL_KEYS = ["gpu", "size", "context_length", "batch_size", "precision", "attention", "fused", "mode"]
 
 
-def _model_steady(rec):
+@_from_table("model", none_if_missing=True)
+def _model_steady(rec, df):
     """`model` rows at the largest warm-up of each configuration (the steady state), with derived
     columns; None without a model table."""
-    df = rec.table("model")
-    if df is None:
-        return None
     keys = _present(df, MODEL_KEYS)
     df = df.loc[df.groupby(keys, dropna=False)["warmup_steps"].idxmax()]
     return _with_model_derived(df)
@@ -109,10 +107,8 @@ def precision_comparison(rec):
     return [Section("precision", "Mixed versus full precision", desc, cols, out)]
 
 
-def warmup_comparison(rec):
-    df = rec.table("model")
-    if df is None:
-        return []
+@_from_table("model")
+def warmup_comparison(rec, df):
     df = _with_model_derived(df)
     keys = _present(df, MODEL_KEYS)
     groups = [g for _, g in df.groupby(keys, dropna=False, sort=False) if g["warmup_steps"].nunique() > 1]
@@ -143,12 +139,10 @@ def warmup_comparison(rec):
 MEMORY_KEYS = ["gpu", "size", "precision", "attention", "fused", "batch_size", "context_length"]
 
 
-def memory_rows(rec):
+@_from_table("model_memory", none_if_missing=True)
+def memory_rows(rec, df):
     """`model_memory` rows, one per configuration: bench model profiles memory once per warm-up
     count, and memory does not depend on it (the last profile is kept). None without the table."""
-    df = rec.table("model_memory")
-    if df is None:
-        return None
     return df.drop_duplicates(subset=_present(df, MEMORY_KEYS), keep="last").reset_index(drop=True)
 
 
@@ -178,10 +172,8 @@ def memory_per_context(rec):
     return [Section("memory", "Peak memory per context length", desc, cols, df)]
 
 
-def kernel_breakdown(rec):
-    df = rec.table("model_breakdown")
-    if df is None:
-        return []
+@_from_table("model_breakdown")
+def kernel_breakdown(rec, df):
     keys = _present(df, ["gpu", "size", "context_length", "precision", "attention", "fused"])
     agg = df.groupby(keys + ["pass", "family"], dropna=False, sort=False).agg(
         ms=("ms_per_step", "sum")).reset_index()
@@ -208,12 +200,10 @@ ROOFLINE_KEYS = ["gpu", "size", "context_length", "precision", "attention", "fus
 PHASE_ORDER = ["forward", "backward", "optimizer", "step"]
 
 
-def roofline_rows(rec):
+@_from_table("model_roofline", none_if_missing=True)
+def roofline_rows(rec, df):
     """/model_roofline rows (the last of duplicates) in configuration, pass and phase order, with
     achieved rates; None without the table."""
-    df = rec.table("model_roofline")
-    if df is None:
-        return None
     keys = _present(df, ROOFLINE_KEYS)
     df = df.drop_duplicates(subset=keys + ["pass", "phase", "family"], keep="last").copy()
     df["phase_order"] = df["phase"].map(lambda p: PHASE_ORDER.index(p) if p in PHASE_ORDER else len(PHASE_ORDER))
@@ -256,10 +246,8 @@ def roofline(rec):
 ATTN_KEYS = ["gpu", "dtype", "batch", "heads", "head_dim", "causal", "seq"]
 
 
-def attention(rec):
-    df = rec.table("attention")
-    if df is None:
-        return []
+@_from_table("attention")
+def attention(rec, df):
     df = _sort(df, ["gpu", "impl", "dtype", "batch", "heads", "head_dim", "causal", "seq"])
     cols = _device_columns(df) + _keep([
         Column("impl", "impl"), Column("dtype", "dtype"), Column("batch", "B"), Column("heads", "H"),
@@ -309,10 +297,8 @@ def attention(rec):
 
 # ---- paratrain train -----------------------------------------------------------------------
 
-def training(rec):
-    df = rec.table("train_steps", attrs=("precision", "status", "model.parameters", "command_line"))
-    if df is None:
-        return []
+@_from_table("train_steps", attrs=("precision", "status", "model.parameters", "command_line"))
+def training(rec, df):
     rows = []
     for file, g in df.groupby("file", sort=False):
         g = g.sort_values("step")
@@ -387,10 +373,8 @@ def torch_comparison(rec):
 
 # ---- paratrain demo accumulation -----------------------------------------------------------
 
-def accumulation(rec):
-    df = rec.table("accumulation")
-    if df is None:
-        return []
+@_from_table("accumulation")
+def accumulation(rec, df):
     cols = _keep([Column("case", "case"), Column("accumulator", "accumulator"), Column("addend", "addend"),
                   Column("sum", "sum", "{:.8f}"), Column("error", "error", "{:+.3e}")], df)
     desc = "`paratrain demo accumulation`: 0.01 added 1000 times in each arithmetic."

@@ -6,14 +6,13 @@ import pandas as pd
 from . import overhead
 from .model_sizes import SIZES, VOCAB_SIZE
 from .render import Column, Section
-from .section_utils import _device_columns, _device_note, _keep, _ratio, _sort, _use_ddp_order, human_bytes
+from .section_utils import (_device_columns, _device_note, _from_table, _keep, _ratio, _sort, _use_ddp_order,
+                            human_bytes)
 
 # ---- bench allreduce -----------------------------------------------------------------------
 
-def allreduce(rec):
-    df = rec.table("allreduce")
-    if df is None:
-        return []
+@_from_table("allreduce")
+def allreduce(rec, df):
     df = allreduce_defaults(df)
     df = _sort(df, ["gpu", "collective", "backend", "ranks", "bytes"])
     df["size"] = df["bytes"].map(human_bytes)
@@ -49,10 +48,8 @@ DDP_ATTRS = tuple(f"model.{d}" for d in _DIMS) + ("option.model",) + tuple(
     f"option.{d}" for d in _DIMS) + tuple(f"option.{d.replace('_', '-')}" for d in _DIMS)
 
 
-def _ddp_table(rec):
-    df = rec.table("ddp", attrs=DDP_ATTRS)
-    if df is None:
-        return None
+@_from_table("ddp", attrs=DDP_ATTRS, none_if_missing=True)
+def _ddp_table(rec, df):
     return ddp_config_defaults(df)
 
 

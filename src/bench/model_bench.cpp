@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iostream>
+#include <iterator>
 #include <limits>
 #include <memory>
 #include <random>
@@ -13,15 +14,15 @@
 
 #include "bench/roofline.h"
 #include "core/accelerator_specs.h"
-#include "core/timing.h"
-#include "parallel/grad_sync.h"
-#include "train/train_step.h"
 #include "core/allocator.h"
 #include "core/error.h"
 #include "core/profiler.h"
+#include "core/timing.h"
 #include "model/transformer.h"
-#include "optim/optimizer.h"
 #include "ops/flash_attention.h"
+#include "optim/optimizer.h"
+#include "parallel/grad_sync.h"
+#include "train/train_step.h"
 
 namespace pt::bench {
 
@@ -50,10 +51,21 @@ struct Config {
 
 std::string config_key(const Config& c) {
   std::ostringstream o;
-  o << c.size << "_ctx" << c.context << "_" << precision_name(c.precision) << "_"
-    << attention_impl_name(c.attention) << "_w" << c.warmup;
+  o << c.size << "_ctx" << c.context << "_" << precision_name(c.precision) << "_" << attention_impl_name(c.attention)
+    << "_w" << c.warmup;
   return o.str();
 }
+
+// The phases /model times: <name>_ms_mean and <name>_ms_sd per step.
+struct TimedPhase {
+  const char* name;
+  const char* description;  // of the mean
+  const char* sd_note;      // in the standard deviation's description
+};
+constexpr TimedPhase kTimedPhases[] = {{"forward", "forward (and loss) per step, ms", " over the measured steps"},
+                                       {"backward", "backward per step, ms", ""},
+                                       {"optimizer", "clip + AdamW per step, ms", ""},
+                                       {"step", "whole step, ms", ""}};
 
 void define_tables(ModelBenchResults& r) {
   // The identity of a configuration, shared by the three tables (first columns).
@@ -67,25 +79,27 @@ void define_tables(ModelBenchResults& r) {
   const char* kStatus = "ok; oom (the configuration did not fit in device memory); or unsupported (flash "
                         "attention for this model's head dimension)";
   auto& t = r.timings;
-  t.add_string("size", kSize).add_int("d_model", "model width").add_int("num_layers", "Transformer blocks")
-      .add_int("context_length", kContext).add_int("batch_size", kBatch)
+  t.add_string("size", kSize)
+      .add_int("d_model", "model width")
+      .add_int("num_layers", "Transformer blocks")
+      .add_int("context_length", kContext)
+      .add_int("batch_size", kBatch)
       .add_int("grad_accum", "micro-batches of batch_size per step (--grad-accum; forward mode: 1)")
       .add_string("precision", kPrecision)
-      .add_string("attention", kAttention).add_string("fused", kFused)
-      .add_string("cuda_graph", "on: the train step captured in a CUDA graph and replayed (only step_ms is measured); off")
+      .add_string("attention", kAttention)
+      .add_string("fused", kFused)
+      .add_string("cuda_graph",
+                  "on: the train step captured in a CUDA graph and replayed (only step_ms is measured); off")
       .add_string("mode", "forward, forward-backward or train-step (forward, loss, backward, clip + AdamW)")
       .add_int("warmup_steps", "untimed steps before the measured ones")
       .add_int("measured_steps", "steps the means and standard deviations are over")
       .add_string("status", kStatus)
-      .add_int("oom_requested_bytes", "bytes of the allocation that failed (0 unless oom)")
-      .add_double("forward_ms_mean", "forward (and loss) per step, ms")
-      .add_double("forward_ms_sd", "standard deviation of forward_ms over the measured steps, ms")
-      .add_double("backward_ms_mean", "backward per step, ms")
-      .add_double("backward_ms_sd", "standard deviation of backward_ms, ms")
-      .add_double("optimizer_ms_mean", "clip + AdamW per step, ms")
-      .add_double("optimizer_ms_sd", "standard deviation of optimizer_ms, ms")
-      .add_double("step_ms_mean", "whole step, ms").add_double("step_ms_sd", "standard deviation of step_ms, ms")
-      .add_double("first_step_ms", "the first step of the run (warm-up effects)")
+      .add_int("oom_requested_bytes", "bytes of the allocation that failed (0 unless oom)");
+  for (const TimedPhase& p : kTimedPhases)
+    t.add_double(std::string(p.name) + "_ms_mean", p.description)
+        .add_double(std::string(p.name) + "_ms_sd",
+                    std::string("standard deviation of ") + p.name + "_ms" + p.sd_note + ", ms");
+  t.add_double("first_step_ms", "the first step of the run (warm-up effects)")
       .add_double("tokens_per_s", "batch_size · context_length / step time, tokens per second", 0)
       .add_double("tflops", "model FLOP/s achieved (6·N·tokens + attention term), TFLOP/s", 1)
       .add_double("peak_tflops", "dense peak of the device for the precision, TFLOP/s", 1)
@@ -96,36 +110,57 @@ void define_tables(ModelBenchResults& r) {
       .add_int("peak_memory_bytes", "tracking allocator peak during the measured steps; with cuda_graph on, the "
                                     "bytes reserved from the device (a replay allocates nothing: the graph's "
                                     "buffers stay in its private pool)");
-  r.breakdown.add_string("size", kSize).add_int("context_length", kContext).add_string("precision", kPrecision)
-      .add_string("attention", kAttention).add_string("fused", kFused)
-      .add_string("pass", "inference (forward only) or train-step")
-      .add_string("phase", "forward, backward or optimizer")
-      .add_string("family", "op family: matmul, attention, softmax, normalization, elementwise, loss, optimizer, communication, other")
+  // The first columns of /model_breakdown and /model_roofline (config_row sets all but pass).
+  for (io::ResultTable* pass_table : {&r.breakdown, &r.roofline})
+    pass_table->add_string("size", kSize)
+        .add_int("context_length", kContext)
+        .add_string("precision", kPrecision)
+        .add_string("attention", kAttention)
+        .add_string("fused", kFused)
+        .add_string("pass", "inference (forward only) or train-step");
+  r.breakdown.add_string("phase", "forward, backward or optimizer")
+      .add_string(
+          "family",
+          "op family: matmul, attention, softmax, normalization, elementwise, loss, optimizer, communication, other")
       .add_double("ms_per_step", "GPU time per step from CUDA events, ms")
       .add_double("ops_per_step", "ops of this family timed per step", 1)
       .add_double("percent_of_pass", "share of the pass's GPU time, %", 1);
-  r.roofline.add_string("size", kSize).add_int("context_length", kContext).add_string("precision", kPrecision)
-      .add_string("attention", kAttention).add_string("fused", kFused)
-      .add_string("pass", "inference (forward only) or train-step")
-      .add_string("phase", "forward, backward or optimizer; step: the whole pass (row of sums)")
+  r.roofline.add_string("phase", "forward, backward or optimizer; step: the whole pass (row of sums)")
       .add_string("family", "op family as in model_breakdown; all in the step row")
-      .add_double("gflop", "matrix-multiply work the ops must do per step (2 FLOPs per multiply-add, from "
-                           "the shapes; elementwise arithmetic not counted), GFLOP", 3)
-      .add_double("gbytes", "bytes the ops' kernels must move per step (each input read once, each output "
-                            "written once, an updated tensor twice), GB (1e9 bytes)", 3)
-      .add_double("achieved_ms", "time per step: the family's kernels from CUDA events (host clock on the "
-                                 "CPU); in the step row the whole pass on the stream, gaps included, timed without the kernel timer, ms", 3)
-      .add_double("floor_ms", "roofline floor per step: the sum over ops of max(FLOPs / peak_tflops, bytes / "
-                              "copy_GBps), ms", 4)
+      .add_double("gflop",
+                  "matrix-multiply work the ops must do per step (2 FLOPs per multiply-add, from "
+                  "the shapes; elementwise arithmetic not counted), GFLOP",
+                  3)
+      .add_double("gbytes",
+                  "bytes the ops' kernels must move per step (each input read once, each output "
+                  "written once, an updated tensor twice), GB (1e9 bytes)",
+                  3)
+      .add_double(
+          "achieved_ms",
+          "time per step: the family's kernels from CUDA events (host clock on the "
+          "CPU); in the step row the whole pass on the stream, gaps included, timed without the kernel timer, ms",
+          3)
+      .add_double("floor_ms",
+                  "roofline floor per step: the sum over ops of max(FLOPs / peak_tflops, bytes / "
+                  "copy_GBps), ms",
+                  4)
       .add_double("ratio", "achieved_ms / floor_ms: how many times the hardware's floor (NaN without a floor)", 2)
       .add_string("bound", "compute or memory: the side giving the larger part of floor_ms, decided per op "
                            "(none: no cost counted)")
-      .add_double("peak_tflops", "dense peak of the device for the precision, TFLOP/s; NaN where none is "
-                                 "known (CPU): the floors are then memory-only", 1)
-      .add_double("copy_GBps", "measured device-memory copy rate, bytes read + written per second (1 GiB "
-                               "device-to-device copies; 256 MiB memcpy on the CPU), GB/s", 1);
-  r.memory.add_string("size", kSize).add_int("context_length", kContext).add_int("batch_size", kBatch)
-      .add_string("precision", kPrecision).add_string("attention", kAttention).add_string("fused", kFused)
+      .add_double("peak_tflops",
+                  "dense peak of the device for the precision, TFLOP/s; NaN where none is "
+                  "known (CPU): the floors are then memory-only",
+                  1)
+      .add_double("copy_GBps",
+                  "measured device-memory copy rate, bytes read + written per second (1 GiB "
+                  "device-to-device copies; 256 MiB memcpy on the CPU), GB/s",
+                  1);
+  r.memory.add_string("size", kSize)
+      .add_int("context_length", kContext)
+      .add_int("batch_size", kBatch)
+      .add_string("precision", kPrecision)
+      .add_string("attention", kAttention)
+      .add_string("fused", kFused)
       .add_string("status", kStatus)
       .add_int("peak_forward_bytes", "peak of a forward-only (inference) pass")
       .add_int("peak_train_step_bytes", "peak of a full train step")
@@ -270,8 +305,21 @@ Measured measure(Rig& rig, Context& ctx, const Config& c, const ModelBenchOption
   return m;
 }
 
-void add_breakdown(ModelBenchResults& r, Rig& rig, Context& ctx, const Config& c,
-                   const ModelBenchOptions& opt, const DevicePeak& peak) {
+// A new row of /model_breakdown, /model_roofline or /model_memory with the configuration's
+// columns set (batch_size: the memory table's).
+io::ResultTable::RowBuilder config_row(io::ResultTable& t, const Config& c, const ModelBenchOptions& opt,
+                                       bool batch_size) {
+  auto row = t.add_row();
+  row.set("size", c.size).set("context_length", c.context);
+  if (batch_size) row.set("batch_size", opt.batch_size);
+  row.set("precision", precision_name(c.precision))
+      .set("attention", attention_impl_name(c.attention))
+      .set("fused", on_off(opt.fused));
+  return row;
+}
+
+void add_breakdown(ModelBenchResults& r, Rig& rig, Context& ctx, const Config& c, const ModelBenchOptions& opt,
+                   const DevicePeak& peak) {
   const double peak_flops = peak.tflops > 0 ? peak.tflops * 1e12 : 0.0;
   const RooflineRates rates = roofline_rates(ctx, peak_flops);
   KernelTimer timer(ctx, rates);
@@ -297,27 +345,31 @@ void add_breakdown(ModelBenchResults& r, Rig& rig, Context& ctx, const Config& c
     double total = 0;
     for (const auto& e : entries) total += e.ms;
     for (const auto& e : entries)
-      r.breakdown.add_row()
-          .set("size", c.size).set("context_length", c.context).set("precision", precision_name(c.precision))
-          .set("attention", attention_impl_name(c.attention)).set("fused", on_off(opt.fused))
-          .set("pass", p.name).set("phase", e.phase)
-          .set("family", op_family_name(e.family)).set("ms_per_step", e.ms / opt.steps)
+      config_row(r.breakdown, c, opt, false)
+          .set("pass", p.name)
+          .set("phase", e.phase)
+          .set("family", op_family_name(e.family))
+          .set("ms_per_step", e.ms / opt.steps)
           .set("ops_per_step", static_cast<double>(e.count) / opt.steps)
           .set("percent_of_pass", total > 0 ? 100.0 * e.ms / total : kNaN);
     for (const RooflineRow& row : roofline_rows(entries, opt.steps, pass_ms / opt.steps))
-      r.roofline.add_row()
-          .set("size", c.size).set("context_length", c.context).set("precision", precision_name(c.precision))
-          .set("attention", attention_impl_name(c.attention)).set("fused", on_off(opt.fused))
-          .set("pass", p.name).set("phase", row.phase).set("family", row.family)
-          .set("gflop", row.flops / 1e9).set("gbytes", row.bytes / 1e9).set("achieved_ms", row.achieved_ms)
-          .set("floor_ms", row.floor_ms).set("ratio", row.ratio()).set("bound", row.bound())
+      config_row(r.roofline, c, opt, false)
+          .set("pass", p.name)
+          .set("phase", row.phase)
+          .set("family", row.family)
+          .set("gflop", row.flops / 1e9)
+          .set("gbytes", row.bytes / 1e9)
+          .set("achieved_ms", row.achieved_ms)
+          .set("floor_ms", row.floor_ms)
+          .set("ratio", row.ratio())
+          .set("bound", row.bound())
           .set("peak_tflops", rates.flops_per_s > 0 ? rates.flops_per_s / 1e12 : kNaN)
           .set("copy_GBps", rates.bytes_per_s / 1e9);
   }
 }
 
-void add_memory_profile(ModelBenchResults& r, Rig& rig, Context& ctx, const Config& c,
-                        const ModelBenchOptions& opt, io::RunRecord* record) {
+void add_memory_profile(ModelBenchResults& r, Rig& rig, Context& ctx, const Config& c, const ModelBenchOptions& opt,
+                        io::RunRecord* record) {
   auto& alloc = TrackingAllocator::instance();
   const DeviceKind kind = ctx.device().kind;
   ctx.synchronize();
@@ -340,17 +392,18 @@ void add_memory_profile(ModelBenchResults& r, Rig& rig, Context& ctx, const Conf
   const MemoryStats st = alloc.stats(kind);
   const std::string group = "/memory_timeline/" + config_key(c);
   auto cat = [&](MemCategory m) { return st.at_peak_by_category[static_cast<int>(m)]; };
-  r.memory.add_row()
-      .set("size", c.size).set("context_length", c.context).set("batch_size", opt.batch_size)
-      .set("precision", precision_name(c.precision)).set("attention", attention_impl_name(c.attention))
-      .set("fused", on_off(opt.fused)).set("status", "ok").set("peak_forward_bytes", peak_forward)
-      .set("peak_train_step_bytes", st.peak).set("before_backward_bytes", before_backward)
+  config_row(r.memory, c, opt, true)
+      .set("status", "ok")
+      .set("peak_forward_bytes", peak_forward)
+      .set("peak_train_step_bytes", st.peak)
+      .set("before_backward_bytes", before_backward)
       .set("peak_parameters_bytes", cat(MemCategory::Parameters))
       .set("peak_gradients_bytes", cat(MemCategory::Gradients))
       .set("peak_optimizer_state_bytes", cat(MemCategory::OptimizerState))
       .set("peak_activations_bytes", cat(MemCategory::Activations))
       .set("peak_workspace_bytes", cat(MemCategory::Workspace))
-      .set("peak_other_bytes", cat(MemCategory::Other)).set("timeline", group);
+      .set("peak_other_bytes", cat(MemCategory::Other))
+      .set("timeline", group);
   if (!record) return;
   std::vector<MemoryEvent> tl = alloc.timeline();
   std::vector<double> t;
@@ -406,31 +459,34 @@ ModelBenchResults run_model_bench(const ModelBenchOptions& opt, Device device, i
             ctx.set_gemm_select(opt.gemm);
             ctx.set_flash(opt.flash);
             DevicePeak peak_of = opt.peak_tflops > 0 ? DevicePeak{"", opt.peak_tflops, 0, "--peak-tflops"}
-                                                    : device_peak(ctx.device(), prec);
+                                                     : device_peak(ctx.device(), prec);
             const double peak = peak_of.tflops * 1e12;
             auto row = [&](const char* status, int64_t oom_bytes) {
               const TransformerConfig tc = TransformerConfig::named(size);
-              return std::move(r.timings.add_row()
-                                   .set("size", size).set("d_model", tc.d_model).set("num_layers", tc.num_layers)
-                                   .set("context_length", context).set("batch_size", opt.batch_size)
-                                   .set("grad_accum", static_cast<int64_t>(opt.mode == ModelBenchMode::Forward ? 1 : opt.grad_accum))
-                                   .set("precision", precision_name(prec)).set("attention", attn_name)
-                                   .set("fused", on_off(opt.fused)).set("cuda_graph", on_off(opt.cuda_graph))
-                                   .set("mode", model_bench_mode_name(opt.mode)).set("warmup_steps", warmup)
-                                   .set("measured_steps", static_cast<int64_t>(opt.steps)).set("status", status)
-                                   .set("oom_requested_bytes", oom_bytes)
-                                   .set("peak_tflops", peak > 0 ? peak / 1e12 : kNaN)
-                                   .set("peak_source", peak_of.source));
+              return std::move(
+                  r.timings.add_row()
+                      .set("size", size)
+                      .set("d_model", tc.d_model)
+                      .set("num_layers", tc.num_layers)
+                      .set("context_length", context)
+                      .set("batch_size", opt.batch_size)
+                      .set("grad_accum", static_cast<int64_t>(opt.mode == ModelBenchMode::Forward ? 1 : opt.grad_accum))
+                      .set("precision", precision_name(prec))
+                      .set("attention", attn_name)
+                      .set("fused", on_off(opt.fused))
+                      .set("cuda_graph", on_off(opt.cuda_graph))
+                      .set("mode", model_bench_mode_name(opt.mode))
+                      .set("warmup_steps", warmup)
+                      .set("measured_steps", static_cast<int64_t>(opt.steps))
+                      .set("status", status)
+                      .set("oom_requested_bytes", oom_bytes)
+                      .set("peak_tflops", peak > 0 ? peak / 1e12 : kNaN)
+                      .set("peak_source", peak_of.source));
             };
             // A configuration the sweep records without measurements and goes past.
             auto not_measured = [&](const char* status, int64_t oom_bytes) {
               row(status, oom_bytes).fill_unset();
-              if (opt.memory_profile && profile)
-                r.memory.add_row()
-                    .set("size", size).set("context_length", context).set("batch_size", opt.batch_size)
-                    .set("precision", precision_name(prec)).set("attention", attn_name)
-                    .set("fused", on_off(opt.fused)).set("status", status)
-                    .fill_unset();
+              if (opt.memory_profile && profile) config_row(r.memory, c, opt, true).set("status", status).fill_unset();
             };
             const int64_t d_head = TransformerConfig::named(size).d_head();
             if (c.attention == AttentionImpl::Flash && !ops::flash_attention_supports_head_dim(d_head)) {
@@ -449,13 +505,16 @@ ModelBenchResults run_model_bench(const ModelBenchOptions& opt, Device device, i
               double flops = rig.cfg.train_flops_per_token(context) * tokens;
               if (opt.mode == ModelBenchMode::Forward) flops /= 3.0;
               const double tflops = flops / (s.mean * 1e-3) / 1e12;
-              row("ok", 0)
-                  .set("forward_ms_mean", f.mean).set("forward_ms_sd", f.sd)
-                  .set("backward_ms_mean", b.mean).set("backward_ms_sd", b.sd)
-                  .set("optimizer_ms_mean", o.mean).set("optimizer_ms_sd", o.sd)
-                  .set("step_ms_mean", s.mean).set("step_ms_sd", s.sd).set("first_step_ms", m.first_step_ms)
-                  .set("tokens_per_s", tokens / (s.mean * 1e-3)).set("tflops", tflops)
-                  .set("mfu", peak > 0 ? tflops * 1e12 / peak : kNaN).set("peak_memory_bytes", m.peak);
+              auto measured = row("ok", 0);
+              const Summary phases[] = {f, b, o, s};  // kTimedPhases' order
+              for (size_t i = 0; i < std::size(kTimedPhases); ++i)
+                measured.set(std::string(kTimedPhases[i].name) + "_ms_mean", phases[i].mean)
+                    .set(std::string(kTimedPhases[i].name) + "_ms_sd", phases[i].sd);
+              measured.set("first_step_ms", m.first_step_ms)
+                  .set("tokens_per_s", tokens / (s.mean * 1e-3))
+                  .set("tflops", tflops)
+                  .set("mfu", peak > 0 ? tflops * 1e12 / peak : kNaN)
+                  .set("peak_memory_bytes", m.peak);
               std::ostringstream line;
               line << "step " << s.mean << " ms (sd " << s.sd << "), " << tflops << " TFLOP/s"
                    << (peak > 0 ? ", MFU " + std::to_string(tflops * 1e12 / peak) : "");

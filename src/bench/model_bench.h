@@ -24,15 +24,15 @@ struct ModelBenchOptions {
   std::vector<std::string> attention{"naive", "flash"};
   std::vector<int64_t> warmups{5};
   int64_t batch_size = 4;
-  int grad_accum = 1;           // micro-batches of batch_size per step (train-step, forward-backward)
+  int grad_accum = 1;  // micro-batches of batch_size per step (train-step, forward-backward)
   int64_t vocab_size = 10000;
   int steps = 10;
   ModelBenchMode mode = ModelBenchMode::TrainStep;
-  bool recompute = true;        // TransformerConfig::recompute
-  bool fused = true;            // TransformerConfig::fused and OptimizerConfig::fused
-  bool cuda_graph = false;      // train-step mode: the step captured and replayed (TrainStep)
+  bool recompute = true;                   // TransformerConfig::recompute
+  bool fused = true;                       // TransformerConfig::fused and OptimizerConfig::fused
+  bool cuda_graph = false;                 // train-step mode: the step captured and replayed (TrainStep)
   GemmSelect gemm = GemmSelect::Autotune;  // Context::set_gemm_select (--gemm)
-  FlashChoice flash;                         // Context::set_flash (--flash-kernels, --wgmma-tiles)
+  FlashChoice flash;                       // Context::set_flash (--flash-kernels, --wgmma-tiles)
   bool breakdown = false;       // kernel-time breakdown and roofline per phase and op family (at the largest warm-up)
   bool memory_profile = false;  // peak/forward/step memory, breakdown and timeline (likewise)
   bool profile_steps = false;   // cudaProfilerStart/Stop around the measured steps

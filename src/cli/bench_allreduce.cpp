@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <optional>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,11 +15,11 @@
 #include "cli/subcommands.h"
 #include "core/context.h"
 #include "core/error.h"
+#include "io/run_record.h"
+#include "io/table.h"
 #include "parallel/communicator.h"
 #include "parallel/host_collectives.h"
 #include "parallel/runtime.h"
-#include "io/run_record.h"
-#include "io/table.h"
 
 namespace pt::cli {
 
@@ -32,9 +32,12 @@ int64_t parse_bytes(const std::string& word) {
   int64_t scale = 1;
   if (!s.empty()) {
     switch (s.back()) {
-      case 'K': case 'k': scale = int64_t{1} << 10; break;
-      case 'M': case 'm': scale = int64_t{1} << 20; break;
-      case 'G': case 'g': scale = int64_t{1} << 30; break;
+      case 'K':
+      case 'k': scale = int64_t{1} << 10; break;
+      case 'M':
+      case 'm': scale = int64_t{1} << 20; break;
+      case 'G':
+      case 'g': scale = int64_t{1} << 30; break;
       default: break;
     }
     if (scale != 1) s.pop_back();
@@ -70,7 +73,9 @@ const std::vector<CollectiveBench>& collectives() {
   static const std::vector<CollectiveBench> table = {
       {"all_reduce", [](int n) { return 2.0 * (n - 1) / n; },
        [](parallel::Communicator& comm, Tensor& buf) { comm.all_reduce(buf, parallel::ReduceOp::Sum); },
-       [](int, int n, int64_t, int64_t i) -> std::optional<float> { return ranks_sum(n) * static_cast<float>(i % 13 + 1); }},
+       [](int, int n, int64_t, int64_t i) -> std::optional<float> {
+         return ranks_sum(n) * static_cast<float>(i % 13 + 1);
+       }},
       {"reduce_scatter", [](int n) { return double(n - 1) / n; },
        [](parallel::Communicator& comm, Tensor& buf) {
          Tensor mine = own_block(comm, buf);
@@ -89,8 +94,7 @@ const std::vector<CollectiveBench>& collectives() {
        [](int, int n, int64_t count, int64_t i) -> std::optional<float> {
          return pattern(static_cast<int>(i / (count / n)), i);
        }},
-      {"broadcast", [](int) { return 1.0; },
-       [](parallel::Communicator& comm, Tensor& buf) { comm.broadcast(buf, 0); },
+      {"broadcast", [](int) { return 1.0; }, [](parallel::Communicator& comm, Tensor& buf) { comm.broadcast(buf, 0); },
        [](int, int, int64_t, int64_t i) -> std::optional<float> { return pattern(0, i); }},
   };
   return table;
@@ -130,9 +134,8 @@ int run_bench_allreduce(const std::vector<std::string>& args) {
   std::vector<std::string> size_words, collective_words;
   int iters = 20, warmup = 5;
   LogOptions log_opt;
-  po::options_description desc("bench allreduce options");
-  add_run_options(desc, run);
-  add_log_options(desc, log_opt);
+  po::options_description desc = bench_options("bench allreduce options", run, log_opt);
+  // clang-format off
   desc.add_options()
       ("backend", po::value(&backend_word)->default_value(backend_word),
        "nccl (GPU buffers), mpi (host buffers), or auto: nccl when this rank has a GPU")
@@ -142,8 +145,8 @@ int run_bench_allreduce(const std::vector<std::string>& args) {
        "all_reduce, reduce_scatter, all_gather, broadcast (default all_reduce); a list times each")
       ("iters", po::value(&iters)->default_value(iters), "timed iterations per size")
       ("warmup", po::value(&warmup)->default_value(warmup), "untimed iterations per size first");
-  auto vm = parse_or_help(desc, args,
-                          "mpirun -np N paratrain bench allreduce [options]   (one rank per GPU)");
+  // clang-format on
+  auto vm = parse_or_help(desc, args, "mpirun -np N paratrain bench allreduce [options]   (one rank per GPU)");
   if (!vm) return 0;
   PT_CHECK(iters >= 1, "--iters must be at least 1");
   PT_CHECK(warmup >= 0, "--warmup must be >= 0");
@@ -185,8 +188,10 @@ int run_bench_allreduce(const std::vector<std::string>& args) {
       .add_double("time_us", "time per collective, mean over ranks (microseconds)", 1)
       .add_double("time_us_max", "time per collective, slowest rank (microseconds)", 1)
       .add_double("algbw_GBps", "bytes / time_us (GB/s, 1e9 bytes)", 2)
-      .add_double("busbw_GBps", "algbw x the collective's factor: 2(n-1)/n all-reduce, (n-1)/n reduce-scatter and "
-                                "all-gather, 1 broadcast: the link bandwidth a ring needs (GB/s)", 2)
+      .add_double("busbw_GBps",
+                  "algbw x the collective's factor: 2(n-1)/n all-reduce, (n-1)/n reduce-scatter and "
+                  "all-gather, 1 broadcast: the link bandwidth a ring needs (GB/s)",
+                  2)
       .add_int("wrong", "elements differing from the exact sum in the check round, all ranks");
 
   int64_t wrong_total = 0;
@@ -229,7 +234,8 @@ int run_bench_allreduce(const std::vector<std::string>& args) {
     }
   sweep.finish({&table});
   if (wrong_total > 0) {
-    if (rt.is_root()) std::cerr << "paratrain: error: " << wrong_total << " wrong elements in the collectives' checks" << std::endl;
+    if (rt.is_root())
+      std::cerr << "paratrain: error: " << wrong_total << " wrong elements in the collectives' checks" << std::endl;
     return 1;
   }
   return 0;

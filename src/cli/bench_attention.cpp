@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/inputs.h"
 #include "cli/bench_sweep.h"
 #include "cli/options.h"
 #include "cli/subcommands.h"
@@ -29,12 +30,11 @@
 #include "core/context.h"
 #include "core/error.h"
 #include "core/timing.h"
-#include "parallel/runtime.h"
 #include "io/run_record.h"
 #include "io/table.h"
-#include "bench/inputs.h"
 #include "ops/attention.h"
 #include "ops/flash_attention.h"
+#include "parallel/runtime.h"
 
 namespace pt::cli {
 
@@ -49,7 +49,8 @@ struct Sweep {
 };
 
 Sweep preset(const std::string& study) {
-  if (study == "naive") return {{"naive"}, {8}, {1}, {256, 1024, 4096, 8192, 16384}, {16, 32, 64, 128}, {"fp32"}, false};
+  if (study == "naive")
+    return {{"naive"}, {8}, {1}, {256, 1024, 4096, 8192, 16384}, {16, 32, 64, 128}, {"fp32"}, false};
   if (study == "flash") {
     std::vector<int64_t> seq;
     for (int64_t t = 128; t <= 65536; t *= 2) seq.push_back(t);
@@ -115,7 +116,8 @@ Measurement measure(Context& ctx, const Config& c, const std::string& dout_kind,
     Tensor q = filled(ctx, shape, dt, bench_values(n, seed), "q");
     Tensor k = filled(ctx, shape, dt, bench_values(n, seed + 1), "k");
     Tensor v = filled(ctx, shape, dt, bench_values(n, seed + 2), "v");
-    Tensor dout = filled(ctx, shape, dt, dout_kind == "ones" ? std::vector<double>(n, 1.0) : bench_values(n, seed + 3), "dout");
+    Tensor dout =
+        filled(ctx, shape, dt, dout_kind == "ones" ? std::vector<double>(n, 1.0) : bench_values(n, seed + 3), "dout");
     Tensor out = Tensor::empty(shape, dt, ctx.device(), "out");
     const bool flash = c.impl == "flash";
     // Saved for backward: the logsumexp (flash) or the probabilities (naive, q's dtype as autocast).
@@ -166,27 +168,41 @@ Measurement measure(Context& ctx, const Config& c, const std::string& dout_kind,
   return r;
 }
 
+// The phases timed per configuration: <name>_ms and <name>_tflops, with FLOPs a multiple of
+// the forward's.
+struct TimedPhase {
+  const char* name;
+  double Measurement::*ms;
+  double flops_factor;
+  const char* latency;  // descriptions
+  const char* flops;
+};
+constexpr TimedPhase kTimedPhases[] = {
+    {"fwd", &Measurement::fwd_ms, 1.0, "forward latency, median, ms",
+     "4·T²·d·B·H (halved if causal) / fwd time, TFLOP/s"},
+    {"bwd", &Measurement::bwd_ms, 2.5, "backward latency, median, ms", "2.5 × forward FLOPs / bwd time, TFLOP/s"},
+    {"fwdbwd", &Measurement::fwdbwd_ms, 3.5, "forward + backward latency, median, ms",
+     "3.5 × forward FLOPs / fwd+bwd time, TFLOP/s"}};
+
 io::ResultTable make_table() {
   io::ResultTable t("attention", "latency (median over timed passes) and memory of naive and flash attention");
   t.add_string("impl", "naive | flash")
-      .add_string("kernel", "the kernels that ran: wgmma <tiles F/K/Q> | mma.sync (bf16), simt (fp32), cpu; naive for naive")
+      .add_string("kernel",
+                  "the kernels that ran: wgmma <tiles F/K/Q> | mma.sync (bf16), simt (fp32), cpu; naive for naive")
       .add_string("dtype", "element type of q, k, v, out and the gradients")
       .add_int("batch", "batch size B")
       .add_int("heads", "heads H")
       .add_int("seq", "sequence length T (queries = keys)")
       .add_int("head_dim", "head dimension d")
       .add_int("causal", "1 = causal mask")
-      .add_string("status", "ok | OOM (see oom_request_bytes)")
-      .add_double("fwd_ms", "forward latency, median, ms", 3)
-      .add_double("bwd_ms", "backward latency, median, ms", 3)
-      .add_double("fwdbwd_ms", "forward + backward latency, median, ms", 3)
-      .add_double("fwd_tflops", "4·T²·d·B·H (halved if causal) / fwd time, TFLOP/s", 1)
-      .add_double("bwd_tflops", "2.5 × forward FLOPs / bwd time, TFLOP/s", 1)
-      .add_double("fwdbwd_tflops", "3.5 × forward FLOPs / fwd+bwd time, TFLOP/s", 1)
-      .add_int("iters", "timed passes per phase")
+      .add_string("status", "ok | OOM (see oom_request_bytes)");
+  for (const TimedPhase& p : kTimedPhases) t.add_double(std::string(p.name) + "_ms", p.latency, 3);
+  for (const TimedPhase& p : kTimedPhases) t.add_double(std::string(p.name) + "_tflops", p.flops, 1);
+  t.add_int("iters", "timed passes per phase")
       .add_double("mem_before_bwd_MiB",
                   "memory the configuration holds just before backward (q, k, v, dO, out and what forward saved; "
-                  "the context's cuBLAS workspace not counted), MiB", 1)
+                  "the context's cuBLAS workspace not counted), MiB",
+                  1)
       .add_double("peak_MiB", "peak memory of the configuration (workspace not counted), MiB", 1)
       .add_int("oom_request_bytes", "bytes the failing allocation asked for (0 unless OOM)");
   return t;
@@ -196,8 +212,8 @@ void add_row(io::ResultTable& t, const Config& c, const Measurement& m) {
   const double f = forward_flops(c);
   auto tflops = [](double flops, double ms) { return std::isfinite(ms) ? flops / (ms * 1e9) : NAN; };
   const double mib = 1.0 / (1 << 20);
-  t.add_row()
-      .set("impl", c.impl)
+  auto row = t.add_row();
+  row.set("impl", c.impl)
       .set("kernel", c.kernel)
       .set("dtype", c.dtype)
       .set("batch", c.B)
@@ -205,14 +221,11 @@ void add_row(io::ResultTable& t, const Config& c, const Measurement& m) {
       .set("seq", c.T)
       .set("head_dim", c.D)
       .set("causal", static_cast<int64_t>(c.causal))
-      .set("status", m.status)
-      .set("fwd_ms", m.fwd_ms)
-      .set("bwd_ms", m.bwd_ms)
-      .set("fwdbwd_ms", m.fwdbwd_ms)
-      .set("fwd_tflops", tflops(f, m.fwd_ms))
-      .set("bwd_tflops", tflops(2.5 * f, m.bwd_ms))
-      .set("fwdbwd_tflops", tflops(3.5 * f, m.fwdbwd_ms))
-      .set("iters", m.iters)
+      .set("status", m.status);
+  for (const TimedPhase& p : kTimedPhases) row.set(std::string(p.name) + "_ms", m.*p.ms);
+  for (const TimedPhase& p : kTimedPhases)
+    row.set(std::string(p.name) + "_tflops", tflops(p.flops_factor * f, m.*p.ms));
+  row.set("iters", m.iters)
       .set("mem_before_bwd_MiB", m.mem_before_bwd < 0 ? NAN : m.mem_before_bwd * mib)
       .set("peak_MiB", m.peak < 0 ? NAN : m.peak * mib)
       .set("oom_request_bytes", m.oom_request);
@@ -249,6 +262,7 @@ int run_bench_attention(const std::vector<std::string>& args) {
   add_run_options(desc, ro);
   add_gemm_option(desc, ro);
   add_log_options(desc, log_opt);
+  // clang-format off
   desc.add_options()
       ("study", po::value(&study)->default_value(study),
        "preset: naive (naive attention, B 8, 1 head, fp32, T 256…16384), flash (flash vs naive, B 1, "
@@ -270,6 +284,7 @@ int run_bench_attention(const std::vector<std::string>& args) {
       ("iters", po::value(&pr.iters)->default_value(pr.iters), "timed passes per phase (forward, backward, both)")
       ("budget-ms", po::value(&pr.budget_ms)->default_value(pr.budget_ms),
        "stop a phase's timed passes once they add up to this many ms (0: always --iters)");
+  // clang-format on
   auto vm = parse_or_help(desc, args, "paratrain bench attention [options]");
   if (!vm) return 0;
   PT_CHECK(pr.iters > 0 && pr.warmup >= 0, "--iters must be positive and --warmup not negative");

@@ -15,76 +15,42 @@
 #include <string>
 #include <vector>
 
-#include "cli/ddp_timeline.h"
+#include "cli/bench_ddp_tables.h"
 #include "cli/bench_sweep.h"
+#include "cli/ddp_options.h"
+#include "cli/ddp_timeline.h"
 #include "cli/options.h"
 #include "cli/subcommands.h"
 #include "core/allocator.h"
 #include "core/context.h"
 #include "core/error.h"
 #include "core/timing.h"
-#include "parallel/strategies.h"
-#include "parallel/communicator.h"
-#include "cli/ddp_options.h"
-#include "parallel/grad_sync.h"
-#include "parallel/zero1.h"
-#include "parallel/host_collectives.h"
-#include "parallel/runtime.h"
 #include "io/run_record.h"
 #include "io/table.h"
 #include "model/transformer.h"
 #include "optim/sharded_optimizer.h"
+#include "parallel/communicator.h"
+#include "parallel/grad_sync.h"
+#include "parallel/host_collectives.h"
+#include "parallel/runtime.h"
+#include "parallel/strategies.h"
+#include "parallel/zero1.h"
 
 namespace pt::cli {
 
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-constexpr double kMB = 1e6;
 
 // The points of a step bench ddp times, on the compute stream (indices of its StreamClock's
 // marks), read after the step has been waited for.
 enum StepMark { kStart, kBackwardEnd, kSyncEnd, kEnd, kStepMarks };
 
-struct Config {
-  std::string ddp;
-  double bucket_mb;  // NaN unless bucketed
-  ShardMode shard;
-  int comm_sms = 0;  // the communicator's --comm-sms as asked (parallel::kCommSmsAuto: auto)
-  parallel::GradComm grad_comm = parallel::GradComm::FP32;
-  bool zero1_prefetch = true;  // zero1 only
-};
-
-const char* zero1_prefetch_word(const Config& c) {
-  return c.shard != ShardMode::Zero1 ? "n/a" : c.zero1_prefetch ? "on" : "off";
-}
-
-// Memory at one moment: total and the categories the issue asks for (bytes).
-struct MemPoint {
-  double total = 0, params = 0, grads = 0, optstate = 0, acts = 0;
-};
-MemPoint mem_point(int64_t total, const std::array<int64_t, kMemCategories>& by) {
-  auto cat = [&](MemCategory c) { return static_cast<double>(by[static_cast<int>(c)]); };
-  return {static_cast<double>(total), cat(MemCategory::Parameters), cat(MemCategory::Gradients),
-          cat(MemCategory::OptimizerState), cat(MemCategory::Activations)};
-}
-
-struct Result {
-  Config cfg;
-  std::string sync_name;
-  int comm_sms = 0;  // what --comm-sms resolved to: NCCL's CTA cap (0: NCCL's own choice)
-  int64_t buckets = 0;
-  double step_ms = 0, step_sd = 0, step_ms_max_rank = 0, exposed_ms = 0, comm_bytes = 0, peak = 0;
-  MemPoint init, before_step, during_step;  // rank 0
-  int64_t traced_step = 0;                  // index of the timeline's step (after the timed ones)
-  std::vector<std::vector<TimelineEvent>> events;  // rank 0: every rank's timeline, rank order
-};
-
-double bucket_mb_of(const Config& c) { return std::isnan(c.bucket_mb) ? parallel::kDefaultBucketMB : c.bucket_mb; }
+double bucket_mb_of(const DdpConfig& c) { return std::isnan(c.bucket_mb) ? parallel::kDefaultBucketMB : c.bucket_mb; }
 
 // The bucket plan of a configuration's gradient sync (empty unless bucketed: zero1's layout
 // with overlap or bucketed; one bucket is "all gradients").
-std::vector<parallel::Bucket> bucket_plan(const ParamStore& store, const Config& c, int world) {
+std::vector<parallel::Bucket> bucket_plan(const ParamStore& store, const DdpConfig& c, int world) {
   const parallel::StrategySpec& spec = parallel::strategy(c.ddp);
   if (c.shard == ShardMode::Zero1 && spec.overlapped)
     return parallel::zero1_layout(c.ddp, store, world, bucket_mb_of(c))->buckets;
@@ -95,7 +61,7 @@ std::vector<parallel::Bucket> bucket_plan(const ParamStore& store, const Config&
 // Gradient collectives per step: none 0, flat 1, naive and overlap one per trainable
 // parameter, bucketed its plan's count; zero1 one reduce-scatter per bucket of its layout
 // (one with flat) and an all-reduce of the tail if it has one.
-int64_t bucket_count(const ParamStore& store, const Config& c, int world) {
+int64_t bucket_count(const ParamStore& store, const DdpConfig& c, int world) {
   using parallel::BucketPolicy;
   const BucketPolicy policy = parallel::strategy(c.ddp).buckets;
   if (policy == BucketPolicy::None) return 0;
@@ -122,8 +88,8 @@ std::vector<std::vector<TimelineEvent>> gather_events(const std::vector<Timeline
   const auto all_names = parallel::gather_to_root(names);
   std::vector<std::vector<TimelineEvent>> out(all_numbers.size());
   for (size_t r = 0; r < out.size(); ++r) {
-    PT_CHECK(all_numbers[r].size() == 3 * all_names[r].size(), "bench ddp: rank " + std::to_string(r) +
-                                                                   "'s timeline arrived garbled");
+    PT_CHECK(all_numbers[r].size() == 3 * all_names[r].size(),
+             "bench ddp: rank " + std::to_string(r) + "'s timeline arrived garbled");
     for (size_t i = 0; i < all_names[r].size(); ++i) {
       const double* v = &all_numbers[r][3 * i];
       out[r].push_back({v[0] == 1.0 ? "comm" : "compute", all_names[r][i], v[1], v[2]});
@@ -131,7 +97,6 @@ std::vector<std::vector<TimelineEvent>> gather_events(const std::vector<Timeline
   }
   return out;
 }
-
 
 struct Bench {
   Context& ctx;
@@ -152,11 +117,11 @@ struct Bench {
     }
   }
 
-  Result run(const Config& c) {
+  DdpResult run(const DdpConfig& c) {
     auto& alloc = TrackingAllocator::instance();
     const DeviceKind kind = ctx.device().kind;
     ParamStore& store = model.store();
-    Result r;
+    DdpResult r;
     r.cfg = c;
     comm().barrier();
     alloc.reset_peak(kind);
@@ -223,7 +188,7 @@ struct Bench {
 
   // One more step, untimed, with the timeline recorder attached (its event records and
   // per-gradient stamps stay out of the timed steps). Ranks start it together after a barrier.
-  std::vector<TimelineEvent> traced_step(DataParallel& dp, const Config& c) {
+  std::vector<TimelineEvent> traced_step(DataParallel& dp, const DdpConfig& c) {
     ParamStore& store = model.store();
     StepTimeline timeline(ctx, store, comm(), bucket_plan(store, c, comm().world_size()));
     store.zero_grad(ctx, micro_batches);
@@ -248,11 +213,11 @@ struct Bench {
 
 // Grouped by --comm-sms value (one communicator each, made in turn), then by --grad-comm; the
 // floor, which communicates nothing, runs once, first (in fp32: it has nothing to compress).
-std::vector<Config> configs(const std::vector<std::string>& ddps, const std::vector<double>& buckets,
-                            const std::vector<std::string>& shards, const std::vector<int>& comm_sms,
-                            const std::vector<parallel::GradComm>& grad_comms, const std::vector<bool>& prefetches) {
+std::vector<DdpConfig> configs(const std::vector<std::string>& ddps, const std::vector<double>& buckets,
+                               const std::vector<std::string>& shards, const std::vector<int>& comm_sms,
+                               const std::vector<parallel::GradComm>& grad_comms, const std::vector<bool>& prefetches) {
   using parallel::BucketPolicy;
-  std::vector<Config> out;
+  std::vector<DdpConfig> out;
   for (const auto& d : ddps)  // the floor
     if (parallel::strategy(d).buckets == BucketPolicy::None)
       out.push_back({d, kNaN, ShardMode::None, comm_sms.front(), parallel::GradComm::FP32});
@@ -280,22 +245,6 @@ std::vector<Config> configs(const std::vector<std::string>& ddps, const std::vec
   return out;
 }
 
-void add_memory_columns(io::ResultTable& t, const std::string& prefix, const std::string& when, bool acts) {
-  t.add_double(prefix + "_MB", "rank 0: " + when + " (MB)", 1)
-      .add_double(prefix + "_params_MB", "rank 0: parameters (fp32 + bf16 copy), " + when + " (MB)", 1)
-      .add_double(prefix + "_grads_MB", "rank 0: gradients, " + when + " (MB)", 1)
-      .add_double(prefix + "_optstate_MB", "rank 0: optimizer state, " + when + " (MB)", 1);
-  if (acts) t.add_double(prefix + "_acts_MB", "rank 0: activations, " + when + " (MB)", 1);
-}
-
-void set_memory(io::ResultTable::RowBuilder& row, const std::string& prefix, const MemPoint& m, bool acts) {
-  row.set(prefix + "_MB", m.total / kMB)
-      .set(prefix + "_params_MB", m.params / kMB)
-      .set(prefix + "_grads_MB", m.grads / kMB)
-      .set(prefix + "_optstate_MB", m.optstate / kMB);
-  if (acts) row.set(prefix + "_acts_MB", m.acts / kMB);
-}
-
 }  // namespace
 
 int run_bench_ddp(const std::vector<std::string>& args) {
@@ -306,11 +255,10 @@ int run_bench_ddp(const std::vector<std::string>& args) {
   int64_t grad_accum = 1;
   std::vector<std::string> ddp_words, bucket_words, shard_words, sms_words, grad_comm_words, prefetch_words;
   LogOptions log_opt;
-  po::options_description desc("bench ddp options");
-  add_run_options(desc, run);
-  add_log_options(desc, log_opt);
+  po::options_description desc = bench_options("bench ddp options", run, log_opt);
   add_gemm_option(desc, run);
   add_flash_options(desc, run);
+  // clang-format off
   desc.add_options()
       ("model", po::value(&size)->default_value(size), "named size: small, medium, large, xl, 2.7b")
       ("d-model", po::value(&d_model)->default_value(0), "override the size's d_model (0: keep)")
@@ -333,25 +281,27 @@ int run_bench_ddp(const std::vector<std::string>& args) {
        "sharding modes to add (default none): broadcast (with bucketed 25 MiB), zero1 (with flat "
        "and with bucketed 25 MiB)")
       ("comm-sms", po::value(&sms_words)->multitoken(),
-       (std::string("values to time (default auto), each with its own communicator: ") + parallel::kCommSmsHelp).c_str())
+       (std::string("values to time (default auto), each with its own communicator: ") + kCommSmsHelp).c_str())
       ("grad-comm", po::value(&grad_comm_words)->multitoken(),
-       (std::string("values to time (default fp32): ") + parallel::kGradCommHelp).c_str())
+       (std::string("values to time (default fp32): ") + kGradCommHelp).c_str())
       ("zero1-prefetch", po::value(&prefetch_words)->multitoken(),
-       (std::string("values to time with zero1 (default on): ") + parallel::kZero1PrefetchHelp).c_str())
+       (std::string("values to time with zero1 (default on): ") + kZero1PrefetchHelp).c_str())
       ("steps", po::value(&steps)->default_value(steps), "timed steps per configuration")
       ("warmup", po::value(&warmup)->default_value(warmup), "untimed steps first");
+  // clang-format on
   auto vm = parse_or_help(desc, args, "mpirun -np N paratrain bench ddp [options]   (one rank per GPU)");
   if (!vm) return 0;
   PT_CHECK(steps >= 1 && warmup >= 1, "--steps and --warmup must be at least 1");
   PT_CHECK(context >= 1 && batch >= 1, "--context and --batch must be positive");
   const auto ddps = split_list(ddp_words.empty() ? parallel::grad_sync_names() : ddp_words);
-  const auto buckets = parse_double_list(bucket_words.empty() ? std::vector<std::string>{"1,10,100,1000"} : bucket_words, "bucket-mb");
+  const auto buckets =
+      parse_double_list(bucket_words.empty() ? std::vector<std::string>{"1,10,100,1000"} : bucket_words, "bucket-mb");
   const auto shards = split_list(shard_words.empty() ? std::vector<std::string>{"none"} : shard_words);
   for (const auto& d : ddps) parallel::strategy(d);  // one clear error for a name not in the table
   for (double mb : buckets) PT_CHECK(mb >= 0, "--bucket-mb values must be >= 0");
   std::vector<int> comm_sms;  // as asked (kCommSmsAuto for auto); rows show what it resolved to
   for (const auto& w : split_list(sms_words.empty() ? std::vector<std::string>{"auto"} : sms_words))
-    comm_sms.push_back(parallel::parse_comm_sms(w));
+    comm_sms.push_back(parse_comm_sms(w));
   std::vector<parallel::GradComm> grad_comms;
   for (const auto& w : split_list(grad_comm_words.empty() ? std::vector<std::string>{"fp32"} : grad_comm_words))
     grad_comms.push_back(parallel::grad_comm_from_name(w));
@@ -405,107 +355,13 @@ int run_bench_ddp(const std::vector<std::string>& args) {
   OptimizerConfig opt_cfg;
   opt_cfg.kind = optimizer_kind_from_name(optimizer);
   opt_cfg.adamw.lr = 1e-4f;
-  Bench bench{ctx, comm.get(), model, host_ids.to(device, ctx), host_targets.to(device, ctx), opt_cfg, warmup, steps,
-              static_cast<int>(grad_accum)};
+  Bench bench{ctx,     comm.get(), model, host_ids.to(device, ctx),    host_targets.to(device, ctx),
+              opt_cfg, warmup,     steps, static_cast<int>(grad_accum)};
 
-  std::vector<Result> results;
-  // The record's tables from every configuration measured so far: written after each one, so a
-  // long or interrupted sweep keeps what it has measured.
-  auto make_tables = [&]() {
-    double floor_ms = kNaN;
-    for (const auto& r : results)
-      if (r.cfg.ddp == "none") floor_ms = r.step_ms;
-    const double tokens = static_cast<double>(rt.world_size() * batch * grad_accum * context);
-
-    io::ResultTable table("ddp", "data-parallel training step per strategy, bucket cap and optimizer sharding");
-    table.add_string("ddp", "gradient sync: none (no communication: the floor), naive, flat, overlap, bucketed; with "
-                    "zero1 reduce_scatter (one bucket, after backward) or bucketed_reduce_scatter (per bucket, "
-                    "overlapped with backward)")
-        .add_double("bucket_mb", "bucket cap in MiB (bucketed only; NaN otherwise)", 2)
-        .add_string("shard", "optimizer sharding: none, broadcast, zero1")
-        .add_int("comm_sms", "--comm-sms: CTAs per NCCL collective and SMs kept from GEMMs while overlapped "
-                 "collectives are in flight (0: NCCL's choice, GEMMs on every SM)")
-        .add_string("grad_comm", "--grad-comm: gradients on the wire as fp32, or as bf16 (cast, summed in bf16, "
-                    "scaled by 1/ranks in fp32); fp32 for none")
-        .add_string("zero1_prefetch", "--zero1-prefetch: on (parameter all-gathers overlap the next forward), off "
-                    "(waited for at the end of the step); n/a without zero1")
-        .add_int("buckets", "gradient collectives per step: 0 for none, 1 for flat, one per trainable parameter "
-                 "for naive and overlap, parallel::plan_buckets's count for bucketed; zero1: one reduce-scatter per bucket "
-                 "of its layout (parallel::Zero1Layout; 1 for reduce_scatter), plus 1 for a tail")
-        .add_int("ranks", "data-parallel ranks")
-        .add_string("precision", "fp32, tf32 or bf16")
-        .add_int("grad_accum", "micro-batches per step (--grad-accum), gradients synchronised in the last")
-        .add_double("step_ms", "time per training step, mean over steps and ranks (ms)", 2)
-        .add_double("step_sd_ms", "standard deviation over steps, largest over ranks (ms)", 2)
-        .add_double("step_ms_max_rank", "mean step time of the slowest rank (ms)", 2)
-        .add_double("overhead_pct", "step_ms over the ddp=none floor measured in this run (%)", 2)
-        .add_double("exposed_comm_ms", "end of backward to end of gradient sync: communication not hidden (ms)", 3)
-        .add_double("comm_MB", "bytes this rank put into collectives per step (gradients in their wire type + "
-                    "sharded parameters in fp32, MB)", 1)
-        .add_double("tokens_per_s", "global tokens per second", 0)
-        .add_double("peak_MB", "peak tracked memory over the timed steps, largest rank (MB)", 1);
-    record.set_attr("ddp_order", parallel::strategy_report_order());  // the report lists rows in this order
-    add_memory_columns(table, "init", "in use after model, strategy and optimizer are built", false);
-    add_memory_columns(table, "before_step", "peak of the first step before the optimizer step", true);
-    add_memory_columns(table, "step", "peak during the first optimizer step", true);
-    for (const auto& r : results) {
-      auto row = table.add_row();
-      row.set("ddp", r.sync_name)
-          .set("bucket_mb", r.cfg.bucket_mb)
-          .set("shard", shard_mode_name(r.cfg.shard))
-          .set("comm_sms", static_cast<int64_t>(r.comm_sms))
-          .set("grad_comm", parallel::grad_comm_name(r.cfg.grad_comm))
-          .set("zero1_prefetch", zero1_prefetch_word(r.cfg))
-          .set("buckets", r.buckets)
-          .set("ranks", rt.world_size())
-          .set("precision", run.precision)
-          .set("grad_accum", grad_accum)
-          .set("step_ms", r.step_ms)
-          .set("step_sd_ms", r.step_sd)
-          .set("step_ms_max_rank", r.step_ms_max_rank)
-          .set("overhead_pct", (r.step_ms / floor_ms - 1.0) * 100.0)
-          .set("exposed_comm_ms", r.exposed_ms)
-          .set("comm_MB", r.comm_bytes / kMB)
-          .set("tokens_per_s", tokens / (r.step_ms * 1e-3))
-          .set("peak_MB", r.peak / kMB);
-      set_memory(row, "init", r.init, false);
-      set_memory(row, "before_step", r.before_step, true);
-      set_memory(row, "step", r.during_step, true);
-    }
-    io::ResultTable events("ddp_events", "per-rank timeline of one untimed step per configuration, after the timed "
-                           "ones: compute phases and collectives (docs/REPORT.md)");
-    events.add_string("ddp", "gradient sync, as in /ddp")
-        .add_double("bucket_mb", "bucket cap in MiB, as in /ddp", 2)
-        .add_string("shard", "optimizer sharding, as in /ddp")
-        .add_int("comm_sms", "--comm-sms, as in /ddp")
-        .add_string("grad_comm", "--grad-comm, as in /ddp")
-        .add_string("zero1_prefetch", "--zero1-prefetch, as in /ddp")
-        .add_int("rank", "the rank that recorded the event")
-        .add_int("step", "index of the step in the configuration's run (warm-up and timed steps come first)")
-        .add_string("stream", "compute or comm")
-        .add_string("name", "forward, backward <module>, optimizer; <collective> <buffer> (MB), or (bf16, MB) for a "
-                    "collective on a bf16 copy of the gradients")
-        .add_double("start_ms", "since the step started on this rank (after a barrier): CUDA events on the GPU, "
-                    "the host clock on the CPU (ms)", 3)
-        .add_double("end_ms", "as start_ms (ms)", 3);
-    for (const auto& r : results)
-      for (size_t rank = 0; rank < r.events.size(); ++rank)
-        for (const auto& e : r.events[rank])
-          events.add_row()
-              .set("ddp", r.sync_name)
-              .set("bucket_mb", r.cfg.bucket_mb)
-              .set("shard", shard_mode_name(r.cfg.shard))
-              .set("comm_sms", static_cast<int64_t>(r.comm_sms))
-              .set("grad_comm", parallel::grad_comm_name(r.cfg.grad_comm))
-              .set("zero1_prefetch", zero1_prefetch_word(r.cfg))
-              .set("rank", static_cast<int64_t>(rank))
-              .set("step", r.traced_step)
-              .set("stream", e.stream)
-              .set("name", e.name)
-              .set("start_ms", e.start_ms)
-              .set("end_ms", e.end_ms);
-    return std::make_pair(table, events);
-  };
+  std::vector<DdpResult> results;
+  record.set_attr("ddp_order", parallel::strategy_report_order());  // the report lists rows in this order
+  const DdpRun ddp_run{rt.world_size(), run.precision, grad_accum,
+                       static_cast<double>(rt.world_size() * batch * grad_accum * context)};
   for (const auto& c : plan) {
     if (c.comm_sms != comm_sms_now) {
       comm.reset();  // NCCL's resources go before the next communicator's come
@@ -514,17 +370,19 @@ int run_bench_ddp(const std::vector<std::string>& args) {
       bench.comm_ptr = comm.get();
     }
     results.push_back(bench.run(c));
-    const Result& r = results.back();
+    const DdpResult& r = results.back();
     const std::string name = r.sync_name + " bucket_mb " + std::to_string(c.bucket_mb) + " shard " +
                              shard_mode_name(c.shard) + " comm_sms " + std::to_string(r.comm_sms) + " grad_comm " +
                              parallel::grad_comm_name(c.grad_comm) + " zero1_prefetch " + zero1_prefetch_word(c);
-    const auto tables = make_tables();
+    // The record's tables from every configuration measured so far, written after each one: a
+    // long or interrupted sweep keeps what it has measured.
+    const DdpTables tables = ddp_tables(results, ddp_run);
     sweep.done(name,
                std::to_string(r.step_ms) + " ms/step, exposed communication " + std::to_string(r.exposed_ms) + " ms",
-               {{"step_ms", r.step_ms}, {"exposed_comm_ms", r.exposed_ms}}, {&tables.first, &tables.second});
+               {{"step_ms", r.step_ms}, {"exposed_comm_ms", r.exposed_ms}}, {&tables.ddp, &tables.events});
   }
-  const auto tables = make_tables();
-  sweep.finish({&tables.first});
+  const DdpTables tables = ddp_tables(results, ddp_run);
+  sweep.finish({&tables.ddp});
   return 0;
 }
 

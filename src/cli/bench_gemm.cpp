@@ -12,7 +12,6 @@
 #include "cli/bench_sweep.h"
 #include "cli/options.h"
 #include "cli/subcommands.h"
-#include "parallel/runtime.h"
 #include "core/context.h"
 #include "core/error.h"
 #include "cuda/matmul.h"
@@ -20,6 +19,7 @@
 #include "io/table.h"
 #include "model/transformer.h"
 #include "ops/gemm_desc.h"
+#include "parallel/runtime.h"
 
 namespace pt::cli {
 
@@ -64,19 +64,20 @@ int run_bench_gemm(const std::vector<std::string>& args) {
   int64_t context = 512, batch = 4;
   int algos = 16, iters = 20;
   LogOptions log_opt;
-  po::options_description desc("bench gemm options");
-  add_run_options(desc, run);
-  add_log_options(desc, log_opt);
+  po::options_description desc = bench_options("bench gemm options", run, log_opt);
+  // clang-format off
   desc.add_options()
       ("model", po::value(&size)->default_value(size), "named size whose GEMM shapes to time")
       ("context", po::value(&context)->default_value(context), "sequence length")
       ("batch", po::value(&batch)->default_value(batch), "sequences per step")
       ("algos", po::value(&algos)->default_value(algos), "cuBLASLt heuristic candidates to time per shape")
       ("iters", po::value(&iters)->default_value(iters), "timed runs per candidate");
+  // clang-format on
   add_gemm_option(desc, run);
   auto vm = parse_or_help(desc, args, "paratrain bench gemm [options]   (one GPU)");
   if (!vm) return 0;
-  PT_CHECK(algos >= 1 && iters >= 1 && context >= 1 && batch >= 1, "--algos, --iters, --context and --batch must be >= 1");
+  PT_CHECK(algos >= 1 && iters >= 1 && context >= 1 && batch >= 1,
+           "--algos, --iters, --context and --batch must be >= 1");
   const Device device = resolve_device(run);
   PT_CHECK(device.is_cuda(), "bench gemm times cuBLAS kernels: it needs a GPU");
   TransformerConfig cfg = TransformerConfig::named(size);
@@ -93,9 +94,13 @@ int run_bench_gemm(const std::vector<std::string>& args) {
   io::ResultTable table("gemm", "every GEMM shape of the train step: cuBLAS, cuBLASLt's heuristic candidates, "
                                 "and --gemm's choice");
   table.add_string("gemm", "which GEMM of the step (row-major C (m, n) = op(A) · op(B))")
-      .add_int("m", "rows of C").add_int("n", "columns of C").add_int("k", "inner dimension")
-      .add_string("op", "N/T of A and B as stored").add_int("batch", "batched GEMMs per call")
-      .add_int("per_step", "calls per train step").add_string("precision", "fp32, tf32 or bf16")
+      .add_int("m", "rows of C")
+      .add_int("n", "columns of C")
+      .add_int("k", "inner dimension")
+      .add_string("op", "N/T of A and B as stored")
+      .add_int("batch", "batched GEMMs per call")
+      .add_int("per_step", "calls per train step")
+      .add_string("precision", "fp32, tf32 or bf16")
       .add_double("cublas_ms", "cublasGemmStridedBatchedEx per call, ms", 4)
       .add_double("lt_first_ms", "cuBLASLt's first heuristic choice per call, ms", 4)
       .add_double("lt_best_ms", "fastest cuBLASLt candidate per call, ms", 4)
@@ -110,28 +115,39 @@ int run_bench_gemm(const std::vector<std::string>& args) {
     Tensor a = bench::filled(ctx, {s.batch * s.m * s.k}, ab, bench::bench_values(s.batch * s.m * s.k, 1), "gemm_a");
     Tensor b = bench::filled(ctx, {s.batch * s.k * s.n}, ab, bench::bench_values(s.batch * s.k * s.n, 2), "gemm_b");
     Tensor c = Tensor::zeros({s.batch * s.m * s.n}, c_dtype, ctx, "gemm_c");
+    // clang-format off
     ops::GemmDesc g{s.batch, s.m, s.n, s.k, s.trans_a, s.trans_b, ab, c_dtype, 1.0f, 0.0f,
                     a.data(), s.trans_a ? s.m : s.k, s.m * s.k,
                     b.data(), s.trans_b ? s.k : s.n, s.k * s.n,
                     c.data(), s.n, s.m * s.n};
+    // clang-format on
     const double cublas = cuda::time_cublas(ctx, g, iters);
     const std::vector<double> lt = cuda::time_cublaslt_algos(ctx, g, algos, iters);
     const double selected = cuda::time_matmul(ctx, g, iters);
     total_selected += selected * static_cast<double>(s.per_step);
     const auto best = std::min_element(lt.begin(), lt.end());
     const double best_ms = best == lt.end() ? std::nan("") : *best;
-    const double gain = std::isnan(best_ms) ? 0.0 : (cublas - std::min(cublas, best_ms)) * static_cast<double>(s.per_step);
+    const double gain =
+        std::isnan(best_ms) ? 0.0 : (cublas - std::min(cublas, best_ms)) * static_cast<double>(s.per_step);
     total_cublas += cublas * static_cast<double>(s.per_step);
     total_best += cublas * static_cast<double>(s.per_step) - gain;
     table.add_row()
-        .set("gemm", s.name).set("m", s.m).set("n", s.n).set("k", s.k)
-        .set("op", std::string(s.trans_a ? "T" : "N") + (s.trans_b ? "T" : "N")).set("batch", s.batch)
-        .set("per_step", s.per_step).set("precision", run.precision).set("cublas_ms", cublas)
-        .set("lt_first_ms", lt.empty() ? std::nan("") : lt.front()).set("lt_best_ms", best_ms)
+        .set("gemm", s.name)
+        .set("m", s.m)
+        .set("n", s.n)
+        .set("k", s.k)
+        .set("op", std::string(s.trans_a ? "T" : "N") + (s.trans_b ? "T" : "N"))
+        .set("batch", s.batch)
+        .set("per_step", s.per_step)
+        .set("precision", run.precision)
+        .set("cublas_ms", cublas)
+        .set("lt_first_ms", lt.empty() ? std::nan("") : lt.front())
+        .set("lt_best_ms", best_ms)
         .set("lt_best_index", static_cast<int64_t>(best == lt.end() ? -1 : best - lt.begin()))
         .set("lt_candidates", static_cast<int64_t>(lt.size()))
         .set("cublas_tflops", 2.0 * double(s.m) * double(s.n) * double(s.k) * double(s.batch) / (cublas * 1e-3) / 1e12)
-        .set("selected_ms", selected).set("gain_ms_per_step", gain);
+        .set("selected_ms", selected)
+        .set("gain_ms_per_step", gain);
     sweep.done(s.name + " " + std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k),
                "cuBLAS " + std::to_string(cublas) + " ms, best cuBLASLt " + std::to_string(best_ms) + " ms",
                {{"cublas_ms", cublas}, {"lt_best_ms", best_ms}, {"selected_ms", selected}}, {&table});

@@ -7,8 +7,8 @@
 #include "cli/subcommands.h"
 #include "core/context.h"
 #include "core/error.h"
-#include "parallel/runtime.h"
 #include "io/run_record.h"
+#include "parallel/runtime.h"
 
 namespace pt::cli {
 
@@ -19,6 +19,7 @@ int run_bench_model(const std::vector<std::string>& args) {
       attention{"naive,flash"}, warmups{"5"};
   std::string mode = "train-step", recompute = "on", fused = "on", cuda_graph = "off";
   po::options_description desc("paratrain bench model options");
+  // clang-format off
   desc.add_options()
       ("sizes", po::value(&sizes)->multitoken()->default_value(sizes, "small"),
        "model sizes: tiny small medium large xl 2.7b (list)")
@@ -50,6 +51,7 @@ int run_bench_model(const std::vector<std::string>& args) {
       ("profile-steps", po::bool_switch(&o.profile_steps),
        "bracket the measured steps with cudaProfilerStart/Stop (nsys --capture-range=cudaProfilerApi)")
       ("peak-tflops", po::value(&o.peak_tflops)->default_value(0), "device peak for MFU (0: from the device name)");
+  // clang-format on
   LogOptions log_opt;
   add_run_options(desc, run, nullptr);
   add_gemm_option(desc, run);
@@ -91,8 +93,8 @@ int run_bench_model(const std::vector<std::string>& args) {
     if (o.memory_profile && r.memory.rows()) out.push_back(&r.memory);
     return out;
   };
-  bench::ModelBenchResults r =
-      bench::run_model_bench(o, device, &record, [&](const auto& partial, const std::string& name, const std::string& summary) {
+  bench::ModelBenchResults r = bench::run_model_bench(
+      o, device, &record, [&](const auto& partial, const std::string& name, const std::string& summary) {
         sweep.done(name, summary, {}, tables(partial));
       });
   sweep.finish(tables(r));

@@ -7,6 +7,13 @@
 
 namespace pt::cli {
 
+po::options_description bench_options(const std::string& caption, RunOptions& run, LogOptions& log) {
+  po::options_description desc(caption);
+  add_run_options(desc, run);
+  add_log_options(desc, log);
+  return desc;
+}
+
 BenchSweep::BenchSweep(const std::string& subcommand, const RunOptions& run, const LogOptions& log,
                        int64_t configurations)
     : subcommand_(subcommand),
@@ -30,8 +37,8 @@ void BenchSweep::done(const std::string& name, const std::string& summary, const
   LogFields fields = {{"index", done_}, {"of", total_}, {"name", name}, {"eta_s", eta.eta_s(elapsed)}};
   fields.insert(fields.end(), figures.begin(), figures.end());
   log_.event("config", fields,
-             "[" + std::to_string(done_) + "/" + std::to_string(total_) + "] " + subcommand_ + " " + name + ": " + summary +
-                 " | " + eta.text(elapsed));
+             "[" + std::to_string(done_) + "/" + std::to_string(total_) + "] " + subcommand_ + " " + name + ": " +
+                 summary + " | " + eta.text(elapsed));
   if (!root_) return;
   for (const io::ResultTable* t : tables) record_.add_table(*t);
   record_.commit();

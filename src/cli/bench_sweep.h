@@ -15,6 +15,10 @@
 
 namespace pt::cli {
 
+// A benchmark's option set `caption`, starting with the run options (add_run_options) and the
+// progress-log options (add_log_options); the bench adds its own.
+po::options_description bench_options(const std::string& caption, RunOptions& run, LogOptions& log);
+
 class BenchSweep {
  public:
   // `subcommand` names the record ("bench model"); configurations: how many the sweep runs (0

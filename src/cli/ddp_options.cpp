@@ -6,11 +6,12 @@
 #include "core/error.h"
 #include "parallel/strategies.h"
 
-namespace pt::parallel {
+namespace pt::cli {
 
 namespace po = boost::program_options;
 
 void add_ddp_options(po::options_description& desc, DdpOptions& o) {
+  // clang-format off
   desc.add_options()
       ("ddp", po::value(&o.ddp)->default_value(o.ddp),
        "gradient sync across ranks: none, naive (an all-reduce per parameter after backward), "
@@ -27,11 +28,11 @@ void add_ddp_options(po::options_description& desc, DdpOptions& o) {
       ("comm-sms", po::value(&o.comm_sms)->default_value(o.comm_sms), kCommSmsHelp)
       ("grad-comm", po::value(&o.grad_comm)->default_value(o.grad_comm), kGradCommHelp)
       ("zero1-prefetch", po::value(&o.zero1_prefetch)->default_value(o.zero1_prefetch), kZero1PrefetchHelp);
+  // clang-format on
 }
 
-
 int parse_comm_sms(const std::string& word) {
-  if (word == "auto") return kCommSmsAuto;
+  if (word == "auto") return parallel::kCommSmsAuto;
   size_t used = 0;
   int n = -1;
   try {
@@ -46,14 +47,14 @@ int parse_comm_sms(const std::string& word) {
 
 DdpOptions resolve_ddp_options(const DdpOptions& o, int world) {
   DdpOptions r = o;
-  const auto& names = grad_sync_names();
+  const auto& names = parallel::grad_sync_names();
   PT_CHECK(o.ddp == "auto" || std::find(names.begin(), names.end(), o.ddp) != names.end(),
-           "--ddp must be auto, " + strategy_names_text() + " (got '" + o.ddp + "')");
+           "--ddp must be auto, " + parallel::strategy_names_text() + " (got '" + o.ddp + "')");
   PT_CHECK(o.shard == "none" || o.shard == "broadcast" || o.shard == "zero1",
            "--shard-optimizer must be none, broadcast or zero1 (got '" + o.shard + "')");
-  parse_comm_sms(o.comm_sms);  // validates
-  grad_comm_from_name(o.grad_comm);  // validates
-  cli::parse_on_off(o.zero1_prefetch, "zero1-prefetch");  // validates
+  parse_comm_sms(o.comm_sms);                        // validates
+  parallel::grad_comm_from_name(o.grad_comm);        // validates
+  parse_on_off(o.zero1_prefetch, "zero1-prefetch");  // validates
   PT_CHECK(o.bucket_mb >= 0, "--bucket-mb must be >= 0 (got " + std::to_string(o.bucket_mb) + ")");
   PT_CHECK(!(o.ddp == "none" && o.shard != "none"),
            "--shard-optimizer " + o.shard + " needs averaged gradients; it cannot run with --ddp none");
@@ -66,4 +67,4 @@ DdpOptions resolve_ddp_options(const DdpOptions& o, int world) {
   return r;
 }
 
-}  // namespace pt::parallel
+}  // namespace pt::cli

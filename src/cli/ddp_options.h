@@ -9,19 +9,18 @@
 #include "parallel/communicator.h"
 #include "parallel/grad_sync.h"
 
-namespace pt::parallel {
+namespace pt::cli {
 
 struct DdpOptions {
-  std::string ddp = "auto";      // auto: bucketed with several ranks, none alone
-  double bucket_mb = kDefaultBucketMB;
-  std::string shard = "none";    // none | broadcast | zero1
-  std::string comm_sms = "auto";  // NCCL's CTAs and the SMs GEMMs leave them (parse_comm_sms)
-  std::string grad_comm = "fp32";  // fp32 | bf16: gradients on the wire (parallel::GradComm)
+  std::string ddp = "auto";  // auto: bucketed with several ranks, none alone
+  double bucket_mb = parallel::kDefaultBucketMB;
+  std::string shard = "none";         // none | broadcast | zero1
+  std::string comm_sms = "auto";      // NCCL's CTAs and the SMs GEMMs leave them (parse_comm_sms)
+  std::string grad_comm = "fp32";     // fp32 | bf16: gradients on the wire (parallel::GradComm)
   std::string zero1_prefetch = "on";  // on | off: zero1's all-gathers left for the next forward
 };
 
-
-// A --comm-sms value: "auto" → kCommSmsAuto, else a whole number >= 0. Throws pt::Error.
+// A --comm-sms value: "auto" → parallel::kCommSmsAuto, else a whole number >= 0. Throws pt::Error.
 int parse_comm_sms(const std::string& word);
 
 // --comm-sms's help, shared with `bench ddp` (which takes a list).
@@ -58,4 +57,4 @@ void add_ddp_options(boost::program_options::options_description& desc, DdpOptio
 // Throws pt::Error for unknown names, a negative bucket size, or sharding with --ddp none.
 DdpOptions resolve_ddp_options(const DdpOptions& o, int world);
 
-}  // namespace pt::parallel
+}  // namespace pt::cli

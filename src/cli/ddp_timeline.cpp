@@ -85,9 +85,7 @@ void StepTimeline::begin() {
 
 void StepTimeline::mark(Phase p) { phase_[p] = stamp(); }
 
-void StepTimeline::on_grad_ready(Parameter& p) {
-  ready_.push_back({&p, stamp()});
-}
+void StepTimeline::on_grad_ready(Parameter& p) { ready_.push_back({&p, stamp()}); }
 
 void StepTimeline::detach() {
   if (!attached_) return;

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "core/context.h"
+#include "model/param_store.h"
 #include "parallel/comm_trace.h"
 #include "parallel/grad_sync.h"
-#include "model/param_store.h"
 
 namespace pt::parallel {
 class Communicator;
@@ -67,7 +67,7 @@ class StepTimeline : public GradReadyListener {
   std::vector<parallel::Bucket> buckets_;
   parallel::CommTrace trace_;
   bool attached_ = false;
-  std::vector<cudaEvent_t> events_;     // pool (GPU), reused by every mark
+  std::vector<cudaEvent_t> events_;  // pool (GPU), reused by every mark
   size_t events_used_ = 0;
   Mark start_;
   Mark phase_[PhaseCount];

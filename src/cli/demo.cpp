@@ -1,7 +1,6 @@
 // `paratrain demo <what>`: small experiments. accumulation: fp32 versus fp16 accumulators.
 #include "cli/demo.h"
 
-
 #include <cmath>
 #include <iomanip>
 #include <iostream>
@@ -13,8 +12,8 @@
 #include "core/context.h"
 #include "core/dtype.h"
 #include "core/error.h"
-#include "parallel/runtime.h"
 #include "io/run_record.h"
+#include "parallel/runtime.h"
 
 namespace pt::cli {
 
@@ -22,9 +21,7 @@ namespace {
 
 // IEEE fp16 addition: the fp32 sum of two halves rounded to half is correctly rounded,
 // because fp32's 24 bits are at least 2·11 + 2 (double rounding is then innocuous).
-uint16_t half_add(uint16_t a, uint16_t b) {
-  return float_to_half_bits(half_bits_to_float(a) + half_bits_to_float(b));
-}
+uint16_t half_add(uint16_t a, uint16_t b) { return float_to_half_bits(half_bits_to_float(a) + half_bits_to_float(b)); }
 
 int run_demo_accumulation(const std::vector<std::string>& args) {
   int64_t count = 1000;
@@ -32,15 +29,18 @@ int run_demo_accumulation(const std::vector<std::string>& args) {
   std::string out;
   bool overwrite = false;
   po::options_description desc("demo accumulation options");
+  // clang-format off
   desc.add_options()
       ("count", po::value(&count)->default_value(count), "number of additions")
       ("value", po::value(&value)->default_value(value, "0.01"), "the value added each time")
       ("out", po::value(&out), "HDF5 results file (default: <subcommand>-<time>.h5)")
       ("overwrite", po::bool_switch(&overwrite), "replace --out if it exists");
-  const auto vm = parse_or_help(desc, args,
-                                "paratrain demo accumulation [--count N] [--value X] [--out FILE] [--overwrite]\n\n"
-                                "Adds X to zero N times with fp32 and fp16 accumulators and addends (fp16 emulated\n"
-                                "exactly on the host) and prints the four sums: why mixed precision accumulates in fp32.");
+  // clang-format on
+  const auto vm =
+      parse_or_help(desc, args,
+                    "paratrain demo accumulation [--count N] [--value X] [--out FILE] [--overwrite]\n\n"
+                    "Adds X to zero N times with fp32 and fp16 accumulators and addends (fp16 emulated\n"
+                    "exactly on the host) and prints the four sums: why mixed precision accumulates in fp32.");
   if (!vm) return 0;
   PT_CHECK(count > 0 && count <= 1000000000, "--count must be in 1..1e9 (got " + std::to_string(count) + ")");
   PT_CHECK(std::isfinite(value), "--value must be a finite number");

@@ -35,8 +35,10 @@ int main(int argc, char** argv) {
   const char* env_verbose = std::getenv("PARATRAIN_VERBOSE");
   bool verbose = env_verbose && std::string(env_verbose) == "1";
   for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--verbose") verbose = true;  // global: every subcommand
-    else args.emplace_back(argv[i]);
+    if (std::string(argv[i]) == "--verbose")
+      verbose = true;  // global: every subcommand
+    else
+      args.emplace_back(argv[i]);
   }
   int rc = 0;
   try {

@@ -35,29 +35,46 @@ struct NumericRule {
 };
 constexpr double kInf = HUGE_VAL;
 const NumericRule kNumericRules[] = {
-    {"steps", 1, kInf, false, false},        {"iters", 1, kInf, false, false},
-    {"warmup", 0, kInf, false, false},       {"warmup-steps", 0, kInf, false, false},
-    {"batch-size", 1, kInf, false, false},   {"batch", 1, kInf, false, false},
-    {"context-length", 1, kInf, false, false}, {"context", 1, kInf, false, false},
-    {"contexts", 1, kInf, false, false},     {"seq", 1, kInf, false, false},
-    {"d-model", 1, kInf, false, false},      {"num-layers", 1, kInf, false, false},
-    {"num-heads", 1, kInf, false, false},    {"heads", 1, kInf, false, false},
-    {"d-ff", 1, kInf, false, false},         {"head-dim", 1, kInf, false, false},
-    {"vocab-size", 1, kInf, false, true},    // bench ddp: 0 keeps the size's vocabulary
-    {"lr", 0, kInf, true, false},            {"min-lr", 0, kInf, false, false},
-    {"weight-decay", 0, kInf, false, false}, {"beta1", 0, 1, false, false},
-    {"beta2", 0, 1, false, false},           {"eps", 0, kInf, true, false},
+    {"steps", 1, kInf, false, false},
+    {"iters", 1, kInf, false, false},
+    {"warmup", 0, kInf, false, false},
+    {"warmup-steps", 0, kInf, false, false},
+    {"batch-size", 1, kInf, false, false},
+    {"batch", 1, kInf, false, false},
+    {"context-length", 1, kInf, false, false},
+    {"context", 1, kInf, false, false},
+    {"contexts", 1, kInf, false, false},
+    {"seq", 1, kInf, false, false},
+    {"d-model", 1, kInf, false, false},
+    {"num-layers", 1, kInf, false, false},
+    {"num-heads", 1, kInf, false, false},
+    {"heads", 1, kInf, false, false},
+    {"d-ff", 1, kInf, false, false},
+    {"head-dim", 1, kInf, false, false},
+    {"vocab-size", 1, kInf, false, true},  // bench ddp: 0 keeps the size's vocabulary
+    {"lr", 0, kInf, true, false},
+    {"min-lr", 0, kInf, false, false},
+    {"weight-decay", 0, kInf, false, false},
+    {"beta1", 0, 1, false, false},
+    {"beta2", 0, 1, false, false},
+    {"eps", 0, kInf, true, false},
     {"grad-clip", 0, kInf, false, false},    // 0: no clipping
     {"cosine-steps", 1, kInf, false, true},  // 0: --steps
     {"save-every", 1, kInf, false, true},    // 0: only at the end
-    {"log-every", 1, kInf, false, false},    {"grad-accum", 1, kInf, false, false},
-    {"bucket-mb", 0, kInf, false, false},    // 0: one bucket per parameter
-    {"peak-tflops", 0, kInf, true, true},    // 0: from the device
-    {"budget-ms", 0, kInf, true, false},     {"devices", 1, kInf, false, false},
-    {"tp", 1, kInf, false, false},           {"pp", 1, kInf, false, false},
-    {"gpus-per-node", 1, kInf, false, false}, {"memory-gb", 0, kInf, true, false},
-    {"hbm-gbps", 0, kInf, true, false},      {"link-gbps", 0, kInf, true, false},
-    {"inter-node-gbps", 0, kInf, true, false}, {"count", 0, kInf, false, false},
+    {"log-every", 1, kInf, false, false},
+    {"grad-accum", 1, kInf, false, false},
+    {"bucket-mb", 0, kInf, false, false},  // 0: one bucket per parameter
+    {"peak-tflops", 0, kInf, true, true},  // 0: from the device
+    {"budget-ms", 0, kInf, true, false},
+    {"devices", 1, kInf, false, false},
+    {"tp", 1, kInf, false, false},
+    {"pp", 1, kInf, false, false},
+    {"gpus-per-node", 1, kInf, false, false},
+    {"memory-gb", 0, kInf, true, false},
+    {"hbm-gbps", 0, kInf, true, false},
+    {"link-gbps", 0, kInf, true, false},
+    {"inter-node-gbps", 0, kInf, true, false},
+    {"count", 0, kInf, false, false},
 };
 
 const NumericRule* rule_for(const std::string& name) {
@@ -76,13 +93,7 @@ std::string range_text(const NumericRule& r) {
 
 // The value of a numeric option as a double, if it is one.
 bool numeric_value(const boost::any& v, double& out) {
-  if (const auto* i = boost::any_cast<int>(&v)) out = *i;
-  else if (const auto* l = boost::any_cast<int64_t>(&v)) out = double(*l);
-  else if (const auto* u = boost::any_cast<uint64_t>(&v)) out = double(*u);
-  else if (const auto* d = boost::any_cast<double>(&v)) out = *d;
-  else if (const auto* f = boost::any_cast<float>(&v)) out = *f;
-  else return false;
-  return true;
+  return visit_option_value<int, int64_t, uint64_t, double, float>(v, [&](auto x) { out = static_cast<double>(x); });
 }
 
 }  // namespace

@@ -29,4 +29,15 @@ void refuse_stray_words(const std::vector<std::string>& stray);
 // option (parse_int_list / parse_double_list); no-op for a flag without a rule.
 void check_numeric(const std::string& flag, double value);
 
+// Calls f with the value an option holds when its type is one of Ts (the first that matches);
+// false when it holds none of them.
+template <typename... Ts, typename F>
+bool visit_option_value(const boost::any& v, F&& f) {
+  auto visit = [&](const auto* p) {
+    if (p) f(*p);
+    return p != nullptr;
+  };
+  return (visit(boost::any_cast<Ts>(&v)) || ...);
+}
+
 }  // namespace pt::cli

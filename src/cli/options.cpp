@@ -5,24 +5,25 @@
 #include <iomanip>
 #include <iostream>
 #include <sstream>
+#include <type_traits>
 
 #include "cli/option_rules.h"
 #include "core/error.h"
 #include "ops/flash_attention.h"
-#include "parallel/runtime.h"
-#include "parallel/host_collectives.h"
 #include "parallel/communicator.h"
 #include "parallel/gpu_binding.h"
+#include "parallel/host_collectives.h"
+#include "parallel/runtime.h"
 
 namespace pt::cli {
 
 std::optional<po::variables_map> parse_or_help(const po::options_description& desc,
-                                               const std::vector<std::string>& given,
-                                               const std::string& usage_line) {
+                                               const std::vector<std::string>& given, const std::string& usage_line) {
   for (const auto& a : given)
     if (a == "--help" || a == "-h") {
       const std::string spellings = spellings_help(desc);
-      std::cout << "usage: " << usage_line << "\n\n" << desc << "\n"
+      std::cout << "usage: " << usage_line << "\n\n"
+                << desc << "\n"
                 << (spellings.empty() ? "" : "Other spellings:\n" + spellings + "\n");
       return std::nullopt;
     }
@@ -43,8 +44,8 @@ void check_same_on_every_rank(const std::string& value, const std::string& what)
   if (parallel::Runtime::get().world_size() <= 1) return;
   const std::vector<std::string> all = parallel::all_gather_strings(value);
   for (size_t r = 1; r < all.size(); ++r)
-    PT_CHECK(all[r] == all[0], what + " differs between ranks: rank 0 has " + all[0] + ", rank " + std::to_string(r) +
-                                   " has " + all[r]);
+    PT_CHECK(all[r] == all[0],
+             what + " differs between ranks: rank 0 has " + all[0] + ", rank " + std::to_string(r) + " has " + all[r]);
 }
 
 void check_ranks_agree(const po::variables_map& vm) {
@@ -88,6 +89,7 @@ void check_ranks_agree(const po::variables_map& vm) {
 }
 
 void add_run_options(po::options_description& desc, RunOptions& o, const char* default_precision) {
+  // clang-format off
   desc.add_options()
       ("device", po::value(&o.device)->default_value(o.device),
        "where to run: auto (the GPU of this rank when there is one, else the CPU), cpu or cuda. "
@@ -110,6 +112,7 @@ void add_run_options(po::options_description& desc, RunOptions& o, const char* d
       ("out", po::value(&o.out), "HDF5 results file (default: <subcommand>-<time>.h5)")
       ("overwrite", po::bool_switch(&o.overwrite), "replace --out if it exists")
       ("seed", po::value(&o.seed)->default_value(o.seed), "random seed");
+  // clang-format on
 }
 
 void add_gemm_option(po::options_description& desc, RunOptions& o) {
@@ -119,6 +122,7 @@ void add_gemm_option(po::options_description& desc, RunOptions& o) {
 void apply_gemm_option(Context& ctx, const RunOptions& o) { ctx.set_gemm_select(gemm_select_from_name(o.gemm)); }
 
 void add_flash_options(po::options_description& desc, RunOptions& o) {
+  // clang-format off
   desc.add_options()
       ("flash-kernels", po::value(&o.flash_kernels)->default_value(o.flash_kernels),
        "bf16 flash attention on the GPU: auto (wgmma on a Hopper GPU running this binary's sm_90a "
@@ -127,6 +131,7 @@ void add_flash_options(po::options_description& desc, RunOptions& o) {
       ("wgmma-tiles", po::value(&o.wgmma_tiles)->default_value(o.wgmma_tiles),
        "wgmma tile shapes F/K/Q (e.g. 1x64/1/1, 2x128/2/acc; see ops/flash_attention.h); "
        "empty: each head dimension's measured default");
+  // clang-format on
 }
 
 FlashChoice flash_choice_of(const RunOptions& o) {
@@ -168,16 +173,14 @@ std::map<std::string, std::string> options_as_strings(const po::variables_map& v
     const boost::any& v = value.value();
     std::ostringstream o;
     o << std::setprecision(15);  // doubles as typed: "0.01"
-    if (const auto* s = boost::any_cast<std::string>(&v)) o << *s;
-    else if (const auto* i = boost::any_cast<int>(&v)) o << *i;
-    else if (const auto* l = boost::any_cast<int64_t>(&v)) o << *l;
-    else if (const auto* u = boost::any_cast<uint64_t>(&v)) o << *u;
-    else if (const auto* d = boost::any_cast<double>(&v)) o << *d;
-    else if (const auto* f = boost::any_cast<float>(&v)) o << *f;
-    else if (const auto* b = boost::any_cast<bool>(&v)) o << (*b ? "true" : "false");
-    else if (const auto* vs = boost::any_cast<std::vector<std::string>>(&v))
-      for (size_t i = 0; i < vs->size(); ++i) o << (i ? " " : "") << (*vs)[i];
-    else continue;
+    auto words = [&](const std::vector<std::string>& vs) {
+      for (size_t i = 0; i < vs.size(); ++i) o << (i ? " " : "") << vs[i];
+    };
+    const bool known =
+        visit_option_value<std::string, int, int64_t, uint64_t, double, float>(v, [&](const auto& x) { o << x; }) ||
+        visit_option_value<bool>(v, [&](bool b) { o << (b ? "true" : "false"); }) ||
+        visit_option_value<std::vector<std::string>>(v, words);
+    if (!known) continue;
     out[name] = o.str();
   }
   return out;
@@ -207,26 +210,28 @@ std::optional<double> parse_number(const std::string& s, bool integer) {
   return v;
 }
 
-std::vector<int64_t> parse_int_list(const std::vector<std::string>& words, const char* flag) {
-  std::vector<int64_t> out;
+namespace {
+// A comma list of numbers for --flag, each checked against the flag's range (check_numeric).
+template <typename T>
+std::vector<T> parse_number_list(const std::vector<std::string>& words, const char* flag) {
+  constexpr bool integer = std::is_integral_v<T>;
+  std::vector<T> out;
   for (const auto& s : split_list(words)) {
-    const auto v = parse_number(s, /*integer=*/true);
-    PT_CHECK(v.has_value(), std::string("--") + flag + ": '" + s + "' is not an integer");
+    const auto v = parse_number(s, integer);
+    PT_CHECK(v.has_value(), std::string("--") + flag + ": '" + s + "' is not " + (integer ? "an integer" : "a number"));
     check_numeric(flag, *v);
-    out.push_back(static_cast<int64_t>(*v));
+    out.push_back(static_cast<T>(*v));
   }
   return out;
 }
+}  // namespace
+
+std::vector<int64_t> parse_int_list(const std::vector<std::string>& words, const char* flag) {
+  return parse_number_list<int64_t>(words, flag);
+}
 
 std::vector<double> parse_double_list(const std::vector<std::string>& words, const char* flag) {
-  std::vector<double> out;
-  for (const auto& s : split_list(words)) {
-    const auto v = parse_number(s, /*integer=*/false);
-    PT_CHECK(v.has_value(), std::string("--") + flag + ": '" + s + "' is not a number");
-    check_numeric(flag, *v);
-    out.push_back(*v);
-  }
-  return out;
+  return parse_number_list<double>(words, flag);
 }
 
 bool parse_on_off(const std::string& word, const char* flag) {

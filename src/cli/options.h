@@ -20,8 +20,7 @@ namespace po = boost::program_options;
 // cli/option_rules.h's rules (spellings, stray words, empty values, numeric ranges), the
 // --comm-timeout of add_run_options, and check_ranks_agree.
 std::optional<po::variables_map> parse_or_help(const po::options_description& desc,
-                                               const std::vector<std::string>& args,
-                                               const std::string& usage_line);
+                                               const std::vector<std::string>& args, const std::string& usage_line);
 
 // With several ranks (collective: every rank calls it, parse_or_help does): the job ends at
 // once, on every rank, when any rank's options differ from rank 0's, naming the first option
@@ -38,7 +37,7 @@ struct RunOptions {
   std::string out;                 // HDF5 results file; "" → default name
   bool overwrite = false;
   uint64_t seed = 1337;
-  std::string gemm = "autotune";   // autotune | cublas | lt (GPU GEMM library call; add_gemm_option)
+  std::string gemm = "autotune";       // autotune | cublas | lt (GPU GEMM library call; add_gemm_option)
   std::string flash_kernels = "auto";  // auto | mma | wgmma (bf16 flash attention on the GPU; add_flash_options)
   std::string wgmma_tiles;             // F/K/Q, "" = each head dimension's default
   bool allow_gpu_sharing = false;      // several ranks of a node on one GPU (tests, debugging)

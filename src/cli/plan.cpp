@@ -43,17 +43,18 @@ void print_json(const plan::Result& r, std::ostream& os) {
      << ", \"params\": " << r.job.model.num_params() << "},\n \"layout\": {\"devices\": " << r.job.devices()
      << ", \"dp\": " << r.job.dp << ", \"tp\": " << r.job.tp << ", \"pp\": " << r.job.pp << ", \"ddp\": \""
      << r.job.strategy << "\", \"sharding\": \"" << plan::sharding_name(r.job.sharding)
-     << "\", \"batch_size\": " << r.job.batch << ", \"grad_accum\": " << r.job.grad_accum
-     << ", \"precision\": \"" << precision_name(r.job.precision) << "\", \"implemented\": "
-     << (r.implemented ? "true" : "false") << "},\n \"cluster\": {\"preset\": \"" << r.cluster.device.preset
+     << "\", \"batch_size\": " << r.job.batch << ", \"grad_accum\": " << r.job.grad_accum << ", \"precision\": \""
+     << precision_name(r.job.precision) << "\", \"implemented\": " << (r.implemented ? "true" : "false")
+     << "},\n \"cluster\": {\"preset\": \"" << r.cluster.device.preset
      << "\", \"memory_gb\": " << num(r.cluster.device.memory_gb) << ", \"gpus_per_node\": " << r.cluster.gpus_per_node
      << "},\n \"memory_bytes\": {\"parameters\": " << m.params << ", \"parameters_bf16\": " << m.params_lowp
-     << ", \"gradients\": " << m.grads << ", \"optimizer_state\": " << m.optstate << ", \"activations\": "
-     << m.activations << ", \"activations_saved\": " << m.activations_saved << ", \"workspace\": " << m.workspace
-     << ", \"total\": " << m.total() << ", \"activations_by_choice\": {\"recompute_on_flash\": "
-     << m.activations_by_choice[0][0] << ", \"recompute_on_naive\": " << m.activations_by_choice[0][1]
-     << ", \"recompute_off_flash\": " << m.activations_by_choice[1][0] << ", \"recompute_off_naive\": "
-     << m.activations_by_choice[1][1] << "}},\n \"collectives\": [";
+     << ", \"gradients\": " << m.grads << ", \"optimizer_state\": " << m.optstate
+     << ", \"activations\": " << m.activations << ", \"activations_saved\": " << m.activations_saved
+     << ", \"workspace\": " << m.workspace << ", \"total\": " << m.total()
+     << ", \"activations_by_choice\": {\"recompute_on_flash\": " << m.activations_by_choice[0][0]
+     << ", \"recompute_on_naive\": " << m.activations_by_choice[0][1]
+     << ", \"recompute_off_flash\": " << m.activations_by_choice[1][0]
+     << ", \"recompute_off_naive\": " << m.activations_by_choice[1][1] << "}},\n \"collectives\": [";
   for (size_t i = 0; i < r.comm.size(); ++i) {
     const plan::Collective& c = r.comm[i];
     os << (i ? ", " : "") << "{\"collective\": \"" << c.name << "\", \"what\": \"" << json_escape(c.what)
@@ -62,9 +63,10 @@ void print_json(const plan::Result& r, std::ostream& os) {
   }
   os << "],\n \"time_s\": {\"compute\": " << num(r.compute_s) << ", \"optimizer_hbm\": " << num(r.hbm_s)
      << ", \"communication\": " << num(r.comm_s) << ", \"exposed_communication\": " << num(r.exposed_comm_s)
-     << ", \"step\": " << num(r.step_s) << "},\n \"flops_per_step\": " << num(r.flops_per_step) << ", \"mfu\": "
-     << num(r.mfu) << ", \"hiding_batch\": " << r.hiding_batch << ", \"fits\": " << (r.fits ? "true" : "false")
-     << ", \"min_devices_to_fit\": " << r.min_devices_to_fit << ",\n \"notes\": [";
+     << ", \"step\": " << num(r.step_s) << "},\n \"flops_per_step\": " << num(r.flops_per_step)
+     << ", \"mfu\": " << num(r.mfu) << ", \"hiding_batch\": " << r.hiding_batch
+     << ", \"fits\": " << (r.fits ? "true" : "false") << ", \"min_devices_to_fit\": " << r.min_devices_to_fit
+     << ",\n \"notes\": [";
   for (size_t i = 0; i < r.notes.size(); ++i) os << (i ? ", " : "") << "\"" << json_escape(r.notes[i]) << "\"";
   os << "]}\n";
 }
@@ -90,12 +92,23 @@ void fill_tables(const plan::Result& r, io::ResultTable& memory, io::ResultTable
         mem_row(("activations (peak) with --recompute " + std::string(rec[i]) + ", --attention " + att[j]).c_str(),
                 m.activations_by_choice[i][j]);
   for (const plan::Collective& c : r.comm)
-    comm.add_row().set("collective", c.name).set("what", c.what).set("calls", c.calls).set("bytes", c.bytes)
-        .set("bus_factor", c.bus_factor).set("ms", c.seconds * 1e3);
-  time.add_row().set("devices", static_cast<int64_t>(r.job.devices())).set("compute_ms", r.compute_s * 1e3)
-      .set("optimizer_ms", r.hbm_s * 1e3).set("comm_ms", r.comm_s * 1e3)
-      .set("exposed_comm_ms", r.exposed_comm_s * 1e3).set("step_ms", r.step_s * 1e3).set("mfu", r.mfu)
-      .set("hiding_batch", r.hiding_batch).set("fits", r.fits ? "yes" : "no")
+    comm.add_row()
+        .set("collective", c.name)
+        .set("what", c.what)
+        .set("calls", c.calls)
+        .set("bytes", c.bytes)
+        .set("bus_factor", c.bus_factor)
+        .set("ms", c.seconds * 1e3);
+  time.add_row()
+      .set("devices", static_cast<int64_t>(r.job.devices()))
+      .set("compute_ms", r.compute_s * 1e3)
+      .set("optimizer_ms", r.hbm_s * 1e3)
+      .set("comm_ms", r.comm_s * 1e3)
+      .set("exposed_comm_ms", r.exposed_comm_s * 1e3)
+      .set("step_ms", r.step_s * 1e3)
+      .set("mfu", r.mfu)
+      .set("hiding_batch", r.hiding_batch)
+      .set("fits", r.fits ? "yes" : "no")
       .set("min_devices_to_fit", static_cast<int64_t>(r.min_devices_to_fit))
       .set("implemented", r.implemented ? "yes" : "no (estimate)");
 }
@@ -113,6 +126,7 @@ int run_plan(const std::vector<std::string>& args) {
   std::string presets;
   for (const auto& p : plan::cluster_preset_names()) presets += (presets.empty() ? "" : ", ") + p;
   po::options_description desc("plan options");
+  // clang-format off
   desc.add_options()
       ("model", po::value(&size)->default_value(size), "named size (tiny small medium large xl 2.7b); the options "
                                                        "below override its dimensions")
@@ -145,6 +159,7 @@ int run_plan(const std::vector<std::string>& args) {
       ("format", po::value(&format)->default_value(format), "table or json (stdout)")
       ("out", po::value(&out), "also write an HDF5 record here")
       ("overwrite", po::bool_switch(&overwrite), "replace --out if it exists");
+  // clang-format on
   auto vm = parse_or_help(desc, args, "paratrain plan [options]   (memory, communication and step time; no GPU)");
   if (!vm) return 0;
   PT_CHECK(format == "table" || format == "json", "--format must be table or json (got '" + format + "')");
@@ -153,7 +168,8 @@ int run_plan(const std::vector<std::string>& args) {
   job.model = TransformerConfig::named(size);
   std::string model_name = size;
   for (auto [flag, value, field] : {std::tuple{"d-model", d_model, &job.model.d_model},
-                                    {"d-ff", d_ff, &job.model.d_ff}, {"num-layers", num_layers, &job.model.num_layers},
+                                    {"d-ff", d_ff, &job.model.d_ff},
+                                    {"num-layers", num_layers, &job.model.num_layers},
                                     {"num-heads", num_heads, &job.model.num_heads},
                                     {"vocab-size", vocab, &job.model.vocab_size},
                                     {"context-length", context, &job.model.context_length}})
@@ -168,8 +184,8 @@ int run_plan(const std::vector<std::string>& args) {
   job.batch = batch;
   job.grad_accum = grad_accum;
   PT_CHECK(devices >= 1 && tp >= 1 && pp >= 1, "--devices, --tp and --pp must be at least 1");
-  PT_CHECK(devices % (tp * pp) == 0, "--devices " + std::to_string(devices) + " is not a multiple of tp × pp = " +
-                                         std::to_string(tp * pp));
+  PT_CHECK(devices % (tp * pp) == 0,
+           "--devices " + std::to_string(devices) + " is not a multiple of tp × pp = " + std::to_string(tp * pp));
   job.tp = static_cast<int>(tp);
   job.pp = static_cast<int>(pp);
   job.dp = static_cast<int>(devices / (tp * pp));
@@ -201,27 +217,31 @@ int run_plan(const std::vector<std::string>& args) {
   memory.add_string("category", "what").add_int("bytes", "bytes per device").add_double("GB", "bytes / 1e9", 3);
   io::ResultTable comm("plan_comm", "collectives per optimizer step, per device");
   comm.add_string("collective", "all_reduce, reduce_scatter, all_gather, broadcast, p2p")
-      .add_string("what", "gradients, parameters, activations").add_int("calls", "calls per step")
+      .add_string("what", "gradients, parameters, activations")
+      .add_int("calls", "calls per step")
       .add_int("bytes", "this rank's buffer bytes per step (bench ddp's comm_MB counts these)")
       .add_double("bus_factor", "bytes on the wire per buffer byte (nccl-tests' busbw factor)", 3)
       .add_double("ms", "bytes × bus_factor / bandwidth", 3);
   io::ResultTable time("plan_time", "roofline step time: compute at the dense peak, the optimizer at HBM speed, "
                                     "communication not hidden behind backward");
-  time.add_int("devices", "devices in all").add_double("compute_ms", "FLOPs / dense peak", 3)
+  time.add_int("devices", "devices in all")
+      .add_double("compute_ms", "FLOPs / dense peak", 3)
       .add_double("optimizer_ms", "optimizer bytes / HBM bandwidth", 3)
-      .add_double("comm_ms", "all collectives", 3).add_double("exposed_comm_ms", "not hidden behind backward", 3)
+      .add_double("comm_ms", "all collectives", 3)
+      .add_double("exposed_comm_ms", "not hidden behind backward", 3)
       .add_double("step_ms", "compute + optimizer + exposed communication (+ pipeline bubble)", 3)
       .add_double("mfu", "FLOPs / (step × peak)", 3)
       .add_int("hiding_batch", "smallest per-device batch whose backward hides the gradient sync (0: nothing to hide)")
       .add_string("fits", "whether the memory total fits the device")
-      .add_int("min_devices_to_fit", "smallest power-of-two data-parallel device count (× tp × pp) that fits; 0: none up to 65536")
+      .add_int("min_devices_to_fit",
+               "smallest power-of-two data-parallel device count (× tp × pp) that fits; 0: none up to 65536")
       .add_string("implemented", "yes: paratrain runs this layout; no: an estimate");
   fill_tables(r, memory, comm, time);
   if (format == "json") {
     print_json(r, std::cout);
   } else {
-    std::cout << "plan: " << model_name << " (d_model " << r.job.model.d_model << ", d_ff " << r.job.model.d_ff
-              << ", " << r.job.model.num_layers << " layers, " << r.job.model.num_heads << " heads, vocab "
+    std::cout << "plan: " << model_name << " (d_model " << r.job.model.d_model << ", d_ff " << r.job.model.d_ff << ", "
+              << r.job.model.num_layers << " layers, " << r.job.model.num_heads << " heads, vocab "
               << r.job.model.vocab_size << "; " << r.job.model.num_params() << " parameters), context "
               << r.job.model.context_length << ", batch " << batch << " × " << grad_accum << " per device, "
               << precision << ", " << r.job.devices() << " × " << cluster.device.preset << " (dp " << r.job.dp

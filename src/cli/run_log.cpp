@@ -4,8 +4,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <ctime>
@@ -18,9 +18,7 @@ namespace pt::cli {
 
 namespace {
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 std::string utc_now() {
   const auto now = std::chrono::system_clock::now();
@@ -61,12 +59,14 @@ void append_json_string(std::string& out, const std::string& s) {
 }  // namespace
 
 void add_log_options(po::options_description& desc, LogOptions& o) {
+  // clang-format off
   desc.add_options()
       ("log-format", po::value(&o.format)->default_value(o.format),
        "progress on stdout: text (a line per step or configuration, with elapsed time and ETA) or jsonl "
        "(one JSON object per line instead, for programs to follow)")
       ("log-file", po::value(&o.file),
        "also append the progress as JSON lines to this file (a resumed run continues it)");
+  // clang-format on
 }
 
 std::string json_line(const std::string& event, const LogFields& fields) {
@@ -111,8 +111,8 @@ RunLog::RunLog(const LogOptions& o, bool root) : root_(root), jsonl_(o.format ==
   path_ = o.file;
   struct stat st {};
   if (::stat(path_.c_str(), &st) == 0) {
-    PT_CHECK(S_ISREG(st.st_mode), "--log-file '" + path_ + "' is " + io::file_kind(st.st_mode) +
-                                      "; the log must be a regular file");
+    PT_CHECK(S_ISREG(st.st_mode),
+             "--log-file '" + path_ + "' is " + io::file_kind(st.st_mode) + "; the log must be a regular file");
     const int fd = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
     PT_CHECK(fd >= 0, "--log-file '" + path_ + "': cannot open it for appending: " + std::strerror(errno));
     ::close(fd);

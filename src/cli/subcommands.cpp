@@ -2,8 +2,8 @@
 
 #include <iostream>
 
-#include "core/error.h"
 #include "core/build_info.h"
+#include "core/error.h"
 #include "core/exit_codes.h"
 #include "io/library_versions.h"
 
@@ -31,25 +31,23 @@ const std::vector<Subcommand>& top_level_subcommands() {
   return table;
 }
 
-int run_bench(const std::vector<std::string>& args) {
-  return dispatch(bench_subcommands(), "paratrain bench", args);
-}
+int run_bench(const std::vector<std::string>& args) { return dispatch(bench_subcommands(), "paratrain bench", args); }
 
-int run_demo(const std::vector<std::string>& args) {
-  return dispatch(demo_subcommands(), "paratrain demo", args);
-}
+int run_demo(const std::vector<std::string>& args) { return dispatch(demo_subcommands(), "paratrain demo", args); }
 
-int dispatch(const std::vector<Subcommand>& table, const std::string& prefix,
-             const std::vector<std::string>& args) {
+int dispatch(const std::vector<Subcommand>& table, const std::string& prefix, const std::vector<std::string>& args) {
   auto usage = [&](std::ostream& os) {
     os << "usage: " << prefix << " <command> [options]   (" << prefix << " <command> --help)\n\n";
-    for (const auto& s : table) os << "  " << s.name << std::string(12 - std::min<size_t>(11, std::string(s.name).size()), ' ') << s.summary << "\n";
+    for (const auto& s : table)
+      os << "  " << s.name << std::string(12 - std::min<size_t>(11, std::string(s.name).size()), ' ') << s.summary
+         << "\n";
   };
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     if (prefix == "paratrain") std::cout << "paratrain " << program_version() << " (git " << git_revision() << ")\n";
     usage(std::cout);
     if (prefix == "paratrain") {
-      std::cout << "\n  --verbose   errors also name the source file and line (or PARATRAIN_VERBOSE=1)\n\nexit codes:\n";
+      std::cout
+          << "\n  --verbose   errors also name the source file and line (or PARATRAIN_VERBOSE=1)\n\nexit codes:\n";
       for (const ExitCodeInfo& e : kExitCodes) {
         const std::string code = std::to_string(e.code);
         std::cout << "  " << code << std::string(6 - code.size(), ' ') << e.meaning << "\n";

@@ -14,10 +14,10 @@ struct Subcommand {
   SubcommandFn run;
 };
 
-int run_train(const std::vector<std::string>& args);        // cli/train.cpp
-int run_bench(const std::vector<std::string>& args);        // cli/subcommands.cpp: bench <what> (bench_table.cpp)
-int run_demo(const std::vector<std::string>& args);         // cli/demo.cpp: demo <what>
-int run_plan(const std::vector<std::string>& args);         // cli/plan.cpp
+int run_train(const std::vector<std::string>& args);  // cli/train.cpp
+int run_bench(const std::vector<std::string>& args);  // cli/subcommands.cpp: bench <what> (bench_table.cpp)
+int run_demo(const std::vector<std::string>& args);   // cli/demo.cpp: demo <what>
+int run_plan(const std::vector<std::string>& args);   // cli/plan.cpp
 
 // `paratrain bench <what>`: one entry per benchmark.
 int run_bench_model(const std::vector<std::string>& args);      // cli/bench_model.cpp
@@ -31,8 +31,6 @@ const std::vector<Subcommand>& bench_subcommands();
 const std::vector<Subcommand>& demo_subcommands();
 
 // Runs the entry of `table` named by args[0] (or prints the table for --help / nothing).
-int dispatch(const std::vector<Subcommand>& table, const std::string& prefix,
-             const std::vector<std::string>& args);
-
+int dispatch(const std::vector<Subcommand>& table, const std::string& prefix, const std::vector<std::string>& args);
 
 }  // namespace pt::cli

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "cli/ddp_options.h"
 #include "cli/options.h"
 #include "cli/run_log.h"
 #include "cli/subcommands.h"
@@ -17,19 +18,18 @@
 #include "core/error.h"
 #include "core/exit_codes.h"
 #include "core/interrupt.h"
-#include "parallel/communicator.h"
-#include "cli/ddp_options.h"
-#include "parallel/grad_sync.h"
-#include "parallel/host_collectives.h"
-#include "parallel/runtime.h"
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
 #include "io/token_data.h"
-#include "train/injected_faults.h"
-#include "train/train_step.h"
 #include "model/transformer.h"
 #include "optim/optimizer_state.h"
 #include "optim/sharded_optimizer.h"
+#include "parallel/communicator.h"
+#include "parallel/grad_sync.h"
+#include "parallel/host_collectives.h"
+#include "parallel/runtime.h"
+#include "train/injected_faults.h"
+#include "train/train_step.h"
 
 namespace pt::cli {
 
@@ -104,9 +104,10 @@ std::string nonfinite_advice(int64_t step, int64_t first_step, bool from_checkpo
 int run_train(const std::vector<std::string>& args) {
   TrainOptions t;
   RunOptions run;
-  parallel::DdpOptions ddp_opt;
+  DdpOptions ddp_opt;
   po::options_description model("Model"), data("Data"), optim("Optimisation"), ckpt("Checkpoints"),
       parallel("Data parallelism (mpirun/srun -n N: one rank per GPU)"), general("Run");
+  // clang-format off
   model.add_options()
       ("model", po::value(&t.model)->default_value(t.model), "named size: tiny small medium large xl 2.7b")
       ("d-model", po::value(&t.d_model), "override the size's d_model")
@@ -164,9 +165,10 @@ int run_train(const std::vector<std::string>& args) {
        "value is refused; --steps, --log-every, --log-format, --log-file, --save-every, --save, --out and "
        "--comm-timeout may change). auto: from the --save file when it exists, else from the start (for "
        "jobs that may be requeued). An existing --out record of the run is continued");
-  parallel::add_ddp_options(parallel, ddp_opt);
+  add_ddp_options(parallel, ddp_opt);
   general.add_options()("log-every", po::value(&t.log_every)->default_value(t.log_every),
                         "progress line every N steps (rank 0)");
+  // clang-format on
   LogOptions log_opt;
   add_log_options(general, log_opt);
   add_run_options(general, run, "fp32");
@@ -220,8 +222,8 @@ int run_train(const std::vector<std::string>& args) {
     PT_CHECK(t.resume == "auto", "--resume: the checkpoint is at step " + std::to_string(start_step) +
                                      ", nothing left to do for --steps " + std::to_string(t.steps));
     log.event("end", {{"status", std::string("completed")}, {"last_step", start_step}},
-              "train: the checkpoint " + resume_from + " is at step " + std::to_string(start_step) +
-                  " of --steps " + std::to_string(t.steps) + ": the run is complete");
+              "train: the checkpoint " + resume_from + " is at step " + std::to_string(start_step) + " of --steps " +
+                  std::to_string(t.steps) + ": the run is complete");
     return kExitOk;
   }
 
@@ -232,10 +234,10 @@ int run_train(const std::vector<std::string>& args) {
   PT_CHECK(t.lr > 0, "--lr must be positive");
   PT_CHECK(t.warmup_steps >= 0 && t.save_every >= 0, "--warmup-steps and --save-every must be non-negative");
   PT_CHECK(t.save_every == 0 || !t.save.empty(), "--save-every needs --save FILE");
-  PT_CHECK(t.batch_size % rt.world_size() == 0,
-           "--batch-size " + std::to_string(t.batch_size) + " is not divisible by the " +
-               std::to_string(rt.world_size()) + " ranks");
-  const parallel::DdpOptions ddp = parallel::resolve_ddp_options(ddp_opt, rt.world_size());
+  PT_CHECK(t.batch_size % rt.world_size() == 0, "--batch-size " + std::to_string(t.batch_size) +
+                                                    " is not divisible by the " + std::to_string(rt.world_size()) +
+                                                    " ranks");
+  const DdpOptions ddp = resolve_ddp_options(ddp_opt, rt.world_size());
   const Precision precision = precision_from_name(run.precision);
   const Device device = resolve_device(run);
   PT_CHECK(!(precision == Precision::BF16 && device.is_cpu()), "--precision bf16 needs a GPU");
@@ -295,8 +297,8 @@ int run_train(const std::vector<std::string>& args) {
   TrainRecord rec(run.out, run.overwrite, !t.resume.empty(), start_step, resume_from, rt.world_size());
   // Every file this run writes, checked before any work: a long run never finds out at its end.
   if (!t.save.empty()) {
-    PT_CHECK(!same_file(t.save, rec.path()), "--save " + t.save + " and --out " + rec.path() +
-                                                 " name the same file; a run writes each of them");
+    PT_CHECK(!same_file(t.save, rec.path()),
+             "--save " + t.save + " and --out " + rec.path() + " name the same file; a run writes each of them");
     PT_CHECK(!same_file(t.save, t.data), "--save " + t.save + " is the token file --data reads");
     if (rt.is_root()) io::check_output_path(t.save, run.overwrite || !t.resume.empty(), "checkpoint (--save)");
   }
@@ -321,11 +323,12 @@ int run_train(const std::vector<std::string>& args) {
   else
     lm.init_weights(ctx, run.seed);
   std::unique_ptr<parallel::Communicator> comm;
-  if (rt.world_size() > 1) comm = parallel::make_communicator(parallel::backend_for(device), ctx, parallel::parse_comm_sms(ddp.comm_sms));
+  if (rt.world_size() > 1)
+    comm = parallel::make_communicator(parallel::backend_for(device), ctx, parse_comm_sms(ddp.comm_sms));
   // Rank 0's weights become everyone's here (the strategy broadcasts them at construction).
-  DataParallel dp = make_data_parallel(ctx, lm.store(), comm.get(), ddp.ddp, ddp.bucket_mb,
-                                       shard_mode_from_name(ddp.shard), oc, parallel::grad_comm_from_name(ddp.grad_comm),
-                                       parse_on_off(ddp.zero1_prefetch, "zero1-prefetch"));
+  DataParallel dp = make_data_parallel(
+      ctx, lm.store(), comm.get(), ddp.ddp, ddp.bucket_mb, shard_mode_from_name(ddp.shard), oc,
+      parallel::grad_comm_from_name(ddp.grad_comm), parse_on_off(ddp.zero1_prefetch, "zero1-prefetch"));
   Optimizer* optimizer = dp.optimizer.get();
   // The checkpoint holds the whole optimizer state; each rank reads the part it updates.
   if (!resume_from.empty()) io::load_optimizer_state(resume_from, *optimizer, ctx, lm.store().grad_numel());
@@ -338,9 +341,12 @@ int run_train(const std::vector<std::string>& args) {
   auto save = [&](int64_t steps_done) {
     io::CheckpointInfo info;
     info.step = steps_done;
-    info.ints = {{"model.vocab_size", cfg.vocab_size}, {"model.context_length", cfg.context_length},
-                 {"model.d_model", cfg.d_model}, {"model.num_layers", cfg.num_layers},
-                 {"model.num_heads", cfg.num_heads}, {"model.d_ff", cfg.d_ff},
+    info.ints = {{"model.vocab_size", cfg.vocab_size},
+                 {"model.context_length", cfg.context_length},
+                 {"model.d_model", cfg.d_model},
+                 {"model.num_layers", cfg.num_layers},
+                 {"model.num_heads", cfg.num_heads},
+                 {"model.d_ff", cfg.d_ff},
                  {"run.world_size", static_cast<int64_t>(rt.world_size())}};
     info.reals = {{"model.rope_theta", cfg.rope_theta}};
     io::add_sampler_state(info, sc);
@@ -348,24 +354,32 @@ int run_train(const std::vector<std::string>& args) {
     info.text["config.data"] = t.data;  // the resolved path (the default when --data was left out)
     info.text["data.identity"] = tokens.identity();
     // Every rank takes part: a sharded optimizer's state is gathered to rank 0.
-    const WholeOptimizerState state = gather_optimizer_state(*optimizer, ctx, lm.store().grad_numel(), ddp.shard == "none");
+    const WholeOptimizerState state =
+        gather_optimizer_state(*optimizer, ctx, lm.store().grad_numel(), ddp.shard == "none");
     if (rt.is_root()) io::save_checkpoint(t.save, lm.store(), ctx, &optimizer->config(), &state, info);
     log.event("checkpoint", {{"step", steps_done}, {"path", t.save}}, "");
   };
 
-  const std::string banner = "train: " + t.model + " (" + std::to_string(cfg.num_params()) + " parameters) on " +
-                             std::to_string(rt.world_size()) + " × " + device.str() + ", " + precision_name(precision) +
-                             ", " + attn + " attention, ddp " + ddp.ddp + ", sharding " + ddp.shard + ", grad comm " +
-                             ddp.grad_comm + ", batch " + std::to_string(t.batch_size) + " × " +
-                             std::to_string(cfg.context_length) + " tokens" +
-                             (t.grad_accum > 1 ? " × " + std::to_string(t.grad_accum) + " micro-batches" : "") + ", " + t.sampling + " sampling of " + t.data +
-                             " (" + std::to_string(tokens.size()) + " tokens)" +
-                             (resume_from.empty() ? "" : "; resuming " + resume_from + " after step " + std::to_string(start_step));
+  const std::string banner =
+      "train: " + t.model + " (" + std::to_string(cfg.num_params()) + " parameters) on " +
+      std::to_string(rt.world_size()) + " × " + device.str() + ", " + precision_name(precision) + ", " + attn +
+      " attention, ddp " + ddp.ddp + ", sharding " + ddp.shard + ", grad comm " + ddp.grad_comm + ", batch " +
+      std::to_string(t.batch_size) + " × " + std::to_string(cfg.context_length) + " tokens" +
+      (t.grad_accum > 1 ? " × " + std::to_string(t.grad_accum) + " micro-batches" : "") + ", " + t.sampling +
+      " sampling of " + t.data + " (" + std::to_string(tokens.size()) + " tokens)" +
+      (resume_from.empty() ? "" : "; resuming " + resume_from + " after step " + std::to_string(start_step));
   log.event("start",
-            {{"command", std::string("train")}, {"model", t.model}, {"parameters", cfg.num_params()},
-             {"world_size", static_cast<int64_t>(rt.world_size())}, {"device", device.str()},
-             {"precision", std::string(precision_name(precision))}, {"steps", t.steps}, {"start_step", start_step},
-             {"resumed_from", resume_from}, {"out", rec.path()}, {"save", t.save}},
+            {{"command", std::string("train")},
+             {"model", t.model},
+             {"parameters", cfg.num_params()},
+             {"world_size", static_cast<int64_t>(rt.world_size())},
+             {"device", device.str()},
+             {"precision", std::string(precision_name(precision))},
+             {"steps", t.steps},
+             {"start_step", start_step},
+             {"resumed_from", resume_from},
+             {"out", rec.path()},
+             {"save", t.save}},
             banner);
 
   // ---- train ---------------------------------------------------------------------------------
@@ -409,26 +423,35 @@ int run_train(const std::vector<std::string>& args) {
       if (!std::isfinite(loss) || !std::isfinite(gnorm)) {
         // The update read the same norm and changed nothing (ops::GradClip's guard).
         const ParamStore::NonFinite bad = lm.store().first_nonfinite(ctx, /*grads=*/true);
-        const std::string what =
-            "step " + std::to_string(s + 1) + ": the loss is " + std::to_string(loss) + " and the gradient norm " +
-            std::to_string(gnorm) + (bad.param ? "; the first non-finite gradient is '" + bad.param->name + "' (" +
-                                                     std::to_string(bad.value) + ")"
-                                               : std::string()) +
-            ". The update was not applied";
-        const std::string advice = nonfinite_advice(s + 1, start_step + 1, !resume_from.empty() || !t.init_from.empty(), lr, t.grad_clip);
-        if (t.on_nonfinite == "stop") PT_FAIL(what + ": the parameters are those after step " + std::to_string(s) + "; " + advice);
+        const std::string what = "step " + std::to_string(s + 1) + ": the loss is " + std::to_string(loss) +
+                                 " and the gradient norm " + std::to_string(gnorm) +
+                                 (bad.param ? "; the first non-finite gradient is '" + bad.param->name + "' (" +
+                                                  std::to_string(bad.value) + ")"
+                                            : std::string()) +
+                                 ". The update was not applied";
+        const std::string advice =
+            nonfinite_advice(s + 1, start_step + 1, !resume_from.empty() || !t.init_from.empty(), lr, t.grad_clip);
+        if (t.on_nonfinite == "stop")
+          PT_FAIL(what + ": the parameters are those after step " + std::to_string(s) + "; " + advice);
         if (rt.is_root()) std::printf("warning: %s (--on-nonfinite skip; %s)\n", what.c_str(), advice.c_str());
       }
       if (std::isfinite(loss)) last_loss = loss;
       if ((s + 1) % t.log_every == 0 || s + 1 == t.steps) {
         const double elapsed = log.elapsed_s();
         char line[256];
-        std::snprintf(line, sizeof line, "step %6lld/%lld | loss %.4f | lr %.2e | grad norm %.3f | %8.0f tok/s | %.1f ms | %s",
+        std::snprintf(line, sizeof line,
+                      "step %6lld/%lld | loss %.4f | lr %.2e | grad norm %.3f | %8.0f tok/s | %.1f ms | %s",
                       static_cast<long long>(s + 1), static_cast<long long>(t.steps), loss, lr, gnorm,
                       tokens_per_step / (ms * 1e-3), ms, eta.text(elapsed).c_str());
         log.event("step",
-                  {{"step", s + 1}, {"steps", t.steps}, {"loss", loss}, {"lr", lr}, {"grad_norm", gnorm}, {"step_ms", ms},
-                   {"tokens_per_s", tokens_per_step / (ms * 1e-3)}, {"eta_s", eta.eta_s(elapsed)}},
+                  {{"step", s + 1},
+                   {"steps", t.steps},
+                   {"loss", loss},
+                   {"lr", lr},
+                   {"grad_norm", gnorm},
+                   {"step_ms", ms},
+                   {"tokens_per_s", tokens_per_step / (ms * 1e-3)},
+                   {"eta_s", eta.eta_s(elapsed)}},
                   line);
       }
       if (agreed.stop && s + 1 < t.steps) {
@@ -458,9 +481,9 @@ int run_train(const std::vector<std::string>& args) {
   }
   const std::string stop_reason =
       interrupt::requested() ? interrupt::signal_name(interrupt::requested()) : std::string("a signal on another rank");
-  const std::string status = stopped ? "interrupted: " + stop_reason + " after step " +
-                                                     std::to_string(stopped_after) + " of " + std::to_string(t.steps)
-                                               : std::string("completed");
+  const std::string status = stopped ? "interrupted: " + stop_reason + " after step " + std::to_string(stopped_after) +
+                                           " of " + std::to_string(t.steps)
+                                     : std::string("completed");
   rec.commit(status, last_step, last_loss);
   std::string summary;
   if (stopped)
@@ -469,8 +492,12 @@ int run_train(const std::vector<std::string>& args) {
   summary += "results: " + rec.path() + (t.save.empty() ? "" : ", checkpoint: " + t.save);
   if (stopped && !t.save.empty()) summary += "\ncontinue with: --resume " + t.save + " (or --resume auto)";
   log.event("end",
-            {{"status", status}, {"last_step", last_step}, {"final_loss", last_loss}, {"out", rec.path()},
-             {"save", t.save}, {"exit_code", static_cast<int64_t>(stopped ? kExitStopped : kExitOk)}},
+            {{"status", status},
+             {"last_step", last_step},
+             {"final_loss", last_loss},
+             {"out", rec.path()},
+             {"save", t.save},
+             {"exit_code", static_cast<int64_t>(stopped ? kExitStopped : kExitOk)}},
             summary);
   return stopped ? kExitStopped : kExitOk;
 }

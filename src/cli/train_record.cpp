@@ -14,8 +14,10 @@ namespace {
 
 io::ResultTable steps_schema() {
   io::ResultTable t("train_steps", "one row per training step (rank 0; loss averaged over ranks)");
-  t.add_int("step", "1-based step number").add_double("loss", "mean cross-entropy, nats", 4)
-      .add_double("lr", "learning rate", 6).add_double("grad_norm", "global norm before clipping", 4)
+  t.add_int("step", "1-based step number")
+      .add_double("loss", "mean cross-entropy, nats", 4)
+      .add_double("lr", "learning rate", 6)
+      .add_double("grad_norm", "global norm before clipping", 4)
       .add_double("step_ms", "wall time of the step, ms", 2)
       .add_double("tokens_per_s", "global tokens of the step / step_ms, tokens per second", 0);
   return t;
@@ -23,11 +25,14 @@ io::ResultTable steps_schema() {
 
 io::ResultTable segments_schema() {
   io::ResultTable t("train_segments", "one row per process that ran part of this run: the first, then each resume");
-  t.add_int("segment", "1-based").add_int("first_step", "the first step it ran (1-based)")
+  t.add_int("segment", "1-based")
+      .add_int("first_step", "the first step it ran (1-based)")
       .add_int("last_step", "the last step it completed (first_step - 1: none)")
       .add_string("status", "completed, interrupted: ..., failed: ..., or running")
-      .add_string("started", "UTC, ISO 8601").add_string("resumed_from", "checkpoint it started from (empty: fresh)")
-      .add_int("world_size", "ranks").add_string("slurm_job_id", "SLURM_JOB_ID (empty outside Slurm)")
+      .add_string("started", "UTC, ISO 8601")
+      .add_string("resumed_from", "checkpoint it started from (empty: fresh)")
+      .add_int("world_size", "ranks")
+      .add_string("slurm_job_id", "SLURM_JOB_ID (empty outside Slurm)")
       .add_int("slurm_restart_count", "SLURM_RESTART_COUNT: how often Slurm requeued the job (0 outside Slurm)");
   return t;
 }
@@ -52,7 +57,8 @@ bool continues(const std::string& out, bool overwrite, bool resumed) {
   std::error_code ec;
   if (!resumed || out.empty() || !std::filesystem::exists(out, ec) || overwrite) return false;
   const auto kind = io::read_record_text(out, "subcommand");
-  PT_CHECK(kind && *kind == "train", "--out " + out + " exists and is not the record of a train run, so a resumed "
+  PT_CHECK(kind && *kind == "train", "--out " + out +
+                                         " exists and is not the record of a train run, so a resumed "
                                          "run cannot continue it: give another --out, or --overwrite to replace it");
   return true;
 }
@@ -76,8 +82,10 @@ TrainRecord::TrainRecord(const std::string& out, bool overwrite, bool resumed, i
       for (size_t c = 0; c < old.columns().size(); ++c) {
         const io::Value& v = old.at(r, c);
         const std::string& name = old.columns()[c].name;
-        if (const auto* i = std::get_if<int64_t>(&v)) row.set(name, *i);
-        else row.set(name, std::get<double>(v));
+        if (const auto* i = std::get_if<int64_t>(&v))
+          row.set(name, *i);
+        else
+          row.set(name, std::get<double>(v));
       }
       ++continued_rows_;
     }
@@ -85,17 +93,27 @@ TrainRecord::TrainRecord(const std::string& out, bool overwrite, bool resumed, i
   }
   segment_row_ = segments_.rows();
   segments_.add_row()
-      .set("segment", static_cast<int64_t>(segment_row_ + 1)).set("first_step", start_step + 1)
-      .set("last_step", start_step).set("status", "running").set("started", utc_now())
-      .set("resumed_from", resumed_from).set("world_size", static_cast<int64_t>(world_size))
-      .set("slurm_job_id", env_or("SLURM_JOB_ID", "")).set("slurm_restart_count",
-                                                            static_cast<int64_t>(std::stoll(env_or("SLURM_RESTART_COUNT", "0"))));
+      .set("segment", static_cast<int64_t>(segment_row_ + 1))
+      .set("first_step", start_step + 1)
+      .set("last_step", start_step)
+      .set("status", "running")
+      .set("started", utc_now())
+      .set("resumed_from", resumed_from)
+      .set("world_size", static_cast<int64_t>(world_size))
+      .set("slurm_job_id", env_or("SLURM_JOB_ID", ""))
+      .set("slurm_restart_count", static_cast<int64_t>(std::stoll(env_or("SLURM_RESTART_COUNT", "0"))));
   if (!resumed_from.empty()) record_.set_attr("resumed_from", resumed_from);
 }
 
-void TrainRecord::add_step(int64_t step, double loss, double lr, double grad_norm, double step_ms, double tokens_per_s) {
-  steps_.add_row().set("step", step).set("loss", loss).set("lr", lr).set("grad_norm", grad_norm)
-      .set("step_ms", step_ms).set("tokens_per_s", tokens_per_s);
+void TrainRecord::add_step(int64_t step, double loss, double lr, double grad_norm, double step_ms,
+                           double tokens_per_s) {
+  steps_.add_row()
+      .set("step", step)
+      .set("loss", loss)
+      .set("lr", lr)
+      .set("grad_norm", grad_norm)
+      .set("step_ms", step_ms)
+      .set("tokens_per_s", tokens_per_s);
 }
 
 void TrainRecord::commit(const std::string& status, int64_t last_step, double final_loss) {
@@ -106,11 +124,16 @@ void TrainRecord::commit(const std::string& status, int64_t last_step, double fi
     for (size_t c = 0; c < segments_.columns().size(); ++c) {
       const std::string& name = segments_.columns()[c].name;
       const io::Value& v = segments_.at(r, c);
-      if (r == segment_row_ && name == "last_step") row.set(name, last_step);
-      else if (r == segment_row_ && name == "status") row.set(name, status);
-      else if (const auto* i = std::get_if<int64_t>(&v)) row.set(name, *i);
-      else if (const auto* d = std::get_if<double>(&v)) row.set(name, *d);
-      else row.set(name, std::get<std::string>(v));
+      if (r == segment_row_ && name == "last_step")
+        row.set(name, last_step);
+      else if (r == segment_row_ && name == "status")
+        row.set(name, status);
+      else if (const auto* i = std::get_if<int64_t>(&v))
+        row.set(name, *i);
+      else if (const auto* d = std::get_if<double>(&v))
+        row.set(name, *d);
+      else
+        row.set(name, std::get<std::string>(v));
     }
   }
   segments_ = segments;

@@ -17,8 +17,8 @@ class TrainRecord {
  public:
   // start_step: the step this process starts after (0 for a fresh start); resumed: --resume was
   // given; resumed_from: the checkpoint ("" when starting afresh).
-  TrainRecord(const std::string& out, bool overwrite, bool resumed, int64_t start_step,
-              const std::string& resumed_from, int world_size);
+  TrainRecord(const std::string& out, bool overwrite, bool resumed, int64_t start_step, const std::string& resumed_from,
+              int world_size);
 
   io::RunRecord& record() { return record_; }
   const std::string& path() const { return record_.path(); }

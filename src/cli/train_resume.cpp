@@ -70,8 +70,8 @@ void check_same_data(const io::CheckpointInfo& info, const std::string& identity
   const auto it = info.text.find("data.identity");
   if (it == info.text.end()) return;
   PT_CHECK(it->second == identity, "--resume " + checkpoint_path + ": the token file '" + data_path +
-                                       "' is not the one the run was trained on (" + identity + "; the checkpoint's: " +
-                                       it->second + "); give --data the original file");
+                                       "' is not the one the run was trained on (" + identity +
+                                       "; the checkpoint's: " + it->second + "); give --data the original file");
 }
 
 }  // namespace pt::cli

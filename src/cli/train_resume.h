@@ -18,8 +18,8 @@ namespace pt::cli {
 // identity (size, token type and count, content hashes) instead of its path.
 // (--cuda-graph changes how the step is launched, not what it computes: bit for bit the same.)
 inline constexpr const char* kResumeMayChange[] = {"steps", "log-every", "save-every", "cuda-graph"};
-inline constexpr const char* kResumeNotRestored[] = {"log-format", "log-file", "save", "out", "overwrite", "resume",
-                                                     "init-from", "comm-timeout", "allow-gpu-sharing"};
+inline constexpr const char* kResumeNotRestored[] = {
+    "log-format", "log-file", "save", "out", "overwrite", "resume", "init-from", "comm-timeout", "allow-gpu-sharing"};
 
 // The checkpoint `--resume` names: "auto" → the --save file when it exists (else "": a fresh
 // start), any other value → itself.

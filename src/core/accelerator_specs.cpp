@@ -136,8 +136,8 @@ double peak_tflops_from_properties(int cc_major, int cc_minor, int sm_count, dou
   // 512, Hopper 2048, datacentre Blackwell (sm_10x, sm_11x) 4096. tf32: half of bf16 on all.
   if (cc_major < 8) return 0.0;
   double fp32 = cc_major == 8 && cc_minor == 0 ? 128 : 256;
-  double bf16 = cc_major == 8 ? (cc_minor == 0 ? 2048 : 1024)
-                : cc_major == 9 ? 4096
+  double bf16 = cc_major == 8                      ? (cc_minor == 0 ? 2048 : 1024)
+                : cc_major == 9                    ? 4096
                 : cc_major == 10 || cc_major == 11 ? 8192
                                                    : 1024;
   const double per_clock = p == Precision::FP32 ? fp32 : p == Precision::TF32 ? bf16 / 2 : bf16;

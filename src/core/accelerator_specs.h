@@ -11,8 +11,8 @@
 namespace pt {
 
 struct AcceleratorSpec {
-  std::string preset;       // the name presets are chosen by: "h100-sxm"
-  std::string description;  // "NVIDIA H100 SXM5 80 GB"
+  std::string preset;              // the name presets are chosen by: "h100-sxm"
+  std::string description;         // "NVIDIA H100 SXM5 80 GB"
   int cc_major = 0, cc_minor = 0;  // CUDA compute capability; 0.0 for a non-CUDA accelerator
   double memory_gb = 0;            // device memory, 1e9 bytes
   // Dense (no structured sparsity) peaks in TFLOP/s: plain fp32 FMA, tf32 and bf16 tensor cores

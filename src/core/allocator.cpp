@@ -27,8 +27,7 @@ thread_local int tl_pool = 0;  // the active PoolScope's pool (0: the shared cac
 }  // namespace
 
 const char* mem_category_name(MemCategory c) {
-  static const char* names[] = {"parameters", "gradients", "optimizer_state",
-                                "activations", "workspace", "other"};
+  static const char* names[] = {"parameters", "gradients", "optimizer_state", "activations", "workspace", "other"};
   return names[static_cast<int>(c)];
 }
 
@@ -57,15 +56,12 @@ TrackingAllocator::Scope::Scope(const std::string& name, MemCategory category) {
 }
 TrackingAllocator::Scope::~Scope() { tl_scopes.pop_back(); }
 
-std::string TrackingAllocator::current_scope() {
-  return tl_scopes.empty() ? std::string() : tl_scopes.back().name;
-}
+std::string TrackingAllocator::current_scope() { return tl_scopes.empty() ? std::string() : tl_scopes.back().name; }
 MemCategory TrackingAllocator::current_category() {
   return tl_scopes.empty() ? MemCategory::Other : tl_scopes.back().category;
 }
 
-void TrackingAllocator::record(DeviceKind kind, int64_t delta, MemCategory cat,
-                               const std::string& tag) {
+void TrackingAllocator::record(DeviceKind kind, int64_t delta, MemCategory cat, const std::string& tag) {
   MemoryStats& s = dev(kind).stats;
   s.in_use += delta;
   s.in_use_by_category[static_cast<int>(cat)] += delta;
@@ -93,8 +89,8 @@ void* TrackingAllocator::raw_device_alloc(size_t bytes, const std::string& tag) 
     if (rc == cudaErrorMemoryAllocation) {
       cudaGetLastError();
       const auto& s = dev(DeviceKind::CUDA).stats;
-      throw OutOfMemory("CUDA out of memory: " + std::to_string(bytes) + " bytes requested for '" +
-                            tag + "', " + std::to_string(s.in_use) + " bytes in use",
+      throw OutOfMemory("CUDA out of memory: " + std::to_string(bytes) + " bytes requested for '" + tag + "', " +
+                            std::to_string(s.in_use) + " bytes in use",
                         bytes);
     }
   }
@@ -102,8 +98,7 @@ void* TrackingAllocator::raw_device_alloc(size_t bytes, const std::string& tag) 
   return p;
 }
 
-void* TrackingAllocator::allocate(size_t bytes, DeviceKind kind, const std::string& name,
-                                  MemCategory category) {
+void* TrackingAllocator::allocate(size_t bytes, DeviceKind kind, const std::string& name, MemCategory category) {
   if (bytes == 0) return nullptr;
   std::string scope = current_scope();
   std::string tag = scope.empty() ? name : (name.empty() ? scope : scope + "/" + name);

@@ -15,26 +15,24 @@
 namespace pt {
 
 // What memory holds, for the breakdown of the peak (issue: memory profile).
-enum class MemCategory : uint8_t {
-  Parameters, Gradients, OptimizerState, Activations, Workspace, Other, Count
-};
+enum class MemCategory : uint8_t { Parameters, Gradients, OptimizerState, Activations, Workspace, Other, Count };
 const char* mem_category_name(MemCategory c);
 constexpr int kMemCategories = static_cast<int>(MemCategory::Count);
 
 struct MemoryStats {
-  int64_t in_use = 0;     // bytes handed out and not yet released (torch: memory_allocated)
-  int64_t peak = 0;       // max of in_use since the last reset_peak
-  int64_t reserved = 0;   // in_use plus cached blocks (torch: memory_reserved); = in_use on CPU
+  int64_t in_use = 0;    // bytes handed out and not yet released (torch: memory_allocated)
+  int64_t peak = 0;      // max of in_use since the last reset_peak
+  int64_t reserved = 0;  // in_use plus cached blocks (torch: memory_reserved); = in_use on CPU
   std::array<int64_t, kMemCategories> in_use_by_category{};
   std::array<int64_t, kMemCategories> at_peak_by_category{};  // breakdown when peak was reached
 };
 
 struct MemoryEvent {
-  double time_s;          // seconds since the allocator was created
-  int64_t in_use;         // bytes in use after this event
-  int64_t delta;          // +size for alloc, -size for free
+  double time_s;   // seconds since the allocator was created
+  int64_t in_use;  // bytes in use after this event
+  int64_t delta;   // +size for alloc, -size for free
   MemCategory category;
-  std::string tag;        // "<scope>/<name>", e.g. "layers.3.attn/scores"
+  std::string tag;  // "<scope>/<name>", e.g. "layers.3.attn/scores"
 };
 
 class TrackingAllocator {

@@ -2,12 +2,11 @@
 
 #include <unistd.h>
 
-#include <climits>
 #include <sys/stat.h>
+#include <climits>
 
 #include "paratrain/build_config.h"  // generated at configure time (CMakeLists.txt)
 #include "paratrain/git_revision.h"  // generated at build time (cmake/git_revision.cmake)
-
 
 namespace pt {
 

@@ -13,7 +13,7 @@ namespace pt {
 namespace {
 // cuBLASLt's documented recommendation for Hopper is 32 MiB of workspace.
 constexpr size_t kCublasWorkspaceBytes = 32u << 20;
-}
+}  // namespace
 
 namespace {
 constexpr EnumName<GemmSelect> kGemmSelects[] = {
@@ -39,18 +39,19 @@ Context::Context(Device device, Precision precision) : device_(device), precisio
   target_.cc_minor = prop.minor;
   target_.compiled = compiled_cuda_architectures();
   const CudaImageFit fit = cuda_image_fit(parse_cuda_architectures(target_.compiled), prop.major, prop.minor);
-  PT_CHECK(fit.runs, "this paratrain was built for CUDA architectures " + target_.compiled + ", none of which runs on " +
-                         device_.str() + " (" + target_.name + ", compute capability " + std::to_string(prop.major) +
-                         "." + std::to_string(prop.minor) + "): rebuild with -DCMAKE_CUDA_ARCHITECTURES=" +
-                         std::to_string(prop.major) + std::to_string(prop.minor) + " added (README: Building)");
+  PT_CHECK(fit.runs, "this paratrain was built for CUDA architectures " + target_.compiled +
+                         ", none of which runs on " + device_.str() + " (" + target_.name + ", compute capability " +
+                         std::to_string(prop.major) + "." + std::to_string(prop.minor) +
+                         "): rebuild with -DCMAKE_CUDA_ARCHITECTURES=" + std::to_string(prop.major) +
+                         std::to_string(prop.minor) + " added (README: Building)");
   target_.sm90a_features = fit.sm90a_features;
   PT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   PT_CUBLAS_CHECK(cublasCreate(&cublas_));
   PT_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
   PT_CUBLAS_CHECK(cublasLtCreate(&cublaslt_));
   workspace_bytes_ = kCublasWorkspaceBytes;
-  workspace_ = TrackingAllocator::instance().allocate(workspace_bytes_, DeviceKind::CUDA,
-                                                      "cublas_workspace", MemCategory::Workspace);
+  workspace_ = TrackingAllocator::instance().allocate(workspace_bytes_, DeviceKind::CUDA, "cublas_workspace",
+                                                      MemCategory::Workspace);
   PT_CUBLAS_CHECK(cublasSetWorkspace(cublas_, workspace_, workspace_bytes_));
   set_precision(precision_);
   PT_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device_.index));
@@ -65,8 +66,8 @@ void Context::set_flash(const FlashChoice& c) {
 void Context::reserve_sms(int n) {
   PT_CHECK(n >= 0, "reserve_sms: a negative SM count (" + std::to_string(n) + ")");
   if (!device_.is_cuda() || n == reserved_sms_) return;
-  PT_CHECK(n < sm_count_, "reserving " + std::to_string(n) + " of the device's " +
-                              std::to_string(sm_count_) + " SMs leaves none for GEMMs");
+  PT_CHECK(n < sm_count_, "reserving " + std::to_string(n) + " of the device's " + std::to_string(sm_count_) +
+                              " SMs leaves none for GEMMs");
   PT_CUBLAS_CHECK(cublasSetSmCountTarget(cublas_, n == 0 ? 0 : sm_count_ - n));
   reserved_sms_ = n;
 }
@@ -97,16 +98,14 @@ void Context::synchronize() const {
   if (device_.is_cuda()) PT_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
-void copy_bytes(Context& ctx, void* dst, DeviceKind dst_kind, const void* src, DeviceKind src_kind,
-                size_t bytes) {
+void copy_bytes(Context& ctx, void* dst, DeviceKind dst_kind, const void* src, DeviceKind src_kind, size_t bytes) {
   if (bytes == 0) return;
   if (dst_kind == DeviceKind::CPU && src_kind == DeviceKind::CPU) {
     std::memcpy(dst, src, bytes);
     return;
   }
   PT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, ctx.stream()));
-  if (dst_kind == DeviceKind::CPU || src_kind == DeviceKind::CPU)
-    PT_CUDA_CHECK(cudaStreamSynchronize(ctx.stream()));
+  if (dst_kind == DeviceKind::CPU || src_kind == DeviceKind::CPU) PT_CUDA_CHECK(cudaStreamSynchronize(ctx.stream()));
 }
 
 void fill_zero(Context& ctx, void* dst, DeviceKind kind, size_t bytes) {

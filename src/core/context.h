@@ -18,8 +18,8 @@ class KernelTimer;
 
 // Which library call runs a GEMM on the GPU (cuda/matmul.cu). Autotune: each new shape of at
 // least 2^30 FLOP is timed once through cuBLAS and cuBLASLt's heuristic candidates and the
-// fastest is kept, smaller ones run cuBLAS (`--gemm autotune`, the default); Cublas: cublasGemmStridedBatchedEx always (`--gemm cublas`);
-// Lt: cuBLASLt's first heuristic choice, untimed (tests reach the cuBLASLt path with it).
+// fastest is kept, smaller ones run cuBLAS (`--gemm autotune`, the default); Cublas: cublasGemmStridedBatchedEx always
+// (`--gemm cublas`); Lt: cuBLASLt's first heuristic choice, untimed (tests reach the cuBLASLt path with it).
 enum class GemmSelect { Autotune, Cublas, Lt };
 GemmSelect gemm_select_from_name(const std::string& name);  // "autotune" | "cublas" | "lt"
 
@@ -37,10 +37,10 @@ class Context {
   // Element type of activations that feed GEMMs: bf16 in bf16 mode on the GPU, else fp32.
   DType act_dtype() const;
 
-  cudaStream_t stream() const { return stream_; }       // compute stream (nullptr on the CPU)
+  cudaStream_t stream() const { return stream_; }  // compute stream (nullptr on the CPU)
   cublasHandle_t cublas() const { return cublas_; }
   cublasLtHandle_t cublaslt() const { return cublaslt_; }
-  void* workspace() const { return workspace_; }         // cuBLASLt workspace
+  void* workspace() const { return workspace_; }  // cuBLASLt workspace
   size_t workspace_bytes() const { return workspace_bytes_; }
 
   void synchronize() const;  // wait for the compute stream (no-op on the CPU)
@@ -86,8 +86,7 @@ class Context {
 
 // Copy bytes between any two places (host↔device, device↔device) on the context's stream;
 // blocks the host only when the host side is involved.
-void copy_bytes(Context& ctx, void* dst, DeviceKind dst_kind, const void* src, DeviceKind src_kind,
-                size_t bytes);
+void copy_bytes(Context& ctx, void* dst, DeviceKind dst_kind, const void* src, DeviceKind src_kind, size_t bytes);
 void fill_zero(Context& ctx, void* dst, DeviceKind kind, size_t bytes);
 
 }  // namespace pt

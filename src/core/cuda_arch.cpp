@@ -5,7 +5,6 @@
 #include "core/error.h"
 #include "paratrain/build_config.h"  // PARATRAIN_CUDA_ARCHITECTURES: the list as CMake resolved it
 
-
 namespace pt {
 
 std::vector<CudaArchEntry> parse_cuda_architectures(std::string_view list) {

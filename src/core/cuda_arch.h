@@ -23,8 +23,8 @@ const std::string& compiled_cuda_architectures();
 
 // What a device of compute capability major.minor gets from a list of images.
 struct CudaImageFit {
-  bool runs = false;          // some image runs: SASS of the same major and a minor ≤ the device's,
-                              // or PTX of a version ≤ the device's (JIT); "a" entries only on their own version
+  bool runs = false;            // some image runs: SASS of the same major and a minor ≤ the device's,
+                                // or PTX of a version ≤ the device's (JIT); "a" entries only on their own version
   bool sm90a_features = false;  // the image it runs is an sm_90a one (only on compute capability 9.0)
 };
 CudaImageFit cuda_image_fit(const std::vector<CudaArchEntry>& list, int cc_major, int cc_minor);

@@ -14,9 +14,8 @@ struct DTypeInfo {
 };
 // One row per DType, in enum order.
 constexpr DTypeInfo kInfo[] = {
-    {DType::F32, 4, "fp32"}, {DType::F64, 8, "fp64"}, {DType::BF16, 2, "bf16"},
-    {DType::F16, 2, "fp16"}, {DType::I32, 4, "int32"}, {DType::I64, 8, "int64"},
-    {DType::U16, 2, "uint16"}, {DType::U32, 4, "uint32"},
+    {DType::F32, 4, "fp32"},  {DType::F64, 8, "fp64"},  {DType::BF16, 2, "bf16"},  {DType::F16, 2, "fp16"},
+    {DType::I32, 4, "int32"}, {DType::I64, 8, "int64"}, {DType::U16, 2, "uint16"}, {DType::U32, 4, "uint32"},
 };
 }  // namespace
 
@@ -34,9 +33,9 @@ uint16_t float_to_half_bits(float f) {
   std::memcpy(&x, &f, 4);
   const uint32_t sign = (x >> 16) & 0x8000u;
   const uint32_t absx = x & 0x7fffffffu;
-  if (absx > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);  // NaN
+  if (absx > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);   // NaN
   if (absx >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow → inf
-  if (absx < 0x38800000u) {  // subnormal half (or zero): scale and round to nearest even
+  if (absx < 0x38800000u) {                      // subnormal half (or zero): scale and round to nearest even
     const float a = std::fabs(f) * 16777216.0f;  // 2^24: one half subnormal ulp becomes 1
     const float r = std::nearbyint(a);
     return static_cast<uint16_t>(sign | static_cast<uint32_t>(r));

@@ -12,9 +12,7 @@ enum class DType : uint8_t { F32, F64, BF16, F16, I32, I64, U16, U32 };
 size_t dtype_size(DType t);
 const char* dtype_name(DType t);
 DType dtype_from_name(const std::string& name);  // "fp32", "bf16", ...; throws on unknown
-inline bool is_floating(DType t) {
-  return t == DType::F32 || t == DType::F64 || t == DType::BF16 || t == DType::F16;
-}
+inline bool is_floating(DType t) { return t == DType::F32 || t == DType::F64 || t == DType::BF16 || t == DType::F16; }
 
 // Host bf16: the top 16 bits of an IEEE float, rounded to nearest even (NaN kept quiet).
 inline uint16_t float_to_bf16_bits(float f) {

@@ -17,7 +17,8 @@ std::string location(const char* file, int line) {
 }  // namespace
 
 std::string error_text(const std::exception& e, bool with_location) {
-  if (const auto* pe = dynamic_cast<const Error*>(&e)) return with_location || pe->internal() ? pe->what() : pe->message();
+  if (const auto* pe = dynamic_cast<const Error*>(&e))
+    return with_location || pe->internal() ? pe->what() : pe->message();
   return e.what();
 }
 
@@ -32,13 +33,9 @@ std::string cuda_error_string(int code) {
          cudaGetErrorString(static_cast<cudaError_t>(code)) + ")";
 }
 
-std::string cublas_error_string(int code) {
-  return cublasGetStatusString(static_cast<cublasStatus_t>(code));
-}
+std::string cublas_error_string(int code) { return cublasGetStatusString(static_cast<cublasStatus_t>(code)); }
 
-std::string nccl_error_string(int code) {
-  return ncclGetErrorString(static_cast<ncclResult_t>(code));
-}
+std::string nccl_error_string(int code) { return ncclGetErrorString(static_cast<ncclResult_t>(code)); }
 
 std::string mpi_error_string(int code) {
   char buf[MPI_MAX_ERROR_STRING];

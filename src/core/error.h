@@ -26,8 +26,7 @@ class Error : public std::runtime_error {
 // Benchmarks catch it to record a configuration as OOM and go on.
 class OutOfMemory : public Error {
  public:
-  OutOfMemory(const std::string& msg, size_t requested_bytes)
-      : Error(msg), requested_bytes(requested_bytes) {}
+  OutOfMemory(const std::string& msg, size_t requested_bytes) : Error(msg), requested_bytes(requested_bytes) {}
   size_t requested_bytes;
 };
 
@@ -48,52 +47,34 @@ std::string mpi_error_string(int code);
 }  // namespace pt
 
 // PT_CHECK(cond, msg): user-facing precondition; msg is any expression convertible to std::string.
-#define PT_CHECK(cond, msg)                                               \
-  do {                                                                    \
-    if (!(cond)) ::pt::fail_at(__FILE__, __LINE__, std::string(msg));     \
+#define PT_CHECK(cond, msg)                                           \
+  do {                                                                \
+    if (!(cond)) ::pt::fail_at(__FILE__, __LINE__, std::string(msg)); \
   } while (0)
 
 #define PT_FAIL(msg) ::pt::fail_at(__FILE__, __LINE__, std::string(msg))
 
-#define PT_CUDA_CHECK(expr)                                                               \
-  do {                                                                                    \
-    int pt_rc_ = static_cast<int>(expr);                                                  \
-    if (pt_rc_ != 0)                                                                      \
-      ::pt::fail_internal_at(__FILE__, __LINE__, std::string("CUDA error in ") + #expr + ": " +    \
-                                            ::pt::cuda_error_string(pt_rc_));             \
+// A library call that returns 0 on success: any other status fails, naming the call (its text,
+// as written) and the library's text for the status.
+#define PT_LIBRARY_CHECK(expr, expr_text, library, error_string)                                           \
+  do {                                                                                                     \
+    int pt_rc_ = static_cast<int>(expr);                                                                   \
+    if (pt_rc_ != 0)                                                                                       \
+      ::pt::fail_internal_at(__FILE__, __LINE__,                                                           \
+                             std::string(library " error in ") + expr_text + ": " + error_string(pt_rc_)); \
   } while (0)
 
+#define PT_CUDA_CHECK(expr) PT_LIBRARY_CHECK(expr, #expr, "CUDA", ::pt::cuda_error_string)
 // After a kernel launch: reports launch-configuration errors at the launch site.
 #define PT_CUDA_CHECK_LAUNCH() PT_CUDA_CHECK(cudaGetLastError())
-
-#define PT_CUBLAS_CHECK(expr)                                                             \
-  do {                                                                                    \
-    int pt_rc_ = static_cast<int>(expr);                                                  \
-    if (pt_rc_ != 0)                                                                      \
-      ::pt::fail_internal_at(__FILE__, __LINE__, std::string("cuBLAS error in ") + #expr + ": " +  \
-                                            ::pt::cublas_error_string(pt_rc_));           \
-  } while (0)
-
-#define PT_NCCL_CHECK(expr)                                                               \
-  do {                                                                                    \
-    int pt_rc_ = static_cast<int>(expr);                                                  \
-    if (pt_rc_ != 0)                                                                      \
-      ::pt::fail_internal_at(__FILE__, __LINE__, std::string("NCCL error in ") + #expr + ": " +    \
-                                            ::pt::nccl_error_string(pt_rc_));             \
-  } while (0)
-
-#define PT_MPI_CHECK(expr)                                                                \
-  do {                                                                                    \
-    int pt_rc_ = (expr);                                                                  \
-    if (pt_rc_ != 0)                                                                      \
-      ::pt::fail_internal_at(__FILE__, __LINE__, std::string("MPI error in ") + #expr + ": " +     \
-                                            ::pt::mpi_error_string(pt_rc_));              \
-  } while (0)
+#define PT_CUBLAS_CHECK(expr) PT_LIBRARY_CHECK(expr, #expr, "cuBLAS", ::pt::cublas_error_string)
+#define PT_NCCL_CHECK(expr) PT_LIBRARY_CHECK(expr, #expr, "NCCL", ::pt::nccl_error_string)
+#define PT_MPI_CHECK(expr) PT_LIBRARY_CHECK(expr, #expr, "MPI", ::pt::mpi_error_string)
 
 // HDF5 C API calls return a negative value on failure.
-#define PT_H5_CHECK(expr)                                                                 \
-  ([&]() {                                                                                \
-    auto pt_rc_ = (expr);                                                                 \
+#define PT_H5_CHECK(expr)                                                                              \
+  ([&]() {                                                                                             \
+    auto pt_rc_ = (expr);                                                                              \
     if (pt_rc_ < 0) ::pt::fail_internal_at(__FILE__, __LINE__, std::string("HDF5 error in ") + #expr); \
-    return pt_rc_;                                                                        \
+    return pt_rc_;                                                                                     \
   }())

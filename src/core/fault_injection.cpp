@@ -27,8 +27,9 @@ std::vector<Fault> parse(const std::string& spec) {
   for (const std::string& entry : split(spec, ';')) {
     if (entry.empty()) continue;
     const std::vector<std::string> f = split(entry, ':');
-    const std::string bad = "PARATRAIN_FAULT: cannot read '" + entry +
-                            "' (nan-grad:STEP:PARAM, pause-in-checkpoint:SECONDS or signal:STEP:SIGTERM|SIGINT|SIGUSR1)";
+    const std::string bad =
+        "PARATRAIN_FAULT: cannot read '" + entry +
+        "' (nan-grad:STEP:PARAM, pause-in-checkpoint:SECONDS or signal:STEP:SIGTERM|SIGINT|SIGUSR1)";
     Fault fault;
     fault.kind = f[0];
     try {
@@ -71,8 +72,8 @@ const Fault* find(const std::string& kind) {
 void pause_if_asked(const std::string& kind, const std::string& what) {
   const Fault* f = find(kind);
   if (!f) return;
-  const std::string line = "paratrain: fault injection: " + kind + " for " + std::to_string(f->seconds) +
-                           " s in " + what + "\n";
+  const std::string line =
+      "paratrain: fault injection: " + kind + " for " + std::to_string(f->seconds) + " s in " + what + "\n";
   if (::write(2, line.data(), line.size()) < 0) return;
   std::this_thread::sleep_for(std::chrono::duration<double>(f->seconds));
 }

@@ -30,10 +30,10 @@ struct FlashChoice {
 
 // The GPU a context drives, as far as kernel choice goes.
 struct CudaTarget {
-  std::string name;            // "NVIDIA H100 80GB HBM3"
+  std::string name;  // "NVIDIA H100 80GB HBM3"
   int cc_major = 0, cc_minor = 0;
   bool sm90a_features = false;  // the image it runs has wgmma (core/cuda_arch.h)
-  std::string compiled;        // the architectures compiled in
+  std::string compiled;         // the architectures compiled in
 };
 // The error for an explicit wgmma request on a target without sm_90a features: names the GPU,
 // its compute capability and the architectures compiled in.

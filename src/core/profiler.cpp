@@ -5,14 +5,14 @@
 #include <algorithm>
 
 #include "core/context.h"
-#include "core/tensor.h"
 #include "core/error.h"
+#include "core/tensor.h"
 
 namespace pt {
 
 const char* op_family_name(OpFamily f) {
-  static const char* names[] = {"matmul", "attention", "softmax", "normalization", "elementwise",
-                                "loss", "optimizer", "communication", "other"};
+  static const char* names[] = {"matmul", "attention", "softmax",       "normalization", "elementwise",
+                                "loss",   "optimizer", "communication", "other"};
   return names[static_cast<int>(f)];
 }
 
@@ -116,8 +116,9 @@ std::vector<KernelTimer::Entry> KernelTimer::collect() {
   for (size_t ph = 0; ph < phases_.size(); ++ph)
     for (int f = 0; f < kOpFamilies; ++f) {
       const Sums& s = sums_[ph][f];
-      if (s.count > 0) out.push_back({phases_[ph], static_cast<OpFamily>(f), s.ms, s.count, s.flops, s.bytes, s.floor_ms,
-                       s.compute_floor_ms});
+      if (s.count > 0)
+        out.push_back(
+            {phases_[ph], static_cast<OpFamily>(f), s.ms, s.count, s.flops, s.bytes, s.floor_ms, s.compute_floor_ms});
     }
   for (auto& row : sums_) std::fill(row.begin(), row.end(), Sums{});
   return out;

@@ -13,7 +13,16 @@ class Context;
 class Tensor;
 
 enum class OpFamily : uint8_t {
-  Matmul, Attention, Softmax, Norm, Elementwise, Loss, Optimizer, Communication, Other, Count
+  Matmul,
+  Attention,
+  Softmax,
+  Norm,
+  Elementwise,
+  Loss,
+  Optimizer,
+  Communication,
+  Other,
+  Count
 };
 const char* op_family_name(OpFamily f);
 constexpr int kOpFamilies = static_cast<int>(OpFamily::Count);
@@ -77,8 +86,8 @@ class KernelTimer {
   struct Entry {
     std::string phase;
     OpFamily family;
-    double ms;      // summed over every timed op of this phase and family
-    int64_t count;  // number of ops
+    double ms;                    // summed over every timed op of this phase and family
+    int64_t count;                // number of ops
     double flops = 0, bytes = 0;  // their OpCosts, summed
     double floor_ms = 0;          // their roofline floors at the timer's rates, summed
     double compute_floor_ms = 0;  // the part of floor_ms from compute-bound ops (the rest: memory-bound)

@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 
 #include <sstream>
+#include <utility>
 
 #include "core/context.h"
 #include "core/error.h"
@@ -41,18 +42,12 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, const std::
   return empty(shape, dtype, device, name, TrackingAllocator::current_category());
 }
 
-Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, const std::string& name,
-                     MemCategory category) {
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, const std::string& name, MemCategory category) {
   for (int64_t d : shape) PT_CHECK(d >= 0, "negative dimension in shape " + shape_str(shape));
-  Tensor t;
   size_t bytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
-  t.storage_ = std::make_shared<Storage>(bytes, device.kind, name, category);
-  t.data_ = t.storage_->ptr();
-  t.dtype_ = dtype;
-  t.device_ = device;
-  t.shape_ = shape;
-  t.strides_ = contiguous_strides(shape);
-  t.defined_ = true;
+  auto storage = std::make_shared<Storage>(bytes, device.kind, name, category);
+  Tensor t = view_of(storage->ptr(), shape, dtype, device);
+  t.storage_ = std::move(storage);
   return t;
 }
 
@@ -125,8 +120,8 @@ Tensor Tensor::reshape(const Shape& shape) const {
 Tensor Tensor::narrow(int d, int64_t start, int64_t length) const {
   if (d < 0) d += dim();
   PT_CHECK(d >= 0 && d < dim() && start >= 0 && length >= 0 && start + length <= shape_[d],
-           "narrow(" + std::to_string(d) + ", " + std::to_string(start) + ", " +
-               std::to_string(length) + ") out of range for " + describe());
+           "narrow(" + std::to_string(d) + ", " + std::to_string(start) + ", " + std::to_string(length) +
+               ") out of range for " + describe());
   Tensor t = *this;
   t.data_ = static_cast<char*>(data_) + start * strides_[d] * static_cast<int64_t>(dtype_size(dtype_));
   t.shape_[d] = length;
@@ -158,8 +153,7 @@ Tensor Tensor::to(Device device, Context& ctx) const {
 }
 
 void Tensor::copy_from(const Tensor& src, Context& ctx) {
-  PT_CHECK(src.shape() == shape_ && src.dtype() == dtype_,
-           "copy_from: " + src.describe() + " into " + describe());
+  PT_CHECK(src.shape() == shape_ && src.dtype() == dtype_, "copy_from: " + src.describe() + " into " + describe());
   check_contiguous(*this, "copy_from destination");
   check_contiguous(src, "copy_from source");
   copy_bytes(ctx, data_, device_.kind, src.data(), src.device().kind, nbytes());
@@ -191,19 +185,19 @@ std::vector<float> Tensor::to_host_f32(Context& ctx) const {
 }
 
 void check_shape(const Tensor& t, const Shape& expected, const char* what) {
-  PT_CHECK(t.shape() == expected, std::string(what) + ": expected shape " + shape_str(expected) +
-                                      ", got " + shape_str(t.shape()));
+  PT_CHECK(t.shape() == expected,
+           std::string(what) + ": expected shape " + shape_str(expected) + ", got " + shape_str(t.shape()));
 }
 void check_dtype(const Tensor& t, DType expected, const char* what) {
-  PT_CHECK(t.dtype() == expected, std::string(what) + ": expected " + dtype_name(expected) +
-                                      ", got " + dtype_name(t.dtype()));
+  PT_CHECK(t.dtype() == expected,
+           std::string(what) + ": expected " + dtype_name(expected) + ", got " + dtype_name(t.dtype()));
 }
 void check_contiguous(const Tensor& t, const char* what) {
   PT_CHECK(t.is_contiguous(), std::string(what) + ": tensor must be contiguous, got " + t.describe());
 }
 void check_same_device(const Tensor& a, const Tensor& b, const char* what) {
-  PT_CHECK(a.device() == b.device(), std::string(what) + ": tensors on " + a.device().str() +
-                                         " and " + b.device().str());
+  PT_CHECK(a.device() == b.device(),
+           std::string(what) + ": tensors on " + a.device().str() + " and " + b.device().str());
 }
 
 }  // namespace pt

@@ -40,8 +40,7 @@ class Tensor {
   // New contiguous tensor from the tracking allocator. `name` joins the current allocator
   // scope to tag the allocation; category defaults to the scope's.
   static Tensor empty(const Shape& shape, DType dtype, Device device, const std::string& name = "");
-  static Tensor empty(const Shape& shape, DType dtype, Device device, const std::string& name,
-                      MemCategory category);
+  static Tensor empty(const Shape& shape, DType dtype, Device device, const std::string& name, MemCategory category);
   // Like empty, then zero-filled (on the given context's stream for CUDA tensors).
   static Tensor zeros(const Shape& shape, DType dtype, Context& ctx, const std::string& name = "");
   // Non-owning contiguous view of memory owned elsewhere.
@@ -50,13 +49,15 @@ class Tensor {
   bool defined() const { return defined_; }
   void* data() const { return data_; }
   template <typename T>
-  T* data_as() const { return static_cast<T*>(data_); }
+  T* data_as() const {
+    return static_cast<T*>(data_);
+  }
   DType dtype() const { return dtype_; }
   Device device() const { return device_; }
   const Shape& shape() const { return shape_; }
   const Shape& strides() const { return strides_; }  // in elements
   int dim() const { return static_cast<int>(shape_.size()); }
-  int64_t size(int d) const;   // negative d counts from the end
+  int64_t size(int d) const;  // negative d counts from the end
   int64_t stride(int d) const;
   int64_t numel() const { return shape_numel(shape_); }
   size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype_); }
@@ -64,9 +65,9 @@ class Tensor {
   std::string describe() const;  // "fp32 (4, 128, 768) cuda:0"
 
   // Views sharing storage.
-  Tensor reshape(const Shape& shape) const;                      // contiguous only; one -1 allowed
-  Tensor narrow(int d, int64_t start, int64_t length) const;     // sub-range along dimension d
-  Tensor select(int d, int64_t index) const;                     // drop dimension d at index
+  Tensor reshape(const Shape& shape) const;                   // contiguous only; one -1 allowed
+  Tensor narrow(int d, int64_t start, int64_t length) const;  // sub-range along dimension d
+  Tensor select(int d, int64_t index) const;                  // drop dimension d at index
   Tensor as_strided(const Shape& shape, const Shape& strides, int64_t offset_elems = 0) const;
 
   // Copies (synchronous with respect to the host when either side is the CPU).

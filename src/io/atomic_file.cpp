@@ -88,8 +88,8 @@ int remove_stale_temp_files(const std::string& path) {
     if (::lstat(full.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
     if (::unlink(full.c_str()) == 0) {
       ++removed;
-      const std::string line = "paratrain: removed '" + full + "', a temporary file left by a run that was killed (pid " +
-                               pid_text + ")\n";
+      const std::string line =
+          "paratrain: removed '" + full + "', a temporary file left by a run that was killed (pid " + pid_text + ")\n";
       if (::write(2, line.data(), line.size()) < 0) break;
     }
   }
@@ -106,8 +106,7 @@ void check_output_path(const std::string& path, bool overwrite, const std::strin
     PT_CHECK(overwrite, w + " already exists (pass --overwrite to replace it)");
   }
   const std::string dir = parent_dir(path);
-  PT_CHECK(::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode),
-           w + ": directory '" + dir + "' does not exist");
+  PT_CHECK(::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode), w + ": directory '" + dir + "' does not exist");
   // Probe with a real file: permission bits alone lie (root, read-only mounts, quotas).
   const std::string probe = temp_path_for(path);
   const interrupt::TempFile guard(probe);

@@ -168,16 +168,15 @@ void load_weights(const std::string& path, ParamStore& params, Context& ctx) {
       problems.push_back("tensor '" + p.name + "' is not floating point (fp32 or fp64 expected)");
       continue;
     }
-    if (p.numel > 0)
-      PT_H5_CHECK(H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, host.data() + p.offset));
+    if (p.numel > 0) PT_H5_CHECK(H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, host.data() + p.offset));
   }
   if (!problems.empty()) fail_with(what_of(path) + " does not match the model", problems);
   for (const auto& up : params.params()) {
     const Parameter& p = *up;
     const int64_t i = first_nonfinite_index(host.data() + p.offset, p.numel);
     if (i >= 0)
-      problems.push_back("tensor '" + p.name + "' holds " + std::to_string(host[size_t(p.offset + i)]) + " at element " +
-                         std::to_string(i));
+      problems.push_back("tensor '" + p.name + "' holds " + std::to_string(host[size_t(p.offset + i)]) +
+                         " at element " + std::to_string(i));
   }
   if (!problems.empty())
     fail_with(what_of(path) + " holds non-finite weights (a diverged run saved it, or the file is damaged)", problems);
@@ -189,7 +188,8 @@ void load_optimizer_state(const std::string& path, Optimizer& opt, Context& ctx,
   h5::Id group;
   {
     h5::QuietErrors quiet;
-    if (H5Lexists(file, "optimizer", H5P_DEFAULT) > 0) group = h5::Id(H5Gopen2(file, "optimizer", H5P_DEFAULT), H5Gclose);
+    if (H5Lexists(file, "optimizer", H5P_DEFAULT) > 0)
+      group = h5::Id(H5Gopen2(file, "optimizer", H5P_DEFAULT), H5Gclose);
   }
   PT_CHECK(group >= 0, what_of(path) + " has no optimizer state (group /optimizer): it holds weights only");
   // This rank's pieces of each whole-model state tensor (optim/optimizer_state.h), each read
@@ -207,7 +207,8 @@ void load_optimizer_state(const std::string& path, Optimizer& opt, Context& ctx,
       d = try_open_dataset(group, name + ".0");
       if (d >= 0) name += ".0";
     }
-    const std::string missing = "state '" + p.kind + "' is missing (expected " + std::to_string(trainable_numel) + " elements)";
+    const std::string missing =
+        "state '" + p.kind + "' is missing (expected " + std::to_string(trainable_numel) + " elements)";
     if (d < 0) {
       if (std::find(problems.begin(), problems.end(), missing) == problems.end()) problems.push_back(missing);
       continue;
@@ -255,7 +256,8 @@ void load_optimizer_state(const std::string& path, Optimizer& opt, Context& ctx,
   }
   if (!problems.empty()) fail_with(what_of(path) + ": optimizer state is not usable", problems);
   const int64_t step = h5::read_int_attr(group, "step");
-  PT_CHECK(step >= 0, what_of(path) + ": optimizer attribute 'step' is " + std::to_string(step) + "; it counts updates, so it is never negative");
+  PT_CHECK(step >= 0, what_of(path) + ": optimizer attribute 'step' is " + std::to_string(step) +
+                          "; it counts updates, so it is never negative");
   for (size_t i = 0; i < pieces.size(); ++i) {
     Tensor& t = pieces[i].values;
     copy_bytes(ctx, t.data(), t.device().kind, host[i].data(), DeviceKind::CPU, t.nbytes());

@@ -14,14 +14,14 @@ namespace pt {
 class Optimizer;
 struct OptimizerConfig;
 struct WholeOptimizerState;
-}
+}  // namespace pt
 
 namespace pt::io {
 
 // What a checkpoint says about the run besides tensors: root attributes. Keys are free-form
 // ("model.d_model", "data.seed", ...); see docs/HDF5_SCHEMA.md for the ones train writes.
 struct CheckpointInfo {
-  int64_t step = 0;                         // training steps completed
+  int64_t step = 0;  // training steps completed
   std::map<std::string, std::string> text;
   std::map<std::string, int64_t> ints;
   std::map<std::string, double> reals;
@@ -34,8 +34,8 @@ struct CheckpointInfo {
 void save_checkpoint(const std::string& path, const ParamStore& params, Context& ctx, const OptimizerConfig* opt_cfg,
                      const WholeOptimizerState* state, const CheckpointInfo& info);
 // The same for an optimizer that holds its whole state in this process (opt may be null).
-void save_checkpoint(const std::string& path, const ParamStore& params, Context& ctx,
-                     Optimizer* opt, const CheckpointInfo& info);
+void save_checkpoint(const std::string& path, const ParamStore& params, Context& ctx, Optimizer* opt,
+                     const CheckpointInfo& info);
 
 // Loads every parameter of `params` from `path`: each must be present with exactly its shape
 // (fp32 or fp64 datasets, converted; other float widths too). Missing, mis-shaped or

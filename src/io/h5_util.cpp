@@ -61,8 +61,7 @@ Id lcpl_with_parents() {
 namespace {
 
 // Creates attribute `name` (replacing an existing one) and writes `buf` as `mem_type`.
-void put_attr(hid_t obj, const std::string& name, hid_t file_type, hid_t mem_type, hid_t space,
-              const void* buf) {
+void put_attr(hid_t obj, const std::string& name, hid_t file_type, hid_t mem_type, hid_t space, const void* buf) {
   if (PT_H5_CHECK(H5Aexists(obj, name.c_str())) > 0) PT_H5_CHECK(H5Adelete(obj, name.c_str()));
   Id acpl(PT_H5_CHECK(H5Pcreate(H5P_ATTRIBUTE_CREATE)), H5Pclose);
   PT_H5_CHECK(H5Pset_char_encoding(acpl, H5T_CSET_UTF8));
@@ -74,13 +73,11 @@ Id scalar_space() { return Id(PT_H5_CHECK(H5Screate(H5S_SCALAR)), H5Sclose); }
 
 Id simple_space(const std::vector<int64_t>& shape) {
   std::vector<hsize_t> dims(shape.begin(), shape.end());
-  return Id(PT_H5_CHECK(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr)),
-            H5Sclose);
+  return Id(PT_H5_CHECK(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr)), H5Sclose);
 }
 
 // Creates dataset `path` (replacing one there, creating parents) and writes `buf`.
-void put_raw(hid_t file, const std::string& path, hid_t type, const void* buf,
-             const std::vector<int64_t>& shape) {
+void put_raw(hid_t file, const std::string& path, hid_t type, const void* buf, const std::vector<int64_t>& shape) {
   htri_t exists;
   {
     QuietErrors quiet;  // fails, rather than answering no, when a parent group is missing
@@ -89,8 +86,7 @@ void put_raw(hid_t file, const std::string& path, hid_t type, const void* buf,
   if (exists > 0) PT_H5_CHECK(H5Ldelete(file, path.c_str(), H5P_DEFAULT));
   Id space = simple_space(shape);
   Id lcpl = lcpl_with_parents();
-  Id dset(PT_H5_CHECK(H5Dcreate2(file, path.c_str(), type, space, lcpl, H5P_DEFAULT, H5P_DEFAULT)),
-          H5Dclose);
+  Id dset(PT_H5_CHECK(H5Dcreate2(file, path.c_str(), type, space, lcpl, H5P_DEFAULT, H5P_DEFAULT)), H5Dclose);
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   if (n > 0) PT_H5_CHECK(H5Dwrite(dset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf));
@@ -105,9 +101,9 @@ void put_dataset(hid_t file, const std::string& path, hid_t type, const std::vec
     PT_CHECK(d >= 0, "dataset '" + path + "': negative dimension");
     n *= d;
   }
-  PT_CHECK(n == static_cast<int64_t>(values.size()),
-           "dataset '" + path + "': shape has " + std::to_string(n) + " elements but " +
-               std::to_string(values.size()) + " values were given");
+  PT_CHECK(n == static_cast<int64_t>(values.size()), "dataset '" + path + "': shape has " + std::to_string(n) +
+                                                         " elements but " + std::to_string(values.size()) +
+                                                         " values were given");
   put_raw(file, path, type, values.data(), shape);
 }
 
@@ -170,9 +166,7 @@ void write_strings(hid_t file, const std::string& path, const std::vector<std::s
   put_raw(file, path, type, buf.data(), {static_cast<int64_t>(values.size())});
 }
 
-bool has_attr(hid_t obj, const std::string& name) {
-  return PT_H5_CHECK(H5Aexists(obj, name.c_str())) > 0;
-}
+bool has_attr(hid_t obj, const std::string& name) { return PT_H5_CHECK(H5Aexists(obj, name.c_str())) > 0; }
 
 std::string read_string_attr(hid_t obj, const std::string& name) {
   Id attr = open_attr(obj, name);

@@ -57,13 +57,15 @@ std::vector<std::pair<std::string, std::string>> library_versions() {
   // MPI_Get_library_version and MPI_Get_version may be called before MPI_Init.
   char lib[MPI_MAX_LIBRARY_VERSION_STRING] = {0};
   int len = 0, major = 0, minor = 0;
-  const bool mpi_ok = MPI_Get_library_version(lib, &len) == MPI_SUCCESS && MPI_Get_version(&major, &minor) == MPI_SUCCESS;
+  const bool mpi_ok =
+      MPI_Get_library_version(lib, &len) == MPI_SUCCESS && MPI_Get_version(&major, &minor) == MPI_SUCCESS;
   out.emplace_back("mpi_library", mpi_ok ? trim(std::string(lib, static_cast<size_t>(len))) : "unavailable");
   out.emplace_back("mpi_version", mpi_ok ? std::to_string(major) + "." + std::to_string(minor) : "unavailable");
   unsigned h5maj = 0, h5min = 0, h5rel = 0;
-  out.emplace_back("hdf5_version", H5get_libversion(&h5maj, &h5min, &h5rel) >= 0
-                                       ? std::to_string(h5maj) + "." + std::to_string(h5min) + "." + std::to_string(h5rel)
-                                       : "unavailable");
+  out.emplace_back("hdf5_version",
+                   H5get_libversion(&h5maj, &h5min, &h5rel) >= 0
+                       ? std::to_string(h5maj) + "." + std::to_string(h5min) + "." + std::to_string(h5rel)
+                       : "unavailable");
   return out;
 }
 

@@ -9,10 +9,10 @@
 
 #include <algorithm>
 #include <cctype>
-#include <map>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <map>
 
 #include "core/build_info.h"
 #include "core/context.h"

@@ -41,10 +41,10 @@ class RunRecord {
 
   void add_table(const ResultTable& table);  // dataset "/<table name>" (replaces same name)
   // A 1-D or 2-D numeric dataset, e.g. "/memory/timeline_bytes". Parent groups are created.
-  void add_dataset(const std::string& path, const std::vector<double>& values,
-                   const std::vector<int64_t>& shape = {}, const std::string& description = "");
-  void add_dataset(const std::string& path, const std::vector<int64_t>& values,
-                   const std::vector<int64_t>& shape = {}, const std::string& description = "");
+  void add_dataset(const std::string& path, const std::vector<double>& values, const std::vector<int64_t>& shape = {},
+                   const std::string& description = "");
+  void add_dataset(const std::string& path, const std::vector<int64_t>& values, const std::vector<int64_t>& shape = {},
+                   const std::string& description = "");
   void add_strings(const std::string& path, const std::vector<std::string>& values,
                    const std::string& description = "");
 

@@ -56,8 +56,7 @@ ResultTable& ResultTable::add_int(const std::string& name, const std::string& de
   add_column(*this, columns_, rows_.size(), {name, ColumnType::Int, description, 0});
   return *this;
 }
-ResultTable& ResultTable::add_double(const std::string& name, const std::string& description,
-                                     int precision) {
+ResultTable& ResultTable::add_double(const std::string& name, const std::string& description, int precision) {
   add_column(*this, columns_, rows_.size(), {name, ColumnType::Double, description, precision});
   return *this;
 }
@@ -81,9 +80,8 @@ ResultTable::RowBuilder ResultTable::add_row() {
 
 // One setter body: find the column, check the type, store.
 template <typename T>
-static void set_cell(ResultTable& t, std::vector<std::vector<Value>>& rows,
-                     std::vector<std::vector<bool>>& set, size_t row, const std::string& column,
-                     ColumnType type, T v) {
+static void set_cell(ResultTable& t, std::vector<std::vector<Value>>& rows, std::vector<std::vector<bool>>& set,
+                     size_t row, const std::string& column, ColumnType type, T v) {
   const int c = t.column_index(column);
   if (c < 0) {
     std::string names;
@@ -91,8 +89,8 @@ static void set_cell(ResultTable& t, std::vector<std::vector<Value>>& rows,
     PT_FAIL("table '" + t.name() + "' has no column '" + column + "' (columns: " + names + ")");
   }
   const Column& col = t.columns()[static_cast<size_t>(c)];
-  PT_CHECK(col.type == type, "table '" + t.name() + "': column '" + column + "' holds " +
-                                 type_name(col.type) + " values, not " + type_name(type));
+  PT_CHECK(col.type == type, "table '" + t.name() + "': column '" + column + "' holds " + type_name(col.type) +
+                                 " values, not " + type_name(type));
   rows[row][static_cast<size_t>(c)] = Value(std::move(v));
   set[row][static_cast<size_t>(c)] = true;
 }

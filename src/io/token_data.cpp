@@ -77,9 +77,7 @@ class DictParser {
   const std::string& what_;
   size_t i_ = 0;
 
-  [[noreturn]] void bad(const std::string& msg) const {
-    PT_FAIL(what_ + ": bad .npy header (" + msg + "): " + s_);
-  }
+  [[noreturn]] void bad(const std::string& msg) const { PT_FAIL(what_ + ": bad .npy header (" + msg + "): " + s_); }
   char peek() const { return i_ < s_.size() ? s_[i_] : '\0'; }
   void skip_ws() {
     while (i_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[i_]))) ++i_;
@@ -130,9 +128,7 @@ uint32_t le_u32(const unsigned char* p) {
 
 constexpr unsigned char kNpyMagic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
 
-bool has_npy_magic(const unsigned char* p, size_t bytes) {
-  return bytes >= 6 && std::memcmp(p, kNpyMagic, 6) == 0;
-}
+bool has_npy_magic(const unsigned char* p, size_t bytes) { return bytes >= 6 && std::memcmp(p, kNpyMagic, 6) == 0; }
 
 NpyHeader parse_npy(const unsigned char* p, size_t bytes, const std::string& what) {
   PT_CHECK(has_npy_magic(p, bytes), what + ": not a .npy file (the NumPy magic string \\x93NUMPY is missing)");
@@ -252,16 +248,17 @@ TokenFile::TokenFile(const std::string& path, int64_t vocab_size, BinTokens head
     // A whole number of elements of `dtype_` from `offset` on, `count_` of them.
     auto take_raw = [&](size_t offset, const std::string& format) {
       const size_t have = map_bytes_ - offset, elem = dtype_size(dtype_);
-      PT_CHECK(have % elem == 0, what + ": " + std::to_string(have) + " bytes of " + format + " are not a whole number of " +
-                                     std::to_string(elem) + "-byte tokens, so the file is truncated");
+      PT_CHECK(have % elem == 0, what + ": " + std::to_string(have) + " bytes of " + format +
+                                     " are not a whole number of " + std::to_string(elem) +
+                                     "-byte tokens, so the file is truncated");
       count_ = static_cast<int64_t>(have / elem);
       data_ = bytes + offset;
     };
     if (npy) {
       const NpyHeader h = parse_npy(bytes, map_bytes_, what);
       PT_CHECK(!h.fortran_order, what + ": Fortran-order arrays are not supported (save a C-order array)");
-      PT_CHECK(h.shape.size() == 1, what + ": array is " + std::to_string(h.shape.size()) +
-                                        "-D; a token file must be 1-D");
+      PT_CHECK(h.shape.size() == 1,
+               what + ": array is " + std::to_string(h.shape.size()) + "-D; a token file must be 1-D");
       dtype_ = dtype_of_descr(h.descr, what);
       count_ = h.shape[0];
       const size_t have = map_bytes_ - h.data_offset;
@@ -270,19 +267,19 @@ TokenFile::TokenFile(const std::string& path, int64_t vocab_size, BinTokens head
                    std::to_string(dtype_size(dtype_)) + " bytes but only " + std::to_string(have) +
                    " bytes of data follow");
       const size_t need = static_cast<size_t>(count_) * dtype_size(dtype_);
-      PT_CHECK(have == need, what + ": " + std::to_string(have - need) +
-                                 " unexpected bytes after the array the header describes");
+      PT_CHECK(have == need,
+               what + ": " + std::to_string(have - need) + " unexpected bytes after the array the header describes");
       data_ = bytes + h.data_offset;
     } else if (const LlmcFormat* f = llmc_format_of_magic(bytes, map_bytes_); f && ends_with(path, ".bin")) {
-      const int32_t version = static_cast<int32_t>(le_u32(bytes + 4)), promised = static_cast<int32_t>(le_u32(bytes + 8));
+      const int32_t version = static_cast<int32_t>(le_u32(bytes + 4)),
+                    promised = static_cast<int32_t>(le_u32(bytes + 8));
       PT_CHECK(version == f->version, what + ": llm.c token file (magic " + std::to_string(f->magic) + ", " + f->model +
                                           ") of version " + std::to_string(version) + "; version " +
                                           std::to_string(f->version) + " is the one known");
       dtype_ = f->tokens;
       take_raw(kLlmcHeaderBytes, "tokens after the llm.c header");
-      PT_CHECK(promised >= 0 && count_ == promised,
-               what + ": the llm.c header promises " + std::to_string(promised) + " tokens but " +
-                   std::to_string(count_) + " follow");
+      PT_CHECK(promised >= 0 && count_ == promised, what + ": the llm.c header promises " + std::to_string(promised) +
+                                                        " tokens but " + std::to_string(count_) + " follow");
     } else {
       PT_CHECK(ends_with(path, ".bin"), what + ": unknown format: expected a .npy file (NumPy magic) or a "
                                                ".bin file (llm.c's header, or raw uint16 / uint32 tokens)");
@@ -294,8 +291,10 @@ TokenFile::TokenFile(const std::string& path, int64_t vocab_size, BinTokens head
         bool odd_all_zero = true, even_any = false;
         for (int64_t i = 0; i < count_ && odd_all_zero; ++i) {
           const uint16_t v = load<uint16_t>(data_, i);
-          if (i % 2) odd_all_zero = v == 0;
-          else even_any = even_any || v != 0;
+          if (i % 2)
+            odd_all_zero = v == 0;
+          else
+            even_any = even_any || v != 0;
         }
         PT_CHECK(!(odd_all_zero && even_any),
                  what + ": read as uint16, every second token is 0: the file holds uint32 tokens. Pass "
@@ -320,9 +319,9 @@ TokenFile::~TokenFile() {
 }
 
 void TokenFile::read(int64_t start, int64_t n, int32_t* out) const {
-  PT_CHECK(start >= 0 && n >= 0 && start + n <= count_,
-           "token file '" + path_ + "': read of [" + std::to_string(start) + ", " + std::to_string(start + n) +
-               ") is outside its " + std::to_string(count_) + " tokens");
+  PT_CHECK(start >= 0 && n >= 0 && start + n <= count_, "token file '" + path_ + "': read of [" +
+                                                            std::to_string(start) + ", " + std::to_string(start + n) +
+                                                            ") is outside its " + std::to_string(count_) + " tokens");
   switch (dtype_) {
     case DType::U16: convert<uint16_t>(data_, start, n, out); break;
     case DType::U32: convert<uint32_t>(data_, start, n, out); break;
@@ -364,9 +363,9 @@ BatchSampler::BatchSampler(const TokenFile& data, const SamplerConfig& cfg) : da
   PT_CHECK(cfg.global_batch > 0, "--batch-size must be positive");
   PT_CHECK(cfg.context_length > 0, "--context-length must be positive");
   PT_CHECK(cfg.world >= 1 && cfg.rank >= 0 && cfg.rank < cfg.world, "sampler: bad rank/world");
-  PT_CHECK(cfg.global_batch % cfg.world == 0,
-           "--batch-size " + std::to_string(cfg.global_batch) + " is not divisible by the number of ranks (" +
-               std::to_string(cfg.world) + "); the global batch is split evenly");
+  PT_CHECK(cfg.global_batch % cfg.world == 0, "--batch-size " + std::to_string(cfg.global_batch) +
+                                                  " is not divisible by the number of ranks (" +
+                                                  std::to_string(cfg.world) + "); the global batch is split evenly");
   PT_CHECK(data.size() >= cfg.context_length + 1,
            "token file '" + data.path() + "' has " + std::to_string(data.size()) + " tokens; context length " +
                std::to_string(cfg.context_length) + " needs at least " + std::to_string(cfg.context_length + 1));

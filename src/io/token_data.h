@@ -30,7 +30,7 @@ class TokenFile {
 
   const std::string& path() const { return path_; }
   int64_t size() const { return count_; }  // number of tokens
-  DType dtype() const { return dtype_; }    // U16, U32, I32 or I64 as stored
+  DType dtype() const { return dtype_; }   // U16, U32, I32 or I64 as stored
   int64_t vocab_size() const { return vocab_; }
   int64_t token(int64_t i) const;
   // The file's identity for comparing ranks (and, later, resumed runs): its byte size, token
@@ -44,7 +44,7 @@ class TokenFile {
   int64_t vocab_ = 0;
   DType dtype_ = DType::U16;
   int64_t count_ = 0;
-  void* map_ = nullptr;        // whole file
+  void* map_ = nullptr;  // whole file
   size_t map_bytes_ = 0;
   const unsigned char* data_ = nullptr;  // first token (after the .npy header)
 };
@@ -58,7 +58,7 @@ struct SamplerConfig {
   int64_t context_length = 0;  // T
   Sampling sampling = Sampling::Random;
   uint64_t seed = 0;
-  int rank = 0, world = 1;     // this rank takes rows [rank·B/W, (rank+1)·B/W) of the batch
+  int rank = 0, world = 1;  // this rank takes rows [rank·B/W, (rank+1)·B/W) of the batch
 };
 
 // Host int32 token windows of one step for this rank: row b is the window starting at s_b,

@@ -16,8 +16,7 @@ namespace pt {
 
 // ---- Linear -------------------------------------------------------------------------------
 
-Linear::Linear(ParamStore& store, const std::string& name, int64_t d_in, int64_t d_out, bool bias,
-               bool bias_trainable)
+Linear::Linear(ParamStore& store, const std::string& name, int64_t d_in, int64_t d_out, bool bias, bool bias_trainable)
     : store_(store), d_in_(d_in), d_out_(d_out), units_{{0, d_out}} {
   weights_.push_back(&store.add(name + ".weight", {d_out, d_in}));
   store.add_use(*weights_.front());
@@ -64,9 +63,8 @@ Tensor Linear::weight_grad_view(const Unit& u) const {
 }
 
 Tensor Linear::forward(Context& ctx, const Tensor& x) {
-  PT_CHECK(x.dim() == 2 && x.size(1) == d_in_,
-           "Linear '" + weights_.front()->name + "': input " + x.describe() + ", expected (N, " +
-               std::to_string(d_in_) + ")");
+  PT_CHECK(x.dim() == 2 && x.size(1) == d_in_, "Linear '" + weights_.front()->name + "': input " + x.describe() +
+                                                   ", expected (N, " + std::to_string(d_in_) + ")");
   Tensor y = Tensor::empty({x.size(0), d_out_}, x.dtype(), ctx.device(), "linear_out");
   forward_into(ctx, x, y, 0.0f);
   return y;
@@ -87,9 +85,8 @@ void Linear::forward_into(Context& ctx, const Tensor& x, Tensor& y, float beta) 
 }
 
 void Linear::restore_input(const Tensor& x) {
-  PT_CHECK(x.dim() == 2 && x.size(1) == d_in_,
-           "Linear '" + weights_.front()->name + "': restored input " + x.describe() + ", expected (N, " +
-               std::to_string(d_in_) + ")");
+  PT_CHECK(x.dim() == 2 && x.size(1) == d_in_, "Linear '" + weights_.front()->name + "': restored input " +
+                                                   x.describe() + ", expected (N, " + std::to_string(d_in_) + ")");
   saved_x_ = x;
 }
 
@@ -98,8 +95,7 @@ void Linear::weight_backward(Context& ctx, const Tensor& dy) {
   if (weights_.front()->trainable)
     for (const Unit& u : units_) {
       Tensor dw = weight_grad_view(u);  // (rows, d_in) += dy_uᵀ (rows, N) · x (N, d_in)
-      ops::matmul(ctx, dw, dy.narrow(1, u.row, u.rows), saved_x_, /*trans_a=*/true, /*trans_b=*/false, 1.0f,
-                  1.0f);
+      ops::matmul(ctx, dw, dy.narrow(1, u.row, u.rows), saved_x_, /*trans_a=*/true, /*trans_b=*/false, 1.0f, 1.0f);
     }
   for (Parameter* w : weights_) store_.grad_contributed(*w);
   if (bias_ && bias_->trainable) {

@@ -89,7 +89,10 @@ class RMSNorm {
   // The forward output again, from the saved input (bit-identical to forward's): for a layer
   // that recomputes its input rather than keeping it.
   Tensor recompute_output(Context& ctx, DType out_dtype) const;
-  void release() { saved_x_ = Tensor(); rstd_ = Tensor(); }
+  void release() {
+    saved_x_ = Tensor();
+    rstd_ = Tensor();
+  }
   Parameter& weight() { return *weight_; }
 
  private:

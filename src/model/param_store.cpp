@@ -122,9 +122,8 @@ std::vector<float> ParamStore::params_to_host(Context& ctx) const {
 }
 
 void ParamStore::params_from_host_f64(Context& ctx, const std::vector<double>& values) {
-  PT_CHECK(static_cast<int64_t>(values.size()) == numel_,
-           "params_from_host: " + std::to_string(values.size()) + " values for " +
-               std::to_string(numel_) + " parameters");
+  PT_CHECK(static_cast<int64_t>(values.size()) == numel_, "params_from_host: " + std::to_string(values.size()) +
+                                                              " values for " + std::to_string(numel_) + " parameters");
   about_to_read_all();  // nothing in flight may land on the loaded values
   Tensor host = Tensor::empty({numel_}, dtype_, Device::cpu(), "params_staging");
   for (size_t i = 0; i < values.size(); ++i) {

@@ -16,24 +16,24 @@ namespace pt {
 class ParamStore;
 
 struct Parameter {
-  std::string name;         // PyTorch state_dict name, e.g. "layers.0.attn.q_proj.weight"
-  Shape shape;              // PyTorch's shape, row-major
+  std::string name;  // PyTorch state_dict name, e.g. "layers.0.attn.q_proj.weight"
+  Shape shape;       // PyTorch's shape, row-major
   int64_t numel = 0;
-  int64_t offset = 0;       // element offset in the flat parameter buffer
-  int64_t grad_offset = -1; // element offset in the flat gradient buffer; -1 when frozen
+  int64_t offset = 0;        // element offset in the flat parameter buffer
+  int64_t grad_offset = -1;  // element offset in the flat gradient buffer; -1 when frozen
   bool trainable = true;
-  int index = 0;            // registration order
-  int uses = 0;             // how many module call sites read it per forward (tied: 2)
+  int index = 0;  // registration order
+  int uses = 0;   // how many module call sites read it per forward (tied: 2)
 
-  Tensor data() const;      // view into the flat parameter buffer (fp32; fp64 in CPU tests)
-  Tensor grad() const;      // view into the flat gradient buffer (undefined if frozen)
-  Tensor data_lowp() const; // bf16 view into the mirror (undefined unless the mirror exists)
+  Tensor data() const;       // view into the flat parameter buffer (fp32; fp64 in CPU tests)
+  Tensor grad() const;       // view into the flat gradient buffer (undefined if frozen)
+  Tensor data_lowp() const;  // bf16 view into the mirror (undefined unless the mirror exists)
   ParamStore& store() const { return *store_; }
 
  private:
   friend class ParamStore;
   ParamStore* store_ = nullptr;
-  int contributions_ = 0;   // gradient contributions seen since zero_grad (all micro-batches)
+  int contributions_ = 0;  // gradient contributions seen since zero_grad (all micro-batches)
 };
 
 // Told when a parameter's gradient is final for this backward pass: the C++ form of
@@ -82,11 +82,11 @@ class ParamStore {
   size_t size() const { return params_.size(); }
   Parameter* find(const std::string& name) const;  // nullptr if absent
 
-  int64_t numel() const { return numel_; }            // all parameters
-  int64_t grad_numel() const { return grad_numel_; }  // trainable parameters
-  Tensor flat_params() const { return flat_params_; } // (numel) dtype()
-  Tensor flat_grads() const { return flat_grads_; }   // (grad_numel) dtype()
-  Tensor flat_lowp() const { return flat_lowp_; }     // (numel) bf16 or undefined
+  int64_t numel() const { return numel_; }             // all parameters
+  int64_t grad_numel() const { return grad_numel_; }   // trainable parameters
+  Tensor flat_params() const { return flat_params_; }  // (numel) dtype()
+  Tensor flat_grads() const { return flat_grads_; }    // (grad_numel) dtype()
+  Tensor flat_lowp() const { return flat_lowp_; }      // (numel) bf16 or undefined
   bool has_lowp() const { return flat_lowp_.defined(); }
 
   // Start of a step: zero the gradients and reset readiness counts. With gradient accumulation

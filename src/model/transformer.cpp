@@ -18,7 +18,8 @@ namespace pt {
 // ---- configuration ------------------------------------------------------------------------
 
 namespace {
-constexpr EnumName<AttentionImpl> kAttentionImpls[] = {{AttentionImpl::Naive, "naive"}, {AttentionImpl::Flash, "flash"}};
+constexpr EnumName<AttentionImpl> kAttentionImpls[] = {{AttentionImpl::Naive, "naive"},
+                                                       {AttentionImpl::Flash, "flash"}};
 }
 
 AttentionImpl attention_impl_from_name(const std::string& name) {
@@ -33,8 +34,8 @@ struct NamedSize {
 };
 constexpr NamedSize kSizes[] = {
     {"tiny", 128, 384, 4, 4},  // not a reference size: CPU smoke runs and `paratrain train`'s default
-    {"small", 768, 3072, 12, 12},    {"medium", 1024, 4096, 24, 16}, {"large", 1280, 5120, 36, 20},
-    {"xl", 1600, 6400, 48, 25},      {"2.7b", 2560, 10240, 32, 32},
+    {"small", 768, 3072, 12, 12}, {"medium", 1024, 4096, 24, 16}, {"large", 1280, 5120, 36, 20},
+    {"xl", 1600, 6400, 48, 25},   {"2.7b", 2560, 10240, 32, 32},
 };
 }  // namespace
 
@@ -67,11 +68,10 @@ void TransformerConfig::validate() const {
   PT_CHECK(context_length > 0, "context_length must be positive");
   PT_CHECK(d_model > 0 && num_layers > 0 && num_heads > 0 && d_ff > 0,
            "d_model, num_layers, num_heads and d_ff must be positive");
-  PT_CHECK(d_model % num_heads == 0, "d_model (" + std::to_string(d_model) +
-                                         ") must be divisible by num_heads (" +
+  PT_CHECK(d_model % num_heads == 0, "d_model (" + std::to_string(d_model) + ") must be divisible by num_heads (" +
                                          std::to_string(num_heads) + ")");
-  PT_CHECK(d_head() % 2 == 0, "the head dimension d_model/num_heads = " + std::to_string(d_head()) +
-                                  " must be even for RoPE");
+  PT_CHECK(d_head() % 2 == 0,
+           "the head dimension d_model/num_heads = " + std::to_string(d_head()) + " must be even for RoPE");
   PT_CHECK(rope_theta > 0, "rope_theta must be positive");
   PT_CHECK(attention != AttentionImpl::Flash || ops::flash_attention_supports_head_dim(d_head()),
            "flash attention covers head dimensions " + ops::flash_head_dims_text() + "; this model's is " +
@@ -108,8 +108,8 @@ double TransformerConfig::train_flops_per_token(int64_t seq_len) const {
   // 6 FLOPs per parameter per token for the GEMMs (embedding lookups are not GEMMs) plus the
   // attention score and value products: 2·2·T·d_model forward per layer, ×3 with backward.
   const double n_gemm = static_cast<double>(num_params() - vocab_size * d_model);
-  return 6.0 * n_gemm + 12.0 * static_cast<double>(num_layers) * static_cast<double>(seq_len) *
-                            static_cast<double>(d_model);
+  return 6.0 * n_gemm +
+         12.0 * static_cast<double>(num_layers) * static_cast<double>(seq_len) * static_cast<double>(d_model);
 }
 
 // ---- one block ----------------------------------------------------------------------------
@@ -119,7 +119,8 @@ double TransformerConfig::train_flops_per_token(int64_t seq_len) const {
 class TransformerBlock {
  public:
   TransformerBlock(ParamStore& store, const TransformerConfig& cfg, int index)
-      : cfg_(cfg), prefix_("layers." + std::to_string(index)),
+      : cfg_(cfg),
+        prefix_("layers." + std::to_string(index)),
         ln1_(store, prefix_ + ".ln1", cfg.d_model),
         q_(&store.add(prefix_ + ".attn.q_proj.weight", {cfg.d_model, cfg.d_model})),
         k_(&store.add(prefix_ + ".attn.k_proj.weight", {cfg.d_model, cfg.d_model})),
@@ -158,9 +159,9 @@ class TransformerBlock {
     Tensor h;
     {
       TrackingAllocator::Scope s("attn", MemCategory::Activations);
-      Tensor a = ln1_.forward(ctx, x, act);    // (N, C)
-      qkv_buf_ = qkv_.forward(ctx, a);         // (N, 3C) = (B, T, 3, H, D)
-      if (cfg_.recompute) qkv_.release();      // backward recomputes a from x
+      Tensor a = ln1_.forward(ctx, x, act);  // (N, C)
+      qkv_buf_ = qkv_.forward(ctx, a);       // (N, 3C) = (B, T, 3, H, D)
+      if (cfg_.recompute) qkv_.release();    // backward recomputes a from x
       Tensor q = head_view(qkv_buf_, 0, B, T), k = head_view(qkv_buf_, 1, B, T);
       ops::rope(ctx, q, q, cfg_.rope_theta, false);
       ops::rope(ctx, k, k, cfg_.rope_theta, false);
@@ -185,7 +186,7 @@ class TransformerBlock {
       Tensor g = Tensor::empty(h1_.shape(), act, ctx.device(), "swiglu_out");
       ops::swiglu_forward(ctx, g, h1_, h3_);
       out = residual(ctx, h, w2_, g, "residual_out");  // out = h + g · W2ᵀ
-      if (cfg_.recompute) {  // backward recomputes b from h and g from h1, h3
+      if (cfg_.recompute) {                            // backward recomputes b from h and g from h1, h3
         w1_.release();
         w3_.release();
         w2_.release();
@@ -245,7 +246,7 @@ class TransformerBlock {
       ops::rope(ctx, dq, dq, cfg_.rope_theta, /*inverse=*/true);
       ops::rope(ctx, dk, dk, cfg_.rope_theta, /*inverse=*/true);
       if (cfg_.recompute) qkv_.restore_input(ln1_.recompute_output(ctx, act));
-      Tensor da = qkv_.backward(ctx, dqkv);  // (N, C)
+      Tensor da = qkv_.backward(ctx, dqkv);               // (N, C)
       ln1_.backward(ctx, da, dout, /*accumulate=*/true);  // dout is now dL/dx
     }
   }
@@ -323,8 +324,7 @@ TransformerLM::TransformerLM(const TransformerConfig& cfg, Context& ctx, DType p
   cfg_.validate();
   Impl& m = *impl_;
   m.embedding = std::make_unique<Embedding>(store_, "token_embeddings", cfg_.vocab_size, cfg_.d_model);
-  for (int i = 0; i < cfg_.num_layers; ++i)
-    m.blocks.push_back(std::make_unique<TransformerBlock>(store_, cfg_, i));
+  for (int i = 0; i < cfg_.num_layers; ++i) m.blocks.push_back(std::make_unique<TransformerBlock>(store_, cfg_, i));
   m.ln_final = std::make_unique<RMSNorm>(store_, "ln_final", cfg_.d_model);
   m.lm_head = std::make_unique<Linear>(store_, "lm_head", cfg_.d_model, cfg_.vocab_size);
   const bool mirror = ctx.is_cuda() && ctx.precision() == Precision::BF16;
@@ -351,9 +351,9 @@ Tensor TransformerLM::embed_and_blocks(Context& ctx, const Tensor& ids, bool sav
   PT_CHECK(ids.dtype() == DType::I32, "token ids must be int32");
   m.B = ids.size(0);
   m.T = ids.size(1);
-  PT_CHECK(m.T >= 1 && m.T <= cfg_.context_length,
-           "sequence length " + std::to_string(m.T) + " outside 1.." + std::to_string(cfg_.context_length) +
-               " (the model's context length)");
+  PT_CHECK(m.T >= 1 && m.T <= cfg_.context_length, "sequence length " + std::to_string(m.T) + " outside 1.." +
+                                                       std::to_string(cfg_.context_length) +
+                                                       " (the model's context length)");
   Tensor x;
   {
     TrackingAllocator::Scope scope("token_embeddings", MemCategory::Activations);
@@ -369,8 +369,8 @@ Tensor TransformerLM::embed_and_blocks(Context& ctx, const Tensor& ids, bool sav
 Tensor TransformerLM::forward(Context& ctx, const Tensor& ids, const Tensor& targets, bool save, float grad_scale) {
   NvtxRange range("forward");
   Impl& m = *impl_;
-  PT_CHECK(targets.shape() == ids.shape(), "targets " + shape_str(targets.shape()) +
-                                               " must have the shape of the inputs " + shape_str(ids.shape()));
+  PT_CHECK(targets.shape() == ids.shape(),
+           "targets " + shape_str(targets.shape()) + " must have the shape of the inputs " + shape_str(ids.shape()));
   Tensor x = embed_and_blocks(ctx, ids, save);
   TrackingAllocator::Scope scope("lm_head", MemCategory::Activations);
   Tensor xf = m.ln_final->forward(ctx, x, m.act);  // (N, C)

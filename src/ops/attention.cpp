@@ -27,20 +27,18 @@ Tensor as_4d(const Tensor& t) {
 
 void check_view(const ArgCheck& chk, const Tensor& t, const char* name) {
   chk.float_storage(t, name);
-  chk.require(t.dim() == 4 || t.dim() == 3, std::string(name) + " must be a (B, H, T, D) or (B, T, D) view, got " +
-                                                shape_str(t.shape()));
-  chk.require(t.stride(-1) == 1, std::string(name) + " must have stride 1 in its last dimension, got strides " +
-                                     shape_str(t.strides()));
+  chk.require(t.dim() == 4 || t.dim() == 3,
+              std::string(name) + " must be a (B, H, T, D) or (B, T, D) view, got " + shape_str(t.shape()));
+  chk.require(t.stride(-1) == 1,
+              std::string(name) + " must have stride 1 in its last dimension, got strides " + shape_str(t.strides()));
 }
 
 // A GEMM result (out, dq, dk, dv): the inputs' type, or fp32 on the GPU (what matmul writes).
-void check_result(const ArgCheck& chk, const Tensor& t4, const char* name, const Shape& shape,
-                  const Tensor& q) {
+void check_result(const ArgCheck& chk, const Tensor& t4, const char* name, const Shape& shape, const Tensor& q) {
   check_view(chk, t4, name);
   chk.shape_is(t4, name, shape);
   chk.require(t4.dtype() == q.dtype() || t4.dtype() == DType::F32,
-              std::string(name) + " is " + dtype_name(t4.dtype()) + "; expected " +
-                  dtype_name(q.dtype()) + " or fp32");
+              std::string(name) + " is " + dtype_name(t4.dtype()) + "; expected " + dtype_name(q.dtype()) + " or fp32");
   chk.cpu_same_dtype(t4, name, q, "q");
 }
 
@@ -58,21 +56,20 @@ Dims check_inputs(const ArgCheck& chk, const Tensor& q, const Tensor& k, const T
   const Tensor q4 = as_4d(q), k4 = as_4d(k), v4 = as_4d(v);
   const Dims d{q4.size(0), q4.size(1), q4.size(2), k4.size(2), q4.size(3), v4.size(3)};
   chk.require(k4.size(0) == d.B && v4.size(0) == d.B && k4.size(1) == d.H && v4.size(1) == d.H,
-              "q " + shape_str(q.shape()) + ", k " + shape_str(k.shape()) + " and v " +
-                  shape_str(v.shape()) + " differ in batch or heads");
-  chk.require(k4.size(3) == d.D, "q and k differ in head dimension: " + shape_str(q.shape()) +
-                                     " vs " + shape_str(k.shape()));
-  chk.require(v4.size(2) == d.Tk, "k and v differ in length: " + shape_str(k.shape()) + " vs " +
-                                      shape_str(v.shape()));
+              "q " + shape_str(q.shape()) + ", k " + shape_str(k.shape()) + " and v " + shape_str(v.shape()) +
+                  " differ in batch or heads");
+  chk.require(k4.size(3) == d.D,
+              "q and k differ in head dimension: " + shape_str(q.shape()) + " vs " + shape_str(k.shape()));
+  chk.require(v4.size(2) == d.Tk, "k and v differ in length: " + shape_str(k.shape()) + " vs " + shape_str(v.shape()));
   chk.require(d.D > 0, "head dimension must be positive");
   return d;
 }
 
 void check_probs(const ArgCheck& chk, const Tensor& probs, const Tensor& q, const Dims& d) {
   chk.on_device(probs, "probs");
-  chk.require(probs.dtype() == q.dtype() || probs.dtype() == DType::F32,
-              std::string("probs is ") + dtype_name(probs.dtype()) + "; expected " +
-                  dtype_name(q.dtype()) + " or fp32");
+  chk.require(
+      probs.dtype() == q.dtype() || probs.dtype() == DType::F32,
+      std::string("probs is ") + dtype_name(probs.dtype()) + "; expected " + dtype_name(q.dtype()) + " or fp32");
   chk.cpu_same_dtype(probs, "probs", q, "q");
   chk.shape_is(probs, "probs", {d.B, d.H, d.Tq, d.Tk});
   chk.contiguous(probs, "probs");
@@ -83,8 +80,8 @@ bool wide(DType t) { return t == DType::F32 || t == DType::F64; }
 
 }  // namespace
 
-void naive_attention_forward(Context& ctx, Tensor& out, Tensor& probs, const Tensor& q,
-                             const Tensor& k, const Tensor& v, bool causal) {
+void naive_attention_forward(Context& ctx, Tensor& out, Tensor& probs, const Tensor& q, const Tensor& k,
+                             const Tensor& v, bool causal) {
   ArgCheck chk(ctx, "naive_attention_forward");
   const Dims d = check_inputs(chk, q, k, v);
   check_probs(chk, probs, q, d);
@@ -147,9 +144,8 @@ void naive_attention_forward(Context& ctx, Tensor& out, Tensor& probs, const Ten
   }
 }
 
-void naive_attention_backward(Context& ctx, Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dout,
-                              const Tensor& q, const Tensor& k, const Tensor& v,
-                              const Tensor& probs, bool causal) {
+void naive_attention_backward(Context& ctx, Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dout, const Tensor& q,
+                              const Tensor& k, const Tensor& v, const Tensor& probs, bool causal) {
   ArgCheck chk(ctx, "naive_attention_backward");
   const Dims d = check_inputs(chk, q, k, v);
   check_probs(chk, probs, q, d);
@@ -182,14 +178,13 @@ void naive_attention_backward(Context& ctx, Tensor& dq, Tensor& dk, Tensor& dv, 
       cast(ctx, p_cast, p_saved);
       p_b = p_cast;
     }
-    const Tensor do_b = dout4.select(0, b), q_b = q4.select(0, b), k_b = k4.select(0, b),
-                 v_b = v4.select(0, b);
+    const Tensor do_b = dout4.select(0, b), q_b = q4.select(0, b), k_b = k4.select(0, b), v_b = v4.select(0, b);
     Tensor dq_b = dq4.select(0, b), dk_b = dk4.select(0, b), dv_b = dv4.select(0, b);
-    matmul(ctx, dv_b, p_b, do_b, true, false);  // dV (H, Tk, Dv) = Pᵀ dO
-    matmul(ctx, dp, do_b, v_b, false, true);    // dP (H, Tq, Tk) = dO Vᵀ
+    matmul(ctx, dv_b, p_b, do_b, true, false);      // dV (H, Tk, Dv) = Pᵀ dO
+    matmul(ctx, dp, do_b, v_b, false, true);        // dP (H, Tq, Tk) = dO Vᵀ
     softmax_backward(ctx, ds, dp, p_saved, scale);  // dS = scale·P⊙(dP − rowsum(dP⊙P))
-    matmul(ctx, dq_b, ds, k_b, false, false);   // dQ (H, Tq, D) = dS K
-    matmul(ctx, dk_b, ds, q_b, true, false);    // dK (H, Tk, D) = dSᵀ Q
+    matmul(ctx, dq_b, ds, k_b, false, false);       // dQ (H, Tq, D) = dS K
+    matmul(ctx, dk_b, ds, q_b, true, false);        // dK (H, Tk, D) = dSᵀ Q
   }
 }
 

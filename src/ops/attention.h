@@ -20,12 +20,11 @@ namespace pt::ops {
 // NVTX ranges (timed as Matmul, Softmax, Matmul): "computing attention scores",
 // "computing softmax" (once per batch entry each), "final matmul"; the whole op sits in an
 // untimed NVTX range "naive attention forward" / "naive attention backward".
-void naive_attention_forward(Context& ctx, Tensor& out, Tensor& probs, const Tensor& q,
-                             const Tensor& k, const Tensor& v, bool causal);
+void naive_attention_forward(Context& ctx, Tensor& out, Tensor& probs, const Tensor& q, const Tensor& k,
+                             const Tensor& v, bool causal);
 // Gradients (same shapes/strides rules as the inputs) are written, not accumulated. dout has
 // q's dtype. Temporaries per batch entry: dP (H, Tq, Tk) fp32, plus dS in q's dtype for bf16.
-void naive_attention_backward(Context& ctx, Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dout,
-                              const Tensor& q, const Tensor& k, const Tensor& v,
-                              const Tensor& probs, bool causal);
+void naive_attention_backward(Context& ctx, Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dout, const Tensor& q,
+                              const Tensor& k, const Tensor& v, const Tensor& probs, bool causal);
 
 }  // namespace pt::ops

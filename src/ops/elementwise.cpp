@@ -10,44 +10,43 @@ namespace pt::ops {
 using detail::ArgCheck;
 
 namespace {
+struct Operand {
+  const Tensor& t;
+  const char* name;
+};
 void first(const ArgCheck& chk, const Tensor& t, const char* name) {
   chk.float_storage(t, name);
   chk.contiguous(t, name);
+}
+// The operands of an elementwise op: the first (float storage, contiguous), and the others like
+// it (its shape; on the CPU its dtype).
+void elementwise_operands(const ArgCheck& chk, std::initializer_list<Operand> operands) {
+  const Operand& ref = *operands.begin();
+  first(chk, ref.t, ref.name);
+  for (auto it = operands.begin() + 1; it != operands.end(); ++it) chk.like(it->t, it->name, ref.t, ref.name);
 }
 }  // namespace
 
 void add(Context& ctx, Tensor& out, const Tensor& a, const Tensor& b) {
   ArgCheck chk(ctx, "add");
-  first(chk, out, "out");
-  chk.like(a, "a", out, "out");
-  chk.like(b, "b", out, "out");
+  elementwise_operands(chk, {{out, "out"}, {a, "a"}, {b, "b"}});
   // out = a + b: read a and b, write out (out aliasing a or b changes nothing: each is moved once).
   OpScope scope(ctx, "add", OpFamily::Elementwise, OpCost().read(a).read(b).write(out));
-  if (ctx.is_cuda())
-    cuda::add(ctx.stream(), out, a, b);
-  else
-    cpu::add(out, a, b);
+  PT_OP_DISPATCH(ctx, add, out, a, b);
 }
 
 void add_inplace(Context& ctx, Tensor& x, const Tensor& y, float alpha) {
   ArgCheck chk(ctx, "add_inplace");
-  first(chk, x, "x");
-  chk.like(y, "y", x, "x");
+  elementwise_operands(chk, {{x, "x"}, {y, "y"}});
   OpScope scope(ctx, "add_inplace", OpFamily::Elementwise, OpCost().update(x).read(y));
-  if (ctx.is_cuda())
-    cuda::add_inplace(ctx.stream(), x, y, alpha);
-  else
-    cpu::add_inplace(x, y, alpha);
+  PT_OP_DISPATCH(ctx, add_inplace, x, y, alpha);
 }
 
 void scale_inplace(Context& ctx, Tensor& x, float alpha) {
   ArgCheck chk(ctx, "scale_inplace");
   first(chk, x, "x");
   OpScope scope(ctx, "scale_inplace", OpFamily::Elementwise, OpCost().update(x));
-  if (ctx.is_cuda())
-    cuda::scale_inplace(ctx.stream(), x, alpha);
-  else
-    cpu::scale_inplace(x, alpha);
+  PT_OP_DISPATCH(ctx, scale_inplace, x, alpha);
 }
 
 void cast(Context& ctx, Tensor& dst, const Tensor& src, float scale) {
@@ -61,14 +60,10 @@ void cast(Context& ctx, Tensor& dst, const Tensor& src, float scale) {
   }
   chk.contiguous(dst, "dst");
   chk.contiguous(src, "src");
-  chk.require(dst.numel() == src.numel(), "dst has " + std::to_string(dst.numel()) +
-                                              " elements but src has " +
-                                              std::to_string(src.numel()));
+  chk.require(dst.numel() == src.numel(),
+              "dst has " + std::to_string(dst.numel()) + " elements but src has " + std::to_string(src.numel()));
   OpScope scope(ctx, "cast", OpFamily::Elementwise, OpCost().read(src).write(dst));
-  if (ctx.is_cuda())
-    cuda::cast(ctx.stream(), dst, src, scale);
-  else
-    cpu::cast(dst, src, scale);
+  PT_OP_DISPATCH(ctx, cast, dst, src, scale);
 }
 
 void add_bias(Context& ctx, Tensor& y, const Tensor& bias) {
@@ -79,10 +74,7 @@ void add_bias(Context& ctx, Tensor& y, const Tensor& bias) {
   chk.shape_is(bias, "bias", {y.size(1)});
   if (!ctx.is_cuda()) chk.same_dtype(bias, "bias", y, "y");
   OpScope scope(ctx, "add_bias", OpFamily::Elementwise, OpCost().update(y).read(bias));
-  if (ctx.is_cuda())
-    cuda::add_bias(ctx.stream(), y, bias);
-  else
-    cpu::add_bias(y, bias);
+  PT_OP_DISPATCH(ctx, add_bias, y, bias);
 }
 
 void bias_backward(Context& ctx, Tensor& dbias, const Tensor& dy) {
@@ -95,65 +87,40 @@ void bias_backward(Context& ctx, Tensor& dbias, const Tensor& dy) {
     chk.same_dtype(dbias, "dbias", dy, "dy");
   chk.shape_is(dbias, "dbias", {dy.size(1)});
   OpScope scope(ctx, "bias_backward", OpFamily::Elementwise, OpCost().read(dy).update(dbias));
-  if (ctx.is_cuda())
-    cuda::bias_backward(ctx.stream(), dbias, dy);
-  else
-    cpu::bias_backward(dbias, dy);
+  PT_OP_DISPATCH(ctx, bias_backward, dbias, dy);
 }
 
 void relu_forward(Context& ctx, Tensor& y, const Tensor& x) {
   ArgCheck chk(ctx, "relu_forward");
-  first(chk, y, "y");
-  chk.like(x, "x", y, "y");
+  elementwise_operands(chk, {{y, "y"}, {x, "x"}});
   OpScope scope(ctx, "relu_forward", OpFamily::Elementwise, OpCost().read(x).write(y));
-  if (ctx.is_cuda())
-    cuda::relu_forward(ctx.stream(), y, x);
-  else
-    cpu::relu_forward(y, x);
+  PT_OP_DISPATCH(ctx, relu_forward, y, x);
 }
 
 void relu_backward(Context& ctx, Tensor& dx, const Tensor& dy, const Tensor& y) {
   ArgCheck chk(ctx, "relu_backward");
-  first(chk, dx, "dx");
-  chk.like(dy, "dy", dx, "dx");
-  chk.like(y, "y", dx, "dx");
+  elementwise_operands(chk, {{dx, "dx"}, {dy, "dy"}, {y, "y"}});
   OpScope scope(ctx, "relu_backward", OpFamily::Elementwise, OpCost().read(dy).read(y).write(dx));
-  if (ctx.is_cuda())
-    cuda::relu_backward(ctx.stream(), dx, dy, y);
-  else
-    cpu::relu_backward(dx, dy, y);
+  PT_OP_DISPATCH(ctx, relu_backward, dx, dy, y);
 }
 
 void swiglu_forward(Context& ctx, Tensor& g, const Tensor& h1, const Tensor& h3) {
   ArgCheck chk(ctx, "swiglu_forward");
-  first(chk, g, "g");
-  chk.like(h1, "h1", g, "g");
-  chk.like(h3, "h3", g, "g");
+  elementwise_operands(chk, {{g, "g"}, {h1, "h1"}, {h3, "h3"}});
   chk.same_dtype(h3, "h3", h1, "h1");
   OpScope scope(ctx, "swiglu_forward", OpFamily::Elementwise, OpCost().read(h1).read(h3).write(g));
-  if (ctx.is_cuda())
-    cuda::swiglu_forward(ctx.stream(), g, h1, h3);
-  else
-    cpu::swiglu_forward(g, h1, h3);
+  PT_OP_DISPATCH(ctx, swiglu_forward, g, h1, h3);
 }
 
-void swiglu_backward(Context& ctx, Tensor& dh1, Tensor& dh3, const Tensor& dg, const Tensor& h1,
-                     const Tensor& h3) {
+void swiglu_backward(Context& ctx, Tensor& dh1, Tensor& dh3, const Tensor& dg, const Tensor& h1, const Tensor& h3) {
   ArgCheck chk(ctx, "swiglu_backward");
-  first(chk, dg, "dg");
-  chk.like(dh1, "dh1", dg, "dg");
-  chk.like(dh3, "dh3", dg, "dg");
-  chk.like(h1, "h1", dg, "dg");
-  chk.like(h3, "h3", dg, "dg");
+  elementwise_operands(chk, {{dg, "dg"}, {dh1, "dh1"}, {dh3, "dh3"}, {h1, "h1"}, {h3, "h3"}});
   chk.same_dtype(dh1, "dh1", dg, "dg");
   chk.same_dtype(dh3, "dh3", dg, "dg");
   chk.same_dtype(h3, "h3", h1, "h1");
   OpScope scope(ctx, "swiglu_backward", OpFamily::Elementwise,
                 OpCost().read(dg).read(h1).read(h3).write(dh1).write(dh3));
-  if (ctx.is_cuda())
-    cuda::swiglu_backward(ctx.stream(), dh1, dh3, dg, h1, h3);
-  else
-    cpu::swiglu_backward(dh1, dh3, dg, h1, h3);
+  PT_OP_DISPATCH(ctx, swiglu_backward, dh1, dh3, dg, h1, h3);
 }
 
 }  // namespace pt::ops

@@ -10,9 +10,9 @@ namespace pt::ops {
 // on the GPU each tensor is fp32 or bf16 independently (e.g. an fp32 residual stream plus a
 // bf16 branch), except where a comment pairs them.
 
-void add(Context& ctx, Tensor& out, const Tensor& a, const Tensor& b);  // out = a + b (out may alias)
+void add(Context& ctx, Tensor& out, const Tensor& a, const Tensor& b);           // out = a + b (out may alias)
 void add_inplace(Context& ctx, Tensor& x, const Tensor& y, float alpha = 1.0f);  // x += alpha·y
-void scale_inplace(Context& ctx, Tensor& x, float alpha);                       // x *= alpha
+void scale_inplace(Context& ctx, Tensor& x, float alpha);                        // x *= alpha
 // Element type conversion, equal numel, round to nearest even. CPU: any of fp32, fp64, bf16,
 // fp16 both ways; GPU: fp32 ↔ bf16 (same type = a copy). With scale ≠ 1, dst = src · scale,
 // multiplied in fp32 (fp64 on the CPU for fp64) and rounded once: a cast and a scale in one pass.
@@ -31,7 +31,6 @@ void relu_backward(Context& ctx, Tensor& dx, const Tensor& dy, const Tensor& y);
 // Backward: dh1 = dg ⊙ h3 ⊙ silu'(h1), dh3 = dg ⊙ silu(h1); dh1 or dh3 may alias dg.
 // h1 and h3 share a type; dg, dh1 and dh3 share a type.
 void swiglu_forward(Context& ctx, Tensor& g, const Tensor& h1, const Tensor& h3);
-void swiglu_backward(Context& ctx, Tensor& dh1, Tensor& dh3, const Tensor& dg, const Tensor& h1,
-                     const Tensor& h3);
+void swiglu_backward(Context& ctx, Tensor& dh1, Tensor& dh3, const Tensor& dg, const Tensor& h1, const Tensor& h3);
 
 }  // namespace pt::ops

@@ -19,9 +19,8 @@ void check_ids(const ArgCheck& chk, const Context& ctx, const Tensor& ids, int64
   if (ctx.is_cuda()) return;  // the GPU cannot check without a host sync (see the header)
   const int32_t* id = ids.data_as<const int32_t>();
   for (int64_t i = 0; i < ids.numel(); ++i)
-    chk.require(id[i] >= 0 && id[i] < vocab, "token id " + std::to_string(id[i]) + " at position " +
-                                                 std::to_string(i) + " is outside [0, " +
-                                                 std::to_string(vocab) + ")");
+    chk.require(id[i] >= 0 && id[i] < vocab, "token id " + std::to_string(id[i]) + " at position " + std::to_string(i) +
+                                                 " is outside [0, " + std::to_string(vocab) + ")");
 }
 }  // namespace
 
@@ -40,10 +39,7 @@ void embedding_forward(Context& ctx, Tensor& out, const Tensor& ids, const Tenso
   cost.read(ids).write(out);
   cost.bytes += static_cast<double>(ids.numel() * weight.size(1)) * static_cast<double>(dtype_size(weight.dtype()));
   OpScope scope(ctx, "embedding_forward", OpFamily::Elementwise, cost);
-  if (ctx.is_cuda())
-    cuda::embedding_forward(ctx.stream(), out, ids, weight);
-  else
-    cpu::embedding_forward(out, ids, weight);
+  PT_OP_DISPATCH(ctx, embedding_forward, out, ids, weight);
 }
 
 void embedding_backward(Context& ctx, Tensor& dweight, const Tensor& dout, const Tensor& ids) {
@@ -69,10 +65,7 @@ void embedding_backward(Context& ctx, Tensor& dweight, const Tensor& dout, const
   cost.bytes += 2.0 * static_cast<double>(std::min(ids.numel(), dweight.size(0)) * dweight.size(1)) *
                 static_cast<double>(dtype_size(dweight.dtype()));
   OpScope scope(ctx, "embedding_backward", OpFamily::Elementwise, cost);
-  if (ctx.is_cuda())
-    cuda::embedding_backward(ctx.stream(), dweight, dout, ids);
-  else
-    cpu::embedding_backward(dweight, dout, ids);
+  PT_OP_DISPATCH(ctx, embedding_backward, dweight, dout, ids);
 }
 
 }  // namespace pt::ops

@@ -34,8 +34,8 @@ constexpr const char* kDqAccumulateName = "acc";
 // A 3-D (B, T, D) tensor as the (B, 1, T, D) view; 4-D tensors unchanged.
 Tensor as_4d(const Tensor& t, const char* what) {
   if (t.dim() == 4) return t;
-  PT_CHECK(t.dim() == 3, std::string("flash attention: ") + what + " must be (B, H, T, D) or (B, T, D), got " +
-                             t.describe());
+  PT_CHECK(t.dim() == 3,
+           std::string("flash attention: ") + what + " must be (B, H, T, D) or (B, T, D), got " + t.describe());
   return t.as_strided({t.size(0), 1, t.size(1), t.size(2)},
                       {t.stride(0), t.size(1) * t.stride(1), t.stride(1), t.stride(2)});
 }
@@ -54,15 +54,13 @@ void check_layout(const Tensor& t, const Shape& shape, DType dtype, Device devic
   PT_CHECK(t.device() == device, std::string("flash attention: ") + what + " is on " + t.device().str() +
                                      ", the context runs on " + device.str());
   PT_CHECK(t.stride(3) == 1, std::string("flash attention: ") + what +
-                                 " must have a contiguous last (head) dimension, got strides of " +
-                                 t.describe());
+                                 " must have a contiguous last (head) dimension, got strides of " + t.describe());
   if (device.is_cuda() && dtype == DType::BF16) {
     // The kernels copy 16-byte row chunks asynchronously: rows must start 16-byte aligned.
     bool aligned = reinterpret_cast<uintptr_t>(t.data()) % 16 == 0;
     for (int i = 0; i < 3; ++i) aligned = aligned && (t.size(i) == 1 || t.stride(i) % 8 == 0);
     PT_CHECK(aligned, std::string("flash attention: ") + what +
-                          " rows must start on 16-byte boundaries (bf16 strides a multiple of 8), got " +
-                          t.describe());
+                          " rows must start on 16-byte boundaries (bf16 strides a multiple of 8), got " + t.describe());
   }
 }
 
@@ -93,8 +91,8 @@ void check_lse(const Tensor& lse, const Dims& dm, Device device) {
   check_shape(lse, {dm.B, dm.H, dm.tq}, "lse");
   check_dtype(lse, DType::F32, "lse");
   check_contiguous(lse, "lse");
-  PT_CHECK(lse.device() == device, "flash attention: lse is on " + lse.device().str() + ", the context runs on " +
-                                       device.str());
+  PT_CHECK(lse.device() == device,
+           "flash attention: lse is on " + lse.device().str() + ", the context runs on " + device.str());
 }
 
 cuda::RowStrides row_strides(const Tensor& t) { return {t.stride(0), t.stride(1), t.stride(2)}; }
@@ -150,9 +148,8 @@ FlashKernels choose_flash_kernels(FlashKernels requested, const CudaTarget& targ
     case FlashKernels::MmaSync: return FlashKernels::MmaSync;
     case FlashKernels::Wgmma:
       PT_CHECK(target.sm90a_features, wgmma_unavailable_message(target));
-      PT_CHECK(wgmma_covers, "flash attention: the wgmma kernels cover head dimensions " +
-                                 flash_head_dims_text(true) + ", not " + std::to_string(head_dim) +
-                                 " (use --flash-kernels auto or mma)");
+      PT_CHECK(wgmma_covers, "flash attention: the wgmma kernels cover head dimensions " + flash_head_dims_text(true) +
+                                 ", not " + std::to_string(head_dim) + " (use --flash-kernels auto or mma)");
       return FlashKernels::Wgmma;
     case FlashKernels::Auto: break;
   }
@@ -191,11 +188,10 @@ WgmmaTiles wgmma_tiles_from_name(const std::string& name) {
   if (!t.dq_accumulate) t.dq_warpgroups = std::atoi(dq);
   auto one_or_two = [](int w) { return w == 1 || w == 2; };
   PT_CHECK(n == 4 && one_or_two(t.fwd_warpgroups) && (t.fwd_block_n == 64 || t.fwd_block_n == 128) &&
-               one_or_two(t.dkdv_warpgroups) && (t.dq_accumulate || (one_or_two(t.dq_warpgroups) &&
-                                                                     std::string(dq).size() == 1)),
+               one_or_two(t.dkdv_warpgroups) &&
+               (t.dq_accumulate || (one_or_two(t.dq_warpgroups) && std::string(dq).size() == 1)),
            "wgmma tiles '" + name + "': expected F/K/Q with F = 1|2 x 64|128, K = 1|2 and Q = 1|2 or " +
-               kDqAccumulateName + " (dQ accumulated in the dK/dV pass), e.g. 2x64/2/2 or 1x64/1/" +
-               kDqAccumulateName);
+               kDqAccumulateName + " (dQ accumulated in the dK/dV pass), e.g. 2x64/2/2 or 1x64/1/" + kDqAccumulateName);
   return t;
 }
 
@@ -207,8 +203,8 @@ std::string flash_kernel_used(const Context& ctx, DType dtype, int64_t head_dim)
   return "mma.sync";
 }
 
-void flash_attention_forward(Context& ctx, Tensor& out_in, Tensor& lse_in, const Tensor& q_in,
-                             const Tensor& k_in, const Tensor& v_in, bool causal) {
+void flash_attention_forward(Context& ctx, Tensor& out_in, Tensor& lse_in, const Tensor& q_in, const Tensor& k_in,
+                             const Tensor& v_in, bool causal) {
   const Tensor q = as_4d(q_in, "q"), k = as_4d(k_in, "k"), v = as_4d(v_in, "v");
   Tensor out = as_4d(out_in, "out"), lse = lse_as_3d(lse_in);
   const Dims dm = check_inputs(ctx, q, k, v, causal);
@@ -234,10 +230,9 @@ void flash_attention_forward(Context& ctx, Tensor& out_in, Tensor& lse_in, const
     cuda::flash_fwd_fp32(p, ctx.stream());
 }
 
-void flash_attention_backward(Context& ctx, Tensor& dq_in, Tensor& dk_in, Tensor& dv_in,
-                              const Tensor& dout_in, const Tensor& q_in, const Tensor& k_in,
-                              const Tensor& v_in, const Tensor& out_in, const Tensor& lse_in,
-                              bool causal) {
+void flash_attention_backward(Context& ctx, Tensor& dq_in, Tensor& dk_in, Tensor& dv_in, const Tensor& dout_in,
+                              const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const Tensor& out_in,
+                              const Tensor& lse_in, bool causal) {
   const Tensor q = as_4d(q_in, "q"), k = as_4d(k_in, "k"), v = as_4d(v_in, "v");
   const Tensor out = as_4d(out_in, "out"), dout = as_4d(dout_in, "dout"), lse = lse_as_3d(lse_in);
   Tensor dq = as_4d(dq_in, "dq"), dk = as_4d(dk_in, "dk"), dv = as_4d(dv_in, "dv");
@@ -261,8 +256,7 @@ void flash_attention_backward(Context& ctx, Tensor& dq_in, Tensor& dk_in, Tensor
     flash_cpu::backward(dq, dk, dv, dout, q, k, v, out, lse, causal, kCpuTile, kCpuTile);
     return;
   }
-  Tensor delta = Tensor::empty({dm.B, dm.H, dm.tq}, DType::F32, ctx.device(), "flash_delta",
-                               MemCategory::Workspace);
+  Tensor delta = Tensor::empty({dm.B, dm.H, dm.tq}, DType::F32, ctx.device(), "flash_delta", MemCategory::Workspace);
   cuda::FlashParams p = make_params(ctx, dm, q, k, v, causal);
   Tensor dq_accum;  // fp32 dQ summed over key tiles, when the wgmma backward accumulates it
   if (dt == DType::BF16 && p.kernels == FlashKernels::Wgmma && p.tiles.dq_accumulate) {

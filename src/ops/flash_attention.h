@@ -19,17 +19,16 @@ namespace pt::ops {
 // rows must start on 16-byte boundaries (strides multiple of 8).
 // Causal requires Tq == Tk; non-causal allows Tq != Tk. Scores are scaled by 1/sqrt(D); masked
 // scores get -1e6 added (the convention of the PyTorch reference the course tests against).
-void flash_attention_forward(Context& ctx, Tensor& out, Tensor& lse, const Tensor& q,
-                             const Tensor& k, const Tensor& v, bool causal);
+void flash_attention_forward(Context& ctx, Tensor& out, Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                             bool causal);
 // Whether the kernels cover head dimension d (an entry of cuda::kFlashHeadDims), and the list as
 // text for messages ("16, 32, 64, 80 and 128"; wgmma_only: the wgmma kernels' entries).
 bool flash_attention_supports_head_dim(int64_t d);
 std::string flash_head_dims_text(bool wgmma_only = false);
 // Gradients written (not accumulated), same layout rules as the inputs. On the GPU the
 // backward takes a (B, H, Tq) fp32 workspace from the tracking allocator for rowsum(O ∘ dO).
-void flash_attention_backward(Context& ctx, Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dout,
-                              const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-                              const Tensor& lse, bool causal);
+void flash_attention_backward(Context& ctx, Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dout, const Tensor& q,
+                              const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse, bool causal);
 
 using ::pt::FlashChoice;
 using ::pt::FlashKernels;
@@ -42,7 +41,7 @@ using ::pt::WgmmaTiles;
 // gives wgmma where the device runs an sm_90a image and the kernels cover the head dimension,
 // mma.sync everywhere else (every GPU from sm_80). Never returns Auto.
 FlashKernels choose_flash_kernels(FlashKernels requested, const CudaTarget& target, int64_t head_dim);
-const char* flash_kernels_name(FlashKernels kernels);       // "auto", "mma.sync", "wgmma"
+const char* flash_kernels_name(FlashKernels kernels);           // "auto", "mma.sync", "wgmma"
 FlashKernels flash_kernels_from_name(const std::string& name);  // auto | mma | wgmma; throws otherwise
 // Tile shapes of the wgmma kernels, written "F/K/Q": forward "<warpgroups>x<keys per step>"
 // (1|2 x 64|128), then the warpgroups per block of the dK/dV pass and of the dQ pass (1|2), e.g.
@@ -61,11 +60,10 @@ std::string flash_kernel_used(const Context& ctx, DType dtype, int64_t head_dim)
 // 32 × 32 tiles). Tile sizes are parameters so tests can exercise partial and uneven tiles.
 // Arguments are the 4-D views described above, already checked.
 namespace flash_cpu {
-void forward(Tensor& out, Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
-             bool causal, int block_q, int block_k);
-void backward(Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dout, const Tensor& q,
-              const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse, bool causal,
-              int block_q, int block_k);
+void forward(Tensor& out, Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v, bool causal, int block_q,
+             int block_k);
+void backward(Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
+              const Tensor& out, const Tensor& lse, bool causal, int block_q, int block_k);
 }  // namespace flash_cpu
 
 }  // namespace pt::ops

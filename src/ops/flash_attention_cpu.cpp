@@ -21,8 +21,7 @@ template <typename T>
 struct Rows {
   T* base;
   int64_t sb, sh, st;
-  Rows(const Tensor& x)
-      : base(x.data_as<T>()), sb(x.stride(0)), sh(x.stride(1)), st(x.stride(2)) {}
+  Rows(const Tensor& x) : base(x.data_as<T>()), sb(x.stride(0)), sh(x.stride(1)), st(x.stride(2)) {}
   T* row(int64_t b, int64_t h, int64_t t) const { return base + b * sb + h * sh + t * st; }
 };
 
@@ -38,8 +37,8 @@ inline int64_t key_end(bool causal, int64_t q1, int64_t tk) { return causal ? st
 
 // S_ij = scale · q_i · k_j for one (query tile × key tile) block, masked scores biased.
 template <typename T>
-void scores(std::vector<T>& s, const Rows<T>& q, const Rows<T>& k, int64_t b, int64_t h, int64_t q0,
-            int64_t nq, int64_t k0, int64_t nk, int64_t d, T scale, bool causal) {
+void scores(std::vector<T>& s, const Rows<T>& q, const Rows<T>& k, int64_t b, int64_t h, int64_t q0, int64_t nq,
+            int64_t k0, int64_t nk, int64_t d, T scale, bool causal) {
   for (int64_t i = 0; i < nq; ++i)
     for (int64_t j = 0; j < nk; ++j) {
       T x = scale * dot(q.row(b, h, q0 + i), k.row(b, h, k0 + j), d);
@@ -49,15 +48,15 @@ void scores(std::vector<T>& s, const Rows<T>& q, const Rows<T>& k, int64_t b, in
 }
 
 template <typename T>
-void forward_impl(Tensor& out_t, Tensor& lse_t, const Tensor& q_t, const Tensor& k_t,
-                  const Tensor& v_t, bool causal, int64_t br, int64_t bc) {
+void forward_impl(Tensor& out_t, Tensor& lse_t, const Tensor& q_t, const Tensor& k_t, const Tensor& v_t, bool causal,
+                  int64_t br, int64_t bc) {
   const int64_t B = q_t.size(0), H = q_t.size(1), tq = q_t.size(2), tk = k_t.size(2), d = q_t.size(3);
   const Rows<T> q(q_t), k(k_t), v(v_t), out(out_t);
   float* lse = lse_t.data_as<float>();  // (B, H, Tq) contiguous
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(d)));
-  std::vector<T> s(br * bc);          // (br, bc) scores, then probabilities
-  std::vector<T> o(br * d);           // (br, d) unnormalised output accumulator
-  std::vector<T> m(br), l(br);        // running max and running sum per query row
+  std::vector<T> s(br * bc);    // (br, bc) scores, then probabilities
+  std::vector<T> o(br * d);     // (br, d) unnormalised output accumulator
+  std::vector<T> m(br), l(br);  // running max and running sum per query row
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < H; ++h)
       for (int64_t q0 = 0; q0 < tq; q0 += br) {
@@ -97,17 +96,16 @@ void forward_impl(Tensor& out_t, Tensor& lse_t, const Tensor& q_t, const Tensor&
 // Outer loop over key tiles (dK, dV complete per tile, as in the CUDA dK/dV kernel), dQ
 // accumulated across key tiles in a (Tq, D) buffer.
 template <typename T>
-void backward_impl(Tensor& dq_t, Tensor& dk_t, Tensor& dv_t, const Tensor& do_t, const Tensor& q_t,
-                   const Tensor& k_t, const Tensor& v_t, const Tensor& o_t, const Tensor& lse_t,
-                   bool causal, int64_t br, int64_t bc) {
+void backward_impl(Tensor& dq_t, Tensor& dk_t, Tensor& dv_t, const Tensor& do_t, const Tensor& q_t, const Tensor& k_t,
+                   const Tensor& v_t, const Tensor& o_t, const Tensor& lse_t, bool causal, int64_t br, int64_t bc) {
   const int64_t B = q_t.size(0), H = q_t.size(1), tq = q_t.size(2), tk = k_t.size(2), d = q_t.size(3);
   const Rows<T> q(q_t), k(k_t), v(v_t), o(o_t), dout(do_t), dq(dq_t), dk(dk_t), dv(dv_t);
   const float* lse = lse_t.data_as<float>();
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(d)));
-  std::vector<T> s(br * bc), dp(br * bc);   // (br, bc): P then dS; dP
-  std::vector<T> dq_acc(tq * d);            // (Tq, D) for one (b, h)
+  std::vector<T> s(br * bc), dp(br * bc);  // (br, bc): P then dS; dP
+  std::vector<T> dq_acc(tq * d);           // (Tq, D) for one (b, h)
   std::vector<T> dk_acc(bc * d), dv_acc(bc * d);
-  std::vector<T> delta(tq);                 // D_i = rowsum(dO_i ∘ O_i)
+  std::vector<T> delta(tq);  // D_i = rowsum(dO_i ∘ O_i)
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < H; ++h) {
       const float* L = lse + (b * H + h) * tq;
@@ -128,9 +126,9 @@ void backward_impl(Tensor& dq_t, Tensor& dk_t, Tensor& dv_t, const Tensor& do_t,
             const T* doi = dout.row(b, h, q0 + i);
             for (int64_t j = 0; j < nk; ++j) {
               const T p = s[i * nk + j];
-              for (int64_t c = 0; c < d; ++c) dv_acc[j * d + c] += p * doi[c];   // dV += Pᵀ dO
-              dp[i * nk + j] = dot(doi, v.row(b, h, k0 + j), d);                  // dP = dO Vᵀ
-              s[i * nk + j] = p * (dp[i * nk + j] - delta[q0 + i]);               // dS = P ∘ (dP − D)
+              for (int64_t c = 0; c < d; ++c) dv_acc[j * d + c] += p * doi[c];  // dV += Pᵀ dO
+              dp[i * nk + j] = dot(doi, v.row(b, h, k0 + j), d);                // dP = dO Vᵀ
+              s[i * nk + j] = p * (dp[i * nk + j] - delta[q0 + i]);             // dS = P ∘ (dP − D)
             }
           }
           for (int64_t i = 0; i < nq; ++i) {
@@ -155,14 +153,14 @@ void backward_impl(Tensor& dq_t, Tensor& dk_t, Tensor& dv_t, const Tensor& do_t,
 }
 
 void check_tiles(int block_q, int block_k) {
-  PT_CHECK(block_q > 0 && block_k > 0, "flash_cpu: tile sizes must be positive (got " +
-                                           std::to_string(block_q) + " × " + std::to_string(block_k) + ")");
+  PT_CHECK(block_q > 0 && block_k > 0, "flash_cpu: tile sizes must be positive (got " + std::to_string(block_q) +
+                                           " × " + std::to_string(block_k) + ")");
 }
 
 }  // namespace
 
-void forward(Tensor& out, Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
-             int block_q, int block_k) {
+void forward(Tensor& out, Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v, bool causal, int block_q,
+             int block_k) {
   check_tiles(block_q, block_k);
   if (q.dtype() == DType::F64)
     forward_impl<double>(out, lse, q, k, v, causal, block_q, block_k);
@@ -172,9 +170,8 @@ void forward(Tensor& out, Tensor& lse, const Tensor& q, const Tensor& k, const T
     PT_FAIL(std::string("flash attention on the CPU takes fp32 or fp64 tensors, got ") + dtype_name(q.dtype()));
 }
 
-void backward(Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dout, const Tensor& q, const Tensor& k,
-              const Tensor& v, const Tensor& out, const Tensor& lse, bool causal, int block_q,
-              int block_k) {
+void backward(Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
+              const Tensor& out, const Tensor& lse, bool causal, int block_q, int block_k) {
   check_tiles(block_q, block_k);
   if (q.dtype() == DType::F64)
     backward_impl<double>(dq, dk, dv, dout, q, k, v, out, lse, causal, block_q, block_k);

@@ -11,20 +11,19 @@ using detail::ArgCheck;
 
 namespace {
 // fp32 on the GPU; the input's type (fp32|fp64) on the CPU.
-void check_loss_scalar(const ArgCheck& chk, const Context& ctx, const Tensor& loss,
-                       const Tensor& input, const char* input_name) {
+void check_loss_scalar(const ArgCheck& chk, const Context& ctx, const Tensor& loss, const Tensor& input,
+                       const char* input_name) {
   if (ctx.is_cuda())
     chk.dtype_is(loss, "loss", {DType::F32});
   else
     chk.same_dtype(loss, "loss", input, input_name);
   chk.on_device(loss, "loss");
-  chk.require(loss.numel() == 1, "loss must have exactly one element, got shape " +
-                                     shape_str(loss.shape()));
+  chk.require(loss.numel() == 1, "loss must have exactly one element, got shape " + shape_str(loss.shape()));
 }
 }  // namespace
 
-void cross_entropy(Context& ctx, Tensor& loss, Tensor* dlogits, const Tensor& logits,
-                   const Tensor& targets, float grad_scale) {
+void cross_entropy(Context& ctx, Tensor& loss, Tensor* dlogits, const Tensor& logits, const Tensor& targets,
+                   float grad_scale) {
   ArgCheck chk(ctx, "cross_entropy");
   chk.float_storage(logits, "logits");
   chk.matrix(logits, "logits");
@@ -45,9 +44,8 @@ void cross_entropy(Context& ctx, Tensor& loss, Tensor* dlogits, const Tensor& lo
   if (!ctx.is_cuda()) {
     const int32_t* t = targets.data_as<const int32_t>();
     for (int64_t i = 0; i < n; ++i)
-      chk.require(t[i] >= 0 && t[i] < v, "target " + std::to_string(t[i]) + " at position " +
-                                             std::to_string(i) + " is outside [0, " +
-                                             std::to_string(v) + ")");
+      chk.require(t[i] >= 0 && t[i] < v, "target " + std::to_string(t[i]) + " at position " + std::to_string(i) +
+                                             " is outside [0, " + std::to_string(v) + ")");
   }
   // Read the logits and targets, write the loss and dlogits: over the logits in the model's use,
   // which is one update of them.
@@ -55,10 +53,7 @@ void cross_entropy(Context& ctx, Tensor& loss, Tensor* dlogits, const Tensor& lo
   cost.read(logits).read(targets).write(loss);
   if (dlogits) cost.write(*dlogits);
   OpScope scope(ctx, "cross_entropy", OpFamily::Loss, cost);
-  if (ctx.is_cuda())
-    cuda::cross_entropy(ctx.stream(), loss, dlogits, logits, targets, grad_scale);
-  else
-    cpu::cross_entropy(loss, dlogits, logits, targets, grad_scale);
+  PT_OP_DISPATCH(ctx, cross_entropy, loss, dlogits, logits, targets, grad_scale);
 }
 
 void mse_loss(Context& ctx, Tensor& loss, Tensor* dpred, const Tensor& pred, const Tensor& target,
@@ -84,10 +79,7 @@ void mse_loss(Context& ctx, Tensor& loss, Tensor* dpred, const Tensor& pred, con
   cost.read(pred).read(target).write(loss);
   if (dpred) cost.write(*dpred);
   OpScope scope(ctx, "mse_loss", OpFamily::Loss, cost);
-  if (ctx.is_cuda())
-    cuda::mse_loss(ctx.stream(), loss, dpred, pred, target, reduction);
-  else
-    cpu::mse_loss(loss, dpred, pred, target, reduction);
+  PT_OP_DISPATCH(ctx, mse_loss, loss, dpred, pred, target, reduction);
 }
 
 }  // namespace pt::ops

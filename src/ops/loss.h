@@ -13,13 +13,12 @@ namespace pt::ops {
 // computed in fp32 or better; the loss stays on the device (no host synchronisation). Targets
 // are checked on the CPU; on the GPU an out-of-range target makes the loss NaN. The GPU sums the
 // rows' losses in a fixed order: the same inputs give the same loss bit for bit.
-void cross_entropy(Context& ctx, Tensor& loss, Tensor* dlogits, const Tensor& logits,
-                   const Tensor& targets, float grad_scale = 1.0f);
+void cross_entropy(Context& ctx, Tensor& loss, Tensor* dlogits, const Tensor& logits, const Tensor& targets,
+                   float grad_scale = 1.0f);
 
 // MSE with mean (reduction="mean") or sum over all elements; loss: 1-element tensor (as for
 // cross_entropy); dpred (optional, pred's dtype) = d loss / d pred.
 enum class Reduction { Mean, Sum };
-void mse_loss(Context& ctx, Tensor& loss, Tensor* dpred, const Tensor& pred, const Tensor& target,
-              Reduction reduction);
+void mse_loss(Context& ctx, Tensor& loss, Tensor* dpred, const Tensor& pred, const Tensor& target, Reduction reduction);
 
 }  // namespace pt::ops

@@ -20,31 +20,29 @@ Operand describe_operand(const detail::ArgCheck& chk, const Tensor& t, const cha
   chk.require(t.dim() == 2 || t.dim() == 3,
               std::string(name) + " must be 2-D or 3-D (batched), got " + shape_str(t.shape()));
   const bool batched = t.dim() == 3;
-  Operand o{batched ? t.size(0) : 1, t.size(-2), t.size(-1), t.stride(-2),
-            batched ? t.stride(0) : 0};
-  chk.require(t.stride(-1) == 1 || o.cols <= 1,
-              std::string(name) + " must have unit stride in its last dimension, got strides " +
-                  shape_str(t.strides()));
+  Operand o{batched ? t.size(0) : 1, t.size(-2), t.size(-1), t.stride(-2), batched ? t.stride(0) : 0};
+  chk.require(
+      t.stride(-1) == 1 || o.cols <= 1,
+      std::string(name) + " must have unit stride in its last dimension, got strides " + shape_str(t.strides()));
   // A single row may carry any row stride; BLAS still wants ld ≥ cols.
   if (o.rows <= 1) o.ld = std::max<int64_t>(o.ld, o.cols);
   chk.require(o.ld >= o.cols, std::string(name) + " has row stride " + std::to_string(o.ld) +
-                                  " smaller than its row length " + std::to_string(o.cols) +
-                                  " (overlapping rows)");
+                                  " smaller than its row length " + std::to_string(o.cols) + " (overlapping rows)");
   o.ld = std::max<int64_t>(o.ld, 1);
   if (o.batch == 1) o.batch_stride = 0;
   return o;
 }
 
-GemmDesc make_desc(const detail::ArgCheck& chk, Context& ctx, Tensor& c, const Tensor& a,
-                   const Tensor& b, bool trans_a, bool trans_b, float alpha, float beta) {
+GemmDesc make_desc(const detail::ArgCheck& chk, Context& ctx, Tensor& c, const Tensor& a, const Tensor& b, bool trans_a,
+                   bool trans_b, float alpha, float beta) {
   chk.float_storage(a, "A");
   chk.float_storage(b, "B");
   chk.float_storage(c, "C");
   chk.same_dtype(b, "B", a, "A");
   if (ctx.is_cuda())
-    chk.require(c.dtype() == DType::F32 || c.dtype() == a.dtype(),
-                std::string("C is ") + dtype_name(c.dtype()) + " but A and B are " +
-                    dtype_name(a.dtype()) + " (C must be fp32 or the operands' type)");
+    chk.require(c.dtype() == DType::F32 || c.dtype() == a.dtype(), std::string("C is ") + dtype_name(c.dtype()) +
+                                                                       " but A and B are " + dtype_name(a.dtype()) +
+                                                                       " (C must be fp32 or the operands' type)");
   else
     chk.same_dtype(c, "C", a, "A");
 
@@ -56,13 +54,10 @@ GemmDesc make_desc(const detail::ArgCheck& chk, Context& ctx, Tensor& c, const T
     return " (A " + shape_str(a.shape()) + (trans_a ? "^T" : "") + ", B " + shape_str(b.shape()) +
            (trans_b ? "^T" : "") + ", C " + shape_str(c.shape()) + ")";
   };
-  chk.require(ka == kb, "inner dimensions differ: op(A) is " + std::to_string(m) + "×" +
-                            std::to_string(ka) + ", op(B) is " + std::to_string(kb) + "×" +
-                            std::to_string(n) + shapes());
-  chk.require(oc.rows == m && oc.cols == n, "C must be " + std::to_string(m) + "×" +
-                                                std::to_string(n) + shapes());
-  if (c.dim() == 2)
-    chk.require(a.dim() == 2 && b.dim() == 2, "a 2-D C needs 2-D A and B" + shapes());
+  chk.require(ka == kb, "inner dimensions differ: op(A) is " + std::to_string(m) + "×" + std::to_string(ka) +
+                            ", op(B) is " + std::to_string(kb) + "×" + std::to_string(n) + shapes());
+  chk.require(oc.rows == m && oc.cols == n, "C must be " + std::to_string(m) + "×" + std::to_string(n) + shapes());
+  if (c.dim() == 2) chk.require(a.dim() == 2 && b.dim() == 2, "a 2-D C needs 2-D A and B" + shapes());
   const int64_t batch = oc.batch;
   chk.require((a.dim() == 2 || oa.batch == batch) && (b.dim() == 2 || ob.batch == batch),
               "batch sizes differ" + shapes());
@@ -96,8 +91,8 @@ GemmDesc make_desc(const detail::ArgCheck& chk, Context& ctx, Tensor& c, const T
 
 }  // namespace
 
-void matmul(Context& ctx, Tensor& c, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b,
-            float alpha, float beta) {
+void matmul(Context& ctx, Tensor& c, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, float alpha,
+            float beta) {
   detail::ArgCheck chk(ctx, "matmul");
   const GemmDesc g = make_desc(chk, ctx, c, a, b, trans_a, trans_b, alpha, beta);
   if (g.batch == 0 || g.m == 0 || g.n == 0) return;

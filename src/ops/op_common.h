@@ -24,16 +24,15 @@ class ArgCheck {
   // Defined and on the context's device.
   void on_device(const Tensor& t, const char* name) const {
     require(t.defined(), std::string(name) + " is an undefined tensor");
-    require(t.device() == ctx_.device(), std::string(name) + " is on " + t.device().str() +
-                                             " but the context runs on " + ctx_.device().str());
+    require(t.device() == ctx_.device(),
+            std::string(name) + " is on " + t.device().str() + " but the context runs on " + ctx_.device().str());
   }
   // A float storage type this device computes with: fp32|fp64 on the CPU, fp32|bf16 on the GPU.
   void float_storage(const Tensor& t, const char* name) const {
     on_device(t, name);
     if (ctx_.is_cuda())
       require(t.dtype() == DType::F32 || t.dtype() == DType::BF16,
-              std::string(name) + " is " + dtype_name(t.dtype()) +
-                  "; on the GPU this op takes fp32 or bf16");
+              std::string(name) + " is " + dtype_name(t.dtype()) + "; on the GPU this op takes fp32 or bf16");
     else
       require(t.dtype() == DType::F32 || t.dtype() == DType::F64,
               std::string(name) + " is " + dtype_name(t.dtype()) +
@@ -44,8 +43,8 @@ class ArgCheck {
   void like(const Tensor& t, const char* name, const Tensor& ref, const char* ref_name) const {
     float_storage(t, name);
     contiguous(t, name);
-    require(t.shape() == ref.shape(), std::string(name) + " has shape " + shape_str(t.shape()) + " but " +
-                                          ref_name + " has " + shape_str(ref.shape()));
+    require(t.shape() == ref.shape(), std::string(name) + " has shape " + shape_str(t.shape()) + " but " + ref_name +
+                                          " has " + shape_str(ref.shape()));
     if (!ctx_.is_cuda()) same_dtype(t, name, ref, ref_name);
   }
   void dtype_is(const Tensor& t, const char* name, std::initializer_list<DType> allowed) const {
@@ -58,25 +57,24 @@ class ArgCheck {
     fail(std::string(name) + " is " + dtype_name(t.dtype()) + ", expected " + list);
   }
   void same_dtype(const Tensor& t, const char* name, const Tensor& ref, const char* ref_name) const {
-    require(t.dtype() == ref.dtype(), std::string(name) + " is " + dtype_name(t.dtype()) + " but " +
-                                          ref_name + " is " + dtype_name(ref.dtype()) +
-                                          " (they must match)");
+    require(t.dtype() == ref.dtype(), std::string(name) + " is " + dtype_name(t.dtype()) + " but " + ref_name + " is " +
+                                          dtype_name(ref.dtype()) + " (they must match)");
   }
   // The CPU computes every op in one type: there the dtypes must match.
   void cpu_same_dtype(const Tensor& t, const char* name, const Tensor& ref, const char* ref_name) const {
     if (!ctx_.is_cuda()) same_dtype(t, name, ref, ref_name);
   }
   void shape_is(const Tensor& t, const char* name, const Shape& expected) const {
-    require(t.shape() == expected, std::string(name) + " has shape " + shape_str(t.shape()) +
-                                       ", expected " + shape_str(expected));
+    require(t.shape() == expected,
+            std::string(name) + " has shape " + shape_str(t.shape()) + ", expected " + shape_str(expected));
   }
   void rank_is(const Tensor& t, const char* name, int dims) const {
-    require(t.dim() == dims, std::string(name) + " must be " + std::to_string(dims) + "-D, got " +
-                                 shape_str(t.shape()));
+    require(t.dim() == dims,
+            std::string(name) + " must be " + std::to_string(dims) + "-D, got " + shape_str(t.shape()));
   }
   void contiguous(const Tensor& t, const char* name) const {
-    require(t.is_contiguous(), std::string(name) + " must be contiguous, got shape " +
-                                   shape_str(t.shape()) + " with strides " + shape_str(t.strides()));
+    require(t.is_contiguous(), std::string(name) + " must be contiguous, got shape " + shape_str(t.shape()) +
+                                   " with strides " + shape_str(t.strides()));
   }
   // The usual row-wise op argument: contiguous (rows, cols).
   void matrix(const Tensor& t, const char* name) const {
@@ -100,3 +98,13 @@ void dispatch_cpu_float(DType t, F&& f) {
 }
 
 }  // namespace pt::ops::detail
+
+// The device dispatch of an op: its CUDA launcher on the context's stream, or its CPU reference,
+// both named `fn` (pt::cuda::fn(stream, args...) and pt::ops::cpu::fn(args...)).
+#define PT_OP_DISPATCH(ctx, fn, ...)               \
+  do {                                             \
+    if ((ctx).is_cuda())                           \
+      ::pt::cuda::fn((ctx).stream(), __VA_ARGS__); \
+    else                                           \
+      ::pt::ops::cpu::fn(__VA_ARGS__);             \
+  } while (0)

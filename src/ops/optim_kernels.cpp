@@ -13,8 +13,7 @@ using detail::ArgCheck;
 
 namespace {
 // A flat optimizer operand: 1-D, contiguous, the master type (fp32; fp64 too on the CPU).
-void check_flat(const ArgCheck& chk, const Context& ctx, const Tensor& t, const char* name,
-                const Tensor* ref) {
+void check_flat(const ArgCheck& chk, const Context& ctx, const Tensor& t, const char* name, const Tensor* ref) {
   if (ctx.is_cuda())
     chk.dtype_is(t, name, {DType::F32});
   else
@@ -35,8 +34,7 @@ Tensor* check_lowp(const ArgCheck& chk, Tensor* p_lowp, const Tensor& p) {
 }
 void check_sumsq(const ArgCheck& chk, const Tensor& sumsq) {
   chk.dtype_is(sumsq, "sumsq", {DType::F32, DType::F64});
-  chk.require(sumsq.numel() == 1, "sumsq must have exactly one element, got shape " +
-                                      shape_str(sumsq.shape()));
+  chk.require(sumsq.numel() == 1, "sumsq must have exactly one element, got shape " + shape_str(sumsq.shape()));
 }
 void check_clip(const ArgCheck& chk, const GradClip& clip) {
   if (!clip.sumsq) return;
@@ -68,8 +66,8 @@ void check_device_scalars(const ArgCheck& chk, const Context& ctx, DeviceScalars
 }
 }  // namespace
 
-void adamw_step(Context& ctx, Tensor& p, const Tensor& g, Tensor& m, Tensor& v,
-                const AdamWHyper& h, Tensor* p_lowp, const GradClip& clip, DeviceScalars device) {
+void adamw_step(Context& ctx, Tensor& p, const Tensor& g, Tensor& m, Tensor& v, const AdamWHyper& h, Tensor* p_lowp,
+                const GradClip& clip, DeviceScalars device) {
   ArgCheck chk(ctx, "adamw_step");
   check_clip(chk, clip);
   check_flat(chk, ctx, p, "p", nullptr);
@@ -78,8 +76,7 @@ void adamw_step(Context& ctx, Tensor& p, const Tensor& g, Tensor& m, Tensor& v,
   check_flat(chk, ctx, v, "v", &p);
   p_lowp = check_lowp(chk, p_lowp, p);
   chk.require(h.step >= 1, "step must count from 1 (it is " + std::to_string(h.step) + ")");
-  chk.require(h.beta1 >= 0 && h.beta1 < 1 && h.beta2 >= 0 && h.beta2 < 1,
-              "betas must lie in [0, 1)");
+  chk.require(h.beta1 >= 0 && h.beta1 < 1 && h.beta2 >= 0 && h.beta2 < 1, "betas must lie in [0, 1)");
   check_device_scalars(chk, ctx, device, sizeof(AdamWStepScalars));
   if (p.numel() == 0) return;
   // Read g, update p, m and v, write the bf16 copy when asked; read the folded clip's sum.
@@ -94,8 +91,8 @@ void adamw_step(Context& ctx, Tensor& p, const Tensor& g, Tensor& m, Tensor& v,
     cpu::adamw_step(p, g, m, v, h, p_lowp, clip);
 }
 
-void sgd_step(Context& ctx, Tensor& p, const Tensor& g, float lr, float weight_decay,
-              Tensor* p_lowp, const GradClip& clip, DeviceScalars device) {
+void sgd_step(Context& ctx, Tensor& p, const Tensor& g, float lr, float weight_decay, Tensor* p_lowp,
+              const GradClip& clip, DeviceScalars device) {
   ArgCheck chk(ctx, "sgd_step");
   check_clip(chk, clip);
   check_flat(chk, ctx, p, "p", nullptr);
@@ -109,7 +106,8 @@ void sgd_step(Context& ctx, Tensor& p, const Tensor& g, float lr, float weight_d
   if (clip.sumsq) cost.read(*clip.sumsq);
   OpScope scope(ctx, "sgd_step", OpFamily::Optimizer, cost);
   if (ctx.is_cuda())
-    cuda::sgd_step(ctx.stream(), p, g, lr, weight_decay, p_lowp, clip, device.scalars ? device.scalars->data() : nullptr);
+    cuda::sgd_step(ctx.stream(), p, g, lr, weight_decay, p_lowp, clip,
+                   device.scalars ? device.scalars->data() : nullptr);
   else
     cpu::sgd_step(p, g, lr, weight_decay, p_lowp, clip);
 }
@@ -146,10 +144,7 @@ void clip_by_norm(Context& ctx, Tensor& x, const Tensor& sumsq, float max_norm) 
   chk.require(max_norm > 0, "max_norm must be positive");
   if (x.numel() == 0) return;
   OpScope scope(ctx, "clip_by_norm", OpFamily::Optimizer, OpCost().update(x).read(sumsq));
-  if (ctx.is_cuda())
-    cuda::clip_by_norm(ctx.stream(), x, sumsq, max_norm);
-  else
-    cpu::clip_by_norm(x, sumsq, max_norm);
+  PT_OP_DISPATCH(ctx, clip_by_norm, x, sumsq, max_norm);
 }
 
 }  // namespace pt::ops

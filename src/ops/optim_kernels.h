@@ -53,13 +53,12 @@ inline constexpr float kNoClip = __builtin_huge_valf();  // GradClip::max_norm: 
 // p ← p − lr/(1−β1^t) · m / (sqrt(v)/sqrt(1−β2^t) + eps). p, g, m, v: 1-D, same length and
 // dtype (fp32; fp64 on the CPU). When p_lowp is defined (bf16, same length) it receives the
 // updated parameters rounded to bf16 in the same pass (mixed precision's GEMM copy).
-void adamw_step(Context& ctx, Tensor& p, const Tensor& g, Tensor& m, Tensor& v,
-                const AdamWHyper& h, Tensor* p_lowp = nullptr, const GradClip& clip = {},
-                DeviceScalars device = {});
+void adamw_step(Context& ctx, Tensor& p, const Tensor& g, Tensor& m, Tensor& v, const AdamWHyper& h,
+                Tensor* p_lowp = nullptr, const GradClip& clip = {}, DeviceScalars device = {});
 
 // Plain SGD with optional weight decay (torch.optim.SGD, no momentum): p ← p − lr·(g + wd·p).
-void sgd_step(Context& ctx, Tensor& p, const Tensor& g, float lr, float weight_decay = 0.0f,
-              Tensor* p_lowp = nullptr, const GradClip& clip = {}, DeviceScalars device = {});
+void sgd_step(Context& ctx, Tensor& p, const Tensor& g, float lr, float weight_decay = 0.0f, Tensor* p_lowp = nullptr,
+              const GradClip& clip = {}, DeviceScalars device = {});
 
 // sumsq (1-element fp32|fp64 tensor, same device) += Σ x² (x any float storage type). No
 // host synchronisation; on the GPU block partial sums meet in sumsq with atomics.

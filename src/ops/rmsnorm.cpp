@@ -11,8 +11,7 @@ using detail::ArgCheck;
 
 namespace {
 // x (N, C) in the "master" type: fp32 on the GPU, fp32|fp64 on the CPU; w (C) and rstd (N) too.
-void check_master(const ArgCheck& chk, const Context& ctx, const Tensor& x, const Tensor& w,
-                  const Tensor& rstd) {
+void check_master(const ArgCheck& chk, const Context& ctx, const Tensor& x, const Tensor& w, const Tensor& rstd) {
   if (ctx.is_cuda())
     chk.dtype_is(x, "x", {DType::F32});
   else
@@ -28,8 +27,7 @@ void check_master(const ArgCheck& chk, const Context& ctx, const Tensor& x, cons
   chk.contiguous(rstd, "rstd");
 }
 // A (N, C) tensor in any storage type the device allows (the CPU: x's type).
-void check_like_x(const ArgCheck& chk, const Context& ctx, const Tensor& t, const char* name,
-                  const Tensor& x) {
+void check_like_x(const ArgCheck& chk, const Context& ctx, const Tensor& t, const char* name, const Tensor& x) {
   chk.float_storage(t, name);
   chk.shape_is(t, name, x.shape());
   chk.contiguous(t, name);
@@ -37,20 +35,16 @@ void check_like_x(const ArgCheck& chk, const Context& ctx, const Tensor& t, cons
 }
 }  // namespace
 
-void rmsnorm_forward(Context& ctx, Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& w,
-                     float eps) {
+void rmsnorm_forward(Context& ctx, Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& w, float eps) {
   ArgCheck chk(ctx, "rmsnorm_forward");
   check_master(chk, ctx, x, w, rstd);
   check_like_x(chk, ctx, y, "y", x);
   OpScope scope(ctx, "rmsnorm_forward", OpFamily::Norm, OpCost().read(x).read(w).write(y).write(rstd));
-  if (ctx.is_cuda())
-    cuda::rmsnorm_forward(ctx.stream(), y, rstd, x, w, eps);
-  else
-    cpu::rmsnorm_forward(y, rstd, x, w, eps);
+  PT_OP_DISPATCH(ctx, rmsnorm_forward, y, rstd, x, w, eps);
 }
 
-void rmsnorm_backward(Context& ctx, Tensor& dx, Tensor& dw, const Tensor& dy, const Tensor& x,
-                      const Tensor& w, const Tensor& rstd, bool accumulate) {
+void rmsnorm_backward(Context& ctx, Tensor& dx, Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& w,
+                      const Tensor& rstd, bool accumulate) {
   ArgCheck chk(ctx, "rmsnorm_backward");
   check_master(chk, ctx, x, w, rstd);
   check_like_x(chk, ctx, dy, "dy", x);
@@ -71,10 +65,7 @@ void rmsnorm_backward(Context& ctx, Tensor& dx, Tensor& dw, const Tensor& dy, co
   else
     cost.write(dx);
   OpScope scope(ctx, "rmsnorm_backward", OpFamily::Norm, cost);
-  if (ctx.is_cuda())
-    cuda::rmsnorm_backward(ctx.stream(), dx, dw, dy, x, w, rstd, accumulate);
-  else
-    cpu::rmsnorm_backward(dx, dw, dy, x, w, rstd, accumulate);
+  PT_OP_DISPATCH(ctx, rmsnorm_backward, dx, dw, dy, x, w, rstd, accumulate);
 }
 
 }  // namespace pt::ops

@@ -8,13 +8,12 @@ namespace pt::ops {
 // x (N, C) fp32|fp64 (fp32 on the GPU); w (C) same dtype as x; y (N, C) any float dtype the
 // device stores (bf16 in mixed precision: the GEMM operand that follows; x's dtype on the
 // CPU); rstd (N) x's dtype, saved for backward. All contiguous.
-void rmsnorm_forward(Context& ctx, Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& w,
-                     float eps);
+void rmsnorm_forward(Context& ctx, Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& w, float eps);
 // dy (N, C) any float dtype (x's on the CPU). dx (N, C) in x's dtype: written, or added to
 // when accumulate (the pre-norm residual branch adds its gradient to the stream's); dx may
 // alias dy. dw (C, x's dtype) += always (GPU: fp32 column sums, one atomic per column and
 // slice of rows).
-void rmsnorm_backward(Context& ctx, Tensor& dx, Tensor& dw, const Tensor& dy, const Tensor& x,
-                      const Tensor& w, const Tensor& rstd, bool accumulate);
+void rmsnorm_backward(Context& ctx, Tensor& dx, Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& w,
+                      const Tensor& rstd, bool accumulate);
 
 }  // namespace pt::ops

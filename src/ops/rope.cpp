@@ -23,21 +23,17 @@ void rope(Context& ctx, Tensor& out, const Tensor& in, double theta, bool invers
   chk.same_dtype(out, "out", in, "in");
   chk.require(in.dim() == 4 || in.dim() == 3,
               "in must be a (B, H, T, D) or (B, T, D) view, got " + shape_str(in.shape()));
-  chk.require(out.shape() == in.shape(), "out has shape " + shape_str(out.shape()) +
-                                             " but in has " + shape_str(in.shape()));
-  chk.require(in.stride(-1) == 1 && out.stride(-1) == 1,
-              "the last dimension (D) must have stride 1");
-  chk.require(in.size(-1) % 2 == 0, "D = " + std::to_string(in.size(-1)) +
-                                        " must be even (dimensions rotate in pairs)");
+  chk.require(out.shape() == in.shape(),
+              "out has shape " + shape_str(out.shape()) + " but in has " + shape_str(in.shape()));
+  chk.require(in.stride(-1) == 1 && out.stride(-1) == 1, "the last dimension (D) must have stride 1");
+  chk.require(in.size(-1) % 2 == 0,
+              "D = " + std::to_string(in.size(-1)) + " must be even (dimensions rotate in pairs)");
   chk.require(theta > 0, "theta must be positive");
   Tensor in4 = as_4d(in), out4 = as_4d(out);
   if (in4.numel() == 0) return;
   // Read in, write out: in place (out = in, the model's use) that is one update of the view.
   OpScope scope(ctx, "rope", OpFamily::Elementwise, OpCost().read(in4).write(out4));
-  if (ctx.is_cuda())
-    cuda::rope(ctx.stream(), out4, in4, theta, inverse);
-  else
-    cpu::rope(out4, in4, theta, inverse);
+  PT_OP_DISPATCH(ctx, rope, out4, in4, theta, inverse);
 }
 
 }  // namespace pt::ops

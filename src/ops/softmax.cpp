@@ -18,14 +18,10 @@ void softmax_forward(Context& ctx, Tensor& probs, const Tensor& scores, double s
   if (probs.data() == scores.data()) chk.same_dtype(probs, "probs", scores, "scores (in place)");
   if (scores.numel() == 0) return;
   OpScope scope(ctx, "softmax_forward", OpFamily::Softmax, OpCost().read(scores).write(probs));
-  if (ctx.is_cuda())
-    cuda::softmax_forward(ctx.stream(), probs, scores, scale, causal);
-  else
-    cpu::softmax_forward(probs, scores, scale, causal);
+  PT_OP_DISPATCH(ctx, softmax_forward, probs, scores, scale, causal);
 }
 
-void softmax_backward(Context& ctx, Tensor& dscores, const Tensor& dprobs, const Tensor& probs,
-                      double scale) {
+void softmax_backward(Context& ctx, Tensor& dscores, const Tensor& dprobs, const Tensor& probs, double scale) {
   ArgCheck chk(ctx, "softmax_backward");
   chk.float_storage(probs, "probs");
   chk.contiguous(probs, "probs");
@@ -35,10 +31,7 @@ void softmax_backward(Context& ctx, Tensor& dscores, const Tensor& dprobs, const
   if (dscores.data() == dprobs.data()) chk.same_dtype(dscores, "dscores", dprobs, "dprobs (in place)");
   if (probs.numel() == 0) return;
   OpScope scope(ctx, "softmax_backward", OpFamily::Softmax, OpCost().read(dprobs).read(probs).write(dscores));
-  if (ctx.is_cuda())
-    cuda::softmax_backward(ctx.stream(), dscores, dprobs, probs, scale);
-  else
-    cpu::softmax_backward(dscores, dprobs, probs, scale);
+  PT_OP_DISPATCH(ctx, softmax_backward, dscores, dprobs, probs, scale);
 }
 
 }  // namespace pt::ops

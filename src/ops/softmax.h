@@ -14,7 +14,6 @@ namespace pt::ops {
 void softmax_forward(Context& ctx, Tensor& probs, const Tensor& scores, double scale, bool causal);
 // dscores = scale · probs ⊙ (dprobs − rowsum(dprobs ⊙ probs)); dscores may alias dprobs.
 // Same shapes; GPU: each fp32 or bf16 (typically dprobs fp32, probs bf16, dscores bf16).
-void softmax_backward(Context& ctx, Tensor& dscores, const Tensor& dprobs, const Tensor& probs,
-                      double scale);
+void softmax_backward(Context& ctx, Tensor& dscores, const Tensor& dprobs, const Tensor& probs, double scale);
 
 }  // namespace pt::ops

@@ -7,8 +7,7 @@
 
 namespace pt {
 
-GradNormOverlap::GradNormOverlap(Context& ctx, ParamStore& store, DType acc)
-    : ctx_(ctx), store_(store) {
+GradNormOverlap::GradNormOverlap(Context& ctx, ParamStore& store, DType acc) : ctx_(ctx), store_(store) {
   PT_CHECK(ctx.is_cuda(), "GradNormOverlap runs on the GPU only");
   acc_ = Tensor::zeros({1}, acc, ctx, "grad_sumsq_overlap");
   reported_.assign(store.params().size(), 0);

@@ -47,9 +47,9 @@ class GradNormOverlap final : public GradReadyListener {
   Tensor acc_;                  // (1) the running sum, written on the side stream only
   std::vector<char> reported_;  // [param index] reported in this round
   int reported_count_ = 0, trainable_count_ = 0;
-  int64_t grad_bytes_ = 4;  // bytes per gradient element
+  int64_t grad_bytes_ = 4;                   // bytes per gradient element
   int64_t pending_lo_ = 0, pending_hi_ = 0;  // flat-gradient elements reported, not yet summed
-  bool zero_pending_ = true;    // the side stream zeroes acc_ before the round's first sum
+  bool zero_pending_ = true;                 // the side stream zeroes acc_ before the round's first sum
   cudaStream_t side_ = nullptr;
   cudaEvent_t grad_written_ = nullptr, sums_done_ = nullptr;
 };

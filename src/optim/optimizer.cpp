@@ -49,8 +49,7 @@ std::vector<FlatRange> contiguous_ranges(const std::vector<Parameter*>& params) 
   return out;
 }
 
-std::vector<FlatRange> ranges_of_grad_slice(const ParamStore& store, int64_t grad_begin,
-                                            int64_t grad_end) {
+std::vector<FlatRange> ranges_of_grad_slice(const ParamStore& store, int64_t grad_begin, int64_t grad_end) {
   PT_CHECK(0 <= grad_begin && grad_begin <= grad_end && grad_end <= store.grad_numel(),
            "ranges_of_grad_slice: [" + std::to_string(grad_begin) + ", " + std::to_string(grad_end) +
                ") outside the gradient buffer");
@@ -115,9 +114,8 @@ bool Optimizer::overlap_norm_with_backward(Context& ctx, ParamStore& store) {
 
 void Optimizer::use_device_scalars(Context& ctx) {
   PT_CHECK(ctx.is_cuda(), "device scalars are for the GPU");
-  if (!device_scalars_.defined())
-    TrackingAllocator::Scope scope("optimizer", MemCategory::OptimizerState);
-    device_scalars_ = Tensor::zeros({16}, DType::F32, ctx, "step_scalars");
+  if (!device_scalars_.defined()) TrackingAllocator::Scope scope("optimizer", MemCategory::OptimizerState);
+  device_scalars_ = Tensor::zeros({16}, DType::F32, ctx, "step_scalars");
 }
 
 void Optimizer::stage_step(Context& ctx, float lr) {
@@ -155,8 +153,7 @@ namespace {
 // AdamW with first and second moments kept in two flat buffers laid out in range order.
 class AdamW final : public Optimizer {
  public:
-  AdamW(const OptimizerConfig& cfg, Context& ctx, const std::vector<FlatRange>& ranges)
-      : Optimizer(cfg, ctx) {
+  AdamW(const OptimizerConfig& cfg, Context& ctx, const std::vector<FlatRange>& ranges) : Optimizer(cfg, ctx) {
     add_ranges(ranges);
   }
 
@@ -214,8 +211,7 @@ class AdamW final : public Optimizer {
 
 class SGD final : public Optimizer {
  public:
-  SGD(const OptimizerConfig& cfg, Context& ctx, const std::vector<FlatRange>& ranges)
-      : Optimizer(cfg, ctx) {
+  SGD(const OptimizerConfig& cfg, Context& ctx, const std::vector<FlatRange>& ranges) : Optimizer(cfg, ctx) {
     add_ranges(ranges);
   }
   void add_ranges(const std::vector<FlatRange>& ranges) override {

@@ -18,7 +18,7 @@ namespace pt {
 struct FlatRange {
   Tensor param;
   Tensor grad;
-  Tensor param_lowp;  // undefined without a mirror
+  Tensor param_lowp;       // undefined without a mirror
   int64_t grad_begin = 0;  // element offset of this range in the flat gradient buffer
 };
 
@@ -28,8 +28,7 @@ std::vector<FlatRange> contiguous_ranges(const std::vector<Parameter*>& params);
 std::vector<Parameter*> trainable_params(const ParamStore& store);
 // The ranges covering gradient elements [grad_begin, grad_end) (ZeRO-1's shard), cutting
 // parameters at the boundaries.
-std::vector<FlatRange> ranges_of_grad_slice(const ParamStore& store, int64_t grad_begin,
-                                            int64_t grad_end);
+std::vector<FlatRange> ranges_of_grad_slice(const ParamStore& store, int64_t grad_begin, int64_t grad_end);
 
 enum class OptimizerKind { AdamW, SGD };
 OptimizerKind optimizer_kind_from_name(const std::string& name);  // "adamw" | "sgd"
@@ -148,7 +147,7 @@ class Optimizer {
   virtual void reduce_sumsq(Context& ctx, Tensor& sumsq) {}
 
  private:
-  Tensor clip_sumsq_;  // (1) fp32 on the device; undefined: no clip pending
+  Tensor clip_sumsq_;      // (1) fp32 on the device; undefined: no clip pending
   Tensor device_scalars_;  // (bytes) on the device: ops::AdamWStepScalars or SgdStepScalars
   bool staged_ = false;    // stage_step wrote the next step's scalars
   float clip_max_norm_ = 0;

@@ -35,7 +35,8 @@ WholeOptimizerState gather_optimizer_state(Optimizer& opt, Context& ctx, int64_t
 
   // The whole state's layout, the same on every rank: one tensor per kind, in order of first
   // appearance over the ranks, back to back in one buffer.
-  const std::vector<std::string> every = exchange ? parallel::all_gather_strings(labels) : std::vector<std::string>{labels};
+  const std::vector<std::string> every =
+      exchange ? parallel::all_gather_strings(labels) : std::vector<std::string>{labels};
   std::vector<std::string> kinds;  // "kind dtype"
   for (const std::string& text : every) {
     std::istringstream in(text);

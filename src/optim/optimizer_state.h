@@ -14,8 +14,8 @@
 namespace pt {
 
 struct WholeOptimizerState {
-  int64_t steps = 0;   // updates taken
-  int64_t numel = 0;   // trainable elements: each tensor's length
+  int64_t steps = 0;  // updates taken
+  int64_t numel = 0;  // trainable elements: each tensor's length
   struct Tensor {
     std::string kind;
     DType dtype = DType::F32;

@@ -9,8 +9,8 @@
 
 #include "core/error.h"
 #include "core/profiler.h"
-#include "parallel/communicator.h"
 #include "ops/elementwise.h"
+#include "parallel/communicator.h"
 
 namespace pt {
 
@@ -19,7 +19,9 @@ constexpr EnumName<ShardMode> kShardModes[] = {
     {ShardMode::None, "none"}, {ShardMode::Broadcast, "broadcast"}, {ShardMode::Zero1, "zero1"}};
 }
 
-ShardMode shard_mode_from_name(const std::string& name) { return enum_from_name(kShardModes, name, "--shard-optimizer"); }
+ShardMode shard_mode_from_name(const std::string& name) {
+  return enum_from_name(kShardModes, name, "--shard-optimizer");
+}
 const char* shard_mode_name(ShardMode m) { return enum_name(kShardModes, m); }
 
 std::vector<FlatRange> per_parameter_ranges(const std::vector<Parameter*>& params) {
@@ -38,8 +40,8 @@ bool adjacent(const FlatRange& a, const FlatRange& b) {
     if (!x.defined() || !y.defined()) return !x.defined() && !y.defined();
     return static_cast<const char*>(x.data()) + x.nbytes() == y.data();
   };
-  return a.grad_begin + a.param.numel() == b.grad_begin && follows(a.param, b.param) &&
-         follows(a.grad, b.grad) && follows(a.param_lowp, b.param_lowp);
+  return a.grad_begin + a.param.numel() == b.grad_begin && follows(a.param, b.param) && follows(a.grad, b.grad) &&
+         follows(a.param_lowp, b.param_lowp);
 }
 
 Tensor extend(const Tensor& first, int64_t numel) {
@@ -78,8 +80,7 @@ std::vector<int> broadcast_owners(const std::vector<int64_t>& numels, int world)
 }
 
 BroadcastShardedOptimizer::BroadcastShardedOptimizer(const OptimizerConfig& cfg, Context& ctx,
-                                                     parallel::Communicator& comm,
-                                                     const std::vector<FlatRange>& units)
+                                                     parallel::Communicator& comm, const std::vector<FlatRange>& units)
     : Optimizer(cfg, ctx), comm_(comm), load_(comm.world_size(), 0) {
   std::vector<size_t> order(units.size());
   std::iota(order.begin(), order.end(), 0);
@@ -97,9 +98,8 @@ BroadcastShardedOptimizer::BroadcastShardedOptimizer(const OptimizerConfig& cfg,
 void BroadcastShardedOptimizer::add_ranges(const std::vector<FlatRange>& units) {
   std::vector<size_t> order(units.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return units[a].param.numel() > units[b].param.numel();
-  });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return units[a].param.numel() > units[b].param.numel(); });
   std::vector<int> owners(units.size());
   std::vector<int64_t> load = load_;
   for (size_t i : order) {
@@ -173,9 +173,9 @@ void BroadcastShardedOptimizer::reduce_sumsq(Context& ctx, Tensor& sumsq) {
 
 // ---- assembly -------------------------------------------------------------------------
 
-DataParallel make_data_parallel(Context& ctx, ParamStore& store, parallel::Communicator* comm,
-                                const std::string& ddp, double bucket_mb, ShardMode shard,
-                                const OptimizerConfig& cfg, parallel::GradComm grad_comm, bool zero1_prefetch) {
+DataParallel make_data_parallel(Context& ctx, ParamStore& store, parallel::Communicator* comm, const std::string& ddp,
+                                double bucket_mb, ShardMode shard, const OptimizerConfig& cfg,
+                                parallel::GradComm grad_comm, bool zero1_prefetch) {
   DataParallel dp;
   const auto params = trainable_params(store);
   if (shard == ShardMode::None) {
@@ -183,8 +183,8 @@ DataParallel make_data_parallel(Context& ctx, ParamStore& store, parallel::Commu
     dp.optimizer = make_optimizer(cfg, ctx, contiguous_ranges(params));
     return dp;
   }
-  PT_CHECK(comm != nullptr, std::string("--shard-optimizer ") + shard_mode_name(shard) +
-                                " needs a communicator (several ranks)");
+  PT_CHECK(comm != nullptr,
+           std::string("--shard-optimizer ") + shard_mode_name(shard) + " needs a communicator (several ranks)");
   PT_CHECK(ddp != "none", std::string("--shard-optimizer ") + shard_mode_name(shard) +
                               " needs averaged gradients; it cannot run with --ddp none");
   if (shard == ShardMode::Broadcast) {

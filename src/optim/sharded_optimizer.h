@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "core/context.h"
-#include "parallel/grad_sync.h"
 #include "optim/optimizer.h"
 #include "optim/zero1_optimizer.h"
+#include "parallel/grad_sync.h"
 
 namespace pt {
 
@@ -57,8 +57,8 @@ class BroadcastShardedOptimizer : public Optimizer {
 
   parallel::Communicator& comm_;
   std::vector<FlatRange> units_;
-  std::vector<int> owner_;       // by unit
-  std::vector<int64_t> load_;    // elements per rank
+  std::vector<int> owner_;            // by unit
+  std::vector<int64_t> load_;         // elements per rank
   std::unique_ptr<Optimizer> inner_;  // over this rank's units; null while it owns none
   struct Run {
     FlatRange range;  // adjacent units of one owner, merged
@@ -80,9 +80,8 @@ struct DataParallel {
   std::unique_ptr<parallel::GradSync> sync;
   std::unique_ptr<Optimizer> optimizer;
 };
-DataParallel make_data_parallel(Context& ctx, ParamStore& store, parallel::Communicator* comm,
-                                const std::string& ddp, double bucket_mb, ShardMode shard,
-                                const OptimizerConfig& cfg, parallel::GradComm grad_comm = parallel::GradComm::FP32,
-                                bool zero1_prefetch = true);
+DataParallel make_data_parallel(Context& ctx, ParamStore& store, parallel::Communicator* comm, const std::string& ddp,
+                                double bucket_mb, ShardMode shard, const OptimizerConfig& cfg,
+                                parallel::GradComm grad_comm = parallel::GradComm::FP32, bool zero1_prefetch = true);
 
 }  // namespace pt

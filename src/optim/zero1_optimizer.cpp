@@ -8,8 +8,8 @@
 
 namespace pt {
 
-Zero1Optimizer::Zero1Optimizer(const OptimizerConfig& cfg, Context& ctx, parallel::Communicator& comm, ParamStore& store,
-                               std::shared_ptr<const parallel::Zero1Layout> layout, bool prefetch)
+Zero1Optimizer::Zero1Optimizer(const OptimizerConfig& cfg, Context& ctx, parallel::Communicator& comm,
+                               ParamStore& store, std::shared_ptr<const parallel::Zero1Layout> layout, bool prefetch)
     : Optimizer(cfg, ctx), comm_(comm), store_(store), layout_(std::move(layout)) {
   PT_CHECK(store.finalized(), "Zero1Optimizer: the ParamStore is not finalized");
   PT_CHECK(layout_->world == comm.world_size() && layout_->numel == store.grad_numel(),
@@ -116,11 +116,11 @@ void Zero1Optimizer::before_read_all() { wait_gathers_below(layout_->numel); }
 // gather the packed buffer, unpack every part and refresh the bf16 copies of other ranks' chunks.
 void Zero1Optimizer::gather_packed(Context& ctx) {
   const int64_t n = layout_->numel;
-  if (!packed_.defined())
-    packed_ = Tensor::empty({n}, DType::F32, store_.device(), "zero1_packed", MemCategory::Other);
+  if (!packed_.defined()) packed_ = Tensor::empty({n}, DType::F32, store_.device(), "zero1_packed", MemCategory::Other);
   for (const auto& r : ranges_) packed_.narrow(0, r.grad_begin, r.param.numel()).copy_from(r.param, ctx);
   for (Gather& g : all_gather_chunks(packed_)) g.work->wait();
-  for (auto& r : ranges_of_grad_slice(store_, 0, n)) r.param.copy_from(packed_.narrow(0, r.grad_begin, r.param.numel()), ctx);
+  for (auto& r : ranges_of_grad_slice(store_, 0, n))
+    r.param.copy_from(packed_.narrow(0, r.grad_begin, r.param.numel()), ctx);
   int64_t at = 0;
   auto refresh = [&](int64_t lo, int64_t hi) {
     for (auto& r : ranges_of_grad_slice(store_, lo, hi))

@@ -7,9 +7,9 @@
 #include <utility>
 #include <vector>
 
+#include "optim/optimizer.h"
 #include "parallel/communicator.h"
 #include "parallel/zero1.h"
-#include "optim/optimizer.h"
 
 namespace pt {
 
@@ -67,7 +67,7 @@ class Zero1Optimizer : public Optimizer, public ParamReadListener {
   ParamStore& store_;
   std::shared_ptr<const parallel::Zero1Layout> layout_;
   std::unique_ptr<Optimizer> inner_;  // over ranges_ (this rank's chunks); null if it owns none
-  int64_t param_shift_ = -1;  // offset − grad_offset when equal for all trainable params, else −1
+  int64_t param_shift_ = -1;          // offset − grad_offset when equal for all trainable params, else −1
   bool prefetch_ = false;
   std::vector<Gather> gathers_;  // this step's, ascending
   size_t next_ = 0;              // gathers_[next_ …] are still in flight

@@ -36,8 +36,8 @@ void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
 }
 
 int mpi_count(int64_t n, const char* op) {
-  PT_CHECK(n <= INT_MAX, std::string(op) + ": " + std::to_string(n) +
-                             " elements exceed MPI's int count; split the buffer");
+  PT_CHECK(n <= INT_MAX,
+           std::string(op) + ": " + std::to_string(n) + " elements exceed MPI's int count; split the buffer");
   return static_cast<int>(n);
 }
 
@@ -118,8 +118,8 @@ class MpiCommunicator : public Communicator {
     if (op == ReduceOp::Average)
       done = [p = t.data(), d = t.dtype(), n = t.numel(), w = world_] { divide(p, d, n, w); };
     auto work = start("all_reduce", t, -1, std::move(done));
-    PT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, t.data(), mpi_count(t.numel(), "all_reduce"), type, sum,
-                                comm_, work->request()));
+    PT_MPI_CHECK(
+        MPI_Iallreduce(MPI_IN_PLACE, t.data(), mpi_count(t.numel(), "all_reduce"), type, sum, comm_, work->request()));
     return work;
   }
 
@@ -128,8 +128,7 @@ class MpiCommunicator : public Communicator {
     PT_CHECK(root >= 0 && root < world_, "broadcast: root " + std::to_string(root) + " out of range");
     MPI_Datatype type = type_of(t.dtype(), "broadcast");
     auto work = start("broadcast", t, root, nullptr);
-    PT_MPI_CHECK(MPI_Ibcast(t.data(), mpi_count(t.numel(), "broadcast"), type, root, comm_,
-                            work->request()));
+    PT_MPI_CHECK(MPI_Ibcast(t.data(), mpi_count(t.numel(), "broadcast"), type, root, comm_, work->request()));
     return work;
   }
 
@@ -163,8 +162,8 @@ class MpiCommunicator : public Communicator {
       if (avg) divide(dst, d, n, w);
     };
     auto work = start("reduce_scatter", send, -1, done);
-    PT_MPI_CHECK(MPI_Ireduce_scatter_block(send.data(), out, mpi_count(n, "reduce_scatter"), type, sum, comm_,
-                                           work->request()));
+    PT_MPI_CHECK(
+        MPI_Ireduce_scatter_block(send.data(), out, mpi_count(n, "reduce_scatter"), type, sum, comm_, work->request()));
     return work;
   }
 
@@ -176,8 +175,7 @@ class MpiCommunicator : public Communicator {
     auto work = start("all_gather", recv, -1, nullptr);
     // In place is MPI's own convention here: our block already sits where we receive it.
     PT_MPI_CHECK(MPI_Iallgather(in_place ? MPI_IN_PLACE : send.data(), in_place ? 0 : n,
-                                in_place ? MPI_DATATYPE_NULL : type, recv.data(), n, type, comm_,
-                                work->request()));
+                                in_place ? MPI_DATATYPE_NULL : type, recv.data(), n, type, comm_, work->request()));
     return work;
   }
 
@@ -188,9 +186,14 @@ class MpiCommunicator : public Communicator {
   }
 
   void synchronize() override {
-    bounded_wait([&] { poll(); return outstanding_.empty(); },
-                 [&](double s) { timeout("mpi synchronize (" + std::to_string(outstanding_.size()) +
-                                         " collectives outstanding)", s); });
+    bounded_wait(
+        [&] {
+          poll();
+          return outstanding_.empty();
+        },
+        [&](double s) {
+          timeout("mpi synchronize (" + std::to_string(outstanding_.size()) + " collectives outstanding)", s);
+        });
   }
 
   void poll() override {
@@ -218,8 +221,7 @@ class MpiCommunicator : public Communicator {
       case DType::BF16: return bf16_;
       default: break;
     }
-    PT_FAIL(std::string(op) + " on the mpi communicator supports fp32, fp64 and bf16 tensors, got " +
-            dtype_name(t));
+    PT_FAIL(std::string(op) + " on the mpi communicator supports fp32, fp64 and bf16 tensors, got " + dtype_name(t));
   }
 
   // The MPI reduction that sums t's type (an average divides the sum on completion). bf16 is
@@ -234,8 +236,7 @@ class MpiCommunicator : public Communicator {
 
   // `big` is the collective's largest buffer (named in errors, and in the trace); root -1 when
   // the op has none. The caller issues the MPI request right after.
-  std::unique_ptr<MpiWork> start(const char* kind, const Tensor& big, int root,
-                                 std::function<void()> on_complete) {
+  std::unique_ptr<MpiWork> start(const char* kind, const Tensor& big, int root, std::function<void()> on_complete) {
     poll();  // every new collective also advances the ones in flight
     auto work = std::make_unique<MpiWork>(*this, describe_op(kind, big), std::move(on_complete));
     if (trace_ != nullptr) {
@@ -301,8 +302,6 @@ void MpiWork::wait() {
 
 }  // namespace
 
-std::unique_ptr<Communicator> make_mpi_communicator(Context& ctx) {
-  return std::make_unique<MpiCommunicator>(ctx);
-}
+std::unique_ptr<Communicator> make_mpi_communicator(Context& ctx) { return std::make_unique<MpiCommunicator>(ctx); }
 
 }  // namespace pt::parallel

@@ -36,8 +36,7 @@ class NcclCommunicator;
 
 class NcclWork : public Work {
  public:
-  NcclWork(NcclCommunicator& comm, cudaEvent_t done, std::string op)
-      : comm_(comm), done_(done), op_(std::move(op)) {}
+  NcclWork(NcclCommunicator& comm, cudaEvent_t done, std::string op) : comm_(comm), done_(done), op_(std::move(op)) {}
   ~NcclWork() override;
   void wait() override;
   bool test() override;
@@ -104,27 +103,24 @@ class NcclCommunicator : public Communicator {
   WorkPtr all_reduce_async(Tensor& t, ReduceOp op) override {
     check_buffer(t, "all_reduce");
     const ncclDataType_t type = nccl_type(t.dtype(), "all_reduce");
-    return launch("all_reduce", t, -1, t.numel(), [&] {
-      return ncclAllReduce(t.data(), t.data(), t.numel(), type, nccl_op(op), comm_, stream_);
-    });
+    return launch("all_reduce", t, -1, t.numel(),
+                  [&] { return ncclAllReduce(t.data(), t.data(), t.numel(), type, nccl_op(op), comm_, stream_); });
   }
 
   WorkPtr broadcast_async(Tensor& t, int root) override {
     check_buffer(t, "broadcast");
     PT_CHECK(root >= 0 && root < world_, "broadcast: root " + std::to_string(root) + " out of range");
     const ncclDataType_t type = nccl_type(t.dtype(), "broadcast");
-    return launch("broadcast", t, root, t.numel(), [&] {
-      return ncclBroadcast(t.data(), t.data(), t.numel(), type, root, comm_, stream_);
-    });
+    return launch("broadcast", t, root, t.numel(),
+                  [&] { return ncclBroadcast(t.data(), t.data(), t.numel(), type, root, comm_, stream_); });
   }
 
   WorkPtr reduce_async(Tensor& t, int root, ReduceOp op) override {
     check_buffer(t, "reduce");
     PT_CHECK(root >= 0 && root < world_, "reduce: root " + std::to_string(root) + " out of range");
     const ncclDataType_t type = nccl_type(t.dtype(), "reduce");
-    return launch("reduce", t, root, t.numel(), [&] {
-      return ncclReduce(t.data(), t.data(), t.numel(), type, nccl_op(op), root, comm_, stream_);
-    });
+    return launch("reduce", t, root, t.numel(),
+                  [&] { return ncclReduce(t.data(), t.data(), t.numel(), type, nccl_op(op), root, comm_, stream_); });
   }
 
   WorkPtr reduce_scatter_async(const Tensor& send, Tensor& recv, ReduceOp op) override {
@@ -138,9 +134,8 @@ class NcclCommunicator : public Communicator {
   WorkPtr all_gather_async(const Tensor& send, Tensor& recv) override {
     check_blocks(send, recv, "all_gather");
     const ncclDataType_t type = nccl_type(recv.dtype(), "all_gather");
-    return launch("all_gather", recv, -1, send.numel(), [&] {
-      return ncclAllGather(send.data(), recv.data(), send.numel(), type, comm_, stream_);
-    });
+    return launch("all_gather", recv, -1, send.numel(),
+                  [&] { return ncclAllGather(send.data(), recv.data(), send.numel(), type, comm_, stream_); });
   }
 
   void barrier() override {
@@ -182,14 +177,13 @@ class NcclCommunicator : public Communicator {
     ncclResult_t async = ncclSuccess;
     PT_NCCL_CHECK(ncclCommGetAsyncError(comm_, &async));
     if (async != ncclSuccess && async != ncclInProgress)
-      fail(op, std::string("asynchronous NCCL error: ") + ncclGetErrorString(async) + " (" +
-                   ncclGetLastError(comm_) + ")");
+      fail(op,
+           std::string("asynchronous NCCL error: ") + ncclGetErrorString(async) + " (" + ncclGetLastError(comm_) + ")");
   }
 
   [[noreturn]] void timeout(const std::string& op, double elapsed) {
-    fail(op, "not complete after " + std::to_string(static_cast<int>(elapsed)) +
-                 " s (limit PARATRAIN_COMM_TIMEOUT_S=" + std::to_string(comm_timeout_s()) +
-                 " s); a peer rank is gone or stuck");
+    fail(op, "not complete after " + std::to_string(static_cast<int>(elapsed)) + " s (limit PARATRAIN_COMM_TIMEOUT_S=" +
+                 std::to_string(comm_timeout_s()) + " s); a peer rank is gone or stuck");
   }
 
   // Aborting the communicator frees the NCCL kernels stuck on the GPU, so MPI_Abort can end
@@ -254,8 +248,8 @@ class NcclCommunicator : public Communicator {
   Context& ctx_;
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
-  cudaEvent_t ready_ = nullptr;             // compute-stream position a collective waits for
-  std::vector<cudaEvent_t> free_events_;    // completion events for reuse
+  cudaEvent_t ready_ = nullptr;           // compute-stream position a collective waits for
+  std::vector<cudaEvent_t> free_events_;  // completion events for reuse
 };
 
 NcclWork::~NcclWork() {

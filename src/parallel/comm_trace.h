@@ -33,7 +33,7 @@ struct TracedCollective {
   const void* copy_of = nullptr;
   int64_t copy_of_bytes = 0;
   const char* copy_dtype = "";
-  cudaEvent_t start = nullptr, end = nullptr;  // NCCL: timing events on the communication stream
+  cudaEvent_t start = nullptr, end = nullptr;                  // NCCL: timing events on the communication stream
   std::chrono::steady_clock::time_point host_start, host_end;  // MPI
   bool host_done = false;                                      // MPI: host_end is set
 };

@@ -45,8 +45,7 @@ double comm_timeout_s() {
     char* end = nullptr;
     double v = std::strtod(env, &end);
     PT_CHECK(end != env && *end == '\0' && std::isfinite(v) && v > 0,
-             std::string("PARATRAIN_COMM_TIMEOUT_S must be a positive number of seconds (got '") +
-                 env + "')");
+             std::string("PARATRAIN_COMM_TIMEOUT_S must be a positive number of seconds (got '") + env + "')");
     return v;
   }();
   return timeout;
@@ -62,26 +61,26 @@ void comm_fatal(const std::string& op, const std::string& reason) {
 void Communicator::check_buffer(const Tensor& t, const char* op) const {
   PT_CHECK(t.defined(), std::string(op) + ": undefined tensor");
   PT_CHECK(t.is_contiguous(), std::string(op) + ": tensor must be contiguous, got " + t.describe());
-  PT_CHECK(t.device() == device_, std::string(op) + " on the " + name() + " communicator needs " +
-                                      device_.str() + " buffers, got " + t.describe());
+  PT_CHECK(t.device() == device_, std::string(op) + " on the " + name() + " communicator needs " + device_.str() +
+                                      " buffers, got " + t.describe());
 }
 
 bool Communicator::check_blocks(const Tensor& small, const Tensor& big, const char* op) const {
   check_buffer(small, op);
   check_buffer(big, op);
-  PT_CHECK(small.dtype() == big.dtype(), std::string(op) + ": send and receive dtypes differ (" +
-                                             small.describe() + " vs " + big.describe() + ")");
+  PT_CHECK(small.dtype() == big.dtype(),
+           std::string(op) + ": send and receive dtypes differ (" + small.describe() + " vs " + big.describe() + ")");
   PT_CHECK(big.numel() == small.numel() * world_,
-           std::string(op) + ": the large buffer must hold world_size (" + std::to_string(world_) +
-               ") blocks of " + std::to_string(small.numel()) + " elements, got " + big.describe());
+           std::string(op) + ": the large buffer must hold world_size (" + std::to_string(world_) + ") blocks of " +
+               std::to_string(small.numel()) + " elements, got " + big.describe());
   const size_t esize = dtype_size(small.dtype());
   auto* s = static_cast<const char*>(small.data());
   auto* b = static_cast<const char*>(big.data());
   if (s == b + static_cast<size_t>(rank_) * small.nbytes()) return true;
   const bool disjoint = s + small.nbytes() <= b || b + big.nbytes() <= s;
-  PT_CHECK(disjoint || small.numel() == 0,
-           std::string(op) + ": buffers overlap but the small one is not block " +
-               std::to_string(rank_) + " of the large one (element size " + std::to_string(esize) + ")");
+  PT_CHECK(disjoint || small.numel() == 0, std::string(op) + ": buffers overlap but the small one is not block " +
+                                               std::to_string(rank_) + " of the large one (element size " +
+                                               std::to_string(esize) + ")");
   return false;
 }
 
@@ -92,8 +91,8 @@ std::unique_ptr<Communicator> make_communicator(Backend backend, Context& ctx, i
   if (comm_sms == kCommSmsAuto) comm_sms = auto_comm_sms(ctx);
   PT_CHECK(comm_sms >= 0, "--comm-sms must be auto or >= 0, got " + std::to_string(comm_sms));
   if (backend == Backend::NCCL) {
-    PT_CHECK(ctx.is_cuda(), "the NCCL backend needs a CUDA device (this rank runs on " +
-                                ctx.device().str() + "; use the mpi backend)");
+    PT_CHECK(ctx.is_cuda(), "the NCCL backend needs a CUDA device (this rank runs on " + ctx.device().str() +
+                                "; use the mpi backend)");
     PT_CHECK(comm_sms < ctx.sm_count(), "--comm-sms " + std::to_string(comm_sms) + " leaves none of the " +
                                             std::to_string(ctx.sm_count()) + " SMs to compute");
     return make_nccl_communicator(ctx, comm_sms);

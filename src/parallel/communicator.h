@@ -95,9 +95,7 @@ class Communicator {
   void all_reduce(Tensor& t, ReduceOp op) { all_reduce_async(t, op)->wait(); }
   void broadcast(Tensor& t, int root) { broadcast_async(t, root)->wait(); }
   void reduce(Tensor& t, int root, ReduceOp op) { reduce_async(t, root, op)->wait(); }
-  void reduce_scatter(const Tensor& send, Tensor& recv, ReduceOp op) {
-    reduce_scatter_async(send, recv, op)->wait();
-  }
+  void reduce_scatter(const Tensor& send, Tensor& recv, ReduceOp op) { reduce_scatter_async(send, recv, op)->wait(); }
   void all_gather(const Tensor& send, Tensor& recv) { all_gather_async(send, recv)->wait(); }
 
   // Every rank reaches this point (host-side, bounded). On NCCL it also drains the

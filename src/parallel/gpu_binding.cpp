@@ -15,7 +15,8 @@ GpuBinding choose_gpu(int visible_gpus, int local_rank, int local_size) {
     return {local_rank, "local rank " + std::to_string(local_rank) + " of " + std::to_string(local_size)};
   PT_FAIL("local rank " + std::to_string(local_rank) + " of " + std::to_string(local_size) + " on this node sees " +
           std::to_string(visible_gpus) + " GPUs: with several GPUs visible, each rank needs its own (at least " +
-          std::to_string(local_size) + " visible), or bind one GPU to each task (srun --gpus-per-task=1, or "
+          std::to_string(local_size) +
+          " visible), or bind one GPU to each task (srun --gpus-per-task=1, or "
           "CUDA_VISIBLE_DEVICES set per rank)");
 }
 
@@ -26,10 +27,11 @@ void check_distinct_gpus(const std::vector<std::string>& hosts, const std::vecto
   std::map<std::pair<std::string, std::string>, size_t> first;
   for (size_t r = 0; r < hosts.size(); ++r) {
     const auto [it, inserted] = first.emplace(std::make_pair(hosts[r], bus_ids[r]), r);
-    PT_CHECK(inserted, "ranks " + std::to_string(it->second) + " and " + std::to_string(r) + " both drive GPU " +
-                           bus_ids[r] + " on " + hosts[r] +
-                           ": give each rank its own GPU (one rank per GPU), or pass --allow-gpu-sharing (only for ranks that "
-                           "do not talk through NCCL, which refuses two ranks of one communicator on one GPU)");
+    PT_CHECK(inserted,
+             "ranks " + std::to_string(it->second) + " and " + std::to_string(r) + " both drive GPU " + bus_ids[r] +
+                 " on " + hosts[r] +
+                 ": give each rank its own GPU (one rank per GPU), or pass --allow-gpu-sharing (only for ranks that "
+                 "do not talk through NCCL, which refuses two ranks of one communicator on one GPU)");
   }
 }
 

@@ -6,13 +6,15 @@
 #include <utility>
 
 #include "core/error.h"
-#include "parallel/comm_trace.h"
 #include "ops/elementwise.h"
+#include "parallel/comm_trace.h"
 
 namespace pt::parallel {
 
 BucketReadiness::BucketReadiness(const ParamStore& store, std::vector<Bucket> buckets)
-    : buckets_(std::move(buckets)), buckets_of_(store.size()), ready_(buckets_.size(), 0),
+    : buckets_(std::move(buckets)),
+      buckets_of_(store.size()),
+      ready_(buckets_.size(), 0),
       started_(buckets_.size(), false) {
   for (size_t b = 0; b < buckets_.size(); ++b)
     for (int i : buckets_[b].params) buckets_of_.at(i).push_back(static_cast<int>(b));
@@ -50,8 +52,12 @@ class CompressedWork : public Work {
   // result: the part of staging that holds this rank's sum; dst: the fp32 range it goes to
   // (undefined where this rank receives nothing: a reduce's non-root).
   CompressedWork(Context& ctx, Tensor staging, WorkPtr inner, Tensor result, Tensor dst, float scale)
-      : ctx_(ctx), staging_(std::move(staging)), result_(std::move(result)), dst_(std::move(dst)),
-        scale_(scale), inner_(std::move(inner)) {}
+      : ctx_(ctx),
+        staging_(std::move(staging)),
+        result_(std::move(result)),
+        dst_(std::move(dst)),
+        scale_(scale),
+        inner_(std::move(inner)) {}
   ~CompressedWork() override {
     if (finished_) return;
     try {
@@ -82,7 +88,7 @@ class CompressedWork : public Work {
   Tensor result_;   // view of staging_
   Tensor dst_;      // fp32
   float scale_;
-  WorkPtr inner_;   // after the buffers: destroyed (so waited for) before they are
+  WorkPtr inner_;  // after the buffers: destroyed (so waited for) before they are
   bool finished_ = false;
 };
 

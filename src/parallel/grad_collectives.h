@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "core/context.h"
+#include "model/param_store.h"
 #include "parallel/communicator.h"
 #include "parallel/grad_sync.h"
-#include "model/param_store.h"
 
 namespace pt::parallel {
 
@@ -75,8 +75,7 @@ class GradCollectives {
  private:
   WorkPtr sent(const Tensor& buf, WorkPtr w);
   Tensor stage(const Tensor& src);
-  WorkPtr compressed(const Tensor& src, const Tensor& staging, WorkPtr inner, const Tensor& result,
-                     const Tensor& dst);
+  WorkPtr compressed(const Tensor& src, const Tensor& staging, WorkPtr inner, const Tensor& result, const Tensor& dst);
 
   Context& ctx_;
   Communicator& comm_;

@@ -85,9 +85,7 @@ class AveragingSync : public GradSync {
     broadcast_parameters(ctx, store, comm);
     store.add_listener(this);
   }
-  ~AveragingSync() override {
-    store_.remove_listener(this);
-  }
+  ~AveragingSync() override { store_.remove_listener(this); }
   int64_t bytes_communicated() const override { return bytes_; }
 
  protected:
@@ -198,8 +196,8 @@ class BucketedSync : public AveragingSync {
 
 }  // namespace
 
-std::unique_ptr<GradSync> make_grad_sync(const std::string& name, Context& ctx, ParamStore& store,
-                                         Communicator* comm, double bucket_mb, GradComm grad_comm) {
+std::unique_ptr<GradSync> make_grad_sync(const std::string& name, Context& ctx, ParamStore& store, Communicator* comm,
+                                         double bucket_mb, GradComm grad_comm) {
   PT_CHECK(store.finalized(), "make_grad_sync: the ParamStore is not finalized");
   const StrategySpec& spec = strategy(name);
   if (!spec.make) return std::make_unique<NoSync>();
@@ -237,8 +235,8 @@ const std::vector<StrategySpec>& strategies() {
        make_unbucketed<FlatSync>},
       {"overlap", "one async all-reduce per parameter as soon as backward finishes it", true,
        BucketPolicy::PerParameter, make_unbucketed<OverlapSync>},
-      {"bucketed", "async all-reduce of each --bucket-mb bucket once backward finishes it", true,
-       BucketPolicy::Capped, make_bucketed},
+      {"bucketed", "async all-reduce of each --bucket-mb bucket once backward finishes it", true, BucketPolicy::Capped,
+       make_bucketed},
   };
   return table;
 }
@@ -252,7 +250,8 @@ const StrategySpec& strategy(const std::string& name) {
 std::string strategy_names_text() {
   std::string text;
   const auto& t = strategies();
-  for (size_t i = 0; i < t.size(); ++i) text += (i == 0 ? "" : i + 1 == t.size() ? " or " : ", ") + std::string(t[i].name);
+  for (size_t i = 0; i < t.size(); ++i)
+    text += (i == 0 ? "" : i + 1 == t.size() ? " or " : ", ") + std::string(t[i].name);
   return text;
 }
 

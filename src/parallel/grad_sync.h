@@ -74,7 +74,7 @@ constexpr double kDefaultBucketMB = 25.0;
 // element boundaries, so a parameter may lie in several of them.
 struct Bucket {
   int64_t grad_begin = 0, grad_end = 0;  // elements of the flat gradient buffer
-  std::vector<int> params;                // Parameter::index of its members (plan_buckets: reverse order)
+  std::vector<int> params;               // Parameter::index of its members (plan_buckets: reverse order)
 };
 std::vector<Bucket> plan_buckets(const ParamStore& store, double bucket_mb);
 // A parameter as the bucket planners see it: a ParamStore's, or one computed from shapes alone
@@ -92,9 +92,8 @@ std::vector<Bucket> plan_buckets(const std::vector<GradSpan>& spans, double buck
 // gradient-ready listener; gradients are averaged (sum / world size), frozen parameters
 // skipped, a tied parameter synchronised once. bucket_mb is read by `bucketed` only; `none`
 // ignores grad_comm.
-std::unique_ptr<GradSync> make_grad_sync(const std::string& name, Context& ctx, ParamStore& store,
-                                         Communicator* comm, double bucket_mb = kDefaultBucketMB,
-                                         GradComm grad_comm = GradComm::FP32);
+std::unique_ptr<GradSync> make_grad_sync(const std::string& name, Context& ctx, ParamStore& store, Communicator* comm,
+                                         double bucket_mb = kDefaultBucketMB, GradComm grad_comm = GradComm::FP32);
 
 // Rank 0's parameters to every rank (the whole flat buffer, frozen ones included), and the
 // bf16 mirror refreshed.

@@ -103,7 +103,8 @@ int64_t sum_over_ranks(int64_t v) {
 std::vector<double> sum_over_ranks(const std::vector<double>& v) {
   std::vector<double> sum(v.size());
   MPI_Request req;
-  PT_MPI_CHECK(MPI_Iallreduce(v.data(), sum.data(), static_cast<int>(v.size()), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &req));
+  PT_MPI_CHECK(
+      MPI_Iallreduce(v.data(), sum.data(), static_cast<int>(v.size()), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &req));
   wait(&req, "host sum over ranks");
   return sum;
 }
@@ -205,7 +206,8 @@ void gather_pieces_to_root(std::vector<char>& whole, const std::vector<BytePiece
         return flag != 0;
       },
       [&](double s) {
-        comm_fatal("host gather of optimizer state to rank 0", "not complete after " + std::to_string(static_cast<int>(s)) + " s");
+        comm_fatal("host gather of optimizer state to rank 0",
+                   "not complete after " + std::to_string(static_cast<int>(s)) + " s");
       });
 }
 

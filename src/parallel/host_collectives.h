@@ -32,8 +32,8 @@ std::vector<std::vector<std::string>> gather_to_root(const std::vector<std::stri
 
 // A run of bytes a rank holds and where it belongs in a buffer rank 0 assembles.
 struct BytePiece {
-  int64_t offset = 0;           // in the whole buffer, bytes
-  const void* data = nullptr;   // this rank's copy
+  int64_t offset = 0;          // in the whole buffer, bytes
+  const void* data = nullptr;  // this rank's copy
   int64_t bytes = 0;
 };
 // Rank 0 receives every rank's pieces into `whole` (which it sized; the other ranks pass an

@@ -60,7 +60,8 @@ void Runtime::abort(const std::string& what, int code) const {
   // same line again. An error of this rank alone is still reported, a moment later. The line
   // goes out in one write(2), so lines of several ranks never interleave.
   if (rank_ != 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  const std::string line = "paratrain: rank " + std::to_string(rank_) + " of " + std::to_string(world_) + ": " + what + "\n";
+  const std::string line =
+      "paratrain: rank " + std::to_string(rank_) + " of " + std::to_string(world_) + ": " + what + "\n";
   if (::write(2, line.data(), line.size()) < 0) std::perror("paratrain: stderr");
   MPI_Abort(MPI_COMM_WORLD, code);
   std::_Exit(code);

@@ -19,9 +19,9 @@ enum class BucketPolicy {
 };
 
 struct StrategySpec {
-  const char* name;    // --ddp
-  const char* help;    // what it does, for --help
-  bool overlapped;     // its collectives start during backward (as parameters become ready)
+  const char* name;  // --ddp
+  const char* help;  // what it does, for --help
+  bool overlapped;   // its collectives start during backward (as parameters become ready)
   BucketPolicy buckets;
   // Its ZeRO-1 form (--shard-optimizer zero1): the reduce-scatter layout's bucket cap
   // (Zero1Layout::kOneBucket: one bucket; 0: one per parameter; the --bucket-mb value otherwise);
@@ -33,7 +33,7 @@ struct StrategySpec {
 
 const std::vector<StrategySpec>& strategies();
 const StrategySpec& strategy(const std::string& name);  // throws naming every strategy
-std::string strategy_names_text();                     // "none, naive, flat, overlap or bucketed"
+std::string strategy_names_text();                      // "none, naive, flat, overlap or bucketed"
 // Every name a bench ddp row can carry, in the order reports list them: the strategies, then
 // their ZeRO-1 forms.
 std::vector<std::string> strategy_report_order();

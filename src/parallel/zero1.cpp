@@ -83,9 +83,7 @@ Zero1Sync::Zero1Sync(Context& ctx, ParamStore& store, Communicator& comm, std::s
   store.add_listener(this);
 }
 
-Zero1Sync::~Zero1Sync() {
-  store_.remove_listener(this);
-}
+Zero1Sync::~Zero1Sync() { store_.remove_listener(this); }
 
 void Zero1Sync::on_grad_ready(Parameter& p) {
   if (!overlap_) return;
@@ -116,16 +114,15 @@ void Zero1Sync::finish(Context& ctx) {
   bytes_ = coll_->take_bytes();
 }
 
-std::unique_ptr<GradSync> make_zero1_sync(const std::string& ddp, Context& ctx, ParamStore& store,
-                                          Communicator& comm, std::shared_ptr<const Zero1Layout> layout,
-                                          GradComm grad_comm) {
+std::unique_ptr<GradSync> make_zero1_sync(const std::string& ddp, Context& ctx, ParamStore& store, Communicator& comm,
+                                          std::shared_ptr<const Zero1Layout> layout, GradComm grad_comm) {
   PT_CHECK(store.finalized(), "make_zero1_sync: the ParamStore is not finalized");
   const bool overlap = strategy(ddp).overlapped;
   return std::make_unique<Zero1Sync>(ctx, store, comm, std::move(layout), overlap, grad_comm);
 }
 
-std::unique_ptr<GradSync> make_zero1_sync(const std::string& ddp, Context& ctx, ParamStore& store,
-                                          Communicator& comm, double bucket_mb, GradComm grad_comm) {
+std::unique_ptr<GradSync> make_zero1_sync(const std::string& ddp, Context& ctx, ParamStore& store, Communicator& comm,
+                                          double bucket_mb, GradComm grad_comm) {
   PT_CHECK(store.finalized(), "make_zero1_sync: the ParamStore is not finalized");
   return make_zero1_sync(ddp, ctx, store, comm, zero1_layout(ddp, store, comm.world_size(), bucket_mb), grad_comm);
 }

@@ -51,7 +51,9 @@ std::shared_ptr<const Zero1Layout> zero1_layout(const std::string& ddp, const Pa
 
 // What a ZeRO-1 sync is called in records: one reduce-scatter after backward, or one per
 // bucket overlapped with it.
-inline const char* zero1_sync_name(bool overlapped) { return overlapped ? "bucketed_reduce_scatter" : "reduce_scatter"; }
+inline const char* zero1_sync_name(bool overlapped) {
+  return overlapped ? "bucketed_reduce_scatter" : "reduce_scatter";
+}
 
 // ZeRO-1's gradient step (it replaces the all-reduce): one reduce-scatter per bucket and an
 // all-reduce of the tail leave every rank the average of its own chunks; the rest of its buffer
@@ -82,12 +84,11 @@ class Zero1Sync : public GradSync {
 };
 
 // The ZeRO-1 schedule of a --ddp name (naive and flat: no overlap) on its layout.
-std::unique_ptr<GradSync> make_zero1_sync(const std::string& ddp, Context& ctx, ParamStore& store,
-                                          Communicator& comm, std::shared_ptr<const Zero1Layout> layout,
+std::unique_ptr<GradSync> make_zero1_sync(const std::string& ddp, Context& ctx, ParamStore& store, Communicator& comm,
+                                          std::shared_ptr<const Zero1Layout> layout,
                                           GradComm grad_comm = GradComm::FP32);
 // The same on zero1_layout(ddp, store, world, bucket_mb).
-std::unique_ptr<GradSync> make_zero1_sync(const std::string& ddp, Context& ctx, ParamStore& store,
-                                          Communicator& comm, double bucket_mb,
-                                          GradComm grad_comm = GradComm::FP32);
+std::unique_ptr<GradSync> make_zero1_sync(const std::string& ddp, Context& ctx, ParamStore& store, Communicator& comm,
+                                          double bucket_mb, GradComm grad_comm = GradComm::FP32);
 
 }  // namespace pt::parallel

@@ -52,28 +52,28 @@ Activations activations(const TransformerConfig& m, int64_t batch, bool lowp, co
   const double B = static_cast<double>(batch), T = static_cast<double>(m.context_length);
   const double N = B * T, C = static_cast<double>(m.d_model), F = static_cast<double>(m.d_ff / tp),
                V = static_cast<double>(m.vocab_size), H = static_cast<double>(m.num_heads / tp);
-  const double Cl = C / tp;   // the tensor-parallel share of q/k/v and attention output columns
-  const double a = lowp ? 2 : 4;  // GEMM activations: bf16 in bf16 mode, else fp32
-  int64_t block = r(N * C * 4)    // the block's output (the next block's input), fp32 residual
-                  + r(N * 4)      // ln1's rstd
+  const double Cl = C / tp;            // the tensor-parallel share of q/k/v and attention output columns
+  const double a = lowp ? 2 : 4;       // GEMM activations: bf16 in bf16 mode, else fp32
+  int64_t block = r(N * C * 4)         // the block's output (the next block's input), fp32 residual
+                  + r(N * 4)           // ln1's rstd
                   + r(N * 3 * Cl * a)  // q, k (rotated), v
                   + r(N * Cl * a)      // attention output
                   + (m.attention == AttentionImpl::Flash ? r(B * H * T * 4)       // logsumexp
                                                          : r(B * H * T * T * a))  // softmax
-                  + r(N * C * 4)  // h = x + attention branch
-                  + r(N * 4)      // ln2's rstd
-                  + 2 * r(N * F * a);  // SwiGLU inputs h1, h3
-  if (!m.recompute) block += 2 * r(N * C * a) + r(N * F * a);  // ln1 and ln2 outputs, SwiGLU product
+                  + r(N * C * 4)                                                  // h = x + attention branch
+                  + r(N * 4)                                                      // ln2's rstd
+                  + 2 * r(N * F * a);                                             // SwiGLU inputs h1, h3
+  if (!m.recompute) block += 2 * r(N * C * a) + r(N * F * a);                     // ln1 and ln2 outputs, SwiGLU product
   const int64_t layers = m.num_layers / pp;
-  const int64_t head = r(N * C * 4)  // the embedding output (block 0's input)
+  const int64_t head = r(N * C * 4)                               // the embedding output (block 0's input)
                        + r(N * 4) + r(N * C * a) + r(N * V * a);  // ln_final rstd, its output, logits
   Activations out;
   out.saved = layers * block + head;
   // Backward's two largest moments: the lm_head's input gradient beside the logits, or the
   // last block's SwiGLU gradients (dy cast, dg, dh1, dh3) once the logits are gone.
   const int64_t at_head = out.saved + r(N * C * a);
-  const int64_t at_ffn = out.saved - r(N * V * a) - r(N * C * a) - r(N * 4) + (lowp ? r(N * C * a) : 0) +
-                         3 * r(N * F * a);
+  const int64_t at_ffn =
+      out.saved - r(N * V * a) - r(N * C * a) - r(N * 4) + (lowp ? r(N * C * a) : 0) + 3 * r(N * F * a);
   out.peak = std::max(at_head, at_ffn);
   return out;
 }
@@ -118,9 +118,9 @@ void validate(const Job& j) {
   PT_CHECK(j.batch >= 1, "plan: --batch-size must be at least 1 (got " + std::to_string(j.batch) + ")");
   PT_CHECK(j.grad_accum >= 1, "plan: --grad-accum must be at least 1 (got " + std::to_string(j.grad_accum) + ")");
   PT_CHECK(j.dp >= 1 && j.tp >= 1 && j.pp >= 1, "plan: device counts and parallel degrees must be at least 1");
-  PT_CHECK(m.num_heads % j.tp == 0 && m.d_ff % j.tp == 0,
-           "plan: tensor-parallel degree " + std::to_string(j.tp) + " must divide the heads (" +
-               std::to_string(m.num_heads) + ") and d_ff (" + std::to_string(m.d_ff) + ")");
+  PT_CHECK(m.num_heads % j.tp == 0 && m.d_ff % j.tp == 0, "plan: tensor-parallel degree " + std::to_string(j.tp) +
+                                                              " must divide the heads (" + std::to_string(m.num_heads) +
+                                                              ") and d_ff (" + std::to_string(m.d_ff) + ")");
   PT_CHECK(m.num_layers % j.pp == 0, "plan: pipeline degree " + std::to_string(j.pp) + " must divide the " +
                                          std::to_string(m.num_layers) + " layers");
   parallel::strategy(j.strategy);  // names every strategy when the name is unknown
@@ -207,13 +207,14 @@ Result plan(const Job& job, const Cluster& cluster) {
     switch (job.sharding) {
       case Sharding::None:
       case Sharding::Broadcast: {
-        const int64_t calls = spec.buckets == parallel::BucketPolicy::One ? 1
-                              : spec.buckets == parallel::BucketPolicy::Capped
-                                  ? static_cast<int64_t>(parallel::plan_buckets(spans, job.sharding == Sharding::Broadcast
-                                                                                           ? parallel::kDefaultBucketMB
-                                                                                           : job.bucket_mb)
-                                                             .size())
-                                  : static_cast<int64_t>(shapes.size());
+        const int64_t calls =
+            spec.buckets == parallel::BucketPolicy::One ? 1
+            : spec.buckets == parallel::BucketPolicy::Capped
+                ? static_cast<int64_t>(parallel::plan_buckets(spans, job.sharding == Sharding::Broadcast
+                                                                         ? parallel::kDefaultBucketMB
+                                                                         : job.bucket_mb)
+                                           .size())
+                : static_cast<int64_t>(shapes.size());
         add("all_reduce", "gradients", calls, grad_bytes, ring, dp_bw);
         if (job.sharding == Sharding::Broadcast)
           add("broadcast", "parameters", static_cast<int64_t>(shapes.size()), local * 4, half, dp_bw);
@@ -257,12 +258,12 @@ Result plan(const Job& job, const Cluster& cluster) {
   res.compute_s = peak > 0 ? res.flops_per_step / peak : nan;
   // The optimizer's pass: fp32 weight, gradient, two moments read; weight, moments written; bf16 copy.
   const double opt_elems = local / (job.sharding == Sharding::None ? 1 : n);
-  res.hbm_s = cluster.device.hbm_gbps > 0 ? opt_elems * (16 + 12 + (lowp ? 2 : 0)) / (cluster.device.hbm_gbps * 1e9)
-                                          : nan;
+  res.hbm_s =
+      cluster.device.hbm_gbps > 0 ? opt_elems * (16 + 12 + (lowp ? 2 : 0)) / (cluster.device.hbm_gbps * 1e9) : nan;
   double dp_comm = 0, other_comm = 0;
   for (const Collective& c : res.comm)
-    (c.what.find("tensor") != std::string::npos || c.what.find("pipeline") != std::string::npos ? other_comm : dp_comm) +=
-        c.seconds;
+    (c.what.find("tensor") != std::string::npos || c.what.find("pipeline") != std::string::npos ? other_comm
+                                                                                                : dp_comm) += c.seconds;
   res.comm_s = dp_comm + other_comm;
   const bool overlapped = spec.overlapped;
   const double backward_s = std::isnan(res.compute_s) ? 0 : res.compute_s * 2.0 / 3.0;
@@ -297,8 +298,10 @@ Cluster cluster_preset(const std::string& name) {
     return c;
   }
   const AcceleratorSpec* s = find_accelerator_spec(name);
-  if (!s) PT_FAIL("plan: unknown cluster preset '" + name + "' (known: cpu and every accelerator of "
-                  "src/core/accelerators.tsv: see paratrain plan --help)");
+  if (!s)
+    PT_FAIL("plan: unknown cluster preset '" + name +
+            "' (known: cpu and every accelerator of "
+            "src/core/accelerators.tsv: see paratrain plan --help)");
   c.device = *s;
   // Node sizes and networks as clusters of each kind are commonly built: HGX/DGX nodes of 8
   // GPUs with one 400 Gb/s NIC per GPU; PCIe cards 4 per node on 200 Gb/s; TPU v5p 4 chips per

@@ -22,35 +22,35 @@ Sharding sharding_from_name(const std::string& name);
 bool sharding_runs_in_paratrain(Sharding s);
 
 struct Cluster {
-  AcceleratorSpec device;           // per-device memory, peaks, HBM, intra-node link
+  AcceleratorSpec device;  // per-device memory, peaks, HBM, intra-node link
   int gpus_per_node = 8;
-  double inter_node_gbps = 50;      // one direction per device across nodes (400 Gb/s NIC per GPU)
-  bool cpu = false;                 // paratrain's CPU backend (64-byte allocation rounding, no workspace)
+  double inter_node_gbps = 50;  // one direction per device across nodes (400 Gb/s NIC per GPU)
+  bool cpu = false;             // paratrain's CPU backend (64-byte allocation rounding, no workspace)
 };
 
 struct Job {
-  TransformerConfig model;          // attention, recompute and fused are read from it
+  TransformerConfig model;  // attention, recompute and fused are read from it
   Precision precision = Precision::BF16;
-  int64_t batch = 4;                // sequences per device per micro-batch
-  int64_t grad_accum = 1;           // micro-batches per optimizer step
-  int dp = 1, tp = 1, pp = 1;       // data-, tensor-, pipeline-parallel degrees
+  int64_t batch = 4;                  // sequences per device per micro-batch
+  int64_t grad_accum = 1;             // micro-batches per optimizer step
+  int dp = 1, tp = 1, pp = 1;         // data-, tensor-, pipeline-parallel degrees
   std::string strategy = "bucketed";  // none | naive | flat | overlap | bucketed (gradient sync)
   double bucket_mb = 25;
   Sharding sharding = Sharding::None;
-  bool grad_comm_bf16 = false;      // gradients on the wire in bf16
+  bool grad_comm_bf16 = false;  // gradients on the wire in bf16
   int devices() const { return dp * tp * pp; }
 };
 
 // Per device, bytes, as the tracking allocator counts them (each allocation rounded up to its
 // granularity: 512 B on a GPU, 64 B on the CPU).
 struct Memory {
-  int64_t params = 0;      // fp32 master weights
-  int64_t params_lowp = 0; // bf16 copy (bf16 on a GPU)
+  int64_t params = 0;       // fp32 master weights
+  int64_t params_lowp = 0;  // bf16 copy (bf16 on a GPU)
   int64_t grads = 0;
-  int64_t optstate = 0;    // AdamW exp_avg + exp_avg_sq
-  int64_t activations = 0; // peak of the training step
+  int64_t optstate = 0;           // AdamW exp_avg + exp_avg_sq
+  int64_t activations = 0;        // peak of the training step
   int64_t activations_saved = 0;  // at the end of forward (what backward needs)
-  int64_t workspace = 0;   // cuBLAS workspace
+  int64_t workspace = 0;          // cuBLAS workspace
   // The peak activations of the same job under each choice of --recompute and --attention:
   // [recompute on, off] × [flash, naive] (flash 0 where the kernels lack the head dimension).
   int64_t activations_by_choice[2][2] = {{0, 0}, {0, 0}};
@@ -58,12 +58,12 @@ struct Memory {
 };
 
 struct Collective {
-  std::string name;        // all_reduce, reduce_scatter, all_gather, broadcast, p2p (pipeline), tp all_reduce
-  std::string what;        // gradients, parameters, activations
-  int64_t calls = 0;       // per optimizer step
-  int64_t bytes = 0;       // this rank's buffer bytes per step (what bench ddp's comm_MB counts)
-  double bus_factor = 1;   // bytes each rank sends on the wire per buffer byte (nccl-tests' busbw factor)
-  double seconds = 0;      // bytes × factor / bandwidth
+  std::string name;       // all_reduce, reduce_scatter, all_gather, broadcast, p2p (pipeline), tp all_reduce
+  std::string what;       // gradients, parameters, activations
+  int64_t calls = 0;      // per optimizer step
+  int64_t bytes = 0;      // this rank's buffer bytes per step (what bench ddp's comm_MB counts)
+  double bus_factor = 1;  // bytes each rank sends on the wire per buffer byte (nccl-tests' busbw factor)
+  double seconds = 0;     // bytes × factor / bandwidth
 };
 
 struct Result {
@@ -73,16 +73,16 @@ struct Result {
   std::vector<std::string> notes;
   Memory memory;
   std::vector<Collective> comm;
-  double flops_per_step = 0;      // per device: 6·N·tokens + attention (bench model's count)
-  double compute_s = 0;           // flops / dense peak
-  double hbm_s = 0;               // optimizer pass over its bytes at HBM bandwidth
-  double comm_s = 0;              // sum of collectives
-  double exposed_comm_s = 0;      // communication not hidden behind backward (2/3 of compute)
-  double step_s = 0;              // roofline: compute + optimizer + exposed communication
-  double mfu = 0;                 // flops / (step · peak)
-  int64_t hiding_batch = 0;       // smallest per-device batch whose backward hides the gradient sync
+  double flops_per_step = 0;  // per device: 6·N·tokens + attention (bench model's count)
+  double compute_s = 0;       // flops / dense peak
+  double hbm_s = 0;           // optimizer pass over its bytes at HBM bandwidth
+  double comm_s = 0;          // sum of collectives
+  double exposed_comm_s = 0;  // communication not hidden behind backward (2/3 of compute)
+  double step_s = 0;          // roofline: compute + optimizer + exposed communication
+  double mfu = 0;             // flops / (step · peak)
+  int64_t hiding_batch = 0;   // smallest per-device batch whose backward hides the gradient sync
   bool fits = false;
-  int min_devices_to_fit = 0;     // smallest data-parallel device count (×tp·pp) that fits; 0: none up to 65536
+  int min_devices_to_fit = 0;  // smallest data-parallel device count (×tp·pp) that fits; 0: none up to 65536
 };
 
 // Throws pt::Error with one clear message for a layout that does not fit the model (tp not

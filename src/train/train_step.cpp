@@ -82,9 +82,9 @@ StepOutputs TrainStep::run_graph(Context& ctx, const Tensor& ids, const Tensor& 
 StepOutputs TrainStep::run_uncaptured(Context& ctx, const Tensor& ids, const Tensor& targets, float lr,
                                       int micro_batches) {
   const int64_t rows = ids.size(0);
-  PT_CHECK(micro_batches >= 1 && rows % micro_batches == 0,
-           "TrainStep: " + std::to_string(rows) + " rows do not split into " + std::to_string(micro_batches) +
-               " micro-batches");
+  PT_CHECK(micro_batches >= 1 && rows % micro_batches == 0, "TrainStep: " + std::to_string(rows) +
+                                                                " rows do not split into " +
+                                                                std::to_string(micro_batches) + " micro-batches");
   StepOutputs out;
   if (!norm_overlap_decided_) {
     if (!sync_.changes_gradients()) optimizer_.overlap_norm_with_backward(ctx, model_.store());

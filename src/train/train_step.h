@@ -6,9 +6,9 @@
 
 #include "core/context.h"
 #include "core/tensor.h"
-#include "parallel/grad_sync.h"
 #include "model/transformer.h"
 #include "optim/optimizer.h"
+#include "parallel/grad_sync.h"
 
 namespace pt {
 
@@ -54,9 +54,9 @@ class TrainStep {
   // CUDA graph state (enable_cuda_graph).
   bool graph_ = false;
   int graph_warmup_ = 0, graph_runs_ = 0, graph_micro_batches_ = 0;
-  int pool_ = 0;                       // TrackingAllocator pool of the graph's buffers
+  int pool_ = 0;                        // TrackingAllocator pool of the graph's buffers
   Tensor static_ids_, static_targets_;  // the graph's inputs
-  StepOutputs captured_;               // the graph's outputs
+  StepOutputs captured_;                // the graph's outputs
   cudaGraph_t graph_handle_ = nullptr;
   cudaGraphExec_t exec_ = nullptr;
 };

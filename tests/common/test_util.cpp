@@ -1,13 +1,13 @@
 #include "test_util.h"
 
+#include <sys/wait.h>
+#include <unistd.h>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sys/wait.h>
 #include <limits>
 #include <random>
-#include <unistd.h>
 
 #include "core/error.h"
 
@@ -98,8 +98,7 @@ double rel_error(const std::vector<double>& a, const std::vector<double>& ref) {
   return den == 0 ? std::sqrt(num) : std::sqrt(num / den);
 }
 
-double allclose_ratio(const std::vector<double>& a, const std::vector<double>& ref, double rtol,
-                      double atol) {
+double allclose_ratio(const std::vector<double>& a, const std::vector<double>& ref, double rtol, double atol) {
   if (a.size() != ref.size()) return std::numeric_limits<double>::infinity();
   double worst = 0;
   for (size_t i = 0; i < a.size(); ++i) {
@@ -109,8 +108,8 @@ double allclose_ratio(const std::vector<double>& a, const std::vector<double>& r
   return worst;
 }
 
-std::vector<double> finite_difference(const std::function<double(const std::vector<double>&)>& f,
-                                      std::vector<double> x, double h) {
+std::vector<double> finite_difference(const std::function<double(const std::vector<double>&)>& f, std::vector<double> x,
+                                      double h) {
   std::vector<double> g(x.size());
   for (size_t i = 0; i < x.size(); ++i) {
     const double xi = x[i];
@@ -124,8 +123,7 @@ std::vector<double> finite_difference(const std::function<double(const std::vect
   return g;
 }
 
-void write_npy_raw(const std::string& path, const std::string& dict, const std::string& payload,
-                   int major) {
+void write_npy_raw(const std::string& path, const std::string& dict, const std::string& payload, int major) {
   const size_t prefix = major == 1 ? 10 : 12;
   std::string header = dict;
   while ((prefix + header.size() + 1) % 64 != 0) header += ' ';

@@ -15,9 +15,9 @@
 namespace pt::test {
 
 // Skips the current test unless a CUDA device is usable (GPU suites call this first).
-#define PT_REQUIRE_GPU()                                                   \
-  do {                                                                     \
-    if (::pt::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";  \
+#define PT_REQUIRE_GPU()                                                  \
+  do {                                                                    \
+    if (::pt::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device"; \
   } while (0)
 
 // Host values drawn from N(0, std²), deterministic in seed.
@@ -34,19 +34,16 @@ void poison(Context& ctx, Tensor& t);
 // ‖a − b‖₂ / ‖b‖₂ (b is the reference); NaN anywhere gives +inf.
 double rel_error(const std::vector<double>& a, const std::vector<double>& ref);
 // max_i |a_i − b_i| / (atol + rtol·|b_i|): ≤ 1 means allclose(a, b, rtol, atol).
-double allclose_ratio(const std::vector<double>& a, const std::vector<double>& ref, double rtol,
-                      double atol);
-#define PT_EXPECT_ALLCLOSE(a, ref, rtol, atol) \
-  EXPECT_LE(::pt::test::allclose_ratio((a), (ref), (rtol), (atol)), 1.0)
+double allclose_ratio(const std::vector<double>& a, const std::vector<double>& ref, double rtol, double atol);
+#define PT_EXPECT_ALLCLOSE(a, ref, rtol, atol) EXPECT_LE(::pt::test::allclose_ratio((a), (ref), (rtol), (atol)), 1.0)
 
 // Central finite differences of a scalar function f(x) in fp64: returns df/dx_i for each i.
-std::vector<double> finite_difference(const std::function<double(const std::vector<double>&)>& f,
-                                      std::vector<double> x, double h = 1e-6);
+std::vector<double> finite_difference(const std::function<double(const std::vector<double>&)>& f, std::vector<double> x,
+                                      double h = 1e-6);
 
 // A .npy file written the way numpy does (format 1.0 or 2.0, header padded to 64 bytes), with
 // any header dictionary text, so tests can also produce every malformed variant.
-void write_npy_raw(const std::string& path, const std::string& dict, const std::string& payload,
-                   int major = 1);
+void write_npy_raw(const std::string& path, const std::string& dict, const std::string& payload, int major = 1);
 template <typename T>
 std::string bytes_of(const std::vector<T>& v) {
   return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
@@ -54,10 +51,10 @@ std::string bytes_of(const std::vector<T>& v) {
 // A well-formed 1-D .npy of `v` with numpy dtype string `descr` ("<u2", "<i4", "<i8").
 template <typename T>
 void write_npy(const std::string& path, const std::vector<T>& v, const char* descr, int major = 1) {
-  write_npy_raw(path,
-                std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': (" +
-                    std::to_string(v.size()) + ",), }",
-                bytes_of(v), major);
+  write_npy_raw(
+      path,
+      std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': (" + std::to_string(v.size()) + ",), }",
+      bytes_of(v), major);
 }
 
 // Runs the paratrain CLI ($PARATRAIN_BINARY: the build's binary unless the environment says

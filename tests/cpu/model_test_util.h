@@ -12,7 +12,7 @@ inline TransformerConfig tiny_config() { return test::test_transformer(11, 6, 8,
 
 // Runs the model's own forward in fp64 and returns the loss.
 inline double model_loss(Context& ctx, TransformerLM& m, const std::vector<int32_t>& ids,
-                  const std::vector<int32_t>& targets, int64_t B, int64_t T, bool save) {
+                         const std::vector<int32_t>& targets, int64_t B, int64_t T, bool save) {
   Tensor tid = test::make_ids(ctx, {B, T}, ids), ttg = test::make_ids(ctx, {B, T}, targets);
   Tensor loss = m.forward(ctx, tid, ttg, save);
   return loss.to_host_f64(ctx)[0];

@@ -15,9 +15,10 @@ using namespace pt::test::h5read;
 
 TEST(BenchCollectives, EveryCollectiveChecksItsResultAndScalesBusBandwidth) {
   const std::string out = scratch_dir("bench_collectives") + "/c.h5";
-  const CliResult r = run_paratrain_mpi(
-      3, "bench allreduce --backend mpi --collectives all_reduce,reduce_scatter,all_gather,broadcast "
-         "--sizes 4K,100K --iters 2 --warmup 1 --out " + out);
+  const CliResult r =
+      run_paratrain_mpi(3, "bench allreduce --backend mpi --collectives all_reduce,reduce_scatter,all_gather,broadcast "
+                           "--sizes 4K,100K --iters 2 --warmup 1 --out " +
+                               out);
   ASSERT_EQ(r.rc, 0) << r.output;
   Handle f = open_file(out);
   Handle d = open_dataset(f, "allreduce");
@@ -28,7 +29,7 @@ TEST(BenchCollectives, EveryCollectiveChecksItsResultAndScalesBusBandwidth) {
   const auto busbw = read_field<double>(d, "busbw_GBps", H5T_NATIVE_DOUBLE);
   ASSERT_EQ(names.size(), 8u);
   const std::vector<std::string> order = {"all_reduce", "all_reduce", "reduce_scatter", "reduce_scatter",
-                                          "all_gather", "all_gather", "broadcast", "broadcast"};
+                                          "all_gather", "all_gather", "broadcast",      "broadcast"};
   EXPECT_EQ(names, order);
   for (size_t i = 0; i < names.size(); ++i) {
     EXPECT_EQ(wrong[i], 0) << names[i];
@@ -36,8 +37,8 @@ TEST(BenchCollectives, EveryCollectiveChecksItsResultAndScalesBusBandwidth) {
     const double factor = names[i] == "all_reduce" ? 4.0 / 3 : names[i] == "broadcast" ? 1.0 : 2.0 / 3;
     EXPECT_NEAR(busbw[i] / algbw[i], factor, 1e-9) << names[i];
   }
-  const CliResult bad = run_paratrain_mpi(2, "bench allreduce --backend mpi --collectives gather --out " +
-                                                 scratch_dir("bench_collectives_bad") + "/x.h5");
+  const CliResult bad = run_paratrain_mpi(
+      2, "bench allreduce --backend mpi --collectives gather --out " + scratch_dir("bench_collectives_bad") + "/x.h5");
   EXPECT_NE(bad.rc, 0);
   EXPECT_NE(bad.output.find("unknown collective 'gather'"), std::string::npos) << bad.output;
 }

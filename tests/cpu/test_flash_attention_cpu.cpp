@@ -1,13 +1,14 @@
 // The tiled CPU flash attention (forward and backward) against naive attention in fp64.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <string>
 
+#include "common/test_util.h"
 #include "core/error.h"
 #include "ops/flash_attention.h"
 #include "test_flash_reference.h"
-#include "common/test_util.h"
 
 namespace pt::test {
 namespace {
@@ -76,9 +77,12 @@ TEST(FlashReference, GradientsMatchFiniteDifferences) {
       for (size_t i = 0; i < o.size(); ++i) s += o[i] * dout[i];
       return s;
     };
-    PT_EXPECT_ALLCLOSE(finite_difference([&](const std::vector<double>& x) { return loss(x, k, v); }, q), ref.dq, 1e-6, 1e-7);
-    PT_EXPECT_ALLCLOSE(finite_difference([&](const std::vector<double>& x) { return loss(q, x, v); }, k), ref.dk, 1e-6, 1e-7);
-    PT_EXPECT_ALLCLOSE(finite_difference([&](const std::vector<double>& x) { return loss(q, k, x); }, v), ref.dv, 1e-6, 1e-7);
+    PT_EXPECT_ALLCLOSE(finite_difference([&](const std::vector<double>& x) { return loss(x, k, v); }, q), ref.dq, 1e-6,
+                       1e-7);
+    PT_EXPECT_ALLCLOSE(finite_difference([&](const std::vector<double>& x) { return loss(q, x, v); }, k), ref.dk, 1e-6,
+                       1e-7);
+    PT_EXPECT_ALLCLOSE(finite_difference([&](const std::vector<double>& x) { return loss(q, k, x); }, v), ref.dv, 1e-6,
+                       1e-7);
   }
 }
 
@@ -112,6 +116,20 @@ TEST(FlashCpu, UnevenTiles) {
   run_case({{1, 2, 23, 41, 32}, false, DType::F64, 6, 9}, 550);
 }
 
+// The q, k and v of a fused (B, T, 3, H, D) buffer as three logical (B, H, T, D) arrays.
+std::array<std::vector<double>, 3> split_fused_qkv(const std::vector<double>& fused, int64_t B, int64_t T, int64_t H,
+                                                   int64_t D) {
+  std::array<std::vector<double>, 3> out;
+  for (auto& o : out) o.resize(static_cast<size_t>(B * H * T * D));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t c = 0; c < D; ++c)
+          for (int64_t which = 0; which < 3; ++which)
+            out[which][((b * H + h) * T + t) * D + c] = fused[(((b * T + t) * 3 + which) * H + h) * D + c];
+  return out;
+}
+
 // A fused QKV buffer (B, T, 3, H, D) read in place through the public entry points, gradients
 // written into a fused buffer too; 3-D (B, T, D) inputs as the H = 1 case.
 TEST(FlashCpu, StridedAndThreeDimensionalViews) {
@@ -120,16 +138,7 @@ TEST(FlashCpu, StridedAndThreeDimensionalViews) {
   const Dims m{B, H, T, T, D};
   const auto qkv = randn(B * T * 3 * H * D, 600), dout = randn(m.q_elems(), 601);
   // Logical (B, H, T, D) copies for the reference.
-  std::vector<double> q(m.q_elems()), k(m.q_elems()), v(m.q_elems());
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t h = 0; h < H; ++h)
-        for (int64_t c = 0; c < D; ++c) {
-          const int64_t src = (((b * T + t) * 3) * H + h) * D + c, dst = ((b * H + h) * T + t) * D + c;
-          q[dst] = qkv[src];
-          k[dst] = qkv[src + H * D];
-          v[dst] = qkv[src + 2 * H * D];
-        }
+  const auto [q, k, v] = split_fused_qkv(qkv, B, T, H, D);
   const auto ref = flash_ref::attention(m, q, k, v, &dout, true);
 
   Tensor buf = make_tensor(ctx, {B, T, 3, H, D}, DType::F64, qkv);
@@ -147,16 +156,7 @@ TEST(FlashCpu, StridedAndThreeDimensionalViews) {
   ops::flash_attention_backward(ctx, dq, dk, dv, tdo, tq, tk, tv, out, lse, true);
   PT_EXPECT_ALLCLOSE(out.to_host_f64(ctx), ref.o, 1e-11, 1e-11);
   const auto g = grads.to_host_f64(ctx);
-  std::vector<double> gq(m.q_elems()), gk(m.q_elems()), gv(m.q_elems());
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t h = 0; h < H; ++h)
-        for (int64_t c = 0; c < D; ++c) {
-          const int64_t src = (((b * T + t) * 3) * H + h) * D + c, dst = ((b * H + h) * T + t) * D + c;
-          gq[dst] = g[src];
-          gk[dst] = g[src + H * D];
-          gv[dst] = g[src + 2 * H * D];
-        }
+  const auto [gq, gk, gv] = split_fused_qkv(g, B, T, H, D);
   PT_EXPECT_ALLCLOSE(gq, ref.dq, 1e-5, 1e-5);
   PT_EXPECT_ALLCLOSE(gk, ref.dk, 1e-5, 1e-5);
   PT_EXPECT_ALLCLOSE(gv, ref.dv, 1e-5, 1e-5);
@@ -207,10 +207,12 @@ TEST(FlashCpu, RejectsBadArguments) {
   expect_error(t({1, 1, 8, 48}), t({1, 1, 8, 48}), t({1, 1, 8, 48}), t({1, 1, 8, 48}), lse, false, "head dimension");
   expect_error(t({1, 1, 8, 16}), t({1, 1, 9, 16}), t({1, 1, 9, 16}), t({1, 1, 8, 16}), lse, true, "causal");
   expect_error(t({1, 1, 8, 16}), t({1, 1, 9, 16}), t({1, 1, 8, 16}), t({1, 1, 8, 16}), lse, false, "v: expected shape");
-  expect_error(t({1, 1, 8, 16}), t({1, 1, 8, 16}, DType::F64), t({1, 1, 8, 16}), t({1, 1, 8, 16}), lse, false, "k: expected fp32");
+  expect_error(t({1, 1, 8, 16}), t({1, 1, 8, 16}, DType::F64), t({1, 1, 8, 16}), t({1, 1, 8, 16}), lse, false,
+               "k: expected fp32");
   expect_error(t({1, 1, 8, 16}, DType::BF16), t({1, 1, 8, 16}, DType::BF16), t({1, 1, 8, 16}, DType::BF16),
                t({1, 1, 8, 16}, DType::BF16), lse, false, "fp32 or fp64");
-  expect_error(t({1, 1, 8, 16}), t({1, 1, 8, 16}), t({1, 1, 8, 16}), t({1, 1, 8, 16}), t({1, 2, 8}), false, "lse: expected shape");
+  expect_error(t({1, 1, 8, 16}), t({1, 1, 8, 16}), t({1, 1, 8, 16}), t({1, 1, 8, 16}), t({1, 2, 8}), false,
+               "lse: expected shape");
   Tensor wide = t({1, 1, 8, 32});
   Tensor strided_d = wide.as_strided({1, 1, 8, 16}, {256, 256, 32, 2});
   expect_error(strided_d, t({1, 1, 8, 16}), t({1, 1, 8, 16}), t({1, 1, 8, 16}), lse, false, "contiguous last");

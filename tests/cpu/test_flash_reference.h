@@ -18,8 +18,8 @@ struct Dims {
 };
 
 struct Result {
-  std::vector<double> o, lse;         // forward
-  std::vector<double> dq, dk, dv;     // backward (filled when dout is given)
+  std::vector<double> o, lse;      // forward
+  std::vector<double> dq, dk, dv;  // backward (filled when dout is given)
 };
 
 inline Result attention(const Dims& m, const std::vector<double>& q, const std::vector<double>& k,

@@ -123,7 +123,8 @@ TEST(IoCheckpoint, SaveThenLoadRestoresEverything) {
   load_weights(path, b.store, ctx);
   EXPECT_EQ(b.store.params_to_host(ctx), a.store.params_to_host(ctx));
   EXPECT_EQ(read_checkpoint_info(path).step, 18);
-  EXPECT_NE(error_of([&] { load_optimizer_state(path, opt_b, ctx, b.store.grad_numel()); }).find("weights only"), std::string::npos);
+  EXPECT_NE(error_of([&] { load_optimizer_state(path, opt_b, ctx, b.store.grad_numel()); }).find("weights only"),
+            std::string::npos);
 }
 
 // Format 1 stored the optimizer state per range ("exp_avg.0"); with one range that is the whole
@@ -139,8 +140,9 @@ TEST(IoCheckpoint, FormatOneOptimizerStateLoads) {
   hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
   ASSERT_GE(f, 0);
   for (const char* kind : {"exp_avg", "exp_avg_sq"})
-    ASSERT_GE(H5Lmove(f, (std::string("optimizer/") + kind).c_str(), f, (std::string("optimizer/") + kind + ".0").c_str(),
-                      H5P_DEFAULT, H5P_DEFAULT), 0);
+    ASSERT_GE(H5Lmove(f, (std::string("optimizer/") + kind).c_str(), f,
+                      (std::string("optimizer/") + kind + ".0").c_str(), H5P_DEFAULT, H5P_DEFAULT),
+              0);
   H5Fclose(f);
   FakeAdam back(ctx, a.store.grad_numel());
   load_optimizer_state(path, back, ctx, a.store.grad_numel());
@@ -177,8 +179,8 @@ TEST(IoCheckpoint, LayoutIsOneFp32DatasetPerParameterAtTheRoot) {
   EXPECT_EQ(shape_of(m), std::vector<hsize_t>{static_cast<hsize_t>(a.store.grad_numel())});
   EXPECT_EQ(string_attr(g, "kind"), "adamw");
   EXPECT_EQ(string_list_attr(f, "parameter_names"),
-            (std::vector<std::string>{"token_embeddings.weight", "layers.0.ln1.weight",
-                                      "layers.0.attn.q_proj.weight", "lm_head.weight"}));
+            (std::vector<std::string>{"token_embeddings.weight", "layers.0.ln1.weight", "layers.0.attn.q_proj.weight",
+                                      "lm_head.weight"}));
 }
 
 // What `for k, v in sd.items(): f[k] = v.numpy()` produces: default file properties, one
@@ -192,8 +194,8 @@ void write_state_dict_like_h5py(const std::string& path, const TinyModel& m, con
     std::vector<hsize_t> dims(p.shape.begin(), p.shape.end());
     Handle space{H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose};
     const bool f64 = fp64_embeddings && p.name == "token_embeddings.weight";
-    Handle d{H5Dcreate2(f, p.name.c_str(), f64 ? H5T_IEEE_F64LE : H5T_IEEE_F32LE, space, H5P_DEFAULT,
-                        H5P_DEFAULT, H5P_DEFAULT),
+    Handle d{H5Dcreate2(f, p.name.c_str(), f64 ? H5T_IEEE_F64LE : H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT,
+                        H5P_DEFAULT),
              H5Dclose};
     ASSERT_GE(d.id, 0);
     if (f64) {
@@ -346,8 +348,8 @@ TEST(IoCheckpoint, NonFiniteValuesAreNeverWrittenAndNeverLoaded) {
 // checkpoint by the dotted names.
 TEST(IoCheckpoint, RoundTripThroughH5py) {
   std::string python;
-  for (const std::string& candidate : {test::source_path(".venv/bin/python"), std::string("/usr/bin/python3"),
-                                       std::string("python3")})
+  for (const std::string& candidate :
+       {test::source_path(".venv/bin/python"), std::string("/usr/bin/python3"), std::string("python3")})
     if (std::system((candidate + " -c 'import h5py, numpy' >/dev/null 2>&1").c_str()) == 0) {
       python = candidate;
       break;

@@ -7,13 +7,13 @@
 #include <fstream>
 #include <regex>
 
+#include "common/test_util.h"
 #include "core/build_info.h"
 #include "core/context.h"
 #include "core/error.h"
-#include "parallel/runtime.h"
-#include "io/run_record.h"
 #include "cpu/test_io_h5.h"
-#include "common/test_util.h"
+#include "io/run_record.h"
+#include "parallel/runtime.h"
 
 namespace pt::io {
 namespace {

@@ -59,11 +59,10 @@ TEST(IoTable, PrintsAlignedWithHeaderAndRule) {
   std::ostringstream os;
   example().print(os);
   // Strings left-aligned, numbers right-aligned, doubles at the column's precision.
-  const std::string expected =
-      "size   context  fwd_ms\n"
-      "----------------------\n"
-      "small      128    1.23\n"
-      "xl        1024  105.50\n";
+  const std::string expected = "size   context  fwd_ms\n"
+                               "----------------------\n"
+                               "small      128    1.23\n"
+                               "xl        1024  105.50\n";
   EXPECT_EQ(os.str(), expected);
 }
 

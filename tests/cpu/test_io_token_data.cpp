@@ -22,19 +22,17 @@ using test::write_npy_raw;
 
 using test::error_of;
 
-#define EXPECT_ERROR_HAS(stmt, ...)                                                       \
-  do {                                                                                    \
-    const std::string msg_ = error_of([&] { stmt; });                                     \
-    EXPECT_FALSE(msg_.empty()) << "no error from " #stmt;                                 \
-    for (const char* part_ : {__VA_ARGS__})                                               \
+#define EXPECT_ERROR_HAS(stmt, ...)                                                           \
+  do {                                                                                        \
+    const std::string msg_ = error_of([&] { stmt; });                                         \
+    EXPECT_FALSE(msg_.empty()) << "no error from " #stmt;                                     \
+    for (const char* part_ : {__VA_ARGS__})                                                   \
       EXPECT_NE(msg_.find(part_), std::string::npos) << "'" << part_ << "' not in: " << msg_; \
   } while (0)
 
 class IoTokenFile : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = test::scratch_dir(::testing::UnitTest::GetInstance()->current_test_info()->name());
-  }
+  void SetUp() override { dir_ = test::scratch_dir(::testing::UnitTest::GetInstance()->current_test_info()->name()); }
   std::string path(const std::string& name) const { return dir_ + "/" + name; }
   std::string dir_;
 };
@@ -112,7 +110,8 @@ TEST_F(IoTokenFile, RejectsWrongShapeDtypeAndOrder) {
   write_npy_raw(path("0d.npy"), "{'descr': '<u2', 'fortran_order': False, 'shape': (), }", four.substr(0, 2));
   EXPECT_ERROR_HAS(TokenFile(path("0d.npy"), 10), "0-D");
   write_npy_raw(path("f4.npy"), "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", four);
-  EXPECT_ERROR_HAS(TokenFile(path("f4.npy"), 10), "f4.npy", "unsupported dtype '<f4'", "uint16, uint32, int32 or int64");
+  EXPECT_ERROR_HAS(TokenFile(path("f4.npy"), 10), "f4.npy", "unsupported dtype '<f4'",
+                   "uint16, uint32, int32 or int64");
   write_npy_raw(path("be.npy"), "{'descr': '>u2', 'fortran_order': False, 'shape': (4,), }", four);
   EXPECT_ERROR_HAS(TokenFile(path("be.npy"), 10), "big-endian");
   write_npy_raw(path("fo.npy"), "{'descr': '<u2', 'fortran_order': True, 'shape': (4,), }", four);
@@ -126,7 +125,8 @@ TEST_F(IoTokenFile, TruncatedOrPaddedData) {
   write_npy_raw(path("long.npy"), "{'descr': '<u2', 'fortran_order': False, 'shape': (3,), }", four);
   EXPECT_ERROR_HAS(TokenFile(path("long.npy"), 10), "2 unexpected bytes");
   std::ofstream(path("odd.bin"), std::ios::binary) << "abc";
-  EXPECT_ERROR_HAS(TokenFile(path("odd.bin"), 10), "odd.bin", "3 bytes", "not a whole number of 2-byte tokens", "truncated");
+  EXPECT_ERROR_HAS(TokenFile(path("odd.bin"), 10), "odd.bin", "3 bytes", "not a whole number of 2-byte tokens",
+                   "truncated");
 }
 
 TEST_F(IoTokenFile, TokenIdsOutsideTheVocabularyNamePositionAndValue) {

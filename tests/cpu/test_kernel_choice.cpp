@@ -46,17 +46,29 @@ TEST(CudaArch, ImageFitPerComputeCapability) {
   };
   const Case cases[] = {
       // the release preset: SASS for 8.0, 9.0a and 10.0, PTX of 10.0
-      {"80-real;90a-real;100", 8, 0, true, false},  {"80-real;90a-real;100", 8, 6, true, false},
-      {"80-real;90a-real;100", 8, 9, true, false},  {"80-real;90a-real;100", 9, 0, true, true},
-      {"80-real;90a-real;100", 10, 0, true, false}, {"80-real;90a-real;100", 12, 0, true, false},
+      {"80-real;90a-real;100", 8, 0, true, false},
+      {"80-real;90a-real;100", 8, 6, true, false},
+      {"80-real;90a-real;100", 8, 9, true, false},
+      {"80-real;90a-real;100", 9, 0, true, true},
+      {"80-real;90a-real;100", 10, 0, true, false},
+      {"80-real;90a-real;100", 12, 0, true, false},
       {"80-real;90a-real;100", 7, 5, false, false},
       // PTX for compute_80 alone: JIT-compiled on a Hopper, without its sm_90a features
-      {"80-virtual", 9, 0, true, false}, {"80-virtual", 8, 0, true, false}, {"80-virtual", 7, 5, false, false},
+      {"80-virtual", 9, 0, true, false},
+      {"80-virtual", 8, 0, true, false},
+      {"80-virtual", 7, 5, false, false},
       // an arch-specific image runs on its own version only
-      {"90a", 9, 0, true, true}, {"90a", 10, 0, false, false}, {"90a", 8, 0, false, false},
-      {"90", 9, 0, true, false}, {"90", 10, 0, true, false}, {"90-real", 10, 0, false, false},
-      {"80-real;90a-real", 10, 0, false, false}, {"89", 8, 9, true, false}, {"89-real", 8, 6, false, false},
-      {"90-real;90a-virtual", 9, 0, true, false}, {"80-real;90a-virtual", 9, 0, true, true},
+      {"90a", 9, 0, true, true},
+      {"90a", 10, 0, false, false},
+      {"90a", 8, 0, false, false},
+      {"90", 9, 0, true, false},
+      {"90", 10, 0, true, false},
+      {"90-real", 10, 0, false, false},
+      {"80-real;90a-real", 10, 0, false, false},
+      {"89", 8, 9, true, false},
+      {"89-real", 8, 6, false, false},
+      {"90-real;90a-virtual", 9, 0, true, false},
+      {"80-real;90a-virtual", 9, 0, true, true},
   };
   for (const Case& c : cases) {
     const CudaImageFit fit = cuda_image_fit(parse_cuda_architectures(c.list), c.major, c.minor);
@@ -91,7 +103,8 @@ TEST(FlashKernelChoice, ExplicitWgmmaWhereItCannotRunIsOneClearError) {
       const std::string what = e.what();
       EXPECT_NE(what.find(t.name), std::string::npos) << what;
       EXPECT_NE(what.find("compute capability " + std::to_string(major) + "." + std::to_string(minor)),
-                std::string::npos) << what;
+                std::string::npos)
+          << what;
       EXPECT_NE(what.find("80-real;90a-real;100"), std::string::npos) << what;
     }
   }
@@ -112,12 +125,17 @@ TEST(FlashKernelChoice, ExplicitWgmmaWhereItCannotRunIsOneClearError) {
 }
 
 TEST(AcceleratorSpecs, DeviceNamesMatchTheirEntries) {
-  const std::pair<const char*, const char*> names[] = {
-      {"NVIDIA H100 80GB HBM3", "h100-sxm"}, {"NVIDIA H100 PCIe", "h100-pcie"}, {"NVIDIA H100 NVL", "h100-nvl"},
-      {"NVIDIA H200", "h200"},               {"NVIDIA A100-SXM4-80GB", "a100-sxm"},
-      {"NVIDIA A100-SXM4-40GB", "a100-sxm-40gb"}, {"NVIDIA A100 80GB PCIe", "a100-pcie"},
-      {"NVIDIA A100-PCIE-40GB", "a100-pcie-40gb"}, {"NVIDIA L40S", "l40s"}, {"NVIDIA B200", "b200"},
-      {"NVIDIA GB200", "gb200"}};
+  const std::pair<const char*, const char*> names[] = {{"NVIDIA H100 80GB HBM3", "h100-sxm"},
+                                                       {"NVIDIA H100 PCIe", "h100-pcie"},
+                                                       {"NVIDIA H100 NVL", "h100-nvl"},
+                                                       {"NVIDIA H200", "h200"},
+                                                       {"NVIDIA A100-SXM4-80GB", "a100-sxm"},
+                                                       {"NVIDIA A100-SXM4-40GB", "a100-sxm-40gb"},
+                                                       {"NVIDIA A100 80GB PCIe", "a100-pcie"},
+                                                       {"NVIDIA A100-PCIE-40GB", "a100-pcie-40gb"},
+                                                       {"NVIDIA L40S", "l40s"},
+                                                       {"NVIDIA B200", "b200"},
+                                                       {"NVIDIA GB200", "gb200"}};
   for (auto [name, preset] : names) {
     const AcceleratorSpec* s = match_accelerator(name);
     ASSERT_NE(s, nullptr) << name;

@@ -132,7 +132,6 @@ double reference_loss(const TransformerConfig& cfg, const RefParams& P, const st
   return loss / static_cast<double>(N);
 }
 
-
 TEST(TransformerModel, ParameterNamesOrderAndShapesFollowTheStateDict) {
   Context ctx(Device::cpu());
   TransformerConfig cfg = tiny_config();
@@ -202,10 +201,15 @@ TEST(TransformerModel, InitialisationFollowsTheReference) {
   EXPECT_EQ(gs, 0.0);
 }
 
-TEST(TransformerModel, ForwardMatchesAnIndependentFp64Recomputation) {
-  Context ctx(Device::cpu());
+// The tiny model in fp64 on the CPU; each test initialises its weights.
+class TransformerModelFp64 : public ::testing::Test {
+ protected:
+  Context ctx{Device::cpu()};
   TransformerConfig cfg = tiny_config();
-  TransformerLM m(cfg, ctx, DType::F64);
+  TransformerLM m{cfg, ctx, DType::F64};
+};
+
+TEST_F(TransformerModelFp64, ForwardMatchesAnIndependentFp64Recomputation) {
   m.init_weights(ctx, 3);
   const int64_t B = 2, T = 6;
   auto ids = test::random_ids(B * T, 11, 1), targets = test::random_ids(B * T, 11, 2);
@@ -222,23 +226,17 @@ TEST(TransformerModel, ForwardMatchesAnIndependentFp64Recomputation) {
   EXPECT_NEAR(model_loss(ctx, m32, ids, targets, B, T, false), ref, 1e-5 * std::fabs(ref));
 }
 
-TEST(TransformerModel, ShorterSequencesThanTheContextWork) {
-  Context ctx(Device::cpu());
-  TransformerConfig cfg = tiny_config();
-  TransformerLM m(cfg, ctx, DType::F64);
+TEST_F(TransformerModelFp64, ShorterSequencesThanTheContextWork) {
   m.init_weights(ctx, 4);
   auto ids = test::random_ids(3, 11, 5), targets = test::random_ids(3, 11, 6);
   RefParams P{m.store(), m.store().params_to_host_f64(ctx)};
-  EXPECT_NEAR(model_loss(ctx, m, ids, targets, 1, 3, false),
-              reference_loss(cfg, P, ids, targets, 1, 3, nullptr), 1e-12);
+  EXPECT_NEAR(model_loss(ctx, m, ids, targets, 1, 3, false), reference_loss(cfg, P, ids, targets, 1, 3, nullptr),
+              1e-12);
   auto long_ids = test::random_ids(7, 11, 5);
   EXPECT_THROW(model_loss(ctx, m, long_ids, long_ids, 1, 7, false), Error);
 }
 
-TEST(TransformerModel, GradientsMatchFiniteDifferences) {
-  Context ctx(Device::cpu());
-  TransformerConfig cfg = tiny_config();
-  TransformerLM m(cfg, ctx, DType::F64);
+TEST_F(TransformerModelFp64, GradientsMatchFiniteDifferences) {
   m.init_weights(ctx, 11);
   const int64_t B = 2, T = 5;
   auto ids = test::random_ids(B * T, 11, 21), targets = test::random_ids(B * T, 11, 22);

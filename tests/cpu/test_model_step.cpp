@@ -71,10 +71,10 @@ TEST(TransformerModel, UnfusedStepGivesTheFusedLossGradientsAndParameters) {
   const float max_norm = 0.05f;
   struct Run {
     double loss = 0;
-    std::vector<double> grads;       // first step, before the clip
-    std::vector<double> norms;       // global norm before each step's clip
-    double clipped_buffer_norm = 0;  // norm of the gradient buffer after the first clip
-    std::vector<double> params;      // after the last step
+    std::vector<double> grads;                                // first step, before the clip
+    std::vector<double> norms;                                // global norm before each step's clip
+    double clipped_buffer_norm = 0;                           // norm of the gradient buffer after the first clip
+    std::vector<double> params;                               // after the last step
     std::map<std::pair<std::string, OpFamily>, int64_t> ops;  // first step: ops per phase and family
   };
   auto l2_norm = [](const std::vector<double>& v) {
@@ -146,19 +146,26 @@ TEST(TransformerModel, UnfusedStepGivesTheFusedLossGradientsAndParameters) {
       EXPECT_EQ(count(off, phase, f), count(on, phase, f)) << phase << " " << op_family_name(f) << ": not split";
 }
 
-// bench model --fused off: the tables say so in their `fused` column, and the kernel-time
-// breakdown shows the split GEMMs.
-TEST(TransformerModel, BenchModelRecordsFusedAndItsBreakdownShowsTheSplitGemms) {
+// bench model's options for the tiny model (context 8, fp32, naive attention, no warm-up) with
+// the kernel-time breakdown.
+bench::ModelBenchOptions tiny_bench_with_breakdown(int steps, int64_t batch_size) {
   bench::ModelBenchOptions opt;
   opt.sizes = {"tiny"};
   opt.contexts = {8};
   opt.precisions = {Precision::FP32};
   opt.attention = {"naive"};
   opt.warmups = {0};
-  opt.steps = 1;
-  opt.batch_size = 1;
+  opt.steps = steps;
+  opt.batch_size = batch_size;
   opt.vocab_size = 64;
   opt.breakdown = true;
+  return opt;
+}
+
+// bench model --fused off: the tables say so in their `fused` column, and the kernel-time
+// breakdown shows the split GEMMs.
+TEST(TransformerModel, BenchModelRecordsFusedAndItsBreakdownShowsTheSplitGemms) {
+  bench::ModelBenchOptions opt = tiny_bench_with_breakdown(1, 1);
   auto forward_gemms = [](const bench::ModelBenchResults& r, const std::string& fused) {
     const io::ResultTable& t = r.breakdown;
     const int fu = t.column_index("fused"), pass = t.column_index("pass"), phase = t.column_index("phase"),
@@ -186,16 +193,7 @@ TEST(TransformerModel, BenchModelRecordsFusedAndItsBreakdownShowsTheSplitGemms) 
 // bench model --grad-accum M: each step runs M micro-batches (the breakdown counts M times the
 // forward and backward GEMMs, one optimizer step), and tokens per second count all of them.
 TEST(TransformerModel, BenchModelWithGradientAccumulationRunsEveryMicroBatch) {
-  bench::ModelBenchOptions opt;
-  opt.sizes = {"tiny"};
-  opt.contexts = {8};
-  opt.precisions = {Precision::FP32};
-  opt.attention = {"naive"};
-  opt.warmups = {0};
-  opt.steps = 2;
-  opt.batch_size = 2;
-  opt.vocab_size = 64;
-  opt.breakdown = true;
+  bench::ModelBenchOptions opt = tiny_bench_with_breakdown(2, 2);
   auto gemms = [](const bench::ModelBenchResults& r, const std::string& phase) {
     const io::ResultTable& t = r.breakdown;
     for (size_t i = 0; i < t.rows(); ++i) {

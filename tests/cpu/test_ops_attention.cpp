@@ -19,8 +19,7 @@ struct Dims {
 
 // Contiguous (B, H, T, D) inputs → out (B, H, Tq, D); probs (B, H, Tq, Tk) if asked.
 std::vector<double> attention_ref(const Dims& d, const std::vector<double>& q, const std::vector<double>& k,
-                                  const std::vector<double>& v, bool causal,
-                                  std::vector<double>* probs = nullptr) {
+                                  const std::vector<double>& v, bool causal, std::vector<double>* probs = nullptr) {
   std::vector<double> out(d.B * d.H * d.Tq * d.D, 0.0);
   if (probs) probs->assign(d.B * d.H * d.Tq * d.Tk, 0.0);
   const double scale = 1.0 / std::sqrt(double(d.D));
@@ -68,15 +67,19 @@ TEST_P(AttentionCases, ForwardAndGradients) {
   PT_EXPECT_ALLCLOSE(host(ctx, out), ref, 1e-13, 1e-14);
   PT_EXPECT_ALLCLOSE(host(ctx, probs), ref_probs, 1e-13, 1e-15);
 
-  Tensor dq = Tensor::empty(q.shape(), DType::F64, ctx.device()), dk = Tensor::empty(k.shape(), DType::F64, ctx.device()),
+  Tensor dq = Tensor::empty(q.shape(), DType::F64, ctx.device()),
+         dk = Tensor::empty(k.shape(), DType::F64, ctx.device()),
          dv = Tensor::empty(v.shape(), DType::F64, ctx.device());
   poison(ctx, dq);
   poison(ctx, dk);
   poison(ctx, dv);
   ops::naive_attention_backward(ctx, dq, dk, dv, f64(ctx, out.shape(), w), q, k, v, probs, causal);
-  expect_gradient([&](const std::vector<double>& x) { return attention_ref(d, x, kv, vv, causal); }, qv, w, host(ctx, dq));
-  expect_gradient([&](const std::vector<double>& x) { return attention_ref(d, qv, x, vv, causal); }, kv, w, host(ctx, dk));
-  expect_gradient([&](const std::vector<double>& x) { return attention_ref(d, qv, kv, x, causal); }, vv, w, host(ctx, dv));
+  expect_gradient([&](const std::vector<double>& x) { return attention_ref(d, x, kv, vv, causal); }, qv, w,
+                  host(ctx, dq));
+  expect_gradient([&](const std::vector<double>& x) { return attention_ref(d, qv, x, vv, causal); }, kv, w,
+                  host(ctx, dk));
+  expect_gradient([&](const std::vector<double>& x) { return attention_ref(d, qv, kv, x, causal); }, vv, w,
+                  host(ctx, dv));
 }
 
 // Causal with Tk ∈ {4 (= Tq), 7 (bottom-right aligned)}; non-causal with Tk ∈ {4, 7}.
@@ -124,7 +127,8 @@ TEST(Attention, StridedViewsOfFusedQkvMatchContiguous) {
   Tensor dout = f64(ctx, {B, H, T, D}, w);
   ops::naive_attention_backward(ctx, dq, dk, dv, dout, q, k, v, probs, true);
   Tensor qt = f64(ctx, {B, H, T, D}, qc), kt = f64(ctx, {B, H, T, D}, kc), vt = f64(ctx, {B, H, T, D}, vc);
-  Tensor dqc = Tensor::empty(qt.shape(), DType::F64, ctx.device()), dkc = Tensor::empty(qt.shape(), DType::F64, ctx.device()),
+  Tensor dqc = Tensor::empty(qt.shape(), DType::F64, ctx.device()),
+         dkc = Tensor::empty(qt.shape(), DType::F64, ctx.device()),
          dvc = Tensor::empty(qt.shape(), DType::F64, ctx.device());
   ops::naive_attention_backward(ctx, dqc, dkc, dvc, dout, qt, kt, vt, probs, true);
   const auto fused = host(ctx, dqkv);
@@ -143,7 +147,8 @@ TEST(Attention, ThreeDimensionalInputIsOneHead) {
   const Dims d{2, 1, 3, 3, 4};
   const auto qv = randn(24, 7), kv = randn(24, 8), vv = randn(24, 9);
   Tensor q = f64(ctx, {2, 3, 4}, qv), k = f64(ctx, {2, 3, 4}, kv), v = f64(ctx, {2, 3, 4}, vv);
-  Tensor out = Tensor::empty({2, 3, 4}, DType::F64, ctx.device()), probs = Tensor::empty({2, 1, 3, 3}, DType::F64, ctx.device());
+  Tensor out = Tensor::empty({2, 3, 4}, DType::F64, ctx.device()),
+         probs = Tensor::empty({2, 1, 3, 3}, DType::F64, ctx.device());
   ops::naive_attention_forward(ctx, out, probs, q, k, v, true);
   PT_EXPECT_ALLCLOSE(host(ctx, out), attention_ref(d, qv, kv, vv, true), 1e-13, 1e-14);
 }
@@ -156,15 +161,19 @@ TEST(Attention, PhasesAreTimedUnderTheirFamilies) {
   ctx.set_timer(&timer);
   const int64_t B = 3;
   Tensor q = f64(ctx, {B, 2, 4, 8}, randn(B * 64, 1));
-  Tensor out = Tensor::empty({B, 2, 4, 8}, DType::F64, ctx.device()), probs = Tensor::empty({B, 2, 4, 4}, DType::F64, ctx.device());
+  Tensor out = Tensor::empty({B, 2, 4, 8}, DType::F64, ctx.device()),
+         probs = Tensor::empty({B, 2, 4, 4}, DType::F64, ctx.device());
   timer.set_phase("forward");
   ops::naive_attention_forward(ctx, out, probs, q, q, q, true);
   ctx.set_timer(nullptr);
   int64_t matmuls = 0, softmaxes = 0, others = 0;
   for (const auto& e : timer.collect()) {
-    if (e.family == OpFamily::Matmul) matmuls += e.count;
-    else if (e.family == OpFamily::Softmax) softmaxes += e.count;
-    else others += e.count;
+    if (e.family == OpFamily::Matmul)
+      matmuls += e.count;
+    else if (e.family == OpFamily::Softmax)
+      softmaxes += e.count;
+    else
+      others += e.count;
   }
   EXPECT_EQ(matmuls, B + 1);  // one scores GEMM per batch entry, one "final matmul" range
   EXPECT_EQ(softmaxes, B);
@@ -174,13 +183,16 @@ TEST(Attention, PhasesAreTimedUnderTheirFamilies) {
 TEST(Attention, MismatchedInputsGiveClearErrors) {
   Context ctx(Device::cpu());
   Tensor q = f64(ctx, {1, 2, 3, 4}, randn(24, 1)), k = f64(ctx, {1, 3, 3, 4}, randn(36, 2));
-  Tensor out = Tensor::empty({1, 2, 3, 4}, DType::F64, ctx.device()), probs = Tensor::empty({1, 2, 3, 3}, DType::F64, ctx.device());
+  Tensor out = Tensor::empty({1, 2, 3, 4}, DType::F64, ctx.device()),
+         probs = Tensor::empty({1, 2, 3, 3}, DType::F64, ctx.device());
   try {
     ops::naive_attention_forward(ctx, out, probs, q, k, k, false);
     FAIL() << "different head counts accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("naive_attention_forward: q (1, 2, 3, 4), k (1, 3, 3, 4) and v (1, 3, 3, 4) differ in batch or heads"),
-              std::string::npos)
+    EXPECT_NE(
+        std::string(e.what()).find(
+            "naive_attention_forward: q (1, 2, 3, 4), k (1, 3, 3, 4) and v (1, 3, 3, 4) differ in batch or heads"),
+        std::string::npos)
         << e.what();
   }
   Tensor k_ok = f64(ctx, {1, 2, 3, 4}, randn(24, 3));

@@ -26,8 +26,7 @@ inline double weighted_sum(const std::vector<double>& y, const std::vector<doubl
 // Expects `analytic` to equal d/dx Σ w ⊙ forward(x) by central differences in fp64.
 inline void expect_gradient(const std::function<std::vector<double>(const std::vector<double>&)>& forward,
                             const std::vector<double>& x, const std::vector<double>& w,
-                            const std::vector<double>& analytic, double rtol = 1e-6,
-                            double atol = 1e-8) {
+                            const std::vector<double>& analytic, double rtol = 1e-6, double atol = 1e-8) {
   auto f = [&](const std::vector<double>& xv) { return weighted_sum(forward(xv), w); };
   const std::vector<double> numeric = finite_difference(f, x);
   PT_EXPECT_ALLCLOSE(analytic, numeric, rtol, atol);

@@ -5,8 +5,8 @@
 #include <cmath>
 
 #include "core/error.h"
-#include "ops/matmul.h"
 #include "cpu/test_ops_helpers.h"
+#include "ops/matmul.h"
 
 namespace pt::test {
 namespace {
@@ -20,8 +20,8 @@ struct HostMat {
 HostMat transposed(HostMat m) { return {m.v, m.offset, m.col_stride, m.row_stride}; }
 
 // C (m × n) = alpha · A B + beta · C0 with A (m × k), B (k × n) given as HostMats.
-std::vector<double> reference_gemm(HostMat a, HostMat b, const std::vector<double>& c0, int64_t m,
-                                   int64_t n, int64_t k, double alpha, double beta) {
+std::vector<double> reference_gemm(HostMat a, HostMat b, const std::vector<double>& c0, int64_t m, int64_t n, int64_t k,
+                                   double alpha, double beta) {
   std::vector<double> c(static_cast<size_t>(m * n));
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
@@ -80,8 +80,8 @@ TEST(Matmul, BatchedWithBroadcastOperand) {
     ops::matmul(ctx, c, *a, b, false, false);
     const auto got = host(ctx, c);
     for (int64_t i = 0; i < batch; ++i) {
-      const auto ref = reference_gemm({&av, 0, k, 1}, {&bv, i * k * n, n, 1},
-                                      std::vector<double>(m * n, 0.0), m, n, k, 1, 0);
+      const auto ref =
+          reference_gemm({&av, 0, k, 1}, {&bv, i * k * n, n, 1}, std::vector<double>(m * n, 0.0), m, n, k, 1, 0);
       std::vector<double> slice(got.begin() + i * m * n, got.begin() + (i + 1) * m * n);
       PT_EXPECT_ALLCLOSE(slice, ref, 1e-13, 1e-13);
     }

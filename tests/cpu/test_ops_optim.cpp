@@ -122,7 +122,8 @@ TEST(GradClip, FoldedIntoAdamWAndSgdEqualsClipThenStep) {
     ops::AdamWHyper h;
     h.lr = 0.05f;
     // Folded.
-    Tensor p = f32(ctx, {n}, p0), m = f32(ctx, {n}, std::vector<double>(n, 0.1)), v = f32(ctx, {n}, std::vector<double>(n, 0.2));
+    Tensor p = f32(ctx, {n}, p0), m = f32(ctx, {n}, std::vector<double>(n, 0.1)),
+           v = f32(ctx, {n}, std::vector<double>(n, 0.2));
     ops::adamw_step(ctx, p, g, m, v, h, nullptr, clip);
     Tensor ps = f32(ctx, {n}, p0);
     ops::sgd_step(ctx, ps, g, 0.1f, 0.01f, nullptr, clip);
@@ -130,7 +131,8 @@ TEST(GradClip, FoldedIntoAdamWAndSgdEqualsClipThenStep) {
     // Clip, then step.
     Tensor gc = f32(ctx, {n}, g0);
     ops::clip_by_norm(ctx, gc, sumsq, max_norm);
-    Tensor pr = f32(ctx, {n}, p0), mr = f32(ctx, {n}, std::vector<double>(n, 0.1)), vr = f32(ctx, {n}, std::vector<double>(n, 0.2));
+    Tensor pr = f32(ctx, {n}, p0), mr = f32(ctx, {n}, std::vector<double>(n, 0.1)),
+           vr = f32(ctx, {n}, std::vector<double>(n, 0.2));
     ops::adamw_step(ctx, pr, gc, mr, vr, h);
     Tensor psr = f32(ctx, {n}, p0);
     ops::sgd_step(ctx, psr, gc, 0.1f, 0.01f);

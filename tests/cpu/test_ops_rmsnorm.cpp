@@ -14,8 +14,8 @@ namespace {
 constexpr float kEps = 1e-5f;
 
 // y = x · rsqrt(mean(x²) + eps) · w, row by row.
-std::vector<double> rmsnorm_ref(const std::vector<double>& x, const std::vector<double>& w,
-                                int64_t rows, int64_t cols, std::vector<double>* rstd = nullptr) {
+std::vector<double> rmsnorm_ref(const std::vector<double>& x, const std::vector<double>& w, int64_t rows, int64_t cols,
+                                std::vector<double>* rstd = nullptr) {
   std::vector<double> y(x.size());
   for (int64_t r = 0; r < rows; ++r) {
     double ms = 0;
@@ -52,7 +52,8 @@ TEST(RMSNorm, BackwardMatchesFiniteDifferences) {
   const auto xv = randn(rows * cols, 3), wv = uniform(cols, 4, 0.5, 1.5), g = randn(rows * cols, 5);
   const auto dx0 = randn(rows * cols, 6), dw0 = randn(cols, 7);
   Tensor x = f64(ctx, {rows, cols}, xv), w = f64(ctx, {cols}, wv);
-  Tensor y = Tensor::empty({rows, cols}, DType::F64, ctx.device()), rstd = Tensor::empty({rows}, DType::F64, ctx.device());
+  Tensor y = Tensor::empty({rows, cols}, DType::F64, ctx.device()),
+         rstd = Tensor::empty({rows}, DType::F64, ctx.device());
   ops::rmsnorm_forward(ctx, y, rstd, x, w, kEps);
   Tensor dy = f64(ctx, {rows, cols}, g);
 

@@ -16,8 +16,8 @@ namespace {
 
 // softmax(scale · s + mask) per row of (R, Tq, Tk); key j visible to query i iff
 // j ≤ i + Tk − Tq; a row with no visible key is all zeros.
-std::vector<double> softmax_ref(const std::vector<double>& s, int64_t R, int64_t tq, int64_t tk,
-                                double scale, bool causal) {
+std::vector<double> softmax_ref(const std::vector<double>& s, int64_t R, int64_t tq, int64_t tk, double scale,
+                                bool causal) {
   std::vector<double> p(s.size(), 0.0);
   for (int64_t r = 0; r < R; ++r)
     for (int64_t i = 0; i < tq; ++i) {
@@ -60,14 +60,13 @@ TEST_P(SoftmaxCases, ForwardAndBackward) {
   // Backward with dscores aliasing dprobs.
   Tensor g = f64(ctx, {c.R, c.tq, c.tk}, w);
   ops::softmax_backward(ctx, g, g, p, scale);
-  expect_gradient([&](const std::vector<double>& ss) { return softmax_ref(ss, c.R, c.tq, c.tk, scale, c.causal); },
-                  sv, w, host(ctx, g));
+  expect_gradient([&](const std::vector<double>& ss) { return softmax_ref(ss, c.R, c.tq, c.tk, scale, c.causal); }, sv,
+                  w, host(ctx, g));
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, SoftmaxCases,
-                         ::testing::Values(Case{2, 3, 5, false}, Case{2, 4, 4, true},
-                                           Case{1, 3, 6, true}, Case{1, 5, 3, true},
-                                           Case{3, 1, 9, false}));
+                         ::testing::Values(Case{2, 3, 5, false}, Case{2, 4, 4, true}, Case{1, 3, 6, true},
+                                           Case{1, 5, 3, true}, Case{3, 1, 9, false}));
 
 TEST(Softmax, FullyMaskedRowsAreZero) {
   Context ctx(Device::cpu());

@@ -4,6 +4,7 @@
 // activations within 2 %. An XL record from 2 H200s is checked the same way when present.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <filesystem>
 #include <string>
@@ -178,8 +179,8 @@ TEST(Plan, BadLayoutsAreOneClearError) {
             std::string::npos);
   EXPECT_NE(error_of([] { plan::cluster_preset("h300"); }).find("unknown cluster preset 'h300'"), std::string::npos);
   EXPECT_NE(error_of([] { plan::sharding_from_name("zero4"); }).find("zero1"), std::string::npos);
-  for (const char* bad : {"--devices 6 --tp 5", "--cluster h300", "--tp 3 --devices 3", "--format xml", "--batch-size 0",
-                          "--d-model 0", "--precision bf16 --cluster cpu", "--memory-gb -1"}) {
+  for (const char* bad : {"--devices 6 --tp 5", "--cluster h300", "--tp 3 --devices 3", "--format xml",
+                          "--batch-size 0", "--d-model 0", "--precision bf16 --cluster cpu", "--memory-gb -1"}) {
     const CliResult res = run_paratrain(std::string("plan --model xl ") + bad);
     EXPECT_NE(res.rc, 0) << bad << ": " << res.output;
     EXPECT_NE(res.output.find("error"), std::string::npos) << bad << ": " << res.output;
@@ -193,6 +194,15 @@ TEST(Plan, BadLayoutsAreOneClearError) {
 
 double option_number(hid_t f, const std::string& name) { return std::stod(string_attr(f, "option." + name)); }
 
+// The numeric columns `names` of a record's table, each read as doubles (integer columns
+// converted by HDF5; exact below 2^53).
+template <size_t N>
+std::array<std::vector<double>, N> numeric_columns(hid_t d, const char* const (&names)[N]) {
+  std::array<std::vector<double>, N> out;
+  for (size_t i = 0; i < N; ++i) out[i] = read_field<double>(d, names[i], H5T_NATIVE_DOUBLE);
+  return out;
+}
+
 // Every row of a bench ddp record: parameters, gradients, optimizer state and communicated bytes
 // exactly (the MB columns are bytes / 1e6), activations at the step's peak within 2 %.
 void check_bench_ddp(const std::string& path, const plan::Cluster& cluster) {
@@ -200,13 +210,9 @@ void check_bench_ddp(const std::string& path, const plan::Cluster& cluster) {
   Handle d = open_dataset(f, "ddp");
   const auto ddp = read_string_field(d, "ddp"), shard = read_string_field(d, "shard"),
              precision = read_string_field(d, "precision"), grad_comm = read_string_field(d, "grad_comm");
-  const auto bucket = read_field<double>(d, "bucket_mb", H5T_NATIVE_DOUBLE);
-  const auto ranks = read_field<int64_t>(d, "ranks", H5T_NATIVE_INT64);
-  const auto params = read_field<double>(d, "init_params_MB", H5T_NATIVE_DOUBLE);
-  const auto grads = read_field<double>(d, "init_grads_MB", H5T_NATIVE_DOUBLE);
-  const auto opt = read_field<double>(d, "init_optstate_MB", H5T_NATIVE_DOUBLE);
-  const auto acts = read_field<double>(d, "before_step_acts_MB", H5T_NATIVE_DOUBLE);
-  const auto comm = read_field<double>(d, "comm_MB", H5T_NATIVE_DOUBLE);
+  const auto [bucket, ranks, params, grads, opt, acts, comm] = numeric_columns(
+      d,
+      {"bucket_mb", "ranks", "init_params_MB", "init_grads_MB", "init_optstate_MB", "before_step_acts_MB", "comm_MB"});
   TransformerConfig m = TransformerConfig::named(string_attr(f, "option.model"));
   m.context_length = static_cast<int64_t>(option_number(f, "context"));
   m.attention = attention_impl_from_name(string_attr(f, "option.attention"));
@@ -251,29 +257,27 @@ TEST(Plan, MatchesBenchModelMemoryProfiles) {
     Handle d = open_dataset(f, "model_memory");
     const auto size = read_string_field(d, "size"), attention = read_string_field(d, "attention"),
                precision = read_string_field(d, "precision");
-    const auto context = read_field<int64_t>(d, "context_length", H5T_NATIVE_INT64);
-    const auto batch = read_field<int64_t>(d, "batch_size", H5T_NATIVE_INT64);
-    const auto params = read_field<int64_t>(d, "peak_parameters_bytes", H5T_NATIVE_INT64);
-    const auto grads = read_field<int64_t>(d, "peak_gradients_bytes", H5T_NATIVE_INT64);
-    const auto opt = read_field<int64_t>(d, "peak_optimizer_state_bytes", H5T_NATIVE_INT64);
-    const auto acts = read_field<int64_t>(d, "peak_activations_bytes", H5T_NATIVE_INT64);
+    const auto [context, batch, params, grads, opt, acts] =
+        numeric_columns(d, {"context_length", "batch_size", "peak_parameters_bytes", "peak_gradients_bytes",
+                            "peak_optimizer_state_bytes", "peak_activations_bytes"});
     const bool keep = string_attr(f, "option.recompute") == "off";
     ASSERT_FALSE(size.empty());
     for (size_t i = 0; i < size.size(); ++i) {
-      SCOPED_TRACE(std::string(name) + ": " + size[i] + " ctx " + std::to_string(context[i]) + " " + attention[i]);
+      SCOPED_TRACE(std::string(name) + ": " + size[i] + " ctx " + std::to_string(static_cast<int64_t>(context[i])) +
+                   " " + attention[i]);
       plan::Job j;
       j.model = TransformerConfig::named(size[i]);
-      j.model.context_length = context[i];
+      j.model.context_length = static_cast<int64_t>(context[i]);
       j.model.attention = attention_impl_from_name(attention[i]);
       j.model.recompute = !keep;
       j.precision = precision_from_name(precision[i]);
-      j.batch = batch[i];
+      j.batch = static_cast<int64_t>(batch[i]);
       j.strategy = "none";
       const plan::Result r = plan::plan(j, plan::cluster_preset("cpu"));
-      EXPECT_EQ(r.memory.params + r.memory.params_lowp, params[i]);
-      EXPECT_EQ(r.memory.grads, grads[i]);
-      EXPECT_EQ(r.memory.optstate, opt[i]);
-      EXPECT_NEAR(static_cast<double>(r.memory.activations), static_cast<double>(acts[i]), 0.02 * acts[i]);
+      EXPECT_EQ(static_cast<double>(r.memory.params + r.memory.params_lowp), params[i]);
+      EXPECT_EQ(static_cast<double>(r.memory.grads), grads[i]);
+      EXPECT_EQ(static_cast<double>(r.memory.optstate), opt[i]);
+      EXPECT_NEAR(static_cast<double>(r.memory.activations), acts[i], 0.02 * acts[i]);
     }
   }
 }

@@ -27,9 +27,9 @@ namespace {
 // ---- OpCost, RooflineRates, KernelTimer -----------------------------------------------------
 
 TEST(Roofline, OpCostCountsTensorBytesOnceReadOrWrittenAndTwiceUpdated) {
-  const Tensor f32 = Tensor::empty({3, 4}, DType::F32, Device::cpu());   // 48 bytes
-  const Tensor f64 = Tensor::empty({5}, DType::F64, Device::cpu());      // 40 bytes
-  const Tensor ids = Tensor::empty({7}, DType::I32, Device::cpu());      // 28 bytes
+  const Tensor f32 = Tensor::empty({3, 4}, DType::F32, Device::cpu());  // 48 bytes
+  const Tensor f64 = Tensor::empty({5}, DType::F64, Device::cpu());     // 40 bytes
+  const Tensor ids = Tensor::empty({7}, DType::I32, Device::cpu());     // 28 bytes
   OpCost c;
   c.read(f32).write(f64).update(ids);
   EXPECT_EQ(c.bytes, 48.0 + 40.0 + 2 * 28.0);
@@ -65,11 +65,11 @@ TEST(Roofline, KernelTimerSumsCostsAndPerOpFloorsOfOutermostScopes) {
   KernelTimer timer(ctx, rates);
   ctx.set_timer(&timer);
   timer.set_phase("forward");
-  { OpScope a(ctx, "compute-bound", OpFamily::Matmul, OpCost{4e9, 1e6}); }   // floor 4 ms, compute
-  { OpScope b(ctx, "memory-bound", OpFamily::Matmul, OpCost{1e9, 3e6}); }    // floor 3 ms, memory
+  { OpScope a(ctx, "compute-bound", OpFamily::Matmul, OpCost{4e9, 1e6}); }  // floor 4 ms, compute
+  { OpScope b(ctx, "memory-bound", OpFamily::Matmul, OpCost{1e9, 3e6}); }   // floor 3 ms, memory
   {
-    OpScope outer(ctx, "outer", OpFamily::Softmax, OpCost{0, 5e6});           // floor 5 ms
-    OpScope inner(ctx, "inner", OpFamily::Matmul, OpCost{1e12, 1e12});       // nested: not counted
+    OpScope outer(ctx, "outer", OpFamily::Softmax, OpCost{0, 5e6});     // floor 5 ms
+    OpScope inner(ctx, "inner", OpFamily::Matmul, OpCost{1e12, 1e12});  // nested: not counted
   }
   timer.set_phase("backward");
   Tensor x = test::make_tensor(ctx, {2, 3}, DType::F32, {1, 2, 3, 4, 5, 6});
@@ -170,7 +170,7 @@ TEST(Roofline, RowsArePerStepWithAStepRowOfSums) {
 TEST(Roofline, CopyRateIsMeasuredOnceAndTheCpuHasNoComputeSide) {
   Context ctx(Device::cpu());
   const double rate = bench::copy_bytes_per_s(ctx);
-  EXPECT_GT(rate, 1e8);  // any machine copies more than 100 MB/s
+  EXPECT_GT(rate, 1e8);                           // any machine copies more than 100 MB/s
   EXPECT_EQ(bench::copy_bytes_per_s(ctx), rate);  // remembered, not measured again
   const RooflineRates r = bench::roofline_rates(ctx, std::nan(""));
   EXPECT_EQ(r.flops_per_s, 0.0);
@@ -229,13 +229,14 @@ Costs expected_step(const StepShape& s, int64_t ranges, bool train) {
     // output and an add
     add("forward", OpFamily::Matmul, 2 * N * C * C, fused ? (N * C + C * C + 2 * N * C) * e : (2 * N * C + C * C) * e);
     if (!fused) add("forward", OpFamily::Elementwise, 0, 3 * N * C * e);
-    add("forward", OpFamily::Norm, 0, (2 * N * C + C + N) * e);            // ln2
+    add("forward", OpFamily::Norm, 0, (2 * N * C + C + N) * e);                            // ln2
     add("forward", OpFamily::Matmul, 2 * 2 * N * C * F, 2 * (N * C + F * C + N * F) * e);  // w1, w3
-    add("forward", OpFamily::Elementwise, 0, 3 * N * F * e);               // SwiGLU
-    add("forward", OpFamily::Matmul, 2 * N * F * C, fused ? (N * F + C * F + 2 * N * C) * e : (N * F + C * F + N * C) * e);
+    add("forward", OpFamily::Elementwise, 0, 3 * N * F * e);                               // SwiGLU
+    add("forward", OpFamily::Matmul, 2 * N * F * C,
+        fused ? (N * F + C * F + 2 * N * C) * e : (N * F + C * F + N * C) * e);
     if (!fused) add("forward", OpFamily::Elementwise, 0, 3 * N * C * e);
   }
-  add("forward", OpFamily::Norm, 0, (2 * N * C + C + N) * e);                // ln_final
+  add("forward", OpFamily::Norm, 0, (2 * N * C + C + N) * e);                    // ln_final
   add("forward", OpFamily::Matmul, 2 * N * C * V, (N * C + V * C + N * V) * e);  // lm_head
   // cross-entropy: logits and targets read, the loss written, dlogits over the logits
   add("forward", OpFamily::Loss, 0, N * V * e + N * id + 4 + (train ? N * V * e : 0));
@@ -246,15 +247,15 @@ Costs expected_step(const StepShape& s, int64_t ranges, bool train) {
   add("backward", OpFamily::Matmul, 2 * N * V * C, (N * V + V * C + N * C) * e);      // dx = dy W
   add("backward", OpFamily::Norm, 0, (3 * N * C + 3 * C + N) * e);  // ln_final: dx written, dw updated
   for (int l = 0; l < c.num_layers; ++l) {
-    if (recompute) add("backward", OpFamily::Elementwise, 0, 3 * N * F * e);  // SwiGLU again
+    if (recompute) add("backward", OpFamily::Elementwise, 0, 3 * N * F * e);            // SwiGLU again
     add("backward", OpFamily::Matmul, 2 * C * F * N, (N * C + N * F + 2 * C * F) * e);  // w2 dW
     add("backward", OpFamily::Matmul, 2 * N * C * F, (N * C + C * F + N * F) * e);      // w2 dx
     add("backward", OpFamily::Elementwise, 0, 5 * N * F * e);  // SwiGLU backward: dg, h1, h3 → dh1, dh3
-    if (recompute) add("backward", OpFamily::Norm, 0, (2 * N * C + C + N) * e);  // ln2 again
+    if (recompute) add("backward", OpFamily::Norm, 0, (2 * N * C + C + N) * e);                 // ln2 again
     add("backward", OpFamily::Matmul, 2 * 2 * F * C * N, 2 * (N * F + N * C + 2 * F * C) * e);  // w3, w1 dW
-    add("backward", OpFamily::Matmul, 2 * N * F * C, (N * F + F * C + N * C) * e);      // w3 dx
-    add("backward", OpFamily::Matmul, 2 * N * F * C, (N * F + F * C + 2 * N * C) * e);  // w1 dx, beta = 1
-    add("backward", OpFamily::Norm, 0, (4 * N * C + 3 * C + N) * e);  // ln2: dx and dw accumulated
+    add("backward", OpFamily::Matmul, 2 * N * F * C, (N * F + F * C + N * C) * e);              // w3 dx
+    add("backward", OpFamily::Matmul, 2 * N * F * C, (N * F + F * C + 2 * N * C) * e);          // w1 dx, beta = 1
+    add("backward", OpFamily::Norm, 0, (4 * N * C + 3 * C + N) * e);                // ln2: dx and dw accumulated
     add("backward", OpFamily::Matmul, 2 * C * C * N, (2 * N * C + 2 * C * C) * e);  // output proj dW
     add("backward", OpFamily::Matmul, 2 * N * C * C, (2 * N * C + C * C) * e);      // output proj dx
     if (flash) {
@@ -265,7 +266,7 @@ Costs expected_step(const StepShape& s, int64_t ranges, bool train) {
       add("backward", OpFamily::Matmul, 4 * 2 * B * H * T * T * D, 4 * B * (H * T * T + 2 * H * T * D) * e);
       add("backward", OpFamily::Softmax, 0, 3 * B * H * T * T * e);
     }
-    add("backward", OpFamily::Elementwise, 0, 2 * (2 * N * C * e));  // inverse RoPE on dq, dk
+    add("backward", OpFamily::Elementwise, 0, 2 * (2 * N * C * e));              // inverse RoPE on dq, dk
     if (recompute) add("backward", OpFamily::Norm, 0, (2 * N * C + C + N) * e);  // ln1 again
     if (fused) {
       add("backward", OpFamily::Matmul, 2 * 3 * C * C * N, (3 * N * C + N * C + 2 * 3 * C * C) * e);  // qkv dW
@@ -358,15 +359,15 @@ TEST_P(RooflineStep, EveryPhaseAndFamilyMatchesTheHandCount) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Tiny, RooflineStep,
-    ::testing::Values(StepCase{"naive_fused", AttentionImpl::Naive, 8, 2, true, true},
-                      StepCase{"naive_unfused", AttentionImpl::Naive, 8, 2, false, true},
-                      // 16 tokens over 11 ids: the embedding gradient's rows are capped at V
-                      StepCase{"naive_keep_activations_b4", AttentionImpl::Naive, 8, 4, true, false},
-                      StepCase{"flash_fused", AttentionImpl::Flash, 32, 2, true, true},
-                      StepCase{"flash_unfused", AttentionImpl::Flash, 32, 2, false, true}),
-    [](const ::testing::TestParamInfo<StepCase>& i) { return std::string(i.param.name); });
+INSTANTIATE_TEST_SUITE_P(Tiny, RooflineStep,
+                         ::testing::Values(StepCase{"naive_fused", AttentionImpl::Naive, 8, 2, true, true},
+                                           StepCase{"naive_unfused", AttentionImpl::Naive, 8, 2, false, true},
+                                           // 16 tokens over 11 ids: the embedding gradient's rows are capped at V
+                                           StepCase{"naive_keep_activations_b4", AttentionImpl::Naive, 8, 4, true,
+                                                    false},
+                                           StepCase{"flash_fused", AttentionImpl::Flash, 32, 2, true, true},
+                                           StepCase{"flash_unfused", AttentionImpl::Flash, 32, 2, false, true}),
+                         [](const ::testing::TestParamInfo<StepCase>& i) { return std::string(i.param.name); });
 
 // ---- bench model's table ---------------------------------------------------------------------
 
@@ -385,8 +386,12 @@ TEST(Roofline, BenchModelWritesTheTableBesideTheBreakdown) {
   const io::ResultTable& t = r.roofline;
   const io::ResultTable& bd = r.breakdown;
   t.validate();
-  auto col = [&](const io::ResultTable& tab, size_t row, const char* name) { return tab.at(row, tab.column_index(name)); };
-  auto str = [&](const io::ResultTable& tab, size_t row, const char* name) { return std::get<std::string>(col(tab, row, name)); };
+  auto col = [&](const io::ResultTable& tab, size_t row, const char* name) {
+    return tab.at(row, tab.column_index(name));
+  };
+  auto str = [&](const io::ResultTable& tab, size_t row, const char* name) {
+    return std::get<std::string>(col(tab, row, name));
+  };
   auto num = [&](size_t row, const char* name) { return std::get<double>(col(t, row, name)); };
   // One row per breakdown row plus a step row per pass and configuration (2 attention × 2 passes).
   ASSERT_EQ(t.rows(), bd.rows() + 4);

@@ -21,8 +21,8 @@ TEST(Strategies, OneTableNamesEverything) {
   const std::string msg = error_of([] { parallel::strategy("ring"); });
   EXPECT_NE(msg.find("'ring'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("none, naive, flat, overlap or bucketed"), std::string::npos) << msg;
-  const std::vector<std::string> order = {"none", "naive", "flat", "overlap", "bucketed", "reduce_scatter",
-                                          "bucketed_reduce_scatter"};
+  const std::vector<std::string> order = {
+      "none", "naive", "flat", "overlap", "bucketed", "reduce_scatter", "bucketed_reduce_scatter"};
   EXPECT_EQ(parallel::strategy_report_order(), order);
 }
 
@@ -34,9 +34,10 @@ TEST(Strategies, PoliciesAndZero1Layouts) {
     double zero1_mb;  // for --bucket-mb 7
   };
   const double one = parallel::Zero1Layout::kOneBucket;
-  for (const Want& w : {Want{"none", false, BucketPolicy::None, one}, Want{"naive", false, BucketPolicy::PerParameter, one},
-                        Want{"flat", false, BucketPolicy::One, one}, Want{"overlap", true, BucketPolicy::PerParameter, 0.0},
-                        Want{"bucketed", true, BucketPolicy::Capped, 7.0}}) {
+  for (const Want& w :
+       {Want{"none", false, BucketPolicy::None, one}, Want{"naive", false, BucketPolicy::PerParameter, one},
+        Want{"flat", false, BucketPolicy::One, one}, Want{"overlap", true, BucketPolicy::PerParameter, 0.0},
+        Want{"bucketed", true, BucketPolicy::Capped, 7.0}}) {
     const parallel::StrategySpec& s = parallel::strategy(w.name);
     EXPECT_EQ(s.overlapped, w.overlapped) << w.name;
     EXPECT_EQ(s.buckets, w.buckets) << w.name;

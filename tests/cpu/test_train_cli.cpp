@@ -23,9 +23,9 @@ namespace fs = std::filesystem;
 // Options of a model small enough that 40 CPU steps take about a second; `over` replaces or
 // adds options (each option appears once: the CLI rejects repeats).
 std::string tiny(const std::map<std::string, std::string>& over = {}) {
-  std::map<std::string, std::string> o = {
-      {"model", "tiny"}, {"d-model", "32"}, {"num-layers", "1"}, {"num-heads", "2"}, {"d-ff", "64"},
-      {"context-length", "16"}, {"batch-size", "4"}, {"device", "cpu"}, {"log-every", "1"}};
+  std::map<std::string, std::string> o = {{"model", "tiny"},   {"d-model", "32"}, {"num-layers", "1"},
+                                          {"num-heads", "2"},  {"d-ff", "64"},    {"context-length", "16"},
+                                          {"batch-size", "4"}, {"device", "cpu"}, {"log-every", "1"}};
   for (const auto& [k, v] : over) o[k] = v;
   std::string s = "train";
   for (const auto& [k, v] : o) s += " --" + k + (v.empty() ? "" : " " + v);
@@ -65,7 +65,8 @@ std::vector<double> recorded_losses(const std::string& path) { return recorded_c
 TEST(TrainCli, LossFallsOnTheSampleDataAndEveryStepIsRecorded) {
   const std::string dir = test::scratch_dir("train_falls");
   const std::string out = dir + "/run.h5";
-  test::CliResult r = test::run_paratrain(tiny({{"steps", "40"}, {"lr", "1e-2"}, {"warmup-steps", "4"}}) + "--out " + out);
+  test::CliResult r =
+      test::run_paratrain(tiny({{"steps", "40"}, {"lr", "1e-2"}, {"warmup-steps", "4"}}) + "--out " + out);
   ASSERT_EQ(r.rc, 0) << r.output;
   const std::vector<double> printed = printed_losses(r.output);
   ASSERT_EQ(printed.size(), 40u) << r.output;
@@ -114,8 +115,14 @@ TEST(TrainCli, DataParallelRunsMatchOneProcessForEveryStrategy) {
   // (Adam would magnify it in near-zero gradients). Global batch 4 = 2 ranks × 2. The clip
   // (gradient norms are about 0.8 here) acts, so sharded optimizers clip by the global norm.
   auto args = [&](const std::string& out, const std::string& extra) {
-    return tiny({{"steps", "4"}, {"sampling", "sequential"}, {"optimizer", "sgd"}, {"lr", "0.5"},
-                 {"warmup-steps", "0"}, {"grad-clip", "0.5"}, {"out", dir + "/" + out}}) + extra;
+    return tiny({{"steps", "4"},
+                 {"sampling", "sequential"},
+                 {"optimizer", "sgd"},
+                 {"lr", "0.5"},
+                 {"warmup-steps", "0"},
+                 {"grad-clip", "0.5"},
+                 {"out", dir + "/" + out}}) +
+           extra;
   };
   ASSERT_EQ(test::run_paratrain(args("one.h5", "")).rc, 0);
   const auto ref = recorded_losses(dir + "/one.h5");
@@ -133,7 +140,8 @@ TEST(TrainCli, DataParallelRunsMatchOneProcessForEveryStrategy) {
     ASSERT_EQ(r.rc, 0) << variants[i] << ": " << r.output;
     const auto got = recorded_losses(dir + "/" + out);
     ASSERT_EQ(got.size(), ref.size()) << variants[i];
-    for (size_t s = 0; s < ref.size(); ++s) EXPECT_NEAR(got[s], ref[s], 1e-5 * ref[s]) << variants[i] << " step " << s + 1;
+    for (size_t s = 0; s < ref.size(); ++s)
+      EXPECT_NEAR(got[s], ref[s], 1e-5 * ref[s]) << variants[i] << " step " << s + 1;
   }
   // A global batch the ranks cannot split evenly is refused on every rank, before any work.
   test::CliResult odd = test::run_paratrain_mpi(2, tiny({{"batch-size", "3"}, {"out", dir + "/odd.h5"}}));
@@ -193,8 +201,12 @@ TEST(TrainCli, UnfusedRunsGiveTheLossesOfFusedOnes) {
   // A clip far below the gradient norm, so the unfused clip pass (and the fused one) acts.
   auto run = [&](const char* fused) {
     const std::string out = dir + "/" + fused + ".h5";
-    test::CliResult r = test::run_paratrain(tiny({{"steps", "5"}, {"sampling", "sequential"}, {"grad-clip", "0.05"},
-                                                  {"warmup-steps", "1"}, {"fused", fused}, {"out", out}}));
+    test::CliResult r = test::run_paratrain(tiny({{"steps", "5"},
+                                                  {"sampling", "sequential"},
+                                                  {"grad-clip", "0.05"},
+                                                  {"warmup-steps", "1"},
+                                                  {"fused", fused},
+                                                  {"out", out}}));
     EXPECT_EQ(r.rc, 0) << r.output;
     return out;
   };
@@ -237,8 +249,7 @@ TEST(TrainCli, BadInputGetsOneClearErrorAndNoResults) {
       {"unknown size", "train --model enormous", "enormous"},
       {"fused neither on nor off", tiny({{"fused", "maybe"}}), "--fused must be on or off, got 'maybe'"},
       {"unknown GEMM selection", tiny({{"gemm", "fastest"}}), "--gemm must be autotune, cublas or lt (got 'fastest')"},
-      {"unknown gradient wire type", tiny({{"grad-comm", "fp16"}}),
-       "--grad-comm must be fp32 or bf16 (got 'fp16')"},
+      {"unknown gradient wire type", tiny({{"grad-comm", "fp16"}}), "--grad-comm must be fp32 or bf16 (got 'fp16')"},
       {"zero1 prefetch neither on nor off", tiny({{"zero1-prefetch", "maybe"}}),
        "--zero1-prefetch must be on or off, got 'maybe'"},
       {"heads do not divide", tiny({{"num-heads", "3"}}), "divisible"},
@@ -272,9 +283,9 @@ TEST(TrainCli, BadInputGetsOneClearErrorAndNoResults) {
 TEST(TrainCli, HelpListsTheOptionsAndExitsZero) {
   test::CliResult r = test::run_paratrain("train --help");
   EXPECT_EQ(r.rc, 0);
-  for (const char* opt : {"--model", "--data", "--sampling", "--batch-size", "--lr", "--save", "--resume",
-                          "--recompute", "--fused", "--gemm", "--precision", "--device", "--out", "--grad-comm",
-                          "bf16_compress_hook", "--zero1-prefetch"})
+  for (const char* opt :
+       {"--model", "--data", "--sampling", "--batch-size", "--lr", "--save", "--resume", "--recompute", "--fused",
+        "--gemm", "--precision", "--device", "--out", "--grad-comm", "bf16_compress_hook", "--zero1-prefetch"})
     EXPECT_NE(r.output.find(opt), std::string::npos) << opt;
 }
 

@@ -9,10 +9,10 @@
 #include <random>
 
 #include "common/test_util.h"
+#include "model/transformer.h"
 #include "ops/loss.h"
 #include "parallel/grad_sync.h"
 #include "train/train_step.h"
-#include "model/transformer.h"
 
 namespace pt {
 namespace {
@@ -66,8 +66,8 @@ TEST(CudaGraphGpu, CapturedStepsEqualUncapturedBitForBit) {
         const TransformerConfig cfg = test::test_transformer(256, 32, 64, 2, 4, 172, attn);
         Context gpu(Device::cuda(0), prec);
         const GraphRun eager = train(gpu, cfg, false, micro), graph = train(gpu, cfg, true, micro);
-        const std::string what = std::string(precision_name(prec)) + " " + attention_impl_name(attn) + " micro " +
-                                 std::to_string(micro);
+        const std::string what =
+            std::string(precision_name(prec)) + " " + attention_impl_name(attn) + " micro " + std::to_string(micro);
         EXPECT_TRUE(graph.captured) << what;
         ASSERT_EQ(eager.losses.size(), graph.losses.size());
         for (size_t s = 0; s < eager.losses.size(); ++s)

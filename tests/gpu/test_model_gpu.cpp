@@ -7,9 +7,9 @@
 #include <cmath>
 
 #include "common/test_util.h"
+#include "model/transformer.h"
 #include "parallel/grad_sync.h"
 #include "train/train_step.h"
-#include "model/transformer.h"
 
 namespace pt {
 namespace {
@@ -21,8 +21,8 @@ TransformerConfig gpu_test_config(AttentionImpl attn = AttentionImpl::Naive) {
 struct TrainRun {
   std::vector<double> losses;
   std::vector<double> grad_norms;  // global norm before each step's clip
-  std::vector<double> grads;  // after the first backward
-  std::vector<double> params; // after the last step
+  std::vector<double> grads;       // after the first backward
+  std::vector<double> params;      // after the last step
 };
 
 // `steps` AdamW steps (clip at max_norm) on fixed random batches, from weights `w0`; the
@@ -63,12 +63,17 @@ std::vector<double> initial_weights(const TransformerConfig& cfg) {
   return m.store().params_to_host_f64(cpu);
 }
 
-TEST(TransformerGpu, Fp32MatchesTheCpuOverTenTrainingSteps) {
-  PT_REQUIRE_GPU();
+// `steps` from the same weights on the CPU (fp32: the reference) and on the GPU in `precision`.
+std::pair<TrainRun, TrainRun> cpu_and_gpu(Precision precision, int steps) {
   const TransformerConfig cfg = gpu_test_config();
   const auto w0 = initial_weights(cfg);
-  Context cpu(Device::cpu()), gpu(Device::cuda(0), Precision::FP32);
-  TrainRun a = train(cpu, cfg, w0, 10), b = train(gpu, cfg, w0, 10);
+  Context cpu(Device::cpu()), gpu(Device::cuda(0), precision);
+  return {train(cpu, cfg, w0, steps), train(gpu, cfg, w0, steps)};
+}
+
+TEST(TransformerGpu, Fp32MatchesTheCpuOverTenTrainingSteps) {
+  PT_REQUIRE_GPU();
+  const auto [a, b] = cpu_and_gpu(Precision::FP32, 10);
   // fp32 on both sides: only summation order differs. Gradients agree to ~1e-5 relative;
   // ten Adam steps amplify differences a little (Adam normalises tiny gradients).
   EXPECT_LE(test::rel_error(b.grads, a.grads), 1e-4);
@@ -79,10 +84,7 @@ TEST(TransformerGpu, Fp32MatchesTheCpuOverTenTrainingSteps) {
 
 TEST(TransformerGpu, Bf16MixedPrecisionStaysCloseToFp32) {
   PT_REQUIRE_GPU();
-  const TransformerConfig cfg = gpu_test_config();
-  const auto w0 = initial_weights(cfg);
-  Context cpu(Device::cpu()), gpu(Device::cuda(0), Precision::BF16);
-  TrainRun a = train(cpu, cfg, w0, 3), b = train(gpu, cfg, w0, 3);
+  const auto [a, b] = cpu_and_gpu(Precision::BF16, 3);
   // bf16 GEMM operands (8-bit mantissa): the loss agrees to ~1e-2 relative and the
   // gradient direction to a few per cent (documented tolerance for mixed precision).
   EXPECT_NEAR(b.losses[0], a.losses[0], 1e-2 * a.losses[0]);
@@ -91,10 +93,7 @@ TEST(TransformerGpu, Bf16MixedPrecisionStaysCloseToFp32) {
 
 TEST(TransformerGpu, Tf32StaysCloseToFp32) {
   PT_REQUIRE_GPU();
-  const TransformerConfig cfg = gpu_test_config();
-  const auto w0 = initial_weights(cfg);
-  Context cpu(Device::cpu()), gpu(Device::cuda(0), Precision::TF32);
-  TrainRun a = train(cpu, cfg, w0, 1), b = train(gpu, cfg, w0, 1);
+  const auto [a, b] = cpu_and_gpu(Precision::TF32, 1);
   EXPECT_NEAR(b.losses[0], a.losses[0], 2e-3 * a.losses[0]);
   EXPECT_LE(test::rel_error(b.grads, a.grads), 1e-2);
 }
@@ -108,8 +107,7 @@ TEST(TransformerGpu, FlashAttentionModelMatchesNaive) {
     TrainRun flash = train(gpu, gpu_test_config(AttentionImpl::Flash), w0, 2);
     const double tol = prec == Precision::FP32 ? 1e-4 : 2e-2;
     EXPECT_NEAR(flash.losses[0], naive.losses[0], tol * naive.losses[0]) << precision_name(prec);
-    EXPECT_LE(test::rel_error(flash.grads, naive.grads), prec == Precision::FP32 ? 1e-4 : 5e-2)
-        << precision_name(prec);
+    EXPECT_LE(test::rel_error(flash.grads, naive.grads), prec == Precision::FP32 ? 1e-4 : 5e-2) << precision_name(prec);
   }
 }
 

@@ -1,4 +1,5 @@
-// Elementwise maps, casts, SwiGLU and bias on the GPU against the fp64 CPU reference (conventions: test_ops_gpu_helpers.h).
+// Elementwise maps, casts, SwiGLU and bias on the GPU against the fp64 CPU reference (conventions:
+// test_ops_gpu_helpers.h).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -119,7 +120,8 @@ TEST_P(GpuSwiglu, ForwardAndBackward) {
   const auto [dt, cols] = GetParam();
   Context gpu(Device::cuda(0)), cpu(Device::cpu());
   const int64_t rows = 5, n = rows * cols;
-  Pair h1 = make_twin(gpu, cpu, {rows, cols}, dt, randn(n, 7, 2.0)), h3 = make_twin(gpu, cpu, {rows, cols}, dt, randn(n, 8));
+  Pair h1 = make_twin(gpu, cpu, {rows, cols}, dt, randn(n, 7, 2.0)),
+       h3 = make_twin(gpu, cpu, {rows, cols}, dt, randn(n, 8));
   Pair g = make_output(gpu, cpu, {rows, cols}, dt);
   ops::swiglu_forward(gpu, g.gpu, h1.gpu, h3.gpu);
   ops::swiglu_forward(cpu, g.cpu, h1.cpu, h3.cpu);

@@ -17,7 +17,7 @@ namespace pt::test {
 inline std::vector<double> stored(const std::vector<double>& v, DType dtype) {
   std::vector<double> out(v.size());
   for (size_t i = 0; i < v.size(); ++i)
-    out[i] = dtype == DType::BF16 ? double(round_to_bf16(float(v[i])))
+    out[i] = dtype == DType::BF16  ? double(round_to_bf16(float(v[i])))
              : dtype == DType::F32 ? double(float(v[i]))
                                    : v[i];
   return out;
@@ -27,8 +27,7 @@ inline std::vector<double> stored(const std::vector<double>& v, DType dtype) {
 struct Pair {
   Tensor gpu, cpu;
 };
-inline Pair make_twin(Context& gpu, Context& cpu, const Shape& shape, DType dtype,
-                      const std::vector<double>& v) {
+inline Pair make_twin(Context& gpu, Context& cpu, const Shape& shape, DType dtype, const std::vector<double>& v) {
   return {make_tensor(gpu, shape, dtype, v), make_tensor(cpu, shape, DType::F64, stored(v, dtype))};
 }
 // Uninitialised GPU output poisoned with NaN, and its fp64 CPU twin.
@@ -46,13 +45,13 @@ inline double max_abs(const std::vector<double>& v) {
 
 // Elementwise |got − ref| ≤ rtol·|ref| + atol_frac·max|ref|: relative where values are
 // large, absolute (relative to the tensor's scale) where they cancel to near zero.
-#define PT_EXPECT_GPU_CLOSE(got_tensor, ref_tensor, ctx_gpu, ctx_cpu, rtol, atol_frac)           \
-  do {                                                                                             \
-    const auto pt_ref_ = (ref_tensor).to_host_f64(ctx_cpu);                                        \
-    const auto pt_got_ = (got_tensor).to_host_f64(ctx_gpu);                                        \
-    EXPECT_LE(::pt::test::allclose_ratio(pt_got_, pt_ref_, (rtol),                                 \
-                                         (atol_frac) * std::max(::pt::test::max_abs(pt_ref_), 1e-30)), \
-              1.0);                                                                                \
+#define PT_EXPECT_GPU_CLOSE(got_tensor, ref_tensor, ctx_gpu, ctx_cpu, rtol, atol_frac)               \
+  do {                                                                                               \
+    const auto pt_ref_ = (ref_tensor).to_host_f64(ctx_cpu);                                          \
+    const auto pt_got_ = (got_tensor).to_host_f64(ctx_gpu);                                          \
+    EXPECT_LE(::pt::test::allclose_ratio(pt_got_, pt_ref_, (rtol),                                   \
+                                         (atol_frac)*std::max(::pt::test::max_abs(pt_ref_), 1e-30)), \
+              1.0);                                                                                  \
   } while (0)
 
 // Tolerances, by what the kernel stores (inputs are identical on both sides):

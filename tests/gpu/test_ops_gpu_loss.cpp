@@ -54,7 +54,8 @@ TEST(GpuMse, MeanAndSum) {
   Context gpu(Device::cuda(0)), cpu(Device::cpu());
   for (int64_t n : {int64_t(4099), int64_t(5)})
     for (auto red : {ops::Reduction::Mean, ops::Reduction::Sum}) {
-      Pair pred = make_twin(gpu, cpu, {n}, DType::F32, randn(n, 31)), target = make_twin(gpu, cpu, {n}, DType::F32, randn(n, 32));
+      Pair pred = make_twin(gpu, cpu, {n}, DType::F32, randn(n, 31)),
+           target = make_twin(gpu, cpu, {n}, DType::F32, randn(n, 32));
       Pair loss = make_output(gpu, cpu, {1}, DType::F32), dpred = make_output(gpu, cpu, {n}, DType::F32);
       ops::mse_loss(gpu, loss.gpu, &dpred.gpu, pred.gpu, target.gpu, red);
       ops::mse_loss(cpu, loss.cpu, &dpred.cpu, pred.cpu, target.cpu, red);

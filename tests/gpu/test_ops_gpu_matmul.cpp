@@ -24,8 +24,8 @@ const char* select_name(GemmSelect s) {
   return s == GemmSelect::Cublas ? "cublas" : s == GemmSelect::Lt ? "lt" : "autotune";
 }
 std::ostream& operator<<(std::ostream& o, const GemmCase& g) {
-  return o << (g.ta ? "T" : "N") << (g.tb ? "T" : "N") << "_" << dtype_name(g.ab) << "_C" << dtype_name(g.c)
-           << "_" << precision_name(g.precision) << "_" << select_name(g.select);
+  return o << (g.ta ? "T" : "N") << (g.tb ? "T" : "N") << "_" << dtype_name(g.ab) << "_C" << dtype_name(g.c) << "_"
+           << precision_name(g.precision) << "_" << select_name(g.select);
 }
 
 // Norm-wise relative error bounds (‖got − ref‖ / ‖ref‖), inputs identical on both sides:
@@ -68,12 +68,11 @@ std::vector<GemmCase> all_cases() {
       }
   return cases;
 }
-INSTANTIATE_TEST_SUITE_P(All, GpuMatmul, ::testing::ValuesIn(all_cases()),
-                         [](const auto& info) {
-                           std::ostringstream o;
-                           o << info.param;
-                           return o.str();
-                         });
+INSTANTIATE_TEST_SUITE_P(All, GpuMatmul, ::testing::ValuesIn(all_cases()), [](const auto& info) {
+  std::ostringstream o;
+  o << info.param;
+  return o.str();
+});
 
 TEST(GpuMatmulModes, Fp32ModeIsTrueFp32OnLongSums) {
   PT_REQUIRE_GPU();

@@ -1,4 +1,5 @@
-// Optimizer arithmetic (AdamW, SGD, norm, clip) on the GPU against the fp64 CPU reference (conventions: test_ops_gpu_helpers.h).
+// Optimizer arithmetic (AdamW, SGD, norm, clip) on the GPU against the fp64 CPU reference (conventions:
+// test_ops_gpu_helpers.h).
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -42,7 +42,8 @@ TEST_P(GpuRMSNorm, ForwardAndBackward) {
 }
 
 INSTANTIATE_TEST_SUITE_P(WidthsAndTypes, GpuRMSNorm,
-                         ::testing::Combine(::testing::Values(int64_t(768), int64_t(37), int64_t(256), int64_t(1600), int64_t(2560)),
+                         ::testing::Combine(::testing::Values(int64_t(768), int64_t(37), int64_t(256), int64_t(1600),
+                                                              int64_t(2560)),
                                             ::testing::Values(DType::F32, DType::BF16)));
 
 }  // namespace

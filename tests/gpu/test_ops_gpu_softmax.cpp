@@ -48,19 +48,18 @@ TEST_P(GpuSoftmax, ForwardAndBackward) {
   PT_EXPECT_GPU_CLOSE(dp.gpu, dp.cpu, gpu, cpu, kTolF32, 1e-6);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, GpuSoftmax,
-    ::testing::Values(SoftmaxCase{4, 64, 64, true, DType::F32, DType::F32},
-                      SoftmaxCase{2, 33, 77, true, DType::F32, DType::F32},
-                      SoftmaxCase{2, 40, 1000, false, DType::F32, DType::BF16},
-                      SoftmaxCase{1, 9, 5, true, DType::F32, DType::F32},
-                      SoftmaxCase{3, 16, 16, true, DType::BF16, DType::BF16},
-                      SoftmaxCase{1, 8, 4096, true, DType::F32, DType::F32}),
-    [](const auto& info) {
-      std::ostringstream o;
-      o << info.param;
-      return o.str();
-    });
+INSTANTIATE_TEST_SUITE_P(Shapes, GpuSoftmax,
+                         ::testing::Values(SoftmaxCase{4, 64, 64, true, DType::F32, DType::F32},
+                                           SoftmaxCase{2, 33, 77, true, DType::F32, DType::F32},
+                                           SoftmaxCase{2, 40, 1000, false, DType::F32, DType::BF16},
+                                           SoftmaxCase{1, 9, 5, true, DType::F32, DType::F32},
+                                           SoftmaxCase{3, 16, 16, true, DType::BF16, DType::BF16},
+                                           SoftmaxCase{1, 8, 4096, true, DType::F32, DType::F32}),
+                         [](const auto& info) {
+                           std::ostringstream o;
+                           o << info.param;
+                           return o.str();
+                         });
 
 }  // namespace
 }  // namespace pt::test

@@ -8,8 +8,8 @@
 #include <memory>
 #include <utility>
 
-#include "core/error.h"
 #include "common/test_util.h"
+#include "core/error.h"
 #include "parallel/gpu_binding.h"
 #include "parallel/host_collectives.h"
 

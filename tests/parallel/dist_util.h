@@ -25,10 +25,10 @@ parallel::Communicator& backend_comm(parallel::Backend b, int comm_sms = 0);
 void release_backends();
 
 // Skips unless the backend can run here (same decision on every rank).
-#define PT_REQUIRE_BACKEND(b)                                                                  \
-  do {                                                                                         \
-    if ((b) == ::pt::parallel::Backend::NCCL && !::pt::test::nccl_usable())                        \
-      GTEST_SKIP() << "NCCL tests need >= 2 ranks and one GPU per rank";                       \
+#define PT_REQUIRE_BACKEND(b)                                               \
+  do {                                                                      \
+    if ((b) == ::pt::parallel::Backend::NCCL && !::pt::test::nccl_usable()) \
+      GTEST_SKIP() << "NCCL tests need >= 2 ranks and one GPU per rank";    \
   } while (0)
 
 // Fixture for tests that run once per backend; instantiated as Mpi/<Suite> and Nccl/<Suite>.
@@ -45,10 +45,10 @@ class BackendTest : public ::testing::TestWithParam<parallel::Backend> {
   int world() const { return parallel::Runtime::get().world_size(); }
 };
 std::string backend_param_name(const ::testing::TestParamInfo<parallel::Backend>& info);
-#define PT_INSTANTIATE_BACKENDS(Suite)                                                        \
-  INSTANTIATE_TEST_SUITE_P(Mpi, Suite, ::testing::Values(::pt::parallel::Backend::MPI),           \
-                           ::pt::test::backend_param_name);                                   \
-  INSTANTIATE_TEST_SUITE_P(Nccl, Suite, ::testing::Values(::pt::parallel::Backend::NCCL),         \
+#define PT_INSTANTIATE_BACKENDS(Suite)                                                    \
+  INSTANTIATE_TEST_SUITE_P(Mpi, Suite, ::testing::Values(::pt::parallel::Backend::MPI),   \
+                           ::pt::test::backend_param_name);                               \
+  INSTANTIATE_TEST_SUITE_P(Nccl, Suite, ::testing::Values(::pt::parallel::Backend::NCCL), \
                            ::pt::test::backend_param_name)
 
 // Raw-MPI checks, independent of the code under test.

@@ -18,10 +18,10 @@ struct Spec {
   bool trainable;
   int uses;
 };
-inline const std::vector<Spec> kSpecs = {
-    {"embed", {8, 4}, true, 1},      {"frozen_scale", {5}, false, 1}, {"tied", {6, 3}, true, 2},
-    {"block.w", {40, 25}, true, 1},  {"block.b", {25}, true, 1},      {"unused", {3}, true, 1},
-    {"head", {7, 11}, true, 1},      {"const", {2}, false, 1}};
+inline const std::vector<Spec> kSpecs = {{"embed", {8, 4}, true, 1}, {"frozen_scale", {5}, false, 1},
+                                         {"tied", {6, 3}, true, 2},  {"block.w", {40, 25}, true, 1},
+                                         {"block.b", {25}, true, 1}, {"unused", {3}, true, 1},
+                                         {"head", {7, 11}, true, 1}, {"const", {2}, false, 1}};
 // A backward pass: the tied weight contributes twice; "unused" never does.
 inline const std::vector<const char*> kBackwardOrder = {"head", "tied", "block.b", "block.w", "tied", "embed"};
 

@@ -14,12 +14,11 @@ class RankFailurePrinter : public ::testing::EmptyTestEventListener {
   explicit RankFailurePrinter(int rank) : rank_(rank) {}
   void OnTestPartResult(const ::testing::TestPartResult& r) override {
     if (!r.failed()) return;
-    std::fprintf(stderr, "[rank %d] %s:%d: failure\n%s\n", rank_, r.file_name() ? r.file_name() : "?",
-                 r.line_number(), r.summary());
+    std::fprintf(stderr, "[rank %d] %s:%d: failure\n%s\n", rank_, r.file_name() ? r.file_name() : "?", r.line_number(),
+                 r.summary());
   }
   void OnTestEnd(const ::testing::TestInfo& t) override {
-    if (t.result()->Failed())
-      std::fprintf(stderr, "[rank %d] FAILED %s.%s\n", rank_, t.test_suite_name(), t.name());
+    if (t.result()->Failed()) std::fprintf(stderr, "[rank %d] FAILED %s.%s\n", rank_, t.test_suite_name(), t.name());
   }
 
  private:

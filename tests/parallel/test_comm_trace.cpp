@@ -130,13 +130,12 @@ TEST(GatherToRoot, RejectsStringsWithNul) {
 // Registration order as a Transformer's: embedding, two layers, head.
 std::unique_ptr<ParamStore> layered_store(Context& ctx) {
   auto store = std::make_unique<ParamStore>();
-  for (const auto& [name, shape] : std::vector<std::pair<std::string, Shape>>{
-           {"embed.weight", {16, 8}},
-           {"layers.0.w", {8, 8}},
-           {"layers.0.norm", {8}},
-           {"layers.1.w", {8, 8}},
-           {"layers.1.norm", {8}},
-           {"head.weight", {16, 8}}}) {
+  for (const auto& [name, shape] : std::vector<std::pair<std::string, Shape>>{{"embed.weight", {16, 8}},
+                                                                              {"layers.0.w", {8, 8}},
+                                                                              {"layers.0.norm", {8}},
+                                                                              {"layers.1.w", {8, 8}},
+                                                                              {"layers.1.norm", {8}},
+                                                                              {"head.weight", {16, 8}}}) {
     store->add_use(store->add(name, shape));
   }
   store->finalize(ctx, false);
@@ -198,8 +197,8 @@ TEST_P(TimelineTest, PhasesInOrderBackwardPerModuleOneCommEventPerCollective) {
     comm().synchronize();
     ctx().synchronize();
     events = timeline.finish();
-    EXPECT_EQ(store->listeners(), c.ddp == "none" ? std::vector<GradReadyListener*>{}
-                                                  : std::vector<GradReadyListener*>{sync.get()})
+    EXPECT_EQ(store->listeners(),
+              c.ddp == "none" ? std::vector<GradReadyListener*>{} : std::vector<GradReadyListener*>{sync.get()})
         << "finish() takes the timeline off, the sync stays";
     EXPECT_EQ(comm().trace(), nullptr);
   }
@@ -231,8 +230,7 @@ TEST_P(TimelineTest, PhasesInOrderBackwardPerModuleOneCommEventPerCollective) {
 
   std::vector<std::string> want;
   if (c.ddp == "naive" || c.ddp == "overlap") {
-    for (int i = static_cast<int>(store->size()) - 1; i >= 0; --i)
-      want.push_back("all-reduce " + (*store)[i].name);
+    for (int i = static_cast<int>(store->size()) - 1; i >= 0; --i) want.push_back("all-reduce " + (*store)[i].name);
   } else if (c.ddp == "flat") {
     want.push_back("all-reduce all gradients");
   } else {
@@ -248,9 +246,8 @@ TEST_P(TimelineTest, PhasesInOrderBackwardPerModuleOneCommEventPerCollective) {
 std::vector<TimelineCase> timeline_cases(parallel::Backend b) {
   // 0.0003 MiB = 78 floats: head (128) alone, the layers' pieces grouped, the embedding alone.
   const auto bf16 = parallel::GradComm::BF16;
-  return {{b, "none", 0},          {b, "naive", 0},         {b, "flat", 0},
-          {b, "overlap", 0},       {b, "bucketed", 0.0003}, {b, "flat", 0, bf16},
-          {b, "overlap", 0, bf16}, {b, "bucketed", 0.0003, bf16}};
+  return {{b, "none", 0},          {b, "naive", 0},      {b, "flat", 0},          {b, "overlap", 0},
+          {b, "bucketed", 0.0003}, {b, "flat", 0, bf16}, {b, "overlap", 0, bf16}, {b, "bucketed", 0.0003, bf16}};
 }
 INSTANTIATE_TEST_SUITE_P(Mpi, TimelineTest, ::testing::ValuesIn(timeline_cases(parallel::Backend::MPI)),
                          timeline_case_name);

@@ -38,8 +38,7 @@ TEST_P(CommTest, AllReduceSumAndAverage) {
       const uint64_t salt = static_cast<uint64_t>(n) + (op == ReduceOp::Average ? 1 : 0);
       Tensor t = device_f32(ctx(), input_of(rank(), n, salt));
       comm().all_reduce(t, op);
-      PT_EXPECT_ALLCLOSE(host_f64(ctx(), t), reduce_ref(world(), n, salt, op == ReduceOp::Average),
-                         1e-6, 1e-6);
+      PT_EXPECT_ALLCLOSE(host_f64(ctx(), t), reduce_ref(world(), n, salt, op == ReduceOp::Average), 1e-6, 1e-6);
     }
   }
 }
@@ -193,12 +192,12 @@ struct RoundingCase {
   float a, b, sum;
 };
 const std::vector<RoundingCase> kRounding = {
-    {1.0f, 0x1p-8f, 1.0f},                          // 1 + 2^-8: a tie, down to even 1
-    {1.0f + 0x1p-7f, 0x1p-8f, 1.0f + 0x1p-6f},      // 1 + 3·2^-8: a tie, up to even 1 + 2^-6
-    {1.0f, 0x1p-9f, 1.0f},                          // 1 + 2^-9: a quarter ulp, down
-    {1.0f, 0x3p-9f, 1.0f + 0x1p-7f},                // 1 + 3·2^-9: three quarters, up
-    {256.0f, 1.0f, 256.0f},                         // 257: a tie at ulp 2, down to even
-    {-1.0f, -0x1p-8f, -1.0f}};                      // the same below zero
+    {1.0f, 0x1p-8f, 1.0f},                      // 1 + 2^-8: a tie, down to even 1
+    {1.0f + 0x1p-7f, 0x1p-8f, 1.0f + 0x1p-6f},  // 1 + 3·2^-8: a tie, up to even 1 + 2^-6
+    {1.0f, 0x1p-9f, 1.0f},                      // 1 + 2^-9: a quarter ulp, down
+    {1.0f, 0x3p-9f, 1.0f + 0x1p-7f},            // 1 + 3·2^-9: three quarters, up
+    {256.0f, 1.0f, 256.0f},                     // 257: a tie at ulp 2, down to even
+    {-1.0f, -0x1p-8f, -1.0f}};                  // the same below zero
 
 // Rank r's n bf16 values (2 ranks): the rounding cases, then random values.
 std::vector<uint16_t> bf16_input(int r, int64_t n, uint64_t salt) {

@@ -9,42 +9,42 @@ namespace pt::test {
 namespace {
 
 TEST(DdpOptions, ResolveAutoAndRejectContradictions) {
-  parallel::DdpOptions o;
-  EXPECT_EQ(parallel::resolve_ddp_options(o, 2).ddp, "bucketed");
-  EXPECT_EQ(parallel::resolve_ddp_options(o, 1).ddp, "none");
+  cli::DdpOptions o;
+  EXPECT_EQ(cli::resolve_ddp_options(o, 2).ddp, "bucketed");
+  EXPECT_EQ(cli::resolve_ddp_options(o, 1).ddp, "none");
   o.shard = "zero1";
-  EXPECT_EQ(parallel::resolve_ddp_options(o, 1).shard, "none") << "one rank has nothing to shard";
-  EXPECT_EQ(parallel::resolve_ddp_options(o, 4).shard, "zero1");
+  EXPECT_EQ(cli::resolve_ddp_options(o, 1).shard, "none") << "one rank has nothing to shard";
+  EXPECT_EQ(cli::resolve_ddp_options(o, 4).shard, "zero1");
   o.ddp = "none";
-  EXPECT_THROW(parallel::resolve_ddp_options(o, 2), Error);
-  o = parallel::DdpOptions();
+  EXPECT_THROW(cli::resolve_ddp_options(o, 2), Error);
+  o = cli::DdpOptions();
   o.ddp = "ring";
-  EXPECT_THROW(parallel::resolve_ddp_options(o, 2), Error);
-  o = parallel::DdpOptions();
+  EXPECT_THROW(cli::resolve_ddp_options(o, 2), Error);
+  o = cli::DdpOptions();
   o.bucket_mb = -1;
-  EXPECT_THROW(parallel::resolve_ddp_options(o, 2), Error);
-  o = parallel::DdpOptions();
+  EXPECT_THROW(cli::resolve_ddp_options(o, 2), Error);
+  o = cli::DdpOptions();
   o.shard = "zero3";
-  EXPECT_THROW(parallel::resolve_ddp_options(o, 2), Error);
+  EXPECT_THROW(cli::resolve_ddp_options(o, 2), Error);
   for (const char* bad : {"-1", "16x", "", "many", "1e3"}) {
-    o = parallel::DdpOptions();
+    o = cli::DdpOptions();
     o.comm_sms = bad;
-    EXPECT_THROW(parallel::resolve_ddp_options(o, 2), Error) << "--comm-sms '" << bad << "'";
+    EXPECT_THROW(cli::resolve_ddp_options(o, 2), Error) << "--comm-sms '" << bad << "'";
   }
 }
 
 TEST(DdpOptions, GradCommIsFp32OrBf16AndFp32WhenNothingIsCommunicated) {
-  parallel::DdpOptions o;
+  cli::DdpOptions o;
   EXPECT_EQ(o.grad_comm, "fp32");
   o.grad_comm = "bf16";
-  EXPECT_EQ(parallel::resolve_ddp_options(o, 2).grad_comm, "bf16");
-  EXPECT_EQ(parallel::resolve_ddp_options(o, 1).grad_comm, "fp32") << "one rank: accepted, no effect";
+  EXPECT_EQ(cli::resolve_ddp_options(o, 2).grad_comm, "bf16");
+  EXPECT_EQ(cli::resolve_ddp_options(o, 1).grad_comm, "fp32") << "one rank: accepted, no effect";
   o.ddp = "none";
-  EXPECT_EQ(parallel::resolve_ddp_options(o, 2).grad_comm, "fp32") << "--ddp none: accepted, no effect";
+  EXPECT_EQ(cli::resolve_ddp_options(o, 2).grad_comm, "fp32") << "--ddp none: accepted, no effect";
   for (const char* bad : {"fp16", "BF16", "", "bfloat16"}) {
-    o = parallel::DdpOptions();
+    o = cli::DdpOptions();
     o.grad_comm = bad;
-    const std::string msg = error_of([&] { parallel::resolve_ddp_options(o, 2); });
+    const std::string msg = error_of([&] { cli::resolve_ddp_options(o, 2); });
     EXPECT_NE(msg.find("--grad-comm"), std::string::npos) << "'" << bad << "': " << msg;
     EXPECT_NE(msg.find("fp32 or bf16"), std::string::npos) << msg;
   }
@@ -53,9 +53,9 @@ TEST(DdpOptions, GradCommIsFp32OrBf16AndFp32WhenNothingIsCommunicated) {
 }
 
 TEST(DdpOptions, CommSmsAutoIsSixteenOnAGpuAndNothingOnTheCpu) {
-  EXPECT_EQ(parallel::parse_comm_sms("auto"), parallel::kCommSmsAuto);
-  EXPECT_EQ(parallel::parse_comm_sms("0"), 0);
-  EXPECT_EQ(parallel::parse_comm_sms("24"), 24);
+  EXPECT_EQ(cli::parse_comm_sms("auto"), parallel::kCommSmsAuto);
+  EXPECT_EQ(cli::parse_comm_sms("0"), 0);
+  EXPECT_EQ(cli::parse_comm_sms("24"), 24);
   Context cpu(Device::cpu());
   EXPECT_EQ(parallel::auto_comm_sms(cpu), 0);
   EXPECT_EQ(cpu.sm_count(), 0);

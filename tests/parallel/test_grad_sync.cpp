@@ -27,12 +27,11 @@ struct SyncCase {
   std::string label;  // test-name suffix for bucket sizes
 };
 
-void PrintTo(const SyncCase& c, std::ostream* os) { *os << parallel::backend_name(c.backend) << " " << c.ddp << " bucket_mb " << c.bucket_mb; }
-
-
-std::string case_name(const ::testing::TestParamInfo<SyncCase>& info) {
-  return info.param.ddp + info.param.label;
+void PrintTo(const SyncCase& c, std::ostream* os) {
+  *os << parallel::backend_name(c.backend) << " " << c.ddp << " bucket_mb " << c.bucket_mb;
 }
+
+std::string case_name(const ::testing::TestParamInfo<SyncCase>& info) { return info.param.ddp + info.param.label; }
 
 class SyncTest : public ::testing::TestWithParam<SyncCase> {
  protected:
@@ -71,7 +70,8 @@ class SyncTest : public ::testing::TestWithParam<SyncCase> {
     EXPECT_EQ(host_f64(ctx(), s.store->flat_params()), s.rank0) << "parameters after construction (fp32)";
     const auto& c = GetParam();
     if (c.ddp.rfind("zero1_", 0) == 0) {
-      for (const auto& [lo, hi] : parallel::zero1_layout(c.ddp.substr(6), *s.store, world(), c.bucket_mb)->owned(rank()))
+      for (const auto& [lo, hi] :
+           parallel::zero1_layout(c.ddp.substr(6), *s.store, world(), c.bucket_mb)->owned(rank()))
         for (int64_t i = lo; i < hi; ++i) s.mine.push_back(i);
     } else {
       for (int64_t i = 0; i < g; ++i) s.mine.push_back(i);
@@ -105,8 +105,7 @@ TEST_P(SyncTest, AveragesTrainableGradientsAndBroadcastsRankZerosParameters) {
       for (int64_t i = 0; i < g; ++i) mean[i] += static_cast<float>(x[i]) / world();
     }
     const auto got = host_f64(ctx(), s.store->flat_grads());
-    PT_EXPECT_ALLCLOSE(mine(got), mine(mean), 1e-6, 1e-7)
-        << "step " << step;
+    PT_EXPECT_ALLCLOSE(mine(got), mine(mean), 1e-6, 1e-7) << "step " << step;
     EXPECT_EQ(host_f64(ctx(), s.store->flat_params()), s.rank0) << "a sync must not touch parameters";
     EXPECT_EQ(s.sync->bytes_communicated(), g * 4);
   }
@@ -147,7 +146,8 @@ TEST_P(SyncTest, Bf16WireLeavesTheRoundedBf16SumTimesOneOverWorld) {
       differ_from_fp32 += got[i] != static_cast<double>((a + b) / 2.0f);
     }
     EXPECT_EQ(got_mine, want) << "step " << step;
-    EXPECT_GT(differ_from_fp32, static_cast<int64_t>(s.mine.size()) / 2) << "step " << step << ": bf16 must not look like fp32";
+    EXPECT_GT(differ_from_fp32, static_cast<int64_t>(s.mine.size()) / 2)
+        << "step " << step << ": bf16 must not look like fp32";
     EXPECT_EQ(host_f64(ctx(), s.store->flat_params()), s.rank0) << "a sync must not touch parameters";
     EXPECT_EQ(s.sync->bytes_communicated(), g * 2) << "bf16 bytes, the tied parameter once";
   }

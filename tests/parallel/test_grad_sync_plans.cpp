@@ -38,8 +38,7 @@ TEST(BucketPlan, ZeroMeansOneBucketPerParameter) {
   Context ctx(Device::cpu());
   auto store = make_store(ctx);
   using V = std::vector<std::vector<std::string>>;
-  EXPECT_EQ(bucket_names(*store, 0),
-            (V{{"head"}, {"unused"}, {"block.b"}, {"block.w"}, {"tied"}, {"embed"}}));
+  EXPECT_EQ(bucket_names(*store, 0), (V{{"head"}, {"unused"}, {"block.b"}, {"block.w"}, {"tied"}, {"embed"}}));
 }
 
 TEST(BucketPlan, CapGroupsNeighboursAndIsolatesLargeParameters) {
@@ -47,8 +46,7 @@ TEST(BucketPlan, CapGroupsNeighboursAndIsolatesLargeParameters) {
   auto store = make_store(ctx);
   using V = std::vector<std::vector<std::string>>;
   // 0.0003 MiB = 314 bytes = 78 floats: head (77) fills one; block.w (1000) is alone.
-  EXPECT_EQ(bucket_names(*store, 0.0003),
-            (V{{"head"}, {"unused", "block.b"}, {"block.w"}, {"tied", "embed"}}));
+  EXPECT_EQ(bucket_names(*store, 0.0003), (V{{"head"}, {"unused", "block.b"}, {"block.w"}, {"tied", "embed"}}));
   EXPECT_EQ(bucket_names(*store, 100), (V{{"head", "unused", "block.b", "block.w", "tied", "embed"}}));
   EXPECT_EQ(bucket_names(*store, parallel::kDefaultBucketMB).size(), 1u);
   EXPECT_THROW(parallel::plan_buckets(*store, -1), Error);

@@ -73,7 +73,8 @@ std::vector<RecordingComm::Call> record_step(const std::string& ddp, double mb, 
   Context ctx(Device::cpu());
   auto store = make_store(ctx);
   RecordingComm comm(*store);
-  auto sync = zero1 ? parallel::make_zero1_sync(ddp, ctx, *store, comm, mb) : parallel::make_grad_sync(ddp, ctx, *store, &comm, mb);
+  auto sync = zero1 ? parallel::make_zero1_sync(ddp, ctx, *store, comm, mb)
+                    : parallel::make_grad_sync(ddp, ctx, *store, &comm, mb);
   CountingListener counting(comm);
   store->add_listener(&counting);
   comm.calls.clear();  // the construction-time broadcast is checked elsewhere
@@ -90,8 +91,8 @@ std::vector<RecordingComm::Call> record_step(const std::string& ddp, double mb, 
 TEST(GradSyncSchedule, NaiveAndFlatStartOnlyInFinish) {
   auto naive = record_step("naive", 0);
   ASSERT_EQ(naive.size(), 6u);
-  const std::vector<std::pair<int64_t, int64_t>> per_param = {
-      {1078, 1155}, {1075, 1078}, {1050, 1075}, {50, 1050}, {32, 50}, {0, 32}};
+  const std::vector<std::pair<int64_t, int64_t>> per_param = {{1078, 1155}, {1075, 1078}, {1050, 1075},
+                                                              {50, 1050},   {32, 50},     {0, 32}};
   for (size_t i = 0; i < 6; ++i) {
     EXPECT_EQ(naive[i].at, 99);
     EXPECT_EQ(std::make_pair(naive[i].begin, naive[i].end), per_param[i]);
@@ -108,10 +109,9 @@ TEST(GradSyncSchedule, OverlapStartsEachParameterWhenReady) {
   ASSERT_EQ(calls.size(), 6u);
   // head at 1st event, block.b 2nd, block.w 3rd, tied only after its 2nd use (4th), embed 5th;
   // "unused" never became ready: finish() starts it.
-  const std::vector<std::tuple<int64_t, int64_t, int>> want = {
-      {1078, 1155, 1}, {1050, 1075, 2}, {50, 1050, 3}, {32, 50, 4}, {0, 32, 5}, {1075, 1078, 99}};
-  for (size_t i = 0; i < 6; ++i)
-    EXPECT_EQ(std::make_tuple(calls[i].begin, calls[i].end, calls[i].at), want[i]) << i;
+  const std::vector<std::tuple<int64_t, int64_t, int>> want = {{1078, 1155, 1}, {1050, 1075, 2}, {50, 1050, 3},
+                                                               {32, 50, 4},     {0, 32, 5},      {1075, 1078, 99}};
+  for (size_t i = 0; i < 6; ++i) EXPECT_EQ(std::make_tuple(calls[i].begin, calls[i].end, calls[i].at), want[i]) << i;
 }
 
 TEST(GradSyncSchedule, BucketedStartsABucketWhenItsLastParameterIsReady) {
@@ -121,8 +121,7 @@ TEST(GradSyncSchedule, BucketedStartsABucketWhenItsLastParameterIsReady) {
   // which never comes, so finish() starts it.
   const std::vector<std::tuple<int64_t, int64_t, int>> want = {
       {1078, 1155, 1}, {50, 1050, 3}, {0, 50, 5}, {1050, 1078, 99}};
-  for (size_t i = 0; i < 4; ++i)
-    EXPECT_EQ(std::make_tuple(calls[i].begin, calls[i].end, calls[i].at), want[i]) << i;
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(std::make_tuple(calls[i].begin, calls[i].end, calls[i].at), want[i]) << i;
 }
 
 // One rank: the layout's buckets are plan_buckets' (no boundary moves).

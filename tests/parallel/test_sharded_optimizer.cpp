@@ -27,8 +27,8 @@ struct ShardCase {
 };
 
 void PrintTo(const ShardCase& c, std::ostream* os) {
-  *os << parallel::backend_name(c.backend) << " " << c.model << " " << shard_mode_name(c.mode) << " "
-      << c.ddp << " " << (c.kind == OptimizerKind::AdamW ? "adamw" : "sgd");
+  *os << parallel::backend_name(c.backend) << " " << c.model << " " << shard_mode_name(c.mode) << " " << c.ddp << " "
+      << (c.kind == OptimizerKind::AdamW ? "adamw" : "sgd");
 }
 
 std::string shard_case_name(const ::testing::TestParamInfo<ShardCase>& info) {
@@ -47,10 +47,9 @@ OptimizerConfig config(OptimizerKind kind) {
 
 // The comparisons to 1e-7 rely on the average of identical gradients being exact, which in
 // fp32 holds when the world size is a power of two ((g + g)/2 = g, but (g + g + g)/3 may not).
-#define PT_REQUIRE_EXACT_AVERAGE(world)                                                      \
-  do {                                                                                      \
-    if (((world) & ((world) - 1)) != 0)                                                     \
-      GTEST_SKIP() << "averaging over " << (world) << " ranks is not exact in fp32";        \
+#define PT_REQUIRE_EXACT_AVERAGE(world)                                                                              \
+  do {                                                                                                               \
+    if (((world) & ((world)-1)) != 0) GTEST_SKIP() << "averaging over " << (world) << " ranks is not exact in fp32"; \
   } while (0)
 
 class ShardedTest : public ::testing::TestWithParam<ShardCase> {
@@ -65,10 +64,34 @@ class ShardedTest : public ::testing::TestWithParam<ShardCase> {
   int rank() const { return parallel::Runtime::get().rank(); }
   int world() const { return parallel::Runtime::get().world_size(); }
 
+  // The case's data-parallel model (its sync with buckets of bucket_mb, its sharded optimizer)
+  // and the unsharded reference, both initialised from `seed`.
+  struct Runs {
+    std::unique_ptr<ToyNet> model, reference;
+    OptimizerConfig cfg;
+    DataParallel dp;
+    std::unique_ptr<Optimizer> ref_opt;
+  };
+  Runs runs(uint64_t seed, double bucket_mb) {
+    const ShardCase& c = GetParam();
+    Runs r;
+    r.model = make_toy_model(c.model, ctx());
+    r.reference = make_toy_model(c.model, ctx());
+    r.model->init_weights(ctx(), seed);
+    r.reference->init_weights(ctx(), seed);
+    r.cfg = config(c.kind);
+    r.dp = make_data_parallel(ctx(), r.model->store(), &comm(), c.ddp, bucket_mb, c.mode, r.cfg);
+    r.ref_opt = plain_optimizer(r.cfg, ctx(), r.reference->store());
+    return r;
+  }
+  void train_and_compare(Runs& r, int steps, float clip, double rtol, double atol) {
+    train_and_compare(*r.model, *r.dp.sync, *r.dp.optimizer, *r.reference, *r.ref_opt, steps, clip, rtol, atol);
+  }
+
   // Trains `model` with (sync, opt) and `reference` with ref_opt on identical batches and
   // compares after every step. clip > 0 clips both by the global gradient norm first.
-  void train_and_compare(ToyNet& model, parallel::GradSync& sync, Optimizer& opt, ToyNet& reference,
-                         Optimizer& ref_opt, int steps, float clip, double rtol, double atol) {
+  void train_and_compare(ToyNet& model, parallel::GradSync& sync, Optimizer& opt, ToyNet& reference, Optimizer& ref_opt,
+                         int steps, float clip, double rtol, double atol) {
     // AdamW at the course's lr 0.1; SGD on a summed loss needs a small one to stay finite.
     const float lr = GetParam().kind == OptimizerKind::AdamW ? 0.1f : 1e-3f;
     const auto frozen = frozen_values(ctx(), reference.store());
@@ -96,31 +119,17 @@ class ShardedTest : public ::testing::TestWithParam<ShardCase> {
 };
 
 TEST_P(ShardedTest, EqualsUnshardedOptimizer) {
-  const auto& c = GetParam();
-  auto model = make_toy_model(c.model, ctx());
-  auto reference = make_toy_model(c.model, ctx());
-  model->init_weights(ctx(), 5);
-  reference->init_weights(ctx(), 5);
-  const auto cfg = config(c.kind);
-  auto dp = make_data_parallel(ctx(), model->store(), &comm(), c.ddp, 0.0025, c.mode, cfg);
-  auto ref_opt = plain_optimizer(cfg, ctx(), reference->store());
-  train_and_compare(*model, *dp.sync, *dp.optimizer, *reference, *ref_opt, 10, 0, 1e-7, 0);
+  Runs r = runs(5, 0.0025);
+  train_and_compare(r, 10, 0, 1e-7, 0);
   // State lives only for this rank's part.
-  EXPECT_LT(dp.optimizer->state_bytes(), ref_opt->state_bytes() + (c.kind == OptimizerKind::SGD ? 1 : 0));
+  EXPECT_LT(r.dp.optimizer->state_bytes(), r.ref_opt->state_bytes() + (GetParam().kind == OptimizerKind::SGD ? 1 : 0));
 }
 
 TEST_P(ShardedTest, GlobalNormClippingEqualsUnsharded) {
-  const auto& c = GetParam();
-  auto model = make_toy_model(c.model, ctx());
-  auto reference = make_toy_model(c.model, ctx());
-  model->init_weights(ctx(), 6);
-  reference->init_weights(ctx(), 6);
-  const auto cfg = config(c.kind);
-  auto dp = make_data_parallel(ctx(), model->store(), &comm(), c.ddp, 0, c.mode, cfg);
-  auto ref_opt = plain_optimizer(cfg, ctx(), reference->store());
+  Runs r = runs(6, 0);
   // Clipping is active (the gradient norm of the summed loss is far above 0.5); the norm is
   // summed in another order, so agreement is to rounding, not bitwise.
-  train_and_compare(*model, *dp.sync, *dp.optimizer, *reference, *ref_opt, 4, 0.5f, 1e-5, 1e-6);
+  train_and_compare(r, 4, 0.5f, 1e-5, 1e-6);
 }
 
 // A checkpoint holds the whole optimizer state, gathered from every rank's shard: it equals the
@@ -128,14 +137,9 @@ TEST_P(ShardedTest, GlobalNormClippingEqualsUnsharded) {
 // shard) goes on exactly as the original state would.
 TEST_P(ShardedTest, CheckpointHoldsTheWholeStateAndResumesIt) {
   const auto& c = GetParam();
-  auto model = make_toy_model(c.model, ctx());
-  auto reference = make_toy_model(c.model, ctx());
-  model->init_weights(ctx(), 7);
-  reference->init_weights(ctx(), 7);
-  const auto cfg = config(c.kind);
-  auto dp = make_data_parallel(ctx(), model->store(), &comm(), c.ddp, 0.0025, c.mode, cfg);
-  auto ref_opt = plain_optimizer(cfg, ctx(), reference->store());
-  train_and_compare(*model, *dp.sync, *dp.optimizer, *reference, *ref_opt, 3, 0, 1e-7, 0);
+  Runs r = runs(7, 0.0025);
+  train_and_compare(r, 3, 0, 1e-7, 0);
+  auto& [model, reference, cfg, dp, ref_opt] = r;
 
   const int64_t n = model->store().grad_numel();
   const WholeOptimizerState whole = gather_optimizer_state(*dp.optimizer, ctx(), n, /*replicated=*/false);
@@ -148,7 +152,8 @@ TEST_P(ShardedTest, CheckpointHoldsTheWholeStateAndResumesIt) {
       EXPECT_EQ(whole.tensors[k].kind, expected.tensors[k].kind);
       const auto* a = reinterpret_cast<const float*>(whole.data(whole.tensors[k]));
       const auto* b = reinterpret_cast<const float*>(expected.data(expected.tensors[k]));
-      PT_EXPECT_ALLCLOSE(std::vector<double>(a, a + n), std::vector<double>(b, b + n), 1e-7, 0) << whole.tensors[k].kind;
+      PT_EXPECT_ALLCLOSE(std::vector<double>(a, a + n), std::vector<double>(b, b + n), 1e-7, 0)
+          << whole.tensors[k].kind;
     }
   }
   // Rank 0 writes the checkpoint where every rank can read it.
@@ -356,8 +361,12 @@ class Zero1LayoutTest : public BackendTest {
   }
 };
 
-TEST_P(Zero1LayoutTest, FrozenInBetweenAndATail) { check_layout({{{7, 3}, true}, {{4}, false}, {{33}, true}, {{2}, false}, {{5}, true}}); }
-TEST_P(Zero1LayoutTest, ContiguousTrainableAndATail) { check_layout({{{3}, false}, {{7, 3}, true}, {{33}, true}, {{5}, true}}); }
+TEST_P(Zero1LayoutTest, FrozenInBetweenAndATail) {
+  check_layout({{{7, 3}, true}, {{4}, false}, {{33}, true}, {{2}, false}, {{5}, true}});
+}
+TEST_P(Zero1LayoutTest, ContiguousTrainableAndATail) {
+  check_layout({{{3}, false}, {{7, 3}, true}, {{33}, true}, {{5}, true}});
+}
 
 PT_INSTANTIATE_BACKENDS(Zero1LayoutTest);
 

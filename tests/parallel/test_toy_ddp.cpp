@@ -21,8 +21,9 @@ struct DdpCase {
   std::string label;
 };
 
-void PrintTo(const DdpCase& c, std::ostream* os) { *os << parallel::backend_name(c.backend) << " " << c.model << " " << c.ddp << " bucket_mb " << c.bucket_mb; }
-
+void PrintTo(const DdpCase& c, std::ostream* os) {
+  *os << parallel::backend_name(c.backend) << " " << c.model << " " << c.ddp << " bucket_mb " << c.bucket_mb;
+}
 
 std::string ddp_case_name(const ::testing::TestParamInfo<DdpCase>& info) {
   return info.param.model + "_" + info.param.ddp + info.param.label;

@@ -6,11 +6,11 @@
 #include <cmath>
 
 #include "common/test_util.h"
-#include "parallel/strategies.h"
-#include "parallel/dist_util.h"
-#include "parallel/grad_sync.h"
 #include "model/transformer.h"
 #include "optim/sharded_optimizer.h"
+#include "parallel/dist_util.h"
+#include "parallel/grad_sync.h"
+#include "parallel/strategies.h"
 #include "train/train_step.h"
 
 namespace pt::test {
@@ -27,7 +27,6 @@ struct TfCase {
 };
 
 void PrintTo(const TfCase& c, std::ostream* os) { *os << parallel::backend_name(c.backend) << " " << c.label; }
-
 
 std::string tf_case_name(const ::testing::TestParamInfo<TfCase>& info) { return info.param.label; }
 
@@ -83,8 +82,8 @@ TEST_P(TransformerDdpTest, TwoRanksEqualOneRankOverTenSteps) {
 
     model.store().zero_grad(ctx());
     dp.sync->begin_step(ctx());
-    Tensor loss = model.forward(ctx(), make_ids(ctx(), {local, kSeq}, mine(ids)),
-                                make_ids(ctx(), {local, kSeq}, mine(tgt)));
+    Tensor loss =
+        model.forward(ctx(), make_ids(ctx(), {local, kSeq}, mine(ids)), make_ids(ctx(), {local, kSeq}, mine(tgt)));
     model.backward(ctx());
     // An overlapped strategy on a capped communicator keeps GEMMs off its SMs from its first
     // collective until finish(); nothing else reserves any.
@@ -136,7 +135,8 @@ TEST_P(TransformerDdpTest, AccumulatedMicroBatchesOverRanksEqualOneBatch) {
     const auto mine = [&](const std::vector<int32_t>& all) {
       return std::vector<int32_t>(all.begin() + rank() * local * kSeq, all.begin() + (rank() + 1) * local * kSeq);
     };
-    const StepOutputs ref = ref_step.run(ctx(), make_ids(ctx(), {rows, kSeq}, ids), make_ids(ctx(), {rows, kSeq}, tgt), 0.5f);
+    const StepOutputs ref =
+        ref_step.run(ctx(), make_ids(ctx(), {rows, kSeq}, ids), make_ids(ctx(), {rows, kSeq}, tgt), 0.5f);
     const StepOutputs out = step.run(ctx(), make_ids(ctx(), {local, kSeq}, mine(ids)),
                                      make_ids(ctx(), {local, kSeq}, mine(tgt)), 0.5f, kMicro);
     const auto losses = mpi_all_gather(out.loss.to_host_f64(ctx())[0]);
@@ -146,8 +146,9 @@ TEST_P(TransformerDdpTest, AccumulatedMicroBatchesOverRanksEqualOneBatch) {
     // The averaged gradients (the whole buffer holds them without sharding) to 1e-6; the
     // updates to 2e-6, as fp32 weights of size ~1 round them to about 1e-6 of their size here.
     if (c.shard == ShardMode::None)
-      EXPECT_LE(rel_error(model.store().flat_grads().to_host_f64(ctx()), reference.store().flat_grads().to_host_f64(ctx())),
-                1e-6)
+      EXPECT_LE(
+          rel_error(model.store().flat_grads().to_host_f64(ctx()), reference.store().flat_grads().to_host_f64(ctx())),
+          1e-6)
           << "step " << s;
     const auto got = model.store().params_to_host(ctx()), want = reference.store().params_to_host(ctx());
     std::vector<double> dg(got.size()), dw(want.size());
@@ -166,7 +167,8 @@ std::vector<TfCase> tf_cases(parallel::Backend b) {
           {b, "bucketed", 0.01, ShardMode::Zero1, "shard_zero1_bucketed"}};
 }
 INSTANTIATE_TEST_SUITE_P(Mpi, TransformerDdpTest, ::testing::ValuesIn(tf_cases(parallel::Backend::MPI)), tf_case_name);
-INSTANTIATE_TEST_SUITE_P(Nccl, TransformerDdpTest, ::testing::ValuesIn(tf_cases(parallel::Backend::NCCL)), tf_case_name);
+INSTANTIATE_TEST_SUITE_P(Nccl, TransformerDdpTest, ::testing::ValuesIn(tf_cases(parallel::Backend::NCCL)),
+                         tf_case_name);
 
 // --comm-sms: the same training on collectives capped at 8 CTAs, with GEMMs kept off 8 SMs
 // while they are in flight.
@@ -184,12 +186,13 @@ INSTANTIATE_TEST_SUITE_P(NcclCommSms, TransformerDdpTest, ::testing::ValuesIn(co
 std::vector<TfCase> bf16_cases(parallel::Backend b, int comm_sms) {
   const auto bf16 = parallel::GradComm::BF16;
   const std::string sms = comm_sms ? "_comm_sms" + std::to_string(comm_sms) : "";
-  return {{b, "overlap", 0, ShardMode::None, "overlap_bf16" + sms, comm_sms, bf16},
-          {b, "bucketed", 0.01, ShardMode::None, "bucketed_bf16" + sms, comm_sms, bf16},
-          {b, "flat", 0, ShardMode::None, "flat_bf16" + sms, comm_sms, bf16},
-          {b, "bucketed", parallel::kDefaultBucketMB, ShardMode::Broadcast, "shard_broadcast_bf16" + sms, comm_sms, bf16},
-          {b, "flat", 0, ShardMode::Zero1, "shard_zero1_flat_bf16" + sms, comm_sms, bf16},
-          {b, "bucketed", 0.01, ShardMode::Zero1, "shard_zero1_bucketed_bf16" + sms, comm_sms, bf16}};
+  return {
+      {b, "overlap", 0, ShardMode::None, "overlap_bf16" + sms, comm_sms, bf16},
+      {b, "bucketed", 0.01, ShardMode::None, "bucketed_bf16" + sms, comm_sms, bf16},
+      {b, "flat", 0, ShardMode::None, "flat_bf16" + sms, comm_sms, bf16},
+      {b, "bucketed", parallel::kDefaultBucketMB, ShardMode::Broadcast, "shard_broadcast_bf16" + sms, comm_sms, bf16},
+      {b, "flat", 0, ShardMode::Zero1, "shard_zero1_flat_bf16" + sms, comm_sms, bf16},
+      {b, "bucketed", 0.01, ShardMode::Zero1, "shard_zero1_bucketed_bf16" + sms, comm_sms, bf16}};
 }
 INSTANTIATE_TEST_SUITE_P(MpiBf16, TransformerDdpTest, ::testing::ValuesIn(bf16_cases(parallel::Backend::MPI, 0)),
                          tf_case_name);

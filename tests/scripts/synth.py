@@ -9,6 +9,8 @@ from paratrain_report import overhead, records
 from paratrain_report.model_sizes import SIZES, VOCAB_SIZE
 
 GPU = "NVIDIA H100 80GB HBM3"
+# The bench ddp records' known link: bandwidth (bytes/s) and per-call cost (s) the fits recover.
+BANDWIDTH, CALL_COST = 40e9, 1.5e-3
 
 
 def write_record(path, subcommand, tables, attrs=None, datasets=None, world_size=1, gpu=GPU):

@@ -1,43 +1,12 @@
-"""compare_torch.py where PyTorch is absent: its command line works without importing torch, bad
-arguments are one clear error, and its row arithmetic (tokens/s, TFLOP/s, MFU) and the shared
-model counts agree with independent hand computations."""
+"""compare_torch.py where PyTorch is absent: its row arithmetic (tokens/s, TFLOP/s, MFU) and the
+shared model counts agree with independent hand computations (its command line:
+test_compare_torch_cli.py)."""
 import math
 import sys
 
 import pytest
 
-from conftest import SCRIPTS, run_without_torch
-
-
-
-def run(args, tmp_path):
-    return run_without_torch("compare_torch.py", args, tmp_path)
-
-
-def test_help_without_torch(tmp_path):
-    proc = run(["--help"], tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    assert "usage:" in proc.stdout and "--variants" in proc.stdout and "torch_model" in proc.stdout
-
-
-@pytest.mark.parametrize("args, message", [
-    (["--sizes", "huge"], "unknown size 'huge'"),
-    (["--precisions", "fp16"], "unknown precision 'fp16'"),
-    (["--variants", "jit"], "unknown variant 'jit'"),
-    (["--contexts", "5x"], "--contexts"),
-    (["--attention", "flash"], "--attention must be naive or sdpa"),
-    (["--steps", "0"], "--steps"),
-])
-def test_bad_arguments(tmp_path, args, message):
-    proc = run(args, tmp_path)
-    assert proc.returncode == 2 and message in proc.stderr
-
-
-def test_existing_output_is_refused(tmp_path):
-    out = tmp_path / "torch.h5"
-    out.write_bytes(b"")
-    proc = run(["--out", str(out)], tmp_path)
-    assert proc.returncode == 2 and "exists" in proc.stderr
+from conftest import SCRIPTS
 
 
 def test_parameter_count_of_the_small_model():

@@ -1,7 +1,7 @@
-"""compare_torch_ddp.py where PyTorch is absent: its command line works without importing torch,
-bad arguments are one clear error, its rows and overheads are right, and its HDF5 writer makes a
-run record in the schema's types (strings fixed-length UTF-8, not numpy unicode, which h5py
-cannot store) that scripts/report reads into its paratrain-vs-PyTorch DDP table."""
+"""compare_torch_ddp.py where PyTorch is absent: its rows and overheads are right, and its HDF5
+writer makes a run record in the schema's types (strings fixed-length UTF-8, not numpy unicode, which h5py
+cannot store) that scripts/report reads into its paratrain-vs-PyTorch DDP table (its command
+line: test_compare_torch_cli.py)."""
 import math
 import sys
 from types import SimpleNamespace
@@ -11,41 +11,10 @@ import numpy as np
 import pytest
 
 import synth
-from conftest import SCRIPTS, read_csv, run_report, run_without_torch
+from conftest import SCRIPTS, read_csv, run_report
 
 sys.path.insert(0, SCRIPTS)
 import compare_torch_ddp as ctd  # noqa: E402
-
-
-def run(args, tmp_path):
-    return run_without_torch("compare_torch_ddp.py", args, tmp_path)
-
-
-def test_help_without_torch(tmp_path):
-    proc = run(["--help"], tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    assert "usage:" in proc.stdout and "--strategies" in proc.stdout and "ddp_torch" in proc.stdout
-
-
-@pytest.mark.parametrize("args, message", [
-    (["--model", "huge"], "unknown size 'huge'"),
-    (["--precision", "fp16"], "unknown precision 'fp16'"),
-    (["--strategies", "fsdp"], "unknown strategy 'fsdp'"),
-    (["--strategies", ","], "at least one value"),
-    (["--attention", "flash"], "--attention must be naive or sdpa"),
-    (["--steps", "0"], "--steps"),
-    (["--bucket-mb", "0"], "--bucket-mb must be positive"),
-])
-def test_bad_arguments(tmp_path, args, message):
-    proc = run(args, tmp_path)
-    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
-
-
-def test_existing_output_is_refused(tmp_path):
-    out = tmp_path / "torch_ddp.h5"
-    out.write_bytes(b"")
-    proc = run(["--out", str(out)], tmp_path)
-    assert proc.returncode == 2 and "exists" in proc.stderr
 
 
 def synthetic_rows():
@@ -100,9 +69,7 @@ def test_writer_uses_the_schema_types(tmp_path):
     ctd.write_results(str(path), rows, attrs, overwrite=True)
 
 
-def test_help_names_the_bf16_hook_variant(tmp_path):
-    proc = run(["--help"], tmp_path)
-    assert "ddp_bf16" in proc.stdout and "bf16_compress_hook" in proc.stdout
+def test_the_bf16_hook_variant_is_a_strategy(tmp_path):
     assert ctd.parse_args(["--strategies", "ddp,ddp_bf16", "--out", str(tmp_path / "x.h5")]).strategies == \
         ["ddp", "ddp_bf16"]
 

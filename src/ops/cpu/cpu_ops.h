@@ -26,23 +26,20 @@ void embedding_forward(Tensor& out, const Tensor& ids, const Tensor& weight);
 void embedding_backward(Tensor& dweight, const Tensor& dout, const Tensor& ids);
 
 void rmsnorm_forward(Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& w, float eps);
-void rmsnorm_backward(Tensor& dx, Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& w,
-                      const Tensor& rstd, bool accumulate);
+void rmsnorm_backward(Tensor& dx, Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& rstd,
+                      bool accumulate);
 
 void rope(Tensor& out, const Tensor& in, double theta, bool inverse);
 
 void softmax_forward(Tensor& probs, const Tensor& scores, double scale, bool causal);
 void softmax_backward(Tensor& dscores, const Tensor& dprobs, const Tensor& probs, double scale);
 
-void cross_entropy(Tensor& loss, Tensor* dlogits, const Tensor& logits, const Tensor& targets,
-                   float grad_scale = 1.0f);
-void mse_loss(Tensor& loss, Tensor* dpred, const Tensor& pred, const Tensor& target,
-              Reduction reduction);
+void cross_entropy(Tensor& loss, Tensor* dlogits, const Tensor& logits, const Tensor& targets, float grad_scale = 1.0f);
+void mse_loss(Tensor& loss, Tensor* dpred, const Tensor& pred, const Tensor& target, Reduction reduction);
 
-void adamw_step(Tensor& p, const Tensor& g, Tensor& m, Tensor& v, const AdamWHyper& h,
-                Tensor* p_lowp, const GradClip& clip);
-void sgd_step(Tensor& p, const Tensor& g, float lr, float weight_decay, Tensor* p_lowp,
-              const GradClip& clip);
+void adamw_step(Tensor& p, const Tensor& g, Tensor& m, Tensor& v, const AdamWHyper& h, Tensor* p_lowp,
+                const GradClip& clip);
+void sgd_step(Tensor& p, const Tensor& g, float lr, float weight_decay, Tensor* p_lowp, const GradClip& clip);
 void squared_norm_accumulate(Tensor& sumsq, const Tensor& x);
 void clip_by_norm(Tensor& x, const Tensor& sumsq, float max_norm);
 

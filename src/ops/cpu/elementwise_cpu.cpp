@@ -36,6 +36,20 @@ T sigmoid(T a) {
   return T(1) / (T(1) + std::exp(-a));
 }
 
+// out[i] = f(in[i]...) for every element, in out's storage type (the inputs' too). An input may
+// be out itself: element i is read before it is written.
+template <typename F, typename... In>
+void map_elements(Tensor& out, F f, const In&... in) {
+  dispatch_cpu_float(out.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T* o = out.data_as<T>();
+    auto run = [&](const auto*... p) {
+      for (int64_t i = 0, n = out.numel(); i < n; ++i) o[i] = f(p[i]...);
+    };
+    run(in.template data_as<const T>()...);
+  });
+}
+
 }  // namespace
 
 void cast(Tensor& dst, const Tensor& src, float scale) {
@@ -48,34 +62,24 @@ void cast(Tensor& dst, const Tensor& src, float scale) {
   } else if (src.dtype() == DType::F64 || dst.dtype() == DType::F64) {
     for (int64_t i = 0; i < n; ++i) store_any(dst, i, load_any(src, i) * static_cast<double>(scale));
   } else {
-    for (int64_t i = 0; i < n; ++i) store_any(dst, i, static_cast<double>(static_cast<float>(load_any(src, i)) * scale));
+    for (int64_t i = 0; i < n; ++i)
+      store_any(dst, i, static_cast<double>(static_cast<float>(load_any(src, i)) * scale));
   }
 }
 
 void add(Tensor& out, const Tensor& a, const Tensor& b) {
-  dispatch_cpu_float(out.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    T* o = out.data_as<T>();
-    const T *pa = a.data_as<const T>(), *pb = b.data_as<const T>();
-    for (int64_t i = 0, n = out.numel(); i < n; ++i) o[i] = pa[i] + pb[i];
-  });
+  map_elements(
+      out, [](auto x, auto y) { return x + y; }, a, b);
 }
 
 void add_inplace(Tensor& x, const Tensor& y, float alpha) {
-  dispatch_cpu_float(x.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    T* px = x.data_as<T>();
-    const T* py = y.data_as<const T>();
-    for (int64_t i = 0, n = x.numel(); i < n; ++i) px[i] += T(alpha) * py[i];
-  });
+  map_elements(
+      x, [alpha](auto a, auto b) { return a + decltype(a)(alpha) * b; }, x, y);
 }
 
 void scale_inplace(Tensor& x, float alpha) {
-  dispatch_cpu_float(x.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    T* px = x.data_as<T>();
-    for (int64_t i = 0, n = x.numel(); i < n; ++i) px[i] *= T(alpha);
-  });
+  map_elements(
+      x, [alpha](auto a) { return a * decltype(a)(alpha); }, x);
 }
 
 void add_bias(Tensor& y, const Tensor& bias) {
@@ -104,34 +108,21 @@ void bias_backward(Tensor& dbias, const Tensor& dy) {
 }
 
 void relu_forward(Tensor& y, const Tensor& x) {
-  dispatch_cpu_float(y.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    T* py = y.data_as<T>();
-    const T* px = x.data_as<const T>();
-    for (int64_t i = 0, n = y.numel(); i < n; ++i) py[i] = px[i] > T(0) ? px[i] : T(0);
-  });
+  map_elements(
+      y, [](auto v) { return v > decltype(v)(0) ? v : decltype(v)(0); }, x);
 }
 
 void relu_backward(Tensor& dx, const Tensor& dy, const Tensor& y) {
-  dispatch_cpu_float(dx.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    T* pdx = dx.data_as<T>();
-    const T *pdy = dy.data_as<const T>(), *py = y.data_as<const T>();
-    for (int64_t i = 0, n = dx.numel(); i < n; ++i) pdx[i] = py[i] > T(0) ? pdy[i] : T(0);
-  });
+  map_elements(
+      dx, [](auto d, auto v) { return v > decltype(v)(0) ? d : decltype(d)(0); }, dy, y);
 }
 
 void swiglu_forward(Tensor& g, const Tensor& h1, const Tensor& h3) {
-  dispatch_cpu_float(g.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    T* pg = g.data_as<T>();
-    const T *p1 = h1.data_as<const T>(), *p3 = h3.data_as<const T>();
-    for (int64_t i = 0, n = g.numel(); i < n; ++i) pg[i] = p1[i] * sigmoid(p1[i]) * p3[i];
-  });
+  map_elements(
+      g, [](auto a, auto b) { return a * sigmoid(a) * b; }, h1, h3);
 }
 
-void swiglu_backward(Tensor& dh1, Tensor& dh3, const Tensor& dg, const Tensor& h1,
-                     const Tensor& h3) {
+void swiglu_backward(Tensor& dh1, Tensor& dh3, const Tensor& dg, const Tensor& h1, const Tensor& h3) {
   dispatch_cpu_float(dg.dtype(), [&](auto tag) {
     using T = decltype(tag);
     T *pd1 = dh1.data_as<T>(), *pd3 = dh3.data_as<T>();

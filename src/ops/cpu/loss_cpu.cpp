@@ -33,8 +33,7 @@ void cross_entropy(Tensor& loss, Tensor* dlogits, const Tensor& logits, const Te
   });
 }
 
-void mse_loss(Tensor& loss, Tensor* dpred, const Tensor& pred, const Tensor& target,
-              Reduction reduction) {
+void mse_loss(Tensor& loss, Tensor* dpred, const Tensor& pred, const Tensor& target, Reduction reduction) {
   detail::dispatch_cpu_float(pred.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const int64_t n = pred.numel();

@@ -8,14 +8,12 @@ namespace pt::ops::cpu {
 namespace {
 
 void gemm(const GemmDesc& g, const float* a, const float* b, float* c) {
-  cblas_sgemm(CblasRowMajor, g.trans_a ? CblasTrans : CblasNoTrans,
-              g.trans_b ? CblasTrans : CblasNoTrans, int(g.m), int(g.n), int(g.k), g.alpha, a,
-              int(g.lda), b, int(g.ldb), g.beta, c, int(g.ldc));
+  cblas_sgemm(CblasRowMajor, g.trans_a ? CblasTrans : CblasNoTrans, g.trans_b ? CblasTrans : CblasNoTrans, int(g.m),
+              int(g.n), int(g.k), g.alpha, a, int(g.lda), b, int(g.ldb), g.beta, c, int(g.ldc));
 }
 void gemm(const GemmDesc& g, const double* a, const double* b, double* c) {
-  cblas_dgemm(CblasRowMajor, g.trans_a ? CblasTrans : CblasNoTrans,
-              g.trans_b ? CblasTrans : CblasNoTrans, int(g.m), int(g.n), int(g.k), double(g.alpha),
-              a, int(g.lda), b, int(g.ldb), double(g.beta), c, int(g.ldc));
+  cblas_dgemm(CblasRowMajor, g.trans_a ? CblasTrans : CblasNoTrans, g.trans_b ? CblasTrans : CblasNoTrans, int(g.m),
+              int(g.n), int(g.k), double(g.alpha), a, int(g.lda), b, int(g.ldb), double(g.beta), c, int(g.ldc));
 }
 
 template <typename T>

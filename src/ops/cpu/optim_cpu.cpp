@@ -34,7 +34,9 @@ bool update_allowed(const GradClip& clip) {
 template <typename T>
 struct ClippedGrad {
   ClippedGrad(const T* g, const GradClip& clip)
-      : g_(g), scaled_(clip.sumsq != nullptr), coef_(scaled_ ? T(clip_coefficient(*clip.sumsq, clip.max_norm)) : T(1)) {}
+      : g_(g),
+        scaled_(clip.sumsq != nullptr),
+        coef_(scaled_ ? T(clip_coefficient(*clip.sumsq, clip.max_norm)) : T(1)) {}
   T operator[](int64_t i) const { return scaled_ ? T(g_[i] * coef_) : g_[i]; }
 
  private:
@@ -44,8 +46,8 @@ struct ClippedGrad {
 };
 }  // namespace
 
-void adamw_step(Tensor& p, const Tensor& g, Tensor& m, Tensor& v, const AdamWHyper& h,
-                Tensor* p_lowp, const GradClip& clip) {
+void adamw_step(Tensor& p, const Tensor& g, Tensor& m, Tensor& v, const AdamWHyper& h, Tensor* p_lowp,
+                const GradClip& clip) {
   if (!update_allowed(clip)) return;
   dispatch_cpu_float(p.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -71,8 +73,7 @@ void adamw_step(Tensor& p, const Tensor& g, Tensor& m, Tensor& v, const AdamWHyp
   });
 }
 
-void sgd_step(Tensor& p, const Tensor& g, float lr, float weight_decay, Tensor* p_lowp,
-              const GradClip& clip) {
+void sgd_step(Tensor& p, const Tensor& g, float lr, float weight_decay, Tensor* p_lowp, const GradClip& clip) {
   if (!update_allowed(clip)) return;
   dispatch_cpu_float(p.dtype(), [&](auto tag) {
     using T = decltype(tag);

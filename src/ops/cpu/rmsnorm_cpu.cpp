@@ -23,8 +23,8 @@ void rmsnorm_forward(Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& w, 
   });
 }
 
-void rmsnorm_backward(Tensor& dx, Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& w,
-                      const Tensor& rstd, bool accumulate) {
+void rmsnorm_backward(Tensor& dx, Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& rstd,
+                      bool accumulate) {
   detail::dispatch_cpu_float(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const int64_t rows = x.size(0), cols = x.size(1);

@@ -39,8 +39,7 @@ void softmax_backward(Tensor& dscores, const Tensor& dprobs, const Tensor& probs
     for (int64_t r = 0; r < rows; ++r) {
       T dot = 0;
       for (int64_t j = 0; j < tk; ++j) dot += dp[r * tk + j] * p[r * tk + j];
-      for (int64_t j = 0; j < tk; ++j)
-        ds[r * tk + j] = T(scale) * p[r * tk + j] * (dp[r * tk + j] - dot);
+      for (int64_t j = 0; j < tk; ++j) ds[r * tk + j] = T(scale) * p[r * tk + j] * (dp[r * tk + j] - dot);
     }
   });
 }
