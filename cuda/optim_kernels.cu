@@ -1,5 +1,6 @@
-// Optimizer arithmetic over flat fp32 ranges: one pass per update, 16-byte packs, the bf16
-// GEMM copy written in the same pass; the norm and clip read/write device scalars only.
+// Optimizer arithmetic over flat fp32 ranges (the gradient fp32 or bf16): one pass per update,
+// 16-byte packs, the bf16 GEMM copy written in the same pass; the norm and clip read/write
+// device scalars only.
 //
 // The updates move 4 fp32 elements per thread (one 16-byte word of each of p, g, m, v) on a
 // grid that covers the range once. Measured on an H200 over XL's 2.0 B parameters
@@ -71,9 +72,10 @@ __device__ __forceinline__ int64_t group_start() {
   return (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * N;
 }
 
-template <int N>
-__global__ void adamw_kernel(int64_t n, AdamWScalars hv, const AdamWScalars* hd, ClipScalars clip, float* p,
-                             const float* g, float* m, float* v, __nv_bfloat16* p_lowp) {
+// G: the gradient's type (fp32, or bf16 with --grad-dtype bf16: read as float, the same arithmetic).
+template <int N, typename G>
+__global__ void adamw_kernel(int64_t n, AdamWScalars hv, const AdamWScalars* hd, ClipScalars clip, float* p, const G* g,
+                             float* m, float* v, __nv_bfloat16* p_lowp) {
   if (!update_allowed(clip)) return;
   const AdamWScalars h = hd ? *hd : hv;
   const float coef = clip_coefficient(clip);
@@ -103,9 +105,9 @@ __global__ void adamw_kernel(int64_t n, AdamWScalars hv, const AdamWScalars* hd,
   }
 }
 
-template <int N>
+template <int N, typename G>
 __global__ void sgd_kernel(int64_t n, float lr_value, const float* lr_device, float wd, ClipScalars clip, float* p,
-                           const float* g, __nv_bfloat16* p_lowp) {
+                           const G* g, __nv_bfloat16* p_lowp) {
   if (!update_allowed(clip)) return;
   const float lr = lr_device ? *lr_device : lr_value;
   const float coef = clip_coefficient(clip);
@@ -148,6 +150,15 @@ __global__ void clip_kernel(int64_t n, float max_norm, T* x, const S* sumsq) {
   }
 }
 
+// run(TypeTag<G>{}) for the gradient's type: fp32 or bf16 (ops/optim_kernels.cpp checks it).
+template <typename F>
+void dispatch_grad(const Tensor& g, F&& run) {
+  if (g.dtype() == DType::BF16)
+    run(TypeTag<__nv_bfloat16>{});
+  else
+    run(TypeTag<float>{});
+}
+
 // Splits [0, n) into a packed head of Pack-element groups (when every pointer is 16-byte
 // aligned) and a scalar tail, launching launch(N-tag, offset, count) for each non-empty part.
 template <int Pack = kPack, typename Launch>
@@ -164,14 +175,17 @@ void adamw_step(cudaStream_t s, Tensor& p, const Tensor& g, Tensor& m, Tensor& v
   const AdamWScalars sc = device_scalars ? AdamWScalars{} : ops::adamw_step_scalars(h);
   const auto* hd = static_cast<const AdamWScalars*>(device_scalars);
   float *pp = p.data_as<float>(), *pm = m.data_as<float>(), *pv = v.data_as<float>();
-  const float* pg = g.data_as<const float>();
   __nv_bfloat16* lowp = p_lowp ? static_cast<__nv_bfloat16*>(p_lowp->data()) : nullptr;
-  const bool aligned = aligned16(pp) && aligned16(pg) && aligned16(pm) && aligned16(pv) && (!lowp || aligned16(lowp));
-  packed_then_tail<kUpdatePack>(p.numel(), aligned, [&](auto n_tag, int64_t off, int64_t count) {
-    constexpr int N = decltype(n_tag)::value;
-    adamw_kernel<N><<<grid_covering(count / N, kThreads), kThreads, 0, s>>>(
-        count, sc, hd, clip_scalars(clip), pp + off, pg + off, pm + off, pv + off, lowp ? lowp + off : nullptr);
-    PT_CUDA_CHECK_LAUNCH();
+  dispatch_grad(g, [&](auto gtag) {
+    using G = typename decltype(gtag)::type;
+    const G* pg = static_cast<const G*>(g.data());
+    const bool aligned = aligned16(pp) && aligned16(pg) && aligned16(pm) && aligned16(pv) && (!lowp || aligned16(lowp));
+    packed_then_tail<kUpdatePack>(p.numel(), aligned, [&](auto n_tag, int64_t off, int64_t count) {
+      constexpr int N = decltype(n_tag)::value;
+      adamw_kernel<N, G><<<grid_covering(count / N, kThreads), kThreads, 0, s>>>(
+          count, sc, hd, clip_scalars(clip), pp + off, pg + off, pm + off, pv + off, lowp ? lowp + off : nullptr);
+      PT_CUDA_CHECK_LAUNCH();
+    });
   });
 }
 
@@ -179,14 +193,17 @@ void sgd_step(cudaStream_t s, Tensor& p, const Tensor& g, float lr, float weight
               const ops::GradClip& clip, const void* device_scalars) {
   const float* lr_device = device_scalars ? &static_cast<const ops::SgdStepScalars*>(device_scalars)->lr : nullptr;
   float* pp = p.data_as<float>();
-  const float* pg = g.data_as<const float>();
   __nv_bfloat16* lowp = p_lowp ? static_cast<__nv_bfloat16*>(p_lowp->data()) : nullptr;
-  const bool aligned = aligned16(pp) && aligned16(pg) && (!lowp || aligned16(lowp));
-  packed_then_tail<kUpdatePack>(p.numel(), aligned, [&](auto n_tag, int64_t off, int64_t count) {
-    constexpr int N = decltype(n_tag)::value;
-    sgd_kernel<N><<<grid_covering(count / N, kThreads), kThreads, 0, s>>>(
-        count, lr, lr_device, weight_decay, clip_scalars(clip), pp + off, pg + off, lowp ? lowp + off : nullptr);
-    PT_CUDA_CHECK_LAUNCH();
+  dispatch_grad(g, [&](auto gtag) {
+    using G = typename decltype(gtag)::type;
+    const G* pg = static_cast<const G*>(g.data());
+    const bool aligned = aligned16(pp) && aligned16(pg) && (!lowp || aligned16(lowp));
+    packed_then_tail<kUpdatePack>(p.numel(), aligned, [&](auto n_tag, int64_t off, int64_t count) {
+      constexpr int N = decltype(n_tag)::value;
+      sgd_kernel<N, G><<<grid_covering(count / N, kThreads), kThreads, 0, s>>>(
+          count, lr, lr_device, weight_decay, clip_scalars(clip), pp + off, pg + off, lowp ? lowp + off : nullptr);
+      PT_CUDA_CHECK_LAUNCH();
+    });
   });
 }
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <climits>
 
+#include <type_traits>
+
 #include "cuda/common.cuh"
 #include "cuda/rmsnorm.h"
 
@@ -150,11 +152,14 @@ __global__ void rmsnorm_backward_dx_kernel(int64_t rows, int cols, bool accumula
 // dw += Σ_rows dy⊙x·inv as column sums: block (32 columns × 8 row lanes) over one strip of
 // columns and one slice of rows; each thread sums its column down the slice in a register,
 // the block's 8 partial sums meet in shared memory, and one atomic per column and slice adds
-// the result to dw.
+// the result to dw. A bf16 dw (--grad-dtype bf16) cannot take fp32 atomics: the slices add into
+// fp32 sums (scratch, zero on entry), and the strip's last block to finish (a ticket per strip,
+// after a fence: every other slice's atomics are visible to it) rounds the sums into dw once
+// and zeroes the sums and its ticket for the next call — no launch more than the fp32 path.
 constexpr int kDwRowLanes = 8;
-template <typename TD>
-__global__ void rmsnorm_dw_kernel(int64_t rows, int cols, int64_t rows_per_slice, float* dw, const TD* dy,
-                                  const float* x, const float* rstd) {
+template <typename TD, typename TW>
+__global__ void rmsnorm_dw_kernel(int64_t rows, int cols, int64_t rows_per_slice, TW* dw, float* sums,
+                                  unsigned* tickets, const TD* dy, const float* x, const float* rstd) {
   __shared__ float part[kDwRowLanes][kWarpSize + 1];
   const int c = blockIdx.x * kWarpSize + threadIdx.x;
   const int64_t r_begin = int64_t(blockIdx.y) * rows_per_slice;
@@ -169,7 +174,23 @@ __global__ void rmsnorm_dw_kernel(int64_t rows, int cols, int64_t rows_per_slice
     float sum = 0.0f;
 #pragma unroll
     for (int k = 0; k < kDwRowLanes; ++k) sum += part[k][threadIdx.x];
-    atomicAdd(dw + c, sum);
+    if constexpr (std::is_same_v<TW, float>)
+      atomicAdd(dw + c, sum);
+    else
+      atomicAdd(sums + c, sum);
+  }
+  if constexpr (!std::is_same_v<TW, float>) {
+    __shared__ bool last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0 && threadIdx.y == 0) last = atomicAdd(tickets + blockIdx.x, 1u) == gridDim.y - 1;
+    __syncthreads();
+    if (!last) return;
+    if (threadIdx.y == 0 && c < cols) {
+      const float total = atomicExch(sums + c, 0.0f);
+      dw[c] = from_float<TW>(to_float(dw[c]) + total);
+    }
+    if (threadIdx.x == 0 && threadIdx.y == 0) tickets[blockIdx.x] = 0;
   }
 }
 
@@ -197,8 +218,10 @@ void rmsnorm_forward(cudaStream_t s, Tensor& y, Tensor& rstd, const Tensor& x, c
   });
 }
 
+int64_t rmsnorm_dw_scratch_numel(int64_t cols) { return cols + ceil_div(cols, int64_t(kWarpSize)); }
+
 void rmsnorm_backward(cudaStream_t s, Tensor& dx, Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& w,
-                      const Tensor& rstd, bool accumulate) {
+                      const Tensor& rstd, bool accumulate, float* dw_scratch) {
   const int64_t rows = x.size(0), cols = x.size(1);
   if (rows == 0) return;
   PT_CHECK(cols <= INT32_MAX, "rmsnorm: rows longer than 2^31 elements");
@@ -212,10 +235,18 @@ void rmsnorm_backward(cudaStream_t s, Tensor& dx, Tensor& dw, const Tensor& dy, 
     const int64_t want = std::max<int64_t>(1, int64_t(sm_count()) * 4 / strips);
     const int64_t slices = std::min<int64_t>({want, ceil_div(rows, int64_t(64)), 65535});
     const int64_t per_slice = ceil_div(rows, slices);
-    rmsnorm_dw_kernel<TD>
-        <<<dim3(unsigned(strips), unsigned(ceil_div(rows, per_slice))), dim3(kWarpSize, kDwRowLanes), 0, s>>>(
-            rows, int(cols), per_slice, dw.data_as<float>(), static_cast<const TD*>(dy.data()),
-            x.data_as<const float>(), rstd.data_as<const float>());
+    const dim3 grid(unsigned(strips), unsigned(ceil_div(rows, per_slice))), block(kWarpSize, kDwRowLanes);
+    if (dw.dtype() == DType::BF16) {
+      PT_CHECK(dw_scratch, "rmsnorm_backward: a bf16 dw needs the fp32 scratch");
+      rmsnorm_dw_kernel<TD, __nv_bfloat16>
+          <<<grid, block, 0, s>>>(rows, int(cols), per_slice, static_cast<__nv_bfloat16*>(dw.data()), dw_scratch,
+                                  reinterpret_cast<unsigned*>(dw_scratch + cols), static_cast<const TD*>(dy.data()),
+                                  x.data_as<const float>(), rstd.data_as<const float>());
+    } else {
+      rmsnorm_dw_kernel<TD, float><<<grid, block, 0, s>>>(rows, int(cols), per_slice, dw.data_as<float>(), nullptr,
+                                                          nullptr, static_cast<const TD*>(dy.data()),
+                                                          x.data_as<const float>(), rstd.data_as<const float>());
+    }
     PT_CUDA_CHECK_LAUNCH();
     // After dw: dx may alias dy.
     auto dx_kernel = packed ? rmsnorm_backward_dx_kernel<TD, true> : rmsnorm_backward_dx_kernel<TD, false>;

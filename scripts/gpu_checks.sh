@@ -55,6 +55,11 @@
 #                        alternating twice (the same call, the same GPU)                         (1)
 #   accum-xl             bench model xl bf16 flash at llm.c's working points: 4 x 1024 tokens, and
 #                        8 x 1024 x --grad-accum 32 (262 144 tokens a step)                       (1)
+#   grad-dtype           bench model small and xl, ctx 512, bf16 flash, --grad-dtype fp32 then bf16,
+#                        alternating twice; the XL roofline and the small model's CUDA graph both ways (1)
+#   sanitizer-grads      compute-sanitizer memcheck on the --grad-dtype bf16 kernels' GPU tests      (1)
+#   grad-dtype-accuracy  train small, bf16, 500 steps on the sample tokens with fp32 gradients (twice:
+#                        the run-to-run yardstick) and bf16 ones; scripts/compare_runs.py on them     (1)
 #   llmc-xl              llm.c's train_gpt2cu (GPT-2 1.5B from scratch, -e d48, no cuDNN) at the same
 #                        two working points, on the sample tokens in its headered .bin format;
 #                        the binary is built beforehand from .peers/llm.c (carried, see
@@ -174,6 +179,38 @@ step_graphs() {
     done
   done
 }
+step_grad-dtype() {
+  local size g k
+  for k in 1 2; do
+    for size in small xl; do
+      for g in fp32 bf16; do
+        paratrain bench model --sizes "$size" --contexts 512 --precisions bf16 --attention flash --grad-dtype "$g" \
+          --warmup 3 --steps 10 --out "$RESULTS/grad_${size}_${g}_$k.h5" --overwrite || return
+      done
+    done
+  done
+  for g in fp32 bf16; do
+    bench_model "grad_roofline_xl_$g" xl bf16 flash --grad-dtype "$g" --breakdown || return
+    paratrain bench model --sizes small --contexts 512 --precisions bf16 --attention flash --grad-dtype "$g" \
+      --cuda-graph on --warmup 3 --steps 20 --out "$RESULTS/grad_graph_small_$g.h5" --overwrite || return
+  done
+}
+step_grad-dtype-accuracy() {
+  # The checkpoints (1.5 GB each with AdamW's state) stay out of $RESULTS, which is packed after every step.
+  local g ckpt=/tmp/paratrain_accuracy
+  mkdir -p "$ckpt"
+  # fp32 twice: the GPU's atomics make two fp32 runs differ too, the yardstick for bf16's difference.
+  for g in fp32 fp32_again bf16; do
+    paratrain train --model small --precision bf16 --grad-dtype "${g%_again}" --steps 500 --batch-size 8 \
+      --context-length 512 --log-every 50 --out "$RESULTS/accuracy_$g.h5" --save "$ckpt/accuracy_${g}.h5" \
+      --overwrite || return
+  done
+  for g in fp32_again bf16; do
+    echo "fp32 against $g:"
+    python3 scripts/compare_runs.py --records "$RESULTS/accuracy_fp32.h5" "$RESULTS/accuracy_$g.h5" \
+      --checkpoints "$ckpt/accuracy_fp32.h5" "$ckpt/accuracy_$g.h5" || return
+  done
+}
 step_accum-xl() {
   paratrain bench model --sizes xl --contexts 1024 --precisions bf16 --attention flash --batch-size 4 \
     --warmup 2 --steps 5 --out "$RESULTS/accum_xl_4x1024.h5" --overwrite &&
@@ -221,6 +258,14 @@ step_sanitizer() {
     --gtest_filter='FlashGpu.OddLengths:FlashGpu.FusedQkvStrides' &&
   compute-sanitizer --tool racecheck --error-exitcode 3 paratrain_tests_gpu --gtest_color=no \
     --gtest_filter='FlashGpu.Batch4Seq128D64'
+}
+# The kernels of --grad-dtype bf16 (the embedding's fp32 sums, RMSNorm's, the updates) under memcheck;
+# RMSNorm's last-block rounding under racecheck.
+step_sanitizer-grads() {
+  compute-sanitizer --tool memcheck --error-exitcode 3 paratrain_tests_gpu --gtest_color=no \
+    --gtest_filter='GpuEmbedding.*:GpuRMSNormBf16Grad.*:GpuOptim.Bf16*' &&
+  compute-sanitizer --tool racecheck --error-exitcode 3 paratrain_tests_gpu --gtest_color=no \
+    --gtest_filter='GpuRMSNormBf16Grad.*'
 }
 step_flash-acc() {
   paratrain_tests_gpu --gtest_color=no --gtest_filter='FlashGpu.SinglePassBackwardAccumulatesDq' &&

@@ -47,6 +47,10 @@ add_test(NAME scripts_faults
 add_test(NAME scripts_resume
          COMMAND ${CMAKE_COMMAND} -E env PARATRAIN_BIN=$<TARGET_FILE:paratrain>
                  ${PT_SCRIPTS_DIR}/run_pytest.sh test_resume.py)
+# scripts/compare_runs.py on tiny CPU runs: identical runs differ by nothing, refusals.
+add_test(NAME scripts_compare_runs
+         COMMAND ${CMAKE_COMMAND} -E env PARATRAIN_BIN=$<TARGET_FILE:paratrain>
+                 ${PT_SCRIPTS_DIR}/run_pytest.sh test_compare_runs.py)
 # The sbatch templates without Slurm: node/task/GPU layouts (submit_all.sh --dry-run), refusals,
 # and train.sbatch's signal forwarding and requeue against a stand-in srun and scontrol.
 add_test(NAME scripts_slurm_templates COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_slurm_templates.py)
@@ -60,7 +64,7 @@ add_test(NAME scripts_check_format COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_
 add_test(NAME scripts_slurm COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_slurm.py)
 set_tests_properties(scripts_slurm PROPERTIES LABELS "scripts;slurm" TIMEOUT 900 RUN_SERIAL TRUE)
 
-set(PT_SCRIPTS_TESTS scripts_hostile_inputs scripts_faults scripts_resume scripts_slurm_templates scripts_report_synthetic scripts_report_synthetic_comm scripts_report_real scripts_schema_doc scripts_ddp_events_real scripts_compare_torch
+set(PT_SCRIPTS_TESTS scripts_hostile_inputs scripts_faults scripts_compare_runs scripts_resume scripts_slurm_templates scripts_report_synthetic scripts_report_synthetic_comm scripts_report_real scripts_schema_doc scripts_ddp_events_real scripts_compare_torch
     scripts_compare_torch_ddp scripts_compare_torch_cli scripts_reference_model scripts_check_format)
 set_tests_properties(${PT_SCRIPTS_TESTS} PROPERTIES LABELS scripts TIMEOUT 600)
 set_tests_properties(${PT_SCRIPTS_TESTS} scripts_slurm PROPERTIES ENVIRONMENT "${PT_SCRIPTS_ENV}")

@@ -32,6 +32,7 @@ struct ModelBenchOptions {
   bool fused = true;                       // TransformerConfig::fused and OptimizerConfig::fused
   bool cuda_graph = false;                 // train-step mode: the step captured and replayed (TrainStep)
   GemmSelect gemm = GemmSelect::Autotune;  // Context::set_gemm_select (--gemm)
+  DType grad_dtype = DType::F32;           // of the bf16 configurations (--grad-dtype); others fp32
   FlashChoice flash;                       // Context::set_flash (--flash-kernels, --wgmma-tiles)
   bool breakdown = false;       // kernel-time breakdown and roofline per phase and op family (at the largest warm-up)
   bool memory_profile = false;  // peak/forward/step memory, breakdown and timeline (likewise)

@@ -48,6 +48,7 @@ struct DdpResult {
 struct DdpRun {
   int ranks = 1;
   std::string precision;
+  std::string grad_dtype = "fp32";  // --grad-dtype
   int64_t grad_accum = 1;
   double tokens_per_step = 0;  // global: ranks × batch × grad_accum × context
 };

@@ -1,4 +1,5 @@
 // `paratrain bench model`: options → bench::run_model_bench → stdout tables + HDF5 record.
+#include <algorithm>
 #include <iostream>
 
 #include "bench/model_bench.h"
@@ -54,6 +55,7 @@ int run_bench_model(const std::vector<std::string>& args) {
   // clang-format on
   LogOptions log_opt;
   add_run_options(desc, run, nullptr);
+  add_grad_dtype_option(desc, run);
   add_gemm_option(desc, run);
   add_flash_options(desc, run);
   add_log_options(desc, log_opt);
@@ -71,6 +73,9 @@ int run_bench_model(const std::vector<std::string>& args) {
   o.cuda_graph = parse_on_off(cuda_graph, "cuda-graph");
   PT_CHECK(!(o.cuda_graph && o.breakdown), "--breakdown times every kernel on its own; it cannot run inside a CUDA "
                                            "graph: leave out --cuda-graph on, or --breakdown");
+  o.grad_dtype = grad_dtype_of(run);
+  PT_CHECK(o.grad_dtype == DType::F32 || std::count(o.precisions.begin(), o.precisions.end(), Precision::BF16) > 0,
+           "--grad-dtype bf16 applies to the bf16 configurations, and --precisions has none");
   o.seed = run.seed;
   o.gemm = gemm_select_from_name(run.gemm);
   o.flash = flash_choice_of(run);

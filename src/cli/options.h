@@ -41,12 +41,18 @@ struct RunOptions {
   std::string flash_kernels = "auto";  // auto | mma | wgmma (bf16 flash attention on the GPU; add_flash_options)
   std::string wgmma_tiles;             // F/K/Q, "" = each head dimension's default
   bool allow_gpu_sharing = false;      // several ranks of a node on one GPU (tests, debugging)
+  std::string grad_dtype = "fp32";     // fp32 | bf16 (Context::grad_dtype; add_grad_dtype_option)
 };
 // default_precision == nullptr leaves --precision out (sweeps take a list flag instead).
 void add_run_options(po::options_description& desc, RunOptions& o, const char* default_precision = "fp32");
 // --gemm (subcommands that run GEMMs on the GPU), and its value applied to a context.
 void add_gemm_option(po::options_description& desc, RunOptions& o);
 void apply_gemm_option(Context& ctx, const RunOptions& o);
+// --grad-dtype (subcommands that train the model), its value, and the value applied to a
+// context in bf16 mode (an fp32 or tf32 context keeps fp32 gradients; train refuses the mix).
+void add_grad_dtype_option(po::options_description& desc, RunOptions& o);
+DType grad_dtype_of(const RunOptions& o);
+void apply_grad_dtype_option(Context& ctx, const RunOptions& o);
 // --flash-kernels, --wgmma-tiles (subcommands that run the model), and their values applied to a
 // context: an explicit wgmma request the GPU or binary cannot run fails there, named.
 void add_flash_options(po::options_description& desc, RunOptions& o);
@@ -86,6 +92,13 @@ inline constexpr const char* kCudaGraphHelp =
     "on: after two warm-up steps capture the whole training step (forward, backward, clip, optimizer) "
     "in a CUDA graph and replay it, one launch a step, with the same results bit for bit; one process "
     "on a GPU only (data parallelism is not captured yet); off: launch every kernel";
+
+// --grad-dtype's help (train, bench model, bench ddp).
+inline constexpr const char* kGradDtypeHelp =
+    "weight-gradient type: fp32, or bf16 with --precision bf16 on a GPU (backward's GEMMs write bf16 "
+    "gradients, the collectives move them as they are, AdamW/SGD read them; master weights and optimizer "
+    "state stay fp32; the embedding's and RMSNorm's gradients are summed in fp32 and rounded once; with "
+    "--grad-accum the micro-batches add into the bf16 gradients, one rounding each)";
 
 // --gemm's help (train, bench model, bench gemm, bench ddp).
 inline constexpr const char* kGemmHelp =

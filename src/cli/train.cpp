@@ -172,6 +172,7 @@ int run_train(const std::vector<std::string>& args) {
   LogOptions log_opt;
   add_log_options(general, log_opt);
   add_run_options(general, run, "fp32");
+  add_grad_dtype_option(general, run);
   add_gemm_option(general, run);
   add_flash_options(general, run);
   po::options_description desc("paratrain train options");
@@ -241,6 +242,9 @@ int run_train(const std::vector<std::string>& args) {
   const Precision precision = precision_from_name(run.precision);
   const Device device = resolve_device(run);
   PT_CHECK(!(precision == Precision::BF16 && device.is_cpu()), "--precision bf16 needs a GPU");
+  const DType grad_dtype = grad_dtype_of(run);
+  PT_CHECK(grad_dtype == DType::F32 || precision == Precision::BF16,
+           "--grad-dtype bf16 needs --precision bf16 (this run's is " + run.precision + ")");
   TransformerConfig cfg = TransformerConfig::named(t.model);
   if (t.d_model) cfg.d_model = t.d_model;
   if (t.num_layers) cfg.num_layers = t.num_layers;
@@ -310,6 +314,7 @@ int run_train(const std::vector<std::string>& args) {
 
   // ---- build ---------------------------------------------------------------------------------
   Context ctx(device, precision);
+  ctx.set_grad_dtype(grad_dtype);
   apply_gemm_option(ctx, run);
   apply_flash_options(ctx, run);
   io::RunRecord& record = rec.record();

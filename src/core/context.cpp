@@ -90,6 +90,13 @@ void Context::set_precision(Precision p) {
   PT_CUBLAS_CHECK(cublasSetMathMode(cublas_, mode));
 }
 
+void Context::set_grad_dtype(DType d) {
+  PT_CHECK(d == DType::F32 || d == DType::BF16, std::string("gradients are fp32 or bf16, not ") + dtype_name(d));
+  PT_CHECK(d == DType::F32 || (is_cuda() && precision_ == Precision::BF16),
+           "bf16 gradients need bf16 mixed precision on a GPU (--precision bf16)");
+  grad_dtype_ = d;
+}
+
 DType Context::act_dtype() const {
   return (precision_ == Precision::BF16 && device_.is_cuda()) ? DType::BF16 : DType::F32;
 }

@@ -36,6 +36,12 @@ class Context {
   void set_precision(Precision p);
   // Element type of activations that feed GEMMs: bf16 in bf16 mode on the GPU, else fp32.
   DType act_dtype() const;
+  // Element type of the weight gradients backward writes and the optimizer reads
+  // (`--grad-dtype`): fp32, or bf16 in bf16 mode on the GPU (the GEMMs write them directly, the
+  // collectives move them as they are; master weights and optimizer state stay fp32). Read when
+  // a model's ParamStore is finalized: set it before building the model.
+  DType grad_dtype() const { return grad_dtype_; }
+  void set_grad_dtype(DType d);  // throws for bf16 outside bf16 mode on the GPU
 
   cudaStream_t stream() const { return stream_; }  // compute stream (nullptr on the CPU)
   cublasHandle_t cublas() const { return cublas_; }
@@ -72,6 +78,7 @@ class Context {
  private:
   Device device_;
   Precision precision_;
+  DType grad_dtype_ = DType::F32;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   cublasLtHandle_t cublaslt_ = nullptr;

@@ -58,7 +58,10 @@ void ParamStore::finalize(Context& ctx, bool lowp_mirror, DType dtype) {
   dtype_ = dtype;
   flat_params_ = Tensor::empty({numel_}, dtype, device_, "params", MemCategory::Parameters);
   fill_zero(ctx, flat_params_.data(), device_.kind, flat_params_.nbytes());
-  flat_grads_ = Tensor::empty({grad_numel_}, dtype, device_, "grads", MemCategory::Gradients);
+  // fp32 parameters take the context's gradient type (bf16 with --grad-dtype bf16); fp64 ones
+  // (the CPU's finite-difference tests) keep fp64 gradients.
+  const DType grad_dtype = dtype == DType::F32 ? ctx.grad_dtype() : dtype;
+  flat_grads_ = Tensor::empty({grad_numel_}, grad_dtype, device_, "grads", MemCategory::Gradients);
   fill_zero(ctx, flat_grads_.data(), device_.kind, flat_grads_.nbytes());
   if (lowp_mirror) {
     PT_CHECK(device_.is_cuda(), "the bf16 parameter mirror needs a CUDA device");

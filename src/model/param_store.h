@@ -26,7 +26,7 @@ struct Parameter {
   int uses = 0;   // how many module call sites read it per forward (tied: 2)
 
   Tensor data() const;       // view into the flat parameter buffer (fp32; fp64 in CPU tests)
-  Tensor grad() const;       // view into the flat gradient buffer (undefined if frozen)
+  Tensor grad() const;       // view into the flat gradient buffer (undefined if frozen): fp32|bf16|fp64
   Tensor data_lowp() const;  // bf16 view into the mirror (undefined unless the mirror exists)
   ParamStore& store() const { return *store_; }
 
@@ -71,7 +71,7 @@ class ParamStore {
   // Allocates the flat buffers on ctx's device (parameters and gradients zeroed). With
   // lowp_mirror a bf16 copy of every parameter is kept for mixed-precision GEMMs. dtype is
   // fp32 for training; fp64 (CPU only) lets tests check whole-model gradients by finite
-  // differences.
+  // differences. Gradients are fp32 parameters' ctx.grad_dtype() (fp32 or bf16), else dtype.
   void finalize(Context& ctx, bool lowp_mirror, DType dtype = DType::F32);
   DType dtype() const { return dtype_; }
   bool finalized() const { return finalized_; }
@@ -82,11 +82,12 @@ class ParamStore {
   size_t size() const { return params_.size(); }
   Parameter* find(const std::string& name) const;  // nullptr if absent
 
-  int64_t numel() const { return numel_; }             // all parameters
-  int64_t grad_numel() const { return grad_numel_; }   // trainable parameters
-  Tensor flat_params() const { return flat_params_; }  // (numel) dtype()
-  Tensor flat_grads() const { return flat_grads_; }    // (grad_numel) dtype()
-  Tensor flat_lowp() const { return flat_lowp_; }      // (numel) bf16 or undefined
+  int64_t numel() const { return numel_; }                  // all parameters
+  int64_t grad_numel() const { return grad_numel_; }        // trainable parameters
+  Tensor flat_params() const { return flat_params_; }       // (numel) dtype()
+  Tensor flat_grads() const { return flat_grads_; }         // (grad_numel) grad_dtype()
+  DType grad_dtype() const { return flat_grads_.dtype(); }  // dtype(), or bf16 (Context::grad_dtype)
+  Tensor flat_lowp() const { return flat_lowp_; }           // (numel) bf16 or undefined
   bool has_lowp() const { return flat_lowp_.defined(); }
 
   // Start of a step: zero the gradients and reset readiness counts. With gradient accumulation

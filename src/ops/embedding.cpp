@@ -45,7 +45,7 @@ void embedding_forward(Context& ctx, Tensor& out, const Tensor& ids, const Tenso
 void embedding_backward(Context& ctx, Tensor& dweight, const Tensor& dout, const Tensor& ids) {
   ArgCheck chk(ctx, "embedding_backward");
   if (ctx.is_cuda())
-    chk.dtype_is(dweight, "dweight", {DType::F32});  // fp32 atomics
+    chk.dtype_is(dweight, "dweight", {DType::F32, DType::BF16});  // fp32 atomics; bf16 through fp32 sums
   else
     chk.float_storage(dweight, "dweight");
   chk.matrix(dweight, "dweight");
@@ -65,7 +65,20 @@ void embedding_backward(Context& ctx, Tensor& dweight, const Tensor& dout, const
   cost.bytes += 2.0 * static_cast<double>(std::min(ids.numel(), dweight.size(0)) * dweight.size(1)) *
                 static_cast<double>(dtype_size(dweight.dtype()));
   OpScope scope(ctx, "embedding_backward", OpFamily::Elementwise, cost);
-  PT_OP_DISPATCH(ctx, embedding_backward, dweight, dout, ids);
+  if (!ctx.is_cuda()) {
+    cpu::embedding_backward(dweight, dout, ids);
+    return;
+  }
+  if (dweight.dtype() != DType::BF16) {
+    cuda::embedding_backward(ctx.stream(), dweight, dout, ids);
+    return;
+  }
+  // bf16: each id's rows summed in fp32 first (cuda/embedding.h); the scratch lives for the call.
+  const Tensor first =
+      Tensor::empty({dweight.size(0)}, DType::I32, ctx.device(), "embedding_first_row", MemCategory::Workspace);
+  const Tensor sums =
+      Tensor::empty({ids.size(0), dweight.size(1)}, DType::F32, ctx.device(), "embedding_sums", MemCategory::Workspace);
+  cuda::embedding_backward(ctx.stream(), dweight, dout, ids, {&first, &sums});
 }
 
 }  // namespace pt::ops

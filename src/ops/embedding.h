@@ -11,7 +11,8 @@ namespace pt::ops {
 // same float dtype.
 void embedding_forward(Context& ctx, Tensor& out, const Tensor& ids, const Tensor& weight);
 // dweight (V, C) += scatter of dout (N, C) rows by ids. GPU: dweight fp32 (atomic adds, so
-// the summation order of repeated ids varies), dout fp32|bf16; CPU: one type.
+// the summation order of repeated ids varies) or bf16 (each id's rows summed in fp32, then
+// rounded into dweight once), dout fp32|bf16; CPU: one type.
 void embedding_backward(Context& ctx, Tensor& dweight, const Tensor& dout, const Tensor& ids);
 
 }  // namespace pt::ops

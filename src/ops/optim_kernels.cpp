@@ -25,6 +25,14 @@ void check_flat(const ArgCheck& chk, const Context& ctx, const Tensor& t, const 
     chk.shape_is(t, name, ref->shape());
   }
 }
+// The gradient operand: as check_flat, but bf16 too on the GPU (--grad-dtype bf16).
+void check_grad(const ArgCheck& chk, const Context& ctx, const Tensor& g, const Tensor& p) {
+  if (!ctx.is_cuda() || g.dtype() != DType::BF16) return check_flat(chk, ctx, g, "g", &p);
+  chk.rank_is(g, "g", 1);
+  chk.contiguous(g, "g");
+  chk.shape_is(g, "g", p.shape());
+  chk.require(p.dtype() == DType::F32, "bf16 gradients update fp32 parameters");
+}
 Tensor* check_lowp(const ArgCheck& chk, Tensor* p_lowp, const Tensor& p) {
   if (!p_lowp || !p_lowp->defined()) return nullptr;
   chk.dtype_is(*p_lowp, "p_lowp", {DType::BF16});
@@ -71,7 +79,7 @@ void adamw_step(Context& ctx, Tensor& p, const Tensor& g, Tensor& m, Tensor& v, 
   ArgCheck chk(ctx, "adamw_step");
   check_clip(chk, clip);
   check_flat(chk, ctx, p, "p", nullptr);
-  check_flat(chk, ctx, g, "g", &p);
+  check_grad(chk, ctx, g, p);
   check_flat(chk, ctx, m, "m", &p);
   check_flat(chk, ctx, v, "v", &p);
   p_lowp = check_lowp(chk, p_lowp, p);
@@ -96,7 +104,7 @@ void sgd_step(Context& ctx, Tensor& p, const Tensor& g, float lr, float weight_d
   ArgCheck chk(ctx, "sgd_step");
   check_clip(chk, clip);
   check_flat(chk, ctx, p, "p", nullptr);
-  check_flat(chk, ctx, g, "g", &p);
+  check_grad(chk, ctx, g, p);
   check_device_scalars(chk, ctx, device, sizeof(SgdStepScalars));
   p_lowp = check_lowp(chk, p_lowp, p);
   if (p.numel() == 0) return;

@@ -1,5 +1,6 @@
 #pragma once
-// Optimizer arithmetic over flat fp32 ranges: AdamW, SGD, gradient norm and clipping.
+// Optimizer arithmetic over flat fp32 ranges (gradients fp32 or bf16): AdamW, SGD, gradient norm
+// and clipping.
 #include "core/context.h"
 #include "core/tensor.h"
 
@@ -51,7 +52,8 @@ inline constexpr float kNoClip = __builtin_huge_valf();  // GradClip::max_norm: 
 
 // torch.optim.AdamW exactly: p ← p·(1 − lr·wd); m ← β1·m + (1−β1)·g; v ← β2·v + (1−β2)·g²;
 // p ← p − lr/(1−β1^t) · m / (sqrt(v)/sqrt(1−β2^t) + eps). p, g, m, v: 1-D, same length and
-// dtype (fp32; fp64 on the CPU). When p_lowp is defined (bf16, same length) it receives the
+// dtype (fp32; fp64 on the CPU), except that g may be bf16 on the GPU (--grad-dtype bf16: read
+// as its fp32 value, the same arithmetic). When p_lowp is defined (bf16, same length) it receives the
 // updated parameters rounded to bf16 in the same pass (mixed precision's GEMM copy).
 void adamw_step(Context& ctx, Tensor& p, const Tensor& g, Tensor& m, Tensor& v, const AdamWHyper& h,
                 Tensor* p_lowp = nullptr, const GradClip& clip = {}, DeviceScalars device = {});

@@ -43,8 +43,10 @@ void rmsnorm_forward(Context& ctx, Tensor& y, Tensor& rstd, const Tensor& x, con
   PT_OP_DISPATCH(ctx, rmsnorm_forward, y, rstd, x, w, eps);
 }
 
+int64_t rmsnorm_dw_scratch_numel(int64_t cols) { return cuda::rmsnorm_dw_scratch_numel(cols); }
+
 void rmsnorm_backward(Context& ctx, Tensor& dx, Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& w,
-                      const Tensor& rstd, bool accumulate) {
+                      const Tensor& rstd, bool accumulate, Tensor* dw_scratch) {
   ArgCheck chk(ctx, "rmsnorm_backward");
   check_master(chk, ctx, x, w, rstd);
   check_like_x(chk, ctx, dy, "dy", x);
@@ -53,7 +55,10 @@ void rmsnorm_backward(Context& ctx, Tensor& dx, Tensor& dw, const Tensor& dy, co
   chk.shape_is(dx, "dx", x.shape());
   chk.contiguous(dx, "dx");
   chk.on_device(dw, "dw");
-  chk.same_dtype(dw, "dw", x, "x");
+  if (ctx.is_cuda())
+    chk.dtype_is(dw, "dw", {DType::F32, DType::BF16});  // bf16: --grad-dtype bf16
+  else
+    chk.same_dtype(dw, "dw", x, "x");
   chk.shape_is(dw, "dw", w.shape());
   chk.contiguous(dw, "dw");
   // Read dy, x, w and rstd; dx written, or read and written when accumulated into (unless it is
@@ -65,7 +70,24 @@ void rmsnorm_backward(Context& ctx, Tensor& dx, Tensor& dw, const Tensor& dy, co
   else
     cost.write(dx);
   OpScope scope(ctx, "rmsnorm_backward", OpFamily::Norm, cost);
-  PT_OP_DISPATCH(ctx, rmsnorm_backward, dx, dw, dy, x, w, rstd, accumulate);
+  if (dw.dtype() != DType::BF16) {
+    PT_OP_DISPATCH(ctx, rmsnorm_backward, dx, dw, dy, x, w, rstd, accumulate);
+    return;
+  }
+  // A bf16 dw: the column sums meet in fp32 scratch and are rounded into dw once (cuda/rmsnorm.h).
+  const int64_t need = rmsnorm_dw_scratch_numel(x.size(1));
+  Tensor temporary;
+  if (!dw_scratch) {
+    temporary = Tensor::empty({need}, DType::F32, ctx.device(), "rmsnorm_dw_scratch", MemCategory::Workspace);
+    fill_zero(ctx, temporary.data(), temporary.device().kind, temporary.nbytes());
+    dw_scratch = &temporary;
+  }
+  chk.on_device(*dw_scratch, "dw_scratch");
+  chk.dtype_is(*dw_scratch, "dw_scratch", {DType::F32});
+  chk.contiguous(*dw_scratch, "dw_scratch");
+  chk.require(dw_scratch->numel() >= need, "dw_scratch holds " + std::to_string(dw_scratch->numel()) +
+                                               " elements, a bf16 dw of this width needs " + std::to_string(need));
+  cuda::rmsnorm_backward(ctx.stream(), dx, dw, dy, x, w, rstd, accumulate, dw_scratch->data_as<float>());
 }
 
 }  // namespace pt::ops

@@ -11,9 +11,12 @@ namespace pt::ops {
 void rmsnorm_forward(Context& ctx, Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& w, float eps);
 // dy (N, C) any float dtype (x's on the CPU). dx (N, C) in x's dtype: written, or added to
 // when accumulate (the pre-norm residual branch adds its gradient to the stream's); dx may
-// alias dy. dw (C, x's dtype) += always (GPU: fp32 column sums, one atomic per column and
-// slice of rows).
+// alias dy. dw (C, x's dtype; bf16 too on the GPU) += always (GPU: fp32 column sums, one
+// atomic per column and slice of rows; a bf16 dw gets the finished sums rounded in once, through
+// dw_scratch: fp32, rmsnorm_dw_scratch_numel(C) elements, zero on entry and left zero — a
+// caller that keeps one saves a fill per call; without it the op makes and zeroes its own).
+int64_t rmsnorm_dw_scratch_numel(int64_t cols);
 void rmsnorm_backward(Context& ctx, Tensor& dx, Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& w,
-                      const Tensor& rstd, bool accumulate);
+                      const Tensor& rstd, bool accumulate, Tensor* dw_scratch = nullptr);
 
 }  // namespace pt::ops

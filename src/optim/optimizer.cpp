@@ -86,9 +86,14 @@ OptimizerKind optimizer_kind_from_name(const std::string& name) {
 }
 const char* optimizer_kind_name(OptimizerKind k) { return enum_name(kOptimizerKinds, k); }
 
+// The squared norm's accumulator: fp64 for fp64 gradients (the CPU's tests), else fp32 (bf16
+// gradients too: their squares are summed in fp32).
+DType Optimizer::norm_dtype() const {
+  return !ranges_.empty() && ranges_.front().grad.dtype() == DType::F64 ? DType::F64 : DType::F32;
+}
+
 Tensor Optimizer::clip_grad_norm(Context& ctx, float max_norm) {
-  const DType dt = ranges_.empty() ? DType::F32 : ranges_.front().grad.dtype();
-  Tensor sumsq = Tensor::zeros({1}, dt, ctx, "grad_sumsq");
+  Tensor sumsq = Tensor::zeros({1}, norm_dtype(), ctx, "grad_sumsq");
   if (!(norm_overlap_ && norm_overlap_->take(ctx, sumsq)))
     for (const FlatRange& r : ranges_) ops::squared_norm_accumulate(ctx, sumsq, r.grad);
   reduce_sumsq(ctx, sumsq);
@@ -108,7 +113,7 @@ bool Optimizer::overlap_norm_with_backward(Context& ctx, ParamStore& store) {
   int64_t covered = 0;
   for (const FlatRange& r : ranges_) covered += r.grad.numel();
   if (covered != store.grad_numel()) return false;  // a shard: its norm needs the other ranks'
-  norm_overlap_ = std::make_unique<GradNormOverlap>(ctx, store, ranges_.front().grad.dtype());
+  norm_overlap_ = std::make_unique<GradNormOverlap>(ctx, store, norm_dtype());
   return true;
 }
 

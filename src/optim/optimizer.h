@@ -145,6 +145,7 @@ class Optimizer {
   int64_t steps_ = 0;
   // Sum a partial squared norm over the ranks that share the parameters (sharded optimizers).
   virtual void reduce_sumsq(Context& ctx, Tensor& sumsq) {}
+  DType norm_dtype() const;  // the squared norm's accumulator: fp32, fp64 for fp64 gradients
 
  private:
   Tensor clip_sumsq_;      // (1) fp32 on the device; undefined: no clip pending

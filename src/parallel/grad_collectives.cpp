@@ -95,14 +95,14 @@ class CompressedWork : public Work {
 }  // namespace
 
 WorkPtr GradCollectives::all_reduce(Tensor grads) {
-  if (wire_ == GradComm::FP32) return sent(grads, comm_.all_reduce_async(grads, ReduceOp::Average));
+  if (direct(grads)) return sent(grads, comm_.all_reduce_async(grads, ReduceOp::Average));
   Tensor staging = stage(grads);
   WorkPtr w = comm_.all_reduce_async(staging, ReduceOp::Sum);
   return compressed(grads, staging, std::move(w), staging, grads);
 }
 
 WorkPtr GradCollectives::reduce(Tensor piece, int root) {
-  if (wire_ == GradComm::FP32) return sent(piece, comm_.reduce_async(piece, root, ReduceOp::Average));
+  if (direct(piece)) return sent(piece, comm_.reduce_async(piece, root, ReduceOp::Average));
   Tensor staging = stage(piece);
   WorkPtr w = comm_.reduce_async(staging, root, ReduceOp::Sum);
   return compressed(piece, staging, std::move(w), staging, comm_.rank() == root ? piece : Tensor());
@@ -111,7 +111,7 @@ WorkPtr GradCollectives::reduce(Tensor piece, int root) {
 WorkPtr GradCollectives::reduce_scatter(Tensor all, int64_t block) {
   const int64_t mine_at = comm_.rank() * block;
   Tensor mine = all.narrow(0, mine_at, block);
-  if (wire_ == GradComm::FP32) return sent(all, comm_.reduce_scatter_async(all, mine, ReduceOp::Average));
+  if (direct(all)) return sent(all, comm_.reduce_scatter_async(all, mine, ReduceOp::Average));
   Tensor staging = stage(all);
   Tensor result = staging.narrow(0, mine_at, block);  // in place in the staging buffer
   WorkPtr w = comm_.reduce_scatter_async(staging, result, ReduceOp::Sum);

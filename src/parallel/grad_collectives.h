@@ -47,10 +47,11 @@ class SmReservation {
   int sms_;
 };
 
-// The gradient collectives of every strategy: each averages an fp32 range of the gradient
-// buffer over the ranks, sending it as it is (fp32) or as a bf16 copy (a staging buffer of its
-// own, cast back and scaled by 1/world when waited: see GradComm), and counts the bytes sent.
-// It also keeps the collectives an overlapped strategy has in flight.
+// The gradient collectives of every strategy: each averages a range of the gradient buffer over
+// the ranks, sending it as it is (fp32, or bf16 gradients: --grad-dtype bf16) or, for fp32
+// gradients with --grad-comm bf16, as a bf16 copy (a staging buffer of its own, cast back and
+// scaled by 1/world when waited: see GradComm), and counts the bytes sent. It also keeps the
+// collectives an overlapped strategy has in flight.
 class GradCollectives {
  public:
   GradCollectives(Context& ctx, Communicator& comm, GradComm wire) : ctx_(ctx), comm_(comm), wire_(wire) {}
@@ -73,6 +74,8 @@ class GradCollectives {
   int64_t take_bytes();
 
  private:
+  // Sent as it is: fp32 on an fp32 wire, and bf16 gradients whatever the wire (already bf16).
+  bool direct(const Tensor& grads) const { return wire_ == GradComm::FP32 || grads.dtype() == DType::BF16; }
   WorkPtr sent(const Tensor& buf, WorkPtr w);
   Tensor stage(const Tensor& src);
   WorkPtr compressed(const Tensor& src, const Tensor& staging, WorkPtr inner, const Tensor& result, const Tensor& dst);

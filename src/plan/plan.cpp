@@ -161,13 +161,15 @@ Result plan(const Job& job, const Cluster& cluster) {
   Memory& mem = res.memory;
   // Parameters, their bf16 copy, gradients and optimizer state for `dp` data-parallel ranks: the
   // part of the memory that sharding divides (the fit search below varies dp alone).
+  PT_CHECK(!job.grad_bf16 || lowp, "plan: bf16 gradients need bf16 precision on GPUs (--grad-dtype bf16)");
+  const double grad_bytes = job.grad_bf16 ? 2 : 4;  // per gradient element, in memory
   auto set_model_state = [&](Memory& into, int dp) {
     Job j = job;
     j.dp = dp;
     const double fsdp = j.sharding == Sharding::Zero3 ? dp : 1;
     into.params = r(local * 4 / fsdp);
     into.params_lowp = lowp ? r(local * 2 / fsdp) : 0;
-    into.grads = r(local * 4 / (j.sharding == Sharding::Zero2 || j.sharding == Sharding::Zero3 ? dp : 1));
+    into.grads = r(local * grad_bytes / (j.sharding == Sharding::Zero2 || j.sharding == Sharding::Zero3 ? dp : 1));
     into.optstate = model_par == 1 ? optimizer_state(j, shapes, numel, r)
                                    : 2 * r(local * 4 / (j.sharding == Sharding::None ? 1 : dp));
   };
@@ -190,7 +192,7 @@ Result plan(const Job& job, const Cluster& cluster) {
     }
 
   // ---- communication, per optimizer step ----
-  const double grad_wire = job.grad_comm_bf16 ? 2 : 4;
+  const double grad_wire = job.grad_comm_bf16 || job.grad_bf16 ? 2 : 4;
   const int n = job.dp;
   const double ring = n > 1 ? 2.0 * (n - 1) / n : 0, half = n > 1 ? double(n - 1) / n : 0;
   auto add = [&](const char* name, const char* what, int64_t calls, double bytes, double factor, double gbps) {
@@ -256,10 +258,12 @@ Result plan(const Job& job, const Cluster& cluster) {
   res.flops_per_step = seq_flops * job.batch * job.grad_accum;
   const double nan = std::numeric_limits<double>::quiet_NaN();
   res.compute_s = peak > 0 ? res.flops_per_step / peak : nan;
-  // The optimizer's pass: fp32 weight, gradient, two moments read; weight, moments written; bf16 copy.
+  // The optimizer's pass: fp32 weight, two moments and the gradient (fp32 or bf16) read; weight,
+  // moments written; bf16 copy.
   const double opt_elems = local / (job.sharding == Sharding::None ? 1 : n);
-  res.hbm_s =
-      cluster.device.hbm_gbps > 0 ? opt_elems * (16 + 12 + (lowp ? 2 : 0)) / (cluster.device.hbm_gbps * 1e9) : nan;
+  res.hbm_s = cluster.device.hbm_gbps > 0
+                  ? opt_elems * (12 + grad_bytes + 12 + (lowp ? 2 : 0)) / (cluster.device.hbm_gbps * 1e9)
+                  : nan;
   double dp_comm = 0, other_comm = 0;
   for (const Collective& c : res.comm)
     (c.what.find("tensor") != std::string::npos || c.what.find("pipeline") != std::string::npos ? other_comm

@@ -38,6 +38,7 @@ struct Job {
   double bucket_mb = 25;
   Sharding sharding = Sharding::None;
   bool grad_comm_bf16 = false;  // gradients on the wire in bf16
+  bool grad_bf16 = false;       // bf16 gradients end to end (--grad-dtype bf16; bf16 precision only)
   int devices() const { return dp * tp * pp; }
 };
 

@@ -129,6 +129,18 @@ TEST(Plan, CommunicationAndTimeByHand) {
   j.grad_comm_bf16 = true;
   EXPECT_EQ(plan::plan(j, c).comm[0].bytes, n * 2);
   j.grad_comm_bf16 = false;
+  // bf16 gradients end to end: half the gradient bytes in memory and on the wire, and the
+  // optimizer's pass reads 2 bytes a gradient instead of 4 (28 + 2 = 30 → 28 bytes a parameter).
+  {
+    plan::Job b = j;
+    b.grad_bf16 = true;
+    const plan::Result rb = plan::plan(b, c);
+    EXPECT_NEAR(double(rb.memory.grads) * 2, double(r.memory.grads), 1024);  // each rounded to 512 B
+    EXPECT_EQ(rb.comm[0].bytes, n * 2);
+    EXPECT_NEAR(rb.hbm_s, r.hbm_s * 28 / 30, 1e-12);
+    b.precision = Precision::FP32;
+    EXPECT_THROW(plan::plan(b, c), Error);
+  }
   j.sharding = plan::Sharding::Zero1;
   int64_t total = 0;
   for (const auto& col : plan::plan(j, c).comm) total += col.bytes;

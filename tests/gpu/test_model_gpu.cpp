@@ -139,6 +139,46 @@ TEST(TransformerGpu, UnfusedStepMatchesTheFusedOne) {
     }
 }
 
+// --grad-dtype bf16 against fp32 gradients in the same bf16 mode, from the same weights: the
+// store holds bf16 gradients (half the bytes); each is the fp32 one rounded once (every weight
+// gradient has one contribution a micro-batch: its GEMM's, or the embedding's and RMSNorm's
+// fp32 sums), so the whole gradient differs by at most 2^-8 relative, and by two roundings with
+// two micro-batches added into it; five AdamW steps (clipped, fused) stay as close as bf16 mixed
+// precision stays to fp32.
+TEST(TransformerGpu, Bf16GradientsAreTheFp32OnesRoundedOnce) {
+  PT_REQUIRE_GPU();
+  const TransformerConfig cfg = gpu_test_config(AttentionImpl::Flash);
+  const auto w0 = initial_weights(cfg);
+  Context g32(Device::cuda(0), Precision::BF16), g16(Device::cuda(0), Precision::BF16);
+  g16.set_grad_dtype(DType::BF16);
+  {
+    TransformerLM a(cfg, g32), b(cfg, g16);
+    ASSERT_EQ(b.store().flat_grads().dtype(), DType::BF16);
+    EXPECT_EQ(2 * b.store().flat_grads().nbytes(), a.store().flat_grads().nbytes());
+    a.store().params_from_host_f64(g32, w0);
+    b.store().params_from_host_f64(g16, w0);
+    const int64_t B = 2, T = 32;
+    for (int micro : {1, 2}) {
+      std::vector<double> grads[2];
+      int k = 0;
+      for (auto [m, ctx] : {std::pair{&a, &g32}, std::pair{&b, &g16}}) {
+        m->store().zero_grad(*ctx, micro);
+        for (int i = 0; i < micro; ++i) {
+          m->forward(*ctx, test::make_ids(*ctx, {B, T}, test::random_ids(B * T, 97, 300 + i)),
+                     test::make_ids(*ctx, {B, T}, test::random_ids(B * T, 97, 400 + i)), true, 1.0f / float(micro));
+          m->backward(*ctx);
+        }
+        grads[k++] = m->store().flat_grads().to_host_f64(*ctx);
+      }
+      EXPECT_LE(test::rel_error(grads[1], grads[0]), micro / 256.0) << micro << " micro-batches";
+      EXPECT_GT(test::rel_error(grads[1], grads[0]), 0.0) << "the gradients are rounded to bf16";
+    }
+  }
+  const TrainRun a = train(g32, cfg, w0, 5), b = train(g16, cfg, w0, 5);
+  for (int s = 0; s < 5; ++s) EXPECT_NEAR(b.losses[s], a.losses[s], 1e-2 * a.losses[s]) << "step " << s;
+  EXPECT_LE(test::rel_error(b.params, a.params), 1e-3);
+}
+
 // The squared norm summed on a side stream while backward runs equals Σ g² of the final
 // gradients; a round that is incomplete (no backward since the last clip) or restarted (two
 // backwards without a clip between them) is summed afresh, never taken stale.

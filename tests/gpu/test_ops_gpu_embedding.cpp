@@ -43,5 +43,30 @@ TEST(GpuEmbedding, GatherScatterAndBadIds) {
   }
 }
 
+// A bf16 gradient (--grad-dtype bf16): each id's rows are summed in fp32 and rounded into it
+// once, so every element is the correctly rounded bf16 of the exact sum (half a bf16 ulp, 2^-8
+// relative, plus the fp32 sum's error), however often an id repeats. Adding row by row into bf16
+// would round at every one of an id's ~40 rows here and miss that bound.
+TEST(GpuEmbedding, Bf16GradientRoundsEachIdsSumOnce) {
+  PT_REQUIRE_GPU();
+  Context gpu(Device::cuda(0)), cpu(Device::cpu());
+  const int64_t vocab = 50, n = 2000;
+  const auto idv = random_ids(n, int32_t(vocab), 19);
+  Tensor ids_g = make_ids(gpu, {n}, idv), ids_c = make_ids(cpu, {n}, idv);
+  for (int64_t dim : {int64_t(64), int64_t(13)})
+    for (DType dt : {DType::F32, DType::BF16}) {
+      SCOPED_TRACE(std::string("dout ") + dtype_name(dt) + " dim " + std::to_string(dim));
+      Pair dw = make_twin(gpu, cpu, {vocab, dim}, DType::BF16, randn(vocab * dim, 20, 4.0));
+      Pair dout = make_twin(gpu, cpu, {n, dim}, dt, randn(n * dim, 21));
+      ops::embedding_backward(gpu, dw.gpu, dout.gpu, ids_g);
+      ops::embedding_backward(cpu, dw.cpu, dout.cpu, ids_c);
+      PT_EXPECT_GPU_CLOSE(dw.gpu, dw.cpu, gpu, cpu, 1.0 / 256, 1e-5);
+      // Run twice from the same start: the scratch of the first call leaves nothing behind.
+      Tensor again = make_tensor(gpu, {vocab, dim}, DType::BF16, randn(vocab * dim, 20, 4.0));
+      ops::embedding_backward(gpu, again, dout.gpu, ids_g);
+      PT_EXPECT_GPU_CLOSE(again, dw.cpu, gpu, cpu, 1.0 / 256, 1e-5);
+    }
+}
+
 }  // namespace
 }  // namespace pt::test

@@ -117,6 +117,43 @@ TEST(GpuOptim, PackedAndScalarPathsAndFoldedClipAgreeBitForBit) {
 
 // The guard on the GPU: a non-finite folded squared norm (fp32 or fp64) leaves parameters,
 // moments and the bf16 copy as they were, on the packed and the scalar path.
+// bf16 gradients (--grad-dtype bf16) are read as their fp32 values: an update from a bf16 g
+// equals the update from an fp32 g holding the same values, bit for bit — AdamW and SGD, the
+// packed and the scalar path (odd offsets), with a folded clip.
+TEST(GpuOptim, Bf16GradientsUpdateAsTheirFp32Values) {
+  PT_REQUIRE_GPU();
+  Context gpu(Device::cuda(0));
+  const int64_t n = 4099;
+  const auto g0 = stored(randn(n, 81), DType::BF16);  // values a bf16 gradient can hold
+  std::vector<double> v0 = randn(n, 84);
+  for (double& x : v0) x = x * x;
+  Tensor g32 = make_tensor(gpu, {n}, DType::F32, g0), g16 = make_tensor(gpu, {n}, DType::BF16, g0);
+  Tensor sumsq = make_tensor(gpu, {1}, DType::F32, {0.0});
+  ops::squared_norm_accumulate(gpu, sumsq, g32);
+  for (int64_t off : {int64_t(0), int64_t(1)})
+    for (bool clip : {false, true}) {
+      SCOPED_TRACE("offset " + std::to_string(off) + (clip ? ", clip" : ""));
+      const int64_t len = n - off;
+      const ops::GradClip gc{clip ? &sumsq : nullptr, 0.5f};
+      std::vector<Tensor> p(2), m(2), v(2), lowp(2), ps(2);
+      for (int k = 0; k < 2; ++k) {
+        p[k] = make_tensor(gpu, {n}, DType::F32, randn(n, 82));
+        m[k] = make_tensor(gpu, {n}, DType::F32, randn(n, 83));
+        v[k] = make_tensor(gpu, {n}, DType::F32, v0);
+        lowp[k] = Tensor::empty({n}, DType::BF16, gpu.device());
+        ps[k] = make_tensor(gpu, {n}, DType::F32, randn(n, 85));
+        Tensor g = (k == 0 ? g32 : g16).narrow(0, off, len);
+        Tensor pk = p[k].narrow(0, off, len), mk = m[k].narrow(0, off, len), vk = v[k].narrow(0, off, len);
+        Tensor lk = lowp[k].narrow(0, off, len), sk = ps[k].narrow(0, off, len);
+        ops::AdamWHyper h;
+        h.step = 3;
+        ops::adamw_step(gpu, pk, g, mk, vk, h, &lk, gc);
+        ops::sgd_step(gpu, sk, g, 0.1f, 0.01f, nullptr, gc);
+      }
+      for (auto* t : {&p, &m, &v, &lowp, &ps}) EXPECT_EQ((*t)[0].to_host_f64(gpu), (*t)[1].to_host_f64(gpu));
+    }
+}
+
 TEST(GpuOptim, NonFiniteNormLeavesEverythingAsItWas) {
   PT_REQUIRE_GPU();
   Context gpu(Device::cuda(0));

@@ -41,6 +41,41 @@ TEST_P(GpuRMSNorm, ForwardAndBackward) {
   }
 }
 
+// A bf16 weight gradient (--grad-dtype bf16): the column sums meet in fp32 and are rounded into
+// dw once, so dw is the correctly rounded bf16 of the exact sum (2^-8 relative), dx as with fp32.
+TEST(GpuRMSNormBf16Grad, WeightGradientRoundedOnce) {
+  PT_REQUIRE_GPU();
+  Context gpu(Device::cuda(0)), cpu(Device::cpu());
+  const int64_t rows = 300;
+  for (int64_t cols : {int64_t(1600), int64_t(37)}) {
+    SCOPED_TRACE("C " + std::to_string(cols));
+    Pair x = make_twin(gpu, cpu, {rows, cols}, DType::F32, randn(rows * cols, 30, 2.0));
+    Pair w = make_twin(gpu, cpu, {cols}, DType::F32, uniform(cols, 31, 0.5, 1.5));
+    Pair rstd = make_output(gpu, cpu, {rows}, DType::F32);
+    Tensor y = Tensor::empty({rows, cols}, DType::BF16, gpu.device());
+    Tensor y_cpu = Tensor::empty({rows, cols}, DType::F64, cpu.device());
+    ops::rmsnorm_forward(gpu, y, rstd.gpu, x.gpu, w.gpu, 1e-5f);
+    ops::rmsnorm_forward(cpu, y_cpu, rstd.cpu, x.cpu, w.cpu, 1e-5f);
+    Pair dy = make_twin(gpu, cpu, {rows, cols}, DType::BF16, randn(rows * cols, 32));
+    Pair dx = make_twin(gpu, cpu, {rows, cols}, DType::F32, randn(rows * cols, 33));
+    Pair dw = make_twin(gpu, cpu, {cols}, DType::BF16, randn(cols, 34, 10.0));
+    ops::rmsnorm_backward(gpu, dx.gpu, dw.gpu, dy.gpu, x.gpu, w.gpu, rstd.gpu, true);
+    ops::rmsnorm_backward(cpu, dx.cpu, dw.cpu, dy.cpu, x.cpu, w.cpu, rstd.cpu, true);
+    PT_EXPECT_GPU_CLOSE(dx.gpu, dx.cpu, gpu, cpu, kTolF32, 1e-6);
+    PT_EXPECT_GPU_CLOSE(dw.gpu, dw.cpu, gpu, cpu, 1.0 / 256, 1e-5);
+    // A caller's scratch, used twice: each call leaves it zero for the next, so a second
+    // gradient from the same start gives the same result.
+    Tensor scratch = Tensor::zeros({ops::rmsnorm_dw_scratch_numel(cols)}, DType::F32, gpu);
+    for (int call = 0; call < 2; ++call) {
+      Tensor dw2 = make_tensor(gpu, {cols}, DType::BF16, randn(cols, 34, 10.0));
+      Tensor dx2 = make_tensor(gpu, {rows, cols}, DType::F32, randn(rows * cols, 33));
+      ops::rmsnorm_backward(gpu, dx2, dw2, dy.gpu, x.gpu, w.gpu, rstd.gpu, true, &scratch);
+      PT_EXPECT_GPU_CLOSE(dw2, dw.cpu, gpu, cpu, 1.0 / 256, 1e-5);
+      for (double v : scratch.to_host_f64(gpu)) ASSERT_EQ(v, 0.0) << "call " << call << " left scratch behind";
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(WidthsAndTypes, GpuRMSNorm,
                          ::testing::Combine(::testing::Values(int64_t(768), int64_t(37), int64_t(256), int64_t(1600),
                                                               int64_t(2560)),
