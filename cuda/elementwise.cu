@@ -135,14 +135,15 @@ void swiglu_forward(cudaStream_t s, Tensor& g, const Tensor& h1, const Tensor& h
 
 namespace {
 // Both gradients in one pass: dh1/dh3 may alias dg, so each element reads everything first.
+// With g (the recompute backward) the forward product too, with swiglu_forward's arithmetic.
 template <typename TG, typename TH>
-__global__ void swiglu_backward_kernel(int64_t n, bool packed, TG* dh1, TG* dh3, const TG* dg, const TH* h1,
+__global__ void swiglu_backward_kernel(int64_t n, bool packed, TG* dh1, TG* dh3, TH* g, const TG* dg, const TH* h1,
                                        const TH* h3) {
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   const int64_t first = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t packs = packed ? n / kPack : 0;
   for (int64_t p = first; p < packs; p += stride) {
-    float d[kPack], a[kPack], b[kPack], r1[kPack], r3[kPack];
+    float d[kPack], a[kPack], b[kPack], r1[kPack], r3[kPack], f[kPack];
     load_pack<kPack>(dg + p * kPack, d);
     load_pack<kPack>(h1 + p * kPack, a);
     load_pack<kPack>(h3 + p * kPack, b);
@@ -150,19 +151,23 @@ __global__ void swiglu_backward_kernel(int64_t n, bool packed, TG* dh1, TG* dh3,
     for (int i = 0; i < kPack; ++i) {
       r1[i] = SwigluGradH1{}(d[i], a[i], b[i]);
       r3[i] = SwigluGradH3{}(d[i], a[i]);
+      f[i] = Swiglu{}(a[i], b[i]);
     }
     store_pack<kPack>(dh1 + p * kPack, r1);
     store_pack<kPack>(dh3 + p * kPack, r3);
+    if (g) store_pack<kPack>(g + p * kPack, f);
   }
   for (int64_t i = packs * kPack + first; i < n; i += stride) {
     const float d = to_float(dg[i]), a = to_float(h1[i]), b = to_float(h3[i]);
     dh1[i] = from_float<TG>(SwigluGradH1{}(d, a, b));
     dh3[i] = from_float<TG>(SwigluGradH3{}(d, a));
+    if (g) g[i] = from_float<TH>(Swiglu{}(a, b));
   }
 }
 }  // namespace
 
-void swiglu_backward(cudaStream_t s, Tensor& dh1, Tensor& dh3, const Tensor& dg, const Tensor& h1, const Tensor& h3) {
+void swiglu_backward(cudaStream_t s, Tensor& dh1, Tensor& dh3, const Tensor& dg, const Tensor& h1, const Tensor& h3,
+                     Tensor* g) {
   const int64_t n = dg.numel();
   if (n == 0) return;
   dispatch_float(dg.dtype(), [&](auto gtag) {
@@ -170,10 +175,11 @@ void swiglu_backward(cudaStream_t s, Tensor& dh1, Tensor& dh3, const Tensor& dg,
     dispatch_float(h1.dtype(), [&](auto htag) {
       using TH = typename decltype(htag)::type;
       const bool packed = aligned16(dh1.data()) && aligned16(dh3.data()) && aligned16(dg.data()) &&
-                          aligned16(h1.data()) && aligned16(h3.data());
+                          aligned16(h1.data()) && aligned16(h3.data()) && (!g || aligned16(g->data()));
       const int64_t work = packed ? n / kPack + n % kPack : n;
       swiglu_backward_kernel<<<grid_for(work, kThreads), kThreads, 0, s>>>(
-          n, packed, static_cast<TG*>(dh1.data()), static_cast<TG*>(dh3.data()), static_cast<const TG*>(dg.data()),
+          n, packed, static_cast<TG*>(dh1.data()), static_cast<TG*>(dh3.data()),
+          g ? static_cast<TH*>(g->data()) : nullptr, static_cast<const TG*>(dg.data()),
           static_cast<const TH*>(h1.data()), static_cast<const TH*>(h3.data()));
       PT_CUDA_CHECK_LAUNCH();
     });

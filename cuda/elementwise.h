@@ -17,6 +17,8 @@ void relu_forward(cudaStream_t s, Tensor& y, const Tensor& x);
 void relu_backward(cudaStream_t s, Tensor& dx, const Tensor& dy, const Tensor& y);
 // h1, h3 share a dtype; dh1, dh3, dg share a dtype.
 void swiglu_forward(cudaStream_t s, Tensor& g, const Tensor& h1, const Tensor& h3);
-void swiglu_backward(cudaStream_t s, Tensor& dh1, Tensor& dh3, const Tensor& dg, const Tensor& h1, const Tensor& h3);
+// g (optional, h1's type): the forward product written in the same pass.
+void swiglu_backward(cudaStream_t s, Tensor& dh1, Tensor& dh3, const Tensor& dg, const Tensor& h1, const Tensor& h3,
+                     Tensor* g = nullptr);
 
 }  // namespace pt::cuda

@@ -101,9 +101,11 @@ __global__ void rmsnorm_forward_rows_kernel(int64_t rows, int cols, float eps, T
 // dw is rmsnorm_dw_kernel's: the first version summed dw in this kernel with a shared-memory
 // atomic per element, and those atomics bound it (50 us per call on XL, 14 % of DRAM
 // bandwidth, stalls on MIO: ncu, H200).
+// dx_lowp (optional): dx rounded to bf16 in the same pass, the next GEMM's operand (the model's
+// residual gradient as a bf16 copy, which would otherwise be a cast pass of its own).
 template <typename TD, bool kPacked>
-__global__ void rmsnorm_backward_dx_kernel(int64_t rows, int cols, bool accumulate, float* dx, const TD* dy,
-                                           const float* x, const float* w, const float* rstd) {
+__global__ void rmsnorm_backward_dx_kernel(int64_t rows, int cols, bool accumulate, float* dx, __nv_bfloat16* dx_lowp,
+                                           const TD* dy, const float* x, const float* w, const float* rstd) {
   constexpr int N = kPacked ? kPack : 1;
   const int lane = threadIdx.x % kWarpSize;
   const int64_t row = int64_t(blockIdx.x) * kWarps + threadIdx.x / kWarpSize;
@@ -142,10 +144,13 @@ __global__ void rmsnorm_backward_dx_kernel(int64_t rows, int cols, bool accumula
       const float di = inv * g[i] * wv[i] - k * xv[i];
       d[i] = accumulate ? d[i] + di : di;
     }
-    if constexpr (kPacked)
+    if constexpr (kPacked) {
       store_pack<N>(dxr + c, d);
-    else
+      if (dx_lowp) store_pack<N>(dx_lowp + row * cols + c, d);
+    } else {
       dxr[c] = d[0];
+      if (dx_lowp) dx_lowp[row * cols + c] = __float2bfloat16(d[0]);
+    }
   });
 }
 
@@ -221,14 +226,14 @@ void rmsnorm_forward(cudaStream_t s, Tensor& y, Tensor& rstd, const Tensor& x, c
 int64_t rmsnorm_dw_scratch_numel(int64_t cols) { return cols + ceil_div(cols, int64_t(kWarpSize)); }
 
 void rmsnorm_backward(cudaStream_t s, Tensor& dx, Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& w,
-                      const Tensor& rstd, bool accumulate, float* dw_scratch) {
+                      const Tensor& rstd, bool accumulate, float* dw_scratch, Tensor* dx_lowp) {
   const int64_t rows = x.size(0), cols = x.size(1);
   if (rows == 0) return;
   PT_CHECK(cols <= INT32_MAX, "rmsnorm: rows longer than 2^31 elements");
   dispatch_float(dy.dtype(), [&](auto tag) {
     using TD = typename decltype(tag)::type;
-    const bool packed =
-        cols % kPack == 0 && aligned16(x.data()) && aligned16(w.data()) && aligned16(dy.data()) && aligned16(dx.data());
+    const bool packed = cols % kPack == 0 && aligned16(x.data()) && aligned16(w.data()) && aligned16(dy.data()) &&
+                        aligned16(dx.data()) && (!dx_lowp || aligned16(dx_lowp->data()));
     // Row slices so that strips × slices is about four blocks per SM, each slice at least
     // 64 rows (the atomics per column stay few).
     const int64_t strips = ceil_div(cols, int64_t(kWarpSize));
@@ -251,8 +256,9 @@ void rmsnorm_backward(cudaStream_t s, Tensor& dx, Tensor& dw, const Tensor& dy, 
     // After dw: dx may alias dy.
     auto dx_kernel = packed ? rmsnorm_backward_dx_kernel<TD, true> : rmsnorm_backward_dx_kernel<TD, false>;
     dx_kernel<<<unsigned(ceil_div(rows, kWarps)), kThreads, 0, s>>>(
-        rows, int(cols), accumulate, dx.data_as<float>(), static_cast<const TD*>(dy.data()), x.data_as<const float>(),
-        w.data_as<const float>(), rstd.data_as<const float>());
+        rows, int(cols), accumulate, dx.data_as<float>(),
+        dx_lowp ? static_cast<__nv_bfloat16*>(dx_lowp->data()) : nullptr, static_cast<const TD*>(dy.data()),
+        x.data_as<const float>(), w.data_as<const float>(), rstd.data_as<const float>());
     PT_CUDA_CHECK_LAUNCH();
   });
 }

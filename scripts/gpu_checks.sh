@@ -54,7 +54,10 @@
 #   graphs               bench model small and xl, ctx 512, bf16 flash, --cuda-graph off then on,
 #                        alternating twice (the same call, the same GPU)                         (1)
 #   accum-xl             bench model xl bf16 flash at llm.c's working points: 4 x 1024 tokens, and
-#                        8 x 1024 x --grad-accum 32 (262 144 tokens a step)                       (1)
+#                        8 x 1024 x --grad-accum 32 (262 144 tokens a step); GRAD_DTYPE=bf16       (1)
+#   peers-xl             bench model xl: fp32 naive, bf16 flash (fp32 and bf16 gradients), then
+#                        compare_torch.py xl eager fp32 and bf16                                  (1)
+#   ab                   two bundles (BUNDLES="before main") alternating on XL and small bf16, one call (1)
 #   grad-dtype           bench model small and xl, ctx 512, bf16 flash, --grad-dtype fp32 then bf16,
 #                        alternating twice; the XL roofline and the small model's CUDA graph both ways (1)
 #   sanitizer-grads      compute-sanitizer memcheck on the --grad-dtype bf16 kernels' GPU tests      (1)
@@ -168,27 +171,23 @@ step_roofline() {
   bench_model roofline_xl xl bf16 flash --breakdown &&
   bench_model roofline_small small bf16 flash --breakdown
 }
-step_graphs() {
-  local size g k
+# alternate NAME FLAG "V1 V2" STEPS: small and XL, bf16 flash, context 512, with FLAG at each value
+# in turn, twice over (alternating, so drift of the machine reaches every value alike).
+alternate() {
+  local name=$1 flag=$2 values=$3 steps=$4 size v k
   for k in 1 2; do
     for size in small xl; do
-      for g in off on; do
-        paratrain bench model --sizes "$size" --contexts 512 --precisions bf16 --attention flash --cuda-graph "$g" \
-          --warmup 3 --steps 20 --out "$RESULTS/graph_${size}_${g}_$k.h5" --overwrite || return
+      for v in $values; do
+        paratrain bench model --sizes "$size" --contexts 512 --precisions bf16 --attention flash "$flag" "$v" \
+          --warmup 3 --steps "$steps" --out "$RESULTS/${name}_${size}_${v}_$k.h5" --overwrite || return
       done
     done
   done
 }
+step_graphs() { alternate graph --cuda-graph "off on" 20; }
 step_grad-dtype() {
-  local size g k
-  for k in 1 2; do
-    for size in small xl; do
-      for g in fp32 bf16; do
-        paratrain bench model --sizes "$size" --contexts 512 --precisions bf16 --attention flash --grad-dtype "$g" \
-          --warmup 3 --steps 10 --out "$RESULTS/grad_${size}_${g}_$k.h5" --overwrite || return
-      done
-    done
-  done
+  local g
+  alternate grad --grad-dtype "fp32 bf16" 10 || return
   for g in fp32 bf16; do
     bench_model "grad_roofline_xl_$g" xl bf16 flash --grad-dtype "$g" --breakdown || return
     paratrain bench model --sizes small --contexts 512 --precisions bf16 --attention flash --grad-dtype "$g" \
@@ -211,11 +210,35 @@ step_grad-dtype-accuracy() {
       --checkpoints "$ckpt/accuracy_fp32.h5" "$ckpt/accuracy_$g.h5" || return
   done
 }
+# A/B of two bundles in one call (BUNDLES, default "before main": .devbundle/<name>, built by
+# scripts/device_bundle.sh from two commits), alternating, twice: XL and small (CUDA graph), ctx 512,
+# bf16 flash, --grad-dtype bf16; then the XL roofline of the last bundle.
+step_ab() {
+  local k b
+  for k in 1 2; do
+    for b in ${BUNDLES:-before main}; do
+      (source ".devbundle/$b/env.sh" &&
+        paratrain bench model --sizes xl --contexts 512 --precisions bf16 --attention flash --grad-dtype bf16 \
+          --warmup 3 --steps 10 --out "$RESULTS/ab_xl_${b}_$k.h5" --overwrite &&
+        paratrain bench model --sizes small --contexts 512 --precisions bf16 --attention flash --grad-dtype bf16 \
+          --cuda-graph on --warmup 3 --steps 20 --out "$RESULTS/ab_small_${b}_$k.h5" --overwrite) || return
+    done
+  done
+  bench_model ab_roofline_xl xl bf16 flash --grad-dtype bf16 --breakdown
+}
 step_accum-xl() {
+  local g=${GRAD_DTYPE:-fp32}
   paratrain bench model --sizes xl --contexts 1024 --precisions bf16 --attention flash --batch-size 4 \
-    --warmup 2 --steps 5 --out "$RESULTS/accum_xl_4x1024.h5" --overwrite &&
+    --grad-dtype "$g" --warmup 2 --steps 5 --out "$RESULTS/accum_xl_4x1024_$g.h5" --overwrite &&
   paratrain bench model --sizes xl --contexts 1024 --precisions bf16 --attention flash --batch-size 8 \
-    --grad-accum 32 --warmup 1 --steps 2 --out "$RESULTS/accum_xl_8x1024x32.h5" --overwrite
+    --grad-dtype "$g" --grad-accum 32 --warmup 1 --steps 2 --out "$RESULTS/accum_xl_8x1024x32_$g.h5" --overwrite
+}
+# paratrain's XL at its defaults and with bf16 gradients beside PyTorch eager, one call.
+step_peers-xl() {
+  bench_model peers_xl_fp32 xl fp32 naive &&
+  bench_model peers_xl_bf16 xl bf16 flash &&
+  bench_model peers_xl_bf16_grads xl bf16 flash --grad-dtype bf16 &&
+  torch_model xl
 }
 step_llmc-xl() {
   local bin=.peers/llm.c/train_gpt2cu data=$RESULTS/llmc_data

@@ -118,13 +118,23 @@ Tensor Linear::backward(Context& ctx, const Tensor& dy, bool need_dx) {
 
 void Linear::backward_into(Context& ctx, const Tensor& dy, Tensor& dx, float dx_beta) {
   weight_backward(ctx, dy);
+  input_backward_into(ctx, dy, dx, dx_beta);
+  release();
+}
+
+void Linear::input_backward_into(Context& ctx, const Tensor& dy, Tensor& dx, float dx_beta) {
   // dx (N, d_in) = dx_beta·dx + Σ_u dy_u (N, rows) · W_u (rows, d_in)
   float beta = dx_beta;
   for (const Unit& u : units_) {
     ops::matmul(ctx, dx, dy.narrow(1, u.row, u.rows), weight_view(dy.dtype(), u), false, false, 1.0f, beta);
     beta = 1.0f;
   }
-  release();
+}
+
+Tensor Linear::input_backward(Context& ctx, const Tensor& dy) {
+  Tensor dx = Tensor::empty({dy.size(0), d_in_}, dy.dtype(), ctx.device(), "linear_dx");
+  input_backward_into(ctx, dy, dx, 0.0f);
+  return dx;
 }
 
 // ---- Embedding ----------------------------------------------------------------------------
@@ -177,15 +187,15 @@ Tensor RMSNorm::recompute_output(Context& ctx, DType out_dtype) const {
   return y;
 }
 
-void RMSNorm::backward(Context& ctx, const Tensor& dy, Tensor& dx, bool accumulate) {
+void RMSNorm::backward(Context& ctx, const Tensor& dy, Tensor& dx, bool accumulate, Tensor* dx_lowp) {
   PT_CHECK(saved_x_.defined(), "RMSNorm '" + weight_->name + "': backward without forward");
   Tensor w = weight_->data();
   Tensor dw = weight_->grad();
   // A bf16 gradient is summed in fp32 scratch the op leaves zero: kept from call to call.
   if (dw.dtype() == DType::BF16 && !dw_scratch_.defined())
     dw_scratch_ = Tensor::zeros({ops::rmsnorm_dw_scratch_numel(dw.numel())}, DType::F32, ctx, "rmsnorm_dw_scratch");
-  ops::rmsnorm_backward(ctx, dx, dw, dy, saved_x_, w, rstd_, accumulate,
-                        dw_scratch_.defined() ? &dw_scratch_ : nullptr);
+  ops::rmsnorm_backward(ctx, dx, dw, dy, saved_x_, w, rstd_, accumulate, dw_scratch_.defined() ? &dw_scratch_ : nullptr,
+                        dx_lowp);
   store_.grad_contributed(*weight_);
   release();
 }

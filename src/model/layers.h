@@ -38,6 +38,14 @@ class Linear {
   Tensor backward(Context& ctx, const Tensor& dy, bool need_dx = true);
   // As backward, with dx = dx_beta·dx + dy W (dx_beta = 1 sums two branches).
   void backward_into(Context& ctx, const Tensor& dy, Tensor& dx, float dx_beta);
+  // backward in two halves, dx first: input_backward gives dx = dy W and needs no saved input;
+  // weight_backward then adds dW (and db), tells the store and releases the input — which may
+  // be restored in between (a SwiGLU product recomputed in the pass that needs dx).
+  Tensor input_backward(Context& ctx, const Tensor& dy);
+  void weight_backward_and_release(Context& ctx, const Tensor& dy) {
+    weight_backward(ctx, dy);
+    release();
+  }
   void release() { saved_x_ = Tensor(); }
   // Gives backward its input again after release() (an activation recomputed instead of kept).
   void restore_input(const Tensor& x);
@@ -55,6 +63,7 @@ class Linear {
   Tensor weight_view(DType operand_dtype, const Unit& u) const;  // (u.rows, d_in)
   Tensor weight_grad_view(const Unit& u) const;
   void weight_backward(Context& ctx, const Tensor& dy);
+  void input_backward_into(Context& ctx, const Tensor& dy, Tensor& dx, float dx_beta);
   ParamStore& store_;
   std::vector<Parameter*> weights_;
   Parameter* bias_ = nullptr;
@@ -85,7 +94,8 @@ class RMSNorm {
   RMSNorm(ParamStore& store, const std::string& name, int64_t dim, float eps = 1e-5f);
   Tensor forward(Context& ctx, const Tensor& x, DType out_dtype);  // x (N, C) fp32; saves x, rstd
   // dx (N, C), x's dtype: the gradient of the norm's input, added when accumulate else written.
-  void backward(Context& ctx, const Tensor& dy, Tensor& dx, bool accumulate);
+  // dx_lowp (optional, GPU): a bf16 copy of the final dx written in the same pass.
+  void backward(Context& ctx, const Tensor& dy, Tensor& dx, bool accumulate, Tensor* dx_lowp = nullptr);
   // The forward output again, from the saved input (bit-identical to forward's): for a layer
   // that recomputes its input rather than keeping it.
   Tensor recompute_output(Context& ctx, DType out_dtype) const;

@@ -2,6 +2,7 @@
 #include "core/enum_names.h"
 
 #include <cmath>
+#include <iterator>
 #include <random>
 
 #include "core/error.h"
@@ -197,23 +198,32 @@ class TransformerBlock {
   }
 
   // dout (N, C) fp32, the gradient of this block's output, becomes the gradient of its
-  // input in place (the residual path is the identity; each branch adds its part).
-  void backward(Context& ctx, Tensor& dout, int64_t B, int64_t T, DType act) {
+  // input in place (the residual path is the identity; each branch adds its part). dout_act:
+  // dout as the GEMMs' operand (act), or undefined for a cast here; on return the same for the
+  // block's input gradient (fused bf16: the RMSNorm backward that finishes dout writes it too)
+  // when a GEMM reads it next (`act_out`: not after the first block, whose is the embedding's).
+  void backward(Context& ctx, Tensor& dout, Tensor& dout_act, int64_t B, int64_t T, DType act, bool act_out) {
     NvtxRange range(prefix_);
     TrackingAllocator::Scope scope(prefix_, MemCategory::Activations);
     const int64_t N = B * T, C = cfg_.d_model, H = cfg_.num_heads, D = cfg_.d_head();
     {
       TrackingAllocator::Scope s("ffn", MemCategory::Activations);
-      Tensor dy = as_act(ctx, dout, act);
+      Tensor dy = dout_act.defined() ? dout_act : as_act(ctx, dout, act);
+      dout_act = Tensor();
+      Tensor dh1, dh3 = Tensor::empty(h3_.shape(), act, ctx.device(), "swiglu_dh3");
       if (cfg_.recompute) {
+        // dg = dy·W2 first (it needs no g); then one pass over h1 and h3 makes dh1 (in dg's
+        // place), dh3 and the recomputed g, which W2's gradient reads last.
+        dh1 = w2_.input_backward(ctx, dy);  // (N, F): dg, then dh1
         Tensor g = Tensor::empty(h1_.shape(), act, ctx.device(), "swiglu_recompute");
-        ops::swiglu_forward(ctx, g, h1_, h3_);
+        ops::swiglu_backward(ctx, dh1, dh3, dh1, h1_, h3_, &g);
         w2_.restore_input(g);
+        w2_.weight_backward_and_release(ctx, dy);
+      } else {
+        Tensor dg = w2_.backward(ctx, dy);  // (N, F)
+        dh1 = Tensor::empty(h1_.shape(), act, ctx.device(), "swiglu_dh1");
+        ops::swiglu_backward(ctx, dh1, dh3, dg, h1_, h3_);
       }
-      Tensor dg = w2_.backward(ctx, dy);  // (N, F)
-      Tensor dh1 = Tensor::empty(h1_.shape(), act, ctx.device(), "swiglu_dh1");
-      Tensor dh3 = Tensor::empty(h3_.shape(), act, ctx.device(), "swiglu_dh3");
-      ops::swiglu_backward(ctx, dh1, dh3, dg, h1_, h3_);
       h1_ = Tensor();
       h3_ = Tensor();
       if (cfg_.recompute) {
@@ -223,11 +233,13 @@ class TransformerBlock {
       }
       Tensor db = w3_.backward(ctx, dh3);  // (N, C)
       w1_.backward_into(ctx, dh1, db, 1.0f);
-      ln2_.backward(ctx, db, dout, /*accumulate=*/true);  // dout is now dL/dh
+      dout_act = act_copy_for(ctx, dout, act);
+      ln2_.backward(ctx, db, dout, /*accumulate=*/true, dout_act.defined() ? &dout_act : nullptr);  // dL/dh
     }
     {
       TrackingAllocator::Scope s("attn", MemCategory::Activations);
-      Tensor dy = as_act(ctx, dout, act);
+      Tensor dy = dout_act.defined() ? dout_act : as_act(ctx, dout, act);
+      dout_act = Tensor();
       Tensor dattn = out_proj_.backward(ctx, dy);  // (N, C) = (B, T, H, D)
       Tensor dqkv = Tensor::empty({N, 3 * C}, act, ctx.device(), "attn_dqkv");
       Tensor dq = head_view(dqkv, 0, B, T), dk = head_view(dqkv, 1, B, T), dv = head_view(dqkv, 2, B, T);
@@ -246,9 +258,18 @@ class TransformerBlock {
       ops::rope(ctx, dq, dq, cfg_.rope_theta, /*inverse=*/true);
       ops::rope(ctx, dk, dk, cfg_.rope_theta, /*inverse=*/true);
       if (cfg_.recompute) qkv_.restore_input(ln1_.recompute_output(ctx, act));
-      Tensor da = qkv_.backward(ctx, dqkv);               // (N, C)
-      ln1_.backward(ctx, da, dout, /*accumulate=*/true);  // dout is now dL/dx
+      Tensor da = qkv_.backward(ctx, dqkv);  // (N, C)
+      if (act_out) dout_act = act_copy_for(ctx, dout, act);
+      ln1_.backward(ctx, da, dout, /*accumulate=*/true, dout_act.defined() ? &dout_act : nullptr);  // dL/dx
     }
+  }
+
+  // Where an RMSNorm backward finishes the residual gradient that a GEMM reads next: the buffer
+  // for its bf16 copy, written in the same pass (fused bf16 only; unfused keeps the cast pass,
+  // as PyTorch eager), else undefined.
+  Tensor act_copy_for(Context& ctx, const Tensor& dout, DType act) const {
+    if (!cfg_.fused || act != DType::BF16 || dout.dtype() == act || !ctx.is_cuda()) return Tensor();
+    return Tensor::empty(dout.shape(), act, ctx.device(), "grad_cast");
   }
 
   void release() {
@@ -404,15 +425,18 @@ void TransformerLM::backward(Context& ctx) {
   Impl& m = *impl_;
   PT_CHECK(m.have_grad, "backward() needs a forward() with save_for_backward");
   m.have_grad = false;
-  Tensor dx;
+  Tensor dx, dx_act;  // the residual gradient (fp32) and its bf16 copy for the next GEMM (fused bf16)
   {
     TrackingAllocator::Scope scope("lm_head", MemCategory::Activations);
     Tensor dxf = m.lm_head->backward(ctx, m.logits);  // (N, C) act
     m.logits = Tensor();
     dx = Tensor::empty({m.B * m.T, cfg_.d_model}, store_.dtype(), ctx.device(), "residual_grad");
-    m.ln_final->backward(ctx, dxf, dx, /*accumulate=*/false);
+    dx_act = m.blocks.empty() ? Tensor() : m.blocks.back()->act_copy_for(ctx, dx, m.act);
+    m.ln_final->backward(ctx, dxf, dx, /*accumulate=*/false, dx_act.defined() ? &dx_act : nullptr);
   }
-  for (auto it = m.blocks.rbegin(); it != m.blocks.rend(); ++it) (*it)->backward(ctx, dx, m.B, m.T, m.act);
+  for (auto it = m.blocks.rbegin(); it != m.blocks.rend(); ++it)
+    (*it)->backward(ctx, dx, dx_act, m.B, m.T, m.act, /*act_out=*/std::next(it) != m.blocks.rend());
+  dx_act = Tensor();
   TrackingAllocator::Scope scope("token_embeddings", MemCategory::Activations);
   m.embedding->backward(ctx, dx);
 }

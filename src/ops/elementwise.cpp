@@ -112,15 +112,23 @@ void swiglu_forward(Context& ctx, Tensor& g, const Tensor& h1, const Tensor& h3)
   PT_OP_DISPATCH(ctx, swiglu_forward, g, h1, h3);
 }
 
-void swiglu_backward(Context& ctx, Tensor& dh1, Tensor& dh3, const Tensor& dg, const Tensor& h1, const Tensor& h3) {
+void swiglu_backward(Context& ctx, Tensor& dh1, Tensor& dh3, const Tensor& dg, const Tensor& h1, const Tensor& h3,
+                     Tensor* g) {
   ArgCheck chk(ctx, "swiglu_backward");
   elementwise_operands(chk, {{dg, "dg"}, {dh1, "dh1"}, {dh3, "dh3"}, {h1, "h1"}, {h3, "h3"}});
   chk.same_dtype(dh1, "dh1", dg, "dg");
   chk.same_dtype(dh3, "dh3", dg, "dg");
   chk.same_dtype(h3, "h3", h1, "h1");
-  OpScope scope(ctx, "swiglu_backward", OpFamily::Elementwise,
-                OpCost().read(dg).read(h1).read(h3).write(dh1).write(dh3));
-  PT_OP_DISPATCH(ctx, swiglu_backward, dh1, dh3, dg, h1, h3);
+  OpCost cost = OpCost().read(dg).read(h1).read(h3).write(dh1).write(dh3);
+  if (g) {
+    elementwise_operands(chk, {{*g, "g"}, {h1, "h1"}});
+    chk.same_dtype(*g, "g", h1, "h1");
+    chk.require(g->data() != dg.data() && g->data() != h1.data() && g->data() != h3.data(),
+                "g must not alias dg, h1 or h3");
+    cost.write(*g);
+  }
+  OpScope scope(ctx, "swiglu_backward", OpFamily::Elementwise, cost);
+  PT_OP_DISPATCH(ctx, swiglu_backward, dh1, dh3, dg, h1, h3, g);
 }
 
 }  // namespace pt::ops

@@ -31,6 +31,10 @@ void relu_backward(Context& ctx, Tensor& dx, const Tensor& dy, const Tensor& y);
 // Backward: dh1 = dg ⊙ h3 ⊙ silu'(h1), dh3 = dg ⊙ silu(h1); dh1 or dh3 may alias dg.
 // h1 and h3 share a type; dg, dh1 and dh3 share a type.
 void swiglu_forward(Context& ctx, Tensor& g, const Tensor& h1, const Tensor& h3);
-void swiglu_backward(Context& ctx, Tensor& dh1, Tensor& dh3, const Tensor& dg, const Tensor& h1, const Tensor& h3);
+// With g (h1's type) the same pass also writes the forward product g = silu(h1) ⊙ h3, bit for bit
+// what swiglu_forward writes: the backward that recomputes g for W2's gradient reads h1 and h3
+// once instead of twice.
+void swiglu_backward(Context& ctx, Tensor& dh1, Tensor& dh3, const Tensor& dg, const Tensor& h1, const Tensor& h3,
+                     Tensor* g = nullptr);
 
 }  // namespace pt::ops

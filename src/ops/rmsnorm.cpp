@@ -46,7 +46,7 @@ void rmsnorm_forward(Context& ctx, Tensor& y, Tensor& rstd, const Tensor& x, con
 int64_t rmsnorm_dw_scratch_numel(int64_t cols) { return cuda::rmsnorm_dw_scratch_numel(cols); }
 
 void rmsnorm_backward(Context& ctx, Tensor& dx, Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& w,
-                      const Tensor& rstd, bool accumulate, Tensor* dw_scratch) {
+                      const Tensor& rstd, bool accumulate, Tensor* dw_scratch, Tensor* dx_lowp) {
   ArgCheck chk(ctx, "rmsnorm_backward");
   check_master(chk, ctx, x, w, rstd);
   check_like_x(chk, ctx, dy, "dy", x);
@@ -61,33 +61,44 @@ void rmsnorm_backward(Context& ctx, Tensor& dx, Tensor& dw, const Tensor& dy, co
     chk.same_dtype(dw, "dw", x, "x");
   chk.shape_is(dw, "dw", w.shape());
   chk.contiguous(dw, "dw");
+  if (dx_lowp) {
+    chk.require(ctx.is_cuda(), "dx_lowp (a bf16 copy of dx) is for the GPU");
+    chk.on_device(*dx_lowp, "dx_lowp");
+    chk.dtype_is(*dx_lowp, "dx_lowp", {DType::BF16});
+    chk.shape_is(*dx_lowp, "dx_lowp", x.shape());
+    chk.contiguous(*dx_lowp, "dx_lowp");
+  }
   // Read dy, x, w and rstd; dx written, or read and written when accumulated into (unless it is
-  // dy itself, already read); dw is always accumulated into.
+  // dy itself, already read); dw is always accumulated into; the bf16 copy of dx written.
   OpCost cost;
   cost.read(dy).read(x).read(w).read(rstd).update(dw);
   if (accumulate && dx.data() != dy.data())
     cost.update(dx);
   else
     cost.write(dx);
+  if (dx_lowp) cost.write(*dx_lowp);
   OpScope scope(ctx, "rmsnorm_backward", OpFamily::Norm, cost);
-  if (dw.dtype() != DType::BF16) {
-    PT_OP_DISPATCH(ctx, rmsnorm_backward, dx, dw, dy, x, w, rstd, accumulate);
+  if (!ctx.is_cuda()) {
+    cpu::rmsnorm_backward(dx, dw, dy, x, w, rstd, accumulate);
     return;
   }
   // A bf16 dw: the column sums meet in fp32 scratch and are rounded into dw once (cuda/rmsnorm.h).
-  const int64_t need = rmsnorm_dw_scratch_numel(x.size(1));
   Tensor temporary;
-  if (!dw_scratch) {
-    temporary = Tensor::empty({need}, DType::F32, ctx.device(), "rmsnorm_dw_scratch", MemCategory::Workspace);
-    fill_zero(ctx, temporary.data(), temporary.device().kind, temporary.nbytes());
-    dw_scratch = &temporary;
+  if (dw.dtype() == DType::BF16) {
+    const int64_t need = rmsnorm_dw_scratch_numel(x.size(1));
+    if (!dw_scratch) {
+      temporary = Tensor::empty({need}, DType::F32, ctx.device(), "rmsnorm_dw_scratch", MemCategory::Workspace);
+      fill_zero(ctx, temporary.data(), temporary.device().kind, temporary.nbytes());
+      dw_scratch = &temporary;
+    }
+    chk.on_device(*dw_scratch, "dw_scratch");
+    chk.dtype_is(*dw_scratch, "dw_scratch", {DType::F32});
+    chk.contiguous(*dw_scratch, "dw_scratch");
+    chk.require(dw_scratch->numel() >= need, "dw_scratch holds " + std::to_string(dw_scratch->numel()) +
+                                                 " elements, a bf16 dw of this width needs " + std::to_string(need));
   }
-  chk.on_device(*dw_scratch, "dw_scratch");
-  chk.dtype_is(*dw_scratch, "dw_scratch", {DType::F32});
-  chk.contiguous(*dw_scratch, "dw_scratch");
-  chk.require(dw_scratch->numel() >= need, "dw_scratch holds " + std::to_string(dw_scratch->numel()) +
-                                               " elements, a bf16 dw of this width needs " + std::to_string(need));
-  cuda::rmsnorm_backward(ctx.stream(), dx, dw, dy, x, w, rstd, accumulate, dw_scratch->data_as<float>());
+  cuda::rmsnorm_backward(ctx.stream(), dx, dw, dy, x, w, rstd, accumulate,
+                         dw.dtype() == DType::BF16 ? dw_scratch->data_as<float>() : nullptr, dx_lowp);
 }
 
 }  // namespace pt::ops

@@ -15,8 +15,10 @@ void rmsnorm_forward(Context& ctx, Tensor& y, Tensor& rstd, const Tensor& x, con
 // atomic per column and slice of rows; a bf16 dw gets the finished sums rounded in once, through
 // dw_scratch: fp32, rmsnorm_dw_scratch_numel(C) elements, zero on entry and left zero — a
 // caller that keeps one saves a fill per call; without it the op makes and zeroes its own).
+// dx_lowp (GPU, optional): bf16 (N, C), receives the final dx rounded to bf16 in the same pass
+// (the next GEMM's operand, instead of a cast pass).
 int64_t rmsnorm_dw_scratch_numel(int64_t cols);
 void rmsnorm_backward(Context& ctx, Tensor& dx, Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& w,
-                      const Tensor& rstd, bool accumulate, Tensor* dw_scratch = nullptr);
+                      const Tensor& rstd, bool accumulate, Tensor* dw_scratch = nullptr, Tensor* dx_lowp = nullptr);
 
 }  // namespace pt::ops

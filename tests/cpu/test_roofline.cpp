@@ -247,10 +247,10 @@ Costs expected_step(const StepShape& s, int64_t ranges, bool train) {
   add("backward", OpFamily::Matmul, 2 * N * V * C, (N * V + V * C + N * C) * e);      // dx = dy W
   add("backward", OpFamily::Norm, 0, (3 * N * C + 3 * C + N) * e);  // ln_final: dx written, dw updated
   for (int l = 0; l < c.num_layers; ++l) {
-    if (recompute) add("backward", OpFamily::Elementwise, 0, 3 * N * F * e);            // SwiGLU again
     add("backward", OpFamily::Matmul, 2 * C * F * N, (N * C + N * F + 2 * C * F) * e);  // w2 dW
     add("backward", OpFamily::Matmul, 2 * N * C * F, (N * C + C * F + N * F) * e);      // w2 dx
-    add("backward", OpFamily::Elementwise, 0, 5 * N * F * e);  // SwiGLU backward: dg, h1, h3 → dh1, dh3
+    // SwiGLU backward: dg, h1, h3 → dh1, dh3, and with recompute g again in the same pass.
+    add("backward", OpFamily::Elementwise, 0, (recompute ? 6 : 5) * N * F * e);
     if (recompute) add("backward", OpFamily::Norm, 0, (2 * N * C + C + N) * e);                 // ln2 again
     add("backward", OpFamily::Matmul, 2 * 2 * F * C * N, 2 * (N * F + N * C + 2 * F * C) * e);  // w3, w1 dW
     add("backward", OpFamily::Matmul, 2 * N * F * C, (N * F + F * C + N * C) * e);              // w3 dx

@@ -179,6 +179,22 @@ TEST(TransformerGpu, Bf16GradientsAreTheFp32OnesRoundedOnce) {
   EXPECT_LE(test::rel_error(b.params, a.params), 1e-3);
 }
 
+// Backward with recompute (the SwiGLU product remade in the pass that computes dh1 and dh3, after
+// dg) against backward from kept activations, in both precisions: the same arithmetic, so the
+// gradients agree to the atomics' summation order (the embedding's and RMSNorm's), 1e-6.
+TEST(TransformerGpu, RecomputedBackwardEqualsTheKeptOne) {
+  PT_REQUIRE_GPU();
+  for (Precision prec : {Precision::FP32, Precision::BF16}) {
+    TransformerConfig keep = gpu_test_config(AttentionImpl::Flash), again = keep;
+    keep.recompute = false;
+    const auto w0 = initial_weights(keep);
+    Context gpu(Device::cuda(0), prec);
+    const TrainRun a = train(gpu, keep, w0, 1), b = train(gpu, again, w0, 1);
+    EXPECT_LE(test::rel_error(b.grads, a.grads), 1e-6) << precision_name(prec);
+    EXPECT_EQ(b.losses, a.losses) << precision_name(prec);
+  }
+}
+
 // The squared norm summed on a side stream while backward runs equals Σ g² of the final
 // gradients; a round that is incomplete (no backward since the last clip) or restarted (two
 // backwards without a clip between them) is summed afresh, never taken stale.

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "core/error.h"
 #include "gpu/test_ops_gpu_helpers.h"
 #include "ops/elementwise.h"
 
@@ -132,6 +133,31 @@ TEST_P(GpuSwiglu, ForwardAndBackward) {
   ops::swiglu_backward(cpu, dh1.cpu, dg.cpu, dg.cpu, h1.cpu, h3.cpu);
   PT_EXPECT_GPU_CLOSE(dh1.gpu, dh1.cpu, gpu, cpu, tol_for(dt), 1e-6);
   PT_EXPECT_GPU_CLOSE(dg.gpu, dg.cpu, gpu, cpu, tol_for(dt), 1e-6);
+}
+
+// The recompute backward's single pass (g written beside dh1 and dh3, dh1 in dg's place) gives
+// what swiglu_forward then swiglu_backward give, bit for bit.
+TEST_P(GpuSwiglu, BackwardWithTheForwardProductInOnePass) {
+  PT_REQUIRE_GPU();
+  const auto [dt, cols] = GetParam();
+  Context gpu(Device::cuda(0));
+  const int64_t rows = 5, n = rows * cols;
+  Tensor h1 = make_tensor(gpu, {rows, cols}, dt, randn(n, 7, 2.0)),
+         h3 = make_tensor(gpu, {rows, cols}, dt, randn(n, 8));
+  Tensor g_ref = Tensor::empty({rows, cols}, dt, gpu.device());
+  ops::swiglu_forward(gpu, g_ref, h1, h3);
+  Tensor dg = make_tensor(gpu, {rows, cols}, dt, randn(n, 9));
+  Tensor dh1_ref = Tensor::empty({rows, cols}, dt, gpu.device()),
+         dh3_ref = Tensor::empty({rows, cols}, dt, gpu.device());
+  ops::swiglu_backward(gpu, dh1_ref, dh3_ref, dg, h1, h3);
+  Tensor g = Tensor::empty({rows, cols}, dt, gpu.device()), dh3 = Tensor::empty({rows, cols}, dt, gpu.device());
+  poison(gpu, g);
+  poison(gpu, dh3);
+  ops::swiglu_backward(gpu, dg, dh3, dg, h1, h3, &g);  // dh1 overwrites dg
+  EXPECT_EQ(g.to_host_f64(gpu), g_ref.to_host_f64(gpu));
+  EXPECT_EQ(dg.to_host_f64(gpu), dh1_ref.to_host_f64(gpu));
+  EXPECT_EQ(dh3.to_host_f64(gpu), dh3_ref.to_host_f64(gpu));
+  EXPECT_THROW(ops::swiglu_backward(gpu, dg, dh3, dg, h1, h3, &dg), pt::Error);  // g may not alias
 }
 
 INSTANTIATE_TEST_SUITE_P(TypesAndWidths, GpuSwiglu,

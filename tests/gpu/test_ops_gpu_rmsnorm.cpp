@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "gpu/test_ops_gpu_helpers.h"
+#include "ops/elementwise.h"
 #include "ops/rmsnorm.h"
 
 namespace pt::test {
@@ -74,6 +75,32 @@ TEST(GpuRMSNormBf16Grad, WeightGradientRoundedOnce) {
       for (double v : scratch.to_host_f64(gpu)) ASSERT_EQ(v, 0.0) << "call " << call << " left scratch behind";
     }
   }
+}
+
+// The bf16 copy of dx written in the same pass is dx rounded to bf16, bit for bit (the cast pass
+// it replaces), written or accumulated, packed width or not.
+TEST(GpuRMSNormDxCopy, IsDxRoundedToBf16) {
+  PT_REQUIRE_GPU();
+  Context gpu(Device::cuda(0));
+  const int64_t rows = 70;
+  for (int64_t cols : {int64_t(1600), int64_t(37)})
+    for (bool accumulate : {false, true}) {
+      SCOPED_TRACE("C " + std::to_string(cols) + (accumulate ? " accumulate" : ""));
+      Tensor x = make_tensor(gpu, {rows, cols}, DType::F32, randn(rows * cols, 40, 2.0));
+      Tensor w = make_tensor(gpu, {cols}, DType::F32, uniform(cols, 41, 0.5, 1.5));
+      Tensor rstd = Tensor::empty({rows}, DType::F32, gpu.device()),
+             y = Tensor::empty({rows, cols}, DType::BF16, gpu.device());
+      ops::rmsnorm_forward(gpu, y, rstd, x, w, 1e-5f);
+      Tensor dy = make_tensor(gpu, {rows, cols}, DType::BF16, randn(rows * cols, 42));
+      Tensor dx = make_tensor(gpu, {rows, cols}, DType::F32, randn(rows * cols, 43));
+      Tensor dw = make_tensor(gpu, {cols}, DType::F32, randn(cols, 44));
+      Tensor copy = Tensor::empty({rows, cols}, DType::BF16, gpu.device()),
+             ref = Tensor::empty({rows, cols}, DType::BF16, gpu.device());
+      poison(gpu, copy);
+      ops::rmsnorm_backward(gpu, dx, dw, dy, x, w, rstd, accumulate, nullptr, &copy);
+      ops::cast(gpu, ref, dx);
+      EXPECT_EQ(copy.to_host_f64(gpu), ref.to_host_f64(gpu));
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(WidthsAndTypes, GpuRMSNorm,

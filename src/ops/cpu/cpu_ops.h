@@ -20,7 +20,7 @@ void bias_backward(Tensor& dbias, const Tensor& dy);
 void relu_forward(Tensor& y, const Tensor& x);
 void relu_backward(Tensor& dx, const Tensor& dy, const Tensor& y);
 void swiglu_forward(Tensor& g, const Tensor& h1, const Tensor& h3);
-void swiglu_backward(Tensor& dh1, Tensor& dh3, const Tensor& dg, const Tensor& h1, const Tensor& h3);
+void swiglu_backward(Tensor& dh1, Tensor& dh3, const Tensor& dg, const Tensor& h1, const Tensor& h3, Tensor* g);
 
 void embedding_forward(Tensor& out, const Tensor& ids, const Tensor& weight);
 void embedding_backward(Tensor& dweight, const Tensor& dout, const Tensor& ids);

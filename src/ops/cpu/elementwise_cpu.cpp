@@ -122,7 +122,8 @@ void swiglu_forward(Tensor& g, const Tensor& h1, const Tensor& h3) {
       g, [](auto a, auto b) { return a * sigmoid(a) * b; }, h1, h3);
 }
 
-void swiglu_backward(Tensor& dh1, Tensor& dh3, const Tensor& dg, const Tensor& h1, const Tensor& h3) {
+void swiglu_backward(Tensor& dh1, Tensor& dh3, const Tensor& dg, const Tensor& h1, const Tensor& h3, Tensor* g) {
+  if (g) swiglu_forward(*g, h1, h3);  // g aliases none of the inputs (checked): before or after is the same
   dispatch_cpu_float(dg.dtype(), [&](auto tag) {
     using T = decltype(tag);
     T *pd1 = dh1.data_as<T>(), *pd3 = dh3.data_as<T>();
