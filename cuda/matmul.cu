@@ -37,6 +37,12 @@ cublasComputeType_t compute_type(const Context& ctx, const ops::GemmDesc& g) {
 
 void cublas_matmul(Context& ctx, const ops::GemmDesc& g) {
   const cudaDataType_t ab = cuda_type(g.ab_dtype), c = cuda_type(g.c_dtype);
+  // cublasGemmEx reads C where it writes it: a separate C input is copied there first (2-D).
+  if (g.c_in && g.c_in != g.c) {
+    const size_t esize = dtype_size(g.c_dtype);
+    PT_CUDA_CHECK(cudaMemcpy2DAsync(g.c, size_t(g.ldc) * esize, g.c_in, size_t(g.ldc) * esize, size_t(g.n) * esize,
+                                    size_t(g.m), cudaMemcpyDeviceToDevice, ctx.stream()));
+  }
   // Column-major view: the roles of A and B swap, and m/n swap.
   PT_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
       ctx.cublas(), g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, int(g.n), int(g.m),
@@ -62,6 +68,9 @@ uint32_t alignment(const void* p, int64_t batch_stride, DType t) {
   if (batch_stride != 0) a |= static_cast<uint64_t>(batch_stride) * dtype_size(t);
   return static_cast<uint32_t>(a & (~a + 1));
 }
+
+// Where the GEMM reads C: c_in when it is set apart from the output, else the output.
+const void* c_read(const ops::GemmDesc& g) { return g.c_in ? g.c_in : g.c; }
 
 // cuBLASLt descriptors of g in matmul's column-major view (A_lt = B, B_lt = A, C_lt = Cᵀ) and
 // the preference its heuristic is asked with; they depend on the shape, not on the pointers.
@@ -116,7 +125,7 @@ void describe(const Context& ctx, const ops::GemmDesc& g, LtProblem& p) {
   // Views into the flat buffers need not sit on 256 bytes; the candidates must not assume it.
   set_pref(p.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignment(g.b, g.stride_b, g.ab_dtype));
   set_pref(p.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignment(g.a, g.stride_a, g.ab_dtype));
-  set_pref(p.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignment(g.c, g.stride_c, g.c_dtype));
+  set_pref(p.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignment(c_read(g), g.stride_c, g.c_dtype));
   set_pref(p.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignment(g.c, g.stride_c, g.c_dtype));
 }
 
@@ -133,9 +142,11 @@ std::vector<cublasLtMatmulHeuristicResult_t> candidates(Context& ctx, const LtPr
   return found;
 }
 
+// d: the output (g.c, or the autotuner's scratch); C is read from c_read(g) when it is elsewhere.
 cublasStatus_t lt_matmul(Context& ctx, const LtProblem& p, const cublasLtMatmulAlgo_t& algo, const ops::GemmDesc& g,
-                         void* c) {
-  return cublasLtMatmul(ctx.cublaslt(), p.op, &g.alpha, g.b, p.a, g.a, p.b, &g.beta, c, p.c, c, p.c, &algo,
+                         void* d) {
+  const void* c = g.c_in && g.c_in != g.c ? g.c_in : d;
+  return cublasLtMatmul(ctx.cublaslt(), p.op, &g.alpha, g.b, p.a, g.a, p.b, &g.beta, c, p.c, d, p.c, &algo,
                         ctx.workspace(), ctx.workspace_bytes(), ctx.stream());
 }
 
@@ -154,7 +165,8 @@ PlanKey plan_key(const Context& ctx, const ops::GemmDesc& g) {
           static_cast<int64_t>(g.c_dtype), g.lda, g.ldb, g.ldc, g.stride_a, g.stride_b, g.stride_c,
           static_cast<int64_t>(compute_type(ctx, g)), ctx.reserved_sms(), g.beta != 0.0f,
           (int64_t{alignment(g.a, g.stride_a, g.ab_dtype)} << 16) | alignment(g.b, g.stride_b, g.ab_dtype),
-          alignment(g.c, g.stride_c, g.c_dtype)};
+          (int64_t{alignment(c_read(g), g.stride_c, g.c_dtype)} << 16) | alignment(g.c, g.stride_c, g.c_dtype) |
+              (int64_t{g.c_in != nullptr && g.c_in != g.c} << 40)};
   // clang-format on
 }
 

@@ -70,12 +70,14 @@ Tensor Linear::forward(Context& ctx, const Tensor& x) {
   return y;
 }
 
-void Linear::forward_into(Context& ctx, const Tensor& x, Tensor& y, float beta) {
+void Linear::forward_into(Context& ctx, const Tensor& x, Tensor& y, float beta, const Tensor* residual) {
   for (const Parameter* w : weights_) store_.about_to_read(*w);
   if (bias_) store_.about_to_read(*bias_);
   for (const Unit& u : units_) {
     Tensor yu = y.narrow(1, u.row, u.rows);  // (N, rows): this unit's columns of y
-    ops::matmul(ctx, yu, x, weight_view(x.dtype(), u), /*trans_a=*/false, /*trans_b=*/true, 1.0f, beta);
+    Tensor ru = residual ? residual->narrow(1, u.row, u.rows) : Tensor();
+    ops::matmul(ctx, yu, x, weight_view(x.dtype(), u), /*trans_a=*/false, /*trans_b=*/true, 1.0f, beta,
+                residual ? &ru : nullptr);
   }
   if (bias_) {
     Tensor b = x.dtype() == DType::BF16 ? bias_->data_lowp() : bias_->data();

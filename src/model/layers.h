@@ -32,7 +32,9 @@ class Linear {
   // x (N, d_in) → y (N, d_out) in x's dtype. Saves x (a reference, not a copy).
   Tensor forward(Context& ctx, const Tensor& x);
   // y (N, d_out) = beta·y + x Wᵀ: beta = 1 fuses a residual add (y fp32, x bf16 is allowed).
-  void forward_into(Context& ctx, const Tensor& x, Tensor& y, float beta);
+  // With `residual` (y's shape and type) y = beta·residual + x Wᵀ instead, residual untouched:
+  // the add without first copying the residual into y.
+  void forward_into(Context& ctx, const Tensor& x, Tensor& y, float beta, const Tensor* residual = nullptr);
   // dy (N, d_out) → dx (N, d_in), or nothing when need_dx is false. dW += dyᵀ x and
   // db += Σ dy are computed first and the store is told at once (overlap hangs on that).
   Tensor backward(Context& ctx, const Tensor& dy, bool need_dx = true);

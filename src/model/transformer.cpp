@@ -289,14 +289,14 @@ class TransformerBlock {
     const int64_t C = cfg_.d_model, D = cfg_.d_head();
     return qkv.as_strided({B, cfg_.num_heads, T, D}, {T * 3 * C, D, 3 * C, 1}, which * C);
   }
-  // x + in · Wᵀ (N, C) in x's dtype (the fp32 residual stream). Fused: the GEMM adds into a
-  // copy of x (beta = 1). Unfused: the GEMM writes its own activation-dtype output (bf16 in
-  // bf16 mode, as autocast's linear) and an elementwise add makes the sum, as PyTorch eager.
+  // x + in · Wᵀ (N, C) in x's dtype (the fp32 residual stream). Fused: the GEMM reads x as its
+  // C (beta = 1) and writes the sum to a new buffer (x stays: backward's RMSNorm reads it).
+  // Unfused: the GEMM writes its own activation-dtype output (bf16 in bf16 mode, as autocast's
+  // linear) and an elementwise add makes the sum, as PyTorch eager.
   Tensor residual(Context& ctx, const Tensor& x, Linear& proj, const Tensor& in, const char* name) const {
     Tensor out = Tensor::empty(x.shape(), x.dtype(), ctx.device(), name);
     if (cfg_.fused) {
-      out.copy_from(x, ctx);
-      proj.forward_into(ctx, in, out, 1.0f);
+      proj.forward_into(ctx, in, out, 1.0f, &x);
     } else {
       Tensor branch = proj.forward(ctx, in);  // (N, C) act
       ops::add(ctx, out, x, branch);

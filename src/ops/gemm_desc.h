@@ -1,6 +1,6 @@
 #pragma once
 // A validated, row-major, (batched) GEMM as both backends receive it from ops::matmul:
-// C[i] = alpha · op(A[i]) · op(B[i]) + beta · C[i] for i < batch.
+// C[i] = alpha · op(A[i]) · op(B[i]) + beta · C[i] for i < batch (beta · c_in when c_in is set).
 #include <cstdint>
 
 #include "core/dtype.h"
@@ -20,6 +20,10 @@ struct GemmDesc {
   int64_t ldb, stride_b;
   void* c;
   int64_t ldc, stride_c;
+  // The C that beta scales, when it is not the output (2-D, C's layout): D = alpha·op(A)·op(B) +
+  // beta·c_in into c, c_in left as it is. nullptr: c itself. cuBLASLt reads it in its epilogue;
+  // the cuBLAS call and the CPU copy it into c first.
+  const void* c_in = nullptr;
 };
 
 }  // namespace pt::ops

@@ -92,9 +92,18 @@ GemmDesc make_desc(const detail::ArgCheck& chk, Context& ctx, Tensor& c, const T
 }  // namespace
 
 void matmul(Context& ctx, Tensor& c, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, float alpha,
-            float beta) {
+            float beta, const Tensor* c_in) {
   detail::ArgCheck chk(ctx, "matmul");
-  const GemmDesc g = make_desc(chk, ctx, c, a, b, trans_a, trans_b, alpha, beta);
+  GemmDesc g = make_desc(chk, ctx, c, a, b, trans_a, trans_b, alpha, beta);
+  if (c_in && c_in->data() != c.data()) {
+    chk.require(c.dim() == 2, "a separate C input (c_in) is for 2-D GEMMs");
+    chk.on_device(*c_in, "c_in");
+    chk.same_dtype(*c_in, "c_in", c, "C");
+    chk.require(
+        c_in->shape() == c.shape() && c_in->strides() == c.strides(),
+        "c_in must have C's shape and strides: " + shape_str(c_in->shape()) + " against " + shape_str(c.shape()));
+    if (beta != 0.0f) g.c_in = c_in->data();
+  }
   if (g.batch == 0 || g.m == 0 || g.n == 0) return;
   // 2·m·n·k per batch entry; A and B read once each (an operand with batch stride 0 is one
   // matrix for the whole batch), C written, and read too when beta ≠ 0.
@@ -106,10 +115,15 @@ void matmul(Context& ctx, Tensor& c, const Tensor& a, const Tensor& b, bool tran
                (g.beta != 0.0f ? 2.0 : 1.0) * batch * static_cast<double>(g.m * g.n) *
                    static_cast<double>(dtype_size(g.c_dtype));
   OpScope scope(ctx, "matmul", OpFamily::Matmul, cost);
-  if (ctx.is_cuda())
+  if (ctx.is_cuda()) {
     cuda::matmul(ctx, g);
-  else
-    cpu::matmul(g);
+    return;
+  }
+  if (g.c_in) {  // the CPU's GEMM reads C where it writes it
+    c.copy_from(*c_in, ctx);
+    g.c_in = nullptr;
+  }
+  cpu::matmul(g);
 }
 
 }  // namespace pt::ops

@@ -15,7 +15,10 @@ namespace pt::ops {
 // fp32 or that dtype on the GPU, and is that dtype on the CPU. Accumulation is in fp32
 // (fp64 for fp64). Under Precision::TF32 an fp32 GEMM on the GPU uses TF32 tensor cores;
 // under FP32 it never does. With beta = 0, C is not read (it may hold NaN).
+// c_in (2-D, C's shape, strides and dtype): the C that beta scales, when it is not the output —
+// c = alpha·op(A)·op(B) + beta·c_in, c_in untouched (a residual add into a new buffer without
+// copying the residual first; cuBLASLt reads it in its epilogue, other paths copy it into c).
 void matmul(Context& ctx, Tensor& c, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, float alpha = 1.0f,
-            float beta = 0.0f);
+            float beta = 0.0f, const Tensor* c_in = nullptr);
 
 }  // namespace pt::ops

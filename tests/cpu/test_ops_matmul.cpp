@@ -66,6 +66,23 @@ TEST(Matmul, BetaZeroIgnoresPoisonedOutput) {
   PT_EXPECT_ALLCLOSE(host(ctx, c), ref, 1e-13, 1e-13);
 }
 
+// A separate C input (the fused residual add): c = A·B + beta·c_in, c_in untouched, the same
+// values as copying c_in into c and accumulating there; a c_in of another shape is refused.
+TEST(Matmul, SeparateCInputLeavesItAndGivesTheAccumulatedSum) {
+  Context ctx(Device::cpu());
+  Tensor a = f64(ctx, {4, 6}, randn(24, 4)), b = f64(ctx, {6, 3}, randn(18, 5));
+  const auto cin_values = randn(12, 6);
+  Tensor c_in = f64(ctx, {4, 3}, cin_values), c = Tensor::empty({4, 3}, DType::F64, ctx.device());
+  poison(ctx, c);
+  ops::matmul(ctx, c, a, b, false, false, 1.0f, 1.0f, &c_in);
+  EXPECT_EQ(host(ctx, c_in), cin_values);
+  const auto av = host(ctx, a), bv = host(ctx, b);
+  const auto ref = reference_gemm({&av, 0, 6, 1}, {&bv, 0, 3, 1}, cin_values, 4, 3, 6, 1, 1);
+  PT_EXPECT_ALLCLOSE(host(ctx, c), ref, 1e-13, 1e-13);
+  Tensor wrong = f64(ctx, {3, 4}, randn(12, 7));
+  EXPECT_THROW(ops::matmul(ctx, c, a, b, false, false, 1.0f, 1.0f, &wrong), Error);
+}
+
 TEST(Matmul, BatchedWithBroadcastOperand) {
   Context ctx(Device::cpu());
   const int64_t batch = 3, m = 4, n = 5, k = 6;

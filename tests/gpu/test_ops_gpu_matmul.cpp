@@ -175,6 +175,39 @@ TEST(GpuMatmulModes, EveryPathOnMisalignedModelSizedViews) {
     }
 }
 
+// A separate C input on every path (the fused residual add, C fp32, the model's misaligned
+// views): c = A·Bᵀ + c_in with c_in untouched, against the CPU's fp64 sum; on the cuBLAS path
+// (which copies c_in into c first) bit for bit the in-place accumulation.
+TEST(GpuMatmulModes, SeparateCInputOnEveryPath) {
+  PT_REQUIRE_GPU();
+  for (GemmSelect sel : {GemmSelect::Cublas, GemmSelect::Lt, GemmSelect::Autotune})
+    for (DType ab : {DType::F32, DType::BF16}) {
+      SCOPED_TRACE(std::string(select_name(sel)) + " " + dtype_name(ab));
+      Context gpu(Device::cuda(0), ab == DType::BF16 ? Precision::BF16 : Precision::FP32), cpu(Device::cpu());
+      gpu.set_gemm_select(sel);
+      const int64_t m = 1024, n = 1024, k = 512, off = 2;
+      Pair a = make_twin(gpu, cpu, {m * k + off}, ab, randn(m * k + off, 21));
+      Pair b = make_twin(gpu, cpu, {n * k + off}, ab, randn(n * k + off, 22));
+      const auto x = randn(m * n + 1, 23);
+      Pair c_in = make_twin(gpu, cpu, {m * n + 1}, DType::F32, x);
+      auto view = [](const Tensor& t, int64_t offset, int64_t rows, int64_t cols) {
+        return t.narrow(0, offset, rows * cols).reshape({rows, cols});
+      };
+      Tensor out = Tensor::empty({m * n + 1}, DType::F32, gpu.device());
+      poison(gpu, out);
+      Tensor og = view(out, 1, m, n), ig = view(c_in.gpu, 1, m, n), cc = view(c_in.cpu, 1, m, n);
+      ops::matmul(gpu, og, view(a.gpu, off, m, k), view(b.gpu, off, n, k), false, true, 1.0f, 1.0f, &ig);
+      ops::matmul(cpu, cc, view(a.cpu, off, m, k), view(b.cpu, off, n, k), false, true, 1.0f, 1.0f);
+      EXPECT_LE(rel_error(og.to_host_f64(gpu), cc.to_host_f64(cpu)), ab == DType::BF16 ? 1e-5 : 1e-6);
+      EXPECT_EQ(c_in.gpu.to_host_f64(gpu), stored(x, DType::F32)) << "c_in was written";
+      if (sel == GemmSelect::Cublas) {
+        Tensor inplace = view(c_in.gpu, 1, m, n);
+        ops::matmul(gpu, inplace, view(a.gpu, off, m, k), view(b.gpu, off, n, k), false, true, 1.0f, 1.0f);
+        EXPECT_EQ(og.to_host_f64(gpu), inplace.to_host_f64(gpu));
+      }
+    }
+}
+
 // Autotuning leaves GEMMs under 2^30 FLOP with cuBLAS, so every rank runs the same kernel on
 // them and computes the same bits (what the sharded-optimizer tests at rtol 1e-7 rely on).
 TEST(GpuMatmulModes, SmallGemmsUnderAutotuneAreCublasBitForBit) {
