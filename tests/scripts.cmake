@@ -5,6 +5,12 @@ set(PT_SCRIPTS_DIR ${CMAKE_CURRENT_SOURCE_DIR}/scripts)
 set(PT_SCRIPTS_DATA ${CMAKE_BINARY_DIR}/test-data)
 set(PT_SCRIPTS_ENV ${PT_TEST_ENV} "PARATRAIN_TEST_DATA=${PT_SCRIPTS_DATA}")
 
+# A pytest suite that runs the real binary (PARATRAIN_BIN: the one this build made).
+function(pt_binary_script_test name file)
+  add_test(NAME ${name} COMMAND ${CMAKE_COMMAND} -E env PARATRAIN_BIN=$<TARGET_FILE:paratrain>
+                                ${PT_SCRIPTS_DIR}/run_pytest.sh ${file})
+endfunction()
+
 add_test(NAME scripts_test_data
          COMMAND ${PT_SCRIPTS_DIR}/make_test_data.sh $<TARGET_FILE:paratrain> ${PT_SCRIPTS_DATA})
 set_tests_properties(scripts_test_data PROPERTIES
@@ -34,23 +40,15 @@ add_test(NAME scripts_compare_torch_cli COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh 
 add_test(NAME scripts_reference_model COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_reference_model.py)
 # Hostile input and faults (issue 15): the real binary on bad flags, files and ranks; exit code,
 # message and an untouched disk asserted for each case.
-add_test(NAME scripts_hostile_inputs
-         COMMAND ${CMAKE_COMMAND} -E env PARATRAIN_BIN=$<TARGET_FILE:paratrain>
-                 ${PT_SCRIPTS_DIR}/run_pytest.sh test_hostile_inputs.py)
+pt_binary_script_test(scripts_hostile_inputs test_hostile_inputs.py)
 # Faults during a run: signals inside a checkpoint write and between steps, SIGKILL, an injected
 # NaN gradient (PARATRAIN_FAULT); the checkpoint stays whole, no temporary file stays behind.
-add_test(NAME scripts_faults
-         COMMAND ${CMAKE_COMMAND} -E env PARATRAIN_BIN=$<TARGET_FILE:paratrain>
-                 ${PT_SCRIPTS_DIR}/run_pytest.sh test_faults.py)
+pt_binary_script_test(scripts_faults test_faults.py)
 # Exact resume (every sharding, 2 ranks, a signal that reaches one rank), conflicting options
 # refused, another rank count, the data file's identity, JSON progress lines against the record.
-add_test(NAME scripts_resume
-         COMMAND ${CMAKE_COMMAND} -E env PARATRAIN_BIN=$<TARGET_FILE:paratrain>
-                 ${PT_SCRIPTS_DIR}/run_pytest.sh test_resume.py)
+pt_binary_script_test(scripts_resume test_resume.py)
 # scripts/compare_runs.py on tiny CPU runs: identical runs differ by nothing, refusals.
-add_test(NAME scripts_compare_runs
-         COMMAND ${CMAKE_COMMAND} -E env PARATRAIN_BIN=$<TARGET_FILE:paratrain>
-                 ${PT_SCRIPTS_DIR}/run_pytest.sh test_compare_runs.py)
+pt_binary_script_test(scripts_compare_runs test_compare_runs.py)
 # The sbatch templates without Slurm: node/task/GPU layouts (submit_all.sh --dry-run), refusals,
 # and train.sbatch's signal forwarding and requeue against a stand-in srun and scontrol.
 add_test(NAME scripts_slurm_templates COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_slurm_templates.py)
