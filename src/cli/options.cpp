@@ -125,15 +125,7 @@ void add_grad_dtype_option(po::options_description& desc, RunOptions& o) {
   desc.add_options()("grad-dtype", po::value(&o.grad_dtype)->default_value(o.grad_dtype), kGradDtypeHelp);
 }
 
-DType grad_dtype_of(const RunOptions& o) {
-  if (o.grad_dtype == "fp32") return DType::F32;
-  if (o.grad_dtype == "bf16") return DType::BF16;
-  PT_FAIL("--grad-dtype: '" + o.grad_dtype + "' is not one of fp32, bf16");
-}
-
-void apply_grad_dtype_option(Context& ctx, const RunOptions& o) {
-  if (ctx.act_dtype() == DType::BF16) ctx.set_grad_dtype(grad_dtype_of(o));
-}
+DType grad_dtype_of(const RunOptions& o) { return grad_dtype_from_name(o.grad_dtype); }
 
 void add_flash_options(po::options_description& desc, RunOptions& o) {
   // clang-format off

@@ -48,11 +48,9 @@ void add_run_options(po::options_description& desc, RunOptions& o, const char* d
 // --gemm (subcommands that run GEMMs on the GPU), and its value applied to a context.
 void add_gemm_option(po::options_description& desc, RunOptions& o);
 void apply_gemm_option(Context& ctx, const RunOptions& o);
-// --grad-dtype (subcommands that train the model), its value, and the value applied to a
-// context in bf16 mode (an fp32 or tf32 context keeps fp32 gradients; train refuses the mix).
+// --grad-dtype (subcommands that train the model) and its value (Context::set_grad_dtype takes it).
 void add_grad_dtype_option(po::options_description& desc, RunOptions& o);
 DType grad_dtype_of(const RunOptions& o);
-void apply_grad_dtype_option(Context& ctx, const RunOptions& o);
 // --flash-kernels, --wgmma-tiles (subcommands that run the model), and their values applied to a
 // context: an explicit wgmma request the GPU or binary cannot run fails there, named.
 void add_flash_options(po::options_description& desc, RunOptions& o);

@@ -198,9 +198,7 @@ int run_plan(const std::vector<std::string>& args) {
   job.sharding = plan::sharding_from_name(shard);
   PT_CHECK(grad_comm == "fp32" || grad_comm == "bf16", "--grad-comm must be fp32 or bf16 (got '" + grad_comm + "')");
   job.grad_comm_bf16 = grad_comm == "bf16";
-  PT_CHECK(grad_dtype == "fp32" || grad_dtype == "bf16",
-           "--grad-dtype must be fp32 or bf16 (got '" + grad_dtype + "')");
-  job.grad_bf16 = grad_dtype == "bf16";
+  job.grad_bf16 = grad_dtype_from_name(grad_dtype) == DType::BF16;
 
   plan::Cluster cluster = plan::cluster_preset(preset);
   auto positive = [&](const char* flag, double v) {

@@ -22,6 +22,11 @@ constexpr EnumName<GemmSelect> kGemmSelects[] = {
 
 GemmSelect gemm_select_from_name(const std::string& name) { return enum_from_name(kGemmSelects, name, "--gemm"); }
 
+namespace {
+constexpr EnumName<DType> kGradDtypes[] = {{DType::F32, "fp32"}, {DType::BF16, "bf16"}};
+}
+DType grad_dtype_from_name(const std::string& name) { return enum_from_name(kGradDtypes, name, "--grad-dtype"); }
+
 std::string wgmma_unavailable_message(const CudaTarget& t) {
   return "the wgmma flash kernels need an sm_90a image on a compute-capability-9.0 GPU; " + t.name +
          " has compute capability " + std::to_string(t.cc_major) + "." + std::to_string(t.cc_minor) +

@@ -22,6 +22,8 @@ class KernelTimer;
 // (`--gemm cublas`); Lt: cuBLASLt's first heuristic choice, untimed (tests reach the cuBLASLt path with it).
 enum class GemmSelect { Autotune, Cublas, Lt };
 GemmSelect gemm_select_from_name(const std::string& name);  // "autotune" | "cublas" | "lt"
+// The weight-gradient type by name (--grad-dtype): "fp32" | "bf16"; throws naming the flag.
+DType grad_dtype_from_name(const std::string& name);
 
 class Context {
  public:

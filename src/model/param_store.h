@@ -82,12 +82,11 @@ class ParamStore {
   size_t size() const { return params_.size(); }
   Parameter* find(const std::string& name) const;  // nullptr if absent
 
-  int64_t numel() const { return numel_; }                  // all parameters
-  int64_t grad_numel() const { return grad_numel_; }        // trainable parameters
-  Tensor flat_params() const { return flat_params_; }       // (numel) dtype()
-  Tensor flat_grads() const { return flat_grads_; }         // (grad_numel) grad_dtype()
-  DType grad_dtype() const { return flat_grads_.dtype(); }  // dtype(), or bf16 (Context::grad_dtype)
-  Tensor flat_lowp() const { return flat_lowp_; }           // (numel) bf16 or undefined
+  int64_t numel() const { return numel_; }             // all parameters
+  int64_t grad_numel() const { return grad_numel_; }   // trainable parameters
+  Tensor flat_params() const { return flat_params_; }  // (numel) dtype()
+  Tensor flat_grads() const { return flat_grads_; }    // (grad_numel) dtype(), or bf16 (Context::grad_dtype)
+  Tensor flat_lowp() const { return flat_lowp_; }      // (numel) bf16 or undefined
   bool has_lowp() const { return flat_lowp_.defined(); }
 
   // Start of a step: zero the gradients and reset readiness counts. With gradient accumulation
