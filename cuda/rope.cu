@@ -1,4 +1,7 @@
-// Rotary embedding on strided (B, H, T, D) views. A pair's angle depends on its token and
+// Rotary embedding on strided (B, H, T, D) views: rope_packed_kernel where every row starts on a
+// 16-byte boundary and D is a multiple of 8 (the model's q and k), rope_kernel elsewhere.
+//
+// rope_kernel: a pair's angle depends on its token and
 // frequency only: thread (i, t, b, head group) computes sincos once and rotates pair i of
 // token t in kHeads heads of batch b, their loads issued together; the block's 32 inverse
 // frequencies are computed once into shared memory; a warp covers 32 consecutive pairs of a
@@ -87,6 +90,51 @@ __global__ void __launch_bounds__(256, 4) rope_kernel(RopeParams p, T* out, cons
   }
 }
 
+// Packed rows (D a multiple of 8, every row 16-byte aligned): thread (j, t) rotates pairs
+// 4j..4j+3 of token t — one 16-byte pack of bf16 — in kHeads heads, its four sincos computed
+// once for all of them. rope_kernel moves 4 bytes a lane per load: on XL's q and k (13 MB per
+// call, ncu on an H100) it ran at 1.3 TB/s, 9.9 us per call over 192 calls a step.
+template <typename T>
+__global__ void __launch_bounds__(128) rope_packed_kernel(RopeParams p, T* out, const T* in) {
+  constexpr int kPairs = kPack / 2;
+  const int t = blockIdx.x * blockDim.y + threadIdx.y;
+  if (t >= p.tokens) return;
+  const int j = threadIdx.x;  // pack of the row: pairs kPairs·j …
+  const int b = blockIdx.z, h0 = blockIdx.y * kHeads;
+  const int heads = min(kHeads, p.heads - h0);
+  float s[kPairs], c[kPairs];
+#pragma unroll
+  for (int i = 0; i < kPairs; ++i) {  // as rope_kernel's angles, bit for bit
+    const int pair = kPairs * j + i;
+    const float inv_freq = 1.0f / powf(p.theta, float(2 * pair) / float(2 * p.half));
+    sincosf(float(t) * inv_freq, &s[i], &c[i]);
+    s[i] *= p.sign;
+  }
+  const T* in_t = in + b * p.in_b + h0 * p.in_h + t * p.in_t + kPack * j;
+  T* out_t = out + b * p.out_b + h0 * p.out_h + t * p.out_t + kPack * j;
+  // Every load first (out may be in), kept as loaded (bf16: 4 registers a pack, not 8 floats).
+  using L = PackLayout<kPack, T>;
+  typename L::Word raw[kHeads][L::kWords];
+#pragma unroll
+  for (int k = 0; k < kHeads; ++k)
+    if (k < heads)
+#pragma unroll
+      for (int w = 0; w < L::kWords; ++w) raw[k][w] = reinterpret_cast<const typename L::Word*>(in_t + k * p.in_h)[w];
+#pragma unroll
+  for (int k = 0; k < kHeads; ++k)
+    if (k < heads) {
+      const T* x = reinterpret_cast<const T*>(raw[k]);
+      float y[kPack];
+#pragma unroll
+      for (int i = 0; i < kPairs; ++i) {
+        const float x0 = to_float(x[2 * i]), x1 = to_float(x[2 * i + 1]);
+        y[2 * i] = x0 * c[i] - x1 * s[i];
+        y[2 * i + 1] = x0 * s[i] + x1 * c[i];
+      }
+      store_pack<kPack>(out_t + k * p.out_h, y);
+    }
+}
+
 }  // namespace
 
 void rope(cudaStream_t s, Tensor& out, const Tensor& in, double theta, bool inverse) {
@@ -108,18 +156,32 @@ void rope(cudaStream_t s, Tensor& out, const Tensor& in, double theta, bool inve
   p.out_t = out.stride(2);
   p.theta = float(theta);
   p.sign = inverse ? -1.0f : 1.0f;
-  const dim3 block(32, 8);
-  const dim3 grid(unsigned(ceil_div(half, int64_t(32))), unsigned(std::min<int64_t>(ceil_div(T, int64_t(8)), 65535)),
-                  unsigned(B * groups));
   dispatch_float(in.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
+    using E = typename decltype(tag)::type;
+    // 16-byte packs of kPack elements: every row of in and out starts on one.
+    const auto packed_rows = [](const Tensor& x) {
+      return aligned16(x.data()) && x.stride(0) % kPack == 0 && x.stride(1) % kPack == 0 && x.stride(2) % kPack == 0;
+    };
+    if (half % (kPack / 2) == 0 && packed_rows(in) && packed_rows(out) && B <= 65535) {
+      const int packs = int(half / (kPack / 2));
+      const dim3 block(unsigned(packs), unsigned(std::max(1, 128 / packs)));
+      const dim3 grid(unsigned(ceil_div(T, int64_t(block.y))), unsigned(groups), unsigned(B));
+      if (packs <= 128) {
+        rope_packed_kernel<E><<<grid, block, 0, s>>>(p, static_cast<E*>(out.data()), static_cast<const E*>(in.data()));
+        PT_CUDA_CHECK_LAUNCH();
+        return;
+      }
+    }
+    const dim3 block(32, 8);
+    const dim3 grid(unsigned(ceil_div(half, int64_t(32))), unsigned(std::min<int64_t>(ceil_div(T, int64_t(8)), 65535)),
+                    unsigned(B * groups));
     const auto word_aligned = [](const Tensor& x) {
       const uintptr_t a = reinterpret_cast<uintptr_t>(x.data());
-      return a % (2 * sizeof(T)) == 0 && x.stride(0) % 2 == 0 && x.stride(1) % 2 == 0 && x.stride(2) % 2 == 0;
+      return a % (2 * sizeof(E)) == 0 && x.stride(0) % 2 == 0 && x.stride(1) % 2 == 0 && x.stride(2) % 2 == 0;
     };
     const bool word = word_aligned(in) && word_aligned(out);
-    auto kernel = word ? rope_kernel<T, true> : rope_kernel<T, false>;
-    kernel<<<grid, block, 0, s>>>(p, static_cast<T*>(out.data()), static_cast<const T*>(in.data()));
+    auto kernel = word ? rope_kernel<E, true> : rope_kernel<E, false>;
+    kernel<<<grid, block, 0, s>>>(p, static_cast<E*>(out.data()), static_cast<const E*>(in.data()));
     PT_CUDA_CHECK_LAUNCH();
   });
 }

@@ -63,6 +63,8 @@
 #   sanitizer-grads      compute-sanitizer memcheck on the --grad-dtype bf16 kernels' GPU tests      (1)
 #   grad-dtype-accuracy  train small, bf16, 500 steps on the sample tokens with fp32 gradients (twice:
 #                        the run-to-run yardstick) and bf16 ones; scripts/compare_runs.py on them     (1)
+#   ncu-memory           ncu on one XL bf16 step (--grad-dtype bf16): every memory-bound kernel's time,
+#                        DRAM bytes and rate, summed per kernel (NCU_SIZE=small for the small model)   (1)
 #   llmc-xl              llm.c's train_gpt2cu (GPT-2 1.5B from scratch, -e d48, no cuDNN) at the same
 #                        two working points, on the sample tokens in its headered .bin format;
 #                        the binary is built beforehand from .peers/llm.c (carried, see
@@ -168,8 +170,8 @@ step_plan-xl() {
     --shard-optimizer zero1 --zero1-prefetch on --warmup 1 --steps 2 --out "$RESULTS/bench_ddp_xl_2xh200.h5" --overwrite
 }
 step_roofline() {
-  bench_model roofline_xl xl bf16 flash --breakdown &&
-  bench_model roofline_small small bf16 flash --breakdown
+  bench_model roofline_xl xl bf16 flash --breakdown --grad-dtype "${GRAD_DTYPE:-fp32}" &&
+  bench_model roofline_small small bf16 flash --breakdown --grad-dtype "${GRAD_DTYPE:-fp32}"
 }
 # alternate NAME FLAG "V1 V2" STEPS: small and XL, bf16 flash, context 512, with FLAG at each value
 # in turn, twice over (alternating, so drift of the machine reaches every value alike).
@@ -265,6 +267,38 @@ PY
       -x 4 -v 1000 -m 1 -s 0 -n 0 -h 0 -o "$RESULTS/llmc_out" -l 1e-4 -u 0 2>&1 |
       grep -E "step +[0-9]+/|MFU|num_parameters|device memory|batch size|HINT|error|Error" || return
   done
+}
+# ncu over one step's memory-bound kernels (names below; GEMMs, flash and AdamW are profiled
+# elsewhere), then one row per kernel: launches, total time, DRAM bytes, rate, registers, occupancy.
+step_ncu-memory() {
+  local size=${NCU_SIZE:-xl} csv=$RESULTS/ncu_memory_${NCU_SIZE:-xl}.csv
+  ncu --csv --page raw --print-units base --launch-count "${NCU_LAUNCHES:-1200}" \
+    --kernel-name regex:'rmsnorm|rope|map_kernel|swiglu|gather_rows|scatter_add|cross_entropy|add_sums|squared_norm|first_row|sum_rows' \
+    --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,launch__registers_per_thread,launch__grid_size,launch__block_size,sm__warps_active.avg.pct_of_peak_sustained_active \
+    paratrain bench model --sizes "$size" --contexts 512 --precisions bf16 --attention flash --grad-dtype bf16 \
+    --warmup 0 --steps 1 --out "$RESULTS/ncu_memory_$size.h5" --overwrite >"$csv" || return
+  python3 - "$csv" <<'PY'
+import csv, sys, collections
+# ncu's rows start with a quote (paratrain's own output is interleaved); numbers carry commas.
+rows = [r for r in csv.reader(l for l in open(sys.argv[1]) if l.startswith('"')) if r]
+col = {name: i for i, name in enumerate(rows[0])}
+num = lambda r, k: float(r[col[k]].replace(",", ""))
+agg = {}
+for r in rows[1:]:
+    if not r[col["ID"]].isdigit():
+        continue
+    key = (r[col["Kernel Name"]][:90], r[col["launch__grid_size"]], r[col["launch__block_size"]])
+    a = agg.setdefault(key, [0, 0.0, 0.0, r[col["launch__registers_per_thread"]], 0.0])
+    a[0] += 1
+    a[1] += num(r, "gpu__time_duration.sum") * 1e-6
+    a[2] += (num(r, "dram__bytes_read.sum") + num(r, "dram__bytes_write.sum")) * 1e-9
+    a[4] += num(r, "sm__warps_active.avg.pct_of_peak_sustained_active")
+print(f"{'kernel':90} {'grid':>7} {'blk':>4} {'n':>4} {'ms':>7} {'GB':>6} {'TB/s':>5} {'reg':>4} {'occ%':>5}")
+for (name, grid, blk), a in sorted(agg.items(), key=lambda kv: -kv[1][1]):
+    print(f"{name:90} {grid:>7} {blk:>4} {a[0]:>4} {a[1]:7.3f} {a[2]:6.2f} {a[2] / a[1]:5.2f} {a[3]:>4} {a[4] / a[0]:5.1f}")
+print(f"total {sum(a[1] for a in agg.values()):.3f} ms over {sum(a[0] for a in agg.values())} launches"
+      " (DRAM bytes: writes still in L2 when a kernel ends are not counted)")
+PY
 }
 step_torch-model-sizes() { torch_model small,medium,large,xl,2.7b; }
 step_model-2.7b() {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <iterator>
 #include <random>
+#include <utility>
 
 #include "core/error.h"
 #include "core/profiler.h"
@@ -113,6 +114,40 @@ double TransformerConfig::train_flops_per_token(int64_t seq_len) const {
          12.0 * static_cast<double>(num_layers) * static_cast<double>(seq_len) * static_cast<double>(d_model);
 }
 
+// ---- the residual gradient as a GEMM operand ----------------------------------------------
+
+namespace {
+
+// The fp32 residual gradient as a GEMM operand: itself in fp32, a bf16 copy in bf16 mode.
+Tensor as_act(Context& ctx, const Tensor& x, DType act) {
+  if (x.dtype() == act) return x;
+  Tensor y = Tensor::empty(x.shape(), act, ctx.device(), "grad_cast");
+  ops::cast(ctx, y, x);
+  return y;
+}
+
+// The operand of the GEMMs that read the residual gradient `dout` next: the bf16 copy an RMSNorm
+// backward wrote beside it (`copy`, taken: undefined on return), else as_act's.
+Tensor take_act_operand(Context& ctx, Tensor& copy, const Tensor& dout, DType act) {
+  if (copy.defined()) return std::exchange(copy, Tensor());
+  return as_act(ctx, dout, act);
+}
+
+// An RMSNorm backward that finishes the residual gradient dout (adds into it, or writes it when
+// not `accumulate`). Where a GEMM reads dout next (`copy`) and the step is fused bf16 on a GPU,
+// the norm writes dout's bf16 copy in the same pass and it is returned (unfused keeps the cast
+// pass, as PyTorch eager); otherwise an undefined tensor.
+Tensor finish_residual_grad(Context& ctx, RMSNorm& norm, const Tensor& d, Tensor& dout, bool accumulate, DType act,
+                            bool fused, bool copy) {
+  Tensor dout_act;
+  if (copy && fused && act == DType::BF16 && dout.dtype() != act && ctx.is_cuda())
+    dout_act = Tensor::empty(dout.shape(), act, ctx.device(), "grad_cast");
+  norm.backward(ctx, d, dout, accumulate, dout_act.defined() ? &dout_act : nullptr);
+  return dout_act;
+}
+
+}  // namespace
+
 // ---- one block ----------------------------------------------------------------------------
 
 // h = x + output_proj(Attn(RoPE(q), RoPE(k), v)) with q, k, v from one stacked GEMM on
@@ -160,12 +195,12 @@ class TransformerBlock {
     Tensor h;
     {
       TrackingAllocator::Scope s("attn", MemCategory::Activations);
-      Tensor a = ln1_.forward(ctx, x, act);  // (N, C)
-      qkv_buf_ = qkv_.forward(ctx, a);       // (N, 3C) = (B, T, 3, H, D)
-      if (cfg_.recompute) qkv_.release();    // backward recomputes a from x
+      Tensor a = ln1_.forward(ctx, x, act);         // (N, C)
+      qkv_buf_ = qkv_.forward(ctx, a);              // (N, 3C) = (B, T, 3, H, D)
+      if (cfg_.recompute) qkv_.release();           // backward recomputes a from x
+      Tensor qk = head_view(qkv_buf_, 0, B, T, 2);  // q's heads then k's: one rotation for both
+      ops::rope(ctx, qk, qk, cfg_.rope_theta, false);
       Tensor q = head_view(qkv_buf_, 0, B, T), k = head_view(qkv_buf_, 1, B, T);
-      ops::rope(ctx, q, q, cfg_.rope_theta, false);
-      ops::rope(ctx, k, k, cfg_.rope_theta, false);
       Tensor v = head_view(qkv_buf_, 2, B, T);
       attn_out_ = Tensor::empty({N, C}, act, ctx.device(), "attn_out");  // (B, T, H, D)
       Tensor o = attn_out_.as_strided({B, H, T, D}, {T * C, D, C, 1});
@@ -208,8 +243,7 @@ class TransformerBlock {
     const int64_t N = B * T, C = cfg_.d_model, H = cfg_.num_heads, D = cfg_.d_head();
     {
       TrackingAllocator::Scope s("ffn", MemCategory::Activations);
-      Tensor dy = dout_act.defined() ? dout_act : as_act(ctx, dout, act);
-      dout_act = Tensor();
+      Tensor dy = take_act_operand(ctx, dout_act, dout, act);
       Tensor dh1, dh3 = Tensor::empty(h3_.shape(), act, ctx.device(), "swiglu_dh3");
       if (cfg_.recompute) {
         // dg = dy·W2 first (it needs no g); then one pass over h1 and h3 makes dh1 (in dg's
@@ -233,13 +267,11 @@ class TransformerBlock {
       }
       Tensor db = w3_.backward(ctx, dh3);  // (N, C)
       w1_.backward_into(ctx, dh1, db, 1.0f);
-      dout_act = act_copy_for(ctx, dout, act);
-      ln2_.backward(ctx, db, dout, /*accumulate=*/true, dout_act.defined() ? &dout_act : nullptr);  // dL/dh
+      dout_act = finish_residual_grad(ctx, ln2_, db, dout, /*accumulate=*/true, act, cfg_.fused, true);  // dL/dh
     }
     {
       TrackingAllocator::Scope s("attn", MemCategory::Activations);
-      Tensor dy = dout_act.defined() ? dout_act : as_act(ctx, dout, act);
-      dout_act = Tensor();
+      Tensor dy = take_act_operand(ctx, dout_act, dout, act);
       Tensor dattn = out_proj_.backward(ctx, dy);  // (N, C) = (B, T, H, D)
       Tensor dqkv = Tensor::empty({N, 3 * C}, act, ctx.device(), "attn_dqkv");
       Tensor dq = head_view(dqkv, 0, B, T), dk = head_view(dqkv, 1, B, T), dv = head_view(dqkv, 2, B, T);
@@ -255,21 +287,12 @@ class TransformerBlock {
       }
       qkv_buf_ = Tensor();
       attn_out_ = Tensor();
-      ops::rope(ctx, dq, dq, cfg_.rope_theta, /*inverse=*/true);
-      ops::rope(ctx, dk, dk, cfg_.rope_theta, /*inverse=*/true);
+      Tensor dqk = head_view(dqkv, 0, B, T, 2);
+      ops::rope(ctx, dqk, dqk, cfg_.rope_theta, /*inverse=*/true);
       if (cfg_.recompute) qkv_.restore_input(ln1_.recompute_output(ctx, act));
-      Tensor da = qkv_.backward(ctx, dqkv);  // (N, C)
-      if (act_out) dout_act = act_copy_for(ctx, dout, act);
-      ln1_.backward(ctx, da, dout, /*accumulate=*/true, dout_act.defined() ? &dout_act : nullptr);  // dL/dx
+      Tensor da = qkv_.backward(ctx, dqkv);                                                                 // (N, C)
+      dout_act = finish_residual_grad(ctx, ln1_, da, dout, /*accumulate=*/true, act, cfg_.fused, act_out);  // dL/dx
     }
-  }
-
-  // Where an RMSNorm backward finishes the residual gradient that a GEMM reads next: the buffer
-  // for its bf16 copy, written in the same pass (fused bf16 only; unfused keeps the cast pass,
-  // as PyTorch eager), else undefined.
-  Tensor act_copy_for(Context& ctx, const Tensor& dout, DType act) const {
-    if (!cfg_.fused || act != DType::BF16 || dout.dtype() == act || !ctx.is_cuda()) return Tensor();
-    return Tensor::empty(dout.shape(), act, ctx.device(), "grad_cast");
   }
 
   void release() {
@@ -284,10 +307,11 @@ class TransformerBlock {
   }
 
  private:
-  // (B, H, T, D) view of q (which = 0), k (1) or v (2) inside a (B, T, 3, H, D) buffer.
-  Tensor head_view(const Tensor& qkv, int which, int64_t B, int64_t T) const {
+  // (B, H, T, D) view of q (which = 0), k (1) or v (2) inside a (B, T, 3, H, D) buffer; with
+  // count = 2 the (B, 2H, T, D) view of two of them (q and k: k's heads follow q's in a token).
+  Tensor head_view(const Tensor& qkv, int which, int64_t B, int64_t T, int count = 1) const {
     const int64_t C = cfg_.d_model, D = cfg_.d_head();
-    return qkv.as_strided({B, cfg_.num_heads, T, D}, {T * 3 * C, D, 3 * C, 1}, which * C);
+    return qkv.as_strided({B, count * cfg_.num_heads, T, D}, {T * 3 * C, D, 3 * C, 1}, which * C);
   }
   // x + in · Wᵀ (N, C) in x's dtype (the fp32 residual stream). Fused: the GEMM reads x as its
   // C (beta = 1) and writes the sum to a new buffer (x stays: backward's RMSNorm reads it).
@@ -302,13 +326,6 @@ class TransformerBlock {
       ops::add(ctx, out, x, branch);
     }
     return out;
-  }
-  // The fp32 residual gradient as a GEMM operand: itself in fp32, a bf16 copy in bf16 mode.
-  static Tensor as_act(Context& ctx, const Tensor& x, DType act) {
-    if (x.dtype() == act) return x;
-    Tensor y = Tensor::empty(x.shape(), act, ctx.device(), "grad_cast");
-    ops::cast(ctx, y, x);
-    return y;
   }
 
   const TransformerConfig& cfg_;
@@ -431,8 +448,8 @@ void TransformerLM::backward(Context& ctx) {
     Tensor dxf = m.lm_head->backward(ctx, m.logits);  // (N, C) act
     m.logits = Tensor();
     dx = Tensor::empty({m.B * m.T, cfg_.d_model}, store_.dtype(), ctx.device(), "residual_grad");
-    dx_act = m.blocks.empty() ? Tensor() : m.blocks.back()->act_copy_for(ctx, dx, m.act);
-    m.ln_final->backward(ctx, dxf, dx, /*accumulate=*/false, dx_act.defined() ? &dx_act : nullptr);
+    dx_act = finish_residual_grad(ctx, *m.ln_final, dxf, dx, /*accumulate=*/false, m.act, cfg_.fused,
+                                  /*copy=*/!m.blocks.empty());
   }
   for (auto it = m.blocks.rbegin(); it != m.blocks.rend(); ++it)
     (*it)->backward(ctx, dx, dx_act, m.B, m.T, m.act, /*act_out=*/std::next(it) != m.blocks.rend());

@@ -141,71 +141,71 @@ TEST(GpuMatmulModes, ReservingSmsRetargetsCublasAndKeepsResults) {
   EXPECT_EQ(gpu.reserved_sms(), 0);
 }
 
-// Model-sized GEMMs (2^30 FLOP: large enough to be autotuned) whose operands are views at odd
-// offsets of larger buffers (as parameters are in the flat buffers): every path, autotuning
-// included, gives the right C, accumulates into it exactly once when beta = 1 (autotuning times
-// its candidates on a scratch C), and a second call of the same shape runs the same kernel
-// (bit-identical C).
-TEST(GpuMatmulModes, EveryPathOnMisalignedModelSizedViews) {
-  PT_REQUIRE_GPU();
+// The model's GEMM shape on every path: C (m, n) += A (m, k) · B (n, k)ᵀ (the weight-gradient /
+// forward form), 2^30 FLOP (large enough to be autotuned), with A and B views at odd offsets of
+// larger buffers (as parameters are in the flat buffers): body(gpu, cpu, ab, a, b) for each
+// GEMM path and operand dtype; a and b hold m·k + kOff and n·k + kOff elements.
+constexpr int64_t kM = 1024, kN = 1024, kK = 512, kOff = 2;  // kOff elements: 4- or 8-byte aligned views
+Tensor view2d(const Tensor& t, int64_t offset, int64_t rows, int64_t cols) {
+  return t.narrow(0, offset, rows * cols).reshape({rows, cols});
+}
+template <typename Body>
+void on_every_path_misaligned(uint64_t seed, Body body) {
   for (GemmSelect sel : {GemmSelect::Cublas, GemmSelect::Lt, GemmSelect::Autotune})
     for (DType ab : {DType::F32, DType::BF16}) {
       SCOPED_TRACE(std::string(select_name(sel)) + " " + dtype_name(ab));
       Context gpu(Device::cuda(0), ab == DType::BF16 ? Precision::BF16 : Precision::FP32), cpu(Device::cpu());
       gpu.set_gemm_select(sel);
-      const int64_t m = 1024, n = 1024, k = 512, off = 2;  // off elements: 4- or 8-byte aligned views
-      Pair a = make_twin(gpu, cpu, {m * k + off}, ab, randn(m * k + off, 11));
-      Pair b = make_twin(gpu, cpu, {n * k + off}, ab, randn(n * k + off, 12));
-      Pair c = make_twin(gpu, cpu, {m * n + 1}, DType::F32, randn(m * n + 1, 13));
-      auto view = [](const Tensor& t, int64_t offset, int64_t rows, int64_t cols) {
-        return t.narrow(0, offset, rows * cols).reshape({rows, cols});
-      };
-      // C (m, n) += A (m, k) · B (n, k)ᵀ: the weight-gradient / forward form of the model.
-      Tensor cg = view(c.gpu, 1, m, n), cc = view(c.cpu, 1, m, n);
-      ops::matmul(gpu, cg, view(a.gpu, off, m, k), view(b.gpu, off, n, k), false, true, 1.0f, 1.0f);
-      ops::matmul(cpu, cc, view(a.cpu, off, m, k), view(b.cpu, off, n, k), false, true, 1.0f, 1.0f);
-      const double bound = ab == DType::BF16 ? 1e-5 : 1e-6;
-      EXPECT_LE(rel_error(cg.to_host_f64(gpu), cc.to_host_f64(cpu)), bound);
-
-      Pair d = make_output(gpu, cpu, {m, n}, DType::F32);
-      ops::matmul(gpu, d.gpu, view(a.gpu, off, m, k), view(b.gpu, off, n, k), false, true);
-      const auto first = d.gpu.to_host_f64(gpu);
-      ops::matmul(gpu, d.gpu, view(a.gpu, off, m, k), view(b.gpu, off, n, k), false, true);
-      EXPECT_EQ(d.gpu.to_host_f64(gpu), first);
+      Pair a = make_twin(gpu, cpu, {kM * kK + kOff}, ab, randn(kM * kK + kOff, seed));
+      Pair b = make_twin(gpu, cpu, {kN * kK + kOff}, ab, randn(kN * kK + kOff, seed + 1));
+      body(gpu, cpu, sel, ab, view2d(a.gpu, kOff, kM, kK), view2d(b.gpu, kOff, kN, kK), view2d(a.cpu, kOff, kM, kK),
+           view2d(b.cpu, kOff, kN, kK));
     }
 }
 
-// A separate C input on every path (the fused residual add, C fp32, the model's misaligned
-// views): c = A·Bᵀ + c_in with c_in untouched, against the CPU's fp64 sum; on the cuBLAS path
-// (which copies c_in into c first) bit for bit the in-place accumulation.
+// Every path, autotuning included, gives the right C, accumulates into it exactly once when
+// beta = 1 (autotuning times its candidates on a scratch C), and a second call of the same shape
+// runs the same kernel (bit-identical C).
+TEST(GpuMatmulModes, EveryPathOnMisalignedModelSizedViews) {
+  PT_REQUIRE_GPU();
+  on_every_path_misaligned(11, [](Context& gpu, Context& cpu, GemmSelect, DType ab, const Tensor& ag, const Tensor& bg,
+                                  const Tensor& ac, const Tensor& bc) {
+    Pair c = make_twin(gpu, cpu, {kM * kN + 1}, DType::F32, randn(kM * kN + 1, 13));
+    Tensor cg = view2d(c.gpu, 1, kM, kN), cc = view2d(c.cpu, 1, kM, kN);
+    ops::matmul(gpu, cg, ag, bg, false, true, 1.0f, 1.0f);
+    ops::matmul(cpu, cc, ac, bc, false, true, 1.0f, 1.0f);
+    EXPECT_LE(rel_error(cg.to_host_f64(gpu), cc.to_host_f64(cpu)), ab == DType::BF16 ? 1e-5 : 1e-6);
+
+    Pair d = make_output(gpu, cpu, {kM, kN}, DType::F32);
+    ops::matmul(gpu, d.gpu, ag, bg, false, true);
+    const auto first = d.gpu.to_host_f64(gpu);
+    ops::matmul(gpu, d.gpu, ag, bg, false, true);
+    EXPECT_EQ(d.gpu.to_host_f64(gpu), first);
+  });
+}
+
+// A separate C input on every path (the fused residual add, C fp32): c = A·Bᵀ + c_in with c_in
+// untouched, against the CPU's fp64 sum; on the cuBLAS path (which copies c_in into c first) bit
+// for bit the in-place accumulation.
 TEST(GpuMatmulModes, SeparateCInputOnEveryPath) {
   PT_REQUIRE_GPU();
-  for (GemmSelect sel : {GemmSelect::Cublas, GemmSelect::Lt, GemmSelect::Autotune})
-    for (DType ab : {DType::F32, DType::BF16}) {
-      SCOPED_TRACE(std::string(select_name(sel)) + " " + dtype_name(ab));
-      Context gpu(Device::cuda(0), ab == DType::BF16 ? Precision::BF16 : Precision::FP32), cpu(Device::cpu());
-      gpu.set_gemm_select(sel);
-      const int64_t m = 1024, n = 1024, k = 512, off = 2;
-      Pair a = make_twin(gpu, cpu, {m * k + off}, ab, randn(m * k + off, 21));
-      Pair b = make_twin(gpu, cpu, {n * k + off}, ab, randn(n * k + off, 22));
-      const auto x = randn(m * n + 1, 23);
-      Pair c_in = make_twin(gpu, cpu, {m * n + 1}, DType::F32, x);
-      auto view = [](const Tensor& t, int64_t offset, int64_t rows, int64_t cols) {
-        return t.narrow(0, offset, rows * cols).reshape({rows, cols});
-      };
-      Tensor out = Tensor::empty({m * n + 1}, DType::F32, gpu.device());
-      poison(gpu, out);
-      Tensor og = view(out, 1, m, n), ig = view(c_in.gpu, 1, m, n), cc = view(c_in.cpu, 1, m, n);
-      ops::matmul(gpu, og, view(a.gpu, off, m, k), view(b.gpu, off, n, k), false, true, 1.0f, 1.0f, &ig);
-      ops::matmul(cpu, cc, view(a.cpu, off, m, k), view(b.cpu, off, n, k), false, true, 1.0f, 1.0f);
-      EXPECT_LE(rel_error(og.to_host_f64(gpu), cc.to_host_f64(cpu)), ab == DType::BF16 ? 1e-5 : 1e-6);
-      EXPECT_EQ(c_in.gpu.to_host_f64(gpu), stored(x, DType::F32)) << "c_in was written";
-      if (sel == GemmSelect::Cublas) {
-        Tensor inplace = view(c_in.gpu, 1, m, n);
-        ops::matmul(gpu, inplace, view(a.gpu, off, m, k), view(b.gpu, off, n, k), false, true, 1.0f, 1.0f);
-        EXPECT_EQ(og.to_host_f64(gpu), inplace.to_host_f64(gpu));
-      }
+  on_every_path_misaligned(21, [](Context& gpu, Context& cpu, GemmSelect sel, DType ab, const Tensor& ag,
+                                  const Tensor& bg, const Tensor& ac, const Tensor& bc) {
+    const auto x = randn(kM * kN + 1, 23);
+    Pair c_in = make_twin(gpu, cpu, {kM * kN + 1}, DType::F32, x);
+    Tensor out = Tensor::empty({kM * kN + 1}, DType::F32, gpu.device());
+    poison(gpu, out);
+    Tensor og = view2d(out, 1, kM, kN), ig = view2d(c_in.gpu, 1, kM, kN), cc = view2d(c_in.cpu, 1, kM, kN);
+    ops::matmul(gpu, og, ag, bg, false, true, 1.0f, 1.0f, &ig);
+    ops::matmul(cpu, cc, ac, bc, false, true, 1.0f, 1.0f);
+    EXPECT_LE(rel_error(og.to_host_f64(gpu), cc.to_host_f64(cpu)), ab == DType::BF16 ? 1e-5 : 1e-6);
+    EXPECT_EQ(c_in.gpu.to_host_f64(gpu), stored(x, DType::F32)) << "c_in was written";
+    if (sel == GemmSelect::Cublas) {
+      Tensor inplace = view2d(c_in.gpu, 1, kM, kN);
+      ops::matmul(gpu, inplace, ag, bg, false, true, 1.0f, 1.0f);
+      EXPECT_EQ(og.to_host_f64(gpu), inplace.to_host_f64(gpu));
     }
+  });
 }
 
 // Autotuning leaves GEMMs under 2^30 FLOP with cuBLAS, so every rank runs the same kernel on

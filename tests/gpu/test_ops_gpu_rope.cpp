@@ -17,12 +17,17 @@ TEST_P(GpuRope, InPlaceOnFusedQkvAndInverse) {
   PT_REQUIRE_GPU();
   const auto [dt, D] = GetParam();
   Context gpu(Device::cuda(0)), cpu(Device::cpu());
-  const int64_t B = 2, T = 50, H = 9, C = H * D;  // 9 heads: a full group of 8 and a partial one
+  // 9 heads (18 for q and k): full groups of 8 and a partial one. D 64 and 128 take the packed
+  // kernel, D 6 the general one.
+  const int64_t B = 2, T = 50, H = 9, C = H * D;
   Pair qkv = make_twin(gpu, cpu, {B, T, 3, H, D}, dt, randn(B * T * 3 * C, 25));
   auto view = [&](Tensor& t, int64_t which) { return t.as_strided({B, H, T, D}, {T * 3 * C, D, 3 * C, 1}, which * C); };
+  // The model's call: q's and k's heads as one (B, 2H, T, D) view on the GPU; the CPU rotates
+  // q and k one at a time.
+  Tensor qk = qkv.gpu.as_strided({B, 2 * H, T, D}, {T * 3 * C, D, 3 * C, 1}, 0);
+  ops::rope(gpu, qk, qk, 10000.0, false);
   for (int64_t which : {0, 1}) {
-    Tensor vg = view(qkv.gpu, which), vc = view(qkv.cpu, which);
-    ops::rope(gpu, vg, vg, 10000.0, false);
+    Tensor vc = view(qkv.cpu, which);
     ops::rope(cpu, vc, vc, 10000.0, false);
   }
   // GPU angles are fp32 (t·inv_freq, as PyTorch's tables): at t < 50 the angle is off by
