@@ -63,6 +63,11 @@
 #   sanitizer-grads      compute-sanitizer memcheck on the --grad-dtype bf16 kernels' GPU tests      (1)
 #   grad-dtype-accuracy  train small, bf16, 500 steps on the sample tokens with fp32 gradients (twice:
 #                        the run-to-run yardstick) and bf16 ones; scripts/compare_runs.py on them     (1)
+#   targets-xl           issue 16's XL measurements in one call: bf16 flash ctx 512 batch 4 with the roofline,
+#                        fp32 then bf16 gradients, and bf16 gradients with --recompute off                (1)
+#   ncu-flash            ncu on the default bf16 flash kernels, one forward+backward each of the leaderboard
+#                        case (B 1, H 16, T 16384, d 64, causal) and XL's (B 4, H 25, T 512): speed of light,
+#                        tensor pipes, occupancy, stall reasons (raw CSV, $RESULTS/ncu_flash_*.csv)        (1)
 #   ncu-memory           ncu on one XL bf16 step (--grad-dtype bf16): every memory-bound kernel's time,
 #                        DRAM bytes and rate, summed per kernel (NCU_SIZE=small for the small model)   (1)
 #   llmc-xl              llm.c's train_gpt2cu (GPT-2 1.5B from scratch, -e d48, no cuDNN) at the same
@@ -172,6 +177,11 @@ step_plan-xl() {
 step_roofline() {
   bench_model roofline_xl xl bf16 flash --breakdown --grad-dtype "${GRAD_DTYPE:-fp32}" &&
   bench_model roofline_small small bf16 flash --breakdown --grad-dtype "${GRAD_DTYPE:-fp32}"
+}
+step_targets-xl() {
+  bench_model targets_xl_fp32_grads xl bf16 flash --grad-dtype fp32 --breakdown &&
+  bench_model targets_xl_bf16_grads xl bf16 flash --grad-dtype bf16 --breakdown &&
+  bench_model targets_xl_bf16_grads_keep xl bf16 flash --grad-dtype bf16 --recompute off
 }
 # alternate NAME FLAG "V1 V2" STEPS: small and XL, bf16 flash, context 512, with FLAG at each value
 # in turn, twice over (alternating, so drift of the machine reaches every value alike).
@@ -299,6 +309,19 @@ for (name, grid, blk), a in sorted(agg.items(), key=lambda kv: -kv[1][1]):
 print(f"total {sum(a[1] for a in agg.values()):.3f} ms over {sum(a[0] for a in agg.values())} launches"
       " (DRAM bytes: writes still in L2 when a kernel ends are not counted)")
 PY
+}
+step_ncu-flash() {
+  local spec name
+  for spec in leaderboard:1:16:16384 xl:4:25:512; do
+    IFS=: read -r name b h t <<<"$spec"
+    ncu --csv --page raw --print-units base --kernel-name regex:'flash' --launch-count 8 \
+      --section SpeedOfLight --section ComputeWorkloadAnalysis --section Occupancy --section WarpStateStats \
+      --section LaunchStats --metrics sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active \
+      paratrain bench attention --impl flash --dtype bf16 --batch "$b" --heads "$h" --seq "$t" --head-dim 64 \
+      --causal 1 --dout ones --warmup 1 --iters 1 --out "$RESULTS/ncu_flash_$name.h5" --overwrite \
+      >"$RESULTS/ncu_flash_$name.csv" || return
+    grep -c '^"[0-9]' "$RESULTS/ncu_flash_$name.csv"
+  done
 }
 step_torch-model-sizes() { torch_model small,medium,large,xl,2.7b; }
 step_model-2.7b() {
