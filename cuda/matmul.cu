@@ -38,7 +38,7 @@ cublasComputeType_t compute_type(const Context& ctx, const ops::GemmDesc& g) {
 void cublas_matmul(Context& ctx, const ops::GemmDesc& g) {
   const cudaDataType_t ab = cuda_type(g.ab_dtype), c = cuda_type(g.c_dtype);
   // cublasGemmEx reads C where it writes it: a separate C input is copied there first (2-D).
-  if (g.c_in && g.c_in != g.c) {
+  if (g.c_in) {
     const size_t esize = dtype_size(g.c_dtype);
     PT_CUDA_CHECK(cudaMemcpy2DAsync(g.c, size_t(g.ldc) * esize, g.c_in, size_t(g.ldc) * esize, size_t(g.n) * esize,
                                     size_t(g.m), cudaMemcpyDeviceToDevice, ctx.stream()));
@@ -69,7 +69,7 @@ uint32_t alignment(const void* p, int64_t batch_stride, DType t) {
   return static_cast<uint32_t>(a & (~a + 1));
 }
 
-// Where the GEMM reads C: c_in when it is set apart from the output, else the output.
+// Where the GEMM reads C: c_in when set (always apart from the output), else the output.
 const void* c_read(const ops::GemmDesc& g) { return g.c_in ? g.c_in : g.c; }
 
 // cuBLASLt descriptors of g in matmul's column-major view (A_lt = B, B_lt = A, C_lt = Cᵀ) and
@@ -145,7 +145,7 @@ std::vector<cublasLtMatmulHeuristicResult_t> candidates(Context& ctx, const LtPr
 // d: the output (g.c, or the autotuner's scratch); C is read from c_read(g) when it is elsewhere.
 cublasStatus_t lt_matmul(Context& ctx, const LtProblem& p, const cublasLtMatmulAlgo_t& algo, const ops::GemmDesc& g,
                          void* d) {
-  const void* c = g.c_in && g.c_in != g.c ? g.c_in : d;
+  const void* c = g.c_in ? g.c_in : d;
   return cublasLtMatmul(ctx.cublaslt(), p.op, &g.alpha, g.b, p.a, g.a, p.b, &g.beta, c, p.c, d, p.c, &algo,
                         ctx.workspace(), ctx.workspace_bytes(), ctx.stream());
 }
@@ -166,7 +166,7 @@ PlanKey plan_key(const Context& ctx, const ops::GemmDesc& g) {
           static_cast<int64_t>(compute_type(ctx, g)), ctx.reserved_sms(), g.beta != 0.0f,
           (int64_t{alignment(g.a, g.stride_a, g.ab_dtype)} << 16) | alignment(g.b, g.stride_b, g.ab_dtype),
           (int64_t{alignment(c_read(g), g.stride_c, g.c_dtype)} << 16) | alignment(g.c, g.stride_c, g.c_dtype) |
-              (int64_t{g.c_in != nullptr && g.c_in != g.c} << 40)};
+              (int64_t{g.c_in != nullptr} << 40)};
   // clang-format on
 }
 

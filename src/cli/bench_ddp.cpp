@@ -310,9 +310,7 @@ int run_bench_ddp(const std::vector<std::string>& args) {
   for (const auto& w : split_list(prefetch_words.empty() ? std::vector<std::string>{"on"} : prefetch_words))
     prefetches.push_back(parse_on_off(w, "zero1-prefetch"));
   const auto plan = configs(ddps, buckets, shards, comm_sms, grad_comms, prefetches);
-  const DType grad_dtype = grad_dtype_of(run);
-  PT_CHECK(grad_dtype == DType::F32 || run.precision == "bf16",
-           "--grad-dtype bf16 needs --precision bf16 (this run's is " + run.precision + ")");
+  const DType grad_dtype = grad_dtype_for_precision(run);
 
   TransformerConfig cfg = TransformerConfig::named(size);
   if (d_model) cfg.d_model = d_model;

@@ -127,6 +127,13 @@ void add_grad_dtype_option(po::options_description& desc, RunOptions& o) {
 
 DType grad_dtype_of(const RunOptions& o) { return grad_dtype_from_name(o.grad_dtype); }
 
+DType grad_dtype_for_precision(const RunOptions& o) {
+  const DType d = grad_dtype_of(o);
+  PT_CHECK(d == DType::F32 || precision_from_name(o.precision) == Precision::BF16,
+           "--grad-dtype bf16 needs --precision bf16 (this run's is " + o.precision + ")");
+  return d;
+}
+
 void add_flash_options(po::options_description& desc, RunOptions& o) {
   // clang-format off
   desc.add_options()

@@ -51,6 +51,8 @@ void apply_gemm_option(Context& ctx, const RunOptions& o);
 // --grad-dtype (subcommands that train the model) and its value (Context::set_grad_dtype takes it).
 void add_grad_dtype_option(po::options_description& desc, RunOptions& o);
 DType grad_dtype_of(const RunOptions& o);
+// The same for subcommands with one --precision: bf16 gradients refused unless it is bf16.
+DType grad_dtype_for_precision(const RunOptions& o);
 // --flash-kernels, --wgmma-tiles (subcommands that run the model), and their values applied to a
 // context: an explicit wgmma request the GPU or binary cannot run fails there, named.
 void add_flash_options(po::options_description& desc, RunOptions& o);

@@ -242,9 +242,7 @@ int run_train(const std::vector<std::string>& args) {
   const Precision precision = precision_from_name(run.precision);
   const Device device = resolve_device(run);
   PT_CHECK(!(precision == Precision::BF16 && device.is_cpu()), "--precision bf16 needs a GPU");
-  const DType grad_dtype = grad_dtype_of(run);
-  PT_CHECK(grad_dtype == DType::F32 || precision == Precision::BF16,
-           "--grad-dtype bf16 needs --precision bf16 (this run's is " + run.precision + ")");
+  const DType grad_dtype = grad_dtype_for_precision(run);
   TransformerConfig cfg = TransformerConfig::named(t.model);
   if (t.d_model) cfg.d_model = t.d_model;
   if (t.num_layers) cfg.num_layers = t.num_layers;

@@ -21,8 +21,9 @@ struct GemmDesc {
   void* c;
   int64_t ldc, stride_c;
   // The C that beta scales, when it is not the output (2-D, C's layout): D = alpha·op(A)·op(B) +
-  // beta·c_in into c, c_in left as it is. nullptr: c itself. cuBLASLt reads it in its epilogue;
-  // the cuBLAS call and the CPU copy it into c first.
+  // beta·c_in into c, c_in left as it is; ops::matmul sets it only apart from c and with beta ≠ 0
+  // (nullptr: c itself). cuBLASLt reads it in its epilogue; the cuBLAS call and the CPU copy it
+  // into c first.
   const void* c_in = nullptr;
 };
 
