@@ -409,8 +409,18 @@ void launch_bwd(const FlashParams& p, cudaStream_t stream) {
               : launch_dkdv_accumulating_dq<kHeadDim, 2, kCausal>(p, stream);
     return;
   }
-  dkdv == 1 ? launch_dkdv<kHeadDim, 1, kCausal, false>(p, stream) : launch_dkdv<kHeadDim, 2, kCausal, false>(p, stream);
-  dq == 1 ? launch_dq<kHeadDim, 1, kCausal>(p, stream) : launch_dq<kHeadDim, 2, kCausal>(p, stream);
+  if (p.tiles.dkdv_warp_specialized)
+    flash_bwd_dkdv_wgmma_ws(p, stream);
+  else if (dkdv == 1)
+    launch_dkdv<kHeadDim, 1, kCausal, false>(p, stream);
+  else
+    launch_dkdv<kHeadDim, 2, kCausal, false>(p, stream);
+  if (p.tiles.dq_warp_specialized)
+    flash_bwd_dq_wgmma_ws(p, stream);
+  else if (dq == 1)
+    launch_dq<kHeadDim, 1, kCausal>(p, stream);
+  else
+    launch_dq<kHeadDim, 2, kCausal>(p, stream);
 }
 
 }  // namespace

@@ -131,6 +131,7 @@ void launch_tiles(const FlashParams& p, cudaStream_t stream) {
 }  // namespace flash
 
 void flash_fwd_wgmma(const FlashParams& p, cudaStream_t stream) {
+  if (p.tiles.fwd_warp_specialized) return flash_fwd_wgmma_ws(p, stream);
   const bool launched = flash_head_dim_switch<true>(p.head_dim, p.causal, [&](auto d, auto causal) {
     flash::launch_tiles<decltype(d)::value, decltype(causal)::value>(p, stream);
   });

@@ -105,6 +105,13 @@ void flash_bwd_bf16(const FlashParams& p, cudaStream_t stream);
 // The wgmma kernels alone (p.head_dim among the wgmma entries of kFlashHeadDims). The backward
 // launches dK/dV and dQ and expects p.delta already computed.
 void flash_fwd_wgmma(const FlashParams& p, cudaStream_t stream);
+// The warp-specialised forward (TMA producer, mbarrier stages; flash_fwd_ws.cu), which
+// flash_fwd_wgmma runs when p.tiles.fwd_warp_specialized.
+void flash_fwd_wgmma_ws(const FlashParams& p, cudaStream_t stream);
+// The warp-specialised backward passes (flash_bwd_ws.cu), which flash_bwd_wgmma runs when
+// p.tiles.dkdv_warp_specialized / dq_warp_specialized.
+void flash_bwd_dkdv_wgmma_ws(const FlashParams& p, cudaStream_t stream);
+void flash_bwd_dq_wgmma_ws(const FlashParams& p, cudaStream_t stream);
 void flash_bwd_wgmma(const FlashParams& p, cudaStream_t stream);
 // CUDA-core kernels for fp32 inputs (FFMA, fp32 throughout: the tight-tolerance path).
 void flash_fwd_fp32(const FlashParams& p, cudaStream_t stream);

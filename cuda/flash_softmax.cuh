@@ -11,14 +11,16 @@ namespace pt::cuda::flash {
 __device__ __forceinline__ int frag_row(int e) { return (threadIdx.x % 32) / 4 + 8 * (e >> 1); }
 __device__ __forceinline__ int frag_col(int j, int e) { return j * 8 + 2 * (threadIdx.x % 4) + (e & 1); }
 
-// Forward, one key tile: mask (kMasked: the tile crosses the diagonal or the end of the keys;
-// unmasked tiles do no index arithmetic), raise the running max, rescale O and the running sum,
-// and turn the raw scores S into P = exp(scale·S − max) in place.
+// Forward, one key tile, the scores' part: mask (kMasked: the tile crosses the diagonal or the
+// end of the keys; unmasked tiles do no index arithmetic), raise the running max, turn the raw
+// scores S into P = exp(scale·S − max) in place and rescale the running sum. alpha: the factor
+// O must be rescaled by (rescale_rows), left to the caller so that a P·V product still in flight
+// (the warp-specialised forward) can finish first.
 // row0: query index of the strip's first row; n0: key index of the tile's first column.
-template <int kBlockN, int kHeadDim, bool kCausal, bool kMasked>
-__device__ __forceinline__ void online_softmax(float (&acc_s)[kBlockN / 8][4], float (&acc_o)[kHeadDim / 8][4],
-                                               float (&row_max)[2], float (&row_sum)[2], int row0, int n0, int seqlen_k,
-                                               float scale_log2, float mask_bias) {
+template <int kBlockN, bool kCausal, bool kMasked>
+__device__ __forceinline__ void softmax_scores(float (&acc_s)[kBlockN / 8][4], float (&row_max)[2], float (&row_sum)[2],
+                                               float (&alpha)[2], int row0, int n0, int seqlen_k, float scale_log2,
+                                               float mask_bias) {
   if constexpr (kMasked) {
 #pragma unroll
     for (int j = 0; j < kBlockN / 8; ++j)
@@ -38,7 +40,7 @@ __device__ __forceinline__ void online_softmax(float (&acc_s)[kBlockN / 8][4], f
     for (int j = 0; j < kBlockN / 8; ++j) mx = fmaxf(mx, fmaxf(acc_s[j][2 * r], acc_s[j][2 * r + 1]));
     mx = quad_max(mx);  // finite: every tile has a valid key, masked ones are only biased
     // First tile: row_max = -inf, alpha = 2^-inf = 0 (O and l are still zero anyway).
-    const float alpha = exp2_approx((row_max[r] - mx) * scale_log2);
+    alpha[r] = exp2_approx((row_max[r] - mx) * scale_log2);
     row_max[r] = mx;
     const float neg_max = -mx * scale_log2;
     float sum = 0.0f;
@@ -49,13 +51,30 @@ __device__ __forceinline__ void online_softmax(float (&acc_s)[kBlockN / 8][4], f
       sum += acc_s[j][2 * r] + acc_s[j][2 * r + 1];
     }
     // Each lane keeps a partial sum of its own columns; the quad adds them up at the end.
-    row_sum[r] = row_sum[r] * alpha + sum;
-#pragma unroll
-    for (int j = 0; j < kHeadDim / 8; ++j) {
-      acc_o[j][2 * r] *= alpha;
-      acc_o[j][2 * r + 1] *= alpha;
-    }
+    row_sum[r] = row_sum[r] * alpha[r] + sum;
   }
+}
+
+// O's rows times the running max's correction (softmax_scores' alpha).
+template <int kHeadDim>
+__device__ __forceinline__ void rescale_rows(float (&acc_o)[kHeadDim / 8][4], const float (&alpha)[2]) {
+#pragma unroll
+  for (int j = 0; j < kHeadDim / 8; ++j) {
+    acc_o[j][0] *= alpha[0];
+    acc_o[j][1] *= alpha[0];
+    acc_o[j][2] *= alpha[1];
+    acc_o[j][3] *= alpha[1];
+  }
+}
+
+// Forward, one key tile, both parts: softmax_scores, then O rescaled at once.
+template <int kBlockN, int kHeadDim, bool kCausal, bool kMasked>
+__device__ __forceinline__ void online_softmax(float (&acc_s)[kBlockN / 8][4], float (&acc_o)[kHeadDim / 8][4],
+                                               float (&row_max)[2], float (&row_sum)[2], int row0, int n0, int seqlen_k,
+                                               float scale_log2, float mask_bias) {
+  float alpha[2];
+  softmax_scores<kBlockN, kCausal, kMasked>(acc_s, row_max, row_sum, alpha, row0, n0, seqlen_k, scale_log2, mask_bias);
+  rescale_rows<kHeadDim>(acc_o, alpha);
 }
 
 // Forward epilogue: O = acc / l to bf16 rows, L = m·scale + log(l) (the logsumexp of the scaled

@@ -24,6 +24,10 @@
 #   torch-ddp-xl         scripts/compare_torch_ddp.py xl fp32,bf16 on 2 ranks                 (2)
 #   nccl-channels        NCCL_DEBUG=INFO all-reduce on 2 ranks: the channel count NCCL picks  (2)
 #   sanitizer            compute-sanitizer memcheck + racecheck on the small flash GPU tests  (1)
+#   flash-ws             the warp-specialised TMA kernels (tiles ws…): flash GPU tests, sanitizers,
+#                        leaderboard d 64 and 128 against the defaults and SDPA, short lengths (1)
+#   flash-sweep-ws       the B 1 × H 1 flash sweep (T 128 … 65536) at d 64 and 128: warp-specialised
+#                        defaults against the cp.async shapes                                     (1)
 #   gemm-xl              bench gemm xl ctx 512, fp32 and bf16: cuBLAS against cuBLASLt        (1)
 #   model-sizes          bench model, every named size, ctx 512: fp32 naive, bf16 naive+flash  (1)
 #   model-xl-gemm        bench model xl ctx 512 fp32 naive and bf16 flash, --gemm cublas,autotune (1)
@@ -58,6 +62,7 @@
 #   peers-xl             bench model xl: fp32 naive, bf16 flash (fp32 and bf16 gradients), then
 #                        compare_torch.py xl eager fp32 and bf16                                  (1)
 #   ab                   two bundles (BUNDLES="before main") alternating on XL and small bf16, one call (1)
+#   ab-flash             the same for the flash leaderboard case, d 64 and 128 (FLASH_TILES)          (1)
 #   grad-dtype           bench model small and xl, ctx 512, bf16 flash, --grad-dtype fp32 then bf16,
 #                        alternating twice; the XL roofline and the small model's CUDA graph both ways (1)
 #   sanitizer-grads      compute-sanitizer memcheck on the --grad-dtype bf16 kernels' GPU tests      (1)
@@ -67,7 +72,8 @@
 #                        fp32 then bf16 gradients, and bf16 gradients with --recompute off                (1)
 #   ncu-flash            ncu on the default bf16 flash kernels, one forward+backward each of the leaderboard
 #                        case (B 1, H 16, T 16384, d 64, causal) and XL's (B 4, H 25, T 512): speed of light,
-#                        tensor pipes, occupancy, stall reasons (raw CSV, $RESULTS/ncu_flash_*.csv)        (1)
+#                        tensor pipes, occupancy, stall reasons (raw CSV, $RESULTS/ncu_flash_*.csv);
+#                        NCU_TILES=<wgmma tiles> profiles those instead of the defaults                   (1)
 #   ncu-memory           ncu on one XL bf16 step (--grad-dtype bf16): every memory-bound kernel's time,
 #                        DRAM bytes and rate, summed per kernel (NCU_SIZE=small for the small model)   (1)
 #   llmc-xl              llm.c's train_gpt2cu (GPT-2 1.5B from scratch, -e d48, no cuDNN) at the same
@@ -238,6 +244,21 @@ step_ab() {
   done
   bench_model ab_roofline_xl xl bf16 flash --grad-dtype bf16 --breakdown
 }
+# The same A/B for the flash kernels: the leaderboard case at d 64 and 128 with FLASH_TILES
+# (default: the warp-specialised passes), each bundle twice, alternating.
+step_ab-flash() {
+  local k b d
+  for k in 1 2; do
+    for b in ${BUNDLES:-before main}; do
+      for d in 64 128; do
+        (source ".devbundle/$b/env.sh" &&
+          paratrain bench attention --impl flash --dtype bf16 --batch 1 --heads 16 --seq 16384 --head-dim $d \
+            --causal 1 --dout ones --flash-kernels wgmma --wgmma-tiles "${FLASH_TILES:-ws2x128/ws2/ws2}" \
+            --out "$RESULTS/ab_flash_${b}_d${d}_$k.h5" --overwrite | grep "^flash " | sed "s|^|$b |") || return
+      done
+    done
+  done
+}
 step_accum-xl() {
   local g=${GRAD_DTYPE:-fp32}
   paratrain bench model --sizes xl --contexts 1024 --precisions bf16 --attention flash --batch-size 4 \
@@ -318,7 +339,8 @@ step_ncu-flash() {
       --section SpeedOfLight --section ComputeWorkloadAnalysis --section Occupancy --section WarpStateStats \
       --section LaunchStats --metrics sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active \
       paratrain bench attention --impl flash --dtype bf16 --batch "$b" --heads "$h" --seq "$t" --head-dim 64 \
-      --causal 1 --dout ones --warmup 1 --iters 1 --out "$RESULTS/ncu_flash_$name.h5" --overwrite \
+      --causal 1 --dout ones --warmup 1 --iters 1 ${NCU_TILES:+--flash-kernels wgmma --wgmma-tiles "$NCU_TILES"} \
+      --out "$RESULTS/ncu_flash_$name.h5" --overwrite \
       >"$RESULTS/ncu_flash_$name.csv" || return
     grep -c '^"[0-9]' "$RESULTS/ncu_flash_$name.csv"
   done
@@ -361,6 +383,46 @@ step_flash-acc() {
   paratrain bench attention --impl flash --dtype bf16 --batch 1 --heads 16 --seq 2048,8192,16384 --head-dim 64,128 \
     --causal 1 --dout ones --flash-kernels wgmma --wgmma-tiles 1x64/1/1,2x128/2/1,1x64/1/acc,2x128/2/acc,2x128/1/acc \
     --out "$RESULTS/flash_acc_sweep.h5" --overwrite
+}
+# The warp-specialised TMA forward (issue 18): the flash GPU tests with each of its shapes,
+# memcheck / racecheck / synccheck on small cases, then the leaderboard case against the default
+# and SDPA in the same step, and the model's short lengths (B·H = 64) at d 64 and 128.
+step_flash-ws() {
+  local rc=0 t tool all=ws2x128/ws2/ws2
+  for t in ${WS_TILES:-ws2x128/ws2/ws2 ws3x128/1/1}; do
+    echo "== flash GPU tests, tiles $t"
+    PT_FLASH_TEST_KERNELS=wgmma PT_FLASH_TEST_WGMMA_TILES=$t paratrain_tests_gpu --gtest_color=no \
+      --gtest_filter='FlashGpu.*:-FlashGpu.SinglePassBackwardAccumulatesDq' || rc=1
+  done
+  paratrain bench attention --study leaderboard --flash-kernels wgmma \
+    --wgmma-tiles 1x64/1/1,ws2x128/1/1,ws3x128/ws2/ws2,$all --out "$RESULTS/flash_ws_lb.h5" --overwrite &&
+  python3 scripts/bench_attention_torch.py --paratrain-h5 "$RESULTS/flash_ws_lb.h5" || rc=1
+  paratrain bench attention --impl flash --dtype bf16 --batch 1 --heads 16 --seq 16384 --head-dim 128 --causal 1 \
+    --dout ones --flash-kernels wgmma --wgmma-tiles 2x128/2/1,2x128/ws2/ws2,$all --out "$RESULTS/flash_ws_d128.h5" \
+    --overwrite && python3 scripts/bench_attention_torch.py --head-dim 128 --paratrain-h5 "$RESULTS/flash_ws_d128.h5" || rc=1
+  paratrain bench attention --impl flash --dtype bf16 --batch 4 --heads 16 --seq 512,1024,2048 --head-dim 64 \
+    --causal 1 --dout ones --flash-kernels wgmma --wgmma-tiles 1x64/1/1,ws2x128/1/1,1x64/ws2/ws2,$all \
+    --out "$RESULTS/flash_ws_short64.h5" --overwrite || rc=1
+  paratrain bench attention --impl flash --dtype bf16 --batch 4 --heads 16 --seq 512,1024,2048 --head-dim 128 \
+    --causal 1 --dout ones --flash-kernels wgmma --wgmma-tiles 2x128/2/1,2x128/ws2/ws2,$all \
+    --out "$RESULTS/flash_ws_short128.h5" --overwrite || rc=1
+  for tool in memcheck racecheck synccheck; do
+    echo "== compute-sanitizer $tool, tiles $all"
+    PT_FLASH_TEST_KERNELS=wgmma PT_FLASH_TEST_WGMMA_TILES=$all compute-sanitizer --tool $tool --error-exitcode 3 \
+      paratrain_tests_gpu --gtest_color=no --gtest_filter='FlashGpu.Batch4Seq128D64:FlashGpu.OddLengths' || rc=1
+  done
+  return $rc
+}
+# The flash sweep of docs/FLASH_ATTENTION.md (B 1, H 1, causal, bf16, T 128 … 65536) for d 64 and
+# 128: the defaults against the cp.async shapes they replaced.
+step_flash-sweep-ws() {
+  local seq=128,256,512,1024,2048,4096,8192,16384,32768,65536
+  paratrain bench attention --impl flash --dtype bf16 --batch 1 --heads 1 --seq $seq --head-dim 64 --causal 1 \
+    --flash-kernels wgmma --wgmma-tiles 1x64/1/1,ws2x128/ws2/ws2 --iters 10 --warmup 2 \
+    --out "$RESULTS/flash_sweep_d64.h5" --overwrite &&
+  paratrain bench attention --impl flash --dtype bf16 --batch 1 --heads 1 --seq $seq --head-dim 128 --causal 1 \
+    --flash-kernels wgmma --wgmma-tiles 2x128/2/1,2x128/ws2/ws2 --iters 10 --warmup 2 \
+    --out "$RESULTS/flash_sweep_d128.h5" --overwrite
 }
 step_gemm-xl() {
   for p in fp32 bf16; do

@@ -3,6 +3,7 @@
 #include "ops/flash_attention.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -19,17 +20,23 @@ namespace {
 
 constexpr int kCpuTile = 32;
 
-// Default wgmma tile shapes per head dimension: the fastest of the compiled shapes on an H100
-// (docs/FLASH_ATTENTION.md, run 3; B 1, H 16, causal, T 8192 and 16384). d = 64: one warpgroup
-// per block in every pass (3-4 independent blocks per SM instead of one or two lock-stepped
-// pairs); d = 128: the forward with two warpgroups and 128 keys per step, the backward shapes
-// within noise of each other.
-WgmmaTiles default_wgmma_tiles(int64_t head_dim) {
-  return wgmma_tiles_from_name(head_dim == 128 ? "2x128/2/1" : "1x64/1/1");
+// Default wgmma tile shapes: the fastest of the compiled shapes on an H100 (docs/FLASH_ATTENTION.md,
+// B 4 × H 16 at T 512 … 2048 and the leaderboard case B 1 × H 16 × T 16384, causal). d = 128: the
+// cp.async forward with two warpgroups and 128 keys per step and both warp-specialised backward
+// passes, at every length. d = 64: the warp-specialised passes from 2048 keys on (leaderboard
+// fwd+bwd 5.75 → 4.62 ms); below, one-warpgroup cp.async blocks, several to an SM, which fill the
+// machine better than one 384-thread block per SM does on a few short tiles (T 512: 0.069 against
+// 0.075 ms).
+constexpr int64_t kWarpSpecializedFromLength = 2048;
+WgmmaTiles default_wgmma_tiles(int64_t head_dim, int64_t seqlen) {
+  if (head_dim == 128) return wgmma_tiles_from_name("2x128/ws2/ws2");
+  return wgmma_tiles_from_name(seqlen >= kWarpSpecializedFromLength ? "ws2x128/ws2/ws2" : "1x64/1/1");
 }
 
 // The Q field of a tile name that selects dQ accumulation in the dK/dV pass.
 constexpr const char* kDqAccumulateName = "acc";
+// The prefix of a forward field that selects the warp-specialised TMA forward, e.g. "ws3x128".
+constexpr const char* kWarpSpecializedName = "ws";
 
 // A 3-D (B, T, D) tensor as the (B, 1, T, D) view; 4-D tensors unchanged.
 Tensor as_4d(const Tensor& t, const char* what) {
@@ -125,7 +132,7 @@ cuda::FlashParams make_params(const Context& ctx, const Dims& dm, const Tensor& 
   p.causal = causal;
   if (q.dtype() == DType::BF16) {
     p.kernels = choose_flash_kernels(ctx.flash().kernels, ctx.target(), dm.d);
-    p.tiles = flash_wgmma_tiles(ctx.flash(), dm.d);
+    p.tiles = flash_wgmma_tiles(ctx.flash(), dm.d, std::max(dm.tq, dm.tk));
   }
   return p;
 }
@@ -169,37 +176,78 @@ FlashKernels flash_kernels_from_name(const std::string& name) {
   return enum_from_name(kFlashKernels, name, "--flash-kernels");
 }
 
-WgmmaTiles flash_wgmma_tiles(const FlashChoice& choice, int64_t head_dim) {
-  return choice.tiles ? *choice.tiles : default_wgmma_tiles(head_dim);
+WgmmaTiles flash_wgmma_tiles(const FlashChoice& choice, int64_t head_dim, int64_t seqlen) {
+  return choice.tiles ? *choice.tiles : default_wgmma_tiles(head_dim, seqlen);
 }
 
 std::string wgmma_tiles_name(const WgmmaTiles& t) {
-  return std::to_string(t.fwd_warpgroups) + "x" + std::to_string(t.fwd_block_n) + "/" +
-         std::to_string(t.dkdv_warpgroups) + "/" +
-         (t.dq_accumulate ? std::string(kDqAccumulateName) : std::to_string(t.dq_warpgroups));
+  auto ws = [](bool on) { return std::string(on ? kWarpSpecializedName : ""); };
+  return ws(t.fwd_warp_specialized) + std::to_string(t.fwd_warpgroups) + "x" + std::to_string(t.fwd_block_n) + "/" +
+         ws(t.dkdv_warp_specialized) + std::to_string(t.dkdv_warpgroups) + "/" +
+         (t.dq_accumulate ? std::string(kDqAccumulateName)
+                          : ws(t.dq_warp_specialized) + std::to_string(t.dq_warpgroups));
 }
+
+namespace {
+// One field of a tile name: an optional "ws" prefix, then digits and, in the forward field, "x"
+// and more digits. Returns false when the text is not of that form.
+bool parse_tile_field(const std::string& field, bool forward, bool& ws, int& warpgroups, int& block_n) {
+  const std::string prefix = kWarpSpecializedName;
+  ws = field.compare(0, prefix.size(), prefix) == 0;
+  const std::string rest = ws ? field.substr(prefix.size()) : field;
+  const size_t x = rest.find('x');
+  const std::string count = forward ? rest.substr(0, x) : rest,
+                    keys = forward && x != std::string::npos ? rest.substr(x + 1) : "";
+  auto all_digits = [](const std::string& t) {
+    return !t.empty() && t.size() <= 3 &&
+           std::all_of(t.begin(), t.end(), [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)); });
+  };
+  if (!all_digits(count) || (forward && !all_digits(keys)) || (!forward && x != std::string::npos)) return false;
+  warpgroups = std::stoi(count);
+  if (forward) block_n = std::stoi(keys);
+  return true;
+}
+}  // namespace
 
 WgmmaTiles wgmma_tiles_from_name(const std::string& name) {
   WgmmaTiles t;
-  char dq[8] = {0}, tail = 0;
-  const int n = std::sscanf(name.c_str(), "%dx%d/%d/%7[a-z0-9]%c", &t.fwd_warpgroups, &t.fwd_block_n,
-                            &t.dkdv_warpgroups, dq, &tail);
-  t.dq_accumulate = std::string(dq) == kDqAccumulateName;
-  if (!t.dq_accumulate) t.dq_warpgroups = std::atoi(dq);
+  const std::string ws = kWarpSpecializedName;
+  std::vector<std::string> fields;
+  for (size_t begin = 0;;) {
+    const size_t slash = name.find('/', begin);
+    fields.push_back(name.substr(begin, slash == std::string::npos ? std::string::npos : slash - begin));
+    if (slash == std::string::npos) break;
+    begin = slash + 1;
+  }
+  int unused = 0;
+  bool ok = fields.size() == 3 &&
+            parse_tile_field(fields[0], true, t.fwd_warp_specialized, t.fwd_warpgroups, t.fwd_block_n) &&
+            parse_tile_field(fields[1], false, t.dkdv_warp_specialized, t.dkdv_warpgroups, unused);
+  if (ok) {
+    t.dq_accumulate = fields[2] == kDqAccumulateName;
+    ok = t.dq_accumulate || parse_tile_field(fields[2], false, t.dq_warp_specialized, t.dq_warpgroups, unused);
+  }
   auto one_or_two = [](int w) { return w == 1 || w == 2; };
-  PT_CHECK(n == 4 && one_or_two(t.fwd_warpgroups) && (t.fwd_block_n == 64 || t.fwd_block_n == 128) &&
-               one_or_two(t.dkdv_warpgroups) &&
-               (t.dq_accumulate || (one_or_two(t.dq_warpgroups) && std::string(dq).size() == 1)),
-           "wgmma tiles '" + name + "': expected F/K/Q with F = 1|2 x 64|128, K = 1|2 and Q = 1|2 or " +
-               kDqAccumulateName + " (dQ accumulated in the dK/dV pass), e.g. 2x64/2/2 or 1x64/1/" + kDqAccumulateName);
+  // The compiled shapes: cp.async kernels 1|2 × 64|128, 1|2, 1|2; warp-specialised forward
+  // 2|3 × 128, backward passes 2; the single pass (acc) with a cp.async dK/dV kernel only.
+  ok = ok &&
+       (t.fwd_warp_specialized ? (t.fwd_warpgroups == 2 || t.fwd_warpgroups == 3) && t.fwd_block_n == 128
+                               : one_or_two(t.fwd_warpgroups) && (t.fwd_block_n == 64 || t.fwd_block_n == 128)) &&
+       (t.dkdv_warp_specialized ? t.dkdv_warpgroups == 2 && !t.dq_accumulate : one_or_two(t.dkdv_warpgroups)) &&
+       (t.dq_accumulate || (t.dq_warp_specialized ? t.dq_warpgroups == 2 : one_or_two(t.dq_warpgroups)));
+  PT_CHECK(ok, "wgmma tiles '" + name + "': expected F/K/Q with F = 1|2 x 64|128, K = 1|2 and Q = 1|2 or " +
+                   kDqAccumulateName + " (dQ accumulated in the dK/dV pass); " + ws +
+                   " before a field selects that pass's warp-specialised TMA kernel: F = " + ws + "2|" + ws +
+                   "3 x 128, K = " + ws + "2, Q = " + ws + "2 (not with " + kDqAccumulateName +
+                   "). E.g. 2x64/2/2, 1x64/1/" + kDqAccumulateName + ", " + ws + "2x128/" + ws + "2/" + ws + "2");
   return t;
 }
 
-std::string flash_kernel_used(const Context& ctx, DType dtype, int64_t head_dim) {
+std::string flash_kernel_used(const Context& ctx, DType dtype, int64_t head_dim, int64_t seqlen) {
   if (!ctx.is_cuda()) return "cpu";
   if (dtype != DType::BF16) return "simt";
   if (choose_flash_kernels(ctx.flash().kernels, ctx.target(), head_dim) == FlashKernels::Wgmma)
-    return "wgmma " + wgmma_tiles_name(flash_wgmma_tiles(ctx.flash(), head_dim));
+    return "wgmma " + wgmma_tiles_name(flash_wgmma_tiles(ctx.flash(), head_dim, seqlen));
   return "mma.sync";
 }
 

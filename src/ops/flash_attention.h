@@ -47,14 +47,16 @@ FlashKernels flash_kernels_from_name(const std::string& name);  // auto | mma | 
 // (1|2 x 64|128), then the warpgroups per block of the dK/dV pass and of the dQ pass (1|2), e.g.
 // "2x64/2/2"; Q = "acc" drops the dQ pass: the dK/dV pass adds dS·K into an fp32 (B, H, Tq, D)
 // workspace with bulk reductions (no longer bit-for-bit deterministic in dQ), e.g. "1x64/1/acc".
-// Unless the choice names tiles, each head dimension runs its default shape (the fastest
-// measured on an H100).
-WgmmaTiles flash_wgmma_tiles(const FlashChoice& choice, int64_t head_dim);  // what runs for this head dimension
+// A forward field "ws<warpgroups>x128" (2|3) selects the warp-specialised TMA forward, e.g.
+// "ws3x128/1/1" (sm_90a; a producer warpgroup and that many math warpgroups of 64 rows).
+// Unless the choice names tiles, each head dimension and sequence length (the longer of Tq, Tk)
+// runs its default shape (the fastest measured on an H100).
+WgmmaTiles flash_wgmma_tiles(const FlashChoice& choice, int64_t head_dim, int64_t seqlen);
 std::string wgmma_tiles_name(const WgmmaTiles& tiles);
 WgmmaTiles wgmma_tiles_from_name(const std::string& name);  // throws for shapes not compiled
 // The kernels that run for these arguments: "wgmma <tiles>" or "mma.sync" (bf16 on the GPU),
 // "simt" (fp32 on the GPU), "cpu".
-std::string flash_kernel_used(const Context& ctx, DType dtype, int64_t head_dim);
+std::string flash_kernel_used(const Context& ctx, DType dtype, int64_t head_dim, int64_t seqlen);
 
 // The tiled CPU algorithms themselves (the functions above call these for CPU tensors with
 // 32 × 32 tiles). Tile sizes are parameters so tests can exercise partial and uneven tiles.

@@ -317,7 +317,7 @@ TEST(FlashGpu, BackwardIsDeterministic) {
     ctx.set_flash(choice(kf));
     SCOPED_TRACE(ops::flash_kernels_name(kf));
     const Outputs a = run_flash(ctx, c, q, k, v, dout), b = run_flash(ctx, c, q, k, v, dout);
-    if (kf != ops::FlashKernels::Wgmma || !ops::flash_wgmma_tiles(ctx.flash(), m.d).dq_accumulate)
+    if (kf != ops::FlashKernels::Wgmma || !ops::flash_wgmma_tiles(ctx.flash(), m.d, m.tq).dq_accumulate)
       EXPECT_EQ(a.dq, b.dq);
     EXPECT_EQ(a.dk, b.dk);
     EXPECT_EQ(a.dv, b.dv);
@@ -364,9 +364,9 @@ TEST(FlashGpu, KernelChoiceFollowsTheDeviceAndTheBinary) {
   const bool sm90a =
       prop.major == 9 && prop.minor == 0 && compiled_cuda_architectures().find("90a") != std::string::npos;
   EXPECT_EQ(t.sm90a_features, sm90a) << compiled_cuda_architectures();
-  const std::string used = ops::flash_kernel_used(ctx, DType::BF16, 64);
+  const std::string used = ops::flash_kernel_used(ctx, DType::BF16, 64, 512);
   EXPECT_EQ(used.rfind("wgmma", 0) == 0, sm90a) << used;
-  EXPECT_EQ(ops::flash_kernel_used(ctx, DType::BF16, 80), "mma.sync");
+  EXPECT_EQ(ops::flash_kernel_used(ctx, DType::BF16, 80, 512), "mma.sync");
   if (!sm90a) {
     try {
       ctx.set_flash(choice(ops::FlashKernels::Wgmma));

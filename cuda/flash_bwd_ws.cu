@@ -1,0 +1,402 @@
+// FlashAttention backward on Hopper in FlashAttention-3's design (issue 18): the two passes of
+// flash_bwd_wgmma.cu (dK/dV per key tile, dQ per query tile, no atomics, bit-for-bit
+// reproducible), each with warpgroup 0 as a TMA producer (flash_tma.cuh) and two math
+// warpgroups of 64 rows that never copy, wait on a copy or meet at a block barrier.
+//
+// dK/dV pass (128 keys a block): the producer loads K and V once, then per query tile Q, dO
+// (TMA) and L, delta (its first warp, plain loads into shared memory) into a ring of stages.
+// Each math warpgroup runs [Sᵀ = K·Qᵀ, dPᵀ = V·dOᵀ], the element-wise Pᵀ and dSᵀ, then
+// [dV += Pᵀ·dO, dK += dSᵀ·Q], and releases the stage; its two warpgroups drift apart, so one's
+// element-wise work runs beside the other's products. (Overlapping a tile's element-wise work with
+// the previous tile's products inside a warpgroup, as the dQ pass does, needs both tiles in
+// registers: at 64 queries a stage it lost to 128 queries a stage without it, 3.44 against 3.32 ms
+// of backward on the leaderboard case; docs/FLASH_ATTENTION.md.)
+//
+// dQ pass (128 queries a block): the producer loads Q and dO once, then each key tile's K and V.
+// As in the forward (flash_fwd_ws.cu), the element-wise work of tile j overlaps the product of
+// tile j−1 that needs it, inside each math warpgroup:
+//
+//   issue [S_j = Q·K_jᵀ, dP_j = dO·V_jᵀ], issue dQ += dS_{j−1}·K_{j−1};  wait for S_j, dP_j;
+//   P_j, dS_j in fp32;  wait for dQ;  release stage j−1;  dS_j to bf16
+//
+// delta = rowsum(O ∘ dO) comes from flash_bwd_bf16.cu's kernel, launched first.
+#include <string>
+
+#include "core/error.h"
+#include "cuda/flash_params.h"
+#include "cuda/flash_softmax.cuh"
+#include "cuda/flash_tma.cuh"
+
+namespace pt::cuda {
+namespace flash {
+namespace {
+
+constexpr int kMathWarpgroups = 2;  // per block, in both passes
+constexpr int kProducerRegs = 24, kMathRegs = 240;
+static_assert((kProducerRegs + kMathWarpgroups * kMathRegs) * 128 <= 65536, "register file overcommitted");
+
+// dK/dV pass: 64 keys per math warpgroup; 128 queries per stage at d = 64 (Sᵀ, dPᵀ of 64 × 128 per
+// warpgroup), 64 at d = 128, where dK and dV already take 128 registers a thread.
+template <int kHeadDim>
+struct DkDvWsTraits {
+  static constexpr int kBlockN = 64 * kMathWarpgroups;       // keys per block
+  static constexpr int kBlockM = kHeadDim == 64 ? 128 : 64;  // queries per stage
+  static constexpr int kThreads = 128 * (kMathWarpgroups + 1);
+  static constexpr int kStages = kHeadDim == 64 ? 3 : 2;
+  static constexpr int kKVBytes = sw128_tile_bytes<kBlockN, kHeadDim>();
+  static constexpr int kQBytes = sw128_tile_bytes<kBlockM, kHeadDim>();
+  // K, V; kStages × (Q, dO); kStages × (L, delta) fp32; alignment slack.
+  static constexpr int kSmemBytes = 2 * kKVBytes + kStages * (2 * kQBytes + 2 * kBlockM * 4) + kSwizzleBlockBytes;
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory overcommitted");
+};
+
+// dQ pass: 64 queries per math warpgroup; 128 keys per stage at d = 64, 64 at d = 128.
+template <int kHeadDim>
+struct DqWsTraits {
+  static constexpr int kBlockM = 64 * kMathWarpgroups;       // queries per block
+  static constexpr int kBlockN = kHeadDim == 64 ? 128 : 64;  // keys per stage
+  static constexpr int kThreads = 128 * (kMathWarpgroups + 1);
+  static constexpr int kStages = 3;
+  static constexpr int kQBytes = sw128_tile_bytes<kBlockM, kHeadDim>();
+  static constexpr int kKVBytes = sw128_tile_bytes<kBlockN, kHeadDim>();
+  static constexpr int kSmemBytes = 2 * kQBytes + 2 * kStages * kKVBytes + kSwizzleBlockBytes;  // Q, dO; K, V ring
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory overcommitted");
+};
+
+struct DkDvWsMaps {
+  TmaRows q, k, v, d_o;
+};
+struct DqWsMaps {
+  TmaRows q, k, v, d_o;
+};
+
+template <int kHeadDim, bool kCausal>
+__global__ void __launch_bounds__(DkDvWsTraits<kHeadDim>::kThreads, 1)
+    flash_bwd_dkdv_ws_kernel(const __grid_constant__ DkDvWsMaps maps, const FlashParams p) {
+#if PT_FLASH_WGMMA_COMPILED
+  using Tr = DkDvWsTraits<kHeadDim>;
+  constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kStages = Tr::kStages;
+  constexpr int kQElems = kBlockM * kHeadDim;
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* smem = sw128_smem_base(smem_raw);
+  bf16* sK = reinterpret_cast<bf16*>(smem);                       // (kBlockN, D) SW128
+  bf16* sV = sK + kBlockN * kHeadDim;                             // (kBlockN, D) SW128
+  bf16* sQ = sV + kBlockN * kHeadDim;                             // (kStages, kBlockM, D) SW128
+  bf16* sdO = sQ + kStages * kQElems;                             // (kStages, kBlockM, D) SW128
+  float* sL = reinterpret_cast<float*>(sdO + kStages * kQElems);  // (kStages, kBlockM)
+  float* sDelta = sL + kStages * kBlockM;                         // (kStages, kBlockM)
+  __shared__ uint64_t kv_full, q_full[kStages], q_empty[kStages];
+
+  const int n0 = blockIdx.x * kBlockN, h = blockIdx.y, b = blockIdx.z;
+  const int tq = p.seqlen_q, tk = p.seqlen_k;
+  const int64_t bh = static_cast<int64_t>(b) * p.heads + h;
+  const int m_begin = kCausal ? n0 / kBlockM : 0;
+  const int m_blocks = (tq + kBlockM - 1) / kBlockM;
+  const int wg = threadIdx.x / 128;
+
+  if (threadIdx.x == 0) {
+    mbar_init(&kv_full, 1);
+#pragma unroll
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(&q_full[s], 32);  // the producer's first warp: L and delta stored, Q and dO in flight
+      mbar_init(&q_empty[s], 128 * kMathWarpgroups);
+    }
+    fence_mbar_init();
+  }
+  __syncthreads();
+
+  if (wg == 0) {  // the producer
+    setmaxnreg_dec<kProducerRegs>();
+    const int lane = threadIdx.x;
+    if (lane < 32) {
+      if (lane == 0) {
+        mbar_arrive_expect_tx(&kv_full, 2 * Tr::kKVBytes);
+        tma_load_tile<kBlockN, kHeadDim>(sK, maps.k, &kv_full, n0, h, b);
+        tma_load_tile<kBlockN, kHeadDim>(sV, maps.v, &kv_full, n0, h, b);
+      }
+      const float* lse = p.lse + bh * tq;
+      const float* delta = p.delta + bh * tq;
+      for (int i = m_begin, it = 0; i < m_blocks; ++i, ++it) {
+        const int s = it % kStages, m0 = i * kBlockM;
+        if (it >= kStages) mbar_wait(&q_empty[s], (it / kStages - 1) & 1);
+#pragma unroll
+        for (int r = lane; r < kBlockM; r += 32) {  // zero past the last query, as the tiles are
+          sL[s * kBlockM + r] = m0 + r < tq ? lse[m0 + r] : 0.0f;
+          sDelta[s * kBlockM + r] = m0 + r < tq ? delta[m0 + r] : 0.0f;
+        }
+        if (lane == 0) {
+          mbar_arrive_expect_tx(&q_full[s], 2 * Tr::kQBytes);
+          tma_load_tile<kBlockM, kHeadDim>(sQ + s * kQElems, maps.q, &q_full[s], m0, h, b);
+          tma_load_tile<kBlockM, kHeadDim>(sdO + s * kQElems, maps.d_o, &q_full[s], m0, h, b);
+        } else {
+          mbar_arrive(&q_full[s]);
+        }
+      }
+    }
+    return;
+  }
+
+  setmaxnreg_inc<kMathRegs>();
+  const int c = wg - 1;  // this math warpgroup's keys: n0 + 64c …
+  const int key0 = n0 + c * 64 + ((threadIdx.x / 32) % 4) * 16;
+  const float scale_log2 = p.scale * kLog2e;
+  auto unmasked = [&](int i) { return (!kCausal || i * kBlockM >= n0 + kBlockN - 1) && (i + 1) * kBlockM <= tq; };
+
+  float acc_dk[kHeadDim / 8][4], acc_dv[kHeadDim / 8][4];  // (64 keys, D)
+  zero(acc_dk);
+  zero(acc_dv);
+  float acc_s[kBlockM / 8][4], acc_dp[kBlockM / 8][4];         // Sᵀ then Pᵀ; dPᵀ then dSᵀ (fp32)
+  uint32_t p_frag[kBlockM / 16][4], ds_frag[kBlockM / 16][4];  // Pᵀ, dSᵀ in bf16: A operands of dV, dK
+
+  // Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ of the tile in stage s (rows: this warpgroup's keys; columns: the
+  // tile's queries), one batch, waited for.
+  auto scores = [&](int s) {
+    zero(acc_s);
+    zero(acc_dp);
+    pin(acc_s);
+    pin(acc_dp);
+    wgmma_fence();
+    wgmma_k_major<kHeadDim, kBlockM, kBlockN, kBlockM>(acc_s, sK, c * 64, sQ + s * kQElems, 0);
+    wgmma_k_major<kHeadDim, kBlockM, kBlockN, kBlockM>(acc_dp, sV, c * 64, sdO + s * kQElems, 0);
+    wgmma_commit();
+    wgmma_wait<0>();
+    pin(acc_s);
+    pin(acc_dp);
+  };
+  // Pᵀ and dSᵀ of query tile i (stage s), into p_frag and ds_frag.
+  auto grads = [&](int i, int s) {
+    if (unmasked(i))
+      probs_by_col<kBlockM, kCausal, false>(acc_s, sL + s * kBlockM, key0, i * kBlockM, tq, scale_log2);
+    else
+      probs_by_col<kBlockM, kCausal, true>(acc_s, sL + s * kBlockM, key0, i * kBlockM, tq, scale_log2);
+    ds_by_col<kBlockM>(acc_dp, acc_s, sDelta + s * kBlockM);
+    acc_to_a<kBlockM>(p_frag, acc_s);
+    acc_to_a<kBlockM>(ds_frag, acc_dp);
+  };
+  // dV += Pᵀ·dO and dK += dSᵀ·Q (1/sqrt(d) applied at the end) of the tile in stage s, one batch,
+  // waited for; then the stage goes back to the producer.
+  auto accumulate = [&](int s) {
+    pin(p_frag);
+    pin(ds_frag);
+    pin(acc_dv);
+    pin(acc_dk);
+    wgmma_fence();
+    wgmma_regs_mn_major<kBlockM, kHeadDim, kBlockM>(acc_dv, p_frag, sdO + s * kQElems);
+    wgmma_regs_mn_major<kBlockM, kHeadDim, kBlockM>(acc_dk, ds_frag, sQ + s * kQElems);
+    wgmma_commit();
+    wgmma_wait<0>();
+    pin(acc_dv);
+    pin(acc_dk);
+    pin(p_frag);  // the A registers stay untouched until the products that read them are done
+    pin(ds_frag);
+    mbar_arrive(&q_empty[s]);
+  };
+
+  // Causal attention has Tq = Tk (ops::flash_attention), so every key block sees a query tile.
+  // Tile i's dV, dK products are issued at the top of iteration i + 1: measured 3.29 against 3.46 ms
+  // of backward (leaderboard case, one call) for the same products issued at the end of iteration i.
+  mbar_wait(&kv_full, 0);
+  mbar_wait(&q_full[0], 0);
+  scores(0);
+  grads(m_begin, 0);
+  for (int i = m_begin + 1, it = 1; i < m_blocks; ++i, ++it) {
+    const int s = it % kStages;
+    accumulate((it - 1) % kStages);
+    mbar_wait(&q_full[s], (it / kStages) & 1);
+    scores(s);
+    grads(i, s);
+  }
+  accumulate((m_blocks - 1 - m_begin) % kStages);
+
+  bf16* dk = head_row<bf16>(p.dk, p.dk_s, b, h, key0);
+  bf16* dv = head_row<bf16>(p.dv, p.dv_s, b, h, key0);
+  store_strip<kHeadDim>(dk, p.dk_s.row, acc_dk, p.scale, p.scale, tk - key0);
+  store_strip<kHeadDim>(dv, p.dv_s.row, acc_dv, 1.0f, 1.0f, tk - key0);
+#else
+  __trap();
+#endif
+}
+
+template <int kHeadDim, bool kCausal>
+__global__ void __launch_bounds__(DqWsTraits<kHeadDim>::kThreads, 1)
+    flash_bwd_dq_ws_kernel(const __grid_constant__ DqWsMaps maps, const FlashParams p) {
+#if PT_FLASH_WGMMA_COMPILED
+  using Tr = DqWsTraits<kHeadDim>;
+  constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kStages = Tr::kStages;
+  constexpr int kKVElems = kBlockN * kHeadDim;
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* smem = sw128_smem_base(smem_raw);
+  bf16* sQ = reinterpret_cast<bf16*>(smem);  // (kBlockM, D) SW128
+  bf16* sdO = sQ + kBlockM * kHeadDim;       // (kBlockM, D) SW128
+  bf16* sK = sdO + kBlockM * kHeadDim;       // (kStages, kBlockN, D) SW128
+  bf16* sV = sK + kStages * kKVElems;        // (kStages, kBlockN, D) SW128
+  __shared__ uint64_t q_full, kv_full[kStages], kv_empty[kStages];
+
+  const int m_block = static_cast<int>(gridDim.x - 1 - blockIdx.x);  // heaviest first (causal)
+  const int h = blockIdx.y, b = blockIdx.z;
+  const int m0 = m_block * kBlockM;
+  const int tq = p.seqlen_q, tk = p.seqlen_k;
+  const int64_t bh = static_cast<int64_t>(b) * p.heads + h;
+  const KeyTiles<kBlockM, kBlockN, kCausal> tiles(m0, tk);
+  const int n_blocks = tiles.n_blocks, n_full = tiles.n_full;
+  const int wg = threadIdx.x / 128;
+
+  if (threadIdx.x == 0) {
+    mbar_init(&q_full, 1);
+#pragma unroll
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(&kv_full[s], 1);
+      mbar_init(&kv_empty[s], 128 * kMathWarpgroups);
+    }
+    fence_mbar_init();
+  }
+  __syncthreads();
+
+  if (wg == 0) {  // the producer
+    setmaxnreg_dec<kProducerRegs>();
+    if (threadIdx.x == 0) {
+      mbar_arrive_expect_tx(&q_full, 2 * Tr::kQBytes);
+      tma_load_tile<kBlockM, kHeadDim>(sQ, maps.q, &q_full, m0, h, b);
+      tma_load_tile<kBlockM, kHeadDim>(sdO, maps.d_o, &q_full, m0, h, b);
+      for (int j = 0; j < n_blocks; ++j) {
+        const int s = j % kStages;
+        if (j >= kStages) mbar_wait(&kv_empty[s], (j / kStages - 1) & 1);
+        mbar_arrive_expect_tx(&kv_full[s], 2 * Tr::kKVBytes);
+        tma_load_tile<kBlockN, kHeadDim>(sK + s * kKVElems, maps.k, &kv_full[s], j * kBlockN, h, b);
+        tma_load_tile<kBlockN, kHeadDim>(sV + s * kKVElems, maps.v, &kv_full[s], j * kBlockN, h, b);
+      }
+    }
+    return;
+  }
+
+  setmaxnreg_inc<kMathRegs>();
+  const int c = wg - 1;  // this math warpgroup's queries: m0 + 64c …
+  const int row0 = m0 + c * 64 + ((threadIdx.x / 32) % 4) * 16;
+  const float scale_log2 = p.scale * kLog2e;
+  float neg_lse2[2], delta[2];  // this thread's two rows
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = row0 + frag_row(2 * r);
+    const bool valid = row < tq;
+    neg_lse2[r] = valid ? -p.lse[bh * tq + row] * kLog2e : 0.0f;
+    delta[r] = valid ? p.delta[bh * tq + row] : 0.0f;
+  }
+  float acc_dq[kHeadDim / 8][4];  // (64 queries, D)
+  zero(acc_dq);
+  float acc_s[kBlockN / 8][4], acc_dp[kBlockN / 8][4];
+  uint32_t ds_frag[kBlockN / 16][4];  // dS in bf16: the register A operand of dS·K
+
+  // S and dP of tile j into acc_s, acc_dp (issued and committed; the caller waits).
+  auto issue_scores = [&](int s) {
+    zero(acc_s);
+    zero(acc_dp);
+    pin(acc_s);
+    pin(acc_dp);
+    wgmma_fence();
+    wgmma_k_major<kHeadDim, kBlockN, kBlockM, kBlockN>(acc_s, sQ, c * 64, sK + s * kKVElems, 0);
+    wgmma_k_major<kHeadDim, kBlockN, kBlockM, kBlockN>(acc_dp, sdO, c * 64, sV + s * kKVElems, 0);
+    wgmma_commit();
+  };
+  // P and dS of tile j in fp32, in acc_s.
+  auto grads = [&](int j) {
+    if (j < n_full)
+      probs_by_row<kBlockN, kCausal, false>(acc_s, neg_lse2, row0, j * kBlockN, tk, scale_log2);
+    else
+      probs_by_row<kBlockN, kCausal, true>(acc_s, neg_lse2, row0, j * kBlockN, tk, scale_log2);
+    ds_by_row<kBlockN>(acc_s, acc_dp, delta);
+  };
+
+  mbar_wait(&q_full, 0);
+  mbar_wait(&kv_full[0], 0);
+  issue_scores(0);
+  wgmma_wait<0>();
+  pin(acc_s);
+  pin(acc_dp);
+  grads(0);
+  acc_to_a<kBlockN>(ds_frag, acc_s);
+
+  for (int j = 1; j < n_blocks; ++j) {
+    const int s = j % kStages, prev = (j - 1) % kStages;
+    mbar_wait(&kv_full[s], (j / kStages) & 1);
+    pin(ds_frag);
+    pin(acc_dq);
+    issue_scores(s);
+    wgmma_regs_mn_major<kBlockN, kHeadDim, kBlockN>(acc_dq, ds_frag, sK + prev * kKVElems);
+    wgmma_commit();
+    wgmma_wait<1>();  // S, dP done; dQ's product may still run
+    pin(acc_s);
+    pin(acc_dp);
+    grads(j);
+    wgmma_wait<0>();
+    pin(acc_dq);
+    pin(ds_frag);  // dS's registers stay untouched until the product that reads them is done
+    mbar_arrive(&kv_empty[prev]);
+    acc_to_a<kBlockN>(ds_frag, acc_s);
+  }
+
+  const int last = (n_blocks - 1) % kStages;
+  pin(ds_frag);
+  pin(acc_dq);
+  wgmma_fence();
+  wgmma_regs_mn_major<kBlockN, kHeadDim, kBlockN>(acc_dq, ds_frag, sK + last * kKVElems);
+  wgmma_commit();
+  wgmma_wait<0>();
+  pin(acc_dq);
+
+  bf16* dq = head_row<bf16>(p.dq, p.dq_s, b, h, row0);
+  store_strip<kHeadDim>(dq, p.dq_s.row, acc_dq, p.scale, p.scale, tq - row0);
+#else
+  __trap();
+#endif
+}
+
+template <typename Traits, typename Kernel, typename Maps>
+void launch(Kernel kernel, int blocks, const Maps& maps, const FlashParams& p, cudaStream_t stream) {
+  PT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSmemBytes));
+  kernel<<<dim3(static_cast<unsigned>(blocks), p.heads, p.batch), Traits::kThreads, Traits::kSmemBytes, stream>>>(maps,
+                                                                                                                  p);
+  PT_CUDA_CHECK_LAUNCH();
+}
+
+template <int kHeadDim, bool kCausal>
+void launch_dkdv(const FlashParams& p, cudaStream_t stream) {
+  using Tr = DkDvWsTraits<kHeadDim>;
+  DkDvWsMaps maps;
+  maps.q = flash_tma_rows(p.q, p.q_s, p.batch, p.heads, p.seqlen_q, kHeadDim, Tr::kBlockM);
+  maps.d_o = flash_tma_rows(p.dout, p.do_s, p.batch, p.heads, p.seqlen_q, kHeadDim, Tr::kBlockM);
+  maps.k = flash_tma_rows(p.k, p.k_s, p.batch, p.heads, p.seqlen_k, kHeadDim, Tr::kBlockN);
+  maps.v = flash_tma_rows(p.v, p.v_s, p.batch, p.heads, p.seqlen_k, kHeadDim, Tr::kBlockN);
+  launch<Tr>(flash_bwd_dkdv_ws_kernel<kHeadDim, kCausal>, static_cast<int>(ceil_div(p.seqlen_k, Tr::kBlockN)), maps, p,
+             stream);
+}
+
+template <int kHeadDim, bool kCausal>
+void launch_dq(const FlashParams& p, cudaStream_t stream) {
+  using Tr = DqWsTraits<kHeadDim>;
+  DqWsMaps maps;
+  maps.q = flash_tma_rows(p.q, p.q_s, p.batch, p.heads, p.seqlen_q, kHeadDim, Tr::kBlockM);
+  maps.d_o = flash_tma_rows(p.dout, p.do_s, p.batch, p.heads, p.seqlen_q, kHeadDim, Tr::kBlockM);
+  maps.k = flash_tma_rows(p.k, p.k_s, p.batch, p.heads, p.seqlen_k, kHeadDim, Tr::kBlockN);
+  maps.v = flash_tma_rows(p.v, p.v_s, p.batch, p.heads, p.seqlen_k, kHeadDim, Tr::kBlockN);
+  launch<Tr>(flash_bwd_dq_ws_kernel<kHeadDim, kCausal>, static_cast<int>(ceil_div(p.seqlen_q, Tr::kBlockM)), maps, p,
+             stream);
+}
+
+}  // namespace
+}  // namespace flash
+
+void flash_bwd_dkdv_wgmma_ws(const FlashParams& p, cudaStream_t stream) {
+  const bool launched = flash_head_dim_switch<true>(p.head_dim, p.causal, [&](auto d, auto causal) {
+    flash::launch_dkdv<decltype(d)::value, decltype(causal)::value>(p, stream);
+  });
+  PT_CHECK(launched, "flash attention: no wgmma kernel for head dimension " + std::to_string(p.head_dim));
+}
+
+void flash_bwd_dq_wgmma_ws(const FlashParams& p, cudaStream_t stream) {
+  const bool launched = flash_head_dim_switch<true>(p.head_dim, p.causal, [&](auto d, auto causal) {
+    flash::launch_dq<decltype(d)::value, decltype(causal)::value>(p, stream);
+  });
+  PT_CHECK(launched, "flash attention: no wgmma kernel for head dimension " + std::to_string(p.head_dim));
+}
+
+}  // namespace pt::cuda

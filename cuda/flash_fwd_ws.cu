@@ -1,0 +1,205 @@
+// FlashAttention forward on Hopper in FlashAttention-3's design (issue 18): warp specialisation.
+// Warpgroup 0 is the producer: after giving most of its registers away (setmaxnreg) one of its
+// threads loads Q once and then each (K, V) tile into a ring of kStages stages with TMA,
+// signalling each stage's `full` mbarrier and waiting on its `empty` one before refilling it.
+// Warpgroups 1 … kConsumers are the math: 64 query rows each, S = Q·Kᵀ and O += P·V with wgmma
+// straight from the swizzled tiles (flash_wgmma.cuh), and no copy, copy wait or block barrier in
+// their loop. Inside each math warpgroup the softmax of tile j overlaps the products of tile j+1
+// (FlashAttention-3's intra-warpgroup pipelining):
+//
+//   issue S = Q·K_j ᵀ, issue O += P_{j−1}·V_{j−1};  wait for S;  softmax(S) (O untouched);
+//   wait for P·V;  release stage j−1;  O *= alpha;  P_j = bf16(S)
+//
+// so the tensor cores have P·V to run while the warps do exp2 and row reductions. The mask, the
+// online-softmax arithmetic and the epilogue are the other kernels' (flash_softmax.cuh).
+#include <string>
+
+#include "core/error.h"
+#include "cuda/flash_params.h"
+#include "cuda/flash_softmax.cuh"
+#include "cuda/flash_tma.cuh"
+
+namespace pt::cuda {
+namespace flash {
+namespace {
+
+struct FwdWsMaps {
+  TmaRows q, k, v;
+};
+
+template <int kHeadDim, int kConsumers_, int kBlockN_>
+struct FwdWsTraits {
+  static constexpr int kConsumers = kConsumers_;
+  static constexpr int kBlockM = 64 * kConsumers;  // query rows per block
+  static constexpr int kBlockN = kBlockN_;         // keys per stage
+  static constexpr int kThreads = 128 * (kConsumers + 1);
+  // Three stages where they fit beside Q at d = 64; two at d = 128 (64 KB a stage).
+  static constexpr int kStages = kHeadDim == 64 ? 3 : 2;
+  static constexpr int kQBytes = sw128_tile_bytes<kBlockM, kHeadDim>();
+  static constexpr int kKVBytes = sw128_tile_bytes<kBlockN, kHeadDim>();
+  // Q, then kStages stages of K and of V; 1 KiB slack to align the base to the swizzle period.
+  static constexpr int kSmemBytes = kQBytes + 2 * kStages * kKVBytes + kSwizzleBlockBytes;
+  // Registers per thread after setmaxnreg: the producer keeps the minimum, the math warpgroups
+  // share the rest of the SM's 64 K (one block per SM).
+  static constexpr int kProducerRegs = 24;
+  static constexpr int kConsumerRegs = kConsumers == 2 ? 240 : 160;
+  static_assert((kProducerRegs + kConsumers * kConsumerRegs) * 128 <= 65536, "register file overcommitted");
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory overcommitted");
+};
+
+template <int kHeadDim, int kConsumers, int kBlockN, bool kCausal>
+__global__ void __launch_bounds__(FwdWsTraits<kHeadDim, kConsumers, kBlockN>::kThreads, 1)
+    flash_fwd_ws_kernel(const __grid_constant__ FwdWsMaps maps, const FlashParams p) {
+#if PT_FLASH_WGMMA_COMPILED
+  using Tr = FwdWsTraits<kHeadDim, kConsumers, kBlockN>;
+  constexpr int kBlockM = Tr::kBlockM, kStages = Tr::kStages, kKVElems = kBlockN * kHeadDim;
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* smem = sw128_smem_base(smem_raw);
+  bf16* sQ = reinterpret_cast<bf16*>(smem);                // (kBlockM, D) SW128
+  bf16* sK = reinterpret_cast<bf16*>(smem + Tr::kQBytes);  // (kStages, kBlockN, D) SW128
+  bf16* sV = sK + kStages * kKVElems;                      // (kStages, kBlockN, D) SW128
+  __shared__ uint64_t q_full, kv_full[kStages], kv_empty[kStages];
+
+  const int m_block = static_cast<int>(gridDim.x - 1 - blockIdx.x);  // heaviest causal tiles first
+  const int h = blockIdx.y, b = blockIdx.z;
+  const int m0 = m_block * kBlockM;
+  const int tk = p.seqlen_k;
+  const KeyTiles<kBlockM, kBlockN, kCausal> tiles(m0, tk);
+  const int n_blocks = tiles.n_blocks, n_full = tiles.n_full;
+  const int wg = threadIdx.x / 128;
+
+  if (threadIdx.x == 0) {
+    mbar_init(&q_full, 1);
+#pragma unroll
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(&kv_full[s], 1);
+      mbar_init(&kv_empty[s], 128 * kConsumers);
+    }
+    fence_mbar_init();
+  }
+  __syncthreads();
+
+  if (wg == 0) {  // the producer
+    setmaxnreg_dec<Tr::kProducerRegs>();
+    if (threadIdx.x == 0) {
+      mbar_arrive_expect_tx(&q_full, Tr::kQBytes);
+      tma_load_tile<kBlockM, kHeadDim>(sQ, maps.q, &q_full, m0, h, b);
+      for (int j = 0; j < n_blocks; ++j) {
+        const int s = j % kStages;
+        if (j >= kStages) mbar_wait(&kv_empty[s], (j / kStages - 1) & 1);  // its previous tile released
+        mbar_arrive_expect_tx(&kv_full[s], 2 * Tr::kKVBytes);
+        tma_load_tile<kBlockN, kHeadDim>(sK + s * kKVElems, maps.k, &kv_full[s], j * kBlockN, h, b);
+        tma_load_tile<kBlockN, kHeadDim>(sV + s * kKVElems, maps.v, &kv_full[s], j * kBlockN, h, b);
+      }
+    }
+    return;
+  }
+
+  setmaxnreg_inc<Tr::kConsumerRegs>();
+  const int c = wg - 1;  // this math warpgroup's rows: m0 + 64c …
+  const int row0 = m0 + c * 64 + ((threadIdx.x / 32) % 4) * 16;
+  const float scale_log2 = p.scale * kLog2e;
+  const float mask_bias = kMaskedScoreBias / p.scale;
+
+  float acc_o[kHeadDim / 8][4];  // (64, D): this thread's fragment
+  zero(acc_o);
+  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f}, alpha[2];
+  float acc_s[kBlockN / 8][4];       // (64, kBlockN) scores, then P in place
+  uint32_t p_frag[kBlockN / 16][4];  // P in bf16: the register A operand of P·V
+
+  auto scores = [&](int j) {
+    if (j < n_full)
+      softmax_scores<kBlockN, kCausal, false>(acc_s, row_max, row_sum, alpha, row0, j * kBlockN, tk, scale_log2,
+                                              mask_bias);
+    else
+      softmax_scores<kBlockN, kCausal, true>(acc_s, row_max, row_sum, alpha, row0, j * kBlockN, tk, scale_log2,
+                                             mask_bias);
+  };
+
+  mbar_wait(&q_full, 0);
+  mbar_wait(&kv_full[0], 0);
+  zero(acc_s);
+  pin(acc_s);
+  wgmma_fence();
+  wgmma_k_major<kHeadDim, kBlockN, kBlockM, kBlockN>(acc_s, sQ, c * 64, sK, 0);
+  wgmma_commit();
+  wgmma_wait<0>();
+  pin(acc_s);
+  scores(0);  // O is still zero: alpha unused
+  acc_to_a<kBlockN>(p_frag, acc_s);
+
+  for (int j = 1; j < n_blocks; ++j) {
+    const int s = j % kStages, prev = (j - 1) % kStages;
+    mbar_wait(&kv_full[s], (j / kStages) & 1);
+    zero(acc_s);
+    pin(acc_s);
+    pin(p_frag);
+    pin(acc_o);
+    wgmma_fence();
+    wgmma_k_major<kHeadDim, kBlockN, kBlockM, kBlockN>(acc_s, sQ, c * 64, sK + s * kKVElems, 0);
+    wgmma_commit();
+    wgmma_regs_mn_major<kBlockN, kHeadDim, kBlockN>(acc_o, p_frag, sV + prev * kKVElems);
+    wgmma_commit();
+    wgmma_wait<1>();  // S done; P·V may still run
+    pin(acc_s);
+    scores(j);
+    wgmma_wait<0>();
+    pin(acc_o);
+    pin(p_frag);  // P's registers stay untouched until the product that reads them is done
+    mbar_arrive(&kv_empty[prev]);
+    rescale_rows<kHeadDim>(acc_o, alpha);
+    acc_to_a<kBlockN>(p_frag, acc_s);
+  }
+
+  const int last = (n_blocks - 1) % kStages;
+  pin(p_frag);
+  pin(acc_o);
+  wgmma_fence();
+  wgmma_regs_mn_major<kBlockN, kHeadDim, kBlockN>(acc_o, p_frag, sV + last * kKVElems);
+  wgmma_commit();
+  wgmma_wait<0>();
+  pin(acc_o);
+
+  bf16* o = head_row<bf16>(p.o, p.o_s, b, h, row0);
+  float* lse = p.lse + (static_cast<int64_t>(b) * p.heads + h) * p.seqlen_q + row0;
+  store_output<kHeadDim>(o, p.o_s.row, lse, acc_o, row_max, row_sum, p.scale, p.seqlen_q - row0);
+#else
+  __trap();
+#endif
+}
+
+template <int kHeadDim, int kConsumers, int kBlockN, bool kCausal>
+void launch(const FlashParams& p, cudaStream_t stream) {
+  using Tr = FwdWsTraits<kHeadDim, kConsumers, kBlockN>;
+  FwdWsMaps maps;
+  maps.q = flash_tma_rows(p.q, p.q_s, p.batch, p.heads, p.seqlen_q, kHeadDim, Tr::kBlockM);
+  maps.k = flash_tma_rows(p.k, p.k_s, p.batch, p.heads, p.seqlen_k, kHeadDim, kBlockN);
+  maps.v = flash_tma_rows(p.v, p.v_s, p.batch, p.heads, p.seqlen_k, kHeadDim, kBlockN);
+  auto kernel = flash_fwd_ws_kernel<kHeadDim, kConsumers, kBlockN, kCausal>;
+  PT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes));
+  const dim3 grid(static_cast<unsigned>(ceil_div(p.seqlen_q, Tr::kBlockM)), p.heads, p.batch);
+  kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(maps, p);
+  PT_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+}  // namespace flash
+
+// The compiled shapes: 2 or 3 math warpgroups × 128 keys per stage (WgmmaTiles::fwd_warp_specialized).
+void flash_fwd_wgmma_ws(const FlashParams& p, cudaStream_t stream) {
+  const int wg = p.tiles.fwd_warpgroups, bn = p.tiles.fwd_block_n;
+  PT_CHECK(bn == 128 && (wg == 2 || wg == 3), "flash attention: no warp-specialised forward with " +
+                                                  std::to_string(wg) + " warpgroups × " + std::to_string(bn) +
+                                                  " keys (2 or 3 × 128)");
+  const bool launched = flash_head_dim_switch<true>(p.head_dim, p.causal, [&](auto d, auto causal) {
+    constexpr int kD = decltype(d)::value;
+    constexpr bool kCausal = decltype(causal)::value;
+    if (wg == 2)
+      flash::launch<kD, 2, 128, kCausal>(p, stream);
+    else
+      flash::launch<kD, 3, 128, kCausal>(p, stream);
+  });
+  PT_CHECK(launched, "flash attention: no wgmma kernel for head dimension " + std::to_string(p.head_dim));
+}
+
+}  // namespace pt::cuda

@@ -1,0 +1,90 @@
+#pragma once
+// The Hopper copy pipeline of the warp-specialised flash kernels (FlashAttention-3's design):
+// tensor-memory-accelerator (TMA) loads of whole tiles, described by a CUtensorMap and issued by
+// one producer thread; shared-memory mbarriers that hand each stage from the producer to the math
+// warpgroups (full: the bytes landed) and back (empty: every math thread is done reading it);
+// setmaxnreg, which moves registers from the producer warpgroup to the math warpgroups.
+//
+// TMA writes a (rows × 64) bf16 box with CU_TENSOR_MAP_SWIZZLE_128B into exactly the SW128 layout
+// of flash_wgmma.cuh (16-byte chunk c of row r at chunk c ^ (r % 8), 1024-byte aligned), so the
+// wgmma descriptors read TMA tiles as they read cp.async ones. Rows past the tensor's end are
+// zero-filled by the hardware, and the transaction count is always the whole box.
+//
+// sm_90a instructions: use them only inside PT_FLASH_WGMMA_COMPILED bodies.
+#include <cuda.h>
+
+#include <cstdint>
+
+#include "cuda/flash_wgmma.cuh"
+
+namespace pt::cuda::flash {
+
+// One (B, H, T, D) bf16 view as a TMA map whose boxes are (box rows × 64 columns). The three
+// outer dimensions are ordered by stride in the map (ascending, as the hardware walks memory);
+// row_dim, head_dim and batch_dim say where T, H and B went (1, 2 or 3).
+struct TmaRows {  // CUtensorMap carries the 64-byte alignment TMA needs
+  CUtensorMap map;
+  int row_dim = 1, head_dim = 2, batch_dim = 3;
+};
+
+// The map of a (B, H, rows, D) bf16 view at base with element strides s, read in boxes of
+// box_rows × 64 (host; flash_tma.cu). Throws when the driver refuses the view.
+TmaRows flash_tma_rows(const void* base, const RowStrides& s, int batch, int heads, int rows, int head_dim,
+                       int box_rows);
+
+__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t arrivals) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(arrivals) : "memory");
+}
+// Makes the initialised barriers visible to the async proxy (TMA) before anyone uses them.
+__device__ __forceinline__ void fence_mbar_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+// The producer's arrival: this phase completes when `bytes` more have landed through TMA.
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
+}
+// Until the phase of parity `parity` has completed (phase k of a barrier has parity k % 2).
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+  asm volatile("{\n"
+               ".reg .pred done;\n"
+               "WAIT:\n"
+               "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+               "@!done bra WAIT;\n"
+               "}\n" ::"r"(smem_addr(bar)),
+               "r"(parity)
+               : "memory");
+}
+
+// Box at (column c0, row, head, batch) of map into shared dst; completes bytes on bar.
+__device__ __forceinline__ void tma_load_box(void* dst, const TmaRows& m, uint64_t* bar, int c0, int row, int h,
+                                             int b) {
+  auto coord = [&](int dim) { return dim == m.row_dim ? row : dim == m.head_dim ? h : b; };
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], "
+      "[%6];\n" ::"r"(smem_addr(dst)),
+      "l"(reinterpret_cast<uint64_t>(&m.map)), "r"(c0), "r"(coord(1)), "r"(coord(2)), "r"(coord(3)), "r"(smem_addr(bar))
+      : "memory");
+}
+
+// Rows [row, row + kRows) of head h of batch b, all kHeadDim columns, into an SW128 tile: one
+// box per 64-column block.
+template <int kRows, int kHeadDim>
+__device__ __forceinline__ void tma_load_tile(bf16* dst, const TmaRows& m, uint64_t* bar, int row, int h, int b) {
+#pragma unroll
+  for (int cb = 0; cb < kHeadDim / 64; ++cb) tma_load_box(dst + cb * kRows * 64, m, bar, cb * 64, row, h, b);
+}
+
+// Register budget per thread of the calling warpgroup (all 128 threads execute it).
+template <int kRegs>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+template <int kRegs>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+
+}  // namespace pt::cuda::flash
