@@ -33,6 +33,9 @@ namespace {
 
 constexpr int kMathWarpgroups = 2;  // per block, in both passes
 constexpr int kProducerRegs = 24, kMathRegs = 240;
+// The score products (Sᵀ, dPᵀ; S, dP) as m64n128 wgmma where their N allows (flash_wgmma.cuh).
+template <int N>
+constexpr int kSsInstrN = N % 128 == 0 ? 128 : 64;
 static_assert((kProducerRegs + kMathWarpgroups * kMathRegs) * 128 <= 65536, "register file overcommitted");
 
 // dK/dV pass: 64 keys per math warpgroup; 128 queries per stage at d = 64 (Sᵀ, dPᵀ of 64 × 128 per
@@ -156,8 +159,8 @@ __global__ void __launch_bounds__(DkDvWsTraits<kHeadDim>::kThreads, 1)
     pin(acc_s);
     pin(acc_dp);
     wgmma_fence();
-    wgmma_k_major<kHeadDim, kBlockM, kBlockN, kBlockM>(acc_s, sK, c * 64, sQ + s * kQElems, 0);
-    wgmma_k_major<kHeadDim, kBlockM, kBlockN, kBlockM>(acc_dp, sV, c * 64, sdO + s * kQElems, 0);
+    wgmma_k_major<kHeadDim, kBlockM, kBlockN, kBlockM, kSsInstrN<kBlockM>>(acc_s, sK, c * 64, sQ + s * kQElems, 0);
+    wgmma_k_major<kHeadDim, kBlockM, kBlockN, kBlockM, kSsInstrN<kBlockM>>(acc_dp, sV, c * 64, sdO + s * kQElems, 0);
     wgmma_commit();
     wgmma_wait<0>();
     pin(acc_s);
@@ -293,8 +296,8 @@ __global__ void __launch_bounds__(DqWsTraits<kHeadDim>::kThreads, 1)
     pin(acc_s);
     pin(acc_dp);
     wgmma_fence();
-    wgmma_k_major<kHeadDim, kBlockN, kBlockM, kBlockN>(acc_s, sQ, c * 64, sK + s * kKVElems, 0);
-    wgmma_k_major<kHeadDim, kBlockN, kBlockM, kBlockN>(acc_dp, sdO, c * 64, sV + s * kKVElems, 0);
+    wgmma_k_major<kHeadDim, kBlockN, kBlockM, kBlockN, kSsInstrN<kBlockN>>(acc_s, sQ, c * 64, sK + s * kKVElems, 0);
+    wgmma_k_major<kHeadDim, kBlockN, kBlockM, kBlockN, kSsInstrN<kBlockN>>(acc_dp, sdO, c * 64, sV + s * kKVElems, 0);
     wgmma_commit();
   };
   // P and dS of tile j in fp32, in acc_s.

@@ -273,33 +273,62 @@ TEST(FlashGpu, LongSequences) {
   check_case({{1, 1, 700, 700, 64}, true, DType::F32}, 6100);
 }
 
+// Shapes for the wgmma tile variants: tails in queries and keys, Tq ≠ Tk, the fused QKV layout,
+// many key tiles per query tile.
+std::vector<Case> wgmma_variant_cases() {
+  const DType bf = DType::BF16;
+  return {{{4, 2, 128, 128, 64}, false, bf},
+          {{4, 2, 128, 128, 64}, true, bf},
+          {{2, 1, 1, 1, 64}, true, bf},
+          {{2, 1, 17, 17, 64}, true, bf},
+          {{2, 1, 65, 65, 64}, false, bf},
+          {{2, 1, 333, 333, 64}, true, bf},
+          {{1, 2, 200, 200, 128}, false, bf},
+          {{2, 1, 129, 129, 128}, true, bf},
+          {{2, 2, 100, 257, 64}, false, bf},
+          {{2, 2, 300, 45, 128}, false, bf},
+          {{2, 2, 1, 130, 64}, false, bf},
+          {{2, 2, 130, 1, 128}, false, bf},
+          {{2, 3, 150, 150, 64}, true, bf, Layout::FusedQkv},
+          {{2, 3, 150, 150, 128}, false, bf, Layout::FusedQkv},
+          {{1, 2, 1031, 1031, 64}, true, bf},
+          {{1, 2, 1031, 1031, 128}, true, bf}};
+}
+
 // The single-pass backward (tiles "…/acc": the dK/dV pass adds each tile's dS·K into an fp32 dQ
-// buffer by bulk reductions) with every warpgroup count of that pass, on the shapes above: tails
-// in queries and keys, Tq ≠ Tk, the fused QKV layout, many key tiles per query tile.
+// buffer by bulk reductions) with every warpgroup count of that pass.
 TEST(FlashGpu, SinglePassBackwardAccumulatesDq) {
   PT_REQUIRE_GPU();
   PT_REQUIRE_SM90A();
-  const DType bf = DType::BF16;
-  const std::vector<Case> cases = {{{4, 2, 128, 128, 64}, false, bf},
-                                   {{4, 2, 128, 128, 64}, true, bf},
-                                   {{2, 1, 1, 1, 64}, true, bf},
-                                   {{2, 1, 17, 17, 64}, true, bf},
-                                   {{2, 1, 65, 65, 64}, false, bf},
-                                   {{2, 1, 333, 333, 64}, true, bf},
-                                   {{1, 2, 200, 200, 128}, false, bf},
-                                   {{2, 1, 129, 129, 128}, true, bf},
-                                   {{2, 2, 100, 257, 64}, false, bf},
-                                   {{2, 2, 300, 45, 128}, false, bf},
-                                   {{2, 2, 1, 130, 64}, false, bf},
-                                   {{2, 2, 130, 1, 128}, false, bf},
-                                   {{2, 3, 150, 150, 64}, true, bf, Layout::FusedQkv},
-                                   {{2, 3, 150, 150, 128}, false, bf, Layout::FusedQkv},
-                                   {{1, 2, 1031, 1031, 64}, true, bf},
-                                   {{1, 2, 1031, 1031, 128}, true, bf}};
+  const std::vector<Case> cases = wgmma_variant_cases();
   for (const char* tiles : {"1x64/1/acc", "1x64/2/acc", "2x128/1/acc", "2x128/2/acc"}) {
     SCOPED_TRACE(std::string("wgmma tiles ") + tiles);
     for (size_t i = 0; i < cases.size(); ++i)
       check_case_with(cases[i], 8000 + 10 * i, choice(ops::FlashKernels::Wgmma, tiles));
+  }
+}
+
+// The warp-specialised TMA kernels (tiles "ws…"), each pass alone and all together, on the same
+// shapes; their backward, with one writer per gradient element, is bit-for-bit reproducible.
+TEST(FlashGpu, WarpSpecializedKernels) {
+  PT_REQUIRE_GPU();
+  PT_REQUIRE_SM90A();
+  const std::vector<Case> cases = wgmma_variant_cases();
+  for (const char* tiles : {"ws2x128/ws2/ws2", "ws3x128/1/1", "1x64/ws2/1", "1x64/1/ws2"}) {
+    SCOPED_TRACE(std::string("wgmma tiles ") + tiles);
+    for (size_t i = 0; i < cases.size(); ++i)
+      check_case_with(cases[i], 9000 + 10 * i, choice(ops::FlashKernels::Wgmma, tiles));
+  }
+  Context ctx(Device::cuda(0));
+  ctx.set_flash(choice(ops::FlashKernels::Wgmma, "ws2x128/ws2/ws2"));
+  for (int64_t d : {64, 128}) {
+    const Case c{{2, 3, 777, 777, d}, true, DType::BF16};
+    const auto q = randn(c.m.q_elems(), 9900), k = randn(c.m.k_elems(), 9901), v = randn(c.m.k_elems(), 9902);
+    const auto dout = randn(c.m.q_elems(), 9903);
+    const Outputs x = run_flash(ctx, c, q, k, v, dout), y = run_flash(ctx, c, q, k, v, dout);
+    EXPECT_EQ(x.dq, y.dq) << "d " << d;
+    EXPECT_EQ(x.dk, y.dk) << "d " << d;
+    EXPECT_EQ(x.dv, y.dv) << "d " << d;
   }
 }
 
