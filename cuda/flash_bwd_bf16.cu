@@ -176,10 +176,7 @@ __global__ void __launch_bounds__(DkDvTraits<kHeadDim>::kThreads) flash_bwd_dkdv
     __syncthreads();
   }
 
-  bf16* dk = head_row<bf16>(p.dk, p.dk_s, b, h, key0);
-  bf16* dv = head_row<bf16>(p.dv, p.dv_s, b, h, key0);
-  store_strip<kHeadDim>(dk, p.dk_s.row, acc_dk, p.scale, p.scale, tk - key0);
-  store_strip<kHeadDim>(dv, p.dv_s.row, acc_dv, 1.0f, 1.0f, tk - key0);
+  store_dk_dv<kHeadDim>(p, b, h, key0, acc_dk, acc_dv);
 }
 
 // Key tile [n0, n0 + kBlockN) for this warp's 16 queries starting at row0.
@@ -214,9 +211,8 @@ __global__ void __launch_bounds__(DqTraits<kHeadDim>::kThreads) flash_bwd_dq_ker
   const int m_block = static_cast<int>(gridDim.x - 1 - blockIdx.x);  // heaviest first (causal)
   const int h = blockIdx.y, b = blockIdx.z;
   const int m0 = m_block * kBlockM;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4;
+  const int warp = threadIdx.x / 32;
   const int tq = p.seqlen_q, tk = p.seqlen_k;
-  const int64_t bh = static_cast<int64_t>(b) * p.heads + h;
 
   const bf16* q = head_row<const bf16>(p.q, p.q_s, b, h, m0);
   const bf16* d_o = head_row<const bf16>(p.dout, p.do_s, b, h, m0);
@@ -235,13 +231,7 @@ __global__ void __launch_bounds__(DqTraits<kHeadDim>::kThreads) flash_bwd_dq_ker
   // This lane's two rows: −L·log2(e) (so P = 2^(s·scale·log2e − L·log2e)) and delta.
   const int row0 = m0 + warp * 16;
   float neg_lse2[2], delta[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int row = row0 + g + 8 * r;
-    const bool valid = row < tq;
-    neg_lse2[r] = valid ? -p.lse[bh * tq + row] * kLog2e : 0.0f;
-    delta[r] = valid ? p.delta[bh * tq + row] : 0.0f;
-  }
+  load_row_stats(p, b, h, row0, neg_lse2, delta);
 
   float acc_dq[kHeadDim / 8][4];
   zero(acc_dq);

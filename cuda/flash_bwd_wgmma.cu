@@ -238,10 +238,7 @@ __global__ void __launch_bounds__(DkDvWgmmaTraits<kHeadDim, kWarpgroups, kAccumu
   }
   if (kAccumulateDq && reduce_leader) bulk_wait<0>();  // shared memory must outlive the reads
 
-  bf16* dk = head_row<bf16>(p.dk, p.dk_s, b, h, key0);
-  bf16* dv = head_row<bf16>(p.dv, p.dv_s, b, h, key0);
-  store_strip<kHeadDim>(dk, p.dk_s.row, acc_dk, p.scale, p.scale, tk - key0);
-  store_strip<kHeadDim>(dv, p.dv_s.row, acc_dv, 1.0f, 1.0f, tk - key0);
+  store_dk_dv<kHeadDim>(p, b, h, key0, acc_dk, acc_dv);
 #else
   __trap();
 #endif
@@ -266,7 +263,6 @@ __global__ void __launch_bounds__(DqWgmmaTraits<kHeadDim, kWarpgroups>::kThreads
   const int m0 = m_block * kBlockM;
   const int wg = threadIdx.x / 128, warp_in_wg = (threadIdx.x / 32) % 4;
   const int tq = p.seqlen_q, tk = p.seqlen_k;
-  const int64_t bh = static_cast<int64_t>(b) * p.heads + h;
   const int row0 = m0 + wg * 64 + warp_in_wg * 16;
 
   const bf16* q = head_row<const bf16>(p.q, p.q_s, b, h, m0);
@@ -284,13 +280,7 @@ __global__ void __launch_bounds__(DqWgmmaTraits<kHeadDim, kWarpgroups>::kThreads
   cp_async_commit();
 
   float neg_lse2[2], delta[2];  // this thread's two rows
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int row = row0 + frag_row(2 * r);
-    const bool valid = row < tq;
-    neg_lse2[r] = valid ? -p.lse[bh * tq + row] * kLog2e : 0.0f;
-    delta[r] = valid ? p.delta[bh * tq + row] : 0.0f;
-  }
+  load_row_stats(p, b, h, row0, neg_lse2, delta);
   float acc_dq[kHeadDim / 8][4];
   zero(acc_dq);
   const float scale_log2 = p.scale * kLog2e;
@@ -427,10 +417,8 @@ void launch_bwd(const FlashParams& p, cudaStream_t stream) {
 }  // namespace flash
 
 void flash_bwd_wgmma(const FlashParams& p, cudaStream_t stream) {
-  const bool launched = flash_head_dim_switch<true>(p.head_dim, p.causal, [&](auto d, auto causal) {
-    flash::launch_bwd<decltype(d)::value, decltype(causal)::value>(p, stream);
-  });
-  PT_CHECK(launched, "flash attention: no wgmma kernel for head dimension " + std::to_string(p.head_dim));
+  flash_wgmma_switch(
+      p, [&](auto d, auto causal) { flash::launch_bwd<decltype(d)::value, decltype(causal)::value>(p, stream); });
 }
 
 }  // namespace pt::cuda

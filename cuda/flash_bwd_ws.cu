@@ -66,16 +66,14 @@ struct DqWsTraits {
   static_assert(kSmemBytes <= 227 * 1024, "shared memory overcommitted");
 };
 
-struct DkDvWsMaps {
-  TmaRows q, k, v, d_o;
-};
-struct DqWsMaps {
+// The four views both passes load (boxes of each pass's kBlockM query rows, kBlockN key rows).
+struct BwdWsMaps {
   TmaRows q, k, v, d_o;
 };
 
 template <int kHeadDim, bool kCausal>
 __global__ void __launch_bounds__(DkDvWsTraits<kHeadDim>::kThreads, 1)
-    flash_bwd_dkdv_ws_kernel(const __grid_constant__ DkDvWsMaps maps, const FlashParams p) {
+    flash_bwd_dkdv_ws_kernel(const __grid_constant__ BwdWsMaps maps, const FlashParams p) {
 #if PT_FLASH_WGMMA_COMPILED
   using Tr = DkDvWsTraits<kHeadDim>;
   constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kStages = Tr::kStages;
@@ -88,7 +86,8 @@ __global__ void __launch_bounds__(DkDvWsTraits<kHeadDim>::kThreads, 1)
   bf16* sdO = sQ + kStages * kQElems;                             // (kStages, kBlockM, D) SW128
   float* sL = reinterpret_cast<float*>(sdO + kStages * kQElems);  // (kStages, kBlockM)
   float* sDelta = sL + kStages * kBlockM;                         // (kStages, kBlockM)
-  __shared__ uint64_t kv_full, q_full[kStages], q_empty[kStages];
+  __shared__ uint64_t kv_full;
+  __shared__ StageRing<kStages> ring;  // Q, dO, L, delta of each query tile
 
   const int n0 = blockIdx.x * kBlockN, h = blockIdx.y, b = blockIdx.z;
   const int tq = p.seqlen_q, tk = p.seqlen_k;
@@ -99,11 +98,7 @@ __global__ void __launch_bounds__(DkDvWsTraits<kHeadDim>::kThreads, 1)
 
   if (threadIdx.x == 0) {
     mbar_init(&kv_full, 1);
-#pragma unroll
-    for (int s = 0; s < kStages; ++s) {
-      mbar_init(&q_full[s], 32);  // the producer's first warp: L and delta stored, Q and dO in flight
-      mbar_init(&q_empty[s], 128 * kMathWarpgroups);
-    }
+    ring.init(32, 128 * kMathWarpgroups);  // the producer's first warp: L and delta stored, Q and dO in flight
     fence_mbar_init();
   }
   __syncthreads();
@@ -120,19 +115,19 @@ __global__ void __launch_bounds__(DkDvWsTraits<kHeadDim>::kThreads, 1)
       const float* lse = p.lse + bh * tq;
       const float* delta = p.delta + bh * tq;
       for (int i = m_begin, it = 0; i < m_blocks; ++i, ++it) {
-        const int s = it % kStages, m0 = i * kBlockM;
-        if (it >= kStages) mbar_wait(&q_empty[s], (it / kStages - 1) & 1);
+        const int s = ring.stage(it), m0 = i * kBlockM;
+        ring.acquire(it);
 #pragma unroll
         for (int r = lane; r < kBlockM; r += 32) {  // zero past the last query, as the tiles are
           sL[s * kBlockM + r] = m0 + r < tq ? lse[m0 + r] : 0.0f;
           sDelta[s * kBlockM + r] = m0 + r < tq ? delta[m0 + r] : 0.0f;
         }
         if (lane == 0) {
-          mbar_arrive_expect_tx(&q_full[s], 2 * Tr::kQBytes);
-          tma_load_tile<kBlockM, kHeadDim>(sQ + s * kQElems, maps.q, &q_full[s], m0, h, b);
-          tma_load_tile<kBlockM, kHeadDim>(sdO + s * kQElems, maps.d_o, &q_full[s], m0, h, b);
+          mbar_arrive_expect_tx(ring.landed(it), 2 * Tr::kQBytes);
+          tma_load_tile<kBlockM, kHeadDim>(sQ + s * kQElems, maps.q, ring.landed(it), m0, h, b);
+          tma_load_tile<kBlockM, kHeadDim>(sdO + s * kQElems, maps.d_o, ring.landed(it), m0, h, b);
         } else {
-          mbar_arrive(&q_full[s]);
+          mbar_arrive(ring.landed(it));
         }
       }
     }
@@ -176,9 +171,10 @@ __global__ void __launch_bounds__(DkDvWsTraits<kHeadDim>::kThreads, 1)
     acc_to_a<kBlockM>(p_frag, acc_s);
     acc_to_a<kBlockM>(ds_frag, acc_dp);
   };
-  // dV += Pᵀ·dO and dK += dSᵀ·Q (1/sqrt(d) applied at the end) of the tile in stage s, one batch,
-  // waited for; then the stage goes back to the producer.
-  auto accumulate = [&](int s) {
+  // dV += Pᵀ·dO and dK += dSᵀ·Q (1/sqrt(d) applied at the end) of stream tile t, one batch,
+  // waited for; then its stage goes back to the producer.
+  auto accumulate = [&](int t) {
+    const int s = ring.stage(t);
     pin(p_frag);
     pin(ds_frag);
     pin(acc_dv);
@@ -192,29 +188,25 @@ __global__ void __launch_bounds__(DkDvWsTraits<kHeadDim>::kThreads, 1)
     pin(acc_dk);
     pin(p_frag);  // the A registers stay untouched until the products that read them are done
     pin(ds_frag);
-    mbar_arrive(&q_empty[s]);
+    ring.release(t);
   };
 
   // Causal attention has Tq = Tk (ops::flash_attention), so every key block sees a query tile.
   // Tile i's dV, dK products are issued at the top of iteration i + 1: measured 3.29 against 3.46 ms
   // of backward (leaderboard case, one call) for the same products issued at the end of iteration i.
   mbar_wait(&kv_full, 0);
-  mbar_wait(&q_full[0], 0);
+  ring.wait(0);
   scores(0);
   grads(m_begin, 0);
   for (int i = m_begin + 1, it = 1; i < m_blocks; ++i, ++it) {
-    const int s = it % kStages;
-    accumulate((it - 1) % kStages);
-    mbar_wait(&q_full[s], (it / kStages) & 1);
-    scores(s);
-    grads(i, s);
+    accumulate(it - 1);
+    ring.wait(it);
+    scores(ring.stage(it));
+    grads(i, ring.stage(it));
   }
-  accumulate((m_blocks - 1 - m_begin) % kStages);
+  accumulate(m_blocks - 1 - m_begin);
 
-  bf16* dk = head_row<bf16>(p.dk, p.dk_s, b, h, key0);
-  bf16* dv = head_row<bf16>(p.dv, p.dv_s, b, h, key0);
-  store_strip<kHeadDim>(dk, p.dk_s.row, acc_dk, p.scale, p.scale, tk - key0);
-  store_strip<kHeadDim>(dv, p.dv_s.row, acc_dv, 1.0f, 1.0f, tk - key0);
+  store_dk_dv<kHeadDim>(p, b, h, key0, acc_dk, acc_dv);
 #else
   __trap();
 #endif
@@ -222,7 +214,7 @@ __global__ void __launch_bounds__(DkDvWsTraits<kHeadDim>::kThreads, 1)
 
 template <int kHeadDim, bool kCausal>
 __global__ void __launch_bounds__(DqWsTraits<kHeadDim>::kThreads, 1)
-    flash_bwd_dq_ws_kernel(const __grid_constant__ DqWsMaps maps, const FlashParams p) {
+    flash_bwd_dq_ws_kernel(const __grid_constant__ BwdWsMaps maps, const FlashParams p) {
 #if PT_FLASH_WGMMA_COMPILED
   using Tr = DqWsTraits<kHeadDim>;
   constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kStages = Tr::kStages;
@@ -233,24 +225,20 @@ __global__ void __launch_bounds__(DqWsTraits<kHeadDim>::kThreads, 1)
   bf16* sdO = sQ + kBlockM * kHeadDim;       // (kBlockM, D) SW128
   bf16* sK = sdO + kBlockM * kHeadDim;       // (kStages, kBlockN, D) SW128
   bf16* sV = sK + kStages * kKVElems;        // (kStages, kBlockN, D) SW128
-  __shared__ uint64_t q_full, kv_full[kStages], kv_empty[kStages];
+  __shared__ uint64_t q_full;
+  __shared__ StageRing<kStages> ring;  // K and V tiles
 
   const int m_block = static_cast<int>(gridDim.x - 1 - blockIdx.x);  // heaviest first (causal)
   const int h = blockIdx.y, b = blockIdx.z;
   const int m0 = m_block * kBlockM;
   const int tq = p.seqlen_q, tk = p.seqlen_k;
-  const int64_t bh = static_cast<int64_t>(b) * p.heads + h;
   const KeyTiles<kBlockM, kBlockN, kCausal> tiles(m0, tk);
   const int n_blocks = tiles.n_blocks, n_full = tiles.n_full;
   const int wg = threadIdx.x / 128;
 
   if (threadIdx.x == 0) {
     mbar_init(&q_full, 1);
-#pragma unroll
-    for (int s = 0; s < kStages; ++s) {
-      mbar_init(&kv_full[s], 1);
-      mbar_init(&kv_empty[s], 128 * kMathWarpgroups);
-    }
+    ring.init(1, 128 * kMathWarpgroups);
     fence_mbar_init();
   }
   __syncthreads();
@@ -261,13 +249,7 @@ __global__ void __launch_bounds__(DqWsTraits<kHeadDim>::kThreads, 1)
       mbar_arrive_expect_tx(&q_full, 2 * Tr::kQBytes);
       tma_load_tile<kBlockM, kHeadDim>(sQ, maps.q, &q_full, m0, h, b);
       tma_load_tile<kBlockM, kHeadDim>(sdO, maps.d_o, &q_full, m0, h, b);
-      for (int j = 0; j < n_blocks; ++j) {
-        const int s = j % kStages;
-        if (j >= kStages) mbar_wait(&kv_empty[s], (j / kStages - 1) & 1);
-        mbar_arrive_expect_tx(&kv_full[s], 2 * Tr::kKVBytes);
-        tma_load_tile<kBlockN, kHeadDim>(sK + s * kKVElems, maps.k, &kv_full[s], j * kBlockN, h, b);
-        tma_load_tile<kBlockN, kHeadDim>(sV + s * kKVElems, maps.v, &kv_full[s], j * kBlockN, h, b);
-      }
+      produce_kv_tiles<kBlockN, kHeadDim>(ring, sK, sV, maps.k, maps.v, n_blocks, h, b);
     }
     return;
   }
@@ -277,13 +259,7 @@ __global__ void __launch_bounds__(DqWsTraits<kHeadDim>::kThreads, 1)
   const int row0 = m0 + c * 64 + ((threadIdx.x / 32) % 4) * 16;
   const float scale_log2 = p.scale * kLog2e;
   float neg_lse2[2], delta[2];  // this thread's two rows
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int row = row0 + frag_row(2 * r);
-    const bool valid = row < tq;
-    neg_lse2[r] = valid ? -p.lse[bh * tq + row] * kLog2e : 0.0f;
-    delta[r] = valid ? p.delta[bh * tq + row] : 0.0f;
-  }
+  load_row_stats(p, b, h, row0, neg_lse2, delta);
   float acc_dq[kHeadDim / 8][4];  // (64 queries, D)
   zero(acc_dq);
   float acc_s[kBlockN / 8][4], acc_dp[kBlockN / 8][4];
@@ -310,7 +286,7 @@ __global__ void __launch_bounds__(DqWsTraits<kHeadDim>::kThreads, 1)
   };
 
   mbar_wait(&q_full, 0);
-  mbar_wait(&kv_full[0], 0);
+  ring.wait(0);
   issue_scores(0);
   wgmma_wait<0>();
   pin(acc_s);
@@ -319,8 +295,8 @@ __global__ void __launch_bounds__(DqWsTraits<kHeadDim>::kThreads, 1)
   acc_to_a<kBlockN>(ds_frag, acc_s);
 
   for (int j = 1; j < n_blocks; ++j) {
-    const int s = j % kStages, prev = (j - 1) % kStages;
-    mbar_wait(&kv_full[s], (j / kStages) & 1);
+    const int s = ring.stage(j), prev = ring.stage(j - 1);
+    ring.wait(j);
     pin(ds_frag);
     pin(acc_dq);
     issue_scores(s);
@@ -333,11 +309,11 @@ __global__ void __launch_bounds__(DqWsTraits<kHeadDim>::kThreads, 1)
     wgmma_wait<0>();
     pin(acc_dq);
     pin(ds_frag);  // dS's registers stay untouched until the product that reads them is done
-    mbar_arrive(&kv_empty[prev]);
+    ring.release(j - 1);
     acc_to_a<kBlockN>(ds_frag, acc_s);
   }
 
-  const int last = (n_blocks - 1) % kStages;
+  const int last = ring.stage(n_blocks - 1);
   pin(ds_frag);
   pin(acc_dq);
   wgmma_fence();
@@ -353,8 +329,14 @@ __global__ void __launch_bounds__(DqWsTraits<kHeadDim>::kThreads, 1)
 #endif
 }
 
-template <typename Traits, typename Kernel, typename Maps>
-void launch(Kernel kernel, int blocks, const Maps& maps, const FlashParams& p, cudaStream_t stream) {
+// One pass: its tensor maps (boxes of Traits' tile rows), then the kernel over `blocks` tiles.
+template <typename Traits, int kHeadDim, typename Kernel>
+void launch_pass(Kernel kernel, int blocks, const FlashParams& p, cudaStream_t stream) {
+  BwdWsMaps maps;
+  maps.q = flash_tma_rows(p.q, p.q_s, p.batch, p.heads, p.seqlen_q, kHeadDim, Traits::kBlockM);
+  maps.d_o = flash_tma_rows(p.dout, p.do_s, p.batch, p.heads, p.seqlen_q, kHeadDim, Traits::kBlockM);
+  maps.k = flash_tma_rows(p.k, p.k_s, p.batch, p.heads, p.seqlen_k, kHeadDim, Traits::kBlockN);
+  maps.v = flash_tma_rows(p.v, p.v_s, p.batch, p.heads, p.seqlen_k, kHeadDim, Traits::kBlockN);
   PT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSmemBytes));
   kernel<<<dim3(static_cast<unsigned>(blocks), p.heads, p.batch), Traits::kThreads, Traits::kSmemBytes, stream>>>(maps,
                                                                                                                   p);
@@ -364,42 +346,28 @@ void launch(Kernel kernel, int blocks, const Maps& maps, const FlashParams& p, c
 template <int kHeadDim, bool kCausal>
 void launch_dkdv(const FlashParams& p, cudaStream_t stream) {
   using Tr = DkDvWsTraits<kHeadDim>;
-  DkDvWsMaps maps;
-  maps.q = flash_tma_rows(p.q, p.q_s, p.batch, p.heads, p.seqlen_q, kHeadDim, Tr::kBlockM);
-  maps.d_o = flash_tma_rows(p.dout, p.do_s, p.batch, p.heads, p.seqlen_q, kHeadDim, Tr::kBlockM);
-  maps.k = flash_tma_rows(p.k, p.k_s, p.batch, p.heads, p.seqlen_k, kHeadDim, Tr::kBlockN);
-  maps.v = flash_tma_rows(p.v, p.v_s, p.batch, p.heads, p.seqlen_k, kHeadDim, Tr::kBlockN);
-  launch<Tr>(flash_bwd_dkdv_ws_kernel<kHeadDim, kCausal>, static_cast<int>(ceil_div(p.seqlen_k, Tr::kBlockN)), maps, p,
-             stream);
+  launch_pass<Tr, kHeadDim>(flash_bwd_dkdv_ws_kernel<kHeadDim, kCausal>,
+                            static_cast<int>(ceil_div(p.seqlen_k, Tr::kBlockN)), p, stream);
 }
 
 template <int kHeadDim, bool kCausal>
 void launch_dq(const FlashParams& p, cudaStream_t stream) {
   using Tr = DqWsTraits<kHeadDim>;
-  DqWsMaps maps;
-  maps.q = flash_tma_rows(p.q, p.q_s, p.batch, p.heads, p.seqlen_q, kHeadDim, Tr::kBlockM);
-  maps.d_o = flash_tma_rows(p.dout, p.do_s, p.batch, p.heads, p.seqlen_q, kHeadDim, Tr::kBlockM);
-  maps.k = flash_tma_rows(p.k, p.k_s, p.batch, p.heads, p.seqlen_k, kHeadDim, Tr::kBlockN);
-  maps.v = flash_tma_rows(p.v, p.v_s, p.batch, p.heads, p.seqlen_k, kHeadDim, Tr::kBlockN);
-  launch<Tr>(flash_bwd_dq_ws_kernel<kHeadDim, kCausal>, static_cast<int>(ceil_div(p.seqlen_q, Tr::kBlockM)), maps, p,
-             stream);
+  launch_pass<Tr, kHeadDim>(flash_bwd_dq_ws_kernel<kHeadDim, kCausal>,
+                            static_cast<int>(ceil_div(p.seqlen_q, Tr::kBlockM)), p, stream);
 }
 
 }  // namespace
 }  // namespace flash
 
 void flash_bwd_dkdv_wgmma_ws(const FlashParams& p, cudaStream_t stream) {
-  const bool launched = flash_head_dim_switch<true>(p.head_dim, p.causal, [&](auto d, auto causal) {
-    flash::launch_dkdv<decltype(d)::value, decltype(causal)::value>(p, stream);
-  });
-  PT_CHECK(launched, "flash attention: no wgmma kernel for head dimension " + std::to_string(p.head_dim));
+  flash_wgmma_switch(
+      p, [&](auto d, auto causal) { flash::launch_dkdv<decltype(d)::value, decltype(causal)::value>(p, stream); });
 }
 
 void flash_bwd_dq_wgmma_ws(const FlashParams& p, cudaStream_t stream) {
-  const bool launched = flash_head_dim_switch<true>(p.head_dim, p.causal, [&](auto d, auto causal) {
-    flash::launch_dq<decltype(d)::value, decltype(causal)::value>(p, stream);
-  });
-  PT_CHECK(launched, "flash attention: no wgmma kernel for head dimension " + std::to_string(p.head_dim));
+  flash_wgmma_switch(
+      p, [&](auto d, auto causal) { flash::launch_dq<decltype(d)::value, decltype(causal)::value>(p, stream); });
 }
 
 }  // namespace pt::cuda

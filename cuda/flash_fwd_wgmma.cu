@@ -132,10 +132,8 @@ void launch_tiles(const FlashParams& p, cudaStream_t stream) {
 
 void flash_fwd_wgmma(const FlashParams& p, cudaStream_t stream) {
   if (p.tiles.fwd_warp_specialized) return flash_fwd_wgmma_ws(p, stream);
-  const bool launched = flash_head_dim_switch<true>(p.head_dim, p.causal, [&](auto d, auto causal) {
-    flash::launch_tiles<decltype(d)::value, decltype(causal)::value>(p, stream);
-  });
-  PT_CHECK(launched, "flash attention: no wgmma kernel for head dimension " + std::to_string(p.head_dim));
+  flash_wgmma_switch(
+      p, [&](auto d, auto causal) { flash::launch_tiles<decltype(d)::value, decltype(causal)::value>(p, stream); });
 }
 
 }  // namespace pt::cuda

@@ -58,7 +58,8 @@ __global__ void __launch_bounds__(FwdWsTraits<kHeadDim, kConsumers, kBlockN>::kT
   bf16* sQ = reinterpret_cast<bf16*>(smem);                // (kBlockM, D) SW128
   bf16* sK = reinterpret_cast<bf16*>(smem + Tr::kQBytes);  // (kStages, kBlockN, D) SW128
   bf16* sV = sK + kStages * kKVElems;                      // (kStages, kBlockN, D) SW128
-  __shared__ uint64_t q_full, kv_full[kStages], kv_empty[kStages];
+  __shared__ uint64_t q_full;
+  __shared__ StageRing<kStages> ring;  // K and V tiles
 
   const int m_block = static_cast<int>(gridDim.x - 1 - blockIdx.x);  // heaviest causal tiles first
   const int h = blockIdx.y, b = blockIdx.z;
@@ -70,11 +71,7 @@ __global__ void __launch_bounds__(FwdWsTraits<kHeadDim, kConsumers, kBlockN>::kT
 
   if (threadIdx.x == 0) {
     mbar_init(&q_full, 1);
-#pragma unroll
-    for (int s = 0; s < kStages; ++s) {
-      mbar_init(&kv_full[s], 1);
-      mbar_init(&kv_empty[s], 128 * kConsumers);
-    }
+    ring.init(1, 128 * kConsumers);
     fence_mbar_init();
   }
   __syncthreads();
@@ -84,13 +81,7 @@ __global__ void __launch_bounds__(FwdWsTraits<kHeadDim, kConsumers, kBlockN>::kT
     if (threadIdx.x == 0) {
       mbar_arrive_expect_tx(&q_full, Tr::kQBytes);
       tma_load_tile<kBlockM, kHeadDim>(sQ, maps.q, &q_full, m0, h, b);
-      for (int j = 0; j < n_blocks; ++j) {
-        const int s = j % kStages;
-        if (j >= kStages) mbar_wait(&kv_empty[s], (j / kStages - 1) & 1);  // its previous tile released
-        mbar_arrive_expect_tx(&kv_full[s], 2 * Tr::kKVBytes);
-        tma_load_tile<kBlockN, kHeadDim>(sK + s * kKVElems, maps.k, &kv_full[s], j * kBlockN, h, b);
-        tma_load_tile<kBlockN, kHeadDim>(sV + s * kKVElems, maps.v, &kv_full[s], j * kBlockN, h, b);
-      }
+      produce_kv_tiles<kBlockN, kHeadDim>(ring, sK, sV, maps.k, maps.v, n_blocks, h, b);
     }
     return;
   }
@@ -117,7 +108,7 @@ __global__ void __launch_bounds__(FwdWsTraits<kHeadDim, kConsumers, kBlockN>::kT
   };
 
   mbar_wait(&q_full, 0);
-  mbar_wait(&kv_full[0], 0);
+  ring.wait(0);
   zero(acc_s);
   pin(acc_s);
   wgmma_fence();
@@ -129,8 +120,8 @@ __global__ void __launch_bounds__(FwdWsTraits<kHeadDim, kConsumers, kBlockN>::kT
   acc_to_a<kBlockN>(p_frag, acc_s);
 
   for (int j = 1; j < n_blocks; ++j) {
-    const int s = j % kStages, prev = (j - 1) % kStages;
-    mbar_wait(&kv_full[s], (j / kStages) & 1);
+    const int s = ring.stage(j), prev = ring.stage(j - 1);
+    ring.wait(j);
     zero(acc_s);
     pin(acc_s);
     pin(p_frag);
@@ -146,12 +137,12 @@ __global__ void __launch_bounds__(FwdWsTraits<kHeadDim, kConsumers, kBlockN>::kT
     wgmma_wait<0>();
     pin(acc_o);
     pin(p_frag);  // P's registers stay untouched until the product that reads them is done
-    mbar_arrive(&kv_empty[prev]);
+    ring.release(j - 1);
     rescale_rows<kHeadDim>(acc_o, alpha);
     acc_to_a<kBlockN>(p_frag, acc_s);
   }
 
-  const int last = (n_blocks - 1) % kStages;
+  const int last = ring.stage(n_blocks - 1);
   pin(p_frag);
   pin(acc_o);
   wgmma_fence();
@@ -191,7 +182,7 @@ void flash_fwd_wgmma_ws(const FlashParams& p, cudaStream_t stream) {
   PT_CHECK(bn == 128 && (wg == 2 || wg == 3), "flash attention: no warp-specialised forward with " +
                                                   std::to_string(wg) + " warpgroups × " + std::to_string(bn) +
                                                   " keys (2 or 3 × 128)");
-  const bool launched = flash_head_dim_switch<true>(p.head_dim, p.causal, [&](auto d, auto causal) {
+  flash_wgmma_switch(p, [&](auto d, auto causal) {
     constexpr int kD = decltype(d)::value;
     constexpr bool kCausal = decltype(causal)::value;
     if (wg == 2)
@@ -199,7 +190,6 @@ void flash_fwd_wgmma_ws(const FlashParams& p, cudaStream_t stream) {
     else
       flash::launch<kD, 3, 128, kCausal>(p, stream);
   });
-  PT_CHECK(launched, "flash attention: no wgmma kernel for head dimension " + std::to_string(p.head_dim));
 }
 
 }  // namespace pt::cuda

@@ -4,9 +4,11 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <string>
 #include <type_traits>
 #include <utility>
 
+#include "core/error.h"
 #include "core/flash_choice.h"
 
 namespace pt::cuda {
@@ -90,6 +92,14 @@ struct FlashParams {
   FlashKernels kernels = FlashKernels::Auto;
   WgmmaTiles tiles;
 };
+
+// flash_head_dim_switch over the wgmma entries, for p's head dimension and causal flag; any other
+// head dimension is refused with one message. For the wgmma launchers.
+template <class Launch>
+void flash_wgmma_switch(const FlashParams& p, Launch&& launch) {
+  PT_CHECK(flash_head_dim_switch<true>(p.head_dim, p.causal, launch),
+           "flash attention: no wgmma kernel for head dimension " + std::to_string(p.head_dim));
+}
 
 // Query rows per tile of p.dq_accum, and its size in floats.
 constexpr int kDqAccumTileRows = 64;

@@ -93,6 +93,31 @@ __device__ __forceinline__ void store_output(bf16* o, int64_t ld, float* lse, co
   store_strip<kHeadDim>(o, ld, acc_o, inv[0], inv[1], valid_rows);
 }
 
+// Backward epilogue of a dK/dV pass: this warp's 16 key rows from key0 of dK (times scale, the
+// 1/sqrt(d) that Sᵀ's gradient carries) and dV, as bf16 rows; rows past the last key skipped.
+template <int kHeadDim>
+__device__ __forceinline__ void store_dk_dv(const FlashParams& p, int b, int h, int key0,
+                                            const float (&acc_dk)[kHeadDim / 8][4],
+                                            const float (&acc_dv)[kHeadDim / 8][4]) {
+  store_strip<kHeadDim>(head_row<bf16>(p.dk, p.dk_s, b, h, key0), p.dk_s.row, acc_dk, p.scale, p.scale,
+                        p.seqlen_k - key0);
+  store_strip<kHeadDim>(head_row<bf16>(p.dv, p.dv_s, b, h, key0), p.dv_s.row, acc_dv, 1.0f, 1.0f, p.seqlen_k - key0);
+}
+
+// The dQ pass's per-row statistics of this thread's two rows (row0: the warp's first query):
+// −L·log2(e) and delta, zero past the last query.
+__device__ __forceinline__ void load_row_stats(const FlashParams& p, int b, int h, int row0, float (&neg_lse2)[2],
+                                               float (&delta)[2]) {
+  const int64_t base = (static_cast<int64_t>(b) * p.heads + h) * p.seqlen_q;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = row0 + frag_row(2 * r);
+    const bool valid = row < p.seqlen_q;
+    neg_lse2[r] = valid ? -p.lse[base + row] * kLog2e : 0.0f;
+    delta[r] = valid ? p.delta[base + row] : 0.0f;
+  }
+}
+
 // Backward, rows are queries (the dQ pass): P = exp(scale·S − L_row) in place; masked entries
 // (key past the end, or after the query when causal) exactly 0. neg_lse2[r] = −L·log2(e).
 template <int kBlockN, bool kCausal, bool kMasked>

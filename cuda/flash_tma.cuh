@@ -77,6 +77,47 @@ __device__ __forceinline__ void tma_load_tile(bf16* dst, const TmaRows& m, uint6
   for (int cb = 0; cb < kHeadDim / 64; ++cb) tma_load_box(dst + cb * kRows * 64, m, bar, cb * 64, row, h, b);
 }
 
+// A ring of kStages shared-memory stages that one producer fills and the math warpgroups drain in
+// the order of a tile stream: tile t uses stage t % kStages, and its k-th use (k = t / kStages) is
+// phase k of both of the stage's barriers. Declared __shared__; thread 0 calls init, then
+// fence_mbar_init and a block barrier.
+template <int kStages>
+struct StageRing {
+  uint64_t full[kStages];   // the stage's bytes have landed (and its producer arrivals are in)
+  uint64_t empty[kStages];  // every math thread is done reading it
+
+  static __device__ __forceinline__ int stage(int t) { return t % kStages; }
+  __device__ __forceinline__ void init(uint32_t producer_arrivals, uint32_t math_arrivals) {
+#pragma unroll
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(&full[s], producer_arrivals);
+      mbar_init(&empty[s], math_arrivals);
+    }
+  }
+  // Producer: wait until tile t may overwrite its stage (tile t − kStages released it).
+  __device__ __forceinline__ void acquire(int t) {
+    if (t >= kStages) mbar_wait(&empty[t % kStages], (t / kStages - 1) & 1);
+  }
+  __device__ __forceinline__ uint64_t* landed(int t) { return &full[t % kStages]; }  // tile t's TMA barrier
+  // Math: wait until tile t has landed; release its stage once every read of it is done.
+  __device__ __forceinline__ void wait(int t) { mbar_wait(&full[t % kStages], (t / kStages) & 1); }
+  __device__ __forceinline__ void release(int t) { mbar_arrive(&empty[t % kStages]); }
+};
+
+// The producer loop of the passes that stream key tiles (the forward, the dQ pass): K and V of
+// tiles 0 … n_blocks−1 (kBlockN rows from j·kBlockN) into their ring stages, kStageElems apart.
+template <int kBlockN, int kHeadDim, int kStages>
+__device__ __forceinline__ void produce_kv_tiles(StageRing<kStages>& ring, bf16* sK, bf16* sV, const TmaRows& k,
+                                                 const TmaRows& v, int n_blocks, int h, int b) {
+  constexpr int kStageElems = kBlockN * kHeadDim;
+  for (int j = 0; j < n_blocks; ++j) {
+    ring.acquire(j);
+    mbar_arrive_expect_tx(ring.landed(j), 2 * kStageElems * 2);
+    tma_load_tile<kBlockN, kHeadDim>(sK + ring.stage(j) * kStageElems, k, ring.landed(j), j * kBlockN, h, b);
+    tma_load_tile<kBlockN, kHeadDim>(sV + ring.stage(j) * kStageElems, v, ring.landed(j), j * kBlockN, h, b);
+  }
+}
+
 // Register budget per thread of the calling warpgroup (all 128 threads execute it).
 template <int kRegs>
 __device__ __forceinline__ void setmaxnreg_dec() {

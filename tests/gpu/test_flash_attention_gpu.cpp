@@ -295,17 +295,22 @@ std::vector<Case> wgmma_variant_cases() {
           {{1, 2, 1031, 1031, 128}, true, bf}};
 }
 
+// Every case of wgmma_variant_cases against the fp64 reference with each of these tile shapes.
+void check_wgmma_variants(std::initializer_list<const char*> tile_names, uint64_t seed) {
+  const std::vector<Case> cases = wgmma_variant_cases();
+  for (const char* tiles : tile_names) {
+    SCOPED_TRACE(std::string("wgmma tiles ") + tiles);
+    for (size_t i = 0; i < cases.size(); ++i)
+      check_case_with(cases[i], seed + 10 * i, choice(ops::FlashKernels::Wgmma, tiles));
+  }
+}
+
 // The single-pass backward (tiles "…/acc": the dK/dV pass adds each tile's dS·K into an fp32 dQ
 // buffer by bulk reductions) with every warpgroup count of that pass.
 TEST(FlashGpu, SinglePassBackwardAccumulatesDq) {
   PT_REQUIRE_GPU();
   PT_REQUIRE_SM90A();
-  const std::vector<Case> cases = wgmma_variant_cases();
-  for (const char* tiles : {"1x64/1/acc", "1x64/2/acc", "2x128/1/acc", "2x128/2/acc"}) {
-    SCOPED_TRACE(std::string("wgmma tiles ") + tiles);
-    for (size_t i = 0; i < cases.size(); ++i)
-      check_case_with(cases[i], 8000 + 10 * i, choice(ops::FlashKernels::Wgmma, tiles));
-  }
+  check_wgmma_variants({"1x64/1/acc", "1x64/2/acc", "2x128/1/acc", "2x128/2/acc"}, 8000);
 }
 
 // The warp-specialised TMA kernels (tiles "ws…"), each pass alone and all together, on the same
@@ -313,12 +318,7 @@ TEST(FlashGpu, SinglePassBackwardAccumulatesDq) {
 TEST(FlashGpu, WarpSpecializedKernels) {
   PT_REQUIRE_GPU();
   PT_REQUIRE_SM90A();
-  const std::vector<Case> cases = wgmma_variant_cases();
-  for (const char* tiles : {"ws2x128/ws2/ws2", "ws3x128/1/1", "1x64/ws2/1", "1x64/1/ws2"}) {
-    SCOPED_TRACE(std::string("wgmma tiles ") + tiles);
-    for (size_t i = 0; i < cases.size(); ++i)
-      check_case_with(cases[i], 9000 + 10 * i, choice(ops::FlashKernels::Wgmma, tiles));
-  }
+  check_wgmma_variants({"ws2x128/ws2/ws2", "ws3x128/1/1", "1x64/ws2/1", "1x64/1/ws2"}, 9000);
   Context ctx(Device::cuda(0));
   ctx.set_flash(choice(ops::FlashKernels::Wgmma, "ws2x128/ws2/ws2"));
   for (int64_t d : {64, 128}) {
