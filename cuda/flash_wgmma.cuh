@@ -241,6 +241,11 @@ template <int kId, int kThreads>
 __device__ __forceinline__ void named_barrier_sync() {
   asm volatile("bar.sync %0, %1;\n" ::"n"(kId), "n"(kThreads) : "memory");
 }
+// Arrive at barrier kId without waiting: counts toward the kThreads its bar.sync side waits for.
+template <int kId, int kThreads>
+__device__ __forceinline__ void named_barrier_arrive() {
+  asm volatile("bar.arrive %0, %1;\n" ::"n"(kId), "n"(kThreads) : "memory");
+}
 
 // Bulk asynchronous reduction (the tensor-memory accelerator's copy engine): global[0, bytes) +=
 // shared[0, bytes) as fp32, each element atomically in L2. Both addresses 16-byte aligned, bytes

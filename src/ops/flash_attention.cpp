@@ -22,14 +22,14 @@ constexpr int kCpuTile = 32;
 
 // Default wgmma tile shapes: the fastest of the compiled shapes on an H100 (docs/FLASH_ATTENTION.md,
 // B 4 × H 16 at T 512 … 2048 and the leaderboard case B 1 × H 16 × T 16384, causal). d = 128: the
-// cp.async forward with two warpgroups and 128 keys per step and both warp-specialised backward
-// passes, at every length. d = 64: the warp-specialised passes from 2048 keys on (leaderboard
-// fwd+bwd 5.75 → 4.62 ms); below, one-warpgroup cp.async blocks, several to an SM, which fill the
+// warp-specialised passes (the forward with ping-pong) at every length (T 16384: 10.25 → 8.52 ms;
+// T 512: 0.131 → 0.124). d = 64: the warp-specialised passes from 2048 keys on (leaderboard
+// fwd+bwd 5.84 → 4.31 ms); below, one-warpgroup cp.async blocks, several to an SM, which fill the
 // machine better than one 384-thread block per SM does on a few short tiles (T 512: 0.069 against
 // 0.075 ms).
 constexpr int64_t kWarpSpecializedFromLength = 2048;
 WgmmaTiles default_wgmma_tiles(int64_t head_dim, int64_t seqlen) {
-  if (head_dim == 128) return wgmma_tiles_from_name("2x128/ws2/ws2");
+  if (head_dim == 128) return wgmma_tiles_from_name("ws2x128/ws2/ws2");
   return wgmma_tiles_from_name(seqlen >= kWarpSpecializedFromLength ? "ws2x128/ws2/ws2" : "1x64/1/1");
 }
 

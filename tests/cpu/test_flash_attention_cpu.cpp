@@ -210,8 +210,8 @@ TEST(FlashCpu, DefaultWgmmaTilesFollowHeadDimAndLength) {
   EXPECT_EQ(name(defaults, 64, 2047), "1x64/1/1");
   EXPECT_EQ(name(defaults, 64, 2048), "ws2x128/ws2/ws2");
   EXPECT_EQ(name(defaults, 64, 16384), "ws2x128/ws2/ws2");
-  EXPECT_EQ(name(defaults, 128, 512), "2x128/ws2/ws2");
-  EXPECT_EQ(name(defaults, 128, 16384), "2x128/ws2/ws2");
+  EXPECT_EQ(name(defaults, 128, 512), "ws2x128/ws2/ws2");
+  EXPECT_EQ(name(defaults, 128, 16384), "ws2x128/ws2/ws2");
   FlashChoice pinned;
   pinned.tiles = ops::wgmma_tiles_from_name("2x64/2/2");
   EXPECT_EQ(name(pinned, 64, 16384), "2x64/2/2");
