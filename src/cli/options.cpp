@@ -142,8 +142,9 @@ void add_flash_options(po::options_description& desc, RunOptions& o) {
        "image, for head dimensions 64 and 128; mma.sync everywhere else), mma (the FlashAttention-2 "
        "mma.sync kernels, every GPU from sm_80), wgmma (refused where it cannot run)")
       ("wgmma-tiles", po::value(&o.wgmma_tiles)->default_value(o.wgmma_tiles),
-       "wgmma tile shapes F/K/Q (e.g. 1x64/1/1, 2x128/2/acc; see ops/flash_attention.h); "
-       "empty: each head dimension's measured default");
+       "wgmma tile shapes F/K/Q (e.g. 1x64/1/1, 2x128/2/acc; a ws prefix selects a pass's warp-specialised "
+       "TMA kernel, e.g. ws2x128/ws2/ws2; see ops/flash_attention.h); empty: the measured default for each "
+       "head dimension and length");
   // clang-format on
 }
 
