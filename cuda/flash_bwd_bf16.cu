@@ -258,37 +258,21 @@ __global__ void __launch_bounds__(DqTraits<kHeadDim>::kThreads) flash_bwd_dq_ker
   store_strip<kHeadDim>(dq, p.dq_s.row, acc_dq, p.scale, p.scale, tq - row0);
 }
 
-template <typename Kernel>
-void set_smem(Kernel kernel, int bytes) {
-  PT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-}
-
 template <int kHeadDim>
 void launch_delta(const FlashParams& p, cudaStream_t stream) {
   using Tr = DeltaTraits<kHeadDim>;
-  const dim3 grid(static_cast<unsigned>(ceil_div(p.seqlen_q, Tr::kRowsPerBlock)), p.heads, p.batch);
-  flash_bwd_delta_kernel<kHeadDim><<<grid, Tr::kThreads, 0, stream>>>(p);
+  flash_bwd_delta_kernel<kHeadDim><<<flash_grid(p, p.seqlen_q, Tr::kRowsPerBlock), Tr::kThreads, 0, stream>>>(p);
   PT_CUDA_CHECK_LAUNCH();
 }
 
 template <int kHeadDim, bool kCausal>
 void launch_dkdv_dq(const FlashParams& p, cudaStream_t stream) {
-  {
-    using Tr = DkDvTraits<kHeadDim>;
-    auto kernel = flash_bwd_dkdv_kernel<kHeadDim, kCausal>;
-    set_smem(kernel, Tr::kSmemBytes);
-    const dim3 grid(static_cast<unsigned>(ceil_div(p.seqlen_k, Tr::kBlockN)), p.heads, p.batch);
-    kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(p);
-    PT_CUDA_CHECK_LAUNCH();
-  }
-  {
-    using Tr = DqTraits<kHeadDim>;
-    auto kernel = flash_bwd_dq_kernel<kHeadDim, kCausal>;
-    set_smem(kernel, Tr::kSmemBytes);
-    const dim3 grid(static_cast<unsigned>(ceil_div(p.seqlen_q, Tr::kBlockM)), p.heads, p.batch);
-    kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(p);
-    PT_CUDA_CHECK_LAUNCH();
-  }
+  using KV = DkDvTraits<kHeadDim>;
+  launch_flash_kernel(flash_bwd_dkdv_kernel<kHeadDim, kCausal>, flash_grid(p, p.seqlen_k, KV::kBlockN), KV::kThreads,
+                      KV::kSmemBytes, stream, p);
+  using Q = DqTraits<kHeadDim>;
+  launch_flash_kernel(flash_bwd_dq_kernel<kHeadDim, kCausal>, flash_grid(p, p.seqlen_q, Q::kBlockM), Q::kThreads,
+                      Q::kSmemBytes, stream, p);
 }
 
 }  // namespace

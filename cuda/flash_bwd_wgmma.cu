@@ -334,9 +334,7 @@ __global__ void __launch_bounds__(DqWgmmaTraits<kHeadDim, kWarpgroups>::kThreads
 
 template <typename Traits, typename Kernel>
 void launch(Kernel kernel, int blocks, const FlashParams& p, cudaStream_t stream) {
-  PT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSmemBytes));
-  kernel<<<dim3(static_cast<unsigned>(blocks), p.heads, p.batch), Traits::kThreads, Traits::kSmemBytes, stream>>>(p);
-  PT_CUDA_CHECK_LAUNCH();
+  launch_flash_kernel(kernel, flash_grid(p, blocks, 1), Traits::kThreads, Traits::kSmemBytes, stream, p);
 }
 
 template <int kHeadDim, int kWarpgroups, bool kCausal, bool kAccumulateDq>

@@ -337,10 +337,7 @@ void launch_pass(Kernel kernel, int blocks, const FlashParams& p, cudaStream_t s
   maps.d_o = flash_tma_rows(p.dout, p.do_s, p.batch, p.heads, p.seqlen_q, kHeadDim, Traits::kBlockM);
   maps.k = flash_tma_rows(p.k, p.k_s, p.batch, p.heads, p.seqlen_k, kHeadDim, Traits::kBlockN);
   maps.v = flash_tma_rows(p.v, p.v_s, p.batch, p.heads, p.seqlen_k, kHeadDim, Traits::kBlockN);
-  PT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSmemBytes));
-  kernel<<<dim3(static_cast<unsigned>(blocks), p.heads, p.batch), Traits::kThreads, Traits::kSmemBytes, stream>>>(maps,
-                                                                                                                  p);
-  PT_CUDA_CHECK_LAUNCH();
+  launch_flash_kernel(kernel, flash_grid(p, blocks, 1), Traits::kThreads, Traits::kSmemBytes, stream, maps, p);
 }
 
 template <int kHeadDim, bool kCausal>

@@ -27,4 +27,19 @@ __device__ __forceinline__ T* head_row(const void* base, const RowStrides& s, in
   return static_cast<T*>(const_cast<void*>(base)) + b * s.batch + h * s.head + row * s.row;
 }
 
+// The grid of a flash kernel: ceil(rows / block_rows) tiles of one (batch, head), × H × B.
+inline dim3 flash_grid(const FlashParams& p, int64_t rows, int block_rows) {
+  return dim3(static_cast<unsigned>(ceil_div(rows, block_rows)), p.heads, p.batch);
+}
+
+// Launches a flash kernel with smem_bytes of dynamic shared memory (raising the kernel's limit
+// first: above 48 KB a kernel must opt in) and checks the launch.
+template <typename Kernel, typename... Args>
+void launch_flash_kernel(Kernel kernel, dim3 grid, int threads, int smem_bytes, cudaStream_t stream,
+                         const Args&... args) {
+  PT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes));
+  kernel<<<grid, threads, smem_bytes, stream>>>(args...);
+  PT_CUDA_CHECK_LAUNCH();
+}
+
 }  // namespace pt::cuda

@@ -239,27 +239,20 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(const FlashParams p) {
   }
 }
 
-template <typename Kernel>
-void launch(Kernel kernel, dim3 grid, int smem, cudaStream_t stream, const FlashParams& p) {
-  PT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  kernel<<<grid, kThreads, smem, stream>>>(p);
-  PT_CUDA_CHECK_LAUNCH();
-}
-
-dim3 grid_q(const FlashParams& p) { return dim3(static_cast<unsigned>(ceil_div(p.seqlen_q, kTile)), p.heads, p.batch); }
-dim3 grid_k(const FlashParams& p) { return dim3(static_cast<unsigned>(ceil_div(p.seqlen_k, kTile)), p.heads, p.batch); }
+dim3 grid_q(const FlashParams& p) { return flash_grid(p, p.seqlen_q, kTile); }
+dim3 grid_k(const FlashParams& p) { return flash_grid(p, p.seqlen_k, kTile); }
 
 template <int kHeadDim, bool kCausal>
 void fwd(const FlashParams& p, cudaStream_t stream) {
-  launch(fwd_kernel<kHeadDim, kCausal>, grid_q(p), smem_bytes<kHeadDim>(3), stream, p);
+  launch_flash_kernel(fwd_kernel<kHeadDim, kCausal>, grid_q(p), kThreads, smem_bytes<kHeadDim>(3), stream, p);
 }
 
 template <int kHeadDim, bool kCausal>
 void bwd(const FlashParams& p, cudaStream_t stream) {
   delta_kernel<kHeadDim><<<grid_q(p), kThreads, 0, stream>>>(p);
   PT_CUDA_CHECK_LAUNCH();
-  launch(dkdv_kernel<kHeadDim, kCausal>, grid_k(p), smem_bytes<kHeadDim>(4), stream, p);
-  launch(dq_kernel<kHeadDim, kCausal>, grid_q(p), smem_bytes<kHeadDim>(4), stream, p);
+  launch_flash_kernel(dkdv_kernel<kHeadDim, kCausal>, grid_k(p), kThreads, smem_bytes<kHeadDim>(4), stream, p);
+  launch_flash_kernel(dq_kernel<kHeadDim, kCausal>, grid_q(p), kThreads, smem_bytes<kHeadDim>(4), stream, p);
 }
 
 }  // namespace

@@ -92,19 +92,14 @@ __global__ void __launch_bounds__(FwdTraits<kHeadDim>::kThreads) flash_fwd_kerne
     __syncthreads();  // this stage is refilled by the next iteration's copy
   }
 
-  bf16* o = head_row<bf16>(p.o, p.o_s, b, h, row0);
-  float* lse = p.lse + (static_cast<int64_t>(b) * p.heads + h) * tq + row0;
-  store_output<kHeadDim>(o, p.o_s.row, lse, acc_o, row_max, row_sum, p.scale, tq - row0);
+  store_output<kHeadDim>(p, b, h, row0, acc_o, row_max, row_sum);
 }
 
 template <int kHeadDim, bool kCausal>
 void launch_fwd(const FlashParams& p, cudaStream_t stream) {
   using Tr = FwdTraits<kHeadDim>;
-  auto kernel = flash_fwd_kernel<kHeadDim, kCausal>;
-  PT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes));
-  const dim3 grid(static_cast<unsigned>(ceil_div(p.seqlen_q, Tr::kBlockM)), p.heads, p.batch);
-  kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(p);
-  PT_CUDA_CHECK_LAUNCH();
+  launch_flash_kernel(flash_fwd_kernel<kHeadDim, kCausal>, flash_grid(p, p.seqlen_q, Tr::kBlockM), Tr::kThreads,
+                      Tr::kSmemBytes, stream, p);
 }
 
 }  // namespace

@@ -181,9 +181,7 @@ __global__ void __launch_bounds__(FwdWsTraits<kHeadDim, kConsumers, kBlockN>::kT
   wgmma_wait<0>();
   pin(acc_o);
 
-  bf16* o = head_row<bf16>(p.o, p.o_s, b, h, row0);
-  float* lse = p.lse + (static_cast<int64_t>(b) * p.heads + h) * p.seqlen_q + row0;
-  store_output<kHeadDim>(o, p.o_s.row, lse, acc_o, row_max, row_sum, p.scale, p.seqlen_q - row0);
+  store_output<kHeadDim>(p, b, h, row0, acc_o, row_max, row_sum);
 #else
   __trap();
 #endif
@@ -196,11 +194,8 @@ void launch(const FlashParams& p, cudaStream_t stream) {
   maps.q = flash_tma_rows(p.q, p.q_s, p.batch, p.heads, p.seqlen_q, kHeadDim, Tr::kBlockM);
   maps.k = flash_tma_rows(p.k, p.k_s, p.batch, p.heads, p.seqlen_k, kHeadDim, kBlockN);
   maps.v = flash_tma_rows(p.v, p.v_s, p.batch, p.heads, p.seqlen_k, kHeadDim, kBlockN);
-  auto kernel = flash_fwd_ws_kernel<kHeadDim, kConsumers, kBlockN, kCausal>;
-  PT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes));
-  const dim3 grid(static_cast<unsigned>(ceil_div(p.seqlen_q, Tr::kBlockM)), p.heads, p.batch);
-  kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(maps, p);
-  PT_CUDA_CHECK_LAUNCH();
+  launch_flash_kernel(flash_fwd_ws_kernel<kHeadDim, kConsumers, kBlockN, kCausal>,
+                      flash_grid(p, p.seqlen_q, Tr::kBlockM), Tr::kThreads, Tr::kSmemBytes, stream, maps, p);
 }
 
 }  // namespace

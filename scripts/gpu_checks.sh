@@ -384,9 +384,14 @@ step_flash-acc() {
     --causal 1 --dout ones --flash-kernels wgmma --wgmma-tiles 1x64/1/1,2x128/2/1,1x64/1/acc,2x128/2/acc,2x128/1/acc \
     --out "$RESULTS/flash_acc_sweep.h5" --overwrite
 }
-# The warp-specialised TMA forward (issue 18): the flash GPU tests with each of its shapes,
-# memcheck / racecheck / synccheck on small cases, then the leaderboard case against the default
-# and SDPA in the same step, and the model's short lengths (B·H = 64) at d 64 and 128.
+# Causal bf16 flash timings with dO = ones: RECORD B H SEQ D TILES [more bench attention options].
+flash_times() {
+  paratrain bench attention --impl flash --dtype bf16 --batch "$2" --heads "$3" --seq "$4" --head-dim "$5" \
+    --causal 1 --dout ones --flash-kernels wgmma --wgmma-tiles "$6" --out "$RESULTS/$1.h5" --overwrite "${@:7}"
+}
+# The warp-specialised TMA kernels (issue 18): the flash GPU tests with each of their shapes, the
+# leaderboard case at d 64 and 128 against the cp.async shapes and SDPA in the same step, the short
+# lengths (B·H = 64) at d 64 and 128, then memcheck / racecheck / synccheck on small cases.
 step_flash-ws() {
   local rc=0 t tool all=ws2x128/ws2/ws2
   for t in ${WS_TILES:-ws2x128/ws2/ws2 ws3x128/1/1}; do
@@ -397,15 +402,10 @@ step_flash-ws() {
   paratrain bench attention --study leaderboard --flash-kernels wgmma \
     --wgmma-tiles 1x64/1/1,ws2x128/1/1,ws3x128/ws2/ws2,$all --out "$RESULTS/flash_ws_lb.h5" --overwrite &&
   python3 scripts/bench_attention_torch.py --paratrain-h5 "$RESULTS/flash_ws_lb.h5" || rc=1
-  paratrain bench attention --impl flash --dtype bf16 --batch 1 --heads 16 --seq 16384 --head-dim 128 --causal 1 \
-    --dout ones --flash-kernels wgmma --wgmma-tiles 2x128/2/1,2x128/ws2/ws2,$all --out "$RESULTS/flash_ws_d128.h5" \
-    --overwrite && python3 scripts/bench_attention_torch.py --head-dim 128 --paratrain-h5 "$RESULTS/flash_ws_d128.h5" || rc=1
-  paratrain bench attention --impl flash --dtype bf16 --batch 4 --heads 16 --seq 512,1024,2048 --head-dim 64 \
-    --causal 1 --dout ones --flash-kernels wgmma --wgmma-tiles 1x64/1/1,ws2x128/1/1,1x64/ws2/ws2,$all \
-    --out "$RESULTS/flash_ws_short64.h5" --overwrite || rc=1
-  paratrain bench attention --impl flash --dtype bf16 --batch 4 --heads 16 --seq 512,1024,2048 --head-dim 128 \
-    --causal 1 --dout ones --flash-kernels wgmma --wgmma-tiles 2x128/2/1,2x128/ws2/ws2,$all \
-    --out "$RESULTS/flash_ws_short128.h5" --overwrite || rc=1
+  flash_times flash_ws_d128 1 16 16384 128 2x128/2/1,2x128/ws2/ws2,$all &&
+  python3 scripts/bench_attention_torch.py --head-dim 128 --paratrain-h5 "$RESULTS/flash_ws_d128.h5" || rc=1
+  flash_times flash_ws_short64 4 16 512,1024,2048 64 1x64/1/1,ws2x128/1/1,1x64/ws2/ws2,$all || rc=1
+  flash_times flash_ws_short128 4 16 512,1024,2048 128 2x128/2/1,2x128/ws2/ws2,$all || rc=1
   # racecheck takes minutes on OddLengths' many shapes: the fused-QKV case (d 16, 64, 128) instead
   for tool in memcheck:OddLengths racecheck:FusedQkvStrides synccheck:OddLengths; do
     echo "== compute-sanitizer ${tool%%:*}, tiles $all"
@@ -414,16 +414,16 @@ step_flash-ws() {
   done
   return $rc
 }
-# The flash sweep of docs/FLASH_ATTENTION.md (B 1, H 1, causal, bf16, T 128 … 65536) for d 64 and
-# 128: the defaults against the cp.async shapes they replaced.
+# The flash sweep of docs/FLASH_ATTENTION.md (B 1, H 1, causal, bf16, T 128 … 65536, 10 timed
+# passes, dO random) for d 64 and 128: the defaults against the cp.async shapes they replaced.
 step_flash-sweep-ws() {
-  local seq=128,256,512,1024,2048,4096,8192,16384,32768,65536
-  paratrain bench attention --impl flash --dtype bf16 --batch 1 --heads 1 --seq $seq --head-dim 64 --causal 1 \
-    --flash-kernels wgmma --wgmma-tiles 1x64/1/1,ws2x128/ws2/ws2 --iters 10 --warmup 2 \
-    --out "$RESULTS/flash_sweep_d64.h5" --overwrite &&
-  paratrain bench attention --impl flash --dtype bf16 --batch 1 --heads 1 --seq $seq --head-dim 128 --causal 1 \
-    --flash-kernels wgmma --wgmma-tiles 2x128/2/1,2x128/ws2/ws2 --iters 10 --warmup 2 \
-    --out "$RESULTS/flash_sweep_d128.h5" --overwrite
+  local seq=128,256,512,1024,2048,4096,8192,16384,32768,65536 d tiles
+  for d in 64:1x64/1/1,ws2x128/ws2/ws2 128:2x128/2/1,ws2x128/ws2/ws2; do
+    tiles=${d#*:} d=${d%%:*}
+    paratrain bench attention --impl flash --dtype bf16 --batch 1 --heads 1 --seq $seq --head-dim "$d" --causal 1 \
+      --flash-kernels wgmma --wgmma-tiles "$tiles" --iters 10 --warmup 2 --out "$RESULTS/flash_sweep_d$d.h5" \
+      --overwrite || return
+  done
 }
 step_gemm-xl() {
   for p in fp32 bf16; do

@@ -35,7 +35,7 @@ WgmmaTiles default_wgmma_tiles(int64_t head_dim, int64_t seqlen) {
 
 // The Q field of a tile name that selects dQ accumulation in the dK/dV pass.
 constexpr const char* kDqAccumulateName = "acc";
-// The prefix of a forward field that selects the warp-specialised TMA forward, e.g. "ws3x128".
+// The prefix of a field that selects that pass's warp-specialised TMA kernel, e.g. "ws2x128/ws2/ws2".
 constexpr const char* kWarpSpecializedName = "ws";
 
 // A 3-D (B, T, D) tensor as the (B, 1, T, D) view; 4-D tensors unchanged.
@@ -189,9 +189,10 @@ std::string wgmma_tiles_name(const WgmmaTiles& t) {
 }
 
 namespace {
-// One field of a tile name: an optional "ws" prefix, then digits and, in the forward field, "x"
-// and more digits. Returns false when the text is not of that form.
-bool parse_tile_field(const std::string& field, bool forward, bool& ws, int& warpgroups, int& block_n) {
+// One field of a tile name: an optional "ws" prefix, then digits and, in the forward field (block_n
+// given), "x" and more digits. Returns false when the text is not of that form.
+bool parse_tile_field(const std::string& field, bool& ws, int& warpgroups, int* block_n = nullptr) {
+  const bool forward = block_n != nullptr;
   const std::string prefix = kWarpSpecializedName;
   ws = field.compare(0, prefix.size(), prefix) == 0;
   const std::string rest = ws ? field.substr(prefix.size()) : field;
@@ -204,7 +205,7 @@ bool parse_tile_field(const std::string& field, bool forward, bool& ws, int& war
   };
   if (!all_digits(count) || (forward && !all_digits(keys)) || (!forward && x != std::string::npos)) return false;
   warpgroups = std::stoi(count);
-  if (forward) block_n = std::stoi(keys);
+  if (forward) *block_n = std::stoi(keys);
   return true;
 }
 }  // namespace
@@ -219,13 +220,12 @@ WgmmaTiles wgmma_tiles_from_name(const std::string& name) {
     if (slash == std::string::npos) break;
     begin = slash + 1;
   }
-  int unused = 0;
   bool ok = fields.size() == 3 &&
-            parse_tile_field(fields[0], true, t.fwd_warp_specialized, t.fwd_warpgroups, t.fwd_block_n) &&
-            parse_tile_field(fields[1], false, t.dkdv_warp_specialized, t.dkdv_warpgroups, unused);
+            parse_tile_field(fields[0], t.fwd_warp_specialized, t.fwd_warpgroups, &t.fwd_block_n) &&
+            parse_tile_field(fields[1], t.dkdv_warp_specialized, t.dkdv_warpgroups);
   if (ok) {
     t.dq_accumulate = fields[2] == kDqAccumulateName;
-    ok = t.dq_accumulate || parse_tile_field(fields[2], false, t.dq_warp_specialized, t.dq_warpgroups, unused);
+    ok = t.dq_accumulate || parse_tile_field(fields[2], t.dq_warp_specialized, t.dq_warpgroups);
   }
   auto one_or_two = [](int w) { return w == 1 || w == 2; };
   // The compiled shapes: cp.async kernels 1|2 × 64|128, 1|2, 1|2; warp-specialised forward

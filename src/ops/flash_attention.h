@@ -47,8 +47,9 @@ FlashKernels flash_kernels_from_name(const std::string& name);  // auto | mma | 
 // (1|2 x 64|128), then the warpgroups per block of the dK/dV pass and of the dQ pass (1|2), e.g.
 // "2x64/2/2"; Q = "acc" drops the dQ pass: the dK/dV pass adds dS·K into an fp32 (B, H, Tq, D)
 // workspace with bulk reductions (no longer bit-for-bit deterministic in dQ), e.g. "1x64/1/acc".
-// A forward field "ws<warpgroups>x128" (2|3) selects the warp-specialised TMA forward, e.g.
-// "ws3x128/1/1" (sm_90a; a producer warpgroup and that many math warpgroups of 64 rows).
+// A field prefixed "ws" selects that pass's warp-specialised TMA kernel (a producer warpgroup and
+// that many math warpgroups of 64 rows): forward "ws2x128" or "ws3x128", backward passes "ws2",
+// e.g. "ws2x128/ws2/ws2" (not with "acc").
 // Unless the choice names tiles, each head dimension and sequence length (the longer of Tq, Tk)
 // runs its default shape (the fastest measured on an H100).
 WgmmaTiles flash_wgmma_tiles(const FlashChoice& choice, int64_t head_dim, int64_t seqlen);
