@@ -131,11 +131,8 @@ __global__ void __launch_bounds__(DkDvTraits<kHeadDim>::kThreads) flash_bwd_dkdv
   const float* lse = p.lse + bh * tq;
   const float* delta = p.delta + bh * tq;
 
-  // Causal: queries before n0 see none of these keys. Query tiles from m_full on lie wholly
-  // after the tile's last key (and inside the queries): no mask there.
-  const int m_begin = kCausal ? n0 / kBlockM : 0;
-  const int m_blocks = (tq + kBlockM - 1) / kBlockM;
-  auto unmasked = [&](int i) { return (!kCausal || i * kBlockM >= n0 + kBlockN - 1) && (i + 1) * kBlockM <= tq; };
+  const QueryTiles<kBlockM, kBlockN, kCausal> tiles(n0, tq);
+  const int m_begin = tiles.m_begin, m_blocks = tiles.m_blocks;
 
   auto load_query_tile = [&](int i, int stage) {
     const int m0 = i * kBlockM;
@@ -167,7 +164,7 @@ __global__ void __launch_bounds__(DkDvTraits<kHeadDim>::kThreads) flash_bwd_dkdv
     const bf16* sdOi = sdO + stage * kBlockM * kLd;
     const float* sLi = sL + stage * kBlockM;
     const float* sDi = sDelta + stage * kBlockM;
-    if (unmasked(i))
+    if (tiles.unmasked(i))
       dkdv_step<kHeadDim, kBlockM, kCausal, false>(acc_dk, acc_dv, sKw, sVw, sQi, sdOi, sLi, sDi, key0, i * kBlockM, tq,
                                                    scale_log2);
     else
@@ -208,7 +205,7 @@ __global__ void __launch_bounds__(DqTraits<kHeadDim>::kThreads) flash_bwd_dq_ker
   bf16* sK = sdO + kBlockM * kLd;            // (2, kBlockN, kLd)
   bf16* sV = sK + 2 * kBlockN * kLd;         // (2, kBlockN, kLd)
 
-  const int m_block = static_cast<int>(gridDim.x - 1 - blockIdx.x);  // heaviest first (causal)
+  const int m_block = query_tile_of_block();
   const int h = blockIdx.y, b = blockIdx.z;
   const int m0 = m_block * kBlockM;
   const int warp = threadIdx.x / 32;

@@ -124,9 +124,8 @@ __global__ void __launch_bounds__(DkDvWgmmaTraits<kHeadDim, kWarpgroups, kAccumu
   const float* lse = p.lse + bh * tq;
   const float* delta = p.delta + bh * tq;
 
-  const int m_begin = kCausal ? n0 / kBlockM : 0;
-  const int m_blocks = (tq + kBlockM - 1) / kBlockM;
-  auto unmasked = [&](int i) { return (!kCausal || i * kBlockM >= n0 + kBlockN - 1) && (i + 1) * kBlockM <= tq; };
+  const QueryTiles<kBlockM, kBlockN, kCausal> tiles(n0, tq);
+  const int m_begin = tiles.m_begin, m_blocks = tiles.m_blocks;
   auto load_query_tile = [&](int i, int stage) {
     const int m0 = i * kBlockM;
     load_tile_sw128<kBlockM, kHeadDim, kThreads>(sQ + stage * kBlockM * kHeadDim, q + m0 * p.q_s.row, p.q_s.row,
@@ -175,7 +174,7 @@ __global__ void __launch_bounds__(DkDvWgmmaTraits<kHeadDim, kWarpgroups, kAccumu
     wgmma_commit();
     wgmma_wait<0>();
     pin(acc_s);
-    if (unmasked(i))
+    if (tiles.unmasked(i))
       probs_by_col<kBlockM, kCausal, false>(acc_s, sLi, key0, m0, tq, scale_log2);
     else
       probs_by_col<kBlockM, kCausal, true>(acc_s, sLi, key0, m0, tq, scale_log2);
@@ -258,7 +257,7 @@ __global__ void __launch_bounds__(DqWgmmaTraits<kHeadDim, kWarpgroups>::kThreads
   bf16* sK = sdO + kBlockM * kHeadDim;       // (2, kBlockN, D) SW128
   bf16* sV = sK + 2 * kBlockN * kHeadDim;    // (2, kBlockN, D) SW128
 
-  const int m_block = static_cast<int>(gridDim.x - 1 - blockIdx.x);  // heaviest first (causal)
+  const int m_block = query_tile_of_block();
   const int h = blockIdx.y, b = blockIdx.z;
   const int m0 = m_block * kBlockM;
   const int wg = threadIdx.x / 128, warp_in_wg = (threadIdx.x / 32) % 4;
@@ -315,13 +314,7 @@ __global__ void __launch_bounds__(DqWgmmaTraits<kHeadDim, kWarpgroups>::kThreads
     // dQ += dS·K (K read MN-major: its rows are the contraction)
     uint32_t ds_frag[kBlockN / 16][4];
     acc_to_a<kBlockN>(ds_frag, acc_s);
-    pin(ds_frag);
-    pin(acc_dq);
-    wgmma_fence();
-    wgmma_regs_mn_major<kBlockN, kHeadDim, kBlockN>(acc_dq, ds_frag, sKj);
-    wgmma_commit();
-    wgmma_wait<0>();
-    pin(acc_dq);
+    wgmma_regs_mn_major_waited<kBlockN, kHeadDim, kBlockN>(acc_dq, ds_frag, sKj);
     __syncthreads();
   }
 

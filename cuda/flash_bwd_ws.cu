@@ -90,18 +90,14 @@ __global__ void __launch_bounds__(DkDvWsTraits<kHeadDim>::kThreads, 1)
   __shared__ StageRing<kStages> ring;  // Q, dO, L, delta of each query tile
 
   const int n0 = blockIdx.x * kBlockN, h = blockIdx.y, b = blockIdx.z;
-  const int tq = p.seqlen_q, tk = p.seqlen_k;
+  const int tq = p.seqlen_q;  // keys past seqlen_k load as zeros (TMA) and only reach dK, dV rows never stored
   const int64_t bh = static_cast<int64_t>(b) * p.heads + h;
-  const int m_begin = kCausal ? n0 / kBlockM : 0;
-  const int m_blocks = (tq + kBlockM - 1) / kBlockM;
+  const QueryTiles<kBlockM, kBlockN, kCausal> tiles(n0, tq);
+  const int m_begin = tiles.m_begin, m_blocks = tiles.m_blocks;
   const int wg = threadIdx.x / 128;
 
-  if (threadIdx.x == 0) {
-    mbar_init(&kv_full, 1);
-    ring.init(32, 128 * kMathWarpgroups);  // the producer's first warp: L and delta stored, Q and dO in flight
-    fence_mbar_init();
-  }
-  __syncthreads();
+  ring.init_block(&kv_full, 32,
+                  128 * kMathWarpgroups);  // the producer's first warp: L and delta stored, Q and dO in flight
 
   if (wg == 0) {  // the producer
     setmaxnreg_dec<kProducerRegs>();
@@ -138,7 +134,6 @@ __global__ void __launch_bounds__(DkDvWsTraits<kHeadDim>::kThreads, 1)
   const int c = wg - 1;  // this math warpgroup's keys: n0 + 64c …
   const int key0 = n0 + c * 64 + ((threadIdx.x / 32) % 4) * 16;
   const float scale_log2 = p.scale * kLog2e;
-  auto unmasked = [&](int i) { return (!kCausal || i * kBlockM >= n0 + kBlockN - 1) && (i + 1) * kBlockM <= tq; };
 
   float acc_dk[kHeadDim / 8][4], acc_dv[kHeadDim / 8][4];  // (64 keys, D)
   zero(acc_dk);
@@ -163,7 +158,7 @@ __global__ void __launch_bounds__(DkDvWsTraits<kHeadDim>::kThreads, 1)
   };
   // Pᵀ and dSᵀ of query tile i (stage s), into p_frag and ds_frag.
   auto grads = [&](int i, int s) {
-    if (unmasked(i))
+    if (tiles.unmasked(i))
       probs_by_col<kBlockM, kCausal, false>(acc_s, sL + s * kBlockM, key0, i * kBlockM, tq, scale_log2);
     else
       probs_by_col<kBlockM, kCausal, true>(acc_s, sL + s * kBlockM, key0, i * kBlockM, tq, scale_log2);
@@ -228,7 +223,7 @@ __global__ void __launch_bounds__(DqWsTraits<kHeadDim>::kThreads, 1)
   __shared__ uint64_t q_full;
   __shared__ StageRing<kStages> ring;  // K and V tiles
 
-  const int m_block = static_cast<int>(gridDim.x - 1 - blockIdx.x);  // heaviest first (causal)
+  const int m_block = query_tile_of_block();
   const int h = blockIdx.y, b = blockIdx.z;
   const int m0 = m_block * kBlockM;
   const int tq = p.seqlen_q, tk = p.seqlen_k;
@@ -236,12 +231,7 @@ __global__ void __launch_bounds__(DqWsTraits<kHeadDim>::kThreads, 1)
   const int n_blocks = tiles.n_blocks, n_full = tiles.n_full;
   const int wg = threadIdx.x / 128;
 
-  if (threadIdx.x == 0) {
-    mbar_init(&q_full, 1);
-    ring.init(1, 128 * kMathWarpgroups);
-    fence_mbar_init();
-  }
-  __syncthreads();
+  ring.init_block(&q_full, 1, 128 * kMathWarpgroups);
 
   if (wg == 0) {  // the producer
     setmaxnreg_dec<kProducerRegs>();
@@ -306,21 +296,12 @@ __global__ void __launch_bounds__(DqWsTraits<kHeadDim>::kThreads, 1)
     pin(acc_s);
     pin(acc_dp);
     grads(j);
-    wgmma_wait<0>();
-    pin(acc_dq);
-    pin(ds_frag);  // dS's registers stay untouched until the product that reads them is done
-    ring.release(j - 1);
+    retire_product(ring, j - 1, acc_dq, ds_frag);
     acc_to_a<kBlockN>(ds_frag, acc_s);
   }
 
   const int last = ring.stage(n_blocks - 1);
-  pin(ds_frag);
-  pin(acc_dq);
-  wgmma_fence();
-  wgmma_regs_mn_major<kBlockN, kHeadDim, kBlockN>(acc_dq, ds_frag, sK + last * kKVElems);
-  wgmma_commit();
-  wgmma_wait<0>();
-  pin(acc_dq);
+  wgmma_regs_mn_major_waited<kBlockN, kHeadDim, kBlockN>(acc_dq, ds_frag, sK + last * kKVElems);
 
   bf16* dq = head_row<bf16>(p.dq, p.dq_s, b, h, row0);
   store_strip<kHeadDim>(dq, p.dq_s.row, acc_dq, p.scale, p.scale, tq - row0);

@@ -32,6 +32,11 @@ inline dim3 flash_grid(const FlashParams& p, int64_t rows, int block_rows) {
   return dim3(static_cast<unsigned>(ceil_div(rows, block_rows)), p.heads, p.batch);
 }
 
+// The query tile that a block of a query-tiled pass (forward, dQ) owns. Blocks start in
+// blockIdx.x order and take the tiles from the last: under a causal mask the last tiles see the
+// most keys, and starting the longest work first shortens the tail of the grid.
+__device__ __forceinline__ int query_tile_of_block() { return static_cast<int>(gridDim.x - 1 - blockIdx.x); }
+
 // Launches a flash kernel with smem_bytes of dynamic shared memory (raising the kernel's limit
 // first: above 48 KB a kernel must opt in) and checks the launch.
 template <typename Kernel, typename... Args>

@@ -73,7 +73,7 @@ __global__ void __launch_bounds__(kThreads) fwd_kernel(const FlashParams p) {
   float* sQ = smem;                         // (kTile, ld)
   float* sK = sQ + kTile * ld<kHeadDim>();  // (kTile, ld)
   float* sV = sK + kTile * ld<kHeadDim>();  // (kTile, ld)
-  const int m0 = static_cast<int>(gridDim.x - 1 - blockIdx.x) * kTile;
+  const int m0 = query_tile_of_block() * kTile;
   const int h = blockIdx.y, b = blockIdx.z;
   const int r = threadIdx.x / 4, c4 = threadIdx.x % 4;
   const int tq = p.seqlen_q, tk = p.seqlen_k, row = m0 + r;
@@ -199,7 +199,7 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(const FlashParams p) {
   float* sdO = sQ + kTile * ld<kHeadDim>();
   float* sK = sdO + kTile * ld<kHeadDim>();
   float* sV = sK + kTile * ld<kHeadDim>();
-  const int m0 = static_cast<int>(gridDim.x - 1 - blockIdx.x) * kTile;
+  const int m0 = query_tile_of_block() * kTile;
   const int h = blockIdx.y, b = blockIdx.z;
   const int r = threadIdx.x / 4, c4 = threadIdx.x % 4, row = m0 + r;
   const int tq = p.seqlen_q, tk = p.seqlen_k;

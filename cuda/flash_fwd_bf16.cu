@@ -50,7 +50,7 @@ __global__ void __launch_bounds__(FwdTraits<kHeadDim>::kThreads) flash_fwd_kerne
   bf16* sV = sK + 2 * kBlockN * kLd;         // (2, kBlockN, kLd)
 
   // Causal: the last query tiles have the most key tiles; launch them first.
-  const int m_block = static_cast<int>(gridDim.x - 1 - blockIdx.x);
+  const int m_block = query_tile_of_block();
   const int h = blockIdx.y, b = blockIdx.z;
   const int m0 = m_block * kBlockM;
   const int warp = threadIdx.x / 32;

@@ -36,7 +36,7 @@ __global__ void __launch_bounds__(FwdWgmmaTraits<kHeadDim, kWarpgroups, kBlockN_
   bf16* sK = reinterpret_cast<bf16*>(smem + Tr::kQBytes);  // (2, kBlockN, D) SW128
   bf16* sV = sK + 2 * kBlockN * kHeadDim;                  // (2, kBlockN, D) SW128
 
-  const int m_block = static_cast<int>(gridDim.x - 1 - blockIdx.x);  // heaviest causal tiles first
+  const int m_block = query_tile_of_block();
   const int h = blockIdx.y, b = blockIdx.z;
   const int m0 = m_block * kBlockM;
   const int wg = threadIdx.x / 128, warp_in_wg = (threadIdx.x / 32) % 4;
@@ -87,13 +87,7 @@ __global__ void __launch_bounds__(FwdWgmmaTraits<kHeadDim, kWarpgroups, kBlockN_
 
     uint32_t p_frag[kBlockN / 16][4];  // P in bf16 as the register A operand
     acc_to_a<kBlockN>(p_frag, acc_s);
-    pin(p_frag);
-    pin(acc_o);
-    wgmma_fence();
-    wgmma_regs_mn_major<kBlockN, kHeadDim, kBlockN>(acc_o, p_frag, sVj);
-    wgmma_commit();
-    wgmma_wait<0>();
-    pin(acc_o);
+    wgmma_regs_mn_major_waited<kBlockN, kHeadDim, kBlockN>(acc_o, p_frag, sVj);
     __syncthreads();  // this stage is refilled by the next iteration's copy
   }
 

@@ -62,7 +62,7 @@ __global__ void __launch_bounds__(FwdWsTraits<kHeadDim, kConsumers, kBlockN>::kT
   __shared__ uint64_t q_full;
   __shared__ StageRing<kStages> ring;  // K and V tiles
 
-  const int m_block = static_cast<int>(gridDim.x - 1 - blockIdx.x);  // heaviest causal tiles first
+  const int m_block = query_tile_of_block();
   const int h = blockIdx.y, b = blockIdx.z;
   const int m0 = m_block * kBlockM;
   const int tk = p.seqlen_k;
@@ -70,12 +70,7 @@ __global__ void __launch_bounds__(FwdWsTraits<kHeadDim, kConsumers, kBlockN>::kT
   const int n_blocks = tiles.n_blocks, n_full = tiles.n_full;
   const int wg = threadIdx.x / 128;
 
-  if (threadIdx.x == 0) {
-    mbar_init(&q_full, 1);
-    ring.init(1, 128 * kConsumers);
-    fence_mbar_init();
-  }
-  __syncthreads();
+  ring.init_block(&q_full, 1, 128 * kConsumers);
 
   if (wg == 0) {  // the producer
     setmaxnreg_dec<Tr::kProducerRegs>();
@@ -164,22 +159,13 @@ __global__ void __launch_bounds__(FwdWsTraits<kHeadDim, kConsumers, kBlockN>::kT
     wgmma_wait<1>();  // S done; P·V may still run
     pin(acc_s);
     scores(j);
-    wgmma_wait<0>();
-    pin(acc_o);
-    pin(p_frag);  // P's registers stay untouched until the product that reads them is done
-    ring.release(j - 1);
+    retire_product(ring, j - 1, acc_o, p_frag);
     rescale_rows<kHeadDim>(acc_o, alpha);
     acc_to_a<kBlockN>(p_frag, acc_s);
   }
 
   const int last = ring.stage(n_blocks - 1);
-  pin(p_frag);
-  pin(acc_o);
-  wgmma_fence();
-  wgmma_regs_mn_major<kBlockN, kHeadDim, kBlockN>(acc_o, p_frag, sV + last * kKVElems);
-  wgmma_commit();
-  wgmma_wait<0>();
-  pin(acc_o);
+  wgmma_regs_mn_major_waited<kBlockN, kHeadDim, kBlockN>(acc_o, p_frag, sV + last * kKVElems);
 
   store_output<kHeadDim>(p, b, h, row0, acc_o, row_max, row_sum);
 #else

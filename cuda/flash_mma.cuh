@@ -135,6 +135,19 @@ struct KeyTiles {
   }
 };
 
+// The query tiles the key tile [n0, n0 + kBlockN) meets in the dK/dV pass: [m_begin, m_blocks)
+// (causal: queries before n0 see none of its keys). unmasked(i): tile i lies wholly after the key
+// tile's last key and inside the queries, so its scores need no mask.
+template <int kBlockM, int kBlockN, bool kCausal>
+struct QueryTiles {
+  int m_begin, m_blocks, n0, tq;
+  __device__ __forceinline__ QueryTiles(int key0, int seqlen_q)
+      : m_begin(kCausal ? key0 / kBlockM : 0), m_blocks((seqlen_q + kBlockM - 1) / kBlockM), n0(key0), tq(seqlen_q) {}
+  __device__ __forceinline__ bool unmasked(int i) const {
+    return (!kCausal || i * kBlockM >= n0 + kBlockN - 1) && (i + 1) * kBlockM <= tq;
+  }
+};
+
 // Key and value tile j (kBlockN keys from j·kBlockN, zero rows past the last key) into stage s of
 // the double-buffered sK and sV, through the kernel family's tile copy (Copy::kStageElems apart).
 template <int kBlockN, class Copy>

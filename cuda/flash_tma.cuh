@@ -79,20 +79,26 @@ __device__ __forceinline__ void tma_load_tile(bf16* dst, const TmaRows& m, uint6
 
 // A ring of kStages shared-memory stages that one producer fills and the math warpgroups drain in
 // the order of a tile stream: tile t uses stage t % kStages, and its k-th use (k = t / kStages) is
-// phase k of both of the stage's barriers. Declared __shared__; thread 0 calls init, then
-// fence_mbar_init and a block barrier.
+// phase k of both of the stage's barriers. Declared __shared__, set up by init_block.
 template <int kStages>
 struct StageRing {
   uint64_t full[kStages];   // the stage's bytes have landed (and its producer arrivals are in)
   uint64_t empty[kStages];  // every math thread is done reading it
 
   static __device__ __forceinline__ int stage(int t) { return t % kStages; }
-  __device__ __forceinline__ void init(uint32_t producer_arrivals, uint32_t math_arrivals) {
+  // Every thread of the block: thread 0 initialises the ring and `resident` (one arrival: the tiles
+  // the block loads once) and makes them visible to the async proxy; then the block waits for it.
+  __device__ __forceinline__ void init_block(uint64_t* resident, uint32_t producer_arrivals, uint32_t math_arrivals) {
+    if (threadIdx.x == 0) {
+      mbar_init(resident, 1);
 #pragma unroll
-    for (int s = 0; s < kStages; ++s) {
-      mbar_init(&full[s], producer_arrivals);
-      mbar_init(&empty[s], math_arrivals);
+      for (int s = 0; s < kStages; ++s) {
+        mbar_init(&full[s], producer_arrivals);
+        mbar_init(&empty[s], math_arrivals);
+      }
+      fence_mbar_init();
     }
+    __syncthreads();
   }
   // Producer: wait until tile t may overwrite its stage (tile t − kStages released it).
   __device__ __forceinline__ void acquire(int t) {
@@ -103,6 +109,19 @@ struct StageRing {
   __device__ __forceinline__ void wait(int t) { mbar_wait(&full[t % kStages], (t / kStages) & 1); }
   __device__ __forceinline__ void release(int t) { mbar_arrive(&empty[t % kStages]); }
 };
+
+// The end of a turn of the overlapped loops (forward, dQ pass): wait for the register-A product of
+// tile t (acc += frag · B, issued beside the next tile's scores), keep acc and frag pinned until
+// it is done (frag's registers must stay untouched while it reads them), and give tile t's stage
+// back to the producer.
+template <int kStages, int N, int K>
+__device__ __forceinline__ void retire_product(StageRing<kStages>& ring, int t, float (&acc)[N][4],
+                                               uint32_t (&frag)[K][4]) {
+  wgmma_wait<0>();
+  pin(acc);
+  pin(frag);
+  ring.release(t);
+}
 
 // The producer loop of the passes that stream key tiles (the forward, the dQ pass): K and V of
 // tiles 0 … n_blocks−1 (kBlockN rows from j·kBlockN) into their ring stages, kStageElems apart.

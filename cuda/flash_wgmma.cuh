@@ -15,6 +15,7 @@
 //   - as an MN-major operand (rows are K, columns are N): V in P·V, dO in Pᵀ·dO, Q in dSᵀ·Q, K in dS·K,
 // so no tile is ever transposed in memory.
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/flash_mma.cuh"
 
@@ -106,19 +107,19 @@ __device__ __forceinline__ void wgmma_wait() {
 
 // Pins registers at a point in the instruction stream: the compiler may not move reads or writes
 // of an accumulator across the asynchronous region between a product's issue and its wait.
-template <int N>
-__device__ __forceinline__ void pin(float (&acc)[N][4]) {
+// T: float (accumulators, "f" registers) or uint32_t (bf16 pairs of an A operand, "r").
+template <typename T, int N>
+__device__ __forceinline__ void pin(T (&regs)[N][4]) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, uint32_t>, "pin: float or uint32_t registers");
 #pragma unroll
   for (int i = 0; i < N; ++i)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(acc[i][e])::"memory");
-}
-template <int N>
-__device__ __forceinline__ void pin(uint32_t (&a)[N][4]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(a[i][e])::"memory");
+    for (int e = 0; e < 4; ++e) {
+      if constexpr (std::is_same_v<T, float>)
+        asm volatile("" : "+f"(regs[i][e])::"memory");
+      else
+        asm volatile("" : "+r"(regs[i][e])::"memory");
+    }
 }
 
 #define PT_WGMMA_ACC_OPERANDS(d)                                                                               \
@@ -219,6 +220,21 @@ __device__ __forceinline__ void wgmma_regs_mn_major(float (&acc)[N / 8][4], cons
 #pragma unroll
     for (int nb = 0; nb < N / 64; ++nb)
       wgmma_rs<1>(block64<N / 8>(acc, nb), a[kk], desc_mn_major<kBRows>(b_tile, kk, nb));
+}
+
+// The same product issued and waited for, as the last P·V (or dS·K) of a loop: the registers of
+// A and acc pinned before the fence and acc after the wait, so that no read or write of them moves
+// across the asynchronous product.
+template <int K, int N, int kBRows>
+__device__ __forceinline__ void wgmma_regs_mn_major_waited(float (&acc)[N / 8][4], uint32_t (&a)[K / 16][4],
+                                                           const bf16* b_tile) {
+  pin(a);
+  pin(acc);
+  wgmma_fence();
+  wgmma_regs_mn_major<K, N, kBRows>(acc, a, b_tile);
+  wgmma_commit();
+  wgmma_wait<0>();
+  pin(acc);
 }
 
 // acc (64 × N) += A (64 × K, MN-major shared tile: rows a_row0 … are K, its single 64-column
