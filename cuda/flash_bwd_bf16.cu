@@ -124,9 +124,7 @@ __global__ void __launch_bounds__(DkDvTraits<kHeadDim>::kThreads) flash_bwd_dkdv
   const int tq = p.seqlen_q, tk = p.seqlen_k;
   const int64_t bh = static_cast<int64_t>(b) * p.heads + h;
 
-  const bf16* q = head_row<const bf16>(p.q, p.q_s, b, h);
-  const bf16* k = head_row<const bf16>(p.k, p.k_s, b, h, n0);
-  const bf16* v = head_row<const bf16>(p.v, p.v_s, b, h, n0);
+  const HeadRows rows(p, b, h, 0, n0);
   const bf16* d_o = head_row<const bf16>(p.dout, p.do_s, b, h);
   const float* lse = p.lse + bh * tq;
   const float* delta = p.delta + bh * tq;
@@ -136,15 +134,16 @@ __global__ void __launch_bounds__(DkDvTraits<kHeadDim>::kThreads) flash_bwd_dkdv
 
   auto load_query_tile = [&](int i, int stage) {
     const int m0 = i * kBlockM;
-    load_tile_async<kBlockM, kHeadDim, kThreads>(sQ + stage * kBlockM * kLd, q + m0 * p.q_s.row, p.q_s.row, tq - m0);
+    load_tile_async<kBlockM, kHeadDim, kThreads>(sQ + stage * kBlockM * kLd, rows.q + m0 * p.q_s.row, p.q_s.row,
+                                                 tq - m0);
     load_tile_async<kBlockM, kHeadDim, kThreads>(sdO + stage * kBlockM * kLd, d_o + m0 * p.do_s.row, p.do_s.row,
                                                  tq - m0);
     load_vec_async<kBlockM, kThreads>(sL + stage * kBlockM, lse + m0, tq - m0);
     load_vec_async<kBlockM, kThreads>(sDelta + stage * kBlockM, delta + m0, tq - m0);
   };
 
-  load_tile_async<kBlockN, kHeadDim, kThreads>(sK, k, p.k_s.row, tk - n0);
-  load_tile_async<kBlockN, kHeadDim, kThreads>(sV, v, p.v_s.row, tk - n0);
+  load_tile_async<kBlockN, kHeadDim, kThreads>(sK, rows.k, p.k_s.row, tk - n0);
+  load_tile_async<kBlockN, kHeadDim, kThreads>(sV, rows.v, p.v_s.row, tk - n0);
   load_query_tile(m_begin, 0);
   cp_async_commit();
 
@@ -205,24 +204,20 @@ __global__ void __launch_bounds__(DqTraits<kHeadDim>::kThreads) flash_bwd_dq_ker
   bf16* sK = sdO + kBlockM * kLd;            // (2, kBlockN, kLd)
   bf16* sV = sK + 2 * kBlockN * kLd;         // (2, kBlockN, kLd)
 
-  const int m_block = query_tile_of_block();
-  const int h = blockIdx.y, b = blockIdx.z;
-  const int m0 = m_block * kBlockM;
+  const int m0 = query_tile_of_block() * kBlockM, h = blockIdx.y, b = blockIdx.z;
   const int warp = threadIdx.x / 32;
   const int tq = p.seqlen_q, tk = p.seqlen_k;
 
-  const bf16* q = head_row<const bf16>(p.q, p.q_s, b, h, m0);
+  const HeadRows rows(p, b, h, m0, 0);
   const bf16* d_o = head_row<const bf16>(p.dout, p.do_s, b, h, m0);
-  const bf16* k = head_row<const bf16>(p.k, p.k_s, b, h);
-  const bf16* v = head_row<const bf16>(p.v, p.v_s, b, h);
 
   const KeyTiles<kBlockM, kBlockN, kCausal> tiles(m0, tk);
   const int n_blocks = tiles.n_blocks, n_full = tiles.n_full;
   const PaddedTileCopy<kBlockN, kHeadDim, kThreads> kv_copy;
 
-  load_tile_async<kBlockM, kHeadDim, kThreads>(sQ, q, p.q_s.row, tq - m0);
+  load_tile_async<kBlockM, kHeadDim, kThreads>(sQ, rows.q, p.q_s.row, tq - m0);
   load_tile_async<kBlockM, kHeadDim, kThreads>(sdO, d_o, p.do_s.row, tq - m0);
-  fetch_kv_tile<kBlockN>(kv_copy, sK, sV, k, v, p, 0, 0);
+  fetch_kv_tile<kBlockN>(kv_copy, sK, sV, rows.k, rows.v, p, 0, 0);
   cp_async_commit();
 
   // This lane's two rows: −L·log2(e) (so P = 2^(s·scale·log2e − L·log2e)) and delta.
@@ -238,7 +233,8 @@ __global__ void __launch_bounds__(DqTraits<kHeadDim>::kThreads) flash_bwd_dq_ker
 
   for (int j = 0; j < n_blocks; ++j) {
     const int stage = j & 1;
-    pipeline_turn(j + 1 < n_blocks, [&] { fetch_kv_tile<kBlockN>(kv_copy, sK, sV, k, v, p, j + 1, stage ^ 1); });
+    pipeline_turn(j + 1 < n_blocks,
+                  [&] { fetch_kv_tile<kBlockN>(kv_copy, sK, sV, rows.k, rows.v, p, j + 1, stage ^ 1); });
     __syncthreads();
     const bf16* sKj = sK + stage * kBlockN * kLd;
     const bf16* sVj = sV + stage * kBlockN * kLd;

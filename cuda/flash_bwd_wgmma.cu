@@ -117,9 +117,7 @@ __global__ void __launch_bounds__(DkDvWgmmaTraits<kHeadDim, kWarpgroups, kAccumu
   const int64_t bh = static_cast<int64_t>(b) * p.heads + h;
   const int key0 = n0 + wg * 64 + warp_in_wg * 16;  // this warp's 16 keys
 
-  const bf16* q = head_row<const bf16>(p.q, p.q_s, b, h);
-  const bf16* k = head_row<const bf16>(p.k, p.k_s, b, h, n0);
-  const bf16* v = head_row<const bf16>(p.v, p.v_s, b, h, n0);
+  const HeadRows rows(p, b, h, 0, n0);
   const bf16* d_o = head_row<const bf16>(p.dout, p.do_s, b, h);
   const float* lse = p.lse + bh * tq;
   const float* delta = p.delta + bh * tq;
@@ -128,7 +126,7 @@ __global__ void __launch_bounds__(DkDvWgmmaTraits<kHeadDim, kWarpgroups, kAccumu
   const int m_begin = tiles.m_begin, m_blocks = tiles.m_blocks;
   auto load_query_tile = [&](int i, int stage) {
     const int m0 = i * kBlockM;
-    load_tile_sw128<kBlockM, kHeadDim, kThreads>(sQ + stage * kBlockM * kHeadDim, q + m0 * p.q_s.row, p.q_s.row,
+    load_tile_sw128<kBlockM, kHeadDim, kThreads>(sQ + stage * kBlockM * kHeadDim, rows.q + m0 * p.q_s.row, p.q_s.row,
                                                  tq - m0);
     load_tile_sw128<kBlockM, kHeadDim, kThreads>(sdO + stage * kBlockM * kHeadDim, d_o + m0 * p.do_s.row, p.do_s.row,
                                                  tq - m0);
@@ -136,8 +134,8 @@ __global__ void __launch_bounds__(DkDvWgmmaTraits<kHeadDim, kWarpgroups, kAccumu
     load_vec_async<kBlockM, kThreads>(sDelta + stage * kBlockM, delta + m0, tq - m0);
   };
 
-  load_tile_sw128<kBlockN, kHeadDim, kThreads>(sK, k, p.k_s.row, tk - n0);
-  load_tile_sw128<kBlockN, kHeadDim, kThreads>(sV, v, p.v_s.row, tk - n0);
+  load_tile_sw128<kBlockN, kHeadDim, kThreads>(sK, rows.k, p.k_s.row, tk - n0);
+  load_tile_sw128<kBlockN, kHeadDim, kThreads>(sV, rows.v, p.v_s.row, tk - n0);
   load_query_tile(m_begin, 0);
   cp_async_commit();
 
@@ -257,25 +255,21 @@ __global__ void __launch_bounds__(DqWgmmaTraits<kHeadDim, kWarpgroups>::kThreads
   bf16* sK = sdO + kBlockM * kHeadDim;       // (2, kBlockN, D) SW128
   bf16* sV = sK + 2 * kBlockN * kHeadDim;    // (2, kBlockN, D) SW128
 
-  const int m_block = query_tile_of_block();
-  const int h = blockIdx.y, b = blockIdx.z;
-  const int m0 = m_block * kBlockM;
+  const int m0 = query_tile_of_block() * kBlockM, h = blockIdx.y, b = blockIdx.z;
   const int wg = threadIdx.x / 128, warp_in_wg = (threadIdx.x / 32) % 4;
   const int tq = p.seqlen_q, tk = p.seqlen_k;
   const int row0 = m0 + wg * 64 + warp_in_wg * 16;
 
-  const bf16* q = head_row<const bf16>(p.q, p.q_s, b, h, m0);
+  const HeadRows rows(p, b, h, m0, 0);
   const bf16* d_o = head_row<const bf16>(p.dout, p.do_s, b, h, m0);
-  const bf16* k = head_row<const bf16>(p.k, p.k_s, b, h);
-  const bf16* v = head_row<const bf16>(p.v, p.v_s, b, h);
 
   const KeyTiles<kBlockM, kBlockN, kCausal> tiles(m0, tk);
   const int n_blocks = tiles.n_blocks, n_full = tiles.n_full;
   const Sw128TileCopy<kBlockN, kHeadDim, kThreads> kv_copy;
 
-  load_tile_sw128<kBlockM, kHeadDim, kThreads>(sQ, q, p.q_s.row, tq - m0);
+  load_tile_sw128<kBlockM, kHeadDim, kThreads>(sQ, rows.q, p.q_s.row, tq - m0);
   load_tile_sw128<kBlockM, kHeadDim, kThreads>(sdO, d_o, p.do_s.row, tq - m0);
-  fetch_kv_tile<kBlockN>(kv_copy, sK, sV, k, v, p, 0, 0);
+  fetch_kv_tile<kBlockN>(kv_copy, sK, sV, rows.k, rows.v, p, 0, 0);
   cp_async_commit();
 
   float neg_lse2[2], delta[2];  // this thread's two rows
@@ -286,7 +280,8 @@ __global__ void __launch_bounds__(DqWgmmaTraits<kHeadDim, kWarpgroups>::kThreads
 
   for (int j = 0; j < n_blocks; ++j) {
     const int stage = j & 1;
-    pipeline_turn(j + 1 < n_blocks, [&] { fetch_kv_tile<kBlockN>(kv_copy, sK, sV, k, v, p, j + 1, stage ^ 1); });
+    pipeline_turn(j + 1 < n_blocks,
+                  [&] { fetch_kv_tile<kBlockN>(kv_copy, sK, sV, rows.k, rows.v, p, j + 1, stage ^ 1); });
     fence_async_proxy();
     __syncthreads();
     const bf16* sKj = sK + stage * kBlockN * kHeadDim;

@@ -223,9 +223,7 @@ __global__ void __launch_bounds__(DqWsTraits<kHeadDim>::kThreads, 1)
   __shared__ uint64_t q_full;
   __shared__ StageRing<kStages> ring;  // K and V tiles
 
-  const int m_block = query_tile_of_block();
-  const int h = blockIdx.y, b = blockIdx.z;
-  const int m0 = m_block * kBlockM;
+  const int m0 = query_tile_of_block() * kBlockM, h = blockIdx.y, b = blockIdx.z;
   const int tq = p.seqlen_q, tk = p.seqlen_k;
   const KeyTiles<kBlockM, kBlockN, kCausal> tiles(m0, tk);
   const int n_blocks = tiles.n_blocks, n_full = tiles.n_full;

@@ -36,23 +36,19 @@ __global__ void __launch_bounds__(FwdWgmmaTraits<kHeadDim, kWarpgroups, kBlockN_
   bf16* sK = reinterpret_cast<bf16*>(smem + Tr::kQBytes);  // (2, kBlockN, D) SW128
   bf16* sV = sK + 2 * kBlockN * kHeadDim;                  // (2, kBlockN, D) SW128
 
-  const int m_block = query_tile_of_block();
-  const int h = blockIdx.y, b = blockIdx.z;
-  const int m0 = m_block * kBlockM;
+  const int m0 = query_tile_of_block() * kBlockM, h = blockIdx.y, b = blockIdx.z;
   const int wg = threadIdx.x / 128, warp_in_wg = (threadIdx.x / 32) % 4;
   const int tq = p.seqlen_q, tk = p.seqlen_k;
   const int row0 = m0 + wg * 64 + warp_in_wg * 16;  // this warp's 16-row strip
 
-  const bf16* q = head_row<const bf16>(p.q, p.q_s, b, h, m0);
-  const bf16* k = head_row<const bf16>(p.k, p.k_s, b, h);
-  const bf16* v = head_row<const bf16>(p.v, p.v_s, b, h);
+  const HeadRows rows(p, b, h, m0, 0);
 
   const KeyTiles<kBlockM, kBlockN, kCausal> tiles(m0, tk);
   const int n_blocks = tiles.n_blocks, n_full = tiles.n_full;
   const Sw128TileCopy<kBlockN, kHeadDim, kThreads> kv_copy;
 
-  load_tile_sw128<kBlockM, kHeadDim, kThreads>(sQ, q, p.q_s.row, tq - m0);
-  fetch_kv_tile<kBlockN>(kv_copy, sK, sV, k, v, p, 0, 0);
+  load_tile_sw128<kBlockM, kHeadDim, kThreads>(sQ, rows.q, p.q_s.row, tq - m0);
+  fetch_kv_tile<kBlockN>(kv_copy, sK, sV, rows.k, rows.v, p, 0, 0);
   cp_async_commit();
 
   const float scale_log2 = p.scale * kLog2e;
@@ -63,7 +59,8 @@ __global__ void __launch_bounds__(FwdWgmmaTraits<kHeadDim, kWarpgroups, kBlockN_
 
   for (int j = 0; j < n_blocks; ++j) {
     const int stage = j & 1;
-    pipeline_turn(j + 1 < n_blocks, [&] { fetch_kv_tile<kBlockN>(kv_copy, sK, sV, k, v, p, j + 1, stage ^ 1); });
+    pipeline_turn(j + 1 < n_blocks,
+                  [&] { fetch_kv_tile<kBlockN>(kv_copy, sK, sV, rows.k, rows.v, p, j + 1, stage ^ 1); });
     fence_async_proxy();
     __syncthreads();
     const bf16* sKj = sK + stage * kBlockN * kHeadDim;
