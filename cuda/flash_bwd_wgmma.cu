@@ -40,6 +40,7 @@ struct DkDvWgmmaTraits {
   static constexpr bool kDqSplitCols = kWarpgroups == 2 && kHeadDim == 128;
   static constexpr int kDqCols = kDqSplitCols ? 64 : kHeadDim;  // dQ columns per warpgroup
   static constexpr int kDqKeys = kDqSplitCols ? kBlockN : 64;   // keys each warpgroup contracts
+  static_assert(kDqKeys % 16 == 0, "dQ's product contracts keys in wgmma k-steps of 16");
   static constexpr int kDsBytes = kAccumulateDq ? sw128_tile_bytes<kBlockN, kBlockM>() : 0;      // dSᵀ
   static constexpr int kDqStageBytes = kAccumulateDq ? kWarpgroups * kBlockM * kDqCols * 4 : 0;  // fp32
   // K, V; two stages of Q and dO; dSᵀ; two stages of L and delta (fp32); dQ partials; alignment slack.
