@@ -124,7 +124,7 @@ __global__ void __launch_bounds__(DkDvTraits<kHeadDim>::kThreads) flash_bwd_dkdv
   const int tq = p.seqlen_q, tk = p.seqlen_k;
   const int64_t bh = static_cast<int64_t>(b) * p.heads + h;
 
-  const HeadRows rows(p, b, h, 0, n0);
+  const HeadRows<bf16> rows(p, b, h, 0, n0);
   const bf16* d_o = head_row<const bf16>(p.dout, p.do_s, b, h);
   const float* lse = p.lse + bh * tq;
   const float* delta = p.delta + bh * tq;
@@ -208,7 +208,7 @@ __global__ void __launch_bounds__(DqTraits<kHeadDim>::kThreads) flash_bwd_dq_ker
   const int warp = threadIdx.x / 32;
   const int tq = p.seqlen_q, tk = p.seqlen_k;
 
-  const HeadRows rows(p, b, h, m0, 0);
+  const HeadRows<bf16> rows(p, b, h, m0, 0);
   const bf16* d_o = head_row<const bf16>(p.dout, p.do_s, b, h, m0);
 
   const KeyTiles<kBlockM, kBlockN, kCausal> tiles(m0, tk);

@@ -118,7 +118,7 @@ __global__ void __launch_bounds__(DkDvWgmmaTraits<kHeadDim, kWarpgroups, kAccumu
   const int64_t bh = static_cast<int64_t>(b) * p.heads + h;
   const int key0 = n0 + wg * 64 + warp_in_wg * 16;  // this warp's 16 keys
 
-  const HeadRows rows(p, b, h, 0, n0);
+  const HeadRows<bf16> rows(p, b, h, 0, n0);
   const bf16* d_o = head_row<const bf16>(p.dout, p.do_s, b, h);
   const float* lse = p.lse + bh * tq;
   const float* delta = p.delta + bh * tq;
@@ -261,7 +261,7 @@ __global__ void __launch_bounds__(DqWgmmaTraits<kHeadDim, kWarpgroups>::kThreads
   const int tq = p.seqlen_q, tk = p.seqlen_k;
   const int row0 = m0 + wg * 64 + warp_in_wg * 16;
 
-  const HeadRows rows(p, b, h, m0, 0);
+  const HeadRows<bf16> rows(p, b, h, m0, 0);
   const bf16* d_o = head_row<const bf16>(p.dout, p.do_s, b, h, m0);
 
   const KeyTiles<kBlockM, kBlockN, kCausal> tiles(m0, tk);

@@ -27,6 +27,18 @@ __device__ __forceinline__ T* head_row(const void* base, const RowStrides& s, in
   return static_cast<T*>(const_cast<void*>(base)) + b * s.batch + h * s.head + row * s.row;
 }
 
+// The rows of one (batch, head) that a block copies from itself (T: bf16, or float in the fp32
+// kernels): Q from query row q_row0, K and V from key row k_row0. (The backward passes take dO
+// beside it: the forward has none.)
+template <typename T>
+struct HeadRows {
+  const T *q, *k, *v;
+  __device__ __forceinline__ HeadRows(const FlashParams& p, int b, int h, int q_row0, int k_row0)
+      : q(head_row<const T>(p.q, p.q_s, b, h, q_row0)),
+        k(head_row<const T>(p.k, p.k_s, b, h, k_row0)),
+        v(head_row<const T>(p.v, p.v_s, b, h, k_row0)) {}
+};
+
 // The grid of a flash kernel: ceil(rows / block_rows) tiles of one (batch, head), × H × B.
 inline dim3 flash_grid(const FlashParams& p, int64_t rows, int block_rows) {
   return dim3(static_cast<unsigned>(ceil_div(rows, block_rows)), p.heads, p.batch);

@@ -77,18 +77,16 @@ __global__ void __launch_bounds__(kThreads) fwd_kernel(const FlashParams p) {
   const int h = blockIdx.y, b = blockIdx.z;
   const int r = threadIdx.x / 4, c4 = threadIdx.x % 4;
   const int tq = p.seqlen_q, tk = p.seqlen_k, row = m0 + r;
-  const float* q = head_row<const float>(p.q, p.q_s, b, h);
-  const float* k = head_row<const float>(p.k, p.k_s, b, h);
-  const float* v = head_row<const float>(p.v, p.v_s, b, h);
+  const HeadRows<float> rows(p, b, h, 0, 0);
 
-  load_tile<kHeadDim>(sQ, q, p.q_s.row, m0, tq);
+  load_tile<kHeadDim>(sQ, rows.q, p.q_s.row, m0, tq);
   float acc[kHeadDim / 4] = {};
   float m = -INFINITY, l = 0.0f;  // running max and this lane's share of the running sum
   const int n_end = kCausal ? min(tk, m0 + kTile) : tk;
   for (int n0 = 0; n0 < n_end; n0 += kTile) {
     __syncthreads();  // previous tile's K, V fully used
-    load_tile<kHeadDim>(sK, k, p.k_s.row, n0, tk);
-    load_tile<kHeadDim>(sV, v, p.v_s.row, n0, tk);
+    load_tile<kHeadDim>(sK, rows.k, p.k_s.row, n0, tk);
+    load_tile<kHeadDim>(sV, rows.v, p.v_s.row, n0, tk);
     __syncthreads();
     float s[kTile / 4];
     row_dots<kHeadDim>(s, sQ + r * ld<kHeadDim>(), sK, c4);
@@ -152,17 +150,15 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(const FlashParams p) {
   const int r = threadIdx.x / 4, c4 = threadIdx.x % 4, key = n0 + r;
   const int tq = p.seqlen_q, tk = p.seqlen_k;
   const int64_t bh = static_cast<int64_t>(b) * p.heads + h;
-  const float* q = head_row<const float>(p.q, p.q_s, b, h);
-  const float* k = head_row<const float>(p.k, p.k_s, b, h);
-  const float* v = head_row<const float>(p.v, p.v_s, b, h);
+  const HeadRows<float> rows(p, b, h, 0, 0);
   const float* d_o = head_row<const float>(p.dout, p.do_s, b, h);
 
-  load_tile<kHeadDim>(sK, k, p.k_s.row, n0, tk);
-  load_tile<kHeadDim>(sV, v, p.v_s.row, n0, tk);
+  load_tile<kHeadDim>(sK, rows.k, p.k_s.row, n0, tk);
+  load_tile<kHeadDim>(sV, rows.v, p.v_s.row, n0, tk);
   float dk[kHeadDim / 4] = {}, dv[kHeadDim / 4] = {};
   for (int m0 = kCausal ? n0 / kTile * kTile : 0; m0 < tq; m0 += kTile) {
     __syncthreads();
-    load_tile<kHeadDim>(sQ, q, p.q_s.row, m0, tq);
+    load_tile<kHeadDim>(sQ, rows.q, p.q_s.row, m0, tq);
     load_tile<kHeadDim>(sdO, d_o, p.do_s.row, m0, tq);
     load_vec(sL, p.lse + bh * tq, m0, tq);
     load_vec(sD, p.delta + bh * tq, m0, tq);
@@ -204,12 +200,10 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(const FlashParams p) {
   const int r = threadIdx.x / 4, c4 = threadIdx.x % 4, row = m0 + r;
   const int tq = p.seqlen_q, tk = p.seqlen_k;
   const int64_t bh = static_cast<int64_t>(b) * p.heads + h;
-  const float* q = head_row<const float>(p.q, p.q_s, b, h);
-  const float* k = head_row<const float>(p.k, p.k_s, b, h);
-  const float* v = head_row<const float>(p.v, p.v_s, b, h);
+  const HeadRows<float> rows(p, b, h, 0, 0);
   const float* d_o = head_row<const float>(p.dout, p.do_s, b, h);
 
-  load_tile<kHeadDim>(sQ, q, p.q_s.row, m0, tq);
+  load_tile<kHeadDim>(sQ, rows.q, p.q_s.row, m0, tq);
   load_tile<kHeadDim>(sdO, d_o, p.do_s.row, m0, tq);
   const float L = row < tq ? p.lse[bh * tq + row] : 0.0f;
   const float D = row < tq ? p.delta[bh * tq + row] : 0.0f;
@@ -217,8 +211,8 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(const FlashParams p) {
   const int n_end = kCausal ? min(tk, m0 + kTile) : tk;
   for (int n0 = 0; n0 < n_end; n0 += kTile) {
     __syncthreads();
-    load_tile<kHeadDim>(sK, k, p.k_s.row, n0, tk);
-    load_tile<kHeadDim>(sV, v, p.v_s.row, n0, tk);
+    load_tile<kHeadDim>(sK, rows.k, p.k_s.row, n0, tk);
+    load_tile<kHeadDim>(sV, rows.v, p.v_s.row, n0, tk);
     __syncthreads();
     float s[kTile / 4], dp[kTile / 4];
     row_dots<kHeadDim>(s, sQ + r * ld<kHeadDim>(), sK, c4);

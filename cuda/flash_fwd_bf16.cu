@@ -53,7 +53,7 @@ __global__ void __launch_bounds__(FwdTraits<kHeadDim>::kThreads) flash_fwd_kerne
   const int warp = threadIdx.x / 32;
   const int tq = p.seqlen_q, tk = p.seqlen_k;
 
-  const HeadRows rows(p, b, h, m0, 0);
+  const HeadRows<bf16> rows(p, b, h, m0, 0);
 
   const KeyTiles<kBlockM, kBlockN, kCausal> tiles(m0, tk);
   const int n_blocks = tiles.n_blocks, n_full = tiles.n_full;

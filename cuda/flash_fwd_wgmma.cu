@@ -41,7 +41,7 @@ __global__ void __launch_bounds__(FwdWgmmaTraits<kHeadDim, kWarpgroups, kBlockN_
   const int tq = p.seqlen_q, tk = p.seqlen_k;
   const int row0 = m0 + wg * 64 + warp_in_wg * 16;  // this warp's 16-row strip
 
-  const HeadRows rows(p, b, h, m0, 0);
+  const HeadRows<bf16> rows(p, b, h, m0, 0);
 
   const KeyTiles<kBlockM, kBlockN, kCausal> tiles(m0, tk);
   const int n_blocks = tiles.n_blocks, n_full = tiles.n_full;

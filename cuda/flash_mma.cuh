@@ -123,16 +123,6 @@ __device__ __forceinline__ void pipeline_turn(bool has_next, FetchNext&& fetch_n
   }
 }
 
-// The bf16 rows of one (batch, head) that a cp.async block copies from: Q from query row q_row0,
-// K and V from key row k_row0. (The backward passes take dO beside it: the forward has none.)
-struct HeadRows {
-  const bf16 *q, *k, *v;
-  __device__ __forceinline__ HeadRows(const FlashParams& p, int b, int h, int q_row0, int k_row0)
-      : q(head_row<const bf16>(p.q, p.q_s, b, h, q_row0)),
-        k(head_row<const bf16>(p.k, p.k_s, b, h, k_row0)),
-        v(head_row<const bf16>(p.v, p.v_s, b, h, k_row0)) {}
-};
-
 // The key tiles a query tile [m0, m0 + kBlockM) visits: [0, n_blocks); those in [0, n_full)
 // lie wholly below the diagonal of every one of its rows and inside the keys (no mask).
 template <int kBlockM, int kBlockN, bool kCausal>
