@@ -158,7 +158,7 @@ class MpiCommunicator : public Communicator {
     void* out = in_place ? scratch->data() : recv.data();
     auto done = [scratch, dst = recv.data(), bytes = recv.nbytes(), d = recv.dtype(), n, w = world_,
                  avg = op == ReduceOp::Average] {
-      if (scratch) std::memcpy(dst, scratch->data(), bytes);
+      if (scratch && bytes > 0) std::memcpy(dst, scratch->data(), bytes);  // no null pointers for empty tensors
       if (avg) divide(dst, d, n, w);
     };
     auto work = start("reduce_scatter", send, -1, done);
