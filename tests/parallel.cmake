@@ -10,8 +10,8 @@ endif()
 set_property(TEST dist_np2 APPEND PROPERTY ENVIRONMENT "PARATRAIN_COMM_TIMEOUT_S=120")
 
 add_test(NAME dist_nccl_np2
-         COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 --oversubscribe
-                 $<TARGET_FILE:paratrain_tests_dist> --gtest_filter=*Nccl*)
+         COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 $<TARGET_FILE:paratrain_tests_dist>
+                 --gtest_filter=*Nccl*)
 set_tests_properties(dist_nccl_np2 PROPERTIES LABELS gpu TIMEOUT 900
                      ENVIRONMENT "${PT_TEST_ENV};PARATRAIN_COMM_TIMEOUT_S=120"
                      SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")

@@ -19,6 +19,7 @@ const bool kEnvironmentSet = [] {
   const char* vars[][2] = {
       {"PARATRAIN_SOURCE_DIR", PT_TEST_SOURCE_DIR},
       {"PARATRAIN_BINARY", PT_TEST_PARATRAIN_BINARY},
+      {"PARATRAIN_MPIEXEC", PT_TEST_MPIEXEC},
       {"OPENBLAS_NUM_THREADS", "1"},
       {"OMPI_ALLOW_RUN_AS_ROOT", "1"},
       {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"},
@@ -161,7 +162,8 @@ CliResult run_shell(const std::string& command) {
 CliResult run_paratrain(const std::string& args) { return run_shell(paratrain_binary() + " " + args); }
 
 CliResult run_paratrain_mpi(int ranks, const std::string& args) {
-  return run_shell("mpiexec -n " + std::to_string(ranks) + " --oversubscribe " + paratrain_binary() + " " + args);
+  return run_shell(std::string(std::getenv("PARATRAIN_MPIEXEC")) + " -n " + std::to_string(ranks) + " " +
+                   paratrain_binary() + " " + args);
 }
 
 std::string error_of(const std::function<void()>& fn) {

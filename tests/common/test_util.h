@@ -65,7 +65,7 @@ struct CliResult {
 };
 std::string paratrain_binary();
 CliResult run_paratrain(const std::string& args);
-// The same under `mpiexec -n ranks --oversubscribe` (CPU ranks over MPI).
+// The same under `$PARATRAIN_MPIEXEC -n ranks` (CPU ranks over MPI; tests/CMakeLists.txt).
 CliResult run_paratrain_mpi(int ranks, const std::string& args);
 
 // The message of the pt::Error that fn throws, or "" when it throws none.

@@ -10,6 +10,11 @@ REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 SCRIPTS = os.path.join(REPO, "scripts")
 sys.path[:0] = [SCRIPTS, HERE]
 os.environ.setdefault("MPLBACKEND", "Agg")
+# Multi-rank runs: `MPIEXEC -n N …` with the build's mpiexec (ctest sets PARATRAIN_MPIEXEC), Open
+# MPI's root and oversubscription permissions through its variables (other MPIs ignore them).
+MPIEXEC = os.environ.get("PARATRAIN_MPIEXEC", "mpiexec")
+for _name in ("OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "OMPI_MCA_rmaps_base_oversubscribe"):
+    os.environ.setdefault(_name, "1")
 
 
 def run_without_torch(script, args, tmp_path):

@@ -11,7 +11,7 @@ rm -rf "$out"
 mkdir -p "$out"
 export OPENBLAS_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
        OMPI_MCA_rmaps_base_oversubscribe=1
-mpi=(mpiexec -n 2 --oversubscribe)
+mpi=("${PARATRAIN_MPIEXEC:-mpiexec}" -n 2)  # Open MPI's permissions: the variables above
 
 run() {  # name, command...
   local name=$1 log="$out/$1.log"

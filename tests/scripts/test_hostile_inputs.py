@@ -18,6 +18,8 @@ import subprocess
 import numpy as np
 import pytest
 
+from conftest import MPIEXEC
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 SAMPLE = os.path.join(REPO, "data", "sample_tokens.npy")
@@ -31,7 +33,7 @@ TRAIN = [*TRAIN_BASE, "--steps", "2"]
 TRAIN_NODATA = ["train", *TINY, "--steps", "2"]
 BENCH_MODEL = ["bench", "model", "--sizes", "tiny", "--precisions", "fp32", "--attention", "naive",
                "--steps", "1", "--warmup", "0", "--device", "cpu"]
-MPI = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
+MPI = [MPIEXEC]
 
 
 # ---- files some cases need, made before the run (and so checked unchanged after it) ---------

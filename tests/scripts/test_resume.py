@@ -16,11 +16,13 @@ import h5py
 import numpy as np
 import pytest
 
+from conftest import MPIEXEC
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 SAMPLE = os.path.join(REPO, "data", "sample_tokens.npy")
 BIN = os.environ.get("PARATRAIN_BIN", os.path.join(REPO, "build", "paratrain"))
-MPI = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np"]
+MPI = [MPIEXEC, "-np"]
 TIMEOUT_S = 120
 EXIT_STOPPED = 75
 STEPS = 8

@@ -4,7 +4,7 @@
 # usage: expect_abort.sh <mpiexec> <program> <mode> <backend> <expected output pattern>
 mpiexec=$1 program=$2 mode=$3 backend=$4 pattern=$5
 out=$(PARATRAIN_COMM_TIMEOUT_S=${PARATRAIN_COMM_TIMEOUT_S:-2} timeout 120 \
-      "$mpiexec" -n 2 --oversubscribe "$program" "$mode" "$backend" 2>&1)
+      "$mpiexec" -n 2 "$program" "$mode" "$backend" 2>&1)
 rc=$?
 echo "$out"
 echo "exit code: $rc"
