@@ -27,9 +27,9 @@ __device__ __forceinline__ T* head_row(const void* base, const RowStrides& s, in
   return static_cast<T*>(const_cast<void*>(base)) + b * s.batch + h * s.head + row * s.row;
 }
 
-// The rows of one (batch, head) that a block copies from itself (T: bf16, or float in the fp32
-// kernels): Q from query row q_row0, K and V from key row k_row0. (The backward passes take dO
-// beside it: the forward has none.)
+// Where a block's own loads (cp.async or plain, not TMA) read one (batch, head): Q from query row
+// q_row0, K and V from key row k_row0; T is bf16, or float in the fp32 kernels. (The backward
+// passes take dO beside it: the forward has none.)
 template <typename T>
 struct HeadRows {
   const T *q, *k, *v;

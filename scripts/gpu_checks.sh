@@ -252,9 +252,8 @@ step_ab-flash() {
     for b in ${BUNDLES:-before main}; do
       for d in 64 128; do
         (source ".devbundle/$b/env.sh" &&
-          paratrain bench attention --impl flash --dtype bf16 --batch 1 --heads 16 --seq 16384 --head-dim $d \
-            --causal 1 --dout ones --flash-kernels wgmma --wgmma-tiles "${FLASH_TILES:-ws2x128/ws2/ws2}" \
-            --out "$RESULTS/ab_flash_${b}_d${d}_$k.h5" --overwrite | grep "^flash " | sed "s|^|$b |") || return
+          flash_times "ab_flash_${b}_d${d}_$k" 1 16 16384 "$d" "${FLASH_TILES:-ws2x128/ws2/ws2}" |
+          grep "^flash " | sed "s|^|$b |") || return
       done
     done
   done
