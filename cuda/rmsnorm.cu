@@ -97,105 +97,99 @@ __global__ void rmsnorm_forward_rows_kernel(int64_t rows, int cols, float eps, T
   }
 }
 
-// dx = inv·(dy⊙w) − inv³/C · x · Σ(dy⊙w⊙x), one warp per row, rows fully parallel.
-// dw is rmsnorm_dw_kernel's: the first version summed dw in this kernel with a shared-memory
-// atomic per element, and those atomics bound it (50 us per call on XL, 14 % of DRAM
-// bandwidth, stalls on MIO: ncu, H200).
+// dx = inv·(dy⊙w) − inv³/C · x · Σ(dy⊙w⊙x), one warp per row (kWarps rows a block, as many
+// blocks as needed: rows fully parallel), and dw's share of the block's rows in the same pass.
+// The rows' dw terms dy⊙x·inv meet in shared memory, one line per warp over a chunk of
+// kDwChunk columns at a time; the block adds its lines in a fixed order and writes that sum as
+// its row of `partial` (blocks × cols, fp32). rmsnorm_dw_finish_kernel then adds the rows of
+// `partial` into dw, again in a fixed order: dw is the same bit for bit from run to run.
+// The previous pair of kernels read dy and x a second time for dw (rmsnorm_dw_kernel: columns
+// summed down slices of rows, one fp32 atomic per column and slice, so the sums' order varied).
+// An earlier fused kernel kept dw in registers across 4 rows a block with fp32 atomics: 118
+// registers and 23 % occupancy made it slower than the pair (docs/BENCHMARKS.md, session 8).
 // dx_lowp (optional): dx rounded to bf16 in the same pass, the next GEMM's operand (the model's
 // residual gradient as a bf16 copy, which would otherwise be a cast pass of its own).
+constexpr int kDwChunk = 1024;  // columns a block's dw lines hold at once: kWarps × 4 KB of shared memory
 template <typename TD, bool kPacked>
-__global__ void rmsnorm_backward_dx_kernel(int64_t rows, int cols, bool accumulate, float* dx, __nv_bfloat16* dx_lowp,
-                                           const TD* dy, const float* x, const float* w, const float* rstd) {
+__global__ void __launch_bounds__(kThreads)
+    rmsnorm_backward_kernel(int64_t rows, int cols, bool accumulate, float* dx, __nv_bfloat16* dx_lowp, float* partial,
+                            const TD* dy, const float* x, const float* w, const float* rstd) {
   constexpr int N = kPacked ? kPack : 1;
-  const int lane = threadIdx.x % kWarpSize;
-  const int64_t row = int64_t(blockIdx.x) * kWarps + threadIdx.x / kWarpSize;
-  if (row >= rows) return;
-  const float* xr = x + row * cols;
-  const TD* dyr = dy + row * cols;
-  float* dxr = dx + row * cols;
-  const float inv = rstd[row];
+  static_assert(kDwChunk % (kWarpSize * kPack) == 0, "a chunk holds whole packs of every lane");
+  __shared__ __align__(16) float dw_lines[kWarps][kDwChunk];
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  const int64_t row = int64_t(blockIdx.x) * kWarps + warp;
+  // A warp past the last row still takes part in the block's sums (its lines are zeros).
+  const bool live = row < rows;
+  const int64_t base = live ? row * cols : 0;
+  const float* xr = x + base;
+  const TD* dyr = dy + base;
+  float* dxr = dx + base;
+  const float inv = live ? rstd[row] : 0.0f;
   float dot = 0.0f;
-  for_lane_cols<kPacked>(dyr, cols, lane, [&](int c, const float(&g)[N]) {
-    float xv[N], wv[N];
-    if constexpr (kPacked) {
-      load_pack<N>(xr + c, xv);
-      load_pack<N>(w + c, wv);
-    } else {
-      xv[0] = xr[c];
-      wv[0] = w[c];
-    }
+  if (live)
+    for_lane_cols<kPacked>(dyr, cols, lane, [&](int c, const float(&g)[N]) {
+      float xv[N], wv[N];
+      load_n<N>(xr + c, xv);
+      load_n<N>(w + c, wv);
 #pragma unroll
-    for (int i = 0; i < N; ++i) dot += g[i] * wv[i] * xv[i];
-  });
+      for (int i = 0; i < N; ++i) dot += g[i] * wv[i] * xv[i];
+    });
   const float k = inv * inv * inv * warp_sum(dot) / float(cols);
-  for_lane_cols<kPacked>(dyr, cols, lane, [&](int c, const float(&g)[N]) {
-    float xv[N], wv[N], d[N];
-    if constexpr (kPacked) {
-      load_pack<N>(xr + c, xv);
-      load_pack<N>(w + c, wv);
-      if (accumulate) load_pack<N>(dxr + c, d);
-    } else {
-      xv[0] = xr[c];
-      wv[0] = w[c];
-      if (accumulate) d[0] = dxr[c];
-    }
+  for (int c0 = 0; c0 < cols; c0 += kDwChunk) {
+    const int c1 = cols - c0 < kDwChunk ? cols : c0 + kDwChunk;
+    for (int c = c0 + lane * N; c < c1; c += kWarpSize * N) {
+      float term[N];
+      if (live) {
+        float g[N], xv[N], wv[N], d[N];
+        load_n<N>(dyr + c, g);
+        load_n<N>(xr + c, xv);
+        load_n<N>(w + c, wv);
+        if (accumulate) load_n<N>(dxr + c, d);
 #pragma unroll
-    for (int i = 0; i < N; ++i) {
-      const float di = inv * g[i] * wv[i] - k * xv[i];
-      d[i] = accumulate ? d[i] + di : di;
+        for (int i = 0; i < N; ++i) {
+          const float di = inv * g[i] * wv[i] - k * xv[i];
+          d[i] = accumulate ? d[i] + di : di;
+          term[i] = g[i] * xv[i] * inv;
+        }
+        store_n<N>(dxr + c, d);
+        if (dx_lowp) store_n<N>(dx_lowp + base + c, d);
+      } else {
+#pragma unroll
+        for (int i = 0; i < N; ++i) term[i] = 0.0f;
+      }
+#pragma unroll
+      for (int i = 0; i < N; ++i) dw_lines[warp][c - c0 + i] = term[i];
     }
-    if constexpr (kPacked) {
-      store_pack<N>(dxr + c, d);
-      if (dx_lowp) store_pack<N>(dx_lowp + row * cols + c, d);
-    } else {
-      dxr[c] = d[0];
-      if (dx_lowp) dx_lowp[row * cols + c] = __float2bfloat16(d[0]);
+    __syncthreads();
+    for (int c = c0 + threadIdx.x; c < c1; c += kThreads) {
+      float sum = 0.0f;
+#pragma unroll
+      for (int v = 0; v < kWarps; ++v) sum += dw_lines[v][c - c0];
+      partial[int64_t(blockIdx.x) * cols + c] = sum;
     }
-  });
+    __syncthreads();  // the lines are free for the next chunk
+  }
 }
 
-// dw += Σ_rows dy⊙x·inv as column sums: block (32 columns × 8 row lanes) over one strip of
-// columns and one slice of rows; each thread sums its column down the slice in a register,
-// the block's 8 partial sums meet in shared memory, and one atomic per column and slice adds
-// the result to dw. A bf16 dw (--grad-dtype bf16) cannot take fp32 atomics: the slices add into
-// fp32 sums (scratch, zero on entry), and the strip's last block to finish (a ticket per strip,
-// after a fence: every other slice's atomics are visible to it) rounds the sums into dw once
-// and zeroes the sums and its ticket for the next call — no launch more than the fp32 path.
+// dw += Σ_blocks partial[block][·]: a block per strip of 32 columns, kDwRowLanes threads down
+// each column over every kDwRowLanes-th row of partial, their sums added in a fixed order. A bf16
+// dw (--grad-dtype bf16) gets the finished fp32 sum rounded in once.
 constexpr int kDwRowLanes = 8;
-template <typename TD, typename TW>
-__global__ void rmsnorm_dw_kernel(int64_t rows, int cols, int64_t rows_per_slice, TW* dw, float* sums,
-                                  unsigned* tickets, const TD* dy, const float* x, const float* rstd) {
-  __shared__ float part[kDwRowLanes][kWarpSize + 1];
+template <typename TW>
+__global__ void rmsnorm_dw_finish_kernel(int64_t blocks, int cols, TW* dw, const float* partial) {
+  __shared__ float lanes[kDwRowLanes][kWarpSize + 1];
   const int c = blockIdx.x * kWarpSize + threadIdx.x;
-  const int64_t r_begin = int64_t(blockIdx.y) * rows_per_slice;
-  const int64_t r_end = r_begin + rows_per_slice < rows ? r_begin + rows_per_slice : rows;
   float acc = 0.0f;
   if (c < cols)
-    for (int64_t r = r_begin + threadIdx.y; r < r_end; r += kDwRowLanes)
-      acc += to_float(dy[r * cols + c]) * x[r * cols + c] * rstd[r];
-  part[threadIdx.y][threadIdx.x] = acc;
+    for (int64_t b = threadIdx.y; b < blocks; b += kDwRowLanes) acc += partial[b * cols + c];
+  lanes[threadIdx.y][threadIdx.x] = acc;
   __syncthreads();
   if (threadIdx.y == 0 && c < cols) {
     float sum = 0.0f;
 #pragma unroll
-    for (int k = 0; k < kDwRowLanes; ++k) sum += part[k][threadIdx.x];
-    if constexpr (std::is_same_v<TW, float>)
-      atomicAdd(dw + c, sum);
-    else
-      atomicAdd(sums + c, sum);
-  }
-  if constexpr (!std::is_same_v<TW, float>) {
-    __shared__ bool last;
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0 && threadIdx.y == 0) last = atomicAdd(tickets + blockIdx.x, 1u) == gridDim.y - 1;
-    __syncthreads();
-    if (!last) return;
-    if (threadIdx.y == 0 && c < cols) {
-      const float total = atomicExch(sums + c, 0.0f);
-      dw[c] = from_float<TW>(to_float(dw[c]) + total);
-    }
-    if (threadIdx.x == 0 && threadIdx.y == 0) tickets[blockIdx.x] = 0;
+    for (int k = 0; k < kDwRowLanes; ++k) sum += lanes[k][threadIdx.x];
+    dw[c] = from_float<TW>(to_float(dw[c]) + sum);
   }
 }
 
@@ -223,44 +217,32 @@ void rmsnorm_forward(cudaStream_t s, Tensor& y, Tensor& rstd, const Tensor& x, c
   });
 }
 
-int64_t rmsnorm_dw_scratch_numel(int64_t cols) { return cols + ceil_div(cols, int64_t(kWarpSize)); }
+int64_t rmsnorm_dw_partial_rows(int64_t rows) { return ceil_div(rows, int64_t(kWarps)); }
 
 void rmsnorm_backward(cudaStream_t s, Tensor& dx, Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& w,
-                      const Tensor& rstd, bool accumulate, float* dw_scratch, Tensor* dx_lowp) {
+                      const Tensor& rstd, bool accumulate, float* partial, Tensor* dx_lowp) {
   const int64_t rows = x.size(0), cols = x.size(1);
   if (rows == 0) return;
   PT_CHECK(cols <= INT32_MAX, "rmsnorm: rows longer than 2^31 elements");
+  const int64_t blocks = rmsnorm_dw_partial_rows(rows);
+  PT_CHECK(blocks <= INT32_MAX, "rmsnorm: more than 2^31 blocks of rows");
   dispatch_float(dy.dtype(), [&](auto tag) {
     using TD = typename decltype(tag)::type;
     const bool packed = cols % kPack == 0 && aligned16(x.data()) && aligned16(w.data()) && aligned16(dy.data()) &&
                         aligned16(dx.data()) && (!dx_lowp || aligned16(dx_lowp->data()));
-    // Row slices so that strips × slices is about four blocks per SM, each slice at least
-    // 64 rows (the atomics per column stay few).
-    const int64_t strips = ceil_div(cols, int64_t(kWarpSize));
-    const int64_t want = std::max<int64_t>(1, int64_t(sm_count()) * 4 / strips);
-    const int64_t slices = std::min<int64_t>({want, ceil_div(rows, int64_t(64)), 65535});
-    const int64_t per_slice = ceil_div(rows, slices);
-    const dim3 grid(unsigned(strips), unsigned(ceil_div(rows, per_slice))), block(kWarpSize, kDwRowLanes);
-    if (dw.dtype() == DType::BF16) {
-      PT_CHECK(dw_scratch, "rmsnorm_backward: a bf16 dw needs the fp32 scratch");
-      rmsnorm_dw_kernel<TD, __nv_bfloat16>
-          <<<grid, block, 0, s>>>(rows, int(cols), per_slice, static_cast<__nv_bfloat16*>(dw.data()), dw_scratch,
-                                  reinterpret_cast<unsigned*>(dw_scratch + cols), static_cast<const TD*>(dy.data()),
-                                  x.data_as<const float>(), rstd.data_as<const float>());
-    } else {
-      rmsnorm_dw_kernel<TD, float><<<grid, block, 0, s>>>(rows, int(cols), per_slice, dw.data_as<float>(), nullptr,
-                                                          nullptr, static_cast<const TD*>(dy.data()),
-                                                          x.data_as<const float>(), rstd.data_as<const float>());
-    }
-    PT_CUDA_CHECK_LAUNCH();
-    // After dw: dx may alias dy.
-    auto dx_kernel = packed ? rmsnorm_backward_dx_kernel<TD, true> : rmsnorm_backward_dx_kernel<TD, false>;
-    dx_kernel<<<unsigned(ceil_div(rows, kWarps)), kThreads, 0, s>>>(
-        rows, int(cols), accumulate, dx.data_as<float>(),
-        dx_lowp ? static_cast<__nv_bfloat16*>(dx_lowp->data()) : nullptr, static_cast<const TD*>(dy.data()),
-        x.data_as<const float>(), w.data_as<const float>(), rstd.data_as<const float>());
+    auto kernel = packed ? rmsnorm_backward_kernel<TD, true> : rmsnorm_backward_kernel<TD, false>;
+    kernel<<<unsigned(blocks), kThreads, 0, s>>>(rows, int(cols), accumulate, dx.data_as<float>(),
+                                                 dx_lowp ? static_cast<__nv_bfloat16*>(dx_lowp->data()) : nullptr,
+                                                 partial, static_cast<const TD*>(dy.data()), x.data_as<const float>(),
+                                                 w.data_as<const float>(), rstd.data_as<const float>());
     PT_CUDA_CHECK_LAUNCH();
   });
+  const dim3 grid(unsigned(ceil_div(cols, int64_t(kWarpSize)))), block(kWarpSize, kDwRowLanes);
+  if (dw.dtype() == DType::BF16)
+    rmsnorm_dw_finish_kernel<<<grid, block, 0, s>>>(blocks, int(cols), static_cast<__nv_bfloat16*>(dw.data()), partial);
+  else
+    rmsnorm_dw_finish_kernel<<<grid, block, 0, s>>>(blocks, int(cols), dw.data_as<float>(), partial);
+  PT_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace pt::cuda

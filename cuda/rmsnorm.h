@@ -8,13 +8,14 @@ namespace pt::cuda {
 
 // x, w, rstd fp32; y fp32|bf16. One warp per row.
 void rmsnorm_forward(cudaStream_t s, Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& w, float eps);
-// dy fp32|bf16; dx, x, w, rstd fp32; dw fp32|bf16. A warp per row; dw summed per block in shared
-// memory, then one fp32 atomic per block and column — into dw, or for a bf16 dw into
-// dw_scratch's sums, rounded into dw once by each column strip's last block. dw_scratch (bf16 dw
-// only): rmsnorm_dw_scratch_numel(C) fp32 elements, zero on entry and left zero. dx_lowp
-// (optional, bf16, dx's shape): the final dx rounded to bf16 in the same pass.
-int64_t rmsnorm_dw_scratch_numel(int64_t cols);
+// dy fp32|bf16; dx, x, w, rstd fp32; dw fp32|bf16. A warp per row computes dx, and each block's
+// share of dw (its rows' sums, in a fixed order) goes to its row of `partial`: fp32,
+// rmsnorm_dw_partial_rows(N) × C, written before it is read (no zeroing). A second kernel adds
+// those rows into dw in a fixed order (a bf16 dw: the fp32 total rounded in once), so dw is the
+// same bit for bit from run to run. dx_lowp (optional, bf16, dx's shape): the final dx rounded
+// to bf16 in the same pass.
+int64_t rmsnorm_dw_partial_rows(int64_t rows);
 void rmsnorm_backward(cudaStream_t s, Tensor& dx, Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& w,
-                      const Tensor& rstd, bool accumulate, float* dw_scratch = nullptr, Tensor* dx_lowp = nullptr);
+                      const Tensor& rstd, bool accumulate, float* partial, Tensor* dx_lowp = nullptr);
 
 }  // namespace pt::cuda

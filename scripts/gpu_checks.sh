@@ -66,6 +66,7 @@
 #   grad-dtype           bench model small and xl, ctx 512, bf16 flash, --grad-dtype fp32 then bf16,
 #                        alternating twice; the XL roofline and the small model's CUDA graph both ways (1)
 #   sanitizer-grads      compute-sanitizer memcheck on the --grad-dtype bf16 kernels' GPU tests      (1)
+#   sanitizer-rmsnorm    compute-sanitizer memcheck, racecheck, synccheck on the RMSNorm GPU tests      (1)
 #   grad-dtype-accuracy  train small, bf16, 500 steps on the sample tokens with fp32 gradients (twice:
 #                        the run-to-run yardstick) and bf16 ones; scripts/compare_runs.py on them     (1)
 #   targets-xl           issue 16's XL measurements in one call: bf16 flash ctx 512 batch 4 with the roofline,
@@ -76,6 +77,7 @@
 #                        NCU_TILES=<wgmma tiles> profiles those instead of the defaults                   (1)
 #   ncu-memory           ncu on one XL bf16 step (--grad-dtype bf16): every memory-bound kernel's time,
 #                        DRAM bytes and rate, summed per kernel (NCU_SIZE=small for the small model)   (1)
+#   ncu-gemm             the same for the step's GEMM kernels: time, grid (waves), tensor-pipe activity (1)
 #   llmc-xl              llm.c's train_gpt2cu (GPT-2 1.5B from scratch, -e d48, no cuDNN) at the same
 #                        two working points, on the sample tokens in its headered .bin format;
 #                        the binary is built beforehand from .peers/llm.c (carried, see
@@ -298,37 +300,61 @@ PY
       grep -E "step +[0-9]+/|MFU|num_parameters|device memory|batch size|HINT|error|Error" || return
   done
 }
-# ncu over one step's memory-bound kernels (names below; GEMMs, flash and AdamW are profiled
-# elsewhere), then one row per kernel: launches, total time, DRAM bytes, rate, registers, occupancy.
-step_ncu-memory() {
-  local size=${NCU_SIZE:-xl} csv=$RESULTS/ncu_memory_${NCU_SIZE:-xl}.csv
-  ncu --csv --page raw --print-units base --launch-count "${NCU_LAUNCHES:-1200}" \
-    --kernel-name regex:'rmsnorm|rope|map_kernel|swiglu|gather_rows|scatter_add|cross_entropy|add_sums|squared_norm|first_row|sum_rows' \
-    --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,launch__registers_per_thread,launch__grid_size,launch__block_size,sm__warps_active.avg.pct_of_peak_sustained_active \
-    paratrain bench model --sizes "$size" --contexts 512 --precisions bf16 --attention flash --grad-dtype bf16 \
-    --warmup 0 --steps 1 --out "$RESULTS/ncu_memory_$size.h5" --overwrite >"$csv" || return
-  python3 - "$csv" <<'PY'
-import csv, sys, collections
+# ncu_step_table CSV: ncu's raw CSV (paratrain's own output interleaved) summed per kernel and launch
+# shape: launches, total time, DRAM bytes and rate, registers, achieved occupancy, tensor-pipe activity.
+ncu_step_table() {
+  python3 - "$1" <<'PY'
+import csv, sys
 # ncu's rows start with a quote (paratrain's own output is interleaved); numbers carry commas.
 rows = [r for r in csv.reader(l for l in open(sys.argv[1]) if l.startswith('"')) if r]
 col = {name: i for i, name in enumerate(rows[0])}
-num = lambda r, k: float(r[col[k]].replace(",", ""))
+num = lambda r, k: float(r[col[k]].replace(",", "")) if k in col and r[col[k]] not in ("", "n/a") else 0.0
 agg = {}
 for r in rows[1:]:
     if not r[col["ID"]].isdigit():
         continue
     key = (r[col["Kernel Name"]][:90], r[col["launch__grid_size"]], r[col["launch__block_size"]])
-    a = agg.setdefault(key, [0, 0.0, 0.0, r[col["launch__registers_per_thread"]], 0.0])
+    a = agg.setdefault(key, [0, 0.0, 0.0, r[col["launch__registers_per_thread"]], 0.0, 0.0])
     a[0] += 1
     a[1] += num(r, "gpu__time_duration.sum") * 1e-6
     a[2] += (num(r, "dram__bytes_read.sum") + num(r, "dram__bytes_write.sum")) * 1e-9
     a[4] += num(r, "sm__warps_active.avg.pct_of_peak_sustained_active")
-print(f"{'kernel':90} {'grid':>7} {'blk':>4} {'n':>4} {'ms':>7} {'GB':>6} {'TB/s':>5} {'reg':>4} {'occ%':>5}")
+    a[5] += num(r, "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active")
+print(f"{'kernel':90} {'grid':>7} {'blk':>4} {'n':>4} {'ms':>7} {'GB':>6} {'TB/s':>5} {'reg':>4} {'occ%':>5} {'gmma%':>5}")
 for (name, grid, blk), a in sorted(agg.items(), key=lambda kv: -kv[1][1]):
-    print(f"{name:90} {grid:>7} {blk:>4} {a[0]:>4} {a[1]:7.3f} {a[2]:6.2f} {a[2] / a[1]:5.2f} {a[3]:>4} {a[4] / a[0]:5.1f}")
+    print(f"{name:90} {grid:>7} {blk:>4} {a[0]:>4} {a[1]:7.3f} {a[2]:6.2f} {a[2] / a[1]:5.2f} {a[3]:>4}"
+          f" {a[4] / a[0]:5.1f} {a[5] / a[0]:5.1f}")
 print(f"total {sum(a[1] for a in agg.values()):.3f} ms over {sum(a[0] for a in agg.values())} launches"
       " (DRAM bytes: writes still in L2 when a kernel ends are not counted)")
 PY
+}
+# ncu_step NAME KERNEL_REGEX [metric...]: ncu over the measured step (NVTX range "measured step",
+# after one warm-up step, so --gemm autotune's candidates are not profiled) of XL (NCU_SIZE) bf16,
+# --grad-dtype bf16: the kernels matching KERNEL_REGEX, summed per kernel by ncu_step_table.
+# NCU_FLAGS adds ncu options (e.g. "--clock-control none --cache-control none": the GPU's own clocks
+# and warm caches, as `bench gemm` times its kernels).
+ncu_step() {
+  local name=$1 regex=$2 size=${NCU_SIZE:-xl}
+  shift 2
+  local csv=$RESULTS/ncu_${name}_$size.csv metrics
+  metrics=$(IFS=,; echo "gpu__time_duration.sum,launch__registers_per_thread,launch__grid_size,launch__block_size,$*")
+  # shellcheck disable=SC2086
+  ncu --csv --page raw --print-units base --launch-count "${NCU_LAUNCHES:-1200}" --kernel-name regex:"$regex" \
+    --nvtx --nvtx-include "measured step/" --metrics "$metrics" ${NCU_FLAGS:-} \
+    paratrain bench model --sizes "$size" --contexts 512 --precisions bf16 --attention flash --grad-dtype bf16 \
+    --warmup 1 --steps 1 --out "$RESULTS/ncu_${name}_$size.h5" --overwrite >"$csv" || return
+  ncu_step_table "$csv"
+}
+# The memory-bound kernels of one step (GEMMs, flash and AdamW are profiled elsewhere).
+step_ncu-memory() {
+  ncu_step memory 'rmsnorm|rope|map_kernel|swiglu|gather_rows|scatter_add|cross_entropy|add_sums|squared_norm|first_row|sum_rows' \
+    dram__bytes_read.sum dram__bytes_write.sum sm__warps_active.avg.pct_of_peak_sustained_active
+}
+# The GEMMs of one step (cuBLAS's kernels: nvjet on Hopper, sm90/sm80 xmma, cutlass): time per
+# kernel and launch shape, the grid against the SM count (waves), tensor-pipe activity.
+step_ncu-gemm() {
+  ncu_step gemm 'nvjet|gemm|xmma|cutlass' sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active \
+    dram__bytes_read.sum dram__bytes_write.sum
 }
 step_ncu-flash() {
   local spec name
@@ -342,6 +368,46 @@ step_ncu-flash() {
       --out "$RESULTS/ncu_flash_$name.h5" --overwrite \
       >"$RESULTS/ncu_flash_$name.csv" || return
     grep -c '^"[0-9]' "$RESULTS/ncu_flash_$name.csv"
+  done
+}
+# clocks CMD...: the SM clock, power and throttle reasons (nvidia-smi every 200 ms) while CMD runs,
+# summarised as min / mean / max: whether a long run holds the clocks a short benchmark sees.
+clocks() {
+  local log=$RESULTS/clocks_$$.csv pid rc
+  nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active --format=csv,noheader,nounits \
+    -lms 200 >"$log" &
+  pid=$!
+  "$@"
+  rc=$?
+  kill "$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null
+  python3 - "$log" <<'PY'
+import sys, collections
+rows = [l.strip().split(", ") for l in open(sys.argv[1]) if l.count(",") >= 3]
+busy = [r for r in rows if float(r[1]) > 250]  # samples while the GPU works (W above idle)
+if not busy:
+    sys.exit(print("clocks: no busy samples"))
+for i, name in ((0, "SM MHz"), (1, "power W"), (2, "temp C")):
+    v = [float(r[i]) for r in busy]
+    print(f"clocks: {name:8} min {min(v):7.1f} mean {sum(v) / len(v):7.1f} max {max(v):7.1f} ({len(v)} busy samples)")
+print("clocks: throttle reasons", dict(collections.Counter(r[3] for r in busy)))
+PY
+  return $rc
+}
+step_clocks-xl() {
+  clocks paratrain bench model --sizes xl --contexts 512 --precisions bf16 --attention flash --grad-dtype bf16 \
+    --warmup 3 --steps 20 --out "$RESULTS/clocks_xl.h5" --overwrite &&
+  clocks paratrain bench gemm --model xl --context 512 --batch 4 --precision bf16 --out "$RESULTS/clocks_gemm.h5" --overwrite
+}
+# XL bf16 with the gradient norm summed beside backward (the default) and after it (the experiment
+# knob PT_EXP_NORM_OVERLAP=0 of bundle "exp"), alternating, twice.
+step_norm-overlap() {
+  local k v
+  for k in 1 2; do
+    for v in 1 0; do
+      PT_EXP_NORM_OVERLAP=$v bench_model "norm_overlap_${v}_$k" xl bf16 flash --grad-dtype bf16 --breakdown |
+        grep -E "step |train-step.*(matmul|optimizer)" || return
+    done
   done
 }
 step_torch-model-sizes() { torch_model small,medium,large,xl,2.7b; }
@@ -367,6 +433,15 @@ step_sanitizer-grads() {
     --gtest_filter='GpuEmbedding.*:GpuRMSNormBf16Grad.*:GpuOptim.Bf16*' &&
   compute-sanitizer --tool racecheck --error-exitcode 3 paratrain_tests_gpu --gtest_color=no \
     --gtest_filter='GpuRMSNormBf16Grad.*'
+}
+# RMSNorm's backward (dw lines in shared memory, reused chunk after chunk) under memcheck, racecheck
+# and synccheck: every width of the GPU test, 70 000 columns (69 chunks) included.
+step_sanitizer-rmsnorm() {
+  local tool
+  for tool in memcheck racecheck synccheck; do
+    compute-sanitizer --tool $tool --error-exitcode 3 paratrain_tests_gpu --gtest_color=no \
+      --gtest_filter='*GpuRMSNorm*:-*BitForBit*' || return
+  done
 }
 step_flash-acc() {
   paratrain_tests_gpu --gtest_color=no --gtest_filter='FlashGpu.SinglePassBackwardAccumulatesDq' &&

@@ -193,11 +193,7 @@ void RMSNorm::backward(Context& ctx, const Tensor& dy, Tensor& dx, bool accumula
   PT_CHECK(saved_x_.defined(), "RMSNorm '" + weight_->name + "': backward without forward");
   Tensor w = weight_->data();
   Tensor dw = weight_->grad();
-  // A bf16 gradient is summed in fp32 scratch the op leaves zero: kept from call to call.
-  if (dw.dtype() == DType::BF16 && !dw_scratch_.defined())
-    dw_scratch_ = Tensor::zeros({ops::rmsnorm_dw_scratch_numel(dw.numel())}, DType::F32, ctx, "rmsnorm_dw_scratch");
-  ops::rmsnorm_backward(ctx, dx, dw, dy, saved_x_, w, rstd_, accumulate, dw_scratch_.defined() ? &dw_scratch_ : nullptr,
-                        dx_lowp);
+  ops::rmsnorm_backward(ctx, dx, dw, dy, saved_x_, w, rstd_, accumulate, dx_lowp);
   store_.grad_contributed(*weight_);
   release();
 }

@@ -112,7 +112,6 @@ class RMSNorm {
   Parameter* weight_;
   float eps_;
   Tensor saved_x_, rstd_;
-  Tensor dw_scratch_;  // fp32 sums of a bf16 weight gradient (--grad-dtype bf16), zero between calls
 };
 
 // Initialisers (host RNG, so CPU and GPU runs start from identical weights).

@@ -43,10 +43,8 @@ void rmsnorm_forward(Context& ctx, Tensor& y, Tensor& rstd, const Tensor& x, con
   PT_OP_DISPATCH(ctx, rmsnorm_forward, y, rstd, x, w, eps);
 }
 
-int64_t rmsnorm_dw_scratch_numel(int64_t cols) { return cuda::rmsnorm_dw_scratch_numel(cols); }
-
 void rmsnorm_backward(Context& ctx, Tensor& dx, Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& w,
-                      const Tensor& rstd, bool accumulate, Tensor* dw_scratch, Tensor* dx_lowp) {
+                      const Tensor& rstd, bool accumulate, Tensor* dx_lowp) {
   ArgCheck chk(ctx, "rmsnorm_backward");
   check_master(chk, ctx, x, w, rstd);
   check_like_x(chk, ctx, dy, "dy", x);
@@ -82,23 +80,10 @@ void rmsnorm_backward(Context& ctx, Tensor& dx, Tensor& dw, const Tensor& dy, co
     cpu::rmsnorm_backward(dx, dw, dy, x, w, rstd, accumulate);
     return;
   }
-  // A bf16 dw: the column sums meet in fp32 scratch and are rounded into dw once (cuda/rmsnorm.h).
-  Tensor temporary;
-  if (dw.dtype() == DType::BF16) {
-    const int64_t need = rmsnorm_dw_scratch_numel(x.size(1));
-    if (!dw_scratch) {
-      temporary = Tensor::empty({need}, DType::F32, ctx.device(), "rmsnorm_dw_scratch", MemCategory::Workspace);
-      fill_zero(ctx, temporary.data(), temporary.device().kind, temporary.nbytes());
-      dw_scratch = &temporary;
-    }
-    chk.on_device(*dw_scratch, "dw_scratch");
-    chk.dtype_is(*dw_scratch, "dw_scratch", {DType::F32});
-    chk.contiguous(*dw_scratch, "dw_scratch");
-    chk.require(dw_scratch->numel() >= need, "dw_scratch holds " + std::to_string(dw_scratch->numel()) +
-                                                 " elements, a bf16 dw of this width needs " + std::to_string(need));
-  }
-  cuda::rmsnorm_backward(ctx.stream(), dx, dw, dy, x, w, rstd, accumulate,
-                         dw.dtype() == DType::BF16 ? dw_scratch->data_as<float>() : nullptr, dx_lowp);
+  // dw's per-block column sums (cuda/rmsnorm.h): each is written before it is read.
+  Tensor partial = Tensor::empty({cuda::rmsnorm_dw_partial_rows(x.size(0)), x.size(1)}, DType::F32, ctx.device(),
+                                 "rmsnorm_dw_partial", MemCategory::Workspace);
+  cuda::rmsnorm_backward(ctx.stream(), dx, dw, dy, x, w, rstd, accumulate, partial.data_as<float>(), dx_lowp);
 }
 
 }  // namespace pt::ops

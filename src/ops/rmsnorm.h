@@ -11,14 +11,13 @@ namespace pt::ops {
 void rmsnorm_forward(Context& ctx, Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& w, float eps);
 // dy (N, C) any float dtype (x's on the CPU). dx (N, C) in x's dtype: written, or added to
 // when accumulate (the pre-norm residual branch adds its gradient to the stream's); dx may
-// alias dy. dw (C, x's dtype; bf16 too on the GPU) += always (GPU: fp32 column sums, one
-// atomic per column and slice of rows; a bf16 dw gets the finished sums rounded in once, through
-// dw_scratch: fp32, rmsnorm_dw_scratch_numel(C) elements, zero on entry and left zero — a
-// caller that keeps one saves a fill per call; without it the op makes and zeroes its own).
+// alias dy. dw (C, x's dtype; bf16 too on the GPU) += always. GPU: one pass over the rows makes
+// dx and per-block fp32 column sums of dw's terms (workspace of N/8 × C fp32, taken per call), a
+// second kernel adds them into dw in a fixed order: run to run bit for bit; a bf16 dw gets the
+// fp32 total rounded in once.
 // dx_lowp (GPU, optional): bf16 (N, C), receives the final dx rounded to bf16 in the same pass
 // (the next GEMM's operand, instead of a cast pass).
-int64_t rmsnorm_dw_scratch_numel(int64_t cols);
 void rmsnorm_backward(Context& ctx, Tensor& dx, Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& w,
-                      const Tensor& rstd, bool accumulate, Tensor* dw_scratch = nullptr, Tensor* dx_lowp = nullptr);
+                      const Tensor& rstd, bool accumulate, Tensor* dx_lowp = nullptr);
 
 }  // namespace pt::ops

@@ -18,8 +18,9 @@ TEST_P(GpuRMSNorm, ForwardAndBackward) {
   PT_REQUIRE_GPU();
   const auto [cols, act] = GetParam();
   Context gpu(Device::cuda(0)), cpu(Device::cpu());
-  // More rows than one block's warps: several blocks add into dw. 70000 columns (packed, but
-  // too long for the register-resident forward) take the loop kernel.
+  // More rows than one block's warps: several blocks add into dw, the last one with rows to spare
+  // (300 = 37·8 + 4). 70000 columns (packed, but too long for the register-resident forward)
+  // take the loop kernel forward and 69 chunks of dw lines backward, the last one partly filled.
   const int64_t rows = 300;
   Pair x = make_twin(gpu, cpu, {rows, cols}, DType::F32, randn(rows * cols, 20, 2.0));
   Pair w = make_twin(gpu, cpu, {cols}, DType::F32, uniform(cols, 21, 0.5, 1.5));
@@ -39,7 +40,7 @@ TEST_P(GpuRMSNorm, ForwardAndBackward) {
     ops::rmsnorm_backward(gpu, dx.gpu, dw.gpu, dy.gpu, x.gpu, w.gpu, rstd.gpu, accumulate);
     ops::rmsnorm_backward(cpu, dx.cpu, dw.cpu, dy.cpu, x.cpu, w.cpu, rstd.cpu, accumulate);
     PT_EXPECT_GPU_CLOSE(dx.gpu, dx.cpu, gpu, cpu, kTolF32, 1e-6);
-    // dw sums 300 rows in fp32 with atomics: 1e-5 of the largest entry.
+    // dw sums 300 rows in fp32 (8 a block, then the blocks' sums): 1e-5 of the largest entry.
     PT_EXPECT_GPU_CLOSE(dw.gpu, dw.cpu, gpu, cpu, kTolF32, 1e-5);
   }
 }
@@ -66,17 +67,39 @@ TEST(GpuRMSNormBf16Grad, WeightGradientRoundedOnce) {
     ops::rmsnorm_backward(cpu, dx.cpu, dw.cpu, dy.cpu, x.cpu, w.cpu, rstd.cpu, true);
     PT_EXPECT_GPU_CLOSE(dx.gpu, dx.cpu, gpu, cpu, kTolF32, 1e-6);
     PT_EXPECT_GPU_CLOSE(dw.gpu, dw.cpu, gpu, cpu, 1.0 / 256, 1e-5);
-    // A caller's scratch, used twice: each call leaves it zero for the next, so a second
-    // gradient from the same start gives the same result.
-    Tensor scratch = Tensor::zeros({ops::rmsnorm_dw_scratch_numel(cols)}, DType::F32, gpu);
-    for (int call = 0; call < 2; ++call) {
-      Tensor dw2 = make_tensor(gpu, {cols}, DType::BF16, randn(cols, 34, 10.0));
-      Tensor dx2 = make_tensor(gpu, {rows, cols}, DType::F32, randn(rows * cols, 33));
-      ops::rmsnorm_backward(gpu, dx2, dw2, dy.gpu, x.gpu, w.gpu, rstd.gpu, true, &scratch);
-      PT_EXPECT_GPU_CLOSE(dw2, dw.cpu, gpu, cpu, 1.0 / 256, 1e-5);
-      for (double v : scratch.to_host_f64(gpu)) ASSERT_EQ(v, 0.0) << "call " << call << " left scratch behind";
-    }
   }
+}
+
+// The backward gives the same dx and dw bit for bit however often it runs from the same start:
+// dw's sums meet in a fixed order (no atomics), fp32 and bf16 dw, packed width and not. The
+// rows are many (4096: 512 blocks of dw terms) so that sums in a varying order would show.
+TEST(GpuRMSNorm, BackwardIsBitForBitRunToRun) {
+  PT_REQUIRE_GPU();
+  Context gpu(Device::cuda(0));
+  const int64_t rows = 4096;
+  for (int64_t cols : {int64_t(1600), int64_t(37)})
+    for (DType dw_type : {DType::F32, DType::BF16}) {
+      SCOPED_TRACE("C " + std::to_string(cols) + " dw " + dtype_name(dw_type));
+      Tensor x = make_tensor(gpu, {rows, cols}, DType::F32, randn(rows * cols, 50, 2.0));
+      Tensor w = make_tensor(gpu, {cols}, DType::F32, uniform(cols, 51, 0.5, 1.5));
+      Tensor rstd = Tensor::empty({rows}, DType::F32, gpu.device()),
+             y = Tensor::empty({rows, cols}, DType::BF16, gpu.device());
+      ops::rmsnorm_forward(gpu, y, rstd, x, w, 1e-5f);
+      Tensor dy = make_tensor(gpu, {rows, cols}, DType::BF16, randn(rows * cols, 52));
+      std::vector<double> first_dx, first_dw;
+      for (int run = 0; run < 5; ++run) {
+        Tensor dx = make_tensor(gpu, {rows, cols}, DType::F32, randn(rows * cols, 53));
+        Tensor dw = make_tensor(gpu, {cols}, dw_type, randn(cols, 54));
+        ops::rmsnorm_backward(gpu, dx, dw, dy, x, w, rstd, true);
+        if (run == 0) {
+          first_dx = dx.to_host_f64(gpu);
+          first_dw = dw.to_host_f64(gpu);
+          continue;
+        }
+        ASSERT_EQ(dx.to_host_f64(gpu), first_dx) << "run " << run;
+        ASSERT_EQ(dw.to_host_f64(gpu), first_dw) << "run " << run;
+      }
+    }
 }
 
 // The bf16 copy of dx written in the same pass is dx rounded to bf16, bit for bit (the cast pass
@@ -99,7 +122,7 @@ TEST(GpuRMSNormDxCopy, IsDxRoundedToBf16) {
       Tensor copy = Tensor::empty({rows, cols}, DType::BF16, gpu.device()),
              ref = Tensor::empty({rows, cols}, DType::BF16, gpu.device());
       poison(gpu, copy);
-      ops::rmsnorm_backward(gpu, dx, dw, dy, x, w, rstd, accumulate, nullptr, &copy);
+      ops::rmsnorm_backward(gpu, dx, dw, dy, x, w, rstd, accumulate, &copy);
       ops::cast(gpu, ref, dx);
       EXPECT_EQ(copy.to_host_f64(gpu), ref.to_host_f64(gpu));
     }
