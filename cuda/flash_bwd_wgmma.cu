@@ -112,7 +112,8 @@ __global__ void __launch_bounds__(DkDvWgmmaTraits<kHeadDim, kWarpgroups, kAccumu
   float* sDelta = sL + 2 * kBlockM;                                                            // (2, kBlockM)
   float* sdQ = sDelta + 2 * kBlockM;  // (warpgroups, kBlockM · kDqCols) fp32 in fragment order, idem
 
-  const int n0 = blockIdx.x * kBlockN, h = blockIdx.y, b = blockIdx.z;
+  const FlashBlock blk = key_tile_block();
+  const int n0 = blk.tile * kBlockN, h = blk.h, b = blk.b;
   const int wg = threadIdx.x / 128, warp_in_wg = (threadIdx.x / 32) % 4;
   const int tq = p.seqlen_q, tk = p.seqlen_k;
   const int64_t bh = static_cast<int64_t>(b) * p.heads + h;
@@ -256,7 +257,8 @@ __global__ void __launch_bounds__(DqWgmmaTraits<kHeadDim, kWarpgroups>::kThreads
   bf16* sK = sdO + kBlockM * kHeadDim;       // (2, kBlockN, D) SW128
   bf16* sV = sK + 2 * kBlockN * kHeadDim;    // (2, kBlockN, D) SW128
 
-  const int m0 = query_tile_of_block() * kBlockM, h = blockIdx.y, b = blockIdx.z;
+  const FlashBlock blk = query_tile_block();
+  const int m0 = blk.tile * kBlockM, h = blk.h, b = blk.b;
   const int wg = threadIdx.x / 128, warp_in_wg = (threadIdx.x / 32) % 4;
   const int tq = p.seqlen_q, tk = p.seqlen_k;
   const int row0 = m0 + wg * 64 + warp_in_wg * 16;

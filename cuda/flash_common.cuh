@@ -44,10 +44,28 @@ inline dim3 flash_grid(const FlashParams& p, int64_t rows, int block_rows) {
   return dim3(static_cast<unsigned>(ceil_div(rows, block_rows)), p.heads, p.batch);
 }
 
-// The query tile that a block of a query-tiled pass (forward, dQ) owns. Blocks start in
-// blockIdx.x order and take the tiles from the last: under a causal mask the last tiles see the
-// most keys, and starting the longest work first shortens the tail of the grid.
-__device__ __forceinline__ int query_tile_of_block() { return static_cast<int>(gridDim.x - 1 - blockIdx.x); }
+// The tile, head and batch of a flash block. The GPU starts blocks in blockIdx order, x fastest;
+// the grid (tiles, H, B) is read tile-major: the block at linear position r takes work rank
+// r / (H·B), so every (batch, head)'s longest tile starts before any head's second longest.
+// Under a causal mask a query tile's work grows with its index (forward and dQ passes: the last
+// tile is the longest) and a key tile's shrinks with it (dK/dV passes: the first). Read
+// head-major (each head's tiles, longest first, then the next head's), a grid of a few waves
+// ended with the long tiles of the last heads starting late (XL's B 4 × H 25 × 8 tiles at
+// T 512: 1.5 waves); longest first over the whole grid leaves the short tiles for the tail.
+struct FlashBlock {
+  int tile, h, b;
+};
+template <bool kLastTileLongest>
+__device__ __forceinline__ FlashBlock longest_first_block() {
+  const unsigned heads = gridDim.y * gridDim.z;
+  const unsigned linear = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+  const unsigned rank = linear / heads, bh = linear % heads;
+  return {static_cast<int>(kLastTileLongest ? gridDim.x - 1 - rank : rank), static_cast<int>(bh % gridDim.y),
+          static_cast<int>(bh / gridDim.y)};
+}
+// A block of a query-tiled pass (forward, dQ) and of a key-tiled pass (dK/dV).
+__device__ __forceinline__ FlashBlock query_tile_block() { return longest_first_block<true>(); }
+__device__ __forceinline__ FlashBlock key_tile_block() { return longest_first_block<false>(); }
 
 // Launches a flash kernel with smem_bytes of dynamic shared memory (raising the kernel's limit
 // first: above 48 KB a kernel must opt in) and checks the launch.

@@ -63,6 +63,8 @@
 #                        compare_torch.py xl eager fp32 and bf16                                  (1)
 #   ab                   two bundles (BUNDLES="before main") alternating on XL and small bf16, one call (1)
 #   ab-flash             the same for the flash leaderboard case, d 64 and 128 (FLASH_TILES)          (1)
+#   ab-flash-short       the same at the model's lengths: XL's B 4 × H 25 at T 512, 1024; B 4 × H 16 at
+#                        T 512…2048, d 64 and 128                                                     (1)
 #   grad-dtype           bench model small and xl, ctx 512, bf16 flash, --grad-dtype fp32 then bf16,
 #                        alternating twice; the XL roofline and the small model's CUDA graph both ways (1)
 #   sanitizer-grads      compute-sanitizer memcheck on the --grad-dtype bf16 kernels' GPU tests      (1)
@@ -260,6 +262,22 @@ step_ab-flash() {
     done
   done
 }
+# The flash kernels at the model's lengths, A/B of two bundles (BUNDLES), alternating, twice:
+# XL's shape (B 4, H 25, T 512 and 1024) and B 4 × H 16 at T 512…2048, d 64 and 128, causal,
+# the wgmma tiles FLASH_TILES (default: d 64's default 1x64/1/1 and the ws default).
+step_ab-flash-short() {
+  local k b spec name bb h t d
+  for k in 1 2; do
+    for b in ${BUNDLES:-before main}; do
+      for spec in xl:4:25:512,1024:64 h16:4:16:512,1024,2048:64 h16:4:16:512,1024,2048:128; do
+        IFS=: read -r name bb h t d <<<"$spec"
+        (source ".devbundle/$b/env.sh" &&
+          flash_times "ab_flash_short_${b}_${name}_d${d}_$k" "$bb" "$h" "$t" "$d" "${FLASH_TILES:-1x64/1/1,ws2x128/ws2/ws2}" |
+          grep "^flash " | sed "s|^|$b |") || return
+      done
+    done
+  done
+}
 step_accum-xl() {
   local g=${GRAD_DTYPE:-fp32}
   paratrain bench model --sizes xl --contexts 1024 --precisions bf16 --attention flash --batch-size 4 \
@@ -301,7 +319,7 @@ PY
   done
 }
 # ncu_step_table CSV: ncu's raw CSV (paratrain's own output interleaved) summed per kernel and launch
-# shape: launches, total time, DRAM bytes and rate, registers, achieved occupancy, tensor-pipe activity.
+# shape: launches, total time, DRAM bytes and rate, registers, achieved occupancy, SM throughput (% of peak).
 ncu_step_table() {
   python3 - "$1" <<'PY'
 import csv, sys
@@ -319,8 +337,8 @@ for r in rows[1:]:
     a[1] += num(r, "gpu__time_duration.sum") * 1e-6
     a[2] += (num(r, "dram__bytes_read.sum") + num(r, "dram__bytes_write.sum")) * 1e-9
     a[4] += num(r, "sm__warps_active.avg.pct_of_peak_sustained_active")
-    a[5] += num(r, "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active")
-print(f"{'kernel':90} {'grid':>7} {'blk':>4} {'n':>4} {'ms':>7} {'GB':>6} {'TB/s':>5} {'reg':>4} {'occ%':>5} {'gmma%':>5}")
+    a[5] += num(r, "sm__throughput.avg.pct_of_peak_sustained_elapsed")
+print(f"{'kernel':90} {'grid':>7} {'blk':>4} {'n':>4} {'ms':>7} {'GB':>6} {'TB/s':>5} {'reg':>4} {'occ%':>5} {'sm%':>5}")
 for (name, grid, blk), a in sorted(agg.items(), key=lambda kv: -kv[1][1]):
     print(f"{name:90} {grid:>7} {blk:>4} {a[0]:>4} {a[1]:7.3f} {a[2]:6.2f} {a[2] / a[1]:5.2f} {a[3]:>4}"
           f" {a[4] / a[0]:5.1f} {a[5] / a[0]:5.1f}")
@@ -351,9 +369,9 @@ step_ncu-memory() {
     dram__bytes_read.sum dram__bytes_write.sum sm__warps_active.avg.pct_of_peak_sustained_active
 }
 # The GEMMs of one step (cuBLAS's kernels: nvjet on Hopper, sm90/sm80 xmma, cutlass): time per
-# kernel and launch shape, the grid against the SM count (waves), tensor-pipe activity.
+# kernel and launch shape, the grid against the SM count (waves), SM throughput.
 step_ncu-gemm() {
-  ncu_step gemm 'nvjet|gemm|xmma|cutlass' sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active \
+  ncu_step gemm 'nvjet|gemm|xmma|cutlass' sm__throughput.avg.pct_of_peak_sustained_elapsed \
     dram__bytes_read.sum dram__bytes_write.sum
 }
 step_ncu-flash() {
@@ -398,17 +416,6 @@ step_clocks-xl() {
   clocks paratrain bench model --sizes xl --contexts 512 --precisions bf16 --attention flash --grad-dtype bf16 \
     --warmup 3 --steps 20 --out "$RESULTS/clocks_xl.h5" --overwrite &&
   clocks paratrain bench gemm --model xl --context 512 --batch 4 --precision bf16 --out "$RESULTS/clocks_gemm.h5" --overwrite
-}
-# XL bf16 with the gradient norm summed beside backward (the default) and after it (the experiment
-# knob PT_EXP_NORM_OVERLAP=0 of bundle "exp"), alternating, twice.
-step_norm-overlap() {
-  local k v
-  for k in 1 2; do
-    for v in 1 0; do
-      PT_EXP_NORM_OVERLAP=$v bench_model "norm_overlap_${v}_$k" xl bf16 flash --grad-dtype bf16 --breakdown |
-        grep -E "step |train-step.*(matmul|optimizer)" || return
-    done
-  done
 }
 step_torch-model-sizes() { torch_model small,medium,large,xl,2.7b; }
 step_model-2.7b() {
