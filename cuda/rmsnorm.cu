@@ -97,6 +97,26 @@ __global__ void rmsnorm_forward_rows_kernel(int64_t rows, int cols, float eps, T
   }
 }
 
+// y = x·rstd·w with the rstd the forward saved: the forward's output again, bit for bit (the same
+// products in the same order), for a backward that recomputes it. Without the row sums the
+// work is elementwise: a thread per pack of N columns over the whole (rows, cols) grid, where
+// the forward's warp per row fills a quarter of the GPU's warp slots at XL's 2048 rows.
+template <typename TY, int N>
+__global__ void rmsnorm_apply_kernel(int64_t rows, int cols, TY* y, const float* x, const float* w, const float* rstd) {
+  const int64_t packs_per_row = cols / N;
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= rows * packs_per_row) return;
+  const int64_t row = i / packs_per_row;
+  const int c = int(i - row * packs_per_row) * N;
+  const float inv = rstd[row];
+  float v[N], wv[N], out[N];
+  load_n<N>(x + row * cols + c, v);
+  load_n<N>(w + c, wv);
+#pragma unroll
+  for (int k = 0; k < N; ++k) out[k] = v[k] * inv * wv[k];
+  store_n<N>(y + row * cols + c, out);
+}
+
 // dx = inv·(dy⊙w) − inv³/C · x · Σ(dy⊙w⊙x), one warp per row (kWarps rows a block, as many
 // blocks as needed: rows fully parallel), and dw's share of the block's rows in the same pass.
 // The rows' dw terms dy⊙x·inv meet in shared memory, one line per warp over a chunk of
@@ -213,6 +233,27 @@ void rmsnorm_forward(cudaStream_t s, Tensor& y, Tensor& rstd, const Tensor& x, c
                                : rmsnorm_forward_kernel<TY, true>;
     kernel<<<blocks, kThreads, 0, s>>>(rows, int(cols), eps, static_cast<TY*>(y.data()), rstd.data_as<float>(),
                                        x.data_as<const float>(), w.data_as<const float>());
+    PT_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void rmsnorm_apply(cudaStream_t s, Tensor& y, const Tensor& x, const Tensor& w, const Tensor& rstd) {
+  const int64_t rows = x.size(0), cols = x.size(1);
+  if (rows == 0) return;
+  PT_CHECK(cols <= INT32_MAX, "rmsnorm: rows longer than 2^31 elements");
+  dispatch_float(y.dtype(), [&](auto tag) {
+    using TY = typename decltype(tag)::type;
+    const bool packed = cols % kPack == 0 && aligned16(x.data()) && aligned16(w.data()) && aligned16(y.data());
+    auto run = [&](auto n_tag) {
+      constexpr int N = decltype(n_tag)::value;
+      rmsnorm_apply_kernel<TY, N><<<grid_covering(rows * (cols / N), kThreads), kThreads, 0, s>>>(
+          rows, int(cols), static_cast<TY*>(y.data()), x.data_as<const float>(), w.data_as<const float>(),
+          rstd.data_as<const float>());
+    };
+    if (packed)
+      run(std::integral_constant<int, kPack>{});
+    else
+      run(std::integral_constant<int, 1>{});
     PT_CUDA_CHECK_LAUNCH();
   });
 }

@@ -184,8 +184,7 @@ Tensor RMSNorm::forward(Context& ctx, const Tensor& x, DType out_dtype) {
 Tensor RMSNorm::recompute_output(Context& ctx, DType out_dtype) const {
   PT_CHECK(saved_x_.defined(), "RMSNorm '" + weight_->name + "': recompute without forward");
   Tensor y = Tensor::empty(saved_x_.shape(), out_dtype, ctx.device(), "rmsnorm_recompute");
-  Tensor rstd = Tensor::empty({saved_x_.size(0)}, saved_x_.dtype(), ctx.device(), "rmsnorm_rstd_recompute");
-  ops::rmsnorm_forward(ctx, y, rstd, saved_x_, weight_->data(), eps_);
+  ops::rmsnorm_apply(ctx, y, saved_x_, weight_->data(), rstd_);
   return y;
 }
 

@@ -43,6 +43,14 @@ void rmsnorm_forward(Context& ctx, Tensor& y, Tensor& rstd, const Tensor& x, con
   PT_OP_DISPATCH(ctx, rmsnorm_forward, y, rstd, x, w, eps);
 }
 
+void rmsnorm_apply(Context& ctx, Tensor& y, const Tensor& x, const Tensor& w, const Tensor& rstd) {
+  ArgCheck chk(ctx, "rmsnorm_apply");
+  check_master(chk, ctx, x, w, rstd);
+  check_like_x(chk, ctx, y, "y", x);
+  OpScope scope(ctx, "rmsnorm_apply", OpFamily::Norm, OpCost().read(x).read(w).read(rstd).write(y));
+  PT_OP_DISPATCH(ctx, rmsnorm_apply, y, x, w, rstd);
+}
+
 void rmsnorm_backward(Context& ctx, Tensor& dx, Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& w,
                       const Tensor& rstd, bool accumulate, Tensor* dx_lowp) {
   ArgCheck chk(ctx, "rmsnorm_backward");

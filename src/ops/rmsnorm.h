@@ -9,6 +9,10 @@ namespace pt::ops {
 // device stores (bf16 in mixed precision: the GEMM operand that follows; x's dtype on the
 // CPU); rstd (N) x's dtype, saved for backward. All contiguous.
 void rmsnorm_forward(Context& ctx, Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& w, float eps);
+// y = x·rstd·w with the rstd rmsnorm_forward saved: forward's y again, bit for bit (the same
+// products in the same order), in one elementwise pass without the row sums — for a backward
+// that recomputes the norm's output instead of keeping it. Arguments as rmsnorm_forward's.
+void rmsnorm_apply(Context& ctx, Tensor& y, const Tensor& x, const Tensor& w, const Tensor& rstd);
 // dy (N, C) any float dtype (x's on the CPU). dx (N, C) in x's dtype: written, or added to
 // when accumulate (the pre-norm residual branch adds its gradient to the stream's); dx may
 // alias dy. dw (C, x's dtype; bf16 too on the GPU) += always. GPU: one pass over the rows makes

@@ -43,6 +43,11 @@ TEST(RMSNorm, ForwardMatchesFormula) {
     const double tol = dt == DType::F64 ? 1e-14 : 1e-6;
     PT_EXPECT_ALLCLOSE(host(ctx, y), ref, tol, tol);
     PT_EXPECT_ALLCLOSE(host(ctx, rstd), ref_rstd, tol, 0);
+    // The recompute from the saved rstd gives forward's y again, bit for bit.
+    Tensor again = Tensor::empty({rows, cols}, dt, ctx.device());
+    poison(ctx, again);
+    ops::rmsnorm_apply(ctx, again, x, w, rstd);
+    EXPECT_EQ(host(ctx, again), host(ctx, y));
   }
 }
 

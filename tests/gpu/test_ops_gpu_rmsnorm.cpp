@@ -29,6 +29,11 @@ TEST_P(GpuRMSNorm, ForwardAndBackward) {
   ops::rmsnorm_forward(cpu, y.cpu, rstd.cpu, x.cpu, w.cpu, 1e-5f);
   PT_EXPECT_GPU_CLOSE(y.gpu, y.cpu, gpu, cpu, tol_for(act), 1e-6);
   PT_EXPECT_GPU_CLOSE(rstd.gpu, rstd.cpu, gpu, cpu, kTolF32, 0.0);
+  // Backward's recompute from the saved rstd (elementwise, packed or not) is forward's y bit for bit.
+  Tensor again = Tensor::empty({rows, cols}, act, gpu.device());
+  poison(gpu, again);
+  ops::rmsnorm_apply(gpu, again, x.gpu, w.gpu, rstd.gpu);
+  EXPECT_EQ(again.to_host_f64(gpu), y.gpu.to_host_f64(gpu));
 
   Pair dy = make_twin(gpu, cpu, {rows, cols}, act, randn(rows * cols, 22));
   for (bool accumulate : {false, true}) {

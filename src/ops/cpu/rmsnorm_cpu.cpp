@@ -23,6 +23,17 @@ void rmsnorm_forward(Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& w, 
   });
 }
 
+void rmsnorm_apply(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& rstd) {
+  detail::dispatch_cpu_float(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const int64_t rows = x.size(0), cols = x.size(1);
+    const T *px = x.data_as<const T>(), *pw = w.data_as<const T>(), *pr = rstd.data_as<const T>();
+    T* py = y.data_as<T>();
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) py[r * cols + c] = px[r * cols + c] * pr[r] * pw[c];
+  });
+}
+
 void rmsnorm_backward(Tensor& dx, Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& rstd,
                       bool accumulate) {
   detail::dispatch_cpu_float(x.dtype(), [&](auto tag) {
