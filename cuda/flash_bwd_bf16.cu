@@ -118,7 +118,7 @@ __global__ void __launch_bounds__(DkDvTraits<kHeadDim>::kThreads) flash_bwd_dkdv
   float* sL = reinterpret_cast<float*>(sdO + 2 * kBlockM * kLd);  // (2, kBlockM)
   float* sDelta = sL + 2 * kBlockM;                               // (2, kBlockM)
 
-  const FlashBlock blk = key_tile_block();
+  const FlashBlock blk = key_tile_block(p);
   const int n_block = blk.tile, h = blk.h, b = blk.b;
   const int n0 = n_block * kBlockN;
   const int warp = threadIdx.x / 32;
@@ -205,7 +205,7 @@ __global__ void __launch_bounds__(DqTraits<kHeadDim>::kThreads) flash_bwd_dq_ker
   bf16* sK = sdO + kBlockM * kLd;            // (2, kBlockN, kLd)
   bf16* sV = sK + 2 * kBlockN * kLd;         // (2, kBlockN, kLd)
 
-  const FlashBlock blk = query_tile_block();
+  const FlashBlock blk = query_tile_block(p);
   const int m0 = blk.tile * kBlockM, h = blk.h, b = blk.b;
   const int warp = threadIdx.x / 32;
   const int tq = p.seqlen_q, tk = p.seqlen_k;

@@ -112,7 +112,7 @@ __global__ void __launch_bounds__(DkDvWgmmaTraits<kHeadDim, kWarpgroups, kAccumu
   float* sDelta = sL + 2 * kBlockM;                                                            // (2, kBlockM)
   float* sdQ = sDelta + 2 * kBlockM;  // (warpgroups, kBlockM · kDqCols) fp32 in fragment order, idem
 
-  const FlashBlock blk = key_tile_block();
+  const FlashBlock blk = key_tile_block(p);
   const int n0 = blk.tile * kBlockN, h = blk.h, b = blk.b;
   const int wg = threadIdx.x / 128, warp_in_wg = (threadIdx.x / 32) % 4;
   const int tq = p.seqlen_q, tk = p.seqlen_k;
@@ -257,7 +257,7 @@ __global__ void __launch_bounds__(DqWgmmaTraits<kHeadDim, kWarpgroups>::kThreads
   bf16* sK = sdO + kBlockM * kHeadDim;       // (2, kBlockN, D) SW128
   bf16* sV = sK + 2 * kBlockN * kHeadDim;    // (2, kBlockN, D) SW128
 
-  const FlashBlock blk = query_tile_block();
+  const FlashBlock blk = query_tile_block(p);
   const int m0 = blk.tile * kBlockM, h = blk.h, b = blk.b;
   const int wg = threadIdx.x / 128, warp_in_wg = (threadIdx.x / 32) % 4;
   const int tq = p.seqlen_q, tk = p.seqlen_k;

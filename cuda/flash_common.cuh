@@ -44,28 +44,16 @@ inline dim3 flash_grid(const FlashParams& p, int64_t rows, int block_rows) {
   return dim3(static_cast<unsigned>(ceil_div(rows, block_rows)), p.heads, p.batch);
 }
 
-// The tile, head and batch of a flash block. The GPU starts blocks in blockIdx order, x fastest;
-// the grid (tiles, H, B) is read tile-major: the block at linear position r takes work rank
-// r / (H·B), so every (batch, head)'s longest tile starts before any head's second longest.
-// Under a causal mask a query tile's work grows with its index (forward and dQ passes: the last
-// tile is the longest) and a key tile's shrinks with it (dK/dV passes: the first). Read
-// head-major (each head's tiles, longest first, then the next head's), a grid of a few waves
-// ended with the long tiles of the last heads starting late (XL's B 4 × H 25 × 8 tiles at
-// T 512: 1.5 waves); longest first over the whole grid leaves the short tiles for the tail.
-struct FlashBlock {
-  int tile, h, b;
-};
-template <bool kLastTileLongest>
-__device__ __forceinline__ FlashBlock longest_first_block() {
-  const unsigned heads = gridDim.y * gridDim.z;
+// The tile, head and batch of this block (flash_block_order: longest tile first within groups of
+// p.block_group (batch, head) pairs). The GPU starts blocks in blockIdx order, x fastest.
+__device__ __forceinline__ FlashBlock query_tile_block(const FlashParams& p) {
   const unsigned linear = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-  const unsigned rank = linear / heads, bh = linear % heads;
-  return {static_cast<int>(kLastTileLongest ? gridDim.x - 1 - rank : rank), static_cast<int>(bh % gridDim.y),
-          static_cast<int>(bh / gridDim.y)};
+  return flash_block_order(linear, gridDim.x, gridDim.y, gridDim.y * gridDim.z, unsigned(p.block_group), true);
 }
-// A block of a query-tiled pass (forward, dQ) and of a key-tiled pass (dK/dV).
-__device__ __forceinline__ FlashBlock query_tile_block() { return longest_first_block<true>(); }
-__device__ __forceinline__ FlashBlock key_tile_block() { return longest_first_block<false>(); }
+__device__ __forceinline__ FlashBlock key_tile_block(const FlashParams& p) {
+  const unsigned linear = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+  return flash_block_order(linear, gridDim.x, gridDim.y, gridDim.y * gridDim.z, unsigned(p.block_group), false);
+}
 
 // Launches a flash kernel with smem_bytes of dynamic shared memory (raising the kernel's limit
 // first: above 48 KB a kernel must opt in) and checks the launch.

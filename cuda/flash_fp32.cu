@@ -73,7 +73,7 @@ __global__ void __launch_bounds__(kThreads) fwd_kernel(const FlashParams p) {
   float* sQ = smem;                         // (kTile, ld)
   float* sK = sQ + kTile * ld<kHeadDim>();  // (kTile, ld)
   float* sV = sK + kTile * ld<kHeadDim>();  // (kTile, ld)
-  const FlashBlock blk = query_tile_block();
+  const FlashBlock blk = query_tile_block(p);
   const int m0 = blk.tile * kTile, h = blk.h, b = blk.b;
   const int r = threadIdx.x / 4, c4 = threadIdx.x % 4;
   const int tq = p.seqlen_q, tk = p.seqlen_k, row = m0 + r;
@@ -146,7 +146,7 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(const FlashParams p) {
   float* sdO = sQ + kTile * ld<kHeadDim>();
   float* sL = sdO + kTile * ld<kHeadDim>();  // (kTile)
   float* sD = sL + kTile;                    // (kTile)
-  const FlashBlock blk = key_tile_block();
+  const FlashBlock blk = key_tile_block(p);
   const int n0 = blk.tile * kTile, h = blk.h, b = blk.b;
   const int r = threadIdx.x / 4, c4 = threadIdx.x % 4, key = n0 + r;
   const int tq = p.seqlen_q, tk = p.seqlen_k;
@@ -196,7 +196,7 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(const FlashParams p) {
   float* sdO = sQ + kTile * ld<kHeadDim>();
   float* sK = sdO + kTile * ld<kHeadDim>();
   float* sV = sK + kTile * ld<kHeadDim>();
-  const FlashBlock blk = query_tile_block();
+  const FlashBlock blk = query_tile_block(p);
   const int m0 = blk.tile * kTile, h = blk.h, b = blk.b;
   const int r = threadIdx.x / 4, c4 = threadIdx.x % 4, row = m0 + r;
   const int tq = p.seqlen_q, tk = p.seqlen_k;

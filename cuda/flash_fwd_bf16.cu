@@ -49,7 +49,7 @@ __global__ void __launch_bounds__(FwdTraits<kHeadDim>::kThreads) flash_fwd_kerne
   bf16* sK = sQ + kBlockM * kLd;             // (2, kBlockN, kLd)
   bf16* sV = sK + 2 * kBlockN * kLd;         // (2, kBlockN, kLd)
 
-  const FlashBlock blk = query_tile_block();
+  const FlashBlock blk = query_tile_block(p);
   const int m0 = blk.tile * kBlockM, h = blk.h, b = blk.b;
   const int warp = threadIdx.x / 32;
   const int tq = p.seqlen_q, tk = p.seqlen_k;

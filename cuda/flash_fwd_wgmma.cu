@@ -36,7 +36,7 @@ __global__ void __launch_bounds__(FwdWgmmaTraits<kHeadDim, kWarpgroups, kBlockN_
   bf16* sK = reinterpret_cast<bf16*>(smem + Tr::kQBytes);  // (2, kBlockN, D) SW128
   bf16* sV = sK + 2 * kBlockN * kHeadDim;                  // (2, kBlockN, D) SW128
 
-  const FlashBlock blk = query_tile_block();
+  const FlashBlock blk = query_tile_block(p);
   const int m0 = blk.tile * kBlockM, h = blk.h, b = blk.b;
   const int wg = threadIdx.x / 128, warp_in_wg = (threadIdx.x / 32) % 4;
   const int tq = p.seqlen_q, tk = p.seqlen_k;

@@ -62,7 +62,7 @@ __global__ void __launch_bounds__(FwdWsTraits<kHeadDim, kConsumers, kBlockN>::kT
   __shared__ uint64_t q_full;
   __shared__ StageRing<kStages> ring;  // K and V tiles
 
-  const FlashBlock blk = query_tile_block();
+  const FlashBlock blk = query_tile_block(p);
   const int m0 = blk.tile * kBlockM, h = blk.h, b = blk.b;
   const int tk = p.seqlen_k;
   const KeyTiles<kBlockM, kBlockN, kCausal> tiles(m0, tk);

@@ -87,6 +87,9 @@ struct FlashParams {
   RowStrides do_s, dq_s, dk_s, dv_s;
 
   int batch = 0, heads = 0, seqlen_q = 0, seqlen_k = 0, head_dim = 0;
+  // (batch, head) pairs per group of the blocks' tile-major order (flash_common.cuh,
+  // flash_block_order): flash_block_group's choice; 1 is the plain head-by-head order.
+  int block_group = 1;
   float scale = 1.0f;  // 1/sqrt(D)
   bool causal = false;
   FlashKernels kernels = FlashKernels::Auto;
@@ -99,6 +102,45 @@ template <class Launch>
 void flash_wgmma_switch(const FlashParams& p, Launch&& launch) {
   PT_CHECK(flash_head_dim_switch<true>(p.head_dim, p.causal, launch),
            "flash attention: no wgmma kernel for head dimension " + std::to_string(p.head_dim));
+}
+
+#if defined(__CUDACC__)
+#define PT_FLASH_HOST_DEVICE __host__ __device__
+#else
+#define PT_FLASH_HOST_DEVICE
+#endif
+
+// The tile, head and batch that the block at linear position `linear` (the order the GPU starts
+// blocks in) of a (tiles, heads, batch) grid takes. The grid is read tile-major within groups of
+// `group` (batch, head) pairs: position r of a group takes work rank r / pairs, so every pair's
+// longest tile starts before any pair's second longest. Under a causal mask a query tile's work
+// grows with its index (forward and dQ passes: last_tile_longest, the last tile first) and a key
+// tile's shrinks with it (dK/dV passes: the first). Read head by head (group 1), a grid of a few
+// waves ended with the long tiles of its last heads starting late (XL: B 4 × H 25 × 8 tiles at
+// T 512, 1.5 waves); longest first leaves the short tiles for the tail. The group keeps the pairs
+// whose blocks run together to one head's where that reads faster (flash_block_group).
+struct FlashBlock {
+  int tile, h, b;
+};
+PT_FLASH_HOST_DEVICE inline FlashBlock flash_block_order(unsigned linear, unsigned tiles, unsigned heads,
+                                                         unsigned pairs, unsigned group, bool last_tile_longest) {
+  const unsigned first = linear / (group * tiles) * group;  // the group's first pair
+  const unsigned in_group = pairs - first < group ? pairs - first : group;
+  const unsigned r = linear - first * tiles, rank = r / in_group, pair = first + r % in_group;
+  return {static_cast<int>(last_tile_longest ? tiles - 1 - rank : rank), static_cast<int>(pair % heads),
+          static_cast<int>(pair / heads)};
+}
+
+// The group of flash_block_order: every (batch, head) pair up to kLongestFirstMaxRows rows (the
+// longer of Tq and Tk), one pair (head by head) beyond. Measured (docs/FLASH_ATTENTION.md,
+// session 11): at 512–2048 rows, grids of a few waves, longest first over all pairs is 6–15 %
+// faster; at 16384 rows (the leaderboard, 16 waves) it made the forward 12 % slower: the blocks
+// running together then belong to every head at one tile rank and share fewer K and V reads
+// in L2 than a head's consecutive tiles do. Groups sized to keep their K and V in half of L2
+// (6 of 16 heads there) did not win that back and lost up to 16 % at 2048 rows.
+constexpr int64_t kLongestFirstMaxRows = 2048;
+inline int flash_block_group(int64_t pairs, int64_t rows) {
+  return rows <= kLongestFirstMaxRows && pairs > 0 ? static_cast<int>(pairs < INT32_MAX ? pairs : INT32_MAX) : 1;
 }
 
 // Query rows per tile of p.dq_accum, and its size in floats.

@@ -55,6 +55,7 @@
 #   plan-xl              bench ddp xl bf16 flash none/bucketed/zero1, 2 ranks: plan's fixture    (2)
 #   roofline             bench model xl and small, ctx 512, bf16 flash, --breakdown: the roofline
 #                        table (bytes, FLOPs, floor against achieved per phase and op family)     (1)
+#   small-graph          bench model small, ctx 512, bf16 flash, --cuda-graph on, fp32 and bf16 gradients (1)
 #   graphs               bench model small and xl, ctx 512, bf16 flash, --cuda-graph off then on,
 #                        alternating twice (the same call, the same GPU)                         (1)
 #   accum-xl             bench model xl bf16 flash at llm.c's working points: 4 x 1024 tokens, and
@@ -204,6 +205,15 @@ alternate() {
           --warmup 3 --steps "$steps" --out "$RESULTS/${name}_${size}_${v}_$k.h5" --overwrite || return
       done
     done
+  done
+}
+# The small model's issue-16 target configuration (context 512, batch 4, bf16, flash, CUDA graph),
+# fp32 and bf16 gradients.
+step_small-graph() {
+  local g
+  for g in fp32 bf16; do
+    paratrain bench model --sizes small --contexts 512 --precisions bf16 --attention flash --grad-dtype "$g" \
+      --cuda-graph on --warmup 3 --steps 30 --out "$RESULTS/small_graph_$g.h5" --overwrite || return
   done
 }
 step_graphs() { alternate graph --cuda-graph "off on" 20; }

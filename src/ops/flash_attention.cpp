@@ -132,6 +132,7 @@ cuda::FlashParams make_params(const Context& ctx, const Dims& dm, const Tensor& 
   p.head_dim = static_cast<int>(dm.d);
   p.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dm.d)));
   p.causal = causal;
+  p.block_group = cuda::flash_block_group(dm.B * dm.H, std::max(dm.tq, dm.tk));
   if (q.dtype() == DType::BF16) {
     p.kernels = choose_flash_kernels(ctx.flash().kernels, ctx.target(), dm.d);
     p.tiles = flash_wgmma_tiles(ctx.flash(), dm.d, std::max(dm.tq, dm.tk));

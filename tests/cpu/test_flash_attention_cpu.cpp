@@ -4,9 +4,11 @@
 #include <array>
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "common/test_util.h"
 #include "core/error.h"
+#include "cuda/flash_params.h"
 #include "ops/flash_attention.h"
 #include "test_flash_reference.h"
 
@@ -216,6 +218,52 @@ TEST(FlashCpu, DefaultWgmmaTilesFollowHeadDimAndLength) {
   pinned.tiles = ops::wgmma_tiles_from_name("2x64/2/2");
   EXPECT_EQ(name(pinned, 64, 16384), "2x64/2/2");
   EXPECT_EQ(name(pinned, 128, 512), "2x64/2/2");
+}
+
+// The order the GPU kernels' blocks take their tiles in (cuda/flash_params.h): every (tile, head,
+// batch) exactly once; within a group of (batch, head) pairs, every pair's longest tile before any
+// pair's next (the last tile for query passes, the first for dK/dV); groups one after another;
+// group 1 is the plain head-by-head order. A partial last group (pairs not a multiple) included.
+TEST(FlashCpu, BlockOrderTakesLongestTilesFirstWithinGroups) {
+  struct Grid {
+    unsigned tiles, heads, batch, group;
+  };
+  for (const Grid g : {Grid{8, 25, 4, 100}, Grid{8, 25, 4, 7}, Grid{256, 16, 1, 6}, Grid{5, 3, 2, 1}, Grid{1, 4, 1, 4}})
+    for (bool last_longest : {true, false}) {
+      SCOPED_TRACE(std::to_string(g.tiles) + " tiles, " + std::to_string(g.heads) + " heads, " +
+                   std::to_string(g.batch) + " batch, group " + std::to_string(g.group));
+      const unsigned pairs = g.heads * g.batch, n = g.tiles * pairs;
+      std::vector<int> seen(n, 0);
+      int last_group = 0, last_rank = -1;
+      for (unsigned linear = 0; linear < n; ++linear) {
+        const cuda::FlashBlock blk = cuda::flash_block_order(linear, g.tiles, g.heads, pairs, g.group, last_longest);
+        ASSERT_TRUE(blk.tile >= 0 && blk.tile < int(g.tiles) && blk.h >= 0 && blk.h < int(g.heads) && blk.b >= 0 &&
+                    blk.b < int(g.batch))
+            << "position " << linear;
+        ++seen[(unsigned(blk.b) * g.heads + unsigned(blk.h)) * g.tiles + unsigned(blk.tile)];
+        const int pair = blk.b * int(g.heads) + blk.h, group = pair / int(g.group);
+        const int rank = last_longest ? int(g.tiles) - 1 - blk.tile : blk.tile;
+        ASSERT_GE(group, last_group) << "position " << linear << ": groups run one after another";
+        if (group != last_group) last_rank = -1;
+        ASSERT_GE(rank, last_rank) << "position " << linear << ": a longer tile after a shorter one in its group";
+        last_group = group;
+        last_rank = rank;
+        if (g.group == 1) {
+          EXPECT_EQ(unsigned(pair), linear / g.tiles);
+          EXPECT_EQ(unsigned(rank), linear % g.tiles);
+        }
+      }
+      for (unsigned i = 0; i < n; ++i) ASSERT_EQ(seen[i], 1) << "block " << i << " taken " << seen[i] << " times";
+    }
+}
+
+// The group: every (batch, head) pair up to 2048 rows (longest first over the whole grid), one
+// pair beyond (head by head, as measured faster at 16 k).
+TEST(FlashCpu, BlockGroupIsEveryPairUpTo2048Rows) {
+  EXPECT_EQ(cuda::flash_block_group(100, 512), 100);  // XL
+  EXPECT_EQ(cuda::flash_block_group(64, 2048), 64);
+  EXPECT_EQ(cuda::flash_block_group(64, 2049), 1);
+  EXPECT_EQ(cuda::flash_block_group(16, 16384), 1);  // the leaderboard
 }
 
 // Misuse gets one clear pt::Error, never a crash or a silent answer.
