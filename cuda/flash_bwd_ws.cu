@@ -89,8 +89,7 @@ __global__ void __launch_bounds__(DkDvWsTraits<kHeadDim>::kThreads, 1)
   __shared__ uint64_t kv_full;
   __shared__ StageRing<kStages> ring;  // Q, dO, L, delta of each query tile
 
-  const FlashBlock blk = key_tile_block(p);
-  const int n0 = blk.tile * kBlockN, h = blk.h, b = blk.b;
+  const int n0 = blockIdx.x * kBlockN, h = blockIdx.y, b = blockIdx.z;  // head by head, as the ws query passes
   const int tq = p.seqlen_q;  // keys past seqlen_k load as zeros (TMA) and only reach dK, dV rows never stored
   const int64_t bh = static_cast<int64_t>(b) * p.heads + h;
   const QueryTiles<kBlockM, kBlockN, kCausal> tiles(n0, tq);
@@ -224,8 +223,7 @@ __global__ void __launch_bounds__(DqWsTraits<kHeadDim>::kThreads, 1)
   __shared__ uint64_t q_full;
   __shared__ StageRing<kStages> ring;  // K and V tiles
 
-  const FlashBlock blk = query_tile_block(p);
-  const int m0 = blk.tile * kBlockM, h = blk.h, b = blk.b;
+  const int m0 = query_tile_head_by_head() * kBlockM, h = blockIdx.y, b = blockIdx.z;
   const int tq = p.seqlen_q, tk = p.seqlen_k;
   const KeyTiles<kBlockM, kBlockN, kCausal> tiles(m0, tk);
   const int n_blocks = tiles.n_blocks, n_full = tiles.n_full;

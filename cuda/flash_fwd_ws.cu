@@ -62,8 +62,7 @@ __global__ void __launch_bounds__(FwdWsTraits<kHeadDim, kConsumers, kBlockN>::kT
   __shared__ uint64_t q_full;
   __shared__ StageRing<kStages> ring;  // K and V tiles
 
-  const FlashBlock blk = query_tile_block(p);
-  const int m0 = blk.tile * kBlockM, h = blk.h, b = blk.b;
+  const int m0 = query_tile_head_by_head() * kBlockM, h = blockIdx.y, b = blockIdx.z;
   const int tk = p.seqlen_k;
   const KeyTiles<kBlockM, kBlockN, kCausal> tiles(m0, tk);
   const int n_blocks = tiles.n_blocks, n_full = tiles.n_full;

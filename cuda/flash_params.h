@@ -87,13 +87,13 @@ struct FlashParams {
   RowStrides do_s, dq_s, dk_s, dv_s;
 
   int batch = 0, heads = 0, seqlen_q = 0, seqlen_k = 0, head_dim = 0;
-  // (batch, head) pairs per group of the blocks' tile-major order (flash_common.cuh,
-  // flash_block_order): flash_block_group's choice; 1 is the plain head-by-head order.
-  int block_group = 1;
   float scale = 1.0f;  // 1/sqrt(D)
   bool causal = false;
   FlashKernels kernels = FlashKernels::Auto;
   WgmmaTiles tiles;
+  // (batch, head) pairs per group of the blocks' tile-major order (flash_block_order):
+  // flash_block_group's choice; 1 is the plain head-by-head order.
+  int block_group = 1;
 };
 
 // flash_head_dim_switch over the wgmma entries, for p's head dimension and causal flag; any other

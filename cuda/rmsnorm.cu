@@ -2,6 +2,7 @@
 // hold what the second pass re-reads). Math in fp32.
 #include <algorithm>
 #include <climits>
+#include <initializer_list>
 
 #include <type_traits>
 
@@ -213,15 +214,25 @@ __global__ void rmsnorm_dw_finish_kernel(int64_t blocks, int cols, TW* dw, const
   }
 }
 
+// The kernels index columns with int: refuse wider rows with one message.
+void check_width(int64_t cols) { PT_CHECK(cols <= INT32_MAX, "rmsnorm: rows longer than 2^31 elements"); }
+// Whole packs of kPack a row, every pointer 16-byte aligned (null ones skipped).
+bool packs_fit(int64_t cols, std::initializer_list<const void*> ptrs) {
+  if (cols % kPack != 0) return false;
+  for (const void* p : ptrs)
+    if (p && !aligned16(p)) return false;
+  return true;
+}
+
 }  // namespace
 
 void rmsnorm_forward(cudaStream_t s, Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& w, float eps) {
   const int64_t rows = x.size(0), cols = x.size(1);
   if (rows == 0) return;
-  PT_CHECK(cols <= INT32_MAX, "rmsnorm: rows longer than 2^31 elements");
+  check_width(cols);
+  const bool packed = packs_fit(cols, {x.data(), w.data(), y.data()});
   dispatch_float(y.dtype(), [&](auto tag) {
     using TY = typename decltype(tag)::type;
-    const bool packed = cols % kPack == 0 && aligned16(x.data()) && aligned16(w.data()) && aligned16(y.data());
     const unsigned blocks = unsigned(ceil_div(rows, kWarps));
     // Packs per lane for the register-resident row: the smallest of 1, 2, 4, 8 that holds it.
     const int64_t packs = ceil_div(cols, int64_t(kWarpSize) * kPack);
@@ -239,21 +250,15 @@ void rmsnorm_forward(cudaStream_t s, Tensor& y, Tensor& rstd, const Tensor& x, c
 
 void rmsnorm_apply(cudaStream_t s, Tensor& y, const Tensor& x, const Tensor& w, const Tensor& rstd) {
   const int64_t rows = x.size(0), cols = x.size(1);
+  check_width(cols);
   if (rows == 0) return;
-  PT_CHECK(cols <= INT32_MAX, "rmsnorm: rows longer than 2^31 elements");
+  const int n = packs_fit(cols, {x.data(), w.data(), y.data()}) ? kPack : 1;  // columns a thread
   dispatch_float(y.dtype(), [&](auto tag) {
     using TY = typename decltype(tag)::type;
-    const bool packed = cols % kPack == 0 && aligned16(x.data()) && aligned16(w.data()) && aligned16(y.data());
-    auto run = [&](auto n_tag) {
-      constexpr int N = decltype(n_tag)::value;
-      rmsnorm_apply_kernel<TY, N><<<grid_covering(rows * (cols / N), kThreads), kThreads, 0, s>>>(
-          rows, int(cols), static_cast<TY*>(y.data()), x.data_as<const float>(), w.data_as<const float>(),
-          rstd.data_as<const float>());
-    };
-    if (packed)
-      run(std::integral_constant<int, kPack>{});
-    else
-      run(std::integral_constant<int, 1>{});
+    auto kernel = n == kPack ? rmsnorm_apply_kernel<TY, kPack> : rmsnorm_apply_kernel<TY, 1>;
+    kernel<<<grid_covering(rows * (cols / n), kThreads), kThreads, 0, s>>>(
+        rows, int(cols), static_cast<TY*>(y.data()), x.data_as<const float>(), w.data_as<const float>(),
+        rstd.data_as<const float>());
     PT_CUDA_CHECK_LAUNCH();
   });
 }
@@ -264,13 +269,13 @@ void rmsnorm_backward(cudaStream_t s, Tensor& dx, Tensor& dw, const Tensor& dy, 
                       const Tensor& rstd, bool accumulate, float* partial, Tensor* dx_lowp) {
   const int64_t rows = x.size(0), cols = x.size(1);
   if (rows == 0) return;
-  PT_CHECK(cols <= INT32_MAX, "rmsnorm: rows longer than 2^31 elements");
+  check_width(cols);
   const int64_t blocks = rmsnorm_dw_partial_rows(rows);
   PT_CHECK(blocks <= INT32_MAX, "rmsnorm: more than 2^31 blocks of rows");
   dispatch_float(dy.dtype(), [&](auto tag) {
     using TD = typename decltype(tag)::type;
-    const bool packed = cols % kPack == 0 && aligned16(x.data()) && aligned16(w.data()) && aligned16(dy.data()) &&
-                        aligned16(dx.data()) && (!dx_lowp || aligned16(dx_lowp->data()));
+    const bool packed =
+        packs_fit(cols, {x.data(), w.data(), dy.data(), dx.data(), dx_lowp ? dx_lowp->data() : nullptr});
     auto kernel = packed ? rmsnorm_backward_kernel<TD, true> : rmsnorm_backward_kernel<TD, false>;
     kernel<<<unsigned(blocks), kThreads, 0, s>>>(rows, int(cols), accumulate, dx.data_as<float>(),
                                                  dx_lowp ? static_cast<__nv_bfloat16*>(dx_lowp->data()) : nullptr,

@@ -12,6 +12,21 @@ namespace {
 
 // ---- rmsnorm ------------------------------------------------------------------------------
 
+// A GPU-only backward case: x (rows, cols) fp32, w, the rstd forward saves, and a bf16 dy.
+struct BackwardCase {
+  Tensor x, w, rstd, dy;
+};
+BackwardCase backward_case(Context& gpu, int64_t rows, int64_t cols, uint64_t seed) {
+  BackwardCase c;
+  c.x = make_tensor(gpu, {rows, cols}, DType::F32, randn(rows * cols, seed, 2.0));
+  c.w = make_tensor(gpu, {cols}, DType::F32, uniform(cols, seed + 1, 0.5, 1.5));
+  c.rstd = Tensor::empty({rows}, DType::F32, gpu.device());
+  Tensor y = Tensor::empty({rows, cols}, DType::BF16, gpu.device());
+  ops::rmsnorm_forward(gpu, y, c.rstd, c.x, c.w, 1e-5f);
+  c.dy = make_tensor(gpu, {rows, cols}, DType::BF16, randn(rows * cols, seed + 2));
+  return c;
+}
+
 class GpuRMSNorm : public ::testing::TestWithParam<std::tuple<int64_t, DType>> {};  // (C, y/dy type)
 
 TEST_P(GpuRMSNorm, ForwardAndBackward) {
@@ -85,17 +100,12 @@ TEST(GpuRMSNorm, BackwardIsBitForBitRunToRun) {
   for (int64_t cols : {int64_t(1600), int64_t(37)})
     for (DType dw_type : {DType::F32, DType::BF16}) {
       SCOPED_TRACE("C " + std::to_string(cols) + " dw " + dtype_name(dw_type));
-      Tensor x = make_tensor(gpu, {rows, cols}, DType::F32, randn(rows * cols, 50, 2.0));
-      Tensor w = make_tensor(gpu, {cols}, DType::F32, uniform(cols, 51, 0.5, 1.5));
-      Tensor rstd = Tensor::empty({rows}, DType::F32, gpu.device()),
-             y = Tensor::empty({rows, cols}, DType::BF16, gpu.device());
-      ops::rmsnorm_forward(gpu, y, rstd, x, w, 1e-5f);
-      Tensor dy = make_tensor(gpu, {rows, cols}, DType::BF16, randn(rows * cols, 52));
+      const BackwardCase c = backward_case(gpu, rows, cols, 50);
       std::vector<double> first_dx, first_dw;
       for (int run = 0; run < 5; ++run) {
         Tensor dx = make_tensor(gpu, {rows, cols}, DType::F32, randn(rows * cols, 53));
         Tensor dw = make_tensor(gpu, {cols}, dw_type, randn(cols, 54));
-        ops::rmsnorm_backward(gpu, dx, dw, dy, x, w, rstd, true);
+        ops::rmsnorm_backward(gpu, dx, dw, c.dy, c.x, c.w, c.rstd, true);
         if (run == 0) {
           first_dx = dx.to_host_f64(gpu);
           first_dw = dw.to_host_f64(gpu);
@@ -116,18 +126,13 @@ TEST(GpuRMSNormDxCopy, IsDxRoundedToBf16) {
   for (int64_t cols : {int64_t(1600), int64_t(37)})
     for (bool accumulate : {false, true}) {
       SCOPED_TRACE("C " + std::to_string(cols) + (accumulate ? " accumulate" : ""));
-      Tensor x = make_tensor(gpu, {rows, cols}, DType::F32, randn(rows * cols, 40, 2.0));
-      Tensor w = make_tensor(gpu, {cols}, DType::F32, uniform(cols, 41, 0.5, 1.5));
-      Tensor rstd = Tensor::empty({rows}, DType::F32, gpu.device()),
-             y = Tensor::empty({rows, cols}, DType::BF16, gpu.device());
-      ops::rmsnorm_forward(gpu, y, rstd, x, w, 1e-5f);
-      Tensor dy = make_tensor(gpu, {rows, cols}, DType::BF16, randn(rows * cols, 42));
+      const BackwardCase c = backward_case(gpu, rows, cols, 40);
       Tensor dx = make_tensor(gpu, {rows, cols}, DType::F32, randn(rows * cols, 43));
       Tensor dw = make_tensor(gpu, {cols}, DType::F32, randn(cols, 44));
       Tensor copy = Tensor::empty({rows, cols}, DType::BF16, gpu.device()),
              ref = Tensor::empty({rows, cols}, DType::BF16, gpu.device());
       poison(gpu, copy);
-      ops::rmsnorm_backward(gpu, dx, dw, dy, x, w, rstd, accumulate, &copy);
+      ops::rmsnorm_backward(gpu, dx, dw, c.dy, c.x, c.w, c.rstd, accumulate, &copy);
       ops::cast(gpu, ref, dx);
       EXPECT_EQ(copy.to_host_f64(gpu), ref.to_host_f64(gpu));
     }
