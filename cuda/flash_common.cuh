@@ -45,19 +45,20 @@ inline dim3 flash_grid(const FlashParams& p, int64_t rows, int block_rows) {
 }
 
 // The tile, head and batch of this block (flash_block_order: longest tile first within groups of
-// p.block_group (batch, head) pairs). The GPU starts blocks in blockIdx order, x fastest.
-__device__ __forceinline__ FlashBlock query_tile_block(const FlashParams& p) {
+// p.block_group (batch, head) pairs). The GPU starts blocks in blockIdx order, x fastest: that
+// order's position is the block's linear index.
+template <bool kLastTileLongest>
+__device__ __forceinline__ FlashBlock ordered_block(const FlashParams& p) {
   const unsigned linear = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-  return flash_block_order(linear, gridDim.x, gridDim.y, gridDim.y * gridDim.z, unsigned(p.block_group), true);
+  return flash_block_order(linear, gridDim.x, gridDim.y, gridDim.y * gridDim.z, unsigned(p.block_group),
+                           kLastTileLongest);
 }
-__device__ __forceinline__ FlashBlock key_tile_block(const FlashParams& p) {
-  const unsigned linear = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-  return flash_block_order(linear, gridDim.x, gridDim.y, gridDim.y * gridDim.z, unsigned(p.block_group), false);
-}
+__device__ __forceinline__ FlashBlock query_tile_block(const FlashParams& p) { return ordered_block<true>(p); }
+__device__ __forceinline__ FlashBlock key_tile_block(const FlashParams& p) { return ordered_block<false>(p); }
 // The query tile of a block taken head by head straight from blockIdx (the head blockIdx.y, the
 // batch blockIdx.z; the last tile first), for the warp-specialised kernels, whose instructions
 // stay as they were measured: taking their block through flash_block_order made the
-// leaderboard's d = 64 passes 6–10 % slower, also where the order it gives is this one.
+// leaderboard's d = 64 passes 6–12 % slower, also where the order it gives is this one.
 __device__ __forceinline__ int query_tile_head_by_head() { return static_cast<int>(gridDim.x - 1 - blockIdx.x); }
 
 // Launches a flash kernel with smem_bytes of dynamic shared memory (raising the kernel's limit

@@ -117,8 +117,8 @@ void flash_wgmma_switch(const FlashParams& p, Launch&& launch) {
 // grows with its index (forward and dQ passes: last_tile_longest, the last tile first) and a key
 // tile's shrinks with it (dK/dV passes: the first). Read head by head (group 1), a grid of a few
 // waves ended with the long tiles of its last heads starting late (XL: B 4 × H 25 × 8 tiles at
-// T 512, 1.5 waves); longest first leaves the short tiles for the tail. The group keeps the pairs
-// whose blocks run together to one head's where that reads faster (flash_block_group).
+// T 512, 1.5 waves); longest first leaves the short tiles for the tail. Group 1 where a head's
+// consecutive tiles, running together, share their K and V reads better (flash_block_group).
 struct FlashBlock {
   int tile, h, b;
 };

@@ -1,10 +1,8 @@
-// RMSNorm: one warp per row (rows are d_model long: a few KB, so a warp's registers and L1
-// hold what the second pass re-reads). Math in fp32.
-#include <algorithm>
+// RMSNorm: forward and backward one warp per row (rows are d_model long: a few KB, so a warp's
+// registers and L1 hold what the second pass re-reads); the recompute from the saved rstd
+// elementwise. Math in fp32.
 #include <climits>
 #include <initializer_list>
-
-#include <type_traits>
 
 #include "cuda/common.cuh"
 #include "cuda/rmsnorm.h"

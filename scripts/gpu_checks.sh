@@ -80,7 +80,7 @@
 #                        NCU_TILES=<wgmma tiles> profiles those instead of the defaults                   (1)
 #   ncu-memory           ncu on one XL bf16 step (--grad-dtype bf16): every memory-bound kernel's time,
 #                        DRAM bytes and rate, summed per kernel (NCU_SIZE=small for the small model)   (1)
-#   ncu-gemm             the same for the step's GEMM kernels: time, grid (waves), tensor-pipe activity (1)
+#   ncu-gemm             the same for the step's GEMM kernels: time, grid (waves), SM throughput       (1)
 #   llmc-xl              llm.c's train_gpt2cu (GPT-2 1.5B from scratch, -e d48, no cuDNN) at the same
 #                        two working points, on the sample tokens in its headered .bin format;
 #                        the binary is built beforehand from .peers/llm.c (carried, see
@@ -258,35 +258,28 @@ step_ab() {
   done
   bench_model ab_roofline_xl xl bf16 flash --grad-dtype bf16 --breakdown
 }
-# The same A/B for the flash kernels: the leaderboard case at d 64 and 128 with FLASH_TILES
-# (default: the warp-specialised passes), each bundle twice, alternating.
-step_ab-flash() {
-  local k b d
+# ab_flash SPECS...: the A/B of two bundles (BUNDLES, default "before main") on causal bf16 flash
+# timings, each bundle twice, alternating; a SPEC is NAME:B:H:SEQS:D (SEQS comma-separated), run
+# with the wgmma tiles FLASH_TILES (else ab_flash's caller's default, AB_FLASH_TILES).
+ab_flash() {
+  local k b spec name bb h t d
   for k in 1 2; do
     for b in ${BUNDLES:-before main}; do
-      for d in 64 128; do
+      for spec in "$@"; do
+        IFS=: read -r name bb h t d <<<"$spec"
         (source ".devbundle/$b/env.sh" &&
-          flash_times "ab_flash_${b}_d${d}_$k" 1 16 16384 "$d" "${FLASH_TILES:-ws2x128/ws2/ws2}" |
+          flash_times "ab_flash_${name}_${b}_d${d}_$k" "$bb" "$h" "$t" "$d" "${FLASH_TILES:-$AB_FLASH_TILES}" |
           grep "^flash " | sed "s|^|$b |") || return
       done
     done
   done
 }
-# The flash kernels at the model's lengths, A/B of two bundles (BUNDLES), alternating, twice:
-# XL's shape (B 4, H 25, T 512 and 1024) and B 4 × H 16 at T 512…2048, d 64 and 128, causal,
-# the wgmma tiles FLASH_TILES (default: d 64's default 1x64/1/1 and the ws default).
+# The leaderboard case at d 64 and 128 (default tiles: the warp-specialised passes).
+step_ab-flash() { AB_FLASH_TILES=ws2x128/ws2/ws2 ab_flash lb:1:16:16384:64 lb:1:16:16384:128; }
+# The model's lengths: XL's shape (B 4, H 25, T 512 and 1024) and B 4 × H 16 at T 512…2048, d 64 and
+# 128 (default tiles: d 64's short-length default 1x64/1/1 and the ws default).
 step_ab-flash-short() {
-  local k b spec name bb h t d
-  for k in 1 2; do
-    for b in ${BUNDLES:-before main}; do
-      for spec in xl:4:25:512,1024:64 h16:4:16:512,1024,2048:64 h16:4:16:512,1024,2048:128; do
-        IFS=: read -r name bb h t d <<<"$spec"
-        (source ".devbundle/$b/env.sh" &&
-          flash_times "ab_flash_short_${b}_${name}_d${d}_$k" "$bb" "$h" "$t" "$d" "${FLASH_TILES:-1x64/1/1,ws2x128/ws2/ws2}" |
-          grep "^flash " | sed "s|^|$b |") || return
-      done
-    done
-  done
+  AB_FLASH_TILES=1x64/1/1,ws2x128/ws2/ws2 ab_flash xl:4:25:512,1024:64 h16:4:16:512,1024,2048:64 h16:4:16:512,1024,2048:128
 }
 step_accum-xl() {
   local g=${GRAD_DTYPE:-fp32}

@@ -27,9 +27,9 @@ constexpr int kCpuTile = 32;
 // fwd+bwd 5.84 → 4.31 ms); below, one-warpgroup cp.async blocks, several to an SM, which fill the
 // machine better than one 384-thread block per SM does on a few short tiles (T 512: 0.069 against
 // 0.075 ms).
-// Parsed once: this runs for every attention call.
 constexpr int64_t kWarpSpecializedFromLength = 2048;
 WgmmaTiles default_wgmma_tiles(int64_t head_dim, int64_t seqlen) {
+  // Parsed once: this runs for every attention call.
   static const WgmmaTiles warp_specialized = wgmma_tiles_from_name("ws2x128/ws2/ws2"),
                           short_keys = wgmma_tiles_from_name("1x64/1/1");
   return head_dim == 128 || seqlen >= kWarpSpecializedFromLength ? warp_specialized : short_keys;
