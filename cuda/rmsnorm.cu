@@ -191,12 +191,13 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// dw += Σ_blocks partial[block][·]: a block per strip of 32 columns, kDwRowLanes threads down
-// each column over every kDwRowLanes-th row of partial, their sums added in a fixed order. A bf16
-// dw (--grad-dtype bf16) gets the finished fp32 sum rounded in once.
+// dw += Σ_blocks partial[block][·] (dw = Σ, dw not read, unless accumulate): a block per strip
+// of 32 columns, kDwRowLanes threads down each column over every kDwRowLanes-th row of partial,
+// their sums added in a fixed order. A bf16 dw (--grad-dtype bf16) gets the finished fp32 sum
+// rounded in once.
 constexpr int kDwRowLanes = 8;
 template <typename TW>
-__global__ void rmsnorm_dw_finish_kernel(int64_t blocks, int cols, TW* dw, const float* partial) {
+__global__ void rmsnorm_dw_finish_kernel(int64_t blocks, int cols, bool accumulate, TW* dw, const float* partial) {
   __shared__ float lanes[kDwRowLanes][kWarpSize + 1];
   const int c = blockIdx.x * kWarpSize + threadIdx.x;
   float acc = 0.0f;
@@ -208,7 +209,7 @@ __global__ void rmsnorm_dw_finish_kernel(int64_t blocks, int cols, TW* dw, const
     float sum = 0.0f;
 #pragma unroll
     for (int k = 0; k < kDwRowLanes; ++k) sum += lanes[k][threadIdx.x];
-    dw[c] = from_float<TW>(to_float(dw[c]) + sum);
+    dw[c] = from_float<TW>(accumulate ? to_float(dw[c]) + sum : sum);
   }
 }
 
@@ -264,7 +265,7 @@ void rmsnorm_apply(cudaStream_t s, Tensor& y, const Tensor& x, const Tensor& w, 
 int64_t rmsnorm_dw_partial_rows(int64_t rows) { return ceil_div(rows, int64_t(kWarps)); }
 
 void rmsnorm_backward(cudaStream_t s, Tensor& dx, Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& w,
-                      const Tensor& rstd, bool accumulate, float* partial, Tensor* dx_lowp) {
+                      const Tensor& rstd, bool accumulate, float* partial, Tensor* dx_lowp, bool dw_accumulate) {
   const int64_t rows = x.size(0), cols = x.size(1);
   if (rows == 0) return;
   check_width(cols);
@@ -283,9 +284,10 @@ void rmsnorm_backward(cudaStream_t s, Tensor& dx, Tensor& dw, const Tensor& dy, 
   });
   const dim3 grid(unsigned(ceil_div(cols, int64_t(kWarpSize)))), block(kWarpSize, kDwRowLanes);
   if (dw.dtype() == DType::BF16)
-    rmsnorm_dw_finish_kernel<<<grid, block, 0, s>>>(blocks, int(cols), static_cast<__nv_bfloat16*>(dw.data()), partial);
+    rmsnorm_dw_finish_kernel<<<grid, block, 0, s>>>(blocks, int(cols), dw_accumulate,
+                                                    static_cast<__nv_bfloat16*>(dw.data()), partial);
   else
-    rmsnorm_dw_finish_kernel<<<grid, block, 0, s>>>(blocks, int(cols), dw.data_as<float>(), partial);
+    rmsnorm_dw_finish_kernel<<<grid, block, 0, s>>>(blocks, int(cols), dw_accumulate, dw.data_as<float>(), partial);
   PT_CUDA_CHECK_LAUNCH();
 }
 

@@ -15,9 +15,9 @@ void rmsnorm_apply(cudaStream_t s, Tensor& y, const Tensor& x, const Tensor& w, 
 // rmsnorm_dw_partial_rows(N) × C, written before it is read (no zeroing). A second kernel adds
 // those rows into dw in a fixed order (a bf16 dw: the fp32 total rounded in once), so dw is the
 // same bit for bit from run to run. dx_lowp (optional, bf16, dx's shape): the final dx rounded
-// to bf16 in the same pass.
+// to bf16 in the same pass. dw_accumulate false: dw written, not read.
 int64_t rmsnorm_dw_partial_rows(int64_t rows);
 void rmsnorm_backward(cudaStream_t s, Tensor& dx, Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& w,
-                      const Tensor& rstd, bool accumulate, float* partial, Tensor* dx_lowp = nullptr);
+                      const Tensor& rstd, bool accumulate, float* partial, Tensor* dx_lowp, bool dw_accumulate);
 
 }  // namespace pt::cuda

@@ -62,7 +62,8 @@
 #                        8 x 1024 x --grad-accum 32 (262 144 tokens a step); GRAD_DTYPE=bf16       (1)
 #   peers-xl             bench model xl: fp32 naive, bf16 flash (fp32 and bf16 gradients), then
 #                        compare_torch.py xl eager fp32 and bf16                                  (1)
-#   ab                   two bundles (BUNDLES="before main") alternating on XL and small bf16, one call (1)
+#   ab                   two bundles (BUNDLES="before main") alternating on XL and small bf16, one call; XL
+#                        with each of AB_GRAD_DTYPES (default bf16; "bf16 fp32" for both)                (1)
 #   ab-flash             the same for the flash leaderboard case, d 64 and 128 (FLASH_TILES)          (1)
 #   ab-flash-short       the same at the model's lengths: XL's B 4 × H 25 at T 512, 1024; B 4 × H 16 at
 #                        T 512…2048, d 64 and 128                                                     (1)
@@ -246,12 +247,15 @@ step_grad-dtype-accuracy() {
 # scripts/device_bundle.sh from two commits), alternating, twice: XL and small (CUDA graph), ctx 512,
 # bf16 flash, --grad-dtype bf16; then the XL roofline of the last bundle.
 step_ab() {
-  local k b
+  local k b g
   for k in 1 2; do
     for b in ${BUNDLES:-before main}; do
+      for g in ${AB_GRAD_DTYPES:-bf16}; do
+        (source ".devbundle/$b/env.sh" &&
+          paratrain bench model --sizes xl --contexts 512 --precisions bf16 --attention flash --grad-dtype "$g" \
+            --warmup 3 --steps 10 --out "$RESULTS/ab_xl_${g}_${b}_$k.h5" --overwrite) || return
+      done
       (source ".devbundle/$b/env.sh" &&
-        paratrain bench model --sizes xl --contexts 512 --precisions bf16 --attention flash --grad-dtype bf16 \
-          --warmup 3 --steps 10 --out "$RESULTS/ab_xl_${b}_$k.h5" --overwrite &&
         paratrain bench model --sizes small --contexts 512 --precisions bf16 --attention flash --grad-dtype bf16 \
           --cuda-graph on --warmup 3 --steps 20 --out "$RESULTS/ab_small_${b}_$k.h5" --overwrite) || return
     done

@@ -19,7 +19,7 @@ namespace pt {
 Linear::Linear(ParamStore& store, const std::string& name, int64_t d_in, int64_t d_out, bool bias, bool bias_trainable)
     : store_(store), d_in_(d_in), d_out_(d_out), units_{{0, d_out}} {
   weights_.push_back(&store.add(name + ".weight", {d_out, d_in}));
-  store.add_use(*weights_.front());
+  store.add_use(*weights_.front(), GradWrite::Overwrite);
   if (bias) {
     bias_ = &store.add(name + ".bias", {d_out}, bias_trainable);
     store.add_use(*bias_);
@@ -42,7 +42,7 @@ Linear::Linear(ParamStore& store, const std::vector<Parameter*>& stacked_weights
     }
     if (split) units_.push_back({d_out_, w->shape[0]});
     d_out_ += w->shape[0];
-    store.add_use(*w);
+    store.add_use(*w, GradWrite::Overwrite);
   }
   if (!split) units_.push_back({0, d_out_});
   if (bias_) store.add_use(*bias_);
@@ -94,11 +94,15 @@ void Linear::restore_input(const Tensor& x) {
 
 void Linear::weight_backward(Context& ctx, const Tensor& dy) {
   PT_CHECK(saved_x_.defined(), "Linear '" + weights_.front()->name + "': backward without forward");
-  if (weights_.front()->trainable)
+  if (weights_.front()->trainable) {
+    // The step's first contribution writes dW (beta 0: C not read, and zero_grad skips it),
+    // later ones (a tied weight's second use, later micro-batches) add.
+    const float beta = store_.grad_beta(weights_);
     for (const Unit& u : units_) {
-      Tensor dw = weight_grad_view(u);  // (rows, d_in) += dy_uᵀ (rows, N) · x (N, d_in)
-      ops::matmul(ctx, dw, dy.narrow(1, u.row, u.rows), saved_x_, /*trans_a=*/true, /*trans_b=*/false, 1.0f, 1.0f);
+      Tensor dw = weight_grad_view(u);  // (rows, d_in) = beta·dW + dy_uᵀ (rows, N) · x (N, d_in)
+      ops::matmul(ctx, dw, dy.narrow(1, u.row, u.rows), saved_x_, /*trans_a=*/true, /*trans_b=*/false, 1.0f, beta);
     }
+  }
   for (Parameter* w : weights_) store_.grad_contributed(*w);
   if (bias_ && bias_->trainable) {
     Tensor db = bias_->grad();
@@ -139,6 +143,99 @@ Tensor Linear::input_backward(Context& ctx, const Tensor& dy) {
   return dx;
 }
 
+// ---- BatchedLinear ------------------------------------------------------------------------
+
+BatchedLinear::BatchedLinear(ParamStore& store, const std::vector<Parameter*>& weights, bool split)
+    : store_(store), weights_(weights), split_(split) {
+  PT_CHECK(!weights_.empty(), "BatchedLinear needs at least one weight");
+  const Parameter& w0 = *weights_.front();
+  PT_CHECK(w0.shape.size() == 2, "BatchedLinear: weight '" + w0.name + "' must be 2-D");
+  d_out_ = w0.shape[0];
+  d_in_ = w0.shape[1];
+  if (weights_.size() > 1) {
+    spacing_ = weights_[1]->offset - w0.offset;
+    grad_spacing_ = weights_[1]->grad_offset - w0.grad_offset;
+  }
+  for (size_t i = 0; i < weights_.size(); ++i) {
+    const Parameter& w = *weights_[i];
+    const int64_t k = static_cast<int64_t>(i);
+    PT_CHECK(w.shape == w0.shape && w.trainable == w0.trainable,
+             "BatchedLinear: weight '" + w.name + "' differs from '" + w0.name + "' in shape or trainability");
+    PT_CHECK(
+        w.offset == w0.offset + k * spacing_ && (!w.trainable || w.grad_offset == w0.grad_offset + k * grad_spacing_),
+        "BatchedLinear: weights '" + w0.name + "' … '" + w.name + "' are not equally spaced in the flat buffers");
+    store.add_use(*weights_[i], GradWrite::Overwrite);
+  }
+  PT_CHECK(weights_.size() == 1 || (spacing_ >= w0.numel && (!w0.trainable || grad_spacing_ >= w0.numel)),
+           "BatchedLinear: weights '" + w0.name + "' … overlap");
+}
+
+Tensor BatchedLinear::weights_view(DType operand_dtype) const {
+  const Parameter& w0 = *weights_.front();
+  Tensor flat = operand_dtype == DType::BF16 ? w0.store().flat_lowp() : w0.store().flat_params();
+  PT_CHECK(flat.defined(), "BatchedLinear '" + w0.name + "': bf16 input but no bf16 parameter mirror");
+  return flat.as_strided({batch(), d_out_, d_in_}, {spacing_, d_in_, 1}, w0.offset);
+}
+
+Tensor BatchedLinear::grads_view() const {
+  const Parameter& w0 = *weights_.front();
+  return w0.store().flat_grads().as_strided({batch(), d_out_, d_in_}, {grad_spacing_, d_in_, 1}, w0.grad_offset);
+}
+
+Tensor BatchedLinear::forward(Context& ctx, const Tensor& x) {
+  PT_CHECK(x.dim() == 2 && x.size(1) == d_in_, "BatchedLinear '" + weights_.front()->name + "': input " + x.describe() +
+                                                   ", expected (N, " + std::to_string(d_in_) + ")");
+  for (const Parameter* w : weights_) store_.about_to_read(*w);
+  Tensor y = Tensor::empty({batch(), x.size(0), d_out_}, x.dtype(), ctx.device(), "batched_linear_out");
+  Tensor w = weights_view(x.dtype());
+  if (split_) {
+    for (int64_t b = 0; b < batch(); ++b) {
+      Tensor yb = y.select(0, b);
+      ops::matmul(ctx, yb, x, w.select(0, b), /*trans_a=*/false, /*trans_b=*/true);
+    }
+  } else {
+    ops::matmul(ctx, y, x, w, /*trans_a=*/false, /*trans_b=*/true);  // x broadcast over the batch
+  }
+  saved_x_ = x;
+  return y;
+}
+
+void BatchedLinear::restore_input(const Tensor& x) {
+  PT_CHECK(x.dim() == 2 && x.size(1) == d_in_, "BatchedLinear '" + weights_.front()->name + "': restored input " +
+                                                   x.describe() + ", expected (N, " + std::to_string(d_in_) + ")");
+  saved_x_ = x;
+}
+
+Tensor BatchedLinear::input_backward(Context& ctx, const Tensor& dy) {
+  PT_CHECK(dy.dim() == 3 && dy.size(0) == batch() && dy.size(2) == d_out_,
+           "BatchedLinear '" + weights_.front()->name + "': dy " + dy.describe());
+  // dx (N, d_in) = Σ_b dy_b (N, d_out) · W_b (d_out, d_in): a sum, so one GEMM per weight.
+  Tensor dx = Tensor::empty({dy.size(1), d_in_}, dy.dtype(), ctx.device(), "batched_linear_dx");
+  Tensor w = weights_view(dy.dtype());
+  for (int64_t b = 0; b < batch(); ++b)
+    ops::matmul(ctx, dx, dy.select(0, b), w.select(0, b), false, false, 1.0f, b == 0 ? 0.0f : 1.0f);
+  return dx;
+}
+
+void BatchedLinear::weight_backward_and_release(Context& ctx, const Tensor& dy) {
+  PT_CHECK(saved_x_.defined(), "BatchedLinear '" + weights_.front()->name + "': backward without forward");
+  if (weights_.front()->trainable) {
+    const float beta = store_.grad_beta(weights_);  // written by the step's first contribution
+    Tensor dw = grads_view();  // (batch, d_out, d_in) = beta·dW + dy_bᵀ (d_out, N) · x (N, d_in)
+    if (split_) {
+      for (int64_t b = 0; b < batch(); ++b) {
+        Tensor dwb = dw.select(0, b);
+        ops::matmul(ctx, dwb, dy.select(0, b), saved_x_, /*trans_a=*/true, /*trans_b=*/false, 1.0f, beta);
+      }
+    } else {
+      ops::matmul(ctx, dw, dy, saved_x_, /*trans_a=*/true, /*trans_b=*/false, 1.0f, beta);
+    }
+  }
+  // The last weight first, as the reverse order in which backward finishes parameters.
+  for (auto it = weights_.rbegin(); it != weights_.rend(); ++it) store_.grad_contributed(**it);
+  release();
+}
+
 // ---- Embedding ----------------------------------------------------------------------------
 
 Embedding::Embedding(ParamStore& store, const std::string& name, int64_t vocab, int64_t dim)
@@ -168,7 +265,7 @@ void Embedding::backward(Context& ctx, const Tensor& dout) {
 
 RMSNorm::RMSNorm(ParamStore& store, const std::string& name, int64_t dim, float eps)
     : store_(store), weight_(&store.add(name + ".weight", {dim})), eps_(eps) {
-  store.add_use(*weight_);
+  store.add_use(*weight_, GradWrite::Overwrite);
 }
 
 Tensor RMSNorm::forward(Context& ctx, const Tensor& x, DType out_dtype) {
@@ -192,7 +289,8 @@ void RMSNorm::backward(Context& ctx, const Tensor& dy, Tensor& dx, bool accumula
   PT_CHECK(saved_x_.defined(), "RMSNorm '" + weight_->name + "': backward without forward");
   Tensor w = weight_->data();
   Tensor dw = weight_->grad();
-  ops::rmsnorm_backward(ctx, dx, dw, dy, saved_x_, w, rstd_, accumulate, dx_lowp);
+  ops::rmsnorm_backward(ctx, dx, dw, dy, saved_x_, w, rstd_, accumulate, dx_lowp,
+                        /*dw_accumulate=*/store_.grad_beta(*weight_) != 0.0f);
   store_.grad_contributed(*weight_);
   release();
 }

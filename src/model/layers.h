@@ -1,5 +1,5 @@
 #pragma once
-// Modules with explicit forward/backward: Linear, Embedding, RMSNorm. Each saves what its
+// Modules with explicit forward/backward: Linear, BatchedLinear, Embedding, RMSNorm. Each saves what its
 // backward needs, accumulates its parameter gradients and tells the ParamStore when done.
 #include <cstdint>
 #include <random>
@@ -35,8 +35,9 @@ class Linear {
   // With `residual` (y's shape and type) y = beta·residual + x Wᵀ instead, residual untouched:
   // the add without first copying the residual into y.
   void forward_into(Context& ctx, const Tensor& x, Tensor& y, float beta, const Tensor* residual = nullptr);
-  // dy (N, d_out) → dx (N, d_in), or nothing when need_dx is false. dW += dyᵀ x and
-  // db += Σ dy are computed first and the store is told at once (overlap hangs on that).
+  // dy (N, d_out) → dx (N, d_in), or nothing when need_dx is false. dW += dyᵀ x (written, not
+  // added, by the step's first contribution: ParamStore::grad_beta) and db += Σ dy are computed
+  // first and the store is told at once (overlap hangs on that).
   Tensor backward(Context& ctx, const Tensor& dy, bool need_dx = true);
   // As backward, with dx = dx_beta·dx + dy W (dx_beta = 1 sums two branches).
   void backward_into(Context& ctx, const Tensor& dy, Tensor& dx, float dx_beta);
@@ -51,6 +52,8 @@ class Linear {
   void release() { saved_x_ = Tensor(); }
   // Gives backward its input again after release() (an activation recomputed instead of kept).
   void restore_input(const Tensor& x);
+  // dx (N, d_in) = dx_beta·dx + dy W, dx given (a view into a larger buffer is fine).
+  void input_backward_into(Context& ctx, const Tensor& dy, Tensor& dx, float dx_beta);
 
   Parameter& weight() { return *weights_.front(); }
   Parameter* bias() { return bias_; }
@@ -65,12 +68,43 @@ class Linear {
   Tensor weight_view(DType operand_dtype, const Unit& u) const;  // (u.rows, d_in)
   Tensor weight_grad_view(const Unit& u) const;
   void weight_backward(Context& ctx, const Tensor& dy);
-  void input_backward_into(Context& ctx, const Tensor& dy, Tensor& dx, float dx_beta);
   ParamStore& store_;
   std::vector<Parameter*> weights_;
   Parameter* bias_ = nullptr;
   int64_t d_in_ = 0, d_out_ = 0;
   std::vector<Unit> units_;
+  Tensor saved_x_;
+};
+
+// y_b = x W_bᵀ for b < batch: several bias-free weights of one shape (d_out, d_in) that read the
+// same input — SwiGLU's w1 and w3 — as one batched GEMM (one launch; measured on an H100 at XL's
+// shapes, 2048 × 1600 → 2 × 6400: 117 us against 126 for two GEMMs, docs/BENCHMARKS.md session
+// 12). The weights need not be adjacent, only equally spaced in the flat parameter and gradient
+// buffers (w1 and w3 have w2 between them in state-dict order). `split` runs one GEMM per
+// weight instead (the unfused comparison, as separate nn.Linear modules). dW_b is written or
+// added as ParamStore::grad_beta says; dx = Σ_b dy_b W_b is one GEMM per weight.
+class BatchedLinear {
+ public:
+  BatchedLinear(ParamStore& store, const std::vector<Parameter*>& weights, bool split = false);
+  // x (N, d_in) → y (batch, N, d_out) in x's dtype (y[b] contiguous). Saves x (a reference).
+  Tensor forward(Context& ctx, const Tensor& x);
+  // dy (batch, N, d_out) → dx (N, d_in); needs no saved input.
+  Tensor input_backward(Context& ctx, const Tensor& dy);
+  // dW_b from dy_b and the saved input; tells the store; releases the input.
+  void weight_backward_and_release(Context& ctx, const Tensor& dy);
+  void release() { saved_x_ = Tensor(); }
+  void restore_input(const Tensor& x);
+  int64_t batch() const { return static_cast<int64_t>(weights_.size()); }
+
+ private:
+  // (batch, d_out, d_in) views of the weights (bf16 mirror or fp32) and of their gradients.
+  Tensor weights_view(DType operand_dtype) const;
+  Tensor grads_view() const;
+  ParamStore& store_;
+  std::vector<Parameter*> weights_;
+  bool split_;
+  int64_t d_in_ = 0, d_out_ = 0;
+  int64_t spacing_ = 0, grad_spacing_ = 0;  // elements between consecutive weights (and gradients)
   Tensor saved_x_;
 };
 

@@ -74,8 +74,37 @@ void ParamStore::finalize(Context& ctx, bool lowp_mirror, DType dtype) {
 void ParamStore::zero_grad(Context& ctx, int micro_batches) {
   PT_CHECK(micro_batches >= 1, "zero_grad: micro_batches must be at least 1");
   micro_batches_ = micro_batches;
-  fill_zero(ctx, flat_grads_.data(), device_.kind, flat_grads_.nbytes());
-  for (auto& p : params_) p->contributions_ = 0;
+  // Runs of adjacent gradients to zero, in gradient-buffer order (registration order).
+  const size_t elem = dtype_size(flat_grads_.dtype());
+  int64_t run_begin = 0, run_end = 0;  // elements; empty run
+  auto flush = [&] {
+    if (run_end > run_begin)
+      fill_zero(ctx, static_cast<char*>(flat_grads_.data()) + run_begin * elem, device_.kind,
+                static_cast<size_t>(run_end - run_begin) * elem);
+  };
+  for (auto& p : params_) {
+    p->contributions_ = 0;
+    if (!zeroed_by_zero_grad(*p)) continue;
+    if (p->grad_offset != run_end) {
+      flush();
+      run_begin = p->grad_offset;
+    }
+    run_end = p->grad_offset + p->numel;
+  }
+  flush();
+}
+
+float ParamStore::grad_beta(const Parameter& p) const {
+  return p.contributions_ == 0 && !zeroed_by_zero_grad(p) ? 0.0f : 1.0f;
+}
+
+float ParamStore::grad_beta(const std::vector<Parameter*>& ps) const {
+  PT_CHECK(!ps.empty(), "grad_beta: no parameters");
+  const float beta = grad_beta(*ps.front());
+  for (const Parameter* p : ps)
+    PT_CHECK(grad_beta(*p) == beta, "parameters '" + ps.front()->name + "' and '" + p->name +
+                                        "' share a GEMM but are at different gradient contributions");
+  return beta;
 }
 
 void ParamStore::refresh_lowp(Context& ctx) {

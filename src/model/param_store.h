@@ -15,6 +15,12 @@ namespace pt {
 
 class ParamStore;
 
+// How a module's backward puts its gradient contribution into the flat gradient buffer.
+enum class GradWrite : uint8_t {
+  Add,        // only adds into it (a scatter-add, an accumulating kernel): zero_grad zeroes it
+  Overwrite,  // writes or adds, as ParamStore::grad_beta says (a GEMM with beta 0 or 1)
+};
+
 struct Parameter {
   std::string name;  // PyTorch state_dict name, e.g. "layers.0.attn.q_proj.weight"
   Shape shape;       // PyTorch's shape, row-major
@@ -22,8 +28,9 @@ struct Parameter {
   int64_t offset = 0;        // element offset in the flat parameter buffer
   int64_t grad_offset = -1;  // element offset in the flat gradient buffer; -1 when frozen
   bool trainable = true;
-  int index = 0;  // registration order
-  int uses = 0;   // how many module call sites read it per forward (tied: 2)
+  int index = 0;        // registration order
+  int uses = 0;         // how many module call sites read it per forward (tied: 2)
+  int adding_uses = 0;  // of those, how many can only add into the gradient (GradWrite::Add)
 
   Tensor data() const;       // view into the flat parameter buffer (fp32; fp64 in CPU tests)
   Tensor grad() const;       // view into the flat gradient buffer (undefined if frozen): fp32|bf16|fp64
@@ -66,7 +73,12 @@ class ParamStore {
   Parameter& add(const std::string& name, const Shape& shape, bool trainable = true);
   // A module that reads `p` in its forward calls this once at construction; a tied weight
   // is read by two modules and so has uses == 2 (its gradient is final after the second).
-  void add_use(Parameter& p) { ++p.uses; }
+  // `write` says whether that module's backward can write its contribution instead of adding
+  // it: a parameter all of whose uses can is not zeroed by zero_grad (see grad_beta).
+  void add_use(Parameter& p, GradWrite write = GradWrite::Add) {
+    ++p.uses;
+    if (write == GradWrite::Add) ++p.adding_uses;
+  }
 
   // Allocates the flat buffers on ctx's device (parameters and gradients zeroed). With
   // lowp_mirror a bf16 copy of every parameter is kept for mixed-precision GEMMs. dtype is
@@ -93,7 +105,20 @@ class ParamStore {
   // the step runs `micro_batches` forward/backward passes that add into the same gradients, and a
   // parameter's gradient is final (its listeners are told) only in the last of them — PyTorch
   // DDP's no_sync, for every listener at once.
+  // Only the gradients that some use adds into are zeroed (one fill per run of adjacent ones);
+  // the others are written by their step's first contribution (grad_beta). For XL that leaves the
+  // embedding's 0.16 GB of the 4 GB (bf16) a fill used to write, and the weight-gradient GEMMs
+  // stop reading C (docs/BENCHMARKS.md, session 12).
   void zero_grad(Context& ctx, int micro_batches = 1);
+  // The beta for p's next gradient contribution, grad = beta·grad + contribution: 0 when it is
+  // the step's first and zero_grad left p's gradient as it was (every use GradWrite::Overwrite),
+  // else 1. Call before the contribution (grad_contributed counts it).
+  float grad_beta(const Parameter& p) const;
+  // The same for one GEMM that writes several parameters' gradients at once (stacked or batched
+  // weights): theirs, which must agree (a clear error if one was also used elsewhere first).
+  float grad_beta(const std::vector<Parameter*>& ps) const;
+  // Whether zero_grad zeroes p's gradient (a trainable parameter some use adds into, or none reads).
+  static bool zeroed_by_zero_grad(const Parameter& p) { return p.trainable && (p.adding_uses > 0 || p.uses == 0); }
   // Refresh the bf16 mirror from the fp32 parameters (after the optimizer or a load).
   void refresh_lowp(Context& ctx);
 

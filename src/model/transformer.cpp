@@ -151,7 +151,8 @@ Tensor finish_residual_grad(Context& ctx, RMSNorm& norm, const Tensor& d, Tensor
 // ---- one block ----------------------------------------------------------------------------
 
 // h = x + output_proj(Attn(RoPE(q), RoPE(k), v)) with q, k, v from one stacked GEMM on
-// ln1(x) (three GEMMs unfused); out = h + w2(silu(w1·ln2(h)) ⊙ w3·ln2(h)).
+// ln1(x) (three GEMMs unfused); out = h + w2(silu(w1·ln2(h)) ⊙ w3·ln2(h)), w1 and w3 one
+// batched GEMM (two unfused).
 class TransformerBlock {
  public:
   TransformerBlock(ParamStore& store, const TransformerConfig& cfg, int index)
@@ -164,9 +165,10 @@ class TransformerBlock {
         qkv_(store, {q_, k_, v_}, /*bias=*/nullptr, /*split=*/!cfg.fused),
         out_proj_(store, prefix_ + ".attn.output_proj", cfg.d_model, cfg.d_model),
         ln2_(store, prefix_ + ".ln2", cfg.d_model),
-        w1_(store, prefix_ + ".ffn.w1", cfg.d_model, cfg.d_ff),
+        w1_(&store.add(prefix_ + ".ffn.w1.weight", {cfg.d_ff, cfg.d_model})),
         w2_(store, prefix_ + ".ffn.w2", cfg.d_ff, cfg.d_model),
-        w3_(store, prefix_ + ".ffn.w3", cfg.d_model, cfg.d_ff) {}
+        w3_(&store.add(prefix_ + ".ffn.w3.weight", {cfg.d_ff, cfg.d_model})),
+        w13_(store, {w1_, w3_}, /*split=*/!cfg.fused) {}
 
   // Registration order must be the state_dict's: ln1, q, k, v, output_proj, ln2, w1, w2, w3.
   // The member initialisers above run in declaration order, which is that order.
@@ -182,9 +184,9 @@ class TransformerBlock {
     trunc(*v_);
     trunc(out_proj_.weight());
     init_constant(ctx, ln2_.weight(), 1.0);
-    trunc(w1_.weight());
+    trunc(*w1_);
     trunc(w2_.weight());
-    trunc(w3_.weight());
+    trunc(*w3_);
   }
 
   // x (N, C) fp32 residual stream → out (N, C) fp32. B·T = N.
@@ -217,14 +219,13 @@ class TransformerBlock {
     {
       TrackingAllocator::Scope s("ffn", MemCategory::Activations);
       Tensor b = ln2_.forward(ctx, h, act);  // (N, C)
-      h1_ = w1_.forward(ctx, b);             // (N, F)
-      h3_ = w3_.forward(ctx, b);             // (N, F)
-      Tensor g = Tensor::empty(h1_.shape(), act, ctx.device(), "swiglu_out");
-      ops::swiglu_forward(ctx, g, h1_, h3_);
+      h13_ = w13_.forward(ctx, b);           // (2, N, F): h1, h3
+      const Tensor h1 = h13_.select(0, 0), h3 = h13_.select(0, 1);
+      Tensor g = Tensor::empty(h1.shape(), act, ctx.device(), "swiglu_out");
+      ops::swiglu_forward(ctx, g, h1, h3);
       out = residual(ctx, h, w2_, g, "residual_out");  // out = h + g · W2ᵀ
       if (cfg_.recompute) {                            // backward recomputes b from h and g from h1, h3
-        w1_.release();
-        w3_.release();
+        w13_.release();
         w2_.release();
       }
     }
@@ -244,29 +245,25 @@ class TransformerBlock {
     {
       TrackingAllocator::Scope s("ffn", MemCategory::Activations);
       Tensor dy = take_act_operand(ctx, dout_act, dout, act);
-      Tensor dh1, dh3 = Tensor::empty(h3_.shape(), act, ctx.device(), "swiglu_dh3");
+      Tensor dh13 = Tensor::empty(h13_.shape(), act, ctx.device(), "swiglu_dh");  // (2, N, F): dh1, dh3
+      Tensor dh1 = dh13.select(0, 0), dh3 = dh13.select(0, 1);
+      const Tensor h1 = h13_.select(0, 0), h3 = h13_.select(0, 1);
       if (cfg_.recompute) {
-        // dg = dy·W2 first (it needs no g); then one pass over h1 and h3 makes dh1 (in dg's
-        // place), dh3 and the recomputed g, which W2's gradient reads last.
-        dh1 = w2_.input_backward(ctx, dy);  // (N, F): dg, then dh1
-        Tensor g = Tensor::empty(h1_.shape(), act, ctx.device(), "swiglu_recompute");
-        ops::swiglu_backward(ctx, dh1, dh3, dh1, h1_, h3_, &g);
+        // dg = dy·W2 first (it needs no g), into dh1's place; then one pass over h1 and h3 makes
+        // dh1 (over dg), dh3 and the recomputed g, which W2's gradient reads last.
+        w2_.input_backward_into(ctx, dy, dh1, 0.0f);
+        Tensor g = Tensor::empty(h1.shape(), act, ctx.device(), "swiglu_recompute");
+        ops::swiglu_backward(ctx, dh1, dh3, dh1, h1, h3, &g);
         w2_.restore_input(g);
         w2_.weight_backward_and_release(ctx, dy);
       } else {
         Tensor dg = w2_.backward(ctx, dy);  // (N, F)
-        dh1 = Tensor::empty(h1_.shape(), act, ctx.device(), "swiglu_dh1");
-        ops::swiglu_backward(ctx, dh1, dh3, dg, h1_, h3_);
+        ops::swiglu_backward(ctx, dh1, dh3, dg, h1, h3);
       }
-      h1_ = Tensor();
-      h3_ = Tensor();
-      if (cfg_.recompute) {
-        Tensor b = ln2_.recompute_output(ctx, act);
-        w1_.restore_input(b);
-        w3_.restore_input(b);
-      }
-      Tensor db = w3_.backward(ctx, dh3);  // (N, C)
-      w1_.backward_into(ctx, dh1, db, 1.0f);
+      h13_ = Tensor();
+      if (cfg_.recompute) w13_.restore_input(ln2_.recompute_output(ctx, act));
+      w13_.weight_backward_and_release(ctx, dh13);
+      Tensor db = w13_.input_backward(ctx, dh13);                                                        // (N, C)
       dout_act = finish_residual_grad(ctx, ln2_, db, dout, /*accumulate=*/true, act, cfg_.fused, true);  // dL/dh
     }
     {
@@ -300,10 +297,9 @@ class TransformerBlock {
     qkv_.release();
     out_proj_.release();
     ln2_.release();
-    w1_.release();
     w2_.release();
-    w3_.release();
-    qkv_buf_ = attn_out_ = probs_ = lse_ = h1_ = h3_ = Tensor();
+    w13_.release();
+    qkv_buf_ = attn_out_ = probs_ = lse_ = h13_ = Tensor();
   }
 
  private:
@@ -335,12 +331,15 @@ class TransformerBlock {
   Linear qkv_;
   Linear out_proj_;
   RMSNorm ln2_;
-  Linear w1_, w2_, w3_;
-  Tensor qkv_buf_;   // (N, 3C) act: q, k (rotated) and v, saved for attention backward
-  Tensor attn_out_;  // (N, C) act = (B, T, H, D): attention output O (flash backward reads it)
-  Tensor probs_;     // (B, H, T, T) act: naive attention's softmax, saved
-  Tensor lse_;       // (B, H, T) fp32: flash attention's logsumexp, saved
-  Tensor h1_, h3_;   // (N, F) act: SwiGLU inputs, saved
+  Parameter* w1_;  // (F, C), registered before w2 and w3 (state-dict order); run through w13_
+  Linear w2_;
+  Parameter* w3_;
+  BatchedLinear w13_;  // w1 and w3 as one batched GEMM on ln2's output
+  Tensor qkv_buf_;     // (N, 3C) act: q, k (rotated) and v, saved for attention backward
+  Tensor attn_out_;    // (N, C) act = (B, T, H, D): attention output O (flash backward reads it)
+  Tensor probs_;       // (B, H, T, T) act: naive attention's softmax, saved
+  Tensor lse_;         // (B, H, T) fp32: flash attention's logsumexp, saved
+  Tensor h13_;         // (2, N, F) act: SwiGLU inputs h1, h3, saved
 };
 
 // ---- the model ----------------------------------------------------------------------------

@@ -52,7 +52,7 @@ void rmsnorm_apply(Context& ctx, Tensor& y, const Tensor& x, const Tensor& w, co
 }
 
 void rmsnorm_backward(Context& ctx, Tensor& dx, Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& w,
-                      const Tensor& rstd, bool accumulate, Tensor* dx_lowp) {
+                      const Tensor& rstd, bool accumulate, Tensor* dx_lowp, bool dw_accumulate) {
   ArgCheck chk(ctx, "rmsnorm_backward");
   check_master(chk, ctx, x, w, rstd);
   check_like_x(chk, ctx, dy, "dy", x);
@@ -75,9 +75,13 @@ void rmsnorm_backward(Context& ctx, Tensor& dx, Tensor& dw, const Tensor& dy, co
     chk.contiguous(*dx_lowp, "dx_lowp");
   }
   // Read dy, x, w and rstd; dx written, or read and written when accumulated into (unless it is
-  // dy itself, already read); dw is always accumulated into; the bf16 copy of dx written.
+  // dy itself, already read); dw likewise; the bf16 copy of dx written.
   OpCost cost;
-  cost.read(dy).read(x).read(w).read(rstd).update(dw);
+  cost.read(dy).read(x).read(w).read(rstd);
+  if (dw_accumulate)
+    cost.update(dw);
+  else
+    cost.write(dw);
   if (accumulate && dx.data() != dy.data())
     cost.update(dx);
   else
@@ -85,13 +89,14 @@ void rmsnorm_backward(Context& ctx, Tensor& dx, Tensor& dw, const Tensor& dy, co
   if (dx_lowp) cost.write(*dx_lowp);
   OpScope scope(ctx, "rmsnorm_backward", OpFamily::Norm, cost);
   if (!ctx.is_cuda()) {
-    cpu::rmsnorm_backward(dx, dw, dy, x, w, rstd, accumulate);
+    cpu::rmsnorm_backward(dx, dw, dy, x, w, rstd, accumulate, dw_accumulate);
     return;
   }
   // dw's per-block column sums (cuda/rmsnorm.h): each is written before it is read.
   Tensor partial = Tensor::empty({cuda::rmsnorm_dw_partial_rows(x.size(0)), x.size(1)}, DType::F32, ctx.device(),
                                  "rmsnorm_dw_partial", MemCategory::Workspace);
-  cuda::rmsnorm_backward(ctx.stream(), dx, dw, dy, x, w, rstd, accumulate, partial.data_as<float>(), dx_lowp);
+  cuda::rmsnorm_backward(ctx.stream(), dx, dw, dy, x, w, rstd, accumulate, partial.data_as<float>(), dx_lowp,
+                         dw_accumulate);
 }
 
 }  // namespace pt::ops

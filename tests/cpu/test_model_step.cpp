@@ -3,6 +3,7 @@
 // records both, and flash attention covers every named size.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 #include <set>
 #include <string>
@@ -14,6 +15,7 @@
 #include "core/error.h"
 #include "core/profiler.h"
 #include "cpu/model_test_util.h"
+#include "model/toy_models.h"
 #include "model/transformer.h"
 #include "optim/optimizer.h"
 #include "parallel/grad_sync.h"
@@ -130,16 +132,17 @@ TEST(TransformerModel, UnfusedStepGivesTheFusedLossGradientsAndParameters) {
   // clip_by_norm rewrites the buffer to norm max_norm (as torch.nn.utils.clip_grad_norm_).
   EXPECT_NEAR(on.clipped_buffer_norm, on.norms[0], 1e-6 * on.norms[0]);
   EXPECT_NEAR(off.clipped_buffer_norm, max_norm, 1e-5 * max_norm);
-  // Per layer: forward q, k, v as three GEMMs (+2) and two residual adds; backward three dW and
-  // three dx GEMMs instead of one each (+4); the optimizer's clip as a pass of its own (+1; the
+  // Per layer: forward q, k, v as three GEMMs (+2), w1 and w3 as two instead of one batched (+1),
+  // and two residual adds; backward three dW and three dx GEMMs instead of one each (+4) and w1's
+  // and w3's dW apart (+1); the optimizer's clip as a pass of its own (+1; the
   // mirror's cast pass exists only in bf16 on the GPU, where the GPU test covers it).
   auto count = [](const Run& r, const char* phase, OpFamily f) {
     auto it = r.ops.find({phase, f});
     return it == r.ops.end() ? int64_t{0} : it->second;
   };
-  EXPECT_EQ(count(off, "forward", OpFamily::Matmul), count(on, "forward", OpFamily::Matmul) + 2 * L);
+  EXPECT_EQ(count(off, "forward", OpFamily::Matmul), count(on, "forward", OpFamily::Matmul) + 3 * L);
   EXPECT_EQ(count(off, "forward", OpFamily::Elementwise), count(on, "forward", OpFamily::Elementwise) + 2 * L);
-  EXPECT_EQ(count(off, "backward", OpFamily::Matmul), count(on, "backward", OpFamily::Matmul) + 4 * L);
+  EXPECT_EQ(count(off, "backward", OpFamily::Matmul), count(on, "backward", OpFamily::Matmul) + 5 * L);
   EXPECT_EQ(count(off, "optimizer", OpFamily::Optimizer), count(on, "optimizer", OpFamily::Optimizer) + 1);
   for (const char* phase : {"forward", "backward"})
     for (OpFamily f : {OpFamily::Attention, OpFamily::Softmax, OpFamily::Norm, OpFamily::Loss})
@@ -186,7 +189,7 @@ TEST(TransformerModel, BenchModelRecordsFusedAndItsBreakdownShowsTheSplitGemms) 
   EXPECT_EQ(std::get<std::string>(off.timings.at(0, off.timings.column_index("fused"))), "off");
   EXPECT_EQ(std::get<std::string>(on.timings.at(0, on.timings.column_index("fused"))), "on");
   const int64_t layers = TransformerConfig::named("tiny").num_layers;
-  EXPECT_EQ(forward_gemms(off, "off"), forward_gemms(on, "on") + 2 * layers);
+  EXPECT_EQ(forward_gemms(off, "off"), forward_gemms(on, "on") + 3 * layers);  // q, k, v apart; w1, w3 apart
   EXPECT_GT(forward_gemms(on, "on"), 0);
 }
 
@@ -302,6 +305,111 @@ TEST(TransformerModel, AccumulatedMicroBatchesEqualOneBatchAndAnnounceGradientsO
   for (const auto& p : probe.store().params()) trainable += p->trainable;
   EXPECT_EQ(static_cast<int>(counter.count.size()), trainable);
   for (const auto& [name, n] : counter.count) EXPECT_EQ(n, 3) << name;
+}
+
+// zero_grad zeroes a gradient only when some use adds into it (or none reads the parameter); a
+// gradient all of whose uses overwrite gets beta 0 for the step's first contribution, then 1.
+TEST(ParamStore, ZeroGradLeavesOverwrittenGradientsToTheirFirstContribution) {
+  Context ctx(Device::cpu());
+  ParamStore store;
+  Parameter& written = store.add("written", {3});
+  Parameter& added = store.add("added", {2});
+  Parameter& mixed = store.add("mixed", {2});  // tied: one use overwrites, one adds
+  Parameter& unused = store.add("unused", {2});
+  store.add_use(written, GradWrite::Overwrite);
+  store.add_use(added);
+  store.add_use(mixed, GradWrite::Overwrite);
+  store.add_use(mixed, GradWrite::Add);
+  store.finalize(ctx, false);
+  Tensor g = store.flat_grads();
+  test::poison(ctx, g);
+  store.zero_grad(ctx, 2);
+  const auto v = g.to_host_f64(ctx);
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(std::isnan(v[i])) << "written: left to its first contribution";
+  for (int i = 3; i < 9; ++i) EXPECT_EQ(v[i], 0.0) << "added, mixed and unused are zeroed";
+  EXPECT_EQ(store.grad_beta(written), 0.0f);
+  EXPECT_EQ(store.grad_beta(added), 1.0f);
+  EXPECT_EQ(store.grad_beta(mixed), 1.0f);
+  EXPECT_EQ(store.grad_beta(unused), 1.0f);
+  EXPECT_NE(test::error_of([&] {
+              store.grad_beta({&written, &added});
+            }).find("different gradient contributions"),
+            std::string::npos);
+  store.grad_contributed(written);  // the first micro-batch's; the second adds
+  EXPECT_EQ(store.grad_beta(written), 1.0f);
+  store.zero_grad(ctx);
+  EXPECT_EQ(store.grad_beta(written), 0.0f) << "a new step";
+}
+
+// BatchedLinear runs weights of one shape as one batched GEMM, so they must be equally spaced in
+// the flat buffers and alike; anything else is refused at construction with the weights' names.
+TEST(BatchedLinear, RefusesWeightsItCannotBatch) {
+  ParamStore store;
+  Parameter& a = store.add("a", {4, 3});
+  store.add("gap", {2});
+  Parameter& b = store.add("b", {4, 3});
+  Parameter& c = store.add("c", {4, 3});
+  Parameter& d = store.add("d", {5, 3});
+  Parameter& frozen = store.add("frozen", {4, 3}, /*trainable=*/false);
+  EXPECT_NO_THROW(BatchedLinear(store, {&b, &c}));
+  EXPECT_NO_THROW(BatchedLinear(store, {&a, &b}));  // spaced by 14, one gap
+  EXPECT_NE(test::error_of([&] { BatchedLinear(store, {&a, &b, &c}); }).find("not equally spaced"), std::string::npos);
+  EXPECT_NE(test::error_of([&] { BatchedLinear(store, {&c, &d}); }).find("differs from 'c'"), std::string::npos);
+  EXPECT_NE(test::error_of([&] { BatchedLinear(store, {&d, &frozen}); }).find("'frozen' differs"), std::string::npos);
+}
+
+// zero_grad zeroes only the gradients some use adds into (the embedding's scatter-add); the
+// others are written by their step's first contribution, a GEMM or a norm's dw with beta 0
+// (ParamStore::grad_beta). Whatever the buffer held before the step — NaN here — a step's
+// gradients are those of a zeroed buffer, bit for bit: fused or not, over one micro-batch or
+// two, and for a weight two Linears share (the toy model's tied weight: its second contribution
+// adds). zero_grad really leaves the written ones as they were.
+TEST(TransformerModel, GradientsDoNotDependOnWhatTheBufferHeldBeforeTheStep) {
+  Context ctx(Device::cpu());
+  const int64_t B = 2, T = 6;
+  for (bool fused : {true, false})
+    for (int micro : {1, 2}) {
+      SCOPED_TRACE(std::string(fused ? "fused" : "unfused") + ", micro-batches " + std::to_string(micro));
+      TransformerConfig cfg = tiny_config();
+      cfg.fused = fused;
+      auto grads = [&](bool poisoned) {
+        TransformerLM m(cfg, ctx);
+        m.init_weights(ctx, 9);
+        Tensor g = m.store().flat_grads();
+        for (int step = 0; step < 2; ++step) {  // the second step starts from the first's gradients
+          if (poisoned) test::poison(ctx, g);
+          m.store().zero_grad(ctx, micro);
+          if (poisoned) {
+            for (double v : m.store().find("token_embeddings.weight")->grad().to_host_f64(ctx)) EXPECT_EQ(v, 0.0);
+            for (double v : m.store().find("lm_head.weight")->grad().to_host_f64(ctx)) EXPECT_TRUE(std::isnan(v));
+          }
+          for (int i = 0; i < micro; ++i) {
+            const auto ids = test::random_ids(B * T, 11, 60 + i + 10 * step), tgt = test::random_ids(B * T, 11, 70 + i);
+            m.forward(ctx, test::make_ids(ctx, {B, T}, ids), test::make_ids(ctx, {B, T}, tgt), true,
+                      1.0f / float(micro));
+            m.backward(ctx);
+          }
+        }
+        return g.to_host_f64(ctx);
+      };
+      const auto clean = grads(false), poisoned = grads(true);
+      EXPECT_EQ(poisoned, clean);
+    }
+  for (int micro : {1, 2}) {
+    auto grads = [&](bool poisoned) {
+      auto m = make_toy_model("toy_tied", ctx);
+      m->init_weights(ctx, 3);
+      Tensor g = m->store().flat_grads();
+      if (poisoned) test::poison(ctx, g);
+      m->store().zero_grad(ctx, micro);
+      for (int i = 0; i < micro; ++i) {
+        m->forward(ctx, test::make_tensor(ctx, {4, ToyNet::kIn}, DType::F32, test::randn(4 * ToyNet::kIn, 5 + i)));
+        m->backward(ctx, test::make_tensor(ctx, {4, ToyNet::kOut}, DType::F32, test::randn(4 * ToyNet::kOut, 7 + i)));
+      }
+      return g.to_host_f64(ctx);
+    };
+    EXPECT_EQ(grads(true), grads(false)) << "toy_tied, micro-batches " << micro;
+  }
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
-// RMSNorm on the CPU: forward against the formula in fp64, backward (dx, dw, accumulation)
-// against central finite differences, fp32 against fp64.
+// RMSNorm on the CPU: forward against the formula in fp64, backward (dx, dw, accumulated into or
+// written) against central finite differences, fp32 against fp64.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -62,17 +62,20 @@ TEST(RMSNorm, BackwardMatchesFiniteDifferences) {
   ops::rmsnorm_forward(ctx, y, rstd, x, w, kEps);
   Tensor dy = f64(ctx, {rows, cols}, g);
 
-  for (bool accumulate : {false, true}) {
-    Tensor dx = f64(ctx, {rows, cols}, dx0), dw = f64(ctx, {cols}, dw0);
-    if (!accumulate) poison(ctx, dx);
-    ops::rmsnorm_backward(ctx, dx, dw, dy, x, w, rstd, accumulate);
-    auto gx = host(ctx, dx), gw = host(ctx, dw);
-    if (accumulate)
-      for (size_t i = 0; i < gx.size(); ++i) gx[i] -= dx0[i];
-    for (size_t i = 0; i < gw.size(); ++i) gw[i] -= dw0[i];  // dw is always accumulated
-    expect_gradient([&](const std::vector<double>& xx) { return rmsnorm_ref(xx, wv, rows, cols); }, xv, g, gx);
-    expect_gradient([&](const std::vector<double>& ww) { return rmsnorm_ref(xv, ww, rows, cols); }, wv, g, gw);
-  }
+  for (bool accumulate : {false, true})
+    for (bool dw_accumulate : {true, false}) {
+      Tensor dx = f64(ctx, {rows, cols}, dx0), dw = f64(ctx, {cols}, dw0);
+      if (!accumulate) poison(ctx, dx);
+      if (!dw_accumulate) poison(ctx, dw);  // written, never read
+      ops::rmsnorm_backward(ctx, dx, dw, dy, x, w, rstd, accumulate, nullptr, dw_accumulate);
+      auto gx = host(ctx, dx), gw = host(ctx, dw);
+      if (accumulate)
+        for (size_t i = 0; i < gx.size(); ++i) gx[i] -= dx0[i];
+      if (dw_accumulate)
+        for (size_t i = 0; i < gw.size(); ++i) gw[i] -= dw0[i];
+      expect_gradient([&](const std::vector<double>& xx) { return rmsnorm_ref(xx, wv, rows, cols); }, xv, g, gx);
+      expect_gradient([&](const std::vector<double>& ww) { return rmsnorm_ref(xv, ww, rows, cols); }, wv, g, gw);
+    }
 }
 
 TEST(RMSNorm, BadShapesGiveClearErrors) {

@@ -229,9 +229,11 @@ Costs expected_step(const StepShape& s, int64_t ranges, bool train) {
     // output and an add
     add("forward", OpFamily::Matmul, 2 * N * C * C, fused ? (N * C + C * C + 2 * N * C) * e : (2 * N * C + C * C) * e);
     if (!fused) add("forward", OpFamily::Elementwise, 0, 3 * N * C * e);
-    add("forward", OpFamily::Norm, 0, (2 * N * C + C + N) * e);                            // ln2
-    add("forward", OpFamily::Matmul, 2 * 2 * N * C * F, 2 * (N * C + F * C + N * F) * e);  // w1, w3
-    add("forward", OpFamily::Elementwise, 0, 3 * N * F * e);                               // SwiGLU
+    add("forward", OpFamily::Norm, 0, (2 * N * C + C + N) * e);  // ln2
+    // w1, w3: one batched GEMM reading the normed input once, or two GEMMs
+    add("forward", OpFamily::Matmul, 2 * 2 * N * C * F,
+        fused ? (N * C + 2 * F * C + 2 * N * F) * e : 2 * (N * C + F * C + N * F) * e);
+    add("forward", OpFamily::Elementwise, 0, 3 * N * F * e);  // SwiGLU
     add("forward", OpFamily::Matmul, 2 * N * F * C,
         fused ? (N * F + C * F + 2 * N * C) * e : (N * F + C * F + N * C) * e);
     if (!fused) add("forward", OpFamily::Elementwise, 0, 3 * N * C * e);
@@ -243,21 +245,24 @@ Costs expected_step(const StepShape& s, int64_t ranges, bool train) {
   if (!train) return x;
 
   // ---- backward
-  add("backward", OpFamily::Matmul, 2 * V * C * N, (N * V + N * C + 2 * V * C) * e);  // lm_head dW += dyᵀx
-  add("backward", OpFamily::Matmul, 2 * N * V * C, (N * V + V * C + N * C) * e);      // dx = dy W
-  add("backward", OpFamily::Norm, 0, (3 * N * C + 3 * C + N) * e);  // ln_final: dx written, dw updated
+  // A weight gradient is written by its step's first contribution (ParamStore::grad_beta): the
+  // dW GEMMs and the norms' dw write it without reading it.
+  add("backward", OpFamily::Matmul, 2 * V * C * N, (N * V + N * C + V * C) * e);  // lm_head dW = dyᵀx
+  add("backward", OpFamily::Matmul, 2 * N * V * C, (N * V + V * C + N * C) * e);  // dx = dy W
+  add("backward", OpFamily::Norm, 0, (3 * N * C + 2 * C + N) * e);                // ln_final: dx and dw written
   for (int l = 0; l < c.num_layers; ++l) {
-    add("backward", OpFamily::Matmul, 2 * C * F * N, (N * C + N * F + 2 * C * F) * e);  // w2 dW
-    add("backward", OpFamily::Matmul, 2 * N * C * F, (N * C + C * F + N * F) * e);      // w2 dx
+    add("backward", OpFamily::Matmul, 2 * C * F * N, (N * C + N * F + C * F) * e);  // w2 dW
+    add("backward", OpFamily::Matmul, 2 * N * C * F, (N * C + C * F + N * F) * e);  // w2 dx
     // SwiGLU backward: dg, h1, h3 → dh1, dh3, and with recompute g again in the same pass.
     add("backward", OpFamily::Elementwise, 0, (recompute ? 6 : 5) * N * F * e);
-    if (recompute) add("backward", OpFamily::Norm, 0, (2 * N * C + C + N) * e);                 // ln2 again
-    add("backward", OpFamily::Matmul, 2 * 2 * F * C * N, 2 * (N * F + N * C + 2 * F * C) * e);  // w3, w1 dW
-    add("backward", OpFamily::Matmul, 2 * N * F * C, (N * F + F * C + N * C) * e);              // w3 dx
-    add("backward", OpFamily::Matmul, 2 * N * F * C, (N * F + F * C + 2 * N * C) * e);          // w1 dx, beta = 1
-    add("backward", OpFamily::Norm, 0, (4 * N * C + 3 * C + N) * e);                // ln2: dx and dw accumulated
-    add("backward", OpFamily::Matmul, 2 * C * C * N, (2 * N * C + 2 * C * C) * e);  // output proj dW
-    add("backward", OpFamily::Matmul, 2 * N * C * C, (2 * N * C + C * C) * e);      // output proj dx
+    if (recompute) add("backward", OpFamily::Norm, 0, (2 * N * C + C + N) * e);  // ln2 again
+    add("backward", OpFamily::Matmul, 2 * 2 * F * C * N,
+        fused ? (2 * N * F + N * C + 2 * F * C) * e : 2 * (N * F + N * C + F * C) * e);  // w1, w3 dW
+    add("backward", OpFamily::Matmul, 2 * N * F * C, (N * F + F * C + N * C) * e);       // w1 dx
+    add("backward", OpFamily::Matmul, 2 * N * F * C, (N * F + F * C + 2 * N * C) * e);   // w3 dx, beta = 1
+    add("backward", OpFamily::Norm, 0, (4 * N * C + 2 * C + N) * e);            // ln2: dx accumulated, dw written
+    add("backward", OpFamily::Matmul, 2 * C * C * N, (2 * N * C + C * C) * e);  // output proj dW
+    add("backward", OpFamily::Matmul, 2 * N * C * C, (2 * N * C + C * C) * e);  // output proj dx
     if (flash) {
       // read q, k, v, o, dO and the logsumexp, write dq, dk, dv; 10·D FLOPs per causal pair
       add("backward", OpFamily::Attention, 10 * D * pairs * B * H, 8 * N * C * e + B * H * T * 4);
@@ -269,14 +274,14 @@ Costs expected_step(const StepShape& s, int64_t ranges, bool train) {
     add("backward", OpFamily::Elementwise, 0, 2 * (2 * N * C * e));              // inverse RoPE on dq, dk
     if (recompute) add("backward", OpFamily::Norm, 0, (2 * N * C + C + N) * e);  // ln1 again
     if (fused) {
-      add("backward", OpFamily::Matmul, 2 * 3 * C * C * N, (3 * N * C + N * C + 2 * 3 * C * C) * e);  // qkv dW
-      add("backward", OpFamily::Matmul, 2 * N * 3 * C * C, (3 * N * C + 3 * C * C + N * C) * e);      // qkv dx
+      add("backward", OpFamily::Matmul, 2 * 3 * C * C * N, (3 * N * C + N * C + 3 * C * C) * e);  // qkv dW
+      add("backward", OpFamily::Matmul, 2 * N * 3 * C * C, (3 * N * C + 3 * C * C + N * C) * e);  // qkv dx
     } else {
-      add("backward", OpFamily::Matmul, 3 * 2 * C * C * N, 3 * (2 * N * C + 2 * C * C) * e);  // three dW
+      add("backward", OpFamily::Matmul, 3 * 2 * C * C * N, 3 * (2 * N * C + C * C) * e);  // three dW
       // three dx GEMMs summed: the first writes, the next two accumulate (beta = 1)
       add("backward", OpFamily::Matmul, 3 * 2 * N * C * C, (2 * N * C + C * C) * e + 2 * (3 * N * C + C * C) * e);
     }
-    add("backward", OpFamily::Norm, 0, (4 * N * C + 3 * C + N) * e);  // ln1
+    add("backward", OpFamily::Norm, 0, (4 * N * C + 2 * C + N) * e);  // ln1
   }
   // embedding: dout and the ids read, one row of dweight updated per token (at most V rows)
   add("backward", OpFamily::Elementwise, 0, N * C * e + N * id + 2 * std::min(N, V) * C * e);

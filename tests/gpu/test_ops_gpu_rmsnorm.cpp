@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 
 #include "gpu/test_ops_gpu_helpers.h"
 #include "ops/elementwise.h"
@@ -51,18 +52,21 @@ TEST_P(GpuRMSNorm, ForwardAndBackward) {
   EXPECT_EQ(again.to_host_f64(gpu), y.gpu.to_host_f64(gpu));
 
   Pair dy = make_twin(gpu, cpu, {rows, cols}, act, randn(rows * cols, 22));
-  for (bool accumulate : {false, true}) {
-    SCOPED_TRACE(accumulate ? "accumulate" : "write");
-    Pair dx = make_twin(gpu, cpu, {rows, cols}, DType::F32, randn(rows * cols, 23));
-    if (!accumulate) poison(gpu, dx.gpu);
-    Pair dw = make_twin(gpu, cpu, {cols}, DType::F32, randn(cols, 24));
-    // The CPU backward reads the fp64 rstd it computed; the GPU its own fp32 one.
-    ops::rmsnorm_backward(gpu, dx.gpu, dw.gpu, dy.gpu, x.gpu, w.gpu, rstd.gpu, accumulate);
-    ops::rmsnorm_backward(cpu, dx.cpu, dw.cpu, dy.cpu, x.cpu, w.cpu, rstd.cpu, accumulate);
-    PT_EXPECT_GPU_CLOSE(dx.gpu, dx.cpu, gpu, cpu, kTolF32, 1e-6);
-    // dw sums 300 rows in fp32 (8 a block, then the blocks' sums): 1e-5 of the largest entry.
-    PT_EXPECT_GPU_CLOSE(dw.gpu, dw.cpu, gpu, cpu, kTolF32, 1e-5);
-  }
+  for (bool accumulate : {false, true})
+    for (bool dw_accumulate : {true, false}) {
+      SCOPED_TRACE(std::string(accumulate ? "dx accumulated" : "dx written") +
+                   (dw_accumulate ? ", dw accumulated" : ", dw written"));
+      Pair dx = make_twin(gpu, cpu, {rows, cols}, DType::F32, randn(rows * cols, 23));
+      if (!accumulate) poison(gpu, dx.gpu);
+      Pair dw = make_twin(gpu, cpu, {cols}, DType::F32, randn(cols, 24));
+      if (!dw_accumulate) poison(gpu, dw.gpu);  // written, never read
+      // The CPU backward reads the fp64 rstd it computed; the GPU its own fp32 one.
+      ops::rmsnorm_backward(gpu, dx.gpu, dw.gpu, dy.gpu, x.gpu, w.gpu, rstd.gpu, accumulate, nullptr, dw_accumulate);
+      ops::rmsnorm_backward(cpu, dx.cpu, dw.cpu, dy.cpu, x.cpu, w.cpu, rstd.cpu, accumulate, nullptr, dw_accumulate);
+      PT_EXPECT_GPU_CLOSE(dx.gpu, dx.cpu, gpu, cpu, kTolF32, 1e-6);
+      // dw sums 300 rows in fp32 (8 a block, then the blocks' sums): 1e-5 of the largest entry.
+      PT_EXPECT_GPU_CLOSE(dw.gpu, dw.cpu, gpu, cpu, kTolF32, 1e-5);
+    }
 }
 
 // A bf16 weight gradient (--grad-dtype bf16): the column sums meet in fp32 and are rounded into
@@ -86,6 +90,11 @@ TEST(GpuRMSNormBf16Grad, WeightGradientRoundedOnce) {
     ops::rmsnorm_backward(gpu, dx.gpu, dw.gpu, dy.gpu, x.gpu, w.gpu, rstd.gpu, true);
     ops::rmsnorm_backward(cpu, dx.cpu, dw.cpu, dy.cpu, x.cpu, w.cpu, rstd.cpu, true);
     PT_EXPECT_GPU_CLOSE(dx.gpu, dx.cpu, gpu, cpu, kTolF32, 1e-6);
+    PT_EXPECT_GPU_CLOSE(dw.gpu, dw.cpu, gpu, cpu, 1.0 / 256, 1e-5);
+    // Written instead (the step's first contribution): the bf16 of the sum alone, dw not read.
+    poison(gpu, dw.gpu);
+    ops::rmsnorm_backward(gpu, dx.gpu, dw.gpu, dy.gpu, x.gpu, w.gpu, rstd.gpu, true, nullptr, false);
+    ops::rmsnorm_backward(cpu, dx.cpu, dw.cpu, dy.cpu, x.cpu, w.cpu, rstd.cpu, true, nullptr, false);
     PT_EXPECT_GPU_CLOSE(dw.gpu, dw.cpu, gpu, cpu, 1.0 / 256, 1e-5);
   }
 }

@@ -28,7 +28,7 @@ void embedding_backward(Tensor& dweight, const Tensor& dout, const Tensor& ids);
 void rmsnorm_forward(Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& w, float eps);
 void rmsnorm_apply(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& rstd);
 void rmsnorm_backward(Tensor& dx, Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& rstd,
-                      bool accumulate);
+                      bool accumulate, bool dw_accumulate);
 
 void rope(Tensor& out, const Tensor& in, double theta, bool inverse);
 

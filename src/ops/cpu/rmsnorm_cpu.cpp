@@ -1,4 +1,5 @@
 // CPU RMSNorm, one row at a time, accumulating in the storage type.
+#include <algorithm>
 #include <cmath>
 
 #include "ops/cpu/cpu_ops.h"
@@ -35,13 +36,14 @@ void rmsnorm_apply(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& rs
 }
 
 void rmsnorm_backward(Tensor& dx, Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& rstd,
-                      bool accumulate) {
+                      bool accumulate, bool dw_accumulate) {
   detail::dispatch_cpu_float(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const int64_t rows = x.size(0), cols = x.size(1);
     const T *px = x.data_as<const T>(), *pw = w.data_as<const T>(), *pdy = dy.data_as<const T>(),
             *pr = rstd.data_as<const T>();
     T *pdx = dx.data_as<T>(), *pdw = dw.data_as<T>();
+    if (!dw_accumulate) std::fill(pdw, pdw + cols, T(0));
     for (int64_t r = 0; r < rows; ++r) {
       const T *xr = px + r * cols, *dyr = pdy + r * cols;
       T* dxr = pdx + r * cols;
