@@ -208,6 +208,8 @@ Costs expected_step(const StepShape& s, int64_t ranges, bool train) {
   const double pairs = T * (T + 1) / 2;  // causal (query, key) pairs per sequence and head
 
   // ---- forward
+  // zero_grad (in the forward phase): the embedding's gradient, the only one a use adds into
+  add("forward", OpFamily::Elementwise, 0, V * C * e);
   // embedding: ids, the gathered rows, the output
   add("forward", OpFamily::Elementwise, 0, N * id + 2 * N * C * e);
   for (int l = 0; l < c.num_layers; ++l) {
