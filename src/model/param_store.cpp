@@ -87,6 +87,7 @@ void ParamStore::zero_grad(Context& ctx, int micro_batches) {
     runs.back().second = p->grad_offset + p->numel;
     zeroed += p->numel;
   }
+  if (runs.empty()) return;
   // One op in the kernel-time breakdown and the roofline (the fills were invisible there when
   // they covered the whole buffer: 4–8 GB a step for XL).
   const size_t elem = dtype_size(flat_grads_.dtype());
