@@ -182,27 +182,35 @@ Tensor BatchedLinear::grads_view() const {
   return w0.store().flat_grads().as_strided({batch(), d_out_, d_in_}, {grad_spacing_, d_in_, 1}, w0.grad_offset);
 }
 
+void BatchedLinear::check_input(const Tensor& x, const char* what) const {
+  PT_CHECK(x.dim() == 2 && x.size(1) == d_in_, "BatchedLinear '" + weights_.front()->name + "': " + what + " " +
+                                                   x.describe() + ", expected (N, " + std::to_string(d_in_) + ")");
+}
+
+void BatchedLinear::gemm(Context& ctx, Tensor& c, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b,
+                         float beta) const {
+  if (!split_) {
+    ops::matmul(ctx, c, a, b, trans_a, trans_b, 1.0f, beta);
+    return;
+  }
+  for (int64_t i = 0; i < batch(); ++i) {  // a 2-D operand is the same for every weight
+    Tensor ci = c.select(0, i);
+    ops::matmul(ctx, ci, a.dim() == 3 ? a.select(0, i) : a, b.dim() == 3 ? b.select(0, i) : b, trans_a, trans_b, 1.0f,
+                beta);
+  }
+}
+
 Tensor BatchedLinear::forward(Context& ctx, const Tensor& x) {
-  PT_CHECK(x.dim() == 2 && x.size(1) == d_in_, "BatchedLinear '" + weights_.front()->name + "': input " + x.describe() +
-                                                   ", expected (N, " + std::to_string(d_in_) + ")");
+  check_input(x, "input");
   for (const Parameter* w : weights_) store_.about_to_read(*w);
   Tensor y = Tensor::empty({batch(), x.size(0), d_out_}, x.dtype(), ctx.device(), "batched_linear_out");
-  Tensor w = weights_view(x.dtype());
-  if (split_) {
-    for (int64_t b = 0; b < batch(); ++b) {
-      Tensor yb = y.select(0, b);
-      ops::matmul(ctx, yb, x, w.select(0, b), /*trans_a=*/false, /*trans_b=*/true);
-    }
-  } else {
-    ops::matmul(ctx, y, x, w, /*trans_a=*/false, /*trans_b=*/true);  // x broadcast over the batch
-  }
+  gemm(ctx, y, x, weights_view(x.dtype()), /*trans_a=*/false, /*trans_b=*/true, 0.0f);  // x broadcast
   saved_x_ = x;
   return y;
 }
 
 void BatchedLinear::restore_input(const Tensor& x) {
-  PT_CHECK(x.dim() == 2 && x.size(1) == d_in_, "BatchedLinear '" + weights_.front()->name + "': restored input " +
-                                                   x.describe() + ", expected (N, " + std::to_string(d_in_) + ")");
+  check_input(x, "restored input");
   saved_x_ = x;
 }
 
@@ -222,14 +230,7 @@ void BatchedLinear::weight_backward_and_release(Context& ctx, const Tensor& dy) 
   if (weights_.front()->trainable) {
     const float beta = store_.grad_beta(weights_);  // written by the step's first contribution
     Tensor dw = grads_view();  // (batch, d_out, d_in) = beta·dW + dy_bᵀ (d_out, N) · x (N, d_in)
-    if (split_) {
-      for (int64_t b = 0; b < batch(); ++b) {
-        Tensor dwb = dw.select(0, b);
-        ops::matmul(ctx, dwb, dy.select(0, b), saved_x_, /*trans_a=*/true, /*trans_b=*/false, 1.0f, beta);
-      }
-    } else {
-      ops::matmul(ctx, dw, dy, saved_x_, /*trans_a=*/true, /*trans_b=*/false, 1.0f, beta);
-    }
+    gemm(ctx, dw, dy, saved_x_, /*trans_a=*/true, /*trans_b=*/false, beta);
   }
   // The last weight first, as the reverse order in which backward finishes parameters.
   for (auto it = weights_.rbegin(); it != weights_.rend(); ++it) store_.grad_contributed(**it);

@@ -1,6 +1,6 @@
 #pragma once
-// Modules with explicit forward/backward: Linear, BatchedLinear, Embedding, RMSNorm. Each saves what its
-// backward needs, accumulates its parameter gradients and tells the ParamStore when done.
+// Modules with explicit forward/backward: Linear, BatchedLinear, Embedding, RMSNorm. Each saves
+// what its backward needs, accumulates its parameter gradients and tells the ParamStore when done.
 #include <cstdint>
 #include <random>
 #include <string>
@@ -100,6 +100,10 @@ class BatchedLinear {
   // (batch, d_out, d_in) views of the weights (bf16 mirror or fp32) and of their gradients.
   Tensor weights_view(DType operand_dtype) const;
   Tensor grads_view() const;
+  void check_input(const Tensor& x, const char* what) const;  // (N, d_in)
+  // c (batch, …) = op(a)·op(b) + beta·c: one batched GEMM, or one per weight when split (a 2-D
+  // operand is shared by every weight).
+  void gemm(Context& ctx, Tensor& c, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, float beta) const;
   ParamStore& store_;
   std::vector<Parameter*> weights_;
   bool split_;

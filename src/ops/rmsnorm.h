@@ -16,10 +16,10 @@ void rmsnorm_apply(Context& ctx, Tensor& y, const Tensor& x, const Tensor& w, co
 // dy (N, C) any float dtype (x's on the CPU). dx (N, C) in x's dtype: written, or added to
 // when accumulate (the pre-norm residual branch adds its gradient to the stream's); dx may
 // alias dy. dw (C, x's dtype; bf16 too on the GPU) += Σ_rows dy⊙x·rstd, or = when dw_accumulate
-// is false (dw not read: the step's first contribution, ParamStore::grad_beta). GPU: one pass over the rows makes
-// dx and per-block fp32 column sums of dw's terms (workspace of N/8 × C fp32, taken per call), a
-// second kernel adds them into dw in a fixed order: run to run bit for bit; a bf16 dw gets the
-// fp32 total rounded in once.
+// is false (dw not read: the step's first contribution, ParamStore::grad_beta). GPU: one pass
+// over the rows makes dx and per-block fp32 column sums of dw's terms (workspace of N/8 × C
+// fp32, taken per call), a second kernel adds them into dw in a fixed order: run to run bit for
+// bit; a bf16 dw gets the fp32 total rounded in once.
 // dx_lowp (GPU, optional): bf16 (N, C), receives the final dx rounded to bf16 in the same pass
 // (the next GEMM's operand, instead of a cast pass).
 void rmsnorm_backward(Context& ctx, Tensor& dx, Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& w,
