@@ -64,6 +64,10 @@
 #                        compare_torch.py xl eager fp32 and bf16                                  (1)
 #   ab                   two bundles (BUNDLES="before main") alternating on XL and small bf16, one call; XL
 #                        with each of AB_GRAD_DTYPES (default bf16; "bf16 fp32" for both)                (1)
+#   ab-overlap           --update-overlap off then on (bundle main), alternating twice, XL bf16 flash with
+#                        each of AB_GRAD_DTYPES (default bf16) after the bundle "before" (BUNDLES' first),
+#                        and AB_OVERLAP_SIZES (default small) without a CUDA graph, off then on          (1)
+#   train-overlap        train small bf16 with --update-overlap off (twice), on, and on resumed halfway: compare_runs (1)
 #   ab-flash             the same for the flash leaderboard case, d 64 and 128 (FLASH_TILES)          (1)
 #   ab-flash-short       the same at the model's lengths: XL's B 4 × H 25 at T 512, 1024; B 4 × H 16 at
 #                        T 512…2048, d 64 and 128                                                     (1)
@@ -86,6 +90,8 @@
 #                        two working points, on the sample tokens in its headered .bin format;
 #                        the binary is built beforehand from .peers/llm.c (carried, see
 #                        docs/BENCHMARKS.md)                                                      (1)
+#   probe-opt-overlap    dev/probe_optimizer_overlap.py: an AdamW update under the next forward, with
+#                        PyTorch's GEMMs and a Triton AdamW at XL's shapes (the measurement first)   (1)
 # A step written A+B runs A on GPU 0 and B on GPU 1 at the same time (single-GPU steps only).
 set -uo pipefail
 : "${OUT:=out/gpu_checks}"
@@ -261,6 +267,54 @@ step_ab() {
     done
   done
   bench_model ab_roofline_xl xl bf16 flash --grad-dtype bf16 --breakdown
+}
+step_ab-overlap() {
+  local k g u s before
+  before=$(echo "${BUNDLES:-before main}" | cut -d' ' -f1)
+  for k in 1 2; do
+    for g in ${AB_GRAD_DTYPES:-bf16}; do
+      (source ".devbundle/$before/env.sh" &&
+        paratrain bench model --sizes xl --contexts 512 --precisions bf16 --attention flash --grad-dtype "$g" \
+          --warmup 3 --steps 10 --out "$RESULTS/abo_xl_${g}_${before}_$k.h5" --overwrite) || return
+      for u in off on; do
+        paratrain bench model --sizes xl --contexts 512 --precisions bf16 --attention flash --grad-dtype "$g" \
+          --update-overlap "$u" --warmup 3 --steps 10 --out "$RESULTS/abo_xl_${g}_overlap-${u}_$k.h5" --overwrite ||
+          return
+      done
+    done
+    for s in ${AB_OVERLAP_SIZES:-small}; do
+      for u in off on; do
+        paratrain bench model --sizes "$s" --contexts 512 --precisions bf16 --attention flash --grad-dtype bf16 \
+          --update-overlap "$u" --warmup 3 --steps 20 --out "$RESULTS/abo_${s}_overlap-${u}_$k.h5" --overwrite ||
+          return
+      done
+    done
+  done
+}
+# train-overlap: `paratrain train` small, bf16, --update-overlap off twice (the GPU's atomics make two
+# runs differ: the yardstick), on, and on stopped halfway and resumed from its checkpoint;
+# scripts/compare_runs.py on each pair (the resumed run's record holds its own steps only: its
+# final weights are compared).
+step_train-overlap() {
+  local u ckpt=/tmp/paratrain_overlap
+  local args=(--model small --precision bf16 --grad-dtype bf16 --batch-size 8 --context-length 512 --log-every 10
+    --sampling sequential --overwrite)
+  mkdir -p "$ckpt"
+  for u in off off_again on; do
+    paratrain train "${args[@]}" --steps 100 --update-overlap "${u%_again}" --out "$RESULTS/overlap_train_$u.h5" \
+      --save "$ckpt/$u.h5" || return
+  done
+  paratrain train "${args[@]}" --steps 50 --update-overlap on --out "$RESULTS/overlap_train_half.h5" \
+    --save "$ckpt/half.h5" || return
+  paratrain train --resume "$ckpt/half.h5" --steps 100 --overwrite --out "$RESULTS/overlap_train_resumed.h5" \
+    --save "$ckpt/resumed.h5" || return
+  for u in off_again on; do
+    echo "off against $u:"
+    python3 scripts/compare_runs.py --records "$RESULTS/overlap_train_off.h5" "$RESULTS/overlap_train_$u.h5" \
+      --checkpoints "$ckpt/off.h5" "$ckpt/$u.h5" || return
+  done
+  echo "on against on resumed at step 50 (weights after step 100):"
+  python3 scripts/compare_runs.py --checkpoints "$ckpt/on.h5" "$ckpt/resumed.h5"
 }
 # ab_flash SPECS...: the A/B of two bundles (BUNDLES, default "before main") on causal bf16 flash
 # timings, each bundle twice, alternating; a SPEC is NAME:B:H:SEQS:D (SEQS comma-separated), run
@@ -525,6 +579,7 @@ torch_compile() {
 for _s in small medium large xl 2.7b; do eval "step_torch-compile-$_s() { torch_compile $_s; }"; done
 unset _s
 step_torch-model-2.7b() { torch_model 2.7b; }
+step_probe-opt-overlap() { python3 dev/probe_optimizer_overlap.py; }
 ddp_xl() {
   "${MPIRUN[@]}" paratrain bench ddp --model xl --precision "$1" --ddp none,bucketed --bucket-mb 25,1000 \
     --shard-optimizer zero1 --comm-sms "${COMM_SMS:-auto}" --grad-comm "${GRAD_COMM:-fp32,bf16}" \

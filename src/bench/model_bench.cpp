@@ -20,6 +20,7 @@
 #include "core/timing.h"
 #include "model/transformer.h"
 #include "ops/flash_attention.h"
+#include "optim/deferred_update.h"
 #include "optim/optimizer.h"
 #include "parallel/grad_sync.h"
 #include "train/train_step.h"
@@ -91,6 +92,9 @@ void define_tables(ModelBenchResults& r) {
       .add_string("fused", kFused)
       .add_string("cuda_graph",
                   "on: the train step captured in a CUDA graph and replayed (only step_ms is measured); off")
+      .add_string("update_overlap",
+                  "on: each step's optimizer update ran under the next step's forward (--update-overlap; "
+                  "forward_ms then holds it and optimizer_ms the clip only); off")
       .add_string("mode", "forward, forward-backward or train-step (forward, loss, backward, clip + AdamW)")
       .add_int("warmup_steps", "untimed steps before the measured ones")
       .add_int("measured_steps", "steps the means and standard deviations are over")
@@ -195,7 +199,12 @@ struct Rig {
     model->init_weights(ctx, opt.seed);
     OptimizerConfig oc;
     oc.fused = opt.fused;
-    optimizer = make_optimizer(oc, ctx, contiguous_ranges(trainable_params(model->store())));
+    // The train step's update under the next step's forward where --update-overlap allows it
+    // (the other modes take no step).
+    optimizer = make_update_optimizer(oc, ctx, model->store(),
+                                      opt.mode == ModelBenchMode::TrainStep ? opt.update_overlap : UpdateOverlap::Off,
+                                      opt.cuda_graph);
+    deferred = dynamic_cast<DeferredUpdateOptimizer*>(optimizer.get());
     // One process: nothing changes a gradient after backward reports it final (TrainStep
     // decides the same for --ddp none), so a training step sums the norm during backward.
     if (opt.mode == ModelBenchMode::TrainStep) optimizer->overlap_norm_with_backward(ctx, model->store());
@@ -219,6 +228,7 @@ struct Rig {
   TransformerConfig cfg;
   std::unique_ptr<TransformerLM> model;
   std::unique_ptr<Optimizer> optimizer;
+  DeferredUpdateOptimizer* deferred = nullptr;  // the optimizer, when its update is deferred
   Tensor ids, targets;
   // --cuda-graph on: the train step as `paratrain train` runs it, captured after two warm-up
   // steps (TrainStep); the clock then sees whole steps only.
@@ -319,6 +329,22 @@ io::ResultTable::RowBuilder config_row(io::ResultTable& t, const Config& c, cons
   return row;
 }
 
+// While it lives, a deferred update (when there is one) runs in order in its own step.
+class DeferredUpdateSerial {
+ public:
+  explicit DeferredUpdateSerial(DeferredUpdateOptimizer* d) : d_(d) {
+    if (d_) d_->set_in_order(true);
+  }
+  ~DeferredUpdateSerial() {
+    if (d_) d_->set_in_order(false);
+  }
+  DeferredUpdateSerial(const DeferredUpdateSerial&) = delete;
+  DeferredUpdateSerial& operator=(const DeferredUpdateSerial&) = delete;
+
+ private:
+  DeferredUpdateOptimizer* d_;
+};
+
 void add_breakdown(ModelBenchResults& r, Rig& rig, Context& ctx, const Config& c, const ModelBenchOptions& opt,
                    const DevicePeak& peak) {
   const double peak_flops = peak.tflops > 0 ? peak.tflops * 1e12 : 0.0;
@@ -330,6 +356,10 @@ void add_breakdown(ModelBenchResults& r, Rig& rig, Context& ctx, const Config& c
     ModelBenchMode mode;
   };
   const Pass passes[] = {{"inference", ModelBenchMode::Forward}, {"train-step", ModelBenchMode::TrainStep}};
+  // The update in order, in its own phase, in both loops below: the families' kernel times and
+  // the pass's whole time then describe the same step (with --update-overlap the measured steps
+  // hide the update under the next forward; the /model row shows what that gains).
+  const DeferredUpdateSerial serial(rig.deferred);
   for (const Pass& p : passes) {
     const int micro = p.mode == ModelBenchMode::Forward ? 1 : opt.grad_accum;
     ctx.set_timer(&timer);
@@ -463,6 +493,8 @@ ModelBenchResults run_model_bench(const ModelBenchOptions& opt, Device device, i
             DevicePeak peak_of = opt.peak_tflops > 0 ? DevicePeak{"", opt.peak_tflops, 0, "--peak-tflops"}
                                                      : device_peak(ctx.device(), prec);
             const double peak = peak_of.tflops * 1e12;
+            const bool rig_defers = opt.mode == ModelBenchMode::TrainStep &&
+                                    defers_update(opt.update_overlap, ctx.is_cuda(), opt.fused, opt.cuda_graph);
             auto row = [&](const char* status, int64_t oom_bytes) {
               const TransformerConfig tc = TransformerConfig::named(size);
               return std::move(
@@ -478,6 +510,7 @@ ModelBenchResults run_model_bench(const ModelBenchOptions& opt, Device device, i
                       .set("attention", attn_name)
                       .set("fused", on_off(opt.fused))
                       .set("cuda_graph", on_off(opt.cuda_graph))
+                      .set("update_overlap", on_off(rig_defers))
                       .set("mode", model_bench_mode_name(opt.mode))
                       .set("warmup_steps", warmup)
                       .set("measured_steps", static_cast<int64_t>(opt.steps))

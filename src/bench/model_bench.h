@@ -10,6 +10,7 @@
 #include "core/device.h"
 #include "io/run_record.h"
 #include "io/table.h"
+#include "optim/deferred_update.h"
 
 namespace pt::bench {
 
@@ -28,12 +29,13 @@ struct ModelBenchOptions {
   int64_t vocab_size = 10000;
   int steps = 10;
   ModelBenchMode mode = ModelBenchMode::TrainStep;
-  bool recompute = true;                   // TransformerConfig::recompute
-  bool fused = true;                       // TransformerConfig::fused and OptimizerConfig::fused
-  bool cuda_graph = false;                 // train-step mode: the step captured and replayed (TrainStep)
-  GemmSelect gemm = GemmSelect::Autotune;  // Context::set_gemm_select (--gemm)
-  DType grad_dtype = DType::F32;           // of the bf16 configurations (--grad-dtype); others fp32
-  FlashChoice flash;                       // Context::set_flash (--flash-kernels, --wgmma-tiles)
+  bool recompute = true;                               // TransformerConfig::recompute
+  bool fused = true;                                   // TransformerConfig::fused and OptimizerConfig::fused
+  bool cuda_graph = false;                             // train-step mode: the step captured and replayed (TrainStep)
+  UpdateOverlap update_overlap = UpdateOverlap::Auto;  // train-step mode: the update under the next forward
+  GemmSelect gemm = GemmSelect::Autotune;              // Context::set_gemm_select (--gemm)
+  DType grad_dtype = DType::F32;                       // of the bf16 configurations (--grad-dtype); others fp32
+  FlashChoice flash;                                   // Context::set_flash (--flash-kernels, --wgmma-tiles)
   bool breakdown = false;       // kernel-time breakdown and roofline per phase and op family (at the largest warm-up)
   bool memory_profile = false;  // peak/forward/step memory, breakdown and timeline (likewise)
   bool profile_steps = false;   // cudaProfilerStart/Stop around the measured steps

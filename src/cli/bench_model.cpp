@@ -18,7 +18,7 @@ int run_bench_model(const std::vector<std::string>& args) {
   RunOptions run;
   std::vector<std::string> sizes{"small"}, contexts{"128,256,512,1024"}, precisions{"fp32,bf16"},
       attention{"naive,flash"}, warmups{"5"};
-  std::string mode = "train-step", recompute = "on", fused = "on", cuda_graph = "off";
+  std::string mode = "train-step", recompute = "on", fused = "on", cuda_graph = "off", update_overlap = "auto";
   po::options_description desc("paratrain bench model options");
   // clang-format off
   desc.add_options()
@@ -42,6 +42,7 @@ int run_bench_model(const std::vector<std::string>& args) {
       ("recompute", po::value(&recompute)->default_value(recompute), kRecomputeHelp)
       ("fused", po::value(&fused)->default_value(fused), kFusedHelp)
       ("cuda-graph", po::value(&cuda_graph)->default_value(cuda_graph), kCudaGraphHelp)
+      ("update-overlap", po::value(&update_overlap)->default_value(update_overlap), kUpdateOverlapHelp)
       ("breakdown", po::bool_switch(&o.breakdown),
        "GPU time per phase and op family (CUDA events), inference and train step, and its roofline "
        "(FLOPs and bytes the ops must do, floor at the dense peak and the measured copy rate, "
@@ -71,6 +72,7 @@ int run_bench_model(const std::vector<std::string>& args) {
   o.recompute = parse_on_off(recompute, "recompute");
   o.fused = parse_on_off(fused, "fused");
   o.cuda_graph = parse_on_off(cuda_graph, "cuda-graph");
+  o.update_overlap = update_overlap_from_name(update_overlap);
   PT_CHECK(!(o.cuda_graph && o.breakdown), "--breakdown times every kernel on its own; it cannot run inside a CUDA "
                                            "graph: leave out --cuda-graph on, or --breakdown");
   o.grad_dtype = grad_dtype_of(run);

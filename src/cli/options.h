@@ -93,6 +93,13 @@ inline constexpr const char* kCudaGraphHelp =
     "in a CUDA graph and replay it, one launch a step, with the same results bit for bit; one process "
     "on a GPU only (data parallelism is not captured yet); off: launch every kernel";
 
+// --update-overlap's help (train, bench model).
+inline constexpr const char* kUpdateOverlapHelp =
+    "on: each step's optimizer update runs under the next step's forward, on a low-priority stream, "
+    "chunk by chunk as the forward reaches the parameters (the same parameters bit for bit; a GPU, "
+    "--fused on, no CUDA graph, no sharded optimizer); off: the update ends its own step; auto: on "
+    "where it can run in one process (several ranks: off until measured there)";
+
 // --grad-dtype's help (train, bench model, bench ddp).
 inline constexpr const char* kGradDtypeHelp =
     "weight-gradient type: fp32, or bf16 with --precision bf16 on a GPU (backward's GEMMs write bf16 "

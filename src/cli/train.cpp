@@ -44,6 +44,7 @@ struct TrainOptions {
   std::string recompute = "on";
   std::string fused = "on";
   std::string cuda_graph = "off";
+  std::string update_overlap = "auto";
   std::string data;
   std::string sampling = "random";
   std::string bin_dtype = "uint16";
@@ -120,7 +121,8 @@ int run_train(const std::vector<std::string>& args) {
        "naive | flash | auto (flash on the GPU, naive on the CPU)")
       ("recompute", po::value(&t.recompute)->default_value(t.recompute), kRecomputeHelp)
       ("fused", po::value(&t.fused)->default_value(t.fused), kFusedHelp)
-      ("cuda-graph", po::value(&t.cuda_graph)->default_value(t.cuda_graph), kCudaGraphHelp);
+      ("cuda-graph", po::value(&t.cuda_graph)->default_value(t.cuda_graph), kCudaGraphHelp)
+      ("update-overlap", po::value(&t.update_overlap)->default_value(t.update_overlap), kUpdateOverlapHelp);
   data.add_options()
       ("data", po::value(&t.data), "token file: .npy (1-D uint16/uint32/int32/int64), llm.c's headered .bin, "
                                    "or a headerless .bin of raw tokens (default: data/sample_tokens.npy)")
@@ -259,6 +261,9 @@ int run_train(const std::vector<std::string>& args) {
   PT_CHECK(!use_graph || device.is_cuda(), "--cuda-graph on needs a GPU (this run is on the CPU)");
   PT_CHECK(!use_graph || rt.world_size() == 1,
            "--cuda-graph on cannot capture data parallelism yet: run one process, or --cuda-graph off");
+  const UpdateOverlap update_overlap = update_overlap_from_name(t.update_overlap);
+  if (shard_mode_from_name(ddp.shard) == ShardMode::None)
+    defers_update(update_overlap, device.is_cuda(), cfg.fused, use_graph);  // refuses `on` where it cannot run
   OptimizerConfig oc;
   oc.kind = optimizer_kind_from_name(t.optimizer);
   oc.adamw.lr = static_cast<float>(t.lr);
@@ -329,9 +334,10 @@ int run_train(const std::vector<std::string>& args) {
   if (rt.world_size() > 1)
     comm = parallel::make_communicator(parallel::backend_for(device), ctx, parse_comm_sms(ddp.comm_sms));
   // Rank 0's weights become everyone's here (the strategy broadcasts them at construction).
-  DataParallel dp = make_data_parallel(
-      ctx, lm.store(), comm.get(), ddp.ddp, ddp.bucket_mb, shard_mode_from_name(ddp.shard), oc,
-      parallel::grad_comm_from_name(ddp.grad_comm), parse_on_off(ddp.zero1_prefetch, "zero1-prefetch"));
+  DataParallel dp =
+      make_data_parallel(ctx, lm.store(), comm.get(), ddp.ddp, ddp.bucket_mb, shard_mode_from_name(ddp.shard), oc,
+                         parallel::grad_comm_from_name(ddp.grad_comm),
+                         parse_on_off(ddp.zero1_prefetch, "zero1-prefetch"), update_overlap, use_graph);
   Optimizer* optimizer = dp.optimizer.get();
   // The checkpoint holds the whole optimizer state; each rank reads the part it updates.
   if (!resume_from.empty()) io::load_optimizer_state(resume_from, *optimizer, ctx, lm.store().grad_numel());
@@ -366,7 +372,8 @@ int run_train(const std::vector<std::string>& args) {
   const std::string banner =
       "train: " + t.model + " (" + std::to_string(cfg.num_params()) + " parameters) on " +
       std::to_string(rt.world_size()) + " × " + device.str() + ", " + precision_name(precision) + ", " + attn +
-      " attention, ddp " + ddp.ddp + ", sharding " + ddp.shard + ", grad comm " + ddp.grad_comm + ", batch " +
+      " attention, ddp " + ddp.ddp + ", sharding " + ddp.shard + ", grad comm " + ddp.grad_comm +
+      (dynamic_cast<DeferredUpdateOptimizer*>(optimizer) ? ", update under the next forward" : "") + ", batch " +
       std::to_string(t.batch_size) + " × " + std::to_string(cfg.context_length) + " tokens" +
       (t.grad_accum > 1 ? " × " + std::to_string(t.grad_accum) + " micro-batches" : "") + ", " + t.sampling +
       " sampling of " + t.data + " (" + std::to_string(tokens.size()) + " tokens)" +

@@ -16,8 +16,9 @@ namespace pt::cli {
 // write and how to run the job (never restored; --init-from neither: a resumed run's weights are
 // the checkpoint's). --data may name another path to the same file: it is compared by the file's
 // identity (size, token type and count, content hashes) instead of its path.
-// (--cuda-graph changes how the step is launched, not what it computes: bit for bit the same.)
-inline constexpr const char* kResumeMayChange[] = {"steps", "log-every", "save-every", "cuda-graph"};
+// (--cuda-graph and --update-overlap change how the step is launched, not what it computes: bit
+// for bit the same.)
+inline constexpr const char* kResumeMayChange[] = {"steps", "log-every", "save-every", "cuda-graph", "update-overlap"};
 inline constexpr const char* kResumeNotRestored[] = {
     "log-format", "log-file", "save", "out", "overwrite", "resume", "init-from", "comm-timeout", "allow-gpu-sharing"};
 

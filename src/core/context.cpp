@@ -50,7 +50,11 @@ Context::Context(Device device, Precision precision) : device_(device), precisio
                          "): rebuild with -DCMAKE_CUDA_ARCHITECTURES=" + std::to_string(prop.major) +
                          std::to_string(prop.minor) + " added (README: Building)");
   target_.sm90a_features = fit.sm90a_features;
-  PT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  // Lower numbers run first: `least` is the lowest priority (0), `greatest` the highest (−5 on Hopper).
+  int least = 0, greatest = 0;
+  PT_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  stream_priority_ = least > greatest ? least - 1 : least;
+  PT_CUDA_CHECK(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, stream_priority_));
   PT_CUBLAS_CHECK(cublasCreate(&cublas_));
   PT_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
   PT_CUBLAS_CHECK(cublasLtCreate(&cublaslt_));

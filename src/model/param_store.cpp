@@ -83,6 +83,7 @@ void ParamStore::zero_grad(Context& ctx, int micro_batches) {
   for (auto& p : params_) {
     p->contributions_ = 0;
     if (!zeroed_by_zero_grad(*p)) continue;
+    if (read_listener_) read_listener_->before_grad_write(*p);
     if (runs.empty() || runs.back().second != p->grad_offset) runs.push_back({p->grad_offset, p->grad_offset});
     runs.back().second = p->grad_offset + p->numel;
     zeroed += p->numel;

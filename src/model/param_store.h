@@ -55,12 +55,16 @@ class GradReadyListener {
 // to read, and by the store before anything reads or writes the whole buffer (host copies,
 // checkpoints, loads, the bf16 refresh). The mirror image of GradReadyListener, for schemes that
 // deliver updated parameters asynchronously — ZeRO-1 with its all-gathers overlapped with the
-// next forward. Waiting in it is stream-ordered on the GPU (no host block).
+// next forward, and the deferred update running under it (optim/deferred_update.h). Waiting in
+// it is stream-ordered on the GPU (no host block).
 class ParamReadListener {
  public:
   virtual ~ParamReadListener() = default;
   virtual void before_read(const Parameter& p) = 0;
   virtual void before_read_all() = 0;
+  // Before zero_grad overwrites p's gradient: a scheme still reading the last step's gradients
+  // (the deferred update) waits until it has read them.
+  virtual void before_grad_write(const Parameter& p) {}
 };
 
 class ParamStore {

@@ -75,7 +75,7 @@ void check_device_scalars(const ArgCheck& chk, const Context& ctx, DeviceScalars
 }  // namespace
 
 void adamw_step(Context& ctx, Tensor& p, const Tensor& g, Tensor& m, Tensor& v, const AdamWHyper& h, Tensor* p_lowp,
-                const GradClip& clip, DeviceScalars device) {
+                const GradClip& clip, DeviceScalars device, cudaStream_t stream) {
   ArgCheck chk(ctx, "adamw_step");
   check_clip(chk, clip);
   check_flat(chk, ctx, p, "p", nullptr);
@@ -92,15 +92,21 @@ void adamw_step(Context& ctx, Tensor& p, const Tensor& g, Tensor& m, Tensor& v, 
   cost.read(g).update(p).update(m).update(v);
   if (p_lowp) cost.write(*p_lowp);
   if (clip.sumsq) cost.read(*clip.sumsq);
+  const void* scalars = device.scalars ? device.scalars->data() : nullptr;
+  if (ctx.is_cuda() && stream && stream != ctx.stream()) {  // overlapped: no phase's kernel time
+    NvtxRange range("adamw_step (overlapped)");
+    cuda::adamw_step(stream, p, g, m, v, h, p_lowp, clip, scalars);
+    return;
+  }
   OpScope scope(ctx, "adamw_step", OpFamily::Optimizer, cost);
   if (ctx.is_cuda())
-    cuda::adamw_step(ctx.stream(), p, g, m, v, h, p_lowp, clip, device.scalars ? device.scalars->data() : nullptr);
+    cuda::adamw_step(ctx.stream(), p, g, m, v, h, p_lowp, clip, scalars);
   else
     cpu::adamw_step(p, g, m, v, h, p_lowp, clip);
 }
 
 void sgd_step(Context& ctx, Tensor& p, const Tensor& g, float lr, float weight_decay, Tensor* p_lowp,
-              const GradClip& clip, DeviceScalars device) {
+              const GradClip& clip, DeviceScalars device, cudaStream_t stream) {
   ArgCheck chk(ctx, "sgd_step");
   check_clip(chk, clip);
   check_flat(chk, ctx, p, "p", nullptr);
@@ -112,10 +118,15 @@ void sgd_step(Context& ctx, Tensor& p, const Tensor& g, float lr, float weight_d
   cost.read(g).update(p);
   if (p_lowp) cost.write(*p_lowp);
   if (clip.sumsq) cost.read(*clip.sumsq);
+  const void* scalars = device.scalars ? device.scalars->data() : nullptr;
+  if (ctx.is_cuda() && stream && stream != ctx.stream()) {  // overlapped: no phase's kernel time
+    NvtxRange range("sgd_step (overlapped)");
+    cuda::sgd_step(stream, p, g, lr, weight_decay, p_lowp, clip, scalars);
+    return;
+  }
   OpScope scope(ctx, "sgd_step", OpFamily::Optimizer, cost);
   if (ctx.is_cuda())
-    cuda::sgd_step(ctx.stream(), p, g, lr, weight_decay, p_lowp, clip,
-                   device.scalars ? device.scalars->data() : nullptr);
+    cuda::sgd_step(ctx.stream(), p, g, lr, weight_decay, p_lowp, clip, scalars);
   else
     cpu::sgd_step(p, g, lr, weight_decay, p_lowp, clip);
 }

@@ -55,12 +55,15 @@ inline constexpr float kNoClip = __builtin_huge_valf();  // GradClip::max_norm: 
 // dtype (fp32; fp64 on the CPU), except that g may be bf16 on the GPU (--grad-dtype bf16: read
 // as its fp32 value, the same arithmetic). When p_lowp is defined (bf16, same length) it receives the
 // updated parameters rounded to bf16 in the same pass (mixed precision's GEMM copy).
+// `stream`: where the GPU runs it; null is the compute stream. On another stream the caller
+// orders it with events (optim/deferred_update.h) and the kernel timer does not see it.
 void adamw_step(Context& ctx, Tensor& p, const Tensor& g, Tensor& m, Tensor& v, const AdamWHyper& h,
-                Tensor* p_lowp = nullptr, const GradClip& clip = {}, DeviceScalars device = {});
+                Tensor* p_lowp = nullptr, const GradClip& clip = {}, DeviceScalars device = {},
+                cudaStream_t stream = nullptr);
 
 // Plain SGD with optional weight decay (torch.optim.SGD, no momentum): p ← p − lr·(g + wd·p).
 void sgd_step(Context& ctx, Tensor& p, const Tensor& g, float lr, float weight_decay = 0.0f, Tensor* p_lowp = nullptr,
-              const GradClip& clip = {}, DeviceScalars device = {});
+              const GradClip& clip = {}, DeviceScalars device = {}, cudaStream_t stream = nullptr);
 
 // sumsq (1-element fp32|fp64 tensor, same device) += Σ x² (x any float storage type). No
 // host synchronisation; on the GPU block partial sums meet in sumsq with atomics.

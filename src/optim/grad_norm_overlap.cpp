@@ -13,10 +13,9 @@ GradNormOverlap::GradNormOverlap(Context& ctx, ParamStore& store, DType acc) : c
   reported_.assign(store.params().size(), 0);
   for (const auto& p : store.params()) trainable_count_ += p->trainable ? 1 : 0;
   grad_bytes_ = int64_t(dtype_size(store.flat_grads().dtype()));
-  // Low priority: the sums fill gaps beside backward's GEMMs and never delay them.
-  int least = 0, greatest = 0;
-  PT_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-  PT_CUDA_CHECK(cudaStreamCreateWithPriority(&side_, cudaStreamNonBlocking, least));
+  // The compute stream's priority: the sums interleave with backward's kernels, so the norm
+  // is ready when backward ends (measured so: docs/BENCHMARKS.md, session 11).
+  PT_CUDA_CHECK(cudaStreamCreateWithPriority(&side_, cudaStreamNonBlocking, ctx.stream_priority()));
   PT_CUDA_CHECK(cudaEventCreateWithFlags(&grad_written_, cudaEventDisableTiming));
   PT_CUDA_CHECK(cudaEventCreateWithFlags(&sums_done_, cudaEventDisableTiming));
   ctx.synchronize();  // acc_'s zeros are in place before the side stream adds to them

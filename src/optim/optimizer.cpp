@@ -49,6 +49,25 @@ std::vector<FlatRange> contiguous_ranges(const std::vector<Parameter*>& params) 
   return out;
 }
 
+std::vector<FlatRange> chunked_ranges(const std::vector<Parameter*>& params, int64_t min_numel) {
+  PT_CHECK(min_numel >= 1, "chunked_ranges: min_numel must be at least 1");
+  std::vector<FlatRange> out;
+  std::vector<Parameter*> chunk;
+  int64_t n = 0;
+  for (Parameter* p : params) {
+    if (!p->trainable || p->numel == 0) continue;
+    chunk.push_back(p);
+    n += p->numel;
+    if (n >= min_numel) {
+      for (FlatRange& r : contiguous_ranges(chunk)) out.push_back(r);
+      chunk.clear();
+      n = 0;
+    }
+  }
+  for (FlatRange& r : contiguous_ranges(chunk)) out.push_back(r);
+  return out;
+}
+
 std::vector<FlatRange> ranges_of_grad_slice(const ParamStore& store, int64_t grad_begin, int64_t grad_end) {
   PT_CHECK(0 <= grad_begin && grad_begin <= grad_end && grad_end <= store.grad_numel(),
            "ranges_of_grad_slice: [" + std::to_string(grad_begin) + ", " + std::to_string(grad_end) +
@@ -147,6 +166,18 @@ ops::DeviceScalars Optimizer::take_device_scalars(Context& ctx, float lr) {
   return {&device_scalars_};
 }
 
+void Optimizer::begin_update(Context&, float) { PT_FAIL("this optimizer does not update range by range"); }
+void Optimizer::update_range(Context&, size_t, cudaStream_t) {
+  PT_FAIL("this optimizer does not update range by range");
+}
+void Optimizer::end_update(Context&) { PT_FAIL("this optimizer does not update range by range"); }
+
+void Optimizer::step_by_range(Context& ctx, float lr) {
+  begin_update(ctx, lr);
+  for (size_t i = 0; i < ranges_.size(); ++i) update_range(ctx, i, nullptr);
+  end_update(ctx);
+}
+
 void Optimizer::cast_mirrors(Context& ctx) {
   if (cfg_.fused) return;  // the update wrote them
   for (FlatRange& r : ranges_)
@@ -171,17 +202,20 @@ class AdamW final : public Optimizer {
     }
   }
 
-  void step(Context& ctx, float lr) override {
-    const ops::DeviceScalars device = take_device_scalars(ctx, lr);
+  void step(Context& ctx, float lr) override { step_by_range(ctx, lr); }
+  bool splits_by_range() const override { return true; }
+  void begin_update(Context& ctx, float lr) override {
+    device_ = take_device_scalars(ctx, lr);
     ++steps_;
-    ops::AdamWHyper h = cfg_.adamw;
-    h.lr = lr;
-    h.step = steps_;
-    const ops::GradClip clip = folded_clip();
-    for (size_t i = 0; i < ranges_.size(); ++i) {
-      FlatRange& r = ranges_[i];
-      ops::adamw_step(ctx, r.param, r.grad, m_[i], v_[i], h, mirror_in_update(r), clip, device);
-    }
+    h_ = cfg_.adamw;
+    h_.lr = lr;
+    h_.step = steps_;
+  }
+  void update_range(Context& ctx, size_t i, cudaStream_t stream) override {
+    FlatRange& r = ranges_.at(i);
+    ops::adamw_step(ctx, r.param, r.grad, m_[i], v_[i], h_, mirror_in_update(r), folded_clip(), device_, stream);
+  }
+  void end_update(Context& ctx) override {
     drop_folded_clip();
     cast_mirrors(ctx);
   }
@@ -212,6 +246,8 @@ class AdamW final : public Optimizer {
 
  private:
   std::vector<Tensor> m_, v_;  // (range numel) each, the parameters' dtype
+  ops::AdamWHyper h_;          // the step begin_update took
+  ops::DeviceScalars device_;
 };
 
 class SGD final : public Optimizer {
@@ -222,17 +258,28 @@ class SGD final : public Optimizer {
   void add_ranges(const std::vector<FlatRange>& ranges) override {
     ranges_.insert(ranges_.end(), ranges.begin(), ranges.end());
   }
-  void step(Context& ctx, float lr) override {
-    const ops::DeviceScalars device = take_device_scalars(ctx, lr);
+  void step(Context& ctx, float lr) override { step_by_range(ctx, lr); }
+  bool splits_by_range() const override { return true; }
+  void begin_update(Context& ctx, float lr) override {
+    device_ = take_device_scalars(ctx, lr);
     ++steps_;
-    const ops::GradClip clip = folded_clip();
-    for (FlatRange& r : ranges_)
-      ops::sgd_step(ctx, r.param, r.grad, lr, cfg_.sgd_weight_decay, mirror_in_update(r), clip, device);
+    lr_ = lr;
+  }
+  void update_range(Context& ctx, size_t i, cudaStream_t stream) override {
+    FlatRange& r = ranges_.at(i);
+    ops::sgd_step(ctx, r.param, r.grad, lr_, cfg_.sgd_weight_decay, mirror_in_update(r), folded_clip(), device_,
+                  stream);
+  }
+  void end_update(Context& ctx) override {
     drop_folded_clip();
     cast_mirrors(ctx);
   }
   std::vector<std::pair<std::string, Tensor>> state() override { return {}; }
   int64_t state_bytes() const override { return 0; }
+
+ private:
+  float lr_ = 0;  // the step begin_update took
+  ops::DeviceScalars device_;
 };
 
 }  // namespace

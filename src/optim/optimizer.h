@@ -25,6 +25,10 @@ struct FlatRange {
 // Merges neighbouring parameters (adjacent in both flat buffers) into maximal ranges.
 // Frozen parameters are skipped. For the Transformer this yields one range.
 std::vector<FlatRange> contiguous_ranges(const std::vector<Parameter*>& params);
+// The same ranges cut at parameter boundaries into chunks: a chunk closes once it holds at least
+// min_numel elements, so each is min_numel plus less than one parameter (the last may be
+// smaller). The deferred update's unit (optim/deferred_update.h).
+std::vector<FlatRange> chunked_ranges(const std::vector<Parameter*>& params, int64_t min_numel);
 std::vector<Parameter*> trainable_params(const ParamStore& store);
 // The ranges covering gradient elements [grad_begin, grad_end) (ZeRO-1's shard), cutting
 // parameters at the boundaries.
@@ -54,6 +58,17 @@ class Optimizer {
   virtual ~Optimizer() = default;
   // One update of every range with learning rate `lr`.
   virtual void step(Context& ctx, float lr) = 0;
+  // The same update one range at a time, on any stream: what the deferred update runs as the
+  // next forward reaches each range (optim/deferred_update.h). begin_update(ctx, lr) takes the
+  // step: counts it, fixes its scalars and takes the folded clip; update_range(ctx, i, stream)
+  // updates ranges()[i] on `stream` (null: the compute stream); end_update(ctx) releases the
+  // clip and, unfused, refreshes the bf16 mirrors. AdamW's and SGD's step() is exactly these
+  // three; the sharded optimizers, which exchange parameters after their update, do not split
+  // (splits_by_range() false, the three fail).
+  virtual bool splits_by_range() const { return false; }
+  virtual void begin_update(Context& ctx, float lr);
+  virtual void update_range(Context& ctx, size_t i, cudaStream_t stream);
+  virtual void end_update(Context& ctx);
   // Adds ranges after construction (ZeroRedundancyOptimizer's add_param_group).
   virtual void add_ranges(const std::vector<FlatRange>& ranges) = 0;
   const std::vector<FlatRange>& ranges() const { return ranges_; }
@@ -138,6 +153,9 @@ class Optimizer {
   void cast_mirrors(Context& ctx);
   // For step(): the device scalars of this step (staged now unless stage_step did), or none.
   ops::DeviceScalars take_device_scalars(Context& ctx, float lr);
+  // step() of an optimizer that splits by range: begin_update, every range on the compute
+  // stream, end_update.
+  void step_by_range(Context& ctx, float lr);
 
   OptimizerConfig cfg_;
   Context& ctx_;

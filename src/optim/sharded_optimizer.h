@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/context.h"
+#include "optim/deferred_update.h"
 #include "optim/optimizer.h"
 #include "optim/zero1_optimizer.h"
 #include "parallel/grad_sync.h"
@@ -68,7 +69,10 @@ class BroadcastShardedOptimizer : public Optimizer {
 };
 
 // What a data-parallel run needs: the gradient-sync strategy and the optimizer.
-//   shard none:      make_grad_sync(ddp) + the ordinary optimizer over all trainable ranges
+//   shard none:      make_grad_sync(ddp) + the ordinary optimizer over all trainable ranges,
+//                    its update deferred under the next forward as update_overlap and
+//                    cuda_graph allow (make_update_optimizer; auto is off with a communicator,
+//                    on is refused for the sharded modes)
 //   shard broadcast: make_grad_sync(ddp) + BroadcastShardedOptimizer
 //   shard zero1:     on one parallel::zero1_layout(ddp, bucket_mb): parallel::Zero1Sync (naive/flat: one
 //                    reduce-scatter after backward; overlap/bucketed: one per bucket, during
@@ -82,6 +86,7 @@ struct DataParallel {
 };
 DataParallel make_data_parallel(Context& ctx, ParamStore& store, parallel::Communicator* comm, const std::string& ddp,
                                 double bucket_mb, ShardMode shard, const OptimizerConfig& cfg,
-                                parallel::GradComm grad_comm = parallel::GradComm::FP32, bool zero1_prefetch = true);
+                                parallel::GradComm grad_comm = parallel::GradComm::FP32, bool zero1_prefetch = true,
+                                UpdateOverlap update_overlap = UpdateOverlap::Off, bool cuda_graph = false);
 
 }  // namespace pt

@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "core/profiler.h"
 #include "ops/elementwise.h"
+#include "optim/deferred_update.h"
 
 namespace pt {
 
@@ -25,6 +26,9 @@ void TrainStep::enable_cuda_graph(Context& ctx, int warmup) {
   PT_CHECK(std::string(sync_.name()) == "none",
            "--cuda-graph on cannot capture data parallelism yet (collectives with host-side waits and timeouts): "
            "run one process, or --cuda-graph off");
+  PT_CHECK(dynamic_cast<DeferredUpdateOptimizer*>(&optimizer_) == nullptr,
+           "--cuda-graph on cannot capture an update deferred to the next step (--update-overlap): use "
+           "--update-overlap off");
   optimizer_.use_device_scalars(ctx);
   graph_ = true;
   graph_warmup_ = warmup;

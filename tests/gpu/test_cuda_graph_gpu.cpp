@@ -5,10 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <numeric>
-#include <random>
 
 #include "common/test_util.h"
+#include "gpu/ten_steps_gpu.h"
 #include "model/transformer.h"
 #include "ops/loss.h"
 #include "parallel/grad_sync.h"
@@ -18,17 +17,11 @@ namespace pt {
 namespace {
 
 struct GraphRun {
-  std::vector<float> losses;  // as the device holds them: compared bit for bit
-  std::vector<float> params;
+  test::TenSteps steps;
   bool captured = false;
 };
 
-// Ten AdamW steps of B x T tokens in `micro` micro-batches, the learning rate changing every step
-// (it reaches a captured step through device memory); the batch is a permutation of distinct
-// token ids, so each embedding row gets at most one gradient contribution (its atomics add once)
-// and, with B·T ≤ 64 rows, RMSNorm's weight gradient is one row slice: nothing depends on the
-// order of atomics, and two runs must agree to the bit. No clipping: the global norm is summed
-// with atomics (measured, never applied).
+// Ten AdamW steps (test::run_ten_steps), captured after two warm-up steps or not.
 GraphRun train(Context& ctx, const TransformerConfig& cfg, bool graph, int micro) {
   TransformerLM m(cfg, ctx);
   m.init_weights(ctx, 7);
@@ -38,21 +31,8 @@ GraphRun train(Context& ctx, const TransformerConfig& cfg, bool graph, int micro
   parallel::NoSync sync;
   TrainStep step(m, *opt, sync, /*max_grad_norm=*/0.0f);
   if (graph) step.enable_cuda_graph(ctx, 2);
-  const int64_t B = 2 * micro, T = 32;
   GraphRun r;
-  std::vector<int32_t> perm(static_cast<size_t>(cfg.vocab_size));
-  std::iota(perm.begin(), perm.end(), 0);
-  std::shuffle(perm.begin(), perm.end(), std::mt19937(100));
-  const std::vector<int32_t> ids(perm.begin(), perm.begin() + B * T), tg(perm.rbegin(), perm.rbegin() + B * T);
-  for (int s = 0; s < 10; ++s) {
-    // The same batch each step (so the loss must fall), copied in anew as training does.
-    StepOutputs o = step.run(ctx, test::make_ids(ctx, {B, T}, ids), test::make_ids(ctx, {B, T}, tg),
-                             1e-3f * (1.0f + 0.1f * static_cast<float>(s)), micro);
-    std::vector<float> loss(1);
-    copy_bytes(ctx, loss.data(), DeviceKind::CPU, o.loss.data(), DeviceKind::CUDA, sizeof(float));
-    r.losses.push_back(loss[0]);
-  }
-  r.params = m.store().params_to_host(ctx);
+  r.steps = test::run_ten_steps(ctx, cfg, m, step, micro);
   r.captured = step.graph_captured();
   return r;
 }
@@ -74,12 +54,7 @@ TEST(CudaGraphGpu, CapturedStepsEqualUncapturedBitForBit) {
         const std::string what = std::string(precision_name(prec)) + " grads " + dtype_name(grads) + " " +
                                  attention_impl_name(attn) + " micro " + std::to_string(micro);
         EXPECT_TRUE(graph.captured) << what;
-        ASSERT_EQ(eager.losses.size(), graph.losses.size());
-        for (size_t s = 0; s < eager.losses.size(); ++s)
-          EXPECT_EQ(std::memcmp(&eager.losses[s], &graph.losses[s], sizeof(float)), 0)
-              << what << " step " << s << ": " << eager.losses[s] << " vs " << graph.losses[s];
-        EXPECT_TRUE(eager.params == graph.params) << what << ": parameters differ";
-        EXPECT_LT(graph.losses.back(), graph.losses.front()) << what << ": the loss falls";
+        test::expect_same_ten_steps(eager.steps, graph.steps, what);
       }
 }
 
