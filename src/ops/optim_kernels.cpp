@@ -72,6 +72,23 @@ void check_device_scalars(const ArgCheck& chk, const Context& ctx, DeviceScalars
   chk.require(d.scalars->nbytes() >= bytes, "device scalars: " + std::to_string(d.scalars->nbytes()) +
                                                 " bytes, the update needs " + std::to_string(bytes));
 }
+
+// An optimizer op: gpu(s) on `stream` (null: the compute stream), cpu() on the CPU. Timed only
+// on the compute stream: work overlapped on another stream is no phase's kernel time (its events
+// would also count the time it waits beside the phase's kernels).
+template <typename Gpu, typename Cpu>
+void run_optimizer_op(Context& ctx, cudaStream_t stream, const char* name, const OpCost& cost, Gpu gpu, Cpu cpu) {
+  if (ctx.is_cuda() && stream && stream != ctx.stream()) {
+    NvtxRange range(std::string(name) + " (overlapped)");
+    gpu(stream);
+    return;
+  }
+  OpScope scope(ctx, name, OpFamily::Optimizer, cost);
+  if (ctx.is_cuda())
+    gpu(ctx.stream());
+  else
+    cpu();
+}
 }  // namespace
 
 void adamw_step(Context& ctx, Tensor& p, const Tensor& g, Tensor& m, Tensor& v, const AdamWHyper& h, Tensor* p_lowp,
@@ -93,16 +110,10 @@ void adamw_step(Context& ctx, Tensor& p, const Tensor& g, Tensor& m, Tensor& v, 
   if (p_lowp) cost.write(*p_lowp);
   if (clip.sumsq) cost.read(*clip.sumsq);
   const void* scalars = device.scalars ? device.scalars->data() : nullptr;
-  if (ctx.is_cuda() && stream && stream != ctx.stream()) {  // overlapped: no phase's kernel time
-    NvtxRange range("adamw_step (overlapped)");
-    cuda::adamw_step(stream, p, g, m, v, h, p_lowp, clip, scalars);
-    return;
-  }
-  OpScope scope(ctx, "adamw_step", OpFamily::Optimizer, cost);
-  if (ctx.is_cuda())
-    cuda::adamw_step(ctx.stream(), p, g, m, v, h, p_lowp, clip, scalars);
-  else
-    cpu::adamw_step(p, g, m, v, h, p_lowp, clip);
+  run_optimizer_op(
+      ctx, stream, "adamw_step", cost,
+      [&](cudaStream_t s) { cuda::adamw_step(s, p, g, m, v, h, p_lowp, clip, scalars); },
+      [&] { cpu::adamw_step(p, g, m, v, h, p_lowp, clip); });
 }
 
 void sgd_step(Context& ctx, Tensor& p, const Tensor& g, float lr, float weight_decay, Tensor* p_lowp,
@@ -119,16 +130,10 @@ void sgd_step(Context& ctx, Tensor& p, const Tensor& g, float lr, float weight_d
   if (p_lowp) cost.write(*p_lowp);
   if (clip.sumsq) cost.read(*clip.sumsq);
   const void* scalars = device.scalars ? device.scalars->data() : nullptr;
-  if (ctx.is_cuda() && stream && stream != ctx.stream()) {  // overlapped: no phase's kernel time
-    NvtxRange range("sgd_step (overlapped)");
-    cuda::sgd_step(stream, p, g, lr, weight_decay, p_lowp, clip, scalars);
-    return;
-  }
-  OpScope scope(ctx, "sgd_step", OpFamily::Optimizer, cost);
-  if (ctx.is_cuda())
-    cuda::sgd_step(ctx.stream(), p, g, lr, weight_decay, p_lowp, clip, scalars);
-  else
-    cpu::sgd_step(p, g, lr, weight_decay, p_lowp, clip);
+  run_optimizer_op(
+      ctx, stream, "sgd_step", cost,
+      [&](cudaStream_t s) { cuda::sgd_step(s, p, g, lr, weight_decay, p_lowp, clip, scalars); },
+      [&] { cpu::sgd_step(p, g, lr, weight_decay, p_lowp, clip); });
 }
 
 void squared_norm_accumulate(Context& ctx, Tensor& sumsq, const Tensor& x) {
@@ -141,18 +146,10 @@ void squared_norm_accumulate(Context& ctx, Tensor& sumsq, const Tensor& x, cudaS
   chk.float_storage(x, "x");
   chk.contiguous(x, "x");
   if (x.numel() == 0) return;
-  // Timed only on the compute stream: work overlapped on another stream is no phase's kernel
-  // time (its events would also count the time it waits beside the phase's kernels).
-  if (stream != ctx.stream()) {
-    NvtxRange range("squared_norm (overlapped)");
-    cuda::squared_norm_accumulate(stream, sumsq, x);
-    return;
-  }
-  OpScope scope(ctx, "squared_norm", OpFamily::Optimizer, OpCost().read(x).update(sumsq));
-  if (ctx.is_cuda())
-    cuda::squared_norm_accumulate(stream, sumsq, x);
-  else
-    cpu::squared_norm_accumulate(sumsq, x);
+  run_optimizer_op(
+      ctx, stream, "squared_norm", OpCost().read(x).update(sumsq),
+      [&](cudaStream_t s) { cuda::squared_norm_accumulate(s, sumsq, x); },
+      [&] { cpu::squared_norm_accumulate(sumsq, x); });
 }
 
 void clip_by_norm(Context& ctx, Tensor& x, const Tensor& sumsq, float max_norm) {

@@ -68,7 +68,7 @@ void DeferredUpdateOptimizer::step(Context& ctx, float lr) {
   if (clip.sumsq) clip_in_flight_ = *clip.sumsq;
   hand_folded_clip_to(*inner_);
   // Timed per kernel, or asked to: the update is the optimizer phase's, in order.
-  if (in_order_ || ctx.timer()) finish();
+  if (in_order()) finish();
 }
 
 void DeferredUpdateOptimizer::set_in_order(bool on) {
@@ -80,7 +80,7 @@ void DeferredUpdateOptimizer::launch() {
   pending_ = false;
   // Where there is no side stream, or a kernel timer is attached, the update runs in order on
   // the compute stream.
-  const bool side = side_ && ctx_.timer() == nullptr && !in_order_;
+  const bool side = side_ && !in_order();
   NvtxRange range(side ? "optimizer update (deferred, side stream)" : "optimizer update (deferred)");
   if (side) {
     PT_CUDA_CHECK(cudaEventRecord(grads_final_, ctx_.stream()));
@@ -141,7 +141,6 @@ constexpr EnumName<UpdateOverlap> kUpdateOverlaps[] = {
 UpdateOverlap update_overlap_from_name(const std::string& name) {
   return enum_from_name(kUpdateOverlaps, name, "--update-overlap");
 }
-const char* update_overlap_name(UpdateOverlap u) { return enum_name(kUpdateOverlaps, u); }
 
 bool defers_update(UpdateOverlap overlap, bool gpu, bool fused, bool cuda_graph) {
   if (overlap == UpdateOverlap::On) {

@@ -69,6 +69,8 @@ class DeferredUpdateOptimizer final : public Optimizer, public ParamReadListener
   void before_grad_write(const Parameter& p) override { before_read(p); }
 
  private:
+  // Whether the update runs in order on the compute stream: asked to, or timed per kernel.
+  bool in_order() const { return in_order_ || ctx_.timer() != nullptr; }
   void launch();
   // The compute stream waits for every launched chunk that starts below gradient element `end`.
   void wait_below(int64_t end);
@@ -88,7 +90,6 @@ class DeferredUpdateOptimizer final : public Optimizer, public ParamReadListener
 // `--update-overlap`: auto | on | off.
 enum class UpdateOverlap { Auto, On, Off };
 UpdateOverlap update_overlap_from_name(const std::string& name);
-const char* update_overlap_name(UpdateOverlap u);
 
 // Whether --update-overlap defers the update: on (refused, naming the flag, where it cannot run:
 // the CPU, --fused off, a CUDA graph), auto (on the GPU, fused, without a CUDA graph), off.

@@ -172,12 +172,6 @@ void Optimizer::update_range(Context&, size_t, cudaStream_t) {
 }
 void Optimizer::end_update(Context&) { PT_FAIL("this optimizer does not update range by range"); }
 
-void Optimizer::step_by_range(Context& ctx, float lr) {
-  begin_update(ctx, lr);
-  for (size_t i = 0; i < ranges_.size(); ++i) update_range(ctx, i, nullptr);
-  end_update(ctx);
-}
-
 void Optimizer::cast_mirrors(Context& ctx) {
   if (cfg_.fused) return;  // the update wrote them
   for (FlatRange& r : ranges_)
@@ -186,10 +180,36 @@ void Optimizer::cast_mirrors(Context& ctx) {
 
 namespace {
 
-// AdamW with first and second moments kept in two flat buffers laid out in range order.
-class AdamW final : public Optimizer {
+// An optimizer whose update is one pass per range (AdamW, SGD): step() is begin_update, every
+// range on the compute stream, end_update; the subclass updates one range.
+class RangeOptimizer : public Optimizer {
  public:
-  AdamW(const OptimizerConfig& cfg, Context& ctx, const std::vector<FlatRange>& ranges) : Optimizer(cfg, ctx) {
+  using Optimizer::Optimizer;
+  void step(Context& ctx, float lr) override {
+    begin_update(ctx, lr);
+    for (size_t i = 0; i < ranges_.size(); ++i) update_range(ctx, i, nullptr);
+    end_update(ctx);
+  }
+  bool splits_by_range() const override { return true; }
+  void begin_update(Context& ctx, float lr) override {
+    device_ = take_device_scalars(ctx, lr);
+    ++steps_;
+    lr_ = lr;
+  }
+  void end_update(Context& ctx) override {
+    drop_folded_clip();
+    cast_mirrors(ctx);
+  }
+
+ protected:
+  float lr_ = 0;  // the step begin_update took (steps_ counts it)
+  ops::DeviceScalars device_;
+};
+
+// AdamW with first and second moments kept in two flat buffers laid out in range order.
+class AdamW final : public RangeOptimizer {
+ public:
+  AdamW(const OptimizerConfig& cfg, Context& ctx, const std::vector<FlatRange>& ranges) : RangeOptimizer(cfg, ctx) {
     add_ranges(ranges);
   }
 
@@ -202,22 +222,12 @@ class AdamW final : public Optimizer {
     }
   }
 
-  void step(Context& ctx, float lr) override { step_by_range(ctx, lr); }
-  bool splits_by_range() const override { return true; }
-  void begin_update(Context& ctx, float lr) override {
-    device_ = take_device_scalars(ctx, lr);
-    ++steps_;
-    h_ = cfg_.adamw;
-    h_.lr = lr;
-    h_.step = steps_;
-  }
   void update_range(Context& ctx, size_t i, cudaStream_t stream) override {
+    ops::AdamWHyper h = cfg_.adamw;
+    h.lr = lr_;
+    h.step = steps_;
     FlatRange& r = ranges_.at(i);
-    ops::adamw_step(ctx, r.param, r.grad, m_[i], v_[i], h_, mirror_in_update(r), folded_clip(), device_, stream);
-  }
-  void end_update(Context& ctx) override {
-    drop_folded_clip();
-    cast_mirrors(ctx);
+    ops::adamw_step(ctx, r.param, r.grad, m_[i], v_[i], h, mirror_in_update(r), folded_clip(), device_, stream);
   }
 
   std::vector<std::pair<std::string, Tensor>> state() override {
@@ -246,40 +256,23 @@ class AdamW final : public Optimizer {
 
  private:
   std::vector<Tensor> m_, v_;  // (range numel) each, the parameters' dtype
-  ops::AdamWHyper h_;          // the step begin_update took
-  ops::DeviceScalars device_;
 };
 
-class SGD final : public Optimizer {
+class SGD final : public RangeOptimizer {
  public:
-  SGD(const OptimizerConfig& cfg, Context& ctx, const std::vector<FlatRange>& ranges) : Optimizer(cfg, ctx) {
+  SGD(const OptimizerConfig& cfg, Context& ctx, const std::vector<FlatRange>& ranges) : RangeOptimizer(cfg, ctx) {
     add_ranges(ranges);
   }
   void add_ranges(const std::vector<FlatRange>& ranges) override {
     ranges_.insert(ranges_.end(), ranges.begin(), ranges.end());
-  }
-  void step(Context& ctx, float lr) override { step_by_range(ctx, lr); }
-  bool splits_by_range() const override { return true; }
-  void begin_update(Context& ctx, float lr) override {
-    device_ = take_device_scalars(ctx, lr);
-    ++steps_;
-    lr_ = lr;
   }
   void update_range(Context& ctx, size_t i, cudaStream_t stream) override {
     FlatRange& r = ranges_.at(i);
     ops::sgd_step(ctx, r.param, r.grad, lr_, cfg_.sgd_weight_decay, mirror_in_update(r), folded_clip(), device_,
                   stream);
   }
-  void end_update(Context& ctx) override {
-    drop_folded_clip();
-    cast_mirrors(ctx);
-  }
   std::vector<std::pair<std::string, Tensor>> state() override { return {}; }
   int64_t state_bytes() const override { return 0; }
-
- private:
-  float lr_ = 0;  // the step begin_update took
-  ops::DeviceScalars device_;
 };
 
 }  // namespace

@@ -153,9 +153,6 @@ class Optimizer {
   void cast_mirrors(Context& ctx);
   // For step(): the device scalars of this step (staged now unless stage_step did), or none.
   ops::DeviceScalars take_device_scalars(Context& ctx, float lr);
-  // step() of an optimizer that splits by range: begin_update, every range on the compute
-  // stream, end_update.
-  void step_by_range(Context& ctx, float lr);
 
   OptimizerConfig cfg_;
   Context& ctx_;
