@@ -250,7 +250,7 @@ __global__ void __launch_bounds__(DqTraits<kHeadDim>::kThreads) flash_bwd_dq_ker
   }
 
   bf16* dq = head_row<bf16>(p.dq, p.dq_s, b, h, row0);
-  store_strip<kHeadDim>(dq, p.dq_s.row, acc_dq, p.scale, p.scale, tq - row0);
+  store_strip<kHeadDim>(dq, p.dq_s.row, acc_dq, p.scale, p.scale, tq - row0, unrotate_rows<kHeadDim>(p, row0));
 }
 
 template <int kHeadDim>

@@ -317,7 +317,7 @@ __global__ void __launch_bounds__(DqWgmmaTraits<kHeadDim, kWarpgroups>::kThreads
   }
 
   bf16* dq = head_row<bf16>(p.dq, p.dq_s, b, h, row0);
-  store_strip<kHeadDim>(dq, p.dq_s.row, acc_dq, p.scale, p.scale, tq - row0);
+  store_strip<kHeadDim>(dq, p.dq_s.row, acc_dq, p.scale, p.scale, tq - row0, unrotate_rows<kHeadDim>(p, row0));
 #else
   __trap();
 #endif
@@ -350,11 +350,15 @@ __global__ void flash_dq_from_accum_kernel(const FlashParams p) {
   const int col = j * 8 + 2 * (f % 4);
   const float4 v = reinterpret_cast<const float4*>(p.dq_accum)[idx];
   bf16* dq = head_row<bf16>(p.dq, p.dq_s, b, h) + col;
+  // Columns col, col+1 are one RoPE pair: rotated back here when the caller asks (as store_strip).
+  const float2 none = make_float2(1.0f, 0.0f);
+  const float2* unrotate = unrotate_rows<kHeadDim>(p, 0);
   if (row < p.seqlen_q)
-    *reinterpret_cast<__nv_bfloat162*>(dq + row * p.dq_s.row) = __floats2bfloat162_rn(v.x * p.scale, v.y * p.scale);
+    *reinterpret_cast<uint32_t*>(dq + row * p.dq_s.row) =
+        pack_unrotated(v.x * p.scale, v.y * p.scale, unrotate ? unrotate[row * (kHeadDim / 2) + col / 2] : none);
   if (row + 8 < p.seqlen_q)
-    *reinterpret_cast<__nv_bfloat162*>(dq + (row + 8) * p.dq_s.row) =
-        __floats2bfloat162_rn(v.z * p.scale, v.w * p.scale);
+    *reinterpret_cast<uint32_t*>(dq + (row + 8) * p.dq_s.row) =
+        pack_unrotated(v.z * p.scale, v.w * p.scale, unrotate ? unrotate[(row + 8) * (kHeadDim / 2) + col / 2] : none);
 }
 
 // The single pass: zero the fp32 buffer, dK/dV/dQ-partials kernel, then dQ from the buffer.

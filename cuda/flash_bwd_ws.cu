@@ -302,7 +302,7 @@ __global__ void __launch_bounds__(DqWsTraits<kHeadDim>::kThreads, 1)
   wgmma_regs_mn_major_waited<kBlockN, kHeadDim, kBlockN>(acc_dq, ds_frag, sK + last * kKVElems);
 
   bf16* dq = head_row<bf16>(p.dq, p.dq_s, b, h, row0);
-  store_strip<kHeadDim>(dq, p.dq_s.row, acc_dq, p.scale, p.scale, tq - row0);
+  store_strip<kHeadDim>(dq, p.dq_s.row, acc_dq, p.scale, p.scale, tq - row0, unrotate_rows<kHeadDim>(p, row0));
 #else
   __trap();
 #endif

@@ -246,11 +246,56 @@ __device__ __forceinline__ void zero(float (&acc)[N][4]) {
   for (int i = 0; i < N; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
 }
 
+// A pair of columns (2i, 2i+1) rotated back by RoPE's angle (cos, sin) = cs: the inverse
+// rotation (x0·c + x1·s, x1·c − x0·s), packed as bf16. dQ and dK leave the backward this way when
+// the caller asks for un-rotated gradients (FlashParams::rope_cos_sin).
+__device__ __forceinline__ uint32_t pack_unrotated(float x0, float x1, float2 cs) {
+  return pack_bf16(x0 * cs.x + x1 * cs.y, x1 * cs.x - x0 * cs.y);
+}
+
 // Store a warp's 16 × D accumulator strip (times `scale`) as bf16 rows; rows ≥ valid_rows skipped.
+// unrotate (optional): the RoPE table's rows for the strip's rows, (D/2) (cos, sin) a row — each
+// pair is rotated back before it is rounded, in place of a rope pass over the stored tensor.
 template <int kHeadDim>
 __device__ __forceinline__ void store_strip(bf16* dst, int64_t ld, const float (&acc)[kHeadDim / 8][4], float scale_lo,
-                                            float scale_hi, int valid_rows) {
+                                            float scale_hi, int valid_rows, const float2* unrotate = nullptr) {
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  if (unrotate != nullptr) {
+    // Column blocks in groups of up to 8: their angles loaded together (up to 16 loads of the
+    // L2-resident table in flight: one round trip at d 64), then rotated and stored; pair j·4 + t
+    // of the row holds columns col, col+1. XL on an H100 (docs/BENCHMARKS.md, session 14): the
+    // rope pass this replaces took 0.61–0.72 ms of backward; groups of 4 (two round trips at d 64)
+    // added 0.14–0.23 ms to backward attention, groups of 8 nothing measurable (one run).
+    constexpr int kPairs = kHeadDim / 2, kBlocks = kHeadDim / 8;
+    // The largest divisor of kBlocks up to 8 (d 64, 128: 8; d 80: 5).
+    constexpr int kGroup = kBlocks % 8 == 0   ? 8
+                           : kBlocks % 5 == 0 ? 5
+                           : kBlocks % 4 == 0 ? 4
+                           : kBlocks % 2 == 0 ? 2
+                                              : 1;
+    const float2 none = make_float2(1.0f, 0.0f);
+#pragma unroll
+    for (int j0 = 0; j0 < kBlocks; j0 += kGroup) {
+      float2 lo[kGroup], hi[kGroup];
+#pragma unroll
+      for (int jj = 0; jj < kGroup; ++jj) {
+        const int pair = (j0 + jj) * 4 + t;
+        lo[jj] = g < valid_rows ? __ldg(unrotate + g * kPairs + pair) : none;
+        hi[jj] = g + 8 < valid_rows ? __ldg(unrotate + (g + 8) * kPairs + pair) : none;
+      }
+#pragma unroll
+      for (int jj = 0; jj < kGroup; ++jj) {
+        const int j = j0 + jj, col = j * 8 + 2 * t;
+        if (g < valid_rows)
+          *reinterpret_cast<uint32_t*>(dst + g * ld + col) =
+              pack_unrotated(acc[j][0] * scale_lo, acc[j][1] * scale_lo, lo[jj]);
+        if (g + 8 < valid_rows)
+          *reinterpret_cast<uint32_t*>(dst + (g + 8) * ld + col) =
+              pack_unrotated(acc[j][2] * scale_hi, acc[j][3] * scale_hi, hi[jj]);
+      }
+    }
+    return;
+  }
 #pragma unroll
   for (int j = 0; j < kHeadDim / 8; ++j) {
     const int col = j * 8 + 2 * t;

@@ -85,6 +85,10 @@ struct FlashParams {
   // launcher; each 64-query tile in the wgmma accumulator's fragment order (flash_bwd_wgmma.cu).
   float* dq_accum = nullptr;
   RowStrides do_s, dq_s, dk_s, dv_s;
+  // Optional, bf16 kernels: (max(Tq, Tk), D/2) pairs of fp32 (cos, sin), RoPE's angle of each
+  // column pair at each position (ops::rope_table). When set, dQ and dK are stored rotated back
+  // (the inverse RoPE of their positions), which the model would otherwise run as its own pass.
+  const float* rope_cos_sin = nullptr;
 
   int batch = 0, heads = 0, seqlen_q = 0, seqlen_k = 0, head_dim = 0;
   float scale = 1.0f;  // 1/sqrt(D)

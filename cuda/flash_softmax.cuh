@@ -95,14 +95,24 @@ __device__ __forceinline__ void store_output(const FlashParams& p, int b, int h,
   store_strip<kHeadDim>(head_row<bf16>(p.o, p.o_s, b, h, row0), p.o_s.row, acc_o, inv[0], inv[1], valid_rows);
 }
 
+// The RoPE table's rows from position `row` on (store_strip's `unrotate`), or null when the
+// caller wants dQ and dK as they are (p.rope_cos_sin unset).
+template <int kHeadDim>
+__device__ __forceinline__ const float2* unrotate_rows(const FlashParams& p, int row) {
+  return p.rope_cos_sin == nullptr
+             ? nullptr
+             : reinterpret_cast<const float2*>(p.rope_cos_sin) + static_cast<int64_t>(row) * (kHeadDim / 2);
+}
+
 // Backward epilogue of a dK/dV pass: this warp's 16 key rows from key0 of dK (times scale, the
-// 1/sqrt(d) that Sᵀ's gradient carries) and dV, as bf16 rows; rows past the last key skipped.
+// 1/sqrt(d) that Sᵀ's gradient carries; rotated back when p.rope_cos_sin is set) and dV, as bf16
+// rows; rows past the last key skipped.
 template <int kHeadDim>
 __device__ __forceinline__ void store_dk_dv(const FlashParams& p, int b, int h, int key0,
                                             const float (&acc_dk)[kHeadDim / 8][4],
                                             const float (&acc_dv)[kHeadDim / 8][4]) {
   store_strip<kHeadDim>(head_row<bf16>(p.dk, p.dk_s, b, h, key0), p.dk_s.row, acc_dk, p.scale, p.scale,
-                        p.seqlen_k - key0);
+                        p.seqlen_k - key0, unrotate_rows<kHeadDim>(p, key0));
   store_strip<kHeadDim>(head_row<bf16>(p.dv, p.dv_s, b, h, key0), p.dv_s.row, acc_dv, 1.0f, 1.0f, p.seqlen_k - key0);
 }
 

@@ -25,6 +25,13 @@ namespace {
 
 constexpr int kHeads = 8;  // heads a thread rotates per token
 
+// Pair i's inverse frequency, as PyTorch's fp32 tables: 1 / theta^(2i/D) (D = 2·half); the angle
+// at position t is t · inv_freq. Every kernel here (and the angle table) computes it this way,
+// so the table's (cos, sin) are the rotating kernels' bit for bit.
+__device__ __forceinline__ float rope_inv_freq(int pair, int half, float theta) {
+  return 1.0f / powf(theta, float(2 * pair) / float(2 * half));
+}
+
 struct RopeParams {
   int heads, tokens, head_groups, half;  // head_groups = ceil(H / kHeads); half = D / 2 pairs
   int64_t in_b, in_h, in_t;              // strides of in (elements); stride of D is 1
@@ -68,8 +75,7 @@ template <typename T, bool kWord>
 __global__ void __launch_bounds__(256, 4) rope_kernel(RopeParams p, T* out, const T* in) {
   __shared__ float inv_freq[32];
   const int i = blockIdx.x * 32 + threadIdx.x;
-  // As PyTorch's tables: inv_freq = 1 / theta^(2i/D) and angle = t · inv_freq, both fp32.
-  if (threadIdx.y == 0) inv_freq[threadIdx.x] = 1.0f / powf(p.theta, float(2 * i) / float(2 * p.half));
+  if (threadIdx.y == 0) inv_freq[threadIdx.x] = rope_inv_freq(i, p.half, p.theta);
   __syncthreads();
   if (i >= p.half) return;
   const int b = blockIdx.z / p.head_groups, h0 = (blockIdx.z % p.head_groups) * kHeads;
@@ -107,9 +113,7 @@ __global__ void __launch_bounds__(128) rope_packed_kernel(RopeParams p, T* out, 
   float s[kPairs], c[kPairs];
 #pragma unroll
   for (int i = 0; i < kPairs; ++i) {  // as rope_kernel's angles, bit for bit
-    const int pair = kPairs * j + i;
-    const float inv_freq = 1.0f / powf(p.theta, float(2 * pair) / float(2 * p.half));
-    sincosf(float(t) * inv_freq, &s[i], &c[i]);
+    sincosf(float(t) * rope_inv_freq(kPairs * j + i, p.half, p.theta), &s[i], &c[i]);
     s[i] *= p.sign;
   }
   const T* in_t = in + b * p.in_b + h0 * p.in_h + t * p.in_t + kPack * j;
@@ -137,7 +141,26 @@ __global__ void __launch_bounds__(128) rope_packed_kernel(RopeParams p, T* out, 
     }
 }
 
+// table[t][i] = (cos, sin) of pair i's angle at position t: one thread per entry.
+__global__ void rope_table_kernel(int64_t entries, int half, float theta, float2* table) {
+  const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= entries) return;
+  const int t = int(idx / half), pair = int(idx % half);
+  float s, c;
+  sincosf(float(t) * rope_inv_freq(pair, half, theta), &s, &c);
+  table[idx] = make_float2(c, s);
+}
+
 }  // namespace
+
+void rope_table(cudaStream_t s, Tensor& table, double theta) {
+  const int64_t positions = table.size(0), half = table.size(1), entries = positions * half;
+  PT_CHECK(positions <= INT32_MAX && half <= INT32_MAX, "rope table: at most 2^31 positions and pairs");
+  if (entries == 0) return;
+  rope_table_kernel<<<grid_covering(entries, 256), 256, 0, s>>>(entries, int(half), float(theta),
+                                                                static_cast<float2*>(table.data()));
+  PT_CUDA_CHECK_LAUNCH();
+}
 
 void rope(cudaStream_t s, Tensor& out, const Tensor& in, double theta, bool inverse) {
   const int64_t B = in.size(0), H = in.size(1), T = in.size(2), half = in.size(3) / 2;

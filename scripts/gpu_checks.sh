@@ -59,11 +59,15 @@
 #   graphs               bench model small and xl, ctx 512, bf16 flash, --cuda-graph off then on,
 #                        alternating twice (the same call, the same GPU)                         (1)
 #   accum-xl             bench model xl bf16 flash at llm.c's working points: 4 x 1024 tokens, and
-#                        8 x 1024 x --grad-accum 32 (262 144 tokens a step); GRAD_DTYPE=bf16       (1)
+#                        8 x 1024 x --grad-accum 32 (262 144 tokens a step); GRAD_DTYPE=bf16, and
+#                        ACCUM_RECOMPUTE="on swiglu" for each --recompute in turn                   (1)
 #   peers-xl             bench model xl: fp32 naive, bf16 flash (fp32 and bf16 gradients), then
 #                        compare_torch.py xl eager fp32 and bf16                                  (1)
 #   ab                   two bundles (BUNDLES="before main") alternating on XL and small bf16, one call; XL
 #                        with each of AB_GRAD_DTYPES (default bf16; "bf16 fp32" for both)                (1)
+#   recompute            XL bf16 flash, bf16 gradients: --recompute on, swiglu, off alternating twice; the
+#                        roofline with swiglu                                                         (1)
+#   ab-roofline          the XL bf16-gradient roofline of each bundle in BUNDLES, one after the other  (1)
 #   ab-overlap           --update-overlap off then on (bundle main), alternating twice, XL bf16 flash with
 #                        each of AB_GRAD_DTYPES (default bf16) after the bundle "before" (BUNDLES' first),
 #                        and AB_OVERLAP_SIZES (default small) without a CUDA graph, off then on          (1)
@@ -214,6 +218,17 @@ alternate() {
     done
   done
 }
+# --recompute on, swiglu and off alternating twice (XL, bf16 gradients), then the roofline of swiglu.
+step_recompute() {
+  local k v
+  for k in 1 2; do
+    for v in on swiglu off; do
+      paratrain bench model --sizes xl --contexts 512 --precisions bf16 --attention flash --grad-dtype bf16 \
+        --recompute "$v" --warmup 3 --steps 10 --out "$RESULTS/recompute_xl_${v}_$k.h5" --overwrite || return
+    done
+  done
+  bench_model recompute_roofline_xl_swiglu xl bf16 flash --grad-dtype bf16 --recompute swiglu --breakdown
+}
 # The small model's issue-16 target configuration (context 512, batch 4, bf16, flash, CUDA graph),
 # fp32 and bf16 gradients.
 step_small-graph() {
@@ -267,6 +282,15 @@ step_ab() {
     done
   done
   bench_model ab_roofline_xl xl bf16 flash --grad-dtype bf16 --breakdown
+}
+# The XL roofline (bf16 gradients) of each bundle in BUNDLES, in turn: the "before" build's op
+# families beside the new one's (ab profiles only the new build).
+step_ab-roofline() {
+  local b
+  for b in ${BUNDLES:-before main}; do
+    (source ".devbundle/$b/env.sh" && bench_model "ab_roofline_xl_$b" xl bf16 flash --grad-dtype bf16 --breakdown) ||
+      return
+  done
 }
 step_ab-overlap() {
   local k g u s before
@@ -340,11 +364,15 @@ step_ab-flash-short() {
   AB_FLASH_TILES=1x64/1/1,ws2x128/ws2/ws2 ab_flash xl:4:25:512,1024:64 h16:4:16:512,1024,2048:64 h16:4:16:512,1024,2048:128
 }
 step_accum-xl() {
-  local g=${GRAD_DTYPE:-fp32}
-  paratrain bench model --sizes xl --contexts 1024 --precisions bf16 --attention flash --batch-size 4 \
-    --grad-dtype "$g" --warmup 2 --steps 5 --out "$RESULTS/accum_xl_4x1024_$g.h5" --overwrite &&
-  paratrain bench model --sizes xl --contexts 1024 --precisions bf16 --attention flash --batch-size 8 \
-    --grad-dtype "$g" --grad-accum 32 --warmup 1 --steps 2 --out "$RESULTS/accum_xl_8x1024x32_$g.h5" --overwrite
+  local g=${GRAD_DTYPE:-fp32} r
+  for r in ${ACCUM_RECOMPUTE:-on}; do
+    paratrain bench model --sizes xl --contexts 1024 --precisions bf16 --attention flash --batch-size 4 \
+      --grad-dtype "$g" --recompute "$r" --warmup 2 --steps 5 --out "$RESULTS/accum_xl_4x1024_${g}_$r.h5" \
+      --overwrite &&
+      paratrain bench model --sizes xl --contexts 1024 --precisions bf16 --attention flash --batch-size 8 \
+        --grad-dtype "$g" --recompute "$r" --grad-accum 32 --warmup 1 --steps 2 \
+        --out "$RESULTS/accum_xl_8x1024x32_${g}_$r.h5" --overwrite || return
+  done
 }
 # paratrain's XL at its defaults and with bf16 gradients beside PyTorch eager, one call.
 step_peers-xl() {

@@ -10,6 +10,7 @@
 #include "core/device.h"
 #include "io/run_record.h"
 #include "io/table.h"
+#include "model/transformer.h"
 #include "optim/deferred_update.h"
 
 namespace pt::bench {
@@ -29,7 +30,7 @@ struct ModelBenchOptions {
   int64_t vocab_size = 10000;
   int steps = 10;
   ModelBenchMode mode = ModelBenchMode::TrainStep;
-  bool recompute = true;                               // TransformerConfig::recompute
+  Recompute recompute = Recompute::All;                // TransformerConfig::recompute
   bool fused = true;                                   // TransformerConfig::fused and OptimizerConfig::fused
   bool cuda_graph = false;                             // train-step mode: the step captured and replayed (TrainStep)
   UpdateOverlap update_overlap = UpdateOverlap::Auto;  // train-step mode: the update under the next forward

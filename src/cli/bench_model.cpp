@@ -69,7 +69,7 @@ int run_bench_model(const std::vector<std::string>& args) {
   o.attention = split_list(attention);
   o.warmups = parse_int_list(warmups, "warmup");
   o.mode = bench::model_bench_mode_from_name(mode);
-  o.recompute = parse_on_off(recompute, "recompute");
+  o.recompute = recompute_from_name(recompute);
   o.fused = parse_on_off(fused, "fused");
   o.cuda_graph = parse_on_off(cuda_graph, "cuda-graph");
   o.update_overlap = update_overlap_from_name(update_overlap);

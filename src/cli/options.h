@@ -75,17 +75,20 @@ std::vector<int64_t> parse_int_list(const std::vector<std::string>& words, const
 std::vector<double> parse_double_list(const std::vector<std::string>& words, const char* flag);
 // "on" → true, "off" → false; anything else throws naming --flag.
 bool parse_on_off(const std::string& word, const char* flag);
-// --recompute's help (train and bench model).
+// --recompute's help (train, bench model and plan).
 inline constexpr const char* kRecomputeHelp =
     "on: backward recomputes the RMSNorm outputs and the SwiGLU product instead of keeping them "
-    "(2·d_model + d_ff fewer saved values per token and layer, the same gradients); off: keep them";
+    "(2·d_model + d_ff fewer saved values per token and layer); swiglu: only the SwiGLU product "
+    "(remade inside its backward's pass), the norm outputs kept (2·d_model more values than on, "
+    "two passes a layer fewer); off: keep them all. The same gradients in every mode";
 // --fused's help (train and bench model).
 inline constexpr const char* kFusedHelp =
-    "on: the fused step (one stacked q/k/v GEMM, residual adds inside the projection GEMMs, the "
-    "gradient clip and the bf16 parameter copy inside the AdamW/SGD pass); off: one kernel per "
-    "primitive as PyTorch eager runs the model (three q/k/v GEMMs, GEMM then add for each "
-    "residual, clip and bf16 copy as passes of their own). RMSNorm, RoPE, SwiGLU, the fused "
-    "softmax-cross-entropy and flash attention are the same in both; so are the results";
+    "on: the fused step (one stacked q/k/v GEMM, residual adds inside the projection GEMMs, "
+    "backward's inverse RoPE inside flash attention's stores, the gradient clip and the bf16 "
+    "parameter copy inside the AdamW/SGD pass); off: one kernel per primitive as PyTorch eager "
+    "runs the model (three q/k/v GEMMs, GEMM then add for each residual, inverse RoPE, clip and "
+    "bf16 copy as passes of their own). RMSNorm, SwiGLU, the fused softmax-cross-entropy and "
+    "flash attention are the same in both; so are the results up to rounding";
 
 // --cuda-graph's help (train, bench model).
 inline constexpr const char* kCudaGraphHelp =

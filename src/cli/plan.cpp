@@ -50,11 +50,12 @@ void print_json(const plan::Result& r, std::ostream& os) {
      << "},\n \"memory_bytes\": {\"parameters\": " << m.params << ", \"parameters_bf16\": " << m.params_lowp
      << ", \"gradients\": " << m.grads << ", \"optimizer_state\": " << m.optstate
      << ", \"activations\": " << m.activations << ", \"activations_saved\": " << m.activations_saved
-     << ", \"workspace\": " << m.workspace << ", \"total\": " << m.total()
-     << ", \"activations_by_choice\": {\"recompute_on_flash\": " << m.activations_by_choice[0][0]
-     << ", \"recompute_on_naive\": " << m.activations_by_choice[0][1]
-     << ", \"recompute_off_flash\": " << m.activations_by_choice[1][0]
-     << ", \"recompute_off_naive\": " << m.activations_by_choice[1][1] << "}},\n \"collectives\": [";
+     << ", \"workspace\": " << m.workspace << ", \"total\": " << m.total() << ", \"activations_by_choice\": {";
+  for (int i = 0; i < kNumRecompute; ++i)
+    for (int j = 0; j < 2; ++j)
+      os << (i + j ? ", " : "") << "\"recompute_" << recompute_name(kRecomputeChoices[i]) << "_"
+         << attention_impl_name(plan::kAttentionChoices[j]) << "\": " << m.activations_by_choice[i][j];
+  os << "}},\n \"collectives\": [";
   for (size_t i = 0; i < r.comm.size(); ++i) {
     const plan::Collective& c = r.comm[i];
     os << (i ? ", " : "") << "{\"collective\": \"" << c.name << "\", \"what\": \"" << json_escape(c.what)
@@ -84,12 +85,12 @@ void fill_tables(const plan::Result& r, io::ResultTable& memory, io::ResultTable
   mem_row("activations (saved by forward)", m.activations_saved);
   mem_row("workspace", m.workspace);
   mem_row("total", m.total());
-  const char* rec[2] = {"on", "off"};
-  const char* att[2] = {"flash", "naive"};
-  for (int i = 0; i < 2; ++i)
+  for (int i = 0; i < kNumRecompute; ++i)
     for (int j = 0; j < 2; ++j)
       if (m.activations_by_choice[i][j] > 0)
-        mem_row(("activations (peak) with --recompute " + std::string(rec[i]) + ", --attention " + att[j]).c_str(),
+        mem_row(("activations (peak) with --recompute " + std::string(recompute_name(kRecomputeChoices[i])) +
+                 ", --attention " + attention_impl_name(plan::kAttentionChoices[j]))
+                    .c_str(),
                 m.activations_by_choice[i][j]);
   for (const plan::Collective& c : r.comm)
     comm.add_row()
@@ -139,7 +140,7 @@ int run_plan(const std::vector<std::string>& args) {
       ("context-length", po::value(&context), "tokens per sequence (default: the named size's)")
       ("precision", po::value(&precision)->default_value(precision), "fp32, tf32 or bf16 (mixed)")
       ("attention", po::value(&attention)->default_value(attention), "flash or naive (materialised scores)")
-      ("recompute", po::value(&recompute)->default_value(recompute), "on|off: norms and SwiGLU recomputed in backward")
+      ("recompute", po::value(&recompute)->default_value(recompute), kRecomputeHelp)
       ("batch-size", po::value(&batch)->default_value(batch), "sequences per device per micro-batch")
       ("grad-accum", po::value(&grad_accum)->default_value(grad_accum), "micro-batches per optimizer step")
       ("devices", po::value(&devices)->default_value(devices), "devices in all: data-parallel ranks × tp × pp")
@@ -183,7 +184,7 @@ int run_plan(const std::vector<std::string>& args) {
       model_name = "custom";
     }
   job.model.attention = attention_impl_from_name(attention);
-  job.model.recompute = parse_on_off(recompute, "recompute");
+  job.model.recompute = recompute_from_name(recompute);
   job.precision = precision_from_name(precision);
   job.batch = batch;
   job.grad_accum = grad_accum;

@@ -254,7 +254,7 @@ int run_train(const std::vector<std::string>& args) {
   cfg.context_length = t.context_length;
   const std::string attn = t.attention == "auto" ? (device.is_cuda() ? "flash" : "naive") : t.attention;
   cfg.attention = attention_impl_from_name(attn);
-  cfg.recompute = parse_on_off(t.recompute, "recompute");
+  cfg.recompute = recompute_from_name(t.recompute);
   cfg.fused = parse_on_off(t.fused, "fused");
   cfg.validate();
   const bool use_graph = parse_on_off(t.cuda_graph, "cuda-graph");

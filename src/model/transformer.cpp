@@ -22,7 +22,12 @@ namespace pt {
 namespace {
 constexpr EnumName<AttentionImpl> kAttentionImpls[] = {{AttentionImpl::Naive, "naive"},
                                                        {AttentionImpl::Flash, "flash"}};
-}
+constexpr EnumName<Recompute> kRecomputeNames[] = {
+    {Recompute::All, "on"}, {Recompute::Swiglu, "swiglu"}, {Recompute::Off, "off"}};
+}  // namespace
+
+Recompute recompute_from_name(const std::string& name) { return enum_from_name(kRecomputeNames, name, "--recompute"); }
+const char* recompute_name(Recompute r) { return enum_name(kRecomputeNames, r); }
 
 AttentionImpl attention_impl_from_name(const std::string& name) {
   return enum_from_name(kAttentionImpls, name, "attention");
@@ -199,7 +204,7 @@ class TransformerBlock {
       TrackingAllocator::Scope s("attn", MemCategory::Activations);
       Tensor a = ln1_.forward(ctx, x, act);         // (N, C)
       qkv_buf_ = qkv_.forward(ctx, a);              // (N, 3C) = (B, T, 3, H, D)
-      if (cfg_.recompute) qkv_.release();           // backward recomputes a from x
+      if (recompute_norms()) qkv_.release();        // backward recomputes a from x
       Tensor qk = head_view(qkv_buf_, 0, B, T, 2);  // q's heads then k's: one rotation for both
       ops::rope(ctx, qk, qk, cfg_.rope_theta, false);
       Tensor q = head_view(qkv_buf_, 0, B, T), k = head_view(qkv_buf_, 1, B, T);
@@ -223,11 +228,9 @@ class TransformerBlock {
       const Tensor h1 = h13_.select(0, 0), h3 = h13_.select(0, 1);
       Tensor g = Tensor::empty(h1.shape(), act, ctx.device(), "swiglu_out");
       ops::swiglu_forward(ctx, g, h1, h3);
-      out = residual(ctx, h, w2_, g, "residual_out");  // out = h + g · W2ᵀ
-      if (cfg_.recompute) {                            // backward recomputes b from h and g from h1, h3
-        w13_.release();
-        w2_.release();
-      }
+      out = residual(ctx, h, w2_, g, "residual_out");       // out = h + g · W2ᵀ
+      if (recompute_norms()) w13_.release();                // backward recomputes b from h
+      if (cfg_.recompute != Recompute::Off) w2_.release();  // and g from h1, h3
     }
     if (!save) release();
     return out;
@@ -238,7 +241,10 @@ class TransformerBlock {
   // dout as the GEMMs' operand (act), or undefined for a cast here; on return the same for the
   // block's input gradient (fused bf16: the RMSNorm backward that finishes dout writes it too)
   // when a GEMM reads it next (`act_out`: not after the first block, whose is the embedding's).
-  void backward(Context& ctx, Tensor& dout, Tensor& dout_act, int64_t B, int64_t T, DType act, bool act_out) {
+  // unrotate: RoPE's angle table when flash attention rotates dq and dk back as it stores them
+  // (fused), null for the inverse rope pass of its own.
+  void backward(Context& ctx, Tensor& dout, Tensor& dout_act, int64_t B, int64_t T, DType act, bool act_out,
+                const ops::RopeTable* unrotate) {
     NvtxRange range(prefix_);
     TrackingAllocator::Scope scope(prefix_, MemCategory::Activations);
     const int64_t N = B * T, C = cfg_.d_model, H = cfg_.num_heads, D = cfg_.d_head();
@@ -248,7 +254,7 @@ class TransformerBlock {
       Tensor dh13 = Tensor::empty(h13_.shape(), act, ctx.device(), "swiglu_dh");  // (2, N, F): dh1, dh3
       Tensor dh1 = dh13.select(0, 0), dh3 = dh13.select(0, 1);
       const Tensor h1 = h13_.select(0, 0), h3 = h13_.select(0, 1);
-      if (cfg_.recompute) {
+      if (cfg_.recompute != Recompute::Off) {
         // dg = dy·W2 first (it needs no g), into dh1's place; then one pass over h1 and h3 makes
         // dh1 (over dg), dh3 and the recomputed g, which W2's gradient reads last.
         w2_.input_backward_into(ctx, dy, dh1, 0.0f);
@@ -261,7 +267,7 @@ class TransformerBlock {
         ops::swiglu_backward(ctx, dh1, dh3, dg, h1, h3);
       }
       h13_ = Tensor();
-      if (cfg_.recompute) w13_.restore_input(ln2_.recompute_output(ctx, act));
+      if (recompute_norms()) w13_.restore_input(ln2_.recompute_output(ctx, act));
       w13_.weight_backward_and_release(ctx, dh13);
       Tensor db = w13_.input_backward(ctx, dh13);                                                        // (N, C)
       dout_act = finish_residual_grad(ctx, ln2_, db, dout, /*accumulate=*/true, act, cfg_.fused, true);  // dL/dh
@@ -276,7 +282,7 @@ class TransformerBlock {
       Tensor dO = dattn.as_strided({B, H, T, D}, {T * C, D, C, 1});
       if (cfg_.attention == AttentionImpl::Flash) {
         Tensor o = attn_out_.as_strided({B, H, T, D}, {T * C, D, C, 1});
-        ops::flash_attention_backward(ctx, dq, dk, dv, dO, q, k, v, o, lse_, /*causal=*/true);
+        ops::flash_attention_backward(ctx, dq, dk, dv, dO, q, k, v, o, lse_, /*causal=*/true, unrotate);
         lse_ = Tensor();
       } else {
         ops::naive_attention_backward(ctx, dq, dk, dv, dO, q, k, v, probs_, /*causal=*/true);
@@ -284,9 +290,11 @@ class TransformerBlock {
       }
       qkv_buf_ = Tensor();
       attn_out_ = Tensor();
-      Tensor dqk = head_view(dqkv, 0, B, T, 2);
-      ops::rope(ctx, dqk, dqk, cfg_.rope_theta, /*inverse=*/true);
-      if (cfg_.recompute) qkv_.restore_input(ln1_.recompute_output(ctx, act));
+      if (unrotate == nullptr || cfg_.attention != AttentionImpl::Flash) {
+        Tensor dqk = head_view(dqkv, 0, B, T, 2);
+        ops::rope(ctx, dqk, dqk, cfg_.rope_theta, /*inverse=*/true);
+      }
+      if (recompute_norms()) qkv_.restore_input(ln1_.recompute_output(ctx, act));
       Tensor da = qkv_.backward(ctx, dqkv);                                                                 // (N, C)
       dout_act = finish_residual_grad(ctx, ln1_, da, dout, /*accumulate=*/true, act, cfg_.fused, act_out);  // dL/dx
     }
@@ -303,6 +311,9 @@ class TransformerBlock {
   }
 
  private:
+  // Whether backward remakes the RMSNorm outputs (the q/k/v and w1/w3 GEMMs' inputs) rather than
+  // keeping them: --recompute on only.
+  bool recompute_norms() const { return cfg_.recompute == Recompute::All; }
   // (B, H, T, D) view of q (which = 0), k (1) or v (2) inside a (B, T, 3, H, D) buffer; with
   // count = 2 the (B, 2H, T, D) view of two of them (q and k: k's heads follow q's in a token).
   Tensor head_view(const Tensor& qkv, int which, int64_t B, int64_t T, int count = 1) const {
@@ -354,6 +365,10 @@ struct TransformerLM::Impl {
   int64_t B = 0, T = 0;
   Tensor logits;  // (N, V): after a training forward it holds dloss/dlogits (in place)
   bool have_grad = false;
+  // RoPE's (cos, sin) over the whole context, built at the first backward that uses it (fused
+  // flash attention: dq and dk rotated back in the kernel's stores) and kept: a CUDA graph
+  // captured later reads the same buffer.
+  ops::RopeTable rope;
 };
 
 TransformerLM::TransformerLM(const TransformerConfig& cfg, Context& ctx, DType param_dtype)
@@ -450,8 +465,16 @@ void TransformerLM::backward(Context& ctx) {
     dx_act = finish_residual_grad(ctx, *m.ln_final, dxf, dx, /*accumulate=*/false, m.act, cfg_.fused,
                                   /*copy=*/!m.blocks.empty());
   }
+  const ops::RopeTable* unrotate = nullptr;
+  if (cfg_.fused && cfg_.attention == AttentionImpl::Flash && !m.blocks.empty()) {
+    if (!m.rope.cos_sin.defined()) {
+      TrackingAllocator::Scope scope("rope_table", MemCategory::Workspace);
+      m.rope = ops::rope_table(ctx, cfg_.context_length, cfg_.d_head(), cfg_.rope_theta);
+    }
+    unrotate = &m.rope;
+  }
   for (auto it = m.blocks.rbegin(); it != m.blocks.rend(); ++it)
-    (*it)->backward(ctx, dx, dx_act, m.B, m.T, m.act, /*act_out=*/std::next(it) != m.blocks.rend());
+    (*it)->backward(ctx, dx, dx_act, m.B, m.T, m.act, /*act_out=*/std::next(it) != m.blocks.rend(), unrotate);
   dx_act = Tensor();
   TrackingAllocator::Scope scope("token_embeddings", MemCategory::Activations);
   m.embedding->backward(ctx, dx);

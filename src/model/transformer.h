@@ -17,6 +17,17 @@ enum class AttentionImpl { Naive, Flash };
 AttentionImpl attention_impl_from_name(const std::string& name);  // "naive" | "flash"
 const char* attention_impl_name(AttentionImpl a);
 
+// What backward recomputes instead of keeping from forward (--recompute), most memory saved
+// first. All ("on"): both RMSNorm outputs and the SwiGLU product, 2·d_model + d_ff values per
+// token and layer less (XL fp32: 3.8 GB). Swiglu: the SwiGLU product only — it is remade inside
+// SwiGLU's backward, which reads h1 and h3 anyway, while each norm output costs a pass of its own
+// (d_model values per token and layer kept twice). Off: nothing. The same gradients bit for bit.
+enum class Recompute { All, Swiglu, Off };
+inline constexpr Recompute kRecomputeChoices[] = {Recompute::All, Recompute::Swiglu, Recompute::Off};
+inline constexpr int kNumRecompute = sizeof(kRecomputeChoices) / sizeof(kRecomputeChoices[0]);
+Recompute recompute_from_name(const std::string& name);  // "on" | "swiglu" | "off"
+const char* recompute_name(Recompute r);
+
 struct TransformerConfig {
   int64_t vocab_size = 10000;
   int64_t context_length = 256;
@@ -26,18 +37,16 @@ struct TransformerConfig {
   int64_t d_ff = 1344;
   double rope_theta = 10000.0;
   AttentionImpl attention = AttentionImpl::Naive;
-  // Backward recomputes the two RMSNorm outputs and the SwiGLU product (cheap elementwise
-  // work) instead of keeping them from forward: 2·d_model + d_ff values per token and layer
-  // less activation memory (XL fp32: 3.8 GB), the same gradients bit for bit.
-  bool recompute = true;
+  Recompute recompute = Recompute::All;
   // The fused forms of the step (on, the default) or one kernel per primitive as PyTorch eager
   // runs the reference model (off: the comparison torch.compile on/off gives there). Off splits
   // exactly: (1) the stacked q, k, v projection into three GEMMs (backward: three dW GEMMs and
   // dx as the sum of three GEMMs); (2) each residual add out of its GEMM (the output projection
   // and w2 write their own activation-dtype tensor, then an elementwise add makes the fp32
-  // residual). The optimizer's half is OptimizerConfig::fused. RMSNorm, RoPE in place, the
-  // SwiGLU kernel, the fused softmax-cross-entropy and flash attention stay as they are in both.
-  // The same function either way: only rounding differs.
+  // residual); (3) with flash attention, backward's inverse RoPE on dq and dk out of the flash
+  // kernels' stores into a pass of its own. The optimizer's half is OptimizerConfig::fused.
+  // RMSNorm, the forward's RoPE in place, the SwiGLU kernel, the fused softmax-cross-entropy and
+  // flash attention stay as they are in both. The same function either way: only rounding differs.
   bool fused = true;
 
   // Named sizes (vocabulary 10000): tiny 128/384/4/4 (CPU smoke runs), small 768/3072/12/12, medium 1024/4096/24/16,

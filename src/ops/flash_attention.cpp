@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <vector>
 
 #include "core/enum_names.h"
@@ -283,7 +284,7 @@ void flash_attention_forward(Context& ctx, Tensor& out_in, Tensor& lse_in, const
 
 void flash_attention_backward(Context& ctx, Tensor& dq_in, Tensor& dk_in, Tensor& dv_in, const Tensor& dout_in,
                               const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const Tensor& out_in,
-                              const Tensor& lse_in, bool causal) {
+                              const Tensor& lse_in, bool causal, const RopeTable* unrotate) {
   const Tensor q = as_4d(q_in, "q"), k = as_4d(k_in, "k"), v = as_4d(v_in, "v");
   const Tensor out = as_4d(out_in, "out"), dout = as_4d(dout_in, "dout"), lse = lse_as_3d(lse_in);
   Tensor dq = as_4d(dq_in, "dq"), dk = as_4d(dk_in, "dk"), dv = as_4d(dv_in, "dv");
@@ -295,6 +296,23 @@ void flash_attention_backward(Context& ctx, Tensor& dq_in, Tensor& dk_in, Tensor
   check_layout(dk, {dm.B, dm.H, dm.tk, dm.d}, dt, ctx.device(), "dk");
   check_layout(dv, {dm.B, dm.H, dm.tk, dm.d}, dt, ctx.device(), "dv");
   check_lse(lse, dm, ctx.device());
+  if (unrotate != nullptr) {
+    const Tensor& t = unrotate->cos_sin;
+    PT_CHECK(t.defined() && t.dtype() == DType::F32 && t.is_contiguous() && t.device() == ctx.device(),
+             "flash attention: the RoPE table must be a contiguous fp32 tensor on " + ctx.device().str() +
+                 " (ops::rope_table)");
+    PT_CHECK(unrotate->head_dim() == dm.d && unrotate->positions() >= std::max(dm.tq, dm.tk),
+             "flash attention: the RoPE table covers " + std::to_string(unrotate->positions()) +
+                 " positions at head dimension " + std::to_string(unrotate->head_dim()) + "; the call needs " +
+                 std::to_string(std::max(dm.tq, dm.tk)) + " at " + std::to_string(dm.d));
+  }
+  // The bf16 kernels rotate dQ and dK back as they store them; elsewhere rope() follows.
+  const bool unrotate_in_kernel = unrotate != nullptr && ctx.is_cuda() && dt == DType::BF16;
+  const auto unrotate_after = [&] {
+    if (unrotate == nullptr || unrotate_in_kernel) return;
+    ops::rope(ctx, dq, dq, unrotate->theta, /*inverse=*/true);
+    ops::rope(ctx, dk, dk, unrotate->theta, /*inverse=*/true);
+  };
   // Read Q, K, V, O, dO and the logsumexp, write dQ, dK, dV; per unmasked pair QKᵀ recomputed,
   // dV += PᵀdO, dP = dO Vᵀ, dQ += dS K, dK += dSᵀQ: 2·d FLOPs each. The kernels move more by
   // design: rowsum(O ∘ dO) goes through a (B, H, Tq) workspace, and with dQ accumulated in the
@@ -302,9 +320,12 @@ void flash_attention_backward(Context& ctx, Tensor& dq_in, Tensor& dk_in, Tensor
   OpCost cost;
   cost.read(q).read(k).read(v).read(out).read(dout).read(lse).write(dq).write(dk).write(dv);
   cost.flops = 10.0 * static_cast<double>(dm.d) * attended_pairs(dm, causal) * static_cast<double>(dm.B * dm.H);
-  OpScope scope(ctx, "flash attention backward", OpFamily::Attention, cost);
+  std::optional<OpScope> scope;  // ended before a rope pass, which the breakdown counts as its own op
+  scope.emplace(ctx, "flash attention backward", OpFamily::Attention, cost);
   if (!ctx.is_cuda()) {
     flash_cpu::backward(dq, dk, dv, dout, q, k, v, out, lse, causal, kCpuTile, kCpuTile);
+    scope.reset();
+    unrotate_after();
     return;
   }
   Tensor delta = Tensor::empty({dm.B, dm.H, dm.tq}, DType::F32, ctx.device(), "flash_delta", MemCategory::Workspace);
@@ -327,10 +348,13 @@ void flash_attention_backward(Context& ctx, Tensor& dq_in, Tensor& dk_in, Tensor
   p.dv = dv.data();
   p.dv_s = row_strides(dv);
   p.delta = delta.data_as<float>();
+  if (unrotate_in_kernel) p.rope_cos_sin = unrotate->cos_sin.data_as<const float>();
   if (dt == DType::BF16)
     cuda::flash_bwd_bf16(p, ctx.stream());
   else
     cuda::flash_bwd_fp32(p, ctx.stream());
+  scope.reset();
+  unrotate_after();
   // delta and dq_accum go back to the allocator's cache; the stream orders their reuse after
   // the kernels.
 }

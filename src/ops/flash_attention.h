@@ -7,6 +7,7 @@
 #include "core/context.h"
 #include "core/tensor.h"
 #include "cuda/flash_params.h"
+#include "ops/rope.h"
 
 namespace pt::ops {
 
@@ -27,8 +28,14 @@ bool flash_attention_supports_head_dim(int64_t d);
 std::string flash_head_dims_text(bool wgmma_only = false);
 // Gradients written (not accumulated), same layout rules as the inputs. On the GPU the
 // backward takes a (B, H, Tq) fp32 workspace from the tracking allocator for rowsum(O ∘ dO).
+// unrotate (optional; q and k were rotated by RoPE at positions 0..T-1): dq and dk come out
+// rotated back, as rope(inverse) on them would leave them — the gradients with respect to the
+// un-rotated q and k. The bf16 GPU kernels turn each pair as they store it (one rounding, no pass
+// over dq and dk); the fp32 kernels and the CPU run rope() after. The table covers max(Tq, Tk)
+// positions at head dimension D.
 void flash_attention_backward(Context& ctx, Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dout, const Tensor& q,
-                              const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse, bool causal);
+                              const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse, bool causal,
+                              const RopeTable* unrotate = nullptr);
 
 using ::pt::FlashChoice;
 using ::pt::FlashKernels;

@@ -1,5 +1,7 @@
 #include "ops/rope.h"
 
+#include <cmath>
+
 #include "core/profiler.h"
 #include "cuda/rope.h"
 #include "ops/cpu/cpu_ops.h"
@@ -34,6 +36,29 @@ void rope(Context& ctx, Tensor& out, const Tensor& in, double theta, bool invers
   // Read in, write out: in place (out = in, the model's use) that is one update of the view.
   OpScope scope(ctx, "rope", OpFamily::Elementwise, OpCost().read(in4).write(out4));
   PT_OP_DISPATCH(ctx, rope, out4, in4, theta, inverse);
+}
+
+RopeTable rope_table(Context& ctx, int64_t positions, int64_t head_dim, double theta) {
+  PT_CHECK(positions >= 1 && head_dim >= 2 && head_dim % 2 == 0,
+           "rope table: needs positions >= 1 and an even head dimension, got " + std::to_string(positions) + " and " +
+               std::to_string(head_dim));
+  PT_CHECK(theta > 0, "rope table: theta must be positive");
+  RopeTable r;
+  r.theta = theta;
+  r.cos_sin =
+      Tensor::empty({positions, head_dim / 2, 2}, DType::F32, ctx.device(), "rope_table", MemCategory::Workspace);
+  if (ctx.is_cuda()) {
+    cuda::rope_table(ctx.stream(), r.cos_sin, theta);
+    return r;
+  }
+  float* t = r.cos_sin.data_as<float>();
+  for (int64_t p = 0; p < positions; ++p)
+    for (int64_t i = 0; i < head_dim / 2; ++i) {
+      const double angle = double(p) * std::pow(theta, -double(2 * i) / double(head_dim));
+      t[2 * (p * (head_dim / 2) + i)] = float(std::cos(angle));
+      t[2 * (p * (head_dim / 2) + i) + 1] = float(std::sin(angle));
+    }
+  return r;
 }
 
 }  // namespace pt::ops

@@ -15,4 +15,16 @@ namespace pt::ops {
 // precomputed fp32 tables), so at position t they differ by ~t·2^-23 radians.
 void rope(Context& ctx, Tensor& out, const Tensor& in, double theta, bool inverse);
 
+// The (cos, sin) of every angle rope() rotates by at positions 0..positions-1, for kernels that
+// rotate as they store (flash attention's backward turns dQ and dK back): cos_sin is a
+// (positions, D/2, 2) fp32 tensor, on the GPU bit for bit the angles of rope(); on the CPU from
+// fp64 angles. theta is kept for the paths that run rope() itself instead.
+struct RopeTable {
+  Tensor cos_sin;
+  double theta = 0;
+  int64_t positions() const { return cos_sin.defined() ? cos_sin.size(0) : 0; }
+  int64_t head_dim() const { return cos_sin.defined() ? 2 * cos_sin.size(1) : 0; }
+};
+RopeTable rope_table(Context& ctx, int64_t positions, int64_t head_dim, double theta);
+
 }  // namespace pt::ops

@@ -63,7 +63,8 @@ Activations activations(const TransformerConfig& m, int64_t batch, bool lowp, co
                   + r(N * C * 4)                                                  // h = x + attention branch
                   + r(N * 4)                                                      // ln2's rstd
                   + 2 * r(N * F * a);                                             // SwiGLU inputs h1, h3
-  if (!m.recompute) block += 2 * r(N * C * a) + r(N * F * a);                     // ln1 and ln2 outputs, SwiGLU product
+  if (m.recompute != Recompute::All) block += 2 * r(N * C * a);                   // ln1 and ln2 outputs
+  if (m.recompute == Recompute::Off) block += r(N * F * a);                       // SwiGLU product
   const int64_t layers = m.num_layers / pp;
   const int64_t head = r(N * C * 4)                               // the embedding output (block 0's input)
                        + r(N * 4) + r(N * C * a) + r(N * V * a);  // ln_final rstd, its output, logits
@@ -180,11 +181,11 @@ Result plan(const Job& job, const Cluster& cluster) {
   mem.activations = act.peak + (in_flight - 1) * act.saved;
   mem.activations_saved = act.saved * in_flight;
   mem.workspace = cluster.cpu || cluster.device.cc_major == 0 ? 0 : kCublasWorkspaceBytes;  // cuBLAS's, GPUs only
-  for (int rc = 0; rc < 2; ++rc)
+  for (int rc = 0; rc < kNumRecompute; ++rc)
     for (int at = 0; at < 2; ++at) {
       TransformerConfig alt = m;
-      alt.recompute = rc == 0;
-      alt.attention = at == 0 ? AttentionImpl::Flash : AttentionImpl::Naive;
+      alt.recompute = kRecomputeChoices[rc];
+      alt.attention = kAttentionChoices[at];
       const bool flash_ok = m.d_model % m.num_heads == 0 && cuda::flash_covers_head_dim(m.d_head());
       if (at == 0 && !flash_ok) continue;
       const Activations x = activations(alt, job.batch, lowp, r, job.tp, job.pp);

@@ -42,6 +42,9 @@ struct Job {
   int devices() const { return dp * tp * pp; }
 };
 
+// Memory::activations_by_choice's attention index.
+inline constexpr AttentionImpl kAttentionChoices[2] = {AttentionImpl::Flash, AttentionImpl::Naive};
+
 // Per device, bytes, as the tracking allocator counts them (each allocation rounded up to its
 // granularity: 512 B on a GPU, 64 B on the CPU).
 struct Memory {
@@ -53,8 +56,9 @@ struct Memory {
   int64_t activations_saved = 0;  // at the end of forward (what backward needs)
   int64_t workspace = 0;          // cuBLAS workspace
   // The peak activations of the same job under each choice of --recompute and --attention:
-  // [recompute on, off] × [flash, naive] (flash 0 where the kernels lack the head dimension).
-  int64_t activations_by_choice[2][2] = {{0, 0}, {0, 0}};
+  // [kRecomputeChoices: on, swiglu, off] × [kAttentionChoices: flash, naive] (flash 0 where the
+  // kernels lack the head dimension).
+  int64_t activations_by_choice[kNumRecompute][2] = {};
   int64_t total() const { return params + params_lowp + grads + optstate + activations + workspace; }
 };
 

@@ -132,36 +132,73 @@ std::array<std::vector<double>, 3> split_fused_qkv(const std::vector<double>& fu
   return out;
 }
 
+// The model's layout on the CPU: q, k and v read in place from a fused (B, T, 3, H, D) fp64
+// buffer, their gradients written into one (poisoned) too, forward already run; the fp64
+// reference from logical copies.
+struct FusedQkvRun {
+  int64_t B, T, H, D;
+  Dims m{B, H, T, T, D};
+  std::vector<double> qkv = randn(B * T * 3 * H * D, 600), dout = randn(m.q_elems(), 601);
+  flash_ref::Result ref;
+  Tensor buf, tq, tk, tv, tdo, out, lse, grads, dq, dk, dv;
+
+  FusedQkvRun(Context& ctx, int64_t B_, int64_t T_, int64_t H_, int64_t D_) : B(B_), T(T_), H(H_), D(D_) {
+    const auto [q, k, v] = split_fused_qkv(qkv, B, T, H, D);
+    ref = flash_ref::attention(m, q, k, v, &dout, true);
+    buf = make_tensor(ctx, {B, T, 3, H, D}, DType::F64, qkv);
+    const Shape shape{B, H, T, D}, strides{T * 3 * H * D, D, 3 * H * D, 1};
+    tq = buf.as_strided(shape, strides, 0), tk = buf.as_strided(shape, strides, H * D);
+    tv = buf.as_strided(shape, strides, 2 * H * D);
+    tdo = make_tensor(ctx, shape, DType::F64, dout);
+    out = Tensor::empty(shape, DType::F64, ctx.device(), "out");
+    lse = Tensor::empty({B, H, T}, DType::F32, ctx.device(), "lse");
+    grads = Tensor::empty({B, T, 3, H, D}, DType::F64, ctx.device(), "dqkv");
+    poison(ctx, grads);
+    dq = grads.as_strided(shape, strides, 0), dk = grads.as_strided(shape, strides, H * D);
+    dv = grads.as_strided(shape, strides, 2 * H * D);
+    ops::flash_attention_forward(ctx, out, lse, tq, tk, tv, true);
+  }
+  void backward(Context& ctx, const ops::RopeTable* unrotate = nullptr) {
+    ops::flash_attention_backward(ctx, dq, dk, dv, tdo, tq, tk, tv, out, lse, true, unrotate);
+  }
+};
+
+// dq and dk asked for rotated back (the model's backward): the CPU runs rope(inverse) after the
+// tiled backward; against the fp64 reference's gradients turned back independently, in the
+// fused QKV layout. A table too short for the call is one error.
+TEST(FlashCpu, BackwardRotatesDqAndDkBack) {
+  Context ctx(Device::cpu());
+  const double theta = 10000.0;
+  FusedQkvRun r(ctx, 2, 40, 3, 32);
+  const int64_t B = r.B, T = r.T, H = r.H, D = r.D;
+  const ops::RopeTable table = ops::rope_table(ctx, T, D, theta);
+  r.backward(ctx, &table);
+  const auto [gq, gk, gv] = split_fused_qkv(r.grads.to_host_f64(ctx), B, T, H, D);
+  PT_EXPECT_ALLCLOSE(gq, flash_ref::unrotate(r.ref.dq, B, H, T, D, theta), 1e-5, 1e-5);
+  PT_EXPECT_ALLCLOSE(gk, flash_ref::unrotate(r.ref.dk, B, H, T, D, theta), 1e-5, 1e-5);
+  PT_EXPECT_ALLCLOSE(gv, r.ref.dv, 1e-5, 1e-5);
+  // The CPU table: (cos, sin) of t · theta^(-2i/D).
+  const auto angles = table.cos_sin.to_host_f64(ctx);
+  const double a = 39.0 * std::pow(theta, -2.0 * 5 / double(D));
+  EXPECT_NEAR(angles[2 * (39 * D / 2 + 5)], std::cos(a), 1e-7);
+  EXPECT_NEAR(angles[2 * (39 * D / 2 + 5) + 1], std::sin(a), 1e-7);
+  const ops::RopeTable shorter = ops::rope_table(ctx, T - 1, D, theta);
+  const std::string msg = error_of([&] { r.backward(ctx, &shorter); });
+  EXPECT_NE(msg.find("RoPE table covers 39 positions"), std::string::npos) << (msg.empty() ? "accepted" : msg);
+}
+
 // A fused QKV buffer (B, T, 3, H, D) read in place through the public entry points, gradients
 // written into a fused buffer too; 3-D (B, T, D) inputs as the H = 1 case.
 TEST(FlashCpu, StridedAndThreeDimensionalViews) {
   Context ctx(Device::cpu());
-  const int64_t B = 2, T = 40, H = 3, D = 32;
-  const Dims m{B, H, T, T, D};
-  const auto qkv = randn(B * T * 3 * H * D, 600), dout = randn(m.q_elems(), 601);
-  // Logical (B, H, T, D) copies for the reference.
-  const auto [q, k, v] = split_fused_qkv(qkv, B, T, H, D);
-  const auto ref = flash_ref::attention(m, q, k, v, &dout, true);
-
-  Tensor buf = make_tensor(ctx, {B, T, 3, H, D}, DType::F64, qkv);
-  const Shape shape{B, H, T, D}, strides{T * 3 * H * D, D, 3 * H * D, 1};
-  Tensor tq = buf.as_strided(shape, strides, 0), tk = buf.as_strided(shape, strides, H * D);
-  Tensor tv = buf.as_strided(shape, strides, 2 * H * D);
-  Tensor tdo = make_tensor(ctx, shape, DType::F64, dout);
-  Tensor out = Tensor::empty(shape, DType::F64, ctx.device(), "out");
-  Tensor lse = Tensor::empty({B, H, T}, DType::F32, ctx.device(), "lse");
-  Tensor grads = Tensor::empty({B, T, 3, H, D}, DType::F64, ctx.device(), "dqkv");
-  poison(ctx, grads);
-  Tensor dq = grads.as_strided(shape, strides, 0), dk = grads.as_strided(shape, strides, H * D);
-  Tensor dv = grads.as_strided(shape, strides, 2 * H * D);
-  ops::flash_attention_forward(ctx, out, lse, tq, tk, tv, true);
-  ops::flash_attention_backward(ctx, dq, dk, dv, tdo, tq, tk, tv, out, lse, true);
-  PT_EXPECT_ALLCLOSE(out.to_host_f64(ctx), ref.o, 1e-11, 1e-11);
-  const auto g = grads.to_host_f64(ctx);
-  const auto [gq, gk, gv] = split_fused_qkv(g, B, T, H, D);
-  PT_EXPECT_ALLCLOSE(gq, ref.dq, 1e-5, 1e-5);
-  PT_EXPECT_ALLCLOSE(gk, ref.dk, 1e-5, 1e-5);
-  PT_EXPECT_ALLCLOSE(gv, ref.dv, 1e-5, 1e-5);
+  FusedQkvRun r(ctx, 2, 40, 3, 32);
+  const int64_t B = r.B, T = r.T, H = r.H, D = r.D;
+  r.backward(ctx);
+  PT_EXPECT_ALLCLOSE(r.out.to_host_f64(ctx), r.ref.o, 1e-11, 1e-11);
+  const auto [gq, gk, gv] = split_fused_qkv(r.grads.to_host_f64(ctx), B, T, H, D);
+  PT_EXPECT_ALLCLOSE(gq, r.ref.dq, 1e-5, 1e-5);
+  PT_EXPECT_ALLCLOSE(gk, r.ref.dk, 1e-5, 1e-5);
+  PT_EXPECT_ALLCLOSE(gv, r.ref.dv, 1e-5, 1e-5);
 
   // 3-D: (B, T, D) with lse (B, T) is the one-head case.
   const Dims m1{B, 1, T, T, D};

@@ -83,4 +83,19 @@ inline Result attention(const Dims& m, const std::vector<double>& q, const std::
   return r;
 }
 
+// (B, H, T, D) gradients turned back by RoPE's inverse at positions 0..T-1 (pairs (2i, 2i+1),
+// angle t · theta^(-2i/D)), in fp64: what the backward's `unrotate` promises for dq and dk.
+inline std::vector<double> unrotate(std::vector<double> g, int64_t B, int64_t H, int64_t T, int64_t D, double theta) {
+  for (int64_t bh = 0; bh < B * H; ++bh)
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t i = 0; i < D / 2; ++i) {
+        const double a = double(t) * std::pow(theta, -double(2 * i) / double(D));
+        double& x0 = g[(bh * T + t) * D + 2 * i];
+        double& x1 = g[(bh * T + t) * D + 2 * i + 1];
+        const double y0 = x0 * std::cos(a) + x1 * std::sin(a), y1 = x1 * std::cos(a) - x0 * std::sin(a);
+        x0 = y0, x1 = y1;
+      }
+  return g;
+}
+
 }  // namespace pt::test::flash_ref

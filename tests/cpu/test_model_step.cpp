@@ -39,7 +39,7 @@ TEST(TransformerModel, RecomputeGivesTheSameGradientsWithLessActivationMemory) {
   const int64_t B = 2, T = 32;
   const auto ids = test::random_ids(B * T, 50, 31), targets = test::random_ids(B * T, 50, 32);
   auto& alloc = TrackingAllocator::instance();
-  auto run = [&](bool recompute, int64_t* peak) {
+  auto run = [&](Recompute recompute, int64_t* peak) {
     TransformerConfig c = cfg;
     c.recompute = recompute;
     TransformerLM m(c, ctx);
@@ -52,10 +52,15 @@ TEST(TransformerModel, RecomputeGivesTheSameGradientsWithLessActivationMemory) {
     *peak = alloc.stats(DeviceKind::CPU).peak - before;
     return m.store().flat_grads().to_host_f64(ctx);
   };
-  int64_t peak_keep = 0, peak_recompute = 0;
-  const auto keep = run(false, &peak_keep);
-  const auto recomputed = run(true, &peak_recompute);
+  int64_t peak_keep = 0, peak_recompute = 0, peak_swiglu = 0;
+  const auto keep = run(Recompute::Off, &peak_keep);
+  const auto recomputed = run(Recompute::All, &peak_recompute);
+  const auto swiglu_only = run(Recompute::Swiglu, &peak_swiglu);
   EXPECT_EQ(recomputed, keep);
+  EXPECT_EQ(swiglu_only, keep);
+  // Recomputing the SwiGLU product alone keeps the norm outputs: the peak lies between.
+  EXPECT_GT(peak_swiglu, peak_recompute);
+  EXPECT_LT(peak_swiglu, peak_keep);
   // The last layer's recomputed SwiGLU product and norms exist while every other layer's
   // activations do: at least (layers − 1) layers' worth of the three tensors is saved.
   const int64_t per_layer = B * T * (2 * cfg.d_model + cfg.d_ff) * int64_t(sizeof(float));

@@ -70,10 +70,13 @@ TEST(Plan, MemoryByHand) {
   // Peak: the logits' gradient pass (saved + the (N, C) input gradient, 256) or the last block's
   // SwiGLU gradients (saved − logits − ln_final's output and rstd + 3 · N·F·4).
   EXPECT_EQ(r.memory.activations, std::max(saved + 256, saved - 384 - 256 - 64 + 3 * 384));
-  // Without recompute each block also keeps both norm outputs and the SwiGLU product.
-  plan::Job keep = job_of(m, 1, "none", plan::Sharding::None);
-  keep.model.recompute = false;
+  // Without recompute each block also keeps both norm outputs and the SwiGLU product;
+  // recomputing the SwiGLU product alone keeps the norm outputs.
+  plan::Job keep = job_of(m, 1, "none", plan::Sharding::None), norms = keep;
+  keep.model.recompute = Recompute::Off;
+  norms.model.recompute = Recompute::Swiglu;
   EXPECT_EQ(plan::plan(keep, cpu).memory.activations_saved, saved + 2 * (256 + 256 + 384));
+  EXPECT_EQ(plan::plan(norms, cpu).memory.activations_saved, saved + 2 * (256 + 256));
   // Flash keeps the (B, H, T) logsumexp instead of the softmax (a model whose heads it covers).
   TransformerConfig wide = m;
   wide.d_model = 32;  // head dimension 16
@@ -86,6 +89,7 @@ TEST(Plan, MemoryByHand) {
   const plan::Result alt = plan::plan(flash, cpu);
   EXPECT_EQ(alt.memory.activations_by_choice[0][0], alt.memory.activations);
   EXPECT_GT(alt.memory.activations_by_choice[1][0], alt.memory.activations_by_choice[0][0]);
+  EXPECT_GT(alt.memory.activations_by_choice[2][0], alt.memory.activations_by_choice[1][0]);
   EXPECT_GT(alt.memory.activations_by_choice[0][1], alt.memory.activations_by_choice[0][0]);
   EXPECT_EQ(r.memory.activations_by_choice[0][0], 0) << "head dimension 4: no flash kernel";
   EXPECT_EQ(r.memory.activations_by_choice[0][1], r.memory.activations);
@@ -272,7 +276,7 @@ TEST(Plan, MatchesBenchModelMemoryProfiles) {
     const auto [context, batch, params, grads, opt, acts] =
         numeric_columns(d, {"context_length", "batch_size", "peak_parameters_bytes", "peak_gradients_bytes",
                             "peak_optimizer_state_bytes", "peak_activations_bytes"});
-    const bool keep = string_attr(f, "option.recompute") == "off";
+    const Recompute recompute = recompute_from_name(string_attr(f, "option.recompute"));
     ASSERT_FALSE(size.empty());
     for (size_t i = 0; i < size.size(); ++i) {
       SCOPED_TRACE(std::string(name) + ": " + size[i] + " ctx " + std::to_string(static_cast<int64_t>(context[i])) +
@@ -281,7 +285,7 @@ TEST(Plan, MatchesBenchModelMemoryProfiles) {
       j.model = TransformerConfig::named(size[i]);
       j.model.context_length = static_cast<int64_t>(context[i]);
       j.model.attention = attention_impl_from_name(attention[i]);
-      j.model.recompute = !keep;
+      j.model.recompute = recompute;
       j.precision = precision_from_name(precision[i]);
       j.batch = static_cast<int64_t>(batch[i]);
       j.strategy = "none";

@@ -198,7 +198,8 @@ Costs expected_step(const StepShape& s, int64_t ranges, bool train) {
   const double B = double(s.B), T = double(s.T), N = B * T, C = double(c.d_model), F = double(c.d_ff),
                V = double(c.vocab_size), H = double(c.num_heads), D = C / H, L = double(c.num_layers),
                P = double(c.num_params()), e = 4, id = 4;
-  const bool fused = c.fused, recompute = c.recompute, flash = c.attention == AttentionImpl::Flash;
+  const bool fused = c.fused, flash = c.attention == AttentionImpl::Flash;
+  const bool norms_again = c.recompute == Recompute::All, swiglu_again = c.recompute != Recompute::Off;
   Costs x;
   auto add = [&](const char* phase, OpFamily f, double flops, double bytes) {
     OpCost& o = x[{phase, f}];
@@ -256,8 +257,8 @@ Costs expected_step(const StepShape& s, int64_t ranges, bool train) {
     add("backward", OpFamily::Matmul, 2 * C * F * N, (N * C + N * F + C * F) * e);  // w2 dW
     add("backward", OpFamily::Matmul, 2 * N * C * F, (N * C + C * F + N * F) * e);  // w2 dx
     // SwiGLU backward: dg, h1, h3 → dh1, dh3, and with recompute g again in the same pass.
-    add("backward", OpFamily::Elementwise, 0, (recompute ? 6 : 5) * N * F * e);
-    if (recompute) add("backward", OpFamily::Norm, 0, (2 * N * C + C + N) * e);  // ln2 again
+    add("backward", OpFamily::Elementwise, 0, (swiglu_again ? 6 : 5) * N * F * e);
+    if (norms_again) add("backward", OpFamily::Norm, 0, (2 * N * C + C + N) * e);  // ln2 again
     add("backward", OpFamily::Matmul, 2 * 2 * F * C * N,
         fused ? (2 * N * F + N * C + 2 * F * C) * e : 2 * (N * F + N * C + F * C) * e);  // w1, w3 dW
     add("backward", OpFamily::Matmul, 2 * N * F * C, (N * F + F * C + N * C) * e);       // w1 dx
@@ -273,8 +274,8 @@ Costs expected_step(const StepShape& s, int64_t ranges, bool train) {
       add("backward", OpFamily::Matmul, 4 * 2 * B * H * T * T * D, 4 * B * (H * T * T + 2 * H * T * D) * e);
       add("backward", OpFamily::Softmax, 0, 3 * B * H * T * T * e);
     }
-    add("backward", OpFamily::Elementwise, 0, 2 * (2 * N * C * e));              // inverse RoPE on dq, dk
-    if (recompute) add("backward", OpFamily::Norm, 0, (2 * N * C + C + N) * e);  // ln1 again
+    add("backward", OpFamily::Elementwise, 0, 2 * (2 * N * C * e));                // inverse RoPE on dq, dk
+    if (norms_again) add("backward", OpFamily::Norm, 0, (2 * N * C + C + N) * e);  // ln1 again
     if (fused) {
       add("backward", OpFamily::Matmul, 2 * 3 * C * C * N, (3 * N * C + N * C + 3 * C * C) * e);  // qkv dW
       add("backward", OpFamily::Matmul, 2 * N * 3 * C * C, (3 * N * C + 3 * C * C + N * C) * e);  // qkv dx
@@ -336,7 +337,8 @@ struct StepCase {
   const char* name;
   AttentionImpl attention;
   int64_t d_model, B;
-  bool fused, recompute;
+  bool fused;
+  Recompute recompute;
 };
 
 void PrintTo(const StepCase& c, std::ostream* os) { *os << c.name; }
@@ -366,15 +368,16 @@ TEST_P(RooflineStep, EveryPhaseAndFamilyMatchesTheHandCount) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Tiny, RooflineStep,
-                         ::testing::Values(StepCase{"naive_fused", AttentionImpl::Naive, 8, 2, true, true},
-                                           StepCase{"naive_unfused", AttentionImpl::Naive, 8, 2, false, true},
-                                           // 16 tokens over 11 ids: the embedding gradient's rows are capped at V
-                                           StepCase{"naive_keep_activations_b4", AttentionImpl::Naive, 8, 4, true,
-                                                    false},
-                                           StepCase{"flash_fused", AttentionImpl::Flash, 32, 2, true, true},
-                                           StepCase{"flash_unfused", AttentionImpl::Flash, 32, 2, false, true}),
-                         [](const ::testing::TestParamInfo<StepCase>& i) { return std::string(i.param.name); });
+INSTANTIATE_TEST_SUITE_P(
+    Tiny, RooflineStep,
+    ::testing::Values(StepCase{"naive_fused", AttentionImpl::Naive, 8, 2, true, Recompute::All},
+                      StepCase{"naive_unfused", AttentionImpl::Naive, 8, 2, false, Recompute::All},
+                      // 16 tokens over 11 ids: the embedding gradient's rows are capped at V
+                      StepCase{"naive_keep_activations_b4", AttentionImpl::Naive, 8, 4, true, Recompute::Off},
+                      StepCase{"flash_fused", AttentionImpl::Flash, 32, 2, true, Recompute::All},
+                      StepCase{"flash_unfused", AttentionImpl::Flash, 32, 2, false, Recompute::All},
+                      StepCase{"flash_recompute_swiglu", AttentionImpl::Flash, 32, 2, true, Recompute::Swiglu}),
+    [](const ::testing::TestParamInfo<StepCase>& i) { return std::string(i.param.name); });
 
 // ---- bench model's table ---------------------------------------------------------------------
 

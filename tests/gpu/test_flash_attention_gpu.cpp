@@ -31,12 +31,17 @@ struct Case {
   bool causal;
   DType dtype;
   Layout layout = Layout::Contiguous;
+  // The backward asked for dq and dk rotated back by RoPE's inverse (the model's fused path).
+  bool unrotate = false;
 };
+
+constexpr double kRopeTheta = 10000.0;
 
 std::string describe(const Case& c) {
   std::ostringstream os;
   os << dtype_name(c.dtype) << " B" << c.m.B << " H" << c.m.H << " Tq" << c.m.tq << " Tk" << c.m.tk << " d" << c.m.d
-     << (c.causal ? " causal" : "") << (c.layout == Layout::FusedQkv ? " fused-qkv" : "");
+     << (c.causal ? " causal" : "") << (c.layout == Layout::FusedQkv ? " fused-qkv" : "")
+     << (c.unrotate ? " unrotated" : "");
   return os.str();
 }
 
@@ -145,7 +150,9 @@ Outputs run_flash(Context& ctx, const Case& c, const std::vector<double>& q, con
   Tensor tdo = make_tensor(ctx, qs, c.dtype, dout);
 
   ops::flash_attention_forward(ctx, out, lse, tq, tk, tv, c.causal);
-  ops::flash_attention_backward(ctx, dq, dk, dv, tdo, tq, tk, tv, out, lse, c.causal);
+  ops::RopeTable table;
+  if (c.unrotate) table = ops::rope_table(ctx, std::max(m.tq, m.tk), m.d, kRopeTheta);
+  ops::flash_attention_backward(ctx, dq, dk, dv, tdo, tq, tk, tv, out, lse, c.causal, c.unrotate ? &table : nullptr);
   ctx.synchronize();
 
   Outputs r;
@@ -218,7 +225,11 @@ void check_case_with(const Case& c, uint64_t seed, const FlashChoice& flash) {
   if (c.dtype == DType::BF16) {  // the reference sees exactly the inputs the kernel sees
     q = round_bf16(q), k = round_bf16(k), v = round_bf16(v), dout = round_bf16(dout);
   }
-  const auto ref = flash_ref::attention(m, q, k, v, &dout, c.causal);
+  auto ref = flash_ref::attention(m, q, k, v, &dout, c.causal);
+  if (c.unrotate) {
+    ref.dq = flash_ref::unrotate(ref.dq, m.B, m.H, m.tq, m.d, kRopeTheta);
+    ref.dk = flash_ref::unrotate(ref.dk, m.B, m.H, m.tk, m.d, kRopeTheta);
+  }
   const Outputs got = run_flash(ctx, c, q, k, v, dout);
   const double tol = tolerance(c.dtype);
   expect_close("O", got.o, ref.o, tol, m.d);
@@ -330,6 +341,46 @@ TEST(FlashGpu, WarpSpecializedKernels) {
     EXPECT_EQ(x.dq, y.dq) << "d " << d;
     EXPECT_EQ(x.dk, y.dk) << "d " << d;
     EXPECT_EQ(x.dv, y.dv) << "d " << d;
+  }
+}
+
+// dq and dk rotated back by RoPE's inverse (the model's fused backward): every kernel family and
+// tile variant turns each pair before it stores it, the fp32 kernels run the rope pass after;
+// against the fp64 reference's gradients turned back in fp64. Odd lengths, Tq ≠ Tk, the fused
+// QKV layout, every head dimension.
+TEST(FlashGpu, BackwardRotatesDqAndDkBack) {
+  PT_REQUIRE_GPU();
+  const DType bf = DType::BF16;
+  std::vector<Case> cases;
+  for (int64_t d : {16, 32, 64, 80, 128}) cases.push_back({{2, 2, 77, 77, d}, true, bf, Layout::FusedQkv, true});
+  cases.push_back({{1, 2, 1031, 1031, 64}, true, bf, Layout::Contiguous, true});
+  cases.push_back({{2, 2, 100, 257, 64}, false, bf, Layout::Contiguous, true});
+  cases.push_back({{2, 2, 300, 45, 128}, false, bf, Layout::Contiguous, true});
+  cases.push_back({{2, 2, 77, 77, 64}, true, DType::F32, Layout::FusedQkv, true});
+  for (size_t i = 0; i < cases.size(); ++i) check_case(cases[i], 12000 + 10 * i);
+  if (!device_target().sm90a_features) return;
+  for (const char* tiles : {"1x64/1/1", "2x128/2/2", "1x64/1/acc", "2x128/2/acc", "ws2x128/ws2/ws2"}) {
+    SCOPED_TRACE(std::string("wgmma tiles ") + tiles);
+    for (size_t i = 0; i < cases.size(); ++i)
+      if (cases[i].dtype == bf && cuda::flash_covers_head_dim(cases[i].m.d, true))
+        check_case_with(cases[i], 12500 + 10 * i, choice(ops::FlashKernels::Wgmma, tiles));
+  }
+}
+
+// A RoPE table shorter than the call's sequence, or for another head dimension, is one error.
+TEST(FlashGpu, BackwardRefusesAMismatchedRopeTable) {
+  PT_REQUIRE_GPU();
+  Context ctx(Device::cuda(0));
+  const Shape s{1, 1, 8, 64};
+  Tensor q = Tensor::zeros(s, DType::BF16, ctx), k = Tensor::zeros(s, DType::BF16, ctx);
+  Tensor v = Tensor::zeros(s, DType::BF16, ctx), out = Tensor::zeros(s, DType::BF16, ctx);
+  Tensor dq = Tensor::zeros(s, DType::BF16, ctx), dk = Tensor::zeros(s, DType::BF16, ctx);
+  Tensor dv = Tensor::zeros(s, DType::BF16, ctx), lse = Tensor::zeros({1, 1, 8}, DType::F32, ctx);
+  for (const auto& [positions, d] : {std::pair<int64_t, int64_t>{7, 64}, {8, 32}}) {
+    const ops::RopeTable t = ops::rope_table(ctx, positions, d, kRopeTheta);
+    const std::string msg =
+        error_of([&] { ops::flash_attention_backward(ctx, dq, dk, dv, out, q, k, v, out, lse, true, &t); });
+    EXPECT_NE(msg.find("RoPE table covers"), std::string::npos) << (msg.empty() ? "accepted" : msg);
   }
 }
 

@@ -219,13 +219,16 @@ TEST(TransformerGpu, GradientsDoNotDependOnWhatTheBufferHeldBeforeTheStep) {
 TEST(TransformerGpu, RecomputedBackwardEqualsTheKeptOne) {
   PT_REQUIRE_GPU();
   for (Precision prec : {Precision::FP32, Precision::BF16}) {
-    TransformerConfig keep = gpu_test_config(AttentionImpl::Flash), again = keep;
-    keep.recompute = false;
+    TransformerConfig keep = gpu_test_config(AttentionImpl::Flash), again = keep, swiglu = keep;
+    keep.recompute = Recompute::Off;
+    swiglu.recompute = Recompute::Swiglu;
     const auto w0 = initial_weights(keep);
     Context gpu(Device::cuda(0), prec);
-    const TrainRun a = train(gpu, keep, w0, 1), b = train(gpu, again, w0, 1);
+    const TrainRun a = train(gpu, keep, w0, 1), b = train(gpu, again, w0, 1), c = train(gpu, swiglu, w0, 1);
     EXPECT_LE(test::rel_error(b.grads, a.grads), 1e-6) << precision_name(prec);
     EXPECT_EQ(b.losses, a.losses) << precision_name(prec);
+    EXPECT_LE(test::rel_error(c.grads, a.grads), 1e-6) << precision_name(prec) << ": --recompute swiglu";
+    EXPECT_EQ(c.losses, a.losses) << precision_name(prec) << ": --recompute swiglu";
   }
 }
 

@@ -45,6 +45,32 @@ TEST_P(GpuRope, InPlaceOnFusedQkvAndInverse) {
   PT_EXPECT_GPU_CLOSE(back, back_c, gpu, cpu, tol_for(dt), angle_atol);
 }
 
+// The angle table (ops::rope_table) holds rope()'s angles bit for bit: rotating the pair (1, 0)
+// leaves (cos, sin) exactly (x0·c − x1·s = c, x0·s + x1·c = s in fp32), in the packed kernel (D 64,
+// 128) and the general one (D 6, and a misaligned view).
+TEST(GpuRope, AngleTableHoldsTheKernelsAnglesBitForBit) {
+  PT_REQUIRE_GPU();
+  Context gpu(Device::cuda(0));
+  for (const int64_t D : {6, 64, 128}) {
+    for (const int64_t offset : {0, 2}) {
+      SCOPED_TRACE("D " + std::to_string(D) + " offset " + std::to_string(offset));
+      const int64_t T = 700, H = 3;
+      std::vector<double> ones(static_cast<size_t>(H * T * D + offset), 0.0);
+      for (size_t i = offset; i < ones.size(); i += 2) ones[i] = 1.0;
+      Tensor buf = make_tensor(gpu, {H * T * D + offset}, DType::F32, ones);
+      Tensor x = buf.as_strided({1, H, T, D}, {H * T * D, T * D, D, 1}, offset);
+      ops::rope(gpu, x, x, 10000.0, false);
+      const ops::RopeTable table = ops::rope_table(gpu, T, D, 10000.0);
+      const std::vector<double> rotated = buf.to_host_f64(gpu), angles = table.cos_sin.to_host_f64(gpu);
+      ASSERT_EQ(angles.size(), static_cast<size_t>(T * D));
+      int64_t differ = 0;
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t i = 0; i < T * D; ++i) differ += rotated[offset + h * T * D + i] != angles[i];
+      EXPECT_EQ(differ, 0);
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(TypesAndHeadDims, GpuRope,
                          ::testing::Combine(::testing::Values(DType::F32, DType::BF16),
                                             ::testing::Values(int64_t(64), int64_t(128), int64_t(6))));
