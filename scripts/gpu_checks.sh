@@ -96,6 +96,8 @@
 #                        docs/BENCHMARKS.md)                                                      (1)
 #   probe-opt-overlap    dev/probe_optimizer_overlap.py: an AdamW update under the next forward, with
 #                        PyTorch's GEMMs and a Triton AdamW at XL's shapes (the measurement first)   (1)
+#   probe-swiglu-epilogue dev/probe_swiglu_epilogue.py: SwiGLU forward and backward as Triton GEMM epilogues
+#                        against cuBLAS + one pass, at XL's shapes (the measurement before a fused GEMM)  (1)
 # A step written A+B runs A on GPU 0 and B on GPU 1 at the same time (single-GPU steps only).
 set -uo pipefail
 : "${OUT:=out/gpu_checks}"
@@ -608,6 +610,7 @@ for _s in small medium large xl 2.7b; do eval "step_torch-compile-$_s() { torch_
 unset _s
 step_torch-model-2.7b() { torch_model 2.7b; }
 step_probe-opt-overlap() { python3 dev/probe_optimizer_overlap.py; }
+step_probe-swiglu-epilogue() { python3 dev/probe_swiglu_epilogue.py; }
 ddp_xl() {
   "${MPIRUN[@]}" paratrain bench ddp --model xl --precision "$1" --ddp none,bucketed --bucket-mb 25,1000 \
     --shard-optimizer zero1 --comm-sms "${COMM_SMS:-auto}" --grad-comm "${GRAD_COMM:-fp32,bf16}" \
