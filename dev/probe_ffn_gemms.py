@@ -2,6 +2,7 @@
 # the GPU: the measurement behind BatchedLinear (docs/BENCHMARKS.md, session 12). Run on a GPU
 # machine with the image's python3: `python3 dev/probe_ffn_gemms.py`. Not part of the tests.
 import torch
+from probe_timing import time_ms  # dev/probe_timing.py
 
 N, C, F = 2048, 1600, 6400
 dev = "cuda"
@@ -9,19 +10,6 @@ dev = "cuda"
 
 def r(*s):
     return torch.randn(*s, device=dev, dtype=torch.bfloat16)
-
-
-def time_ms(fn, reps=50):
-    for _ in range(5):
-        fn()
-    torch.cuda.synchronize()
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    a.record()
-    for _ in range(reps):
-        fn()
-    b.record()
-    torch.cuda.synchronize()
-    return a.elapsed_time(b) / reps
 
 
 def row(name, fn, flops):

@@ -16,6 +16,7 @@
 import torch
 import triton
 import triton.language as tl
+from probe_timing import time_ms  # dev/probe_timing.py
 
 dev = "cuda"
 N, C, F = 2048, 1600, 6400
@@ -118,19 +119,6 @@ def r(*s):
 
 def grid(M, Nn):
     return lambda meta: (triton.cdiv(M, meta["BM"]), triton.cdiv(Nn, meta["BN"]))
-
-
-def time_ms(fn, reps=50):
-    for _ in range(5):
-        fn()
-    torch.cuda.synchronize()
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    a.record()
-    for _ in range(reps):
-        fn()
-    b.record()
-    torch.cuda.synchronize()
-    return a.elapsed_time(b) / reps
 
 
 def check(name, got, want):
