@@ -119,12 +119,19 @@ step_model-small() {
   paratrain bench model --sizes small --contexts 128,512 --precisions fp32,bf16 --attention naive,flash \
     --warmup 3 --steps 10 --breakdown --memory-profile --out "$RESULTS/model_small.h5" --overwrite
 }
-# bench_model NAME SIZE PRECISION ATTENTION [extra flags...]: one configuration at context 512.
+# bench_model NAME SIZE PRECISION ATTENTION [extra flags...]: one configuration at context 512,
+# BENCH_WARMUP (2) warm-up and BENCH_STEPS (5) measured steps.
 bench_model() {
   local name=$1 size=$2 prec=$3 attn=$4
   shift 4
-  paratrain bench model --sizes "$size" --contexts 512 --precisions "$prec" --attention "$attn" --warmup 2 \
-    --steps 5 "$@" --out "$RESULTS/$name.h5" --overwrite
+  paratrain bench model --sizes "$size" --contexts 512 --precisions "$prec" --attention "$attn" \
+    --warmup "${BENCH_WARMUP:-2}" --steps "${BENCH_STEPS:-5}" "$@" --out "$RESULTS/$name.h5" --overwrite
+}
+# ab_model NAME SIZE STEPS [extra flags...]: bf16 flash, 3 warm-up steps: the A/B steps' runs.
+ab_model() {
+  local name=$1 size=$2 steps=$3
+  shift 3
+  BENCH_WARMUP=3 BENCH_STEPS=$steps bench_model "$name" "$size" bf16 flash "$@"
 }
 step_model-xl() {
   bench_model model_xl_fp32 xl fp32 naive --breakdown --memory-profile &&
@@ -225,8 +232,7 @@ step_recompute() {
   local k v
   for k in 1 2; do
     for v in on swiglu off; do
-      paratrain bench model --sizes xl --contexts 512 --precisions bf16 --attention flash --grad-dtype bf16 \
-        --recompute "$v" --warmup 3 --steps 10 --out "$RESULTS/recompute_xl_${v}_$k.h5" --overwrite || return
+      ab_model "recompute_xl_${v}_$k" xl 10 --grad-dtype bf16 --recompute "$v" || return
     done
   done
   bench_model recompute_roofline_xl_swiglu xl bf16 flash --grad-dtype bf16 --recompute swiglu --breakdown
@@ -274,13 +280,10 @@ step_ab() {
   for k in 1 2; do
     for b in ${BUNDLES:-before main}; do
       for g in ${AB_GRAD_DTYPES:-bf16}; do
-        (source ".devbundle/$b/env.sh" &&
-          paratrain bench model --sizes xl --contexts 512 --precisions bf16 --attention flash --grad-dtype "$g" \
-            --warmup 3 --steps 10 --out "$RESULTS/ab_xl_${g}_${b}_$k.h5" --overwrite) || return
+        (source ".devbundle/$b/env.sh" && ab_model "ab_xl_${g}_${b}_$k" xl 10 --grad-dtype "$g") || return
       done
       (source ".devbundle/$b/env.sh" &&
-        paratrain bench model --sizes small --contexts 512 --precisions bf16 --attention flash --grad-dtype bf16 \
-          --cuda-graph on --warmup 3 --steps 20 --out "$RESULTS/ab_small_${b}_$k.h5" --overwrite) || return
+        ab_model "ab_small_${b}_$k" small 20 --grad-dtype bf16 --cuda-graph on) || return
     done
   done
   bench_model ab_roofline_xl xl bf16 flash --grad-dtype bf16 --breakdown
@@ -299,20 +302,14 @@ step_ab-overlap() {
   before=$(echo "${BUNDLES:-before main}" | cut -d' ' -f1)
   for k in 1 2; do
     for g in ${AB_GRAD_DTYPES:-bf16}; do
-      (source ".devbundle/$before/env.sh" &&
-        paratrain bench model --sizes xl --contexts 512 --precisions bf16 --attention flash --grad-dtype "$g" \
-          --warmup 3 --steps 10 --out "$RESULTS/abo_xl_${g}_${before}_$k.h5" --overwrite) || return
+      (source ".devbundle/$before/env.sh" && ab_model "abo_xl_${g}_${before}_$k" xl 10 --grad-dtype "$g") || return
       for u in off on; do
-        paratrain bench model --sizes xl --contexts 512 --precisions bf16 --attention flash --grad-dtype "$g" \
-          --update-overlap "$u" --warmup 3 --steps 10 --out "$RESULTS/abo_xl_${g}_overlap-${u}_$k.h5" --overwrite ||
-          return
+        ab_model "abo_xl_${g}_overlap-${u}_$k" xl 10 --grad-dtype "$g" --update-overlap "$u" || return
       done
     done
     for s in ${AB_OVERLAP_SIZES:-small}; do
       for u in off on; do
-        paratrain bench model --sizes "$s" --contexts 512 --precisions bf16 --attention flash --grad-dtype bf16 \
-          --update-overlap "$u" --warmup 3 --steps 20 --out "$RESULTS/abo_${s}_overlap-${u}_$k.h5" --overwrite ||
-          return
+        ab_model "abo_${s}_overlap-${u}_$k" "$s" 20 --grad-dtype bf16 --update-overlap "$u" || return
       done
     done
   done

@@ -185,6 +185,12 @@ struct Measured {
   int64_t peak = 0;
 };
 
+// The train step's update under the next step's forward where --update-overlap allows it; the
+// other modes take no optimizer step. The Rig's optimizer and the record's column both read it.
+UpdateOverlap update_overlap_of(const ModelBenchOptions& opt) {
+  return opt.mode == ModelBenchMode::TrainStep ? opt.update_overlap : UpdateOverlap::Off;
+}
+
 // A model, its optimizer and fixed random inputs for one configuration.
 struct Rig {
   Rig(const Config& c, const ModelBenchOptions& opt, Context& ctx) {
@@ -199,11 +205,7 @@ struct Rig {
     model->init_weights(ctx, opt.seed);
     OptimizerConfig oc;
     oc.fused = opt.fused;
-    // The train step's update under the next step's forward where --update-overlap allows it
-    // (the other modes take no step).
-    optimizer = make_update_optimizer(oc, ctx, model->store(),
-                                      opt.mode == ModelBenchMode::TrainStep ? opt.update_overlap : UpdateOverlap::Off,
-                                      opt.cuda_graph);
+    optimizer = make_update_optimizer(oc, ctx, model->store(), update_overlap_of(opt), opt.cuda_graph);
     deferred = dynamic_cast<DeferredUpdateOptimizer*>(optimizer.get());
     // One process: nothing changes a gradient after backward reports it final (TrainStep
     // decides the same for --ddp none), so a training step sums the norm during backward.
@@ -493,8 +495,7 @@ ModelBenchResults run_model_bench(const ModelBenchOptions& opt, Device device, i
             DevicePeak peak_of = opt.peak_tflops > 0 ? DevicePeak{"", opt.peak_tflops, 0, "--peak-tflops"}
                                                      : device_peak(ctx.device(), prec);
             const double peak = peak_of.tflops * 1e12;
-            const bool rig_defers = opt.mode == ModelBenchMode::TrainStep &&
-                                    defers_update(opt.update_overlap, ctx.is_cuda(), opt.fused, opt.cuda_graph);
+            const bool rig_defers = defers_update(update_overlap_of(opt), ctx.is_cuda(), opt.fused, opt.cuda_graph);
             auto row = [&](const char* status, int64_t oom_bytes) {
               const TransformerConfig tc = TransformerConfig::named(size);
               return std::move(

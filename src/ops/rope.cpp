@@ -1,7 +1,5 @@
 #include "ops/rope.h"
 
-#include <cmath>
-
 #include "core/profiler.h"
 #include "cuda/rope.h"
 #include "ops/cpu/cpu_ops.h"
@@ -47,17 +45,7 @@ RopeTable rope_table(Context& ctx, int64_t positions, int64_t head_dim, double t
   r.theta = theta;
   r.cos_sin =
       Tensor::empty({positions, head_dim / 2, 2}, DType::F32, ctx.device(), "rope_table", MemCategory::Workspace);
-  if (ctx.is_cuda()) {
-    cuda::rope_table(ctx.stream(), r.cos_sin, theta);
-    return r;
-  }
-  float* t = r.cos_sin.data_as<float>();
-  for (int64_t p = 0; p < positions; ++p)
-    for (int64_t i = 0; i < head_dim / 2; ++i) {
-      const double angle = double(p) * std::pow(theta, -double(2 * i) / double(head_dim));
-      t[2 * (p * (head_dim / 2) + i)] = float(std::cos(angle));
-      t[2 * (p * (head_dim / 2) + i) + 1] = float(std::sin(angle));
-    }
+  PT_OP_DISPATCH(ctx, rope_table, r.cos_sin, theta);
   return r;
 }
 

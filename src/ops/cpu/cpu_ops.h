@@ -31,6 +31,7 @@ void rmsnorm_backward(Tensor& dx, Tensor& dw, const Tensor& dy, const Tensor& x,
                       bool accumulate, bool dw_accumulate);
 
 void rope(Tensor& out, const Tensor& in, double theta, bool inverse);
+void rope_table(Tensor& table, double theta);  // (positions, D/2, 2) fp32: (cos, sin), fp64 angles
 
 void softmax_forward(Tensor& probs, const Tensor& scores, double scale, bool causal);
 void softmax_backward(Tensor& dscores, const Tensor& dprobs, const Tensor& probs, double scale);

@@ -7,12 +7,21 @@
 
 namespace pt::ops::cpu {
 
+namespace {
+// Pair i's inverse frequency for head dimension D, theta^(-2i/D), in fp64: the angle at
+// position t is t times it (rope and the angle table alike).
+std::vector<double> inverse_frequencies(int64_t D, double theta) {
+  std::vector<double> f(static_cast<size_t>(D / 2));
+  for (int64_t i = 0; i < D / 2; ++i) f[i] = std::pow(theta, -double(2 * i) / double(D));
+  return f;
+}
+}  // namespace
+
 void rope(Tensor& out, const Tensor& in, double theta, bool inverse) {
   detail::dispatch_cpu_float(in.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const int64_t B = in.size(0), H = in.size(1), S = in.size(2), D = in.size(3);
-    std::vector<double> inv_freq(static_cast<size_t>(D / 2));
-    for (int64_t i = 0; i < D / 2; ++i) inv_freq[i] = std::pow(theta, -double(2 * i) / double(D));
+    const std::vector<double> inv_freq = inverse_frequencies(D, theta);
     const T* src = in.data_as<const T>();
     T* dst = out.data_as<T>();
     for (int64_t b = 0; b < B; ++b)
@@ -29,6 +38,18 @@ void rope(Tensor& out, const Tensor& in, double theta, bool inverse) {
           }
         }
   });
+}
+
+void rope_table(Tensor& table, double theta) {
+  const int64_t positions = table.size(0), half = table.size(1);
+  const std::vector<double> inv_freq = inverse_frequencies(2 * half, theta);
+  float* cs = table.data_as<float>();
+  for (int64_t t = 0; t < positions; ++t)
+    for (int64_t i = 0; i < half; ++i) {
+      const double angle = double(t) * inv_freq[i];
+      cs[2 * (t * half + i)] = float(std::cos(angle));
+      cs[2 * (t * half + i) + 1] = float(std::sin(angle));
+    }
 }
 
 }  // namespace pt::ops::cpu
