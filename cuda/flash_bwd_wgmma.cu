@@ -188,7 +188,7 @@ __global__ void __launch_bounds__(DkDvWgmmaTraits<kHeadDim, kWarpgroups, kAccumu
     pin(acc_dp);
     pin(acc_dv);
     wgmma_fence();
-    wgmma_regs_mn_major<kBlockM, kHeadDim, kBlockM>(acc_dv, p_frag, sdOi);
+    wgmma_regs_mn_major<kBlockM, kHeadDim, kBlockM, kRegsProductN<kHeadDim>>(acc_dv, p_frag, sdOi);
     wgmma_k_major<kHeadDim, kBlockM, kBlockN, kBlockM>(acc_dp, sV, wg * 64, sdOi, 0);
     wgmma_commit();
     wgmma_wait<0>();
@@ -218,7 +218,7 @@ __global__ void __launch_bounds__(DkDvWgmmaTraits<kHeadDim, kWarpgroups, kAccumu
     pin(acc_dk);
     if constexpr (kAccumulateDq) pin(acc_dq);
     wgmma_fence();
-    wgmma_regs_mn_major<kBlockM, kHeadDim, kBlockM>(acc_dk, ds_frag, sQi);
+    wgmma_regs_mn_major<kBlockM, kHeadDim, kBlockM, kRegsProductN<kHeadDim>>(acc_dk, ds_frag, sQi);
     if constexpr (kAccumulateDq)
       wgmma_mn_major<Tr::kDqKeys, Tr::kDqCols, kBlockN, kBlockN>(acc_dq, sdS, dq_key0, sK, dq_key0, dq_block0);
     wgmma_commit();
@@ -312,7 +312,7 @@ __global__ void __launch_bounds__(DqWgmmaTraits<kHeadDim, kWarpgroups>::kThreads
     // dQ += dS·K (K read MN-major: its rows are the contraction)
     uint32_t ds_frag[kBlockN / 16][4];
     acc_to_a<kBlockN>(ds_frag, acc_s);
-    wgmma_regs_mn_major_waited<kBlockN, kHeadDim, kBlockN>(acc_dq, ds_frag, sKj);
+    wgmma_regs_mn_major_waited<kBlockN, kHeadDim, kBlockN, kRegsProductN<kHeadDim>>(acc_dq, ds_frag, sKj);
     __syncthreads();
   }
 
@@ -351,14 +351,13 @@ __global__ void flash_dq_from_accum_kernel(const FlashParams p) {
   const float4 v = reinterpret_cast<const float4*>(p.dq_accum)[idx];
   bf16* dq = head_row<bf16>(p.dq, p.dq_s, b, h) + col;
   // Columns col, col+1 are one RoPE pair: rotated back here when the caller asks (as store_strip).
-  const float2 none = make_float2(1.0f, 0.0f);
   const float2* unrotate = unrotate_rows<kHeadDim>(p, 0);
   if (row < p.seqlen_q)
     *reinterpret_cast<uint32_t*>(dq + row * p.dq_s.row) =
-        pack_unrotated(v.x * p.scale, v.y * p.scale, unrotate ? unrotate[row * (kHeadDim / 2) + col / 2] : none);
+        pack_unrotated(v.x * p.scale, v.y * p.scale, unrotate_angle<kHeadDim>(unrotate, row, col / 2, true));
   if (row + 8 < p.seqlen_q)
     *reinterpret_cast<uint32_t*>(dq + (row + 8) * p.dq_s.row) =
-        pack_unrotated(v.z * p.scale, v.w * p.scale, unrotate ? unrotate[(row + 8) * (kHeadDim / 2) + col / 2] : none);
+        pack_unrotated(v.z * p.scale, v.w * p.scale, unrotate_angle<kHeadDim>(unrotate, row + 8, col / 2, true));
 }
 
 // The single pass: zero the fp32 buffer, dK/dV/dQ-partials kernel, then dQ from the buffer.

@@ -175,8 +175,8 @@ __global__ void __launch_bounds__(DkDvWsTraits<kHeadDim>::kThreads, 1)
     pin(acc_dv);
     pin(acc_dk);
     wgmma_fence();
-    wgmma_regs_mn_major<kBlockM, kHeadDim, kBlockM>(acc_dv, p_frag, sdO + s * kQElems);
-    wgmma_regs_mn_major<kBlockM, kHeadDim, kBlockM>(acc_dk, ds_frag, sQ + s * kQElems);
+    wgmma_regs_mn_major<kBlockM, kHeadDim, kBlockM, kRegsProductN<kHeadDim>>(acc_dv, p_frag, sdO + s * kQElems);
+    wgmma_regs_mn_major<kBlockM, kHeadDim, kBlockM, kRegsProductN<kHeadDim>>(acc_dk, ds_frag, sQ + s * kQElems);
     wgmma_commit();
     wgmma_wait<0>();
     pin(acc_dv);
@@ -288,7 +288,7 @@ __global__ void __launch_bounds__(DqWsTraits<kHeadDim>::kThreads, 1)
     pin(ds_frag);
     pin(acc_dq);
     issue_scores(s);
-    wgmma_regs_mn_major<kBlockN, kHeadDim, kBlockN>(acc_dq, ds_frag, sK + prev * kKVElems);
+    wgmma_regs_mn_major<kBlockN, kHeadDim, kBlockN, kRegsProductN<kHeadDim>>(acc_dq, ds_frag, sK + prev * kKVElems);
     wgmma_commit();
     wgmma_wait<1>();  // S, dP done; dQ's product may still run
     pin(acc_s);
@@ -299,7 +299,8 @@ __global__ void __launch_bounds__(DqWsTraits<kHeadDim>::kThreads, 1)
   }
 
   const int last = ring.stage(n_blocks - 1);
-  wgmma_regs_mn_major_waited<kBlockN, kHeadDim, kBlockN>(acc_dq, ds_frag, sK + last * kKVElems);
+  wgmma_regs_mn_major_waited<kBlockN, kHeadDim, kBlockN, kRegsProductN<kHeadDim>>(acc_dq, ds_frag,
+                                                                                  sK + last * kKVElems);
 
   bf16* dq = head_row<bf16>(p.dq, p.dq_s, b, h, row0);
   store_strip<kHeadDim>(dq, p.dq_s.row, acc_dq, p.scale, p.scale, tq - row0, unrotate_rows<kHeadDim>(p, row0));

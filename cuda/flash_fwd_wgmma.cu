@@ -85,7 +85,7 @@ __global__ void __launch_bounds__(FwdWgmmaTraits<kHeadDim, kWarpgroups, kBlockN_
 
     uint32_t p_frag[kBlockN / 16][4];  // P in bf16 as the register A operand
     acc_to_a<kBlockN>(p_frag, acc_s);
-    wgmma_regs_mn_major_waited<kBlockN, kHeadDim, kBlockN>(acc_o, p_frag, sVj);
+    wgmma_regs_mn_major_waited<kBlockN, kHeadDim, kBlockN, kRegsProductN<kHeadDim>>(acc_o, p_frag, sVj);
     __syncthreads();  // this stage is refilled by the next iteration's copy
   }
 

@@ -151,7 +151,7 @@ __global__ void __launch_bounds__(FwdWsTraits<kHeadDim, kConsumers, kBlockN>::kT
     wgmma_fence();
     wgmma_k_major<kHeadDim, kBlockN, kBlockM, kBlockN>(acc_s, sQ, c * 64, sK + s * kKVElems, 0);
     wgmma_commit();
-    wgmma_regs_mn_major<kBlockN, kHeadDim, kBlockN>(acc_o, p_frag, sV + prev * kKVElems);
+    wgmma_regs_mn_major<kBlockN, kHeadDim, kBlockN, kRegsProductN<kHeadDim>>(acc_o, p_frag, sV + prev * kKVElems);
     wgmma_commit();
     hand_over(j);
     wgmma_wait<1>();  // S done; P·V may still run
@@ -163,7 +163,7 @@ __global__ void __launch_bounds__(FwdWsTraits<kHeadDim, kConsumers, kBlockN>::kT
   }
 
   const int last = ring.stage(n_blocks - 1);
-  wgmma_regs_mn_major_waited<kBlockN, kHeadDim, kBlockN>(acc_o, p_frag, sV + last * kKVElems);
+  wgmma_regs_mn_major_waited<kBlockN, kHeadDim, kBlockN, kRegsProductN<kHeadDim>>(acc_o, p_frag, sV + last * kKVElems);
 
   store_output<kHeadDim>(p, b, h, row0, acc_o, row_max, row_sum);
 #else

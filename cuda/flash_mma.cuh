@@ -253,6 +253,13 @@ __device__ __forceinline__ uint32_t pack_unrotated(float x0, float x1, float2 cs
   return pack_bf16(x0 * cs.x + x1 * cs.y, x1 * cs.x - x0 * cs.y);
 }
 
+// The angle pack_unrotated turns pair `pair` of row `row` back by: from the RoPE table (kHeadDim/2
+// (cos, sin) a row, L2-resident), or none — (1, 0) — where there is no table or the row is not stored.
+template <int kHeadDim>
+__device__ __forceinline__ float2 unrotate_angle(const float2* table, int row, int pair, bool stored) {
+  return table != nullptr && stored ? __ldg(table + row * (kHeadDim / 2) + pair) : make_float2(1.0f, 0.0f);
+}
+
 // Store a warp's 16 × D accumulator strip (times `scale`) as bf16 rows; rows ≥ valid_rows skipped.
 // unrotate (optional): the RoPE table's rows for the strip's rows, (D/2) (cos, sin) a row — each
 // pair is rotated back before it is rounded, in place of a rope pass over the stored tensor.
@@ -266,22 +273,21 @@ __device__ __forceinline__ void store_strip(bf16* dst, int64_t ld, const float (
     // of the row holds columns col, col+1. XL on an H100 (docs/BENCHMARKS.md, session 14): the
     // rope pass this replaces took 0.61–0.72 ms of backward; groups of 4 (two round trips at d 64)
     // added 0.14–0.23 ms to backward attention, groups of 8 nothing measurable (one run).
-    constexpr int kPairs = kHeadDim / 2, kBlocks = kHeadDim / 8;
+    constexpr int kBlocks = kHeadDim / 8;
     // The largest divisor of kBlocks up to 8 (d 64, 128: 8; d 80: 5).
     constexpr int kGroup = kBlocks % 8 == 0   ? 8
                            : kBlocks % 5 == 0 ? 5
                            : kBlocks % 4 == 0 ? 4
                            : kBlocks % 2 == 0 ? 2
                                               : 1;
-    const float2 none = make_float2(1.0f, 0.0f);
 #pragma unroll
     for (int j0 = 0; j0 < kBlocks; j0 += kGroup) {
       float2 lo[kGroup], hi[kGroup];
 #pragma unroll
       for (int jj = 0; jj < kGroup; ++jj) {
         const int pair = (j0 + jj) * 4 + t;
-        lo[jj] = g < valid_rows ? __ldg(unrotate + g * kPairs + pair) : none;
-        hi[jj] = g + 8 < valid_rows ? __ldg(unrotate + (g + 8) * kPairs + pair) : none;
+        lo[jj] = unrotate_angle<kHeadDim>(unrotate, g, pair, g < valid_rows);
+        hi[jj] = unrotate_angle<kHeadDim>(unrotate, g + 8, pair, g + 8 < valid_rows);
       }
 #pragma unroll
       for (int jj = 0; jj < kGroup; ++jj) {

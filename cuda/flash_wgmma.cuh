@@ -96,6 +96,15 @@ __device__ __forceinline__ uint64_t desc_mn_major(const bf16* tile, int kk, int 
   return sw128_desc(tile + nb * kRows * 64 + kk * 16 * 64, kSwizzleBlockBytes, kSwizzleBlockBytes);
 }
 
+// The same for an m64n128 product reading column blocks 2·nb2 and 2·nb2 + 1 at once. For an
+// MN-major SW128 operand LBO is the step between 64-column blocks along N (kRows · 128 bytes in
+// these tiles), SBO the step between 8-row groups along K (CUTLASS's make_gmma_desc: the canonical
+// layout ((8, n), (8, k)) : ((1, LBO), (8, SBO)) in 16-byte units).
+template <int kRows>
+__device__ __forceinline__ uint64_t desc_mn_major_n128(const bf16* tile, int kk, int nb2) {
+  return sw128_desc(tile + 2 * nb2 * kRows * 64 + kk * 16 * 64, kRows * 128, kSwizzleBlockBytes);
+}
+
 // wgmma.fence before the first product of a batch (accumulators or A registers were written by
 // ordinary instructions); commit the batch; wait until at most N batches are in flight.
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
@@ -174,6 +183,15 @@ __device__ __forceinline__ void wgmma_ss_n128(float (&d)[16][4], uint64_t desc_a
                : "memory");
 }
 
+// d (64 × 128) += A (64 × 16, registers) · B (16 × 128, shared, MN-major: desc_mn_major_n128).
+__device__ __forceinline__ void wgmma_rs_n128_mn(float (&d)[16][4], const uint32_t (&a)[4], uint64_t desc_b) {
+  asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " PT_WGMMA_ACC128_LIST
+               ", {%64, %65, %66, %67}, %68, 1, 1, 1, 1;\n"
+               : PT_WGMMA_ACC128_OPERANDS(d)
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b)
+               : "memory");
+}
+
 #undef PT_WGMMA_ACC128_LIST
 #undef PT_WGMMA_ACC128_OPERANDS
 #undef PT_WGMMA_ACC_LIST
@@ -189,7 +207,7 @@ __device__ __forceinline__ float (&block64(float (&acc)[N][4], int nb))[8][4] {
 // tile rows = N): the S = Q·Kᵀ shape. Issues K/16 × N/kInstrN products; the caller commits and waits.
 // kInstrN: the instruction's N, 64 or 128 (m64n128k16 reads A once per 128 columns; measured on
 // the leaderboard case: the warp-specialised backward 3.32 → 3.22 ms with it, the forward's
-// S = Q·Kᵀ 1.22 → 1.28 ms, so the forward keeps 64).
+// S = Q·Kᵀ 1.22 → 1.28 ms at d 64 and 2.56 → 2.55 ms at d 128, so the forward keeps 64).
 template <int K, int N, int kARows, int kBRows, int kInstrN = 64>
 __device__ __forceinline__ void wgmma_k_major(float (&acc)[N / 8][4], const bf16* a_tile, int a_row0,
                                               const bf16* b_tile, int b_row0) {
@@ -211,27 +229,43 @@ __device__ __forceinline__ void wgmma_k_major(float (&acc)[N / 8][4], const bf16
 }
 
 // acc (64 × N) += A (64 × K, registers: acc_to_a fragments) · B (K × N, MN-major shared tile,
-// rows = K): the P·V shape. N is the head dimension (64-column blocks of the tile).
-template <int K, int N, int kBRows>
+// rows = K): the P·V shape. N is the head dimension (64-column blocks of the tile). kInstrN: the
+// instruction's N, 64 or (N a multiple of 128) 128, which reads each A fragment once per 128
+// columns instead of once per 64.
+template <int K, int N, int kBRows, int kInstrN = 64>
 __device__ __forceinline__ void wgmma_regs_mn_major(float (&acc)[N / 8][4], const uint32_t (&a)[K / 16][4],
                                                     const bf16* b_tile) {
+  static_assert(kInstrN == 64 || (kInstrN == 128 && N % 128 == 0), "m64n64 or, where N allows, m64n128 products");
 #pragma unroll
-  for (int kk = 0; kk < K / 16; ++kk)
+  for (int kk = 0; kk < K / 16; ++kk) {
+    if constexpr (kInstrN == 128) {
 #pragma unroll
-    for (int nb = 0; nb < N / 64; ++nb)
-      wgmma_rs<1>(block64<N / 8>(acc, nb), a[kk], desc_mn_major<kBRows>(b_tile, kk, nb));
+      for (int nb2 = 0; nb2 < N / 128; ++nb2)
+        wgmma_rs_n128_mn(*reinterpret_cast<float(*)[16][4]>(&acc[16 * nb2]), a[kk],
+                         desc_mn_major_n128<kBRows>(b_tile, kk, nb2));
+    } else {
+#pragma unroll
+      for (int nb = 0; nb < N / 64; ++nb)
+        wgmma_rs<1>(block64<N / 8>(acc, nb), a[kk], desc_mn_major<kBRows>(b_tile, kk, nb));
+    }
+  }
 }
+
+// The instruction N of the register-A products (P·V, dS·K, dSᵀ·Q, Pᵀ·dO) at head dimension
+// kHeadDim: 128 where it divides (d 128), else 64.
+template <int kHeadDim>
+inline constexpr int kRegsProductN = kHeadDim % 128 == 0 ? 128 : 64;
 
 // The same product issued and waited for, as the last P·V (or dS·K) of a loop: the registers of
 // A and acc pinned before the fence and acc after the wait, so that no read or write of them moves
 // across the asynchronous product.
-template <int K, int N, int kBRows>
+template <int K, int N, int kBRows, int kInstrN = 64>
 __device__ __forceinline__ void wgmma_regs_mn_major_waited(float (&acc)[N / 8][4], uint32_t (&a)[K / 16][4],
                                                            const bf16* b_tile) {
   pin(a);
   pin(acc);
   wgmma_fence();
-  wgmma_regs_mn_major<K, N, kBRows>(acc, a, b_tile);
+  wgmma_regs_mn_major<K, N, kBRows, kInstrN>(acc, a, b_tile);
   wgmma_commit();
   wgmma_wait<0>();
   pin(acc);

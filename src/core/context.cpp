@@ -53,8 +53,8 @@ Context::Context(Device device, Precision precision) : device_(device), precisio
   // Lower numbers run first: `least` is the lowest priority (0), `greatest` the highest (−5 on Hopper).
   int least = 0, greatest = 0;
   PT_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-  stream_priority_ = least > greatest ? least - 1 : least;
-  PT_CUDA_CHECK(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, stream_priority_));
+  priorities_ = {least, least > greatest ? least - 1 : least, greatest};
+  PT_CUDA_CHECK(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, priorities_.compute));
   PT_CUBLAS_CHECK(cublasCreate(&cublas_));
   PT_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
   PT_CUBLAS_CHECK(cublasLtCreate(&cublaslt_));

@@ -46,10 +46,15 @@ class Context {
   void set_grad_dtype(DType d);  // throws for bf16 outside bf16 mode on the GPU
 
   cudaStream_t stream() const { return stream_; }  // compute stream (nullptr on the CPU)
-  // The compute stream's priority: one above the device's lowest, so that work a side stream
-  // runs at the lowest (the deferred update, optim/deferred_update.h) takes only what the
-  // compute stream leaves free; the communicators' streams take the highest. 0 on the CPU.
-  int stream_priority() const { return stream_priority_; }
+  // Every stream's priority, from one query of the device's range (lower numbers run first;
+  // all 0 on the CPU). The compute stream runs one above the device's lowest, so that work a
+  // side stream runs at the lowest takes only what the compute stream leaves free.
+  struct StreamPriorities {
+    int lowest = 0;   // the deferred update's side stream (optim/deferred_update.h)
+    int compute = 0;  // the compute stream, and side streams that interleave with it
+    int highest = 0;  // the communicators' streams: collectives scheduled before compute
+  };
+  const StreamPriorities& stream_priorities() const { return priorities_; }
   cublasHandle_t cublas() const { return cublas_; }
   cublasLtHandle_t cublaslt() const { return cublaslt_; }
   void* workspace() const { return workspace_; }  // cuBLASLt workspace
@@ -86,7 +91,7 @@ class Context {
   Precision precision_;
   DType grad_dtype_ = DType::F32;
   cudaStream_t stream_ = nullptr;
-  int stream_priority_ = 0;
+  StreamPriorities priorities_;
   cublasHandle_t cublas_ = nullptr;
   cublasLtHandle_t cublaslt_ = nullptr;
   void* workspace_ = nullptr;

@@ -31,11 +31,9 @@ DeferredUpdateOptimizer::DeferredUpdateOptimizer(const OptimizerConfig& cfg, Con
                           chunked_ranges(trainable_params(store), min_chunk > 0 ? min_chunk : default_chunk(store)));
   PT_CHECK(inner_->splits_by_range(), "DeferredUpdateOptimizer: the wrapped optimizer cannot update range by range");
   if (ctx.is_cuda()) {
-    // The lowest priority, below the compute stream's (Context::stream_priority): the forward's
-    // kernels are scheduled first, the update takes the SMs they leave free.
-    int least = 0, greatest = 0;
-    PT_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-    PT_CUDA_CHECK(cudaStreamCreateWithPriority(&side_, cudaStreamNonBlocking, least));
+    // The lowest priority, below the compute stream's: the forward's kernels are scheduled
+    // first, the update takes the SMs they leave free.
+    PT_CUDA_CHECK(cudaStreamCreateWithPriority(&side_, cudaStreamNonBlocking, ctx.stream_priorities().lowest));
     PT_CUDA_CHECK(cudaEventCreateWithFlags(&grads_final_, cudaEventDisableTiming));
     chunk_done_.assign(chunks(), nullptr);
     for (cudaEvent_t& e : chunk_done_) PT_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));

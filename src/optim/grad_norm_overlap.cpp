@@ -15,7 +15,7 @@ GradNormOverlap::GradNormOverlap(Context& ctx, ParamStore& store, DType acc) : c
   grad_bytes_ = int64_t(dtype_size(store.flat_grads().dtype()));
   // The compute stream's priority: the sums interleave with backward's kernels, so the norm
   // is ready when backward ends (measured so: docs/BENCHMARKS.md, session 11).
-  PT_CUDA_CHECK(cudaStreamCreateWithPriority(&side_, cudaStreamNonBlocking, ctx.stream_priority()));
+  PT_CUDA_CHECK(cudaStreamCreateWithPriority(&side_, cudaStreamNonBlocking, ctx.stream_priorities().compute));
   PT_CUDA_CHECK(cudaEventCreateWithFlags(&grad_written_, cudaEventDisableTiming));
   PT_CUDA_CHECK(cudaEventCreateWithFlags(&sums_done_, cudaEventDisableTiming));
   ctx.synchronize();  // acc_'s zeros are in place before the side stream adds to them

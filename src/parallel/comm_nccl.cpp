@@ -80,9 +80,7 @@ class NcclCommunicator : public Communicator {
 
     // Highest priority: when a collective and a backward kernel are both ready, the
     // collective's kernel is scheduled first, so communication hides behind compute.
-    int least = 0, greatest = 0;
-    PT_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-    PT_CUDA_CHECK(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, greatest));
+    PT_CUDA_CHECK(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, ctx.stream_priorities().highest));
     PT_CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
   }
 
