@@ -34,6 +34,7 @@
 #   model-xl-fused       bench model xl ctx 512 fp32 naive and bf16 flash, --fused off,on,
 #                        with the kernel-time breakdown                                       (1)
 #   torch-model-sizes    scripts/compare_torch.py, every named size, eager                    (1)
+#   fp32-sizes           bench model fp32 naive and compare_torch.py eager fp32, every named size, ctx 512 (1)
 #   flash-d80            bench attention, flash vs naive at d 64 and 80 (the 2.7b heads), bf16,
 #                        B 4, 32 heads, T 512 and 4096; kernel resource usage for d = 80     (1)
 #   flash-acc            the single-pass flash backward (wgmma tiles …/acc, dQ accumulated):
@@ -61,6 +62,8 @@
 #   accum-xl             bench model xl bf16 flash at llm.c's working points: 4 x 1024 tokens, and
 #                        8 x 1024 x --grad-accum 32 (262 144 tokens a step); GRAD_DTYPE=bf16, and
 #                        ACCUM_RECOMPUTE="on swiglu" for each --recompute in turn                   (1)
+#   accum-xl-16          bench model xl bf16 flash, micro-batch 16 x 1024 x --grad-accum 16 (262 144 tokens a
+#                        step), GRAD_DTYPE (default bf16) and each of ACCUM_RECOMPUTE (default on)           (1)
 #   peers-xl             bench model xl: fp32 naive, bf16 flash (fp32 and bf16 gradients), then
 #                        compare_torch.py xl eager fp32 and bf16                                  (1)
 #   ab                   two bundles (BUNDLES="before main") alternating on XL and small bf16, one call; XL
@@ -73,6 +76,7 @@
 #                        and AB_OVERLAP_SIZES (default small) without a CUDA graph, off then on          (1)
 #   train-overlap        train small bf16 with --update-overlap off (twice), on, and on resumed halfway: compare_runs (1)
 #   ab-flash             the same for the flash leaderboard case, d 64 and 128 (FLASH_TILES)          (1)
+#   ab-flash-d128        the same at d 128 only: the leaderboard shape and B 4 × H 16 at T 512…2048     (1)
 #   ab-flash-short       the same at the model's lengths: XL's B 4 × H 25 at T 512, 1024; B 4 × H 16 at
 #                        T 512…2048, d 64 and 128                                                     (1)
 #   grad-dtype           bench model small and xl, ctx 512, bf16 flash, --grad-dtype fp32 then bf16,
@@ -82,7 +86,7 @@
 #   grad-dtype-accuracy  train small, bf16, 500 steps on the sample tokens with fp32 gradients (twice:
 #                        the run-to-run yardstick) and bf16 ones; scripts/compare_runs.py on them     (1)
 #   targets-xl           issue 16's XL measurements in one call: bf16 flash ctx 512 batch 4 with the roofline,
-#                        fp32 then bf16 gradients, and bf16 gradients with --recompute off                (1)
+#                        fp32 then bf16 gradients, and bf16 gradients with --recompute off and swiglu     (1)
 #   ncu-flash            ncu on the default bf16 flash kernels, one forward+backward each of the leaderboard
 #                        case (B 1, H 16, T 16384, d 64, causal) and XL's (B 4, H 25, T 512): speed of light,
 #                        tensor pipes, occupancy, stall reasons (raw CSV, $RESULTS/ncu_flash_*.csv);
@@ -98,6 +102,8 @@
 #                        PyTorch's GEMMs and a Triton AdamW at XL's shapes (the measurement first)   (1)
 #   probe-swiglu-epilogue dev/probe_swiglu_epilogue.py: SwiGLU forward and backward as Triton GEMM epilogues
 #                        against cuBLAS + one pass, at XL's shapes (the measurement before a fused GEMM)  (1)
+#   probe-cutlass-swiglu dev/probe_cutlass_swiglu.cu (built by dev/build_probe_cutlass.sh into .devbundle): CUTLASS
+#                        against cuBLAS on the FFN GEMMs, and SwiGLU's backward as a CUTLASS epilogue (1)
 # A step written A+B runs A on GPU 0 and B on GPU 1 at the same time (single-GPU steps only).
 set -uo pipefail
 : "${OUT:=out/gpu_checks}"
@@ -212,7 +218,8 @@ step_roofline() {
 step_targets-xl() {
   bench_model targets_xl_fp32_grads xl bf16 flash --grad-dtype fp32 --breakdown &&
   bench_model targets_xl_bf16_grads xl bf16 flash --grad-dtype bf16 --breakdown &&
-  bench_model targets_xl_bf16_grads_keep xl bf16 flash --grad-dtype bf16 --recompute off
+  bench_model targets_xl_bf16_grads_keep xl bf16 flash --grad-dtype bf16 --recompute off &&
+  bench_model targets_xl_bf16_grads_swiglu xl bf16 flash --grad-dtype bf16 --recompute swiglu
 }
 # alternate NAME FLAG "V1 V2" STEPS: small and XL, bf16 flash, context 512, with FLAG at each value
 # in turn, twice over (alternating, so drift of the machine reaches every value alike).
@@ -357,6 +364,9 @@ ab_flash() {
 }
 # The leaderboard case at d 64 and 128 (default tiles: the warp-specialised passes).
 step_ab-flash() { AB_FLASH_TILES=ws2x128/ws2/ws2 ab_flash lb:1:16:16384:64 lb:1:16:16384:128; }
+# d 128 alone (a change that leaves d 64's instructions as they are): the leaderboard shape and
+# B 4 × H 16 at T 512…2048.
+step_ab-flash-d128() { AB_FLASH_TILES=ws2x128/ws2/ws2 ab_flash lb:1:16:16384:128 h16:4:16:512,1024,2048:128; }
 # The model's lengths: XL's shape (B 4, H 25, T 512 and 1024) and B 4 × H 16 at T 512…2048, d 64 and
 # 128 (default tiles: d 64's short-length default 1x64/1/1 and the ws default).
 step_ab-flash-short() {
@@ -371,6 +381,16 @@ step_accum-xl() {
       paratrain bench model --sizes xl --contexts 1024 --precisions bf16 --attention flash --batch-size 8 \
         --grad-dtype "$g" --recompute "$r" --grad-accum 32 --warmup 1 --steps 2 \
         --out "$RESULTS/accum_xl_8x1024x32_${g}_$r.h5" --overwrite || return
+  done
+}
+# The issue's own working point: micro-batch 16 × 1024 with --grad-accum 16 (262 144 tokens a step),
+# which fits on 80 GB with bf16 gradients (plan: 73.1 GB with --recompute on, 78.2 with swiglu).
+step_accum-xl-16() {
+  local g=${GRAD_DTYPE:-bf16} r
+  for r in ${ACCUM_RECOMPUTE:-on}; do
+    paratrain bench model --sizes xl --contexts 1024 --precisions bf16 --attention flash --batch-size 16 \
+      --grad-dtype "$g" --recompute "$r" --grad-accum 16 --warmup 1 --steps 2 \
+      --out "$RESULTS/accum_xl_16x1024x16_${g}_$r.h5" --overwrite || return
   done
 }
 # paratrain's XL at its defaults and with bf16 gradients beside PyTorch eager, one call.
@@ -506,6 +526,13 @@ step_clocks-xl() {
   clocks paratrain bench gemm --model xl --context 512 --batch 4 --precision bf16 --out "$RESULTS/clocks_gemm.h5" --overwrite
 }
 step_torch-model-sizes() { torch_model small,medium,large,xl,2.7b; }
+# Issue 16's fp32 target (≤ 0.90× PyTorch eager at every size): paratrain fp32 (naive attention, the
+# reference model) at every named size, then PyTorch eager fp32 at the same sizes, one call.
+step_fp32-sizes() {
+  bench_model fp32_sizes small,medium,large,xl,2.7b fp32 naive &&
+  python3 scripts/compare_torch.py --sizes small,medium,large,xl,2.7b --contexts 512 --precisions fp32 --variants eager \
+    --warmup 2 --steps 5 --out "$RESULTS/torch_fp32_sizes.h5" --overwrite
+}
 step_model-2.7b() {
   bench_model model_27b_fp32 2.7b fp32 naive --memory-profile &&
   bench_model model_27b_bf16 2.7b bf16 naive,flash --memory-profile
@@ -608,6 +635,7 @@ unset _s
 step_torch-model-2.7b() { torch_model 2.7b; }
 step_probe-opt-overlap() { python3 dev/probe_optimizer_overlap.py; }
 step_probe-swiglu-epilogue() { python3 dev/probe_swiglu_epilogue.py; }
+step_probe-cutlass-swiglu() { "${PROBE_CUTLASS:-.devbundle/probe_cutlass_swiglu}"; }
 ddp_xl() {
   "${MPIRUN[@]}" paratrain bench ddp --model xl --precision "$1" --ddp none,bucketed --bucket-mb 25,1000 \
     --shard-optimizer zero1 --comm-sms "${COMM_SMS:-auto}" --grad-comm "${GRAD_COMM:-fp32,bf16}" \
