@@ -45,7 +45,9 @@ struct DkDvWsTraits {
   static constexpr int kBlockN = 64 * kMathWarpgroups;       // keys per block
   static constexpr int kBlockM = kHeadDim == 64 ? 128 : 64;  // queries per stage
   static constexpr int kThreads = 128 * (kMathWarpgroups + 1);
-  static constexpr int kStages = kHeadDim == 64 ? 3 : 2;
+  // Stages of Q, dO: 4 at d = 128 (130 → 195 KB; 2 until session 15, whose A/B on the H100 gave
+  // the backward −1 to −2 % with 4: docs/FLASH_ATTENTION.md), 3 at d = 64.
+  static constexpr int kStages = kHeadDim == 64 ? 3 : 4;
   static constexpr int kKVBytes = sw128_tile_bytes<kBlockN, kHeadDim>();
   static constexpr int kQBytes = sw128_tile_bytes<kBlockM, kHeadDim>();
   // K, V; kStages × (Q, dO); kStages × (L, delta) fp32; alignment slack.
@@ -59,7 +61,7 @@ struct DqWsTraits {
   static constexpr int kBlockM = 64 * kMathWarpgroups;       // queries per block
   static constexpr int kBlockN = kHeadDim == 64 ? 128 : 64;  // keys per stage
   static constexpr int kThreads = 128 * (kMathWarpgroups + 1);
-  static constexpr int kStages = 3;
+  static constexpr int kStages = kHeadDim == 64 ? 3 : 4;  // K, V stages (4 at d = 128 as above: 161 → 193 KB)
   static constexpr int kQBytes = sw128_tile_bytes<kBlockM, kHeadDim>();
   static constexpr int kKVBytes = sw128_tile_bytes<kBlockN, kHeadDim>();
   static constexpr int kSmemBytes = 2 * kQBytes + 2 * kStages * kKVBytes + kSwizzleBlockBytes;  // Q, dO; K, V ring

@@ -34,10 +34,12 @@ struct FwdWsTraits {
   static constexpr int kBlockM = 64 * kConsumers;  // query rows per block
   static constexpr int kBlockN = kBlockN_;         // keys per stage
   static constexpr int kThreads = 128 * (kConsumers + 1);
-  // Three stages where they fit beside Q at d = 64; two at d = 128 (64 KB a stage).
-  static constexpr int kStages = kHeadDim == 64 ? 3 : 2;
   static constexpr int kQBytes = sw128_tile_bytes<kBlockM, kHeadDim>();
   static constexpr int kKVBytes = sw128_tile_bytes<kBlockN, kHeadDim>();
+  // Three stages where they fit beside Q (d = 64; d = 128 with 128 query rows: 225 KB), else two.
+  // At d = 128 the third stage took the leaderboard forward from 2.56 to 1.90–1.97 ms on the H100
+  // (session 15, docs/FLASH_ATTENTION.md): with two, the math waited on each K/V tile's TMA load.
+  static constexpr int kStages = kQBytes + 6 * kKVBytes + kSwizzleBlockBytes <= 227 * 1024 ? 3 : 2;
   // Q, then kStages stages of K and of V; 1 KiB slack to align the base to the swizzle period.
   static constexpr int kSmemBytes = kQBytes + 2 * kStages * kKVBytes + kSwizzleBlockBytes;
   // Registers per thread after setmaxnreg: the producer keeps the minimum, the math warpgroups

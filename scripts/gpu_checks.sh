@@ -90,7 +90,8 @@
 #   ncu-flash            ncu on the default bf16 flash kernels, one forward+backward each of the leaderboard
 #                        case (B 1, H 16, T 16384, d 64, causal) and XL's (B 4, H 25, T 512): speed of light,
 #                        tensor pipes, occupancy, stall reasons (raw CSV, $RESULTS/ncu_flash_*.csv);
-#                        NCU_TILES=<wgmma tiles> profiles those instead of the defaults                   (1)
+#                        NCU_TILES=<wgmma tiles> profiles those instead of the defaults; NCU_SPECS="name:B:H:T:d
+#                        ..." other shapes (e.g. lb128:1:16:16384:128)                                   (1)
 #   ncu-memory           ncu on one XL bf16 step (--grad-dtype bf16): every memory-bound kernel's time,
 #                        DRAM bytes and rate, summed per kernel (NCU_SIZE=small for the small model)   (1)
 #   ncu-gemm             the same for the step's GEMM kernels: time, grid (waves), SM throughput       (1)
@@ -483,13 +484,13 @@ step_ncu-gemm() {
     dram__bytes_read.sum dram__bytes_write.sum
 }
 step_ncu-flash() {
-  local spec name
-  for spec in leaderboard:1:16:16384 xl:4:25:512; do
-    IFS=: read -r name b h t <<<"$spec"
+  local spec name b h t d
+  for spec in ${NCU_SPECS:-leaderboard:1:16:16384:64 xl:4:25:512:64}; do
+    IFS=: read -r name b h t d <<<"$spec"
     ncu --csv --page raw --print-units base --kernel-name regex:'flash' --launch-count 8 \
       --section SpeedOfLight --section ComputeWorkloadAnalysis --section Occupancy --section WarpStateStats \
       --section LaunchStats --metrics sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active \
-      paratrain bench attention --impl flash --dtype bf16 --batch "$b" --heads "$h" --seq "$t" --head-dim 64 \
+      paratrain bench attention --impl flash --dtype bf16 --batch "$b" --heads "$h" --seq "$t" --head-dim "$d" \
       --causal 1 --dout ones --warmup 1 --iters 1 ${NCU_TILES:+--flash-kernels wgmma --wgmma-tiles "$NCU_TILES"} \
       --out "$RESULTS/ncu_flash_$name.h5" --overwrite \
       >"$RESULTS/ncu_flash_$name.csv" || return
