@@ -26,6 +26,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "cuda/dev_check.h"
 #include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
 #include "cutlass/epilogue/collective/collective_builder.hpp"
@@ -38,21 +39,11 @@
 
 using namespace cute;
 
-#define CHECK_CUDA(x)                                                                         \
-  do {                                                                                        \
-    cudaError_t e_ = (x);                                                                     \
-    if (e_ != cudaSuccess) {                                                                  \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                           \
-    }                                                                                         \
-  } while (0)
-#define CHECK_CUBLAS(x)                                                                      \
-  do {                                                                                       \
-    cublasStatus_t s_ = (x);                                                                 \
-    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                       \
-      std::fprintf(stderr, "%s:%d %s: cuBLAS status %d\n", __FILE__, __LINE__, #x, int(s_)); \
-      std::exit(1);                                                                          \
-    }                                                                                        \
+#define CHECK_CUDA(x) DEV_CHECK_CUDA(x)
+#define CHECK_CUBLAS(x)                                                                        \
+  do {                                                                                         \
+    const cublasStatus_t s_ = (x);                                                             \
+    dev_check(s_ == CUBLAS_STATUS_SUCCESS, #x, cublasGetStatusString(s_), __FILE__, __LINE__); \
   } while (0)
 
 using bf16 = cutlass::bfloat16_t;
@@ -63,40 +54,32 @@ constexpr int kTokens = 2048, kModel = 1600, kHidden = 6400, kLayers = 48;
 // element (its own node), since the epilogue's arithmetic runs on the GEMM's own warps.
 __host__ __device__ inline float sigmoid_f(float a) { return 1.f / (1.f + expf(-a)); }
 
-template <class T>
-struct Sigmoid {  // (h1) → σ(h1)
-  CUTLASS_DEVICE T operator()(T const& h1) const {
-    T out;
-    CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < int(T::kElements); ++i) out[i] = __frcp_rn(1.f + __expf(-h1[i]));
-    return out;
-  }
+// An epilogue node's arithmetic: Op on each element of its input fragments (Sm90Compute's ComputeFn).
+template <class Op>
+struct PerElement {
+  template <class T>
+  struct Fn {
+    template <class... Ts>
+    CUTLASS_DEVICE T operator()(T const& a, Ts const&... b) const {
+      T out;
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < int(T::kElements); ++i) out[i] = Op{}(a[i], b[i]...);
+      return out;
+    }
+  };
 };
-template <class T>
-struct SwigluDh3 {  // (dg, h1, σ) → dh3 = dg · h1 · σ
-  CUTLASS_DEVICE T operator()(T const& dg, T const& h1, T const& s) const {
-    T out;
-    CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < int(T::kElements); ++i) out[i] = dg[i] * h1[i] * s[i];
-    return out;
-  }
+struct SigmoidOp {  // (h1) → σ(h1)
+  CUTLASS_DEVICE float operator()(float h1) const { return __frcp_rn(1.f + __expf(-h1)); }
 };
-template <class T>
-struct SwigluG {  // (h1, h3, σ) → g = h1 · σ · h3, remade for W2's gradient
-  CUTLASS_DEVICE T operator()(T const& h1, T const& h3, T const& s) const {
-    T out;
-    CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < int(T::kElements); ++i) out[i] = h1[i] * s[i] * h3[i];
-    return out;
-  }
+struct SwigluDh3Op {  // (dg, h1, σ) → dh3 = dg · h1 · σ
+  CUTLASS_DEVICE float operator()(float dg, float h1, float s) const { return dg * h1 * s; }
 };
-template <class T>
-struct SwigluDh1 {  // (dg, h1, h3, σ, dh3 stored, g stored) → dh1 = dg · h3 · σ(1 + h1(1 − σ))
-  CUTLASS_DEVICE T operator()(T const& dg, T const& h1, T const& h3, T const& s, T const&, T const&) const {
-    T out;
-    CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < int(T::kElements); ++i) out[i] = dg[i] * h3[i] * s[i] * (1.f + h1[i] * (1.f - s[i]));
-    return out;
+struct SwigluGOp {  // (h1, h3, σ) → g = h1 · σ · h3, remade for W2's gradient
+  CUTLASS_DEVICE float operator()(float h1, float h3, float s) const { return h1 * s * h3; }
+};
+struct SwigluDh1Op {  // (dg, h1, h3, σ, dh3 stored, g stored) → dh1 = dg · h3 · σ(1 + h1(1 − σ))
+  CUTLASS_DEVICE float operator()(float dg, float h1, float h3, float s, float, float) const {
+    return dg * h3 * s * (1.f + h1 * (1.f - s));
   }
 };
 
@@ -271,6 +254,36 @@ struct SwigluPairStore {
   }
 };
 
+// The GemmUniversal plumbing both runners share: D (M × N) = A (M × K) · B with packed strides,
+// the workspace, the launch.
+template <class Kernel>
+struct GemmLauncher {
+  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+  Gemm gemm;
+  void* workspace = nullptr;
+
+  static typename Gemm::Arguments arguments(int M, int N, int K, const bf16* a, const bf16* b, bf16* d) {
+    using SA = typename Kernel::StrideA;
+    using SB = typename Kernel::StrideB;
+    using SD = typename Kernel::StrideD;
+    SA sa = cutlass::make_cute_packed_stride(SA{}, make_shape(M, K, 1));
+    SB sb = cutlass::make_cute_packed_stride(SB{}, make_shape(N, K, 1));
+    SD sd = cutlass::make_cute_packed_stride(SD{}, make_shape(M, N, 1));
+    return {cutlass::gemm::GemmUniversalMode::kGemm, {M, N, K, 1}, {a, sa, b, sb}, {{}, nullptr, sd, d, sd}};
+  }
+  bool start(typename Gemm::Arguments const& args) {  // false: CUTLASS cannot run this configuration
+    if (gemm.can_implement(args) != cutlass::Status::kSuccess) return false;
+    CHECK_CUDA(cudaMalloc(&workspace, std::max<size_t>(Gemm::get_workspace_size(args), 16)));
+    return gemm.initialize(args, workspace) == cutlass::Status::kSuccess;
+  }
+  void run(cudaStream_t s) {
+    if (gemm.run(s) != cutlass::Status::kSuccess) {
+      std::fprintf(stderr, "CUTLASS run failed\n");
+      std::exit(1);
+    }
+  }
+};
+
 // D (M × N, h13 interleaved) = A · B (K-major B: x · W13ᵢᵀ), g (M × N/2) by SwigluPairStore.
 template <class Tile, class Cluster, class MainSchedule, class EpiSchedule>
 struct ForwardFusedRunner {
@@ -287,30 +300,14 @@ struct ForwardFusedRunner {
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename Epilogue::SharedStorage))>,
       MainSchedule>::CollectiveOp;
   using Kernel = cutlass::gemm::kernel::GemmUniversal<Shape<int, int, int, int>, Mainloop, Epilogue>;
-  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
-  Gemm gemm;
-  void* workspace = nullptr;
+  GemmLauncher<Kernel> launcher;
 
   bool init(int M, int N, int K, const bf16* a, const bf16* b, bf16* d, bf16* g) {
-    using SA = typename Kernel::StrideA;
-    using SB = typename Kernel::StrideB;
-    using SD = typename Kernel::StrideD;
-    SA sa = cutlass::make_cute_packed_stride(SA{}, make_shape(M, K, 1));
-    SB sb = cutlass::make_cute_packed_stride(SB{}, make_shape(N, K, 1));
-    SD sd = cutlass::make_cute_packed_stride(SD{}, make_shape(M, N, 1));
-    typename Gemm::Arguments args{
-        cutlass::gemm::GemmUniversalMode::kGemm, {M, N, K, 1}, {a, sa, b, sb}, {{}, nullptr, sd, d, sd}};
+    auto args = launcher.arguments(M, N, K, a, b, d);
     args.epilogue.thread = {{{}, {g, int64_t(N / 2)}}, {}};
-    if (gemm.can_implement(args) != cutlass::Status::kSuccess) return false;
-    CHECK_CUDA(cudaMalloc(&workspace, std::max<size_t>(Gemm::get_workspace_size(args), 16)));
-    return gemm.initialize(args, workspace) == cutlass::Status::kSuccess;
+    return launcher.start(args);
   }
-  void run(cudaStream_t s) {
-    if (gemm.run(s) != cutlass::Status::kSuccess) {
-      std::fprintf(stderr, "CUTLASS run failed\n");
-      std::exit(1);
-    }
-  }
+  void run(cudaStream_t s) { launcher.run(s); }
 };
 
 // kDirect: h1, h3 loaded and dh3, g stored by the epilogue's own threads (CUTLASS's Stages = 0
@@ -341,10 +338,10 @@ struct Runner {
       float,
       cute::tuple<cute::seq<>, cute::seq<>, cute::seq<>, cute::seq<1>, cute::seq<0, 1, 3>, cute::seq<4>,
                   cute::seq<1, 2, 3>, cute::seq<6>, cute::seq<0, 1, 2, 3, 5, 7>>,
-      fusion::Sm90AccFetch, AuxLoad, AuxLoad, fusion::Sm90Compute<Sigmoid, float, float, kRound>,
-      fusion::Sm90Compute<SwigluDh3, float, float, kRound>, AuxStore,
-      fusion::Sm90Compute<SwigluG, float, float, kRound>, AuxStore,
-      fusion::Sm90Compute<SwigluDh1, bf16, float, kRound>>;
+      fusion::Sm90AccFetch, AuxLoad, AuxLoad, fusion::Sm90Compute<PerElement<SigmoidOp>::Fn, float, float, kRound>,
+      fusion::Sm90Compute<PerElement<SwigluDh3Op>::Fn, float, float, kRound>, AuxStore,
+      fusion::Sm90Compute<PerElement<SwigluGOp>::Fn, float, float, kRound>, AuxStore,
+      fusion::Sm90Compute<PerElement<SwigluDh1Op>::Fn, bf16, float, kRound>>;
   using Plain = fusion::LinearCombination<bf16, float, void, float, kRound>;
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Tile, Cluster, EpiTile, float, float,
@@ -356,22 +353,12 @@ struct Runner {
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename Epilogue::SharedStorage))>,
       MainSchedule>::CollectiveOp;
   using Kernel = cutlass::gemm::kernel::GemmUniversal<Shape<int, int, int, int>, Mainloop, Epilogue>;
-  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
-
-  Gemm gemm;
-  void* workspace = nullptr;
+  GemmLauncher<Kernel> launcher;
 
   // D (M × N) = A (M × K, row-major) · B (K × N, LayoutB); for kFused the SwiGLU outputs as above.
   bool init(int M, int N, int K, const bf16* a, const bf16* b, bf16* d, const bf16* h1 = nullptr,
             const bf16* h3 = nullptr, bf16* dh3 = nullptr, bf16* g = nullptr) {
-    using SA = typename Kernel::StrideA;
-    using SB = typename Kernel::StrideB;
-    using SD = typename Kernel::StrideD;
-    SA sa = cutlass::make_cute_packed_stride(SA{}, make_shape(M, K, 1));
-    SB sb = cutlass::make_cute_packed_stride(SB{}, make_shape(N, K, 1));
-    SD sd = cutlass::make_cute_packed_stride(SD{}, make_shape(M, N, 1));
-    typename Gemm::Arguments args{
-        cutlass::gemm::GemmUniversalMode::kGemm, {M, N, K, 1}, {a, sa, b, sb}, {{}, nullptr, sd, d, sd}};
+    auto args = launcher.arguments(M, N, K, a, b, d);
     if constexpr (kFused) {
       using AS = typename AuxLoadDesc::Stride;
       AS s_aux = cutlass::make_cute_packed_stride(AS{}, make_shape(M, N, 1));
@@ -391,16 +378,9 @@ struct Runner {
       args.epilogue.thread.alpha = 1.f;
       args.epilogue.thread.beta = 0.f;
     }
-    if (gemm.can_implement(args) != cutlass::Status::kSuccess) return false;
-    CHECK_CUDA(cudaMalloc(&workspace, std::max<size_t>(Gemm::get_workspace_size(args), 16)));
-    return gemm.initialize(args, workspace) == cutlass::Status::kSuccess;
+    return launcher.start(args);
   }
-  void run(cudaStream_t s) {
-    if (gemm.run(s) != cutlass::Status::kSuccess) {
-      std::fprintf(stderr, "CUTLASS run failed\n");
-      std::exit(1);
-    }
-  }
+  void run(cudaStream_t s) { launcher.run(s); }
 };
 
 // ---- helpers ----

@@ -21,14 +21,7 @@
 #include <cstring>
 #include <vector>
 
-#define CK(x)                                                                                  \
-  do {                                                                                         \
-    cudaError_t e_ = (x);                                                                      \
-    if (e_ != cudaSuccess) {                                                                   \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                            \
-    }                                                                                          \
-  } while (0)
+#include "dev_check.h"
 
 struct Scalars {
   float decay, step_size, bc2_sqrt, one_minus_beta1, beta2, one_minus_beta2, eps;
@@ -121,7 +114,7 @@ static void reset(int64_t n, Buffers& b) {
   fill<<<1024, 256>>>(n, b.g, 2, 0.02f, 0.0f);
   fill<<<1024, 256>>>(n, b.m, 3, 0.01f, 0.0f);
   fill<<<1024, 256>>>(n, b.v, 4, 1e-4f, 1e-4f);
-  CK(cudaGetLastError());
+  DEV_CHECK_CUDA(cudaGetLastError());
 }
 
 int main(int argc, char** argv) {
@@ -131,14 +124,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   cudaDeviceProp prop;
-  CK(cudaGetDeviceProperties(&prop, 0));
+  DEV_CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
   const int sms = prop.multiProcessorCount;
   Buffers b;
-  CK(cudaMalloc(&b.p, n * 4));
-  CK(cudaMalloc(&b.g, n * 4));
-  CK(cudaMalloc(&b.m, n * 4));
-  CK(cudaMalloc(&b.v, n * 4));
-  CK(cudaMalloc(&b.lowp, n * 2));
+  DEV_CHECK_CUDA(cudaMalloc(&b.p, n * 4));
+  DEV_CHECK_CUDA(cudaMalloc(&b.g, n * 4));
+  DEV_CHECK_CUDA(cudaMalloc(&b.m, n * 4));
+  DEV_CHECK_CUDA(cudaMalloc(&b.v, n * 4));
+  DEV_CHECK_CUDA(cudaMalloc(&b.lowp, n * 2));
   const int64_t check_n = std::min<int64_t>(n, 1 << 24);  // bits compared on the first 16 M
   std::vector<float> want_p(check_n), got_p(check_n);
   Scalars h{float(1.0 - 1e-3 * 0.1),
@@ -150,19 +143,19 @@ int main(int argc, char** argv) {
             1e-8f};
   const float coef = 0.75f;
   cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
+  DEV_CHECK_CUDA(cudaEventCreate(&e0));
+  DEV_CHECK_CUDA(cudaEventCreate(&e1));
   const double bytes = double(n) * (16 + 12 + 2);  // read p g m v; write p m v; write the bf16 copy
   std::printf("%s, %d SMs, n = %lld (%.1f GB per step)\n", prop.name, sms, (long long)n, bytes / 1e9);
 
   auto time_ms = [&](auto launch, int reps) {
     launch();  // warm
-    CK(cudaEventRecord(e0));
+    DEV_CHECK_CUDA(cudaEventRecord(e0));
     for (int r = 0; r < reps; ++r) launch();
-    CK(cudaEventRecord(e1));
-    CK(cudaEventSynchronize(e1));
+    DEV_CHECK_CUDA(cudaEventRecord(e1));
+    DEV_CHECK_CUDA(cudaEventSynchronize(e1));
     float ms = 0;
-    CK(cudaEventElapsedTime(&ms, e0, e1));
+    DEV_CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
     return double(ms) / reps;
   };
 
@@ -170,15 +163,15 @@ int main(int argc, char** argv) {
   {
     const double ms = time_ms([&] { copy4<<<sms * 16, 256>>>(n, b.p, b.m); }, 5);
     std::printf("%-34s %8.3f ms  %7.1f GB/s\n", "copy (ldcs/stcs float4)", ms, 8.0 * n / ms / 1e6);
-    const double ms2 = time_ms([&] { CK(cudaMemcpyAsync(b.m, b.p, n * 4, cudaMemcpyDeviceToDevice)); }, 5);
+    const double ms2 = time_ms([&] { DEV_CHECK_CUDA(cudaMemcpyAsync(b.m, b.p, n * 4, cudaMemcpyDeviceToDevice)); }, 5);
     std::printf("%-34s %8.3f ms  %7.1f GB/s\n", "cudaMemcpy D2D", ms2, 8.0 * n / ms2 / 1e6);
   }
 
   auto run = [&](const char* name, auto kernel, int n_per, unsigned grid, bool is_ref) {
     reset(n, b);
     kernel<<<grid, 256>>>(n, h, coef, b.p, b.g, b.m, b.v, b.lowp);  // one step: the bits checked
-    CK(cudaGetLastError());
-    CK(cudaMemcpy(is_ref ? want_p.data() : got_p.data(), b.p, check_n * 4, cudaMemcpyDeviceToHost));
+    DEV_CHECK_CUDA(cudaGetLastError());
+    DEV_CHECK_CUDA(cudaMemcpy(is_ref ? want_p.data() : got_p.data(), b.p, check_n * 4, cudaMemcpyDeviceToHost));
     const bool same = is_ref || std::memcmp(want_p.data(), got_p.data(), check_n * 4) == 0;
     const double ms = time_ms([&] { kernel<<<grid, 256>>>(n, h, coef, b.p, b.g, b.m, b.v, b.lowp); }, 5);
     std::printf("%-34s %8.3f ms  %7.1f GB/s  %s\n", name, ms, bytes / ms / 1e6, same ? "bits equal v0" : "BITS DIFFER");
