@@ -636,7 +636,11 @@ unset _s
 step_torch-model-2.7b() { torch_model 2.7b; }
 step_probe-opt-overlap() { python3 dev/probe_optimizer_overlap.py; }
 step_probe-swiglu-epilogue() { python3 dev/probe_swiglu_epilogue.py; }
-step_probe-cutlass-swiglu() { "${PROBE_CUTLASS:-.devbundle/probe_cutlass_swiglu}"; }
+step_probe-cutlass-swiglu() {
+  local bin=${PROBE_CUTLASS:-.devbundle/probe_cutlass_swiglu}
+  [ -x "$bin" ] || { echo "probe-cutlass-swiglu: no $bin (build it here: dev/build_probe_cutlass.sh)"; return 1; }
+  "$bin"
+}
 ddp_xl() {
   "${MPIRUN[@]}" paratrain bench ddp --model xl --precision "$1" --ddp none,bucketed --bucket-mb 25,1000 \
     --shard-optimizer zero1 --comm-sms "${COMM_SMS:-auto}" --grad-comm "${GRAD_COMM:-fp32,bf16}" \
