@@ -52,7 +52,7 @@ struct DkDvWsTraits {
   static constexpr int kQBytes = sw128_tile_bytes<kBlockM, kHeadDim>();
   // K, V; kStages × (Q, dO); kStages × (L, delta) fp32; alignment slack.
   static constexpr int kSmemBytes = 2 * kKVBytes + kStages * (2 * kQBytes + 2 * kBlockM * 4) + kSwizzleBlockBytes;
-  static_assert(kSmemBytes <= 227 * 1024, "shared memory overcommitted");
+  static_assert(kSmemBytes <= kMaxBlockSmemBytes, "shared memory overcommitted");
 };
 
 // dQ pass: 64 queries per math warpgroup; 128 keys per stage at d = 64, 64 at d = 128.
@@ -65,7 +65,7 @@ struct DqWsTraits {
   static constexpr int kQBytes = sw128_tile_bytes<kBlockM, kHeadDim>();
   static constexpr int kKVBytes = sw128_tile_bytes<kBlockN, kHeadDim>();
   static constexpr int kSmemBytes = 2 * kQBytes + 2 * kStages * kKVBytes + kSwizzleBlockBytes;  // Q, dO; K, V ring
-  static_assert(kSmemBytes <= 227 * 1024, "shared memory overcommitted");
+  static_assert(kSmemBytes <= kMaxBlockSmemBytes, "shared memory overcommitted");
 };
 
 // The four views both passes load (boxes of each pass's kBlockM query rows, kBlockN key rows).

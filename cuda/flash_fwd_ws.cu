@@ -36,18 +36,19 @@ struct FwdWsTraits {
   static constexpr int kThreads = 128 * (kConsumers + 1);
   static constexpr int kQBytes = sw128_tile_bytes<kBlockM, kHeadDim>();
   static constexpr int kKVBytes = sw128_tile_bytes<kBlockN, kHeadDim>();
+  // Q, then `stages` stages of K and of V; 1 KiB slack to align the base to the swizzle period.
+  static constexpr int smem_bytes(int stages) { return kQBytes + 2 * stages * kKVBytes + kSwizzleBlockBytes; }
   // Three stages where they fit beside Q (d = 64; d = 128 with 128 query rows: 225 KB), else two.
   // At d = 128 the third stage took the leaderboard forward from 2.56 to 1.90–1.97 ms on the H100
   // (session 15, docs/FLASH_ATTENTION.md): with two, the math waited on each K/V tile's TMA load.
-  static constexpr int kStages = kQBytes + 6 * kKVBytes + kSwizzleBlockBytes <= 227 * 1024 ? 3 : 2;
-  // Q, then kStages stages of K and of V; 1 KiB slack to align the base to the swizzle period.
-  static constexpr int kSmemBytes = kQBytes + 2 * kStages * kKVBytes + kSwizzleBlockBytes;
+  static constexpr int kStages = smem_bytes(3) <= kMaxBlockSmemBytes ? 3 : 2;
+  static constexpr int kSmemBytes = smem_bytes(kStages);
   // Registers per thread after setmaxnreg: the producer keeps the minimum, the math warpgroups
   // share the rest of the SM's 64 K (one block per SM).
   static constexpr int kProducerRegs = 24;
   static constexpr int kConsumerRegs = kConsumers == 2 ? 240 : 160;
   static_assert((kProducerRegs + kConsumers * kConsumerRegs) * 128 <= 65536, "register file overcommitted");
-  static_assert(kSmemBytes <= 227 * 1024, "shared memory overcommitted");
+  static_assert(kSmemBytes <= kMaxBlockSmemBytes, "shared memory overcommitted");
 };
 
 template <int kHeadDim, int kConsumers, int kBlockN, bool kCausal>

@@ -33,6 +33,8 @@
 namespace pt::cuda::flash {
 
 constexpr int kSwizzleBlockBytes = 1024;  // 8 rows × 128 bytes: the swizzle pattern's period
+// The most dynamic shared memory one block may opt into on Hopper (sm_90): 227 KiB.
+constexpr int kMaxBlockSmemBytes = 227 * 1024;
 
 // Bytes of a (rows × kHeadDim) SW128 tile.
 template <int kRows, int kHeadDim>

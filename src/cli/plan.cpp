@@ -52,7 +52,7 @@ void print_json(const plan::Result& r, std::ostream& os) {
      << ", \"activations\": " << m.activations << ", \"activations_saved\": " << m.activations_saved
      << ", \"workspace\": " << m.workspace << ", \"total\": " << m.total() << ", \"activations_by_choice\": {";
   for (int i = 0; i < kNumRecompute; ++i)
-    for (int j = 0; j < 2; ++j)
+    for (int j = 0; j < plan::kNumAttentionChoices; ++j)
       os << (i + j ? ", " : "") << "\"recompute_" << recompute_name(kRecomputeChoices[i]) << "_"
          << attention_impl_name(plan::kAttentionChoices[j]) << "\": " << m.activations_by_choice[i][j];
   os << "}},\n \"collectives\": [";
@@ -86,7 +86,7 @@ void fill_tables(const plan::Result& r, io::ResultTable& memory, io::ResultTable
   mem_row("workspace", m.workspace);
   mem_row("total", m.total());
   for (int i = 0; i < kNumRecompute; ++i)
-    for (int j = 0; j < 2; ++j)
+    for (int j = 0; j < plan::kNumAttentionChoices; ++j)
       if (m.activations_by_choice[i][j] > 0)
         mem_row(("activations (peak) with --recompute " + std::string(recompute_name(kRecomputeChoices[i])) +
                  ", --attention " + attention_impl_name(plan::kAttentionChoices[j]))

@@ -290,7 +290,7 @@ class TransformerBlock {
       }
       qkv_buf_ = Tensor();
       attn_out_ = Tensor();
-      if (unrotate == nullptr || cfg_.attention != AttentionImpl::Flash) {
+      if (unrotate == nullptr) {  // set only with flash attention, whose stores then turned dq, dk back
         Tensor dqk = head_view(dqkv, 0, B, T, 2);
         ops::rope(ctx, dqk, dqk, cfg_.rope_theta, /*inverse=*/true);
       }

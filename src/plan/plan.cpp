@@ -182,7 +182,7 @@ Result plan(const Job& job, const Cluster& cluster) {
   mem.activations_saved = act.saved * in_flight;
   mem.workspace = cluster.cpu || cluster.device.cc_major == 0 ? 0 : kCublasWorkspaceBytes;  // cuBLAS's, GPUs only
   for (int rc = 0; rc < kNumRecompute; ++rc)
-    for (int at = 0; at < 2; ++at) {
+    for (int at = 0; at < kNumAttentionChoices; ++at) {
       TransformerConfig alt = m;
       alt.recompute = kRecomputeChoices[rc];
       alt.attention = kAttentionChoices[at];

@@ -43,7 +43,8 @@ struct Job {
 };
 
 // Memory::activations_by_choice's attention index.
-inline constexpr AttentionImpl kAttentionChoices[2] = {AttentionImpl::Flash, AttentionImpl::Naive};
+inline constexpr AttentionImpl kAttentionChoices[] = {AttentionImpl::Flash, AttentionImpl::Naive};
+inline constexpr int kNumAttentionChoices = sizeof(kAttentionChoices) / sizeof(kAttentionChoices[0]);
 
 // Per device, bytes, as the tracking allocator counts them (each allocation rounded up to its
 // granularity: 512 B on a GPU, 64 B on the CPU).
@@ -58,7 +59,7 @@ struct Memory {
   // The peak activations of the same job under each choice of --recompute and --attention:
   // [kRecomputeChoices: on, swiglu, off] × [kAttentionChoices: flash, naive] (flash 0 where the
   // kernels lack the head dimension).
-  int64_t activations_by_choice[kNumRecompute][2] = {};
+  int64_t activations_by_choice[kNumRecompute][kNumAttentionChoices] = {};
   int64_t total() const { return params + params_lowp + grads + optstate + activations + workspace; }
 };
 
