@@ -64,36 +64,6 @@ struct DqWgmmaTraits {
   static constexpr int kMinBlocks = kWarpgroups == 1 && kHeadDim == 64 ? 3 : 1;
 };
 
-// This warp's 16 rows of dSᵀ (bf16 A fragments of the dK product: rows are keys, columns the
-// 64 queries) into the SW128 tile sdS at row row0, so that the tensor cores read dS = (dSᵀ)ᵀ back
-// as an MN-major A operand. Rows of keys past the end are written as zeros: their P can overflow
-// (S = 0 against a zero-filled K row, minus a very negative L), and inf · 0 in dS·K would be NaN.
-template <int kBlockM>
-__device__ __forceinline__ void store_ds_rows(bf16* sdS, const uint32_t (&ds)[kBlockM / 16][4], int row0, bool lo_valid,
-                                              bool hi_valid) {
-  static_assert(kBlockM == 64, "dSᵀ rows are one 64-column SW128 block");
-  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  uint32_t* words = reinterpret_cast<uint32_t*>(sdS);
-#pragma unroll
-  for (int kk = 0; kk < kBlockM / 16; ++kk)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {  // acc_to_a: e = 0, 1 columns 16kk + 2t (rows g, g+8); e = 2, 3 + 8
-      const int hi = e & 1, r = row0 + g + 8 * hi, chunk = 2 * kk + (e >> 1);
-      const int elem = r * 64 + ((chunk ^ (r & 7)) * 8) + 2 * t;
-      words[elem / 2] = (hi ? hi_valid : lo_valid) ? ds[kk][e] : 0u;
-    }
-}
-
-// A warpgroup's (64 × N) fp32 accumulator into shared memory in fragment order — float4 e of
-// column tile j of thread f at (j·128 + f)·4: consecutive threads write consecutive 16 bytes.
-template <int N>
-__device__ __forceinline__ void stage_fragments(float* dst, const float (&acc)[N / 8][4]) {
-  const int f = threadIdx.x % 128;
-#pragma unroll
-  for (int j = 0; j < N / 8; ++j)
-    reinterpret_cast<float4*>(dst)[j * 128 + f] = make_float4(acc[j][0], acc[j][1], acc[j][2], acc[j][3]);
-}
-
 template <int kHeadDim, int kWarpgroups, bool kCausal, bool kAccumulateDq>
 __global__ void __launch_bounds__(DkDvWgmmaTraits<kHeadDim, kWarpgroups, kAccumulateDq>::kThreads,
                                   DkDvWgmmaTraits<kHeadDim, kWarpgroups, kAccumulateDq>::kMinBlocks)
@@ -202,7 +172,7 @@ __global__ void __launch_bounds__(DkDvWgmmaTraits<kHeadDim, kWarpgroups, kAccumu
     if constexpr (kAccumulateDq) {
       // The previous tile's reduction has read sdQ before anyone passes the barrier below.
       if (reduce_leader) bulk_wait_read<0>();
-      store_ds_rows<kBlockM>(sdS, ds_frag, key0 - n0, key0 + frag_row(0) < tk, key0 + frag_row(2) < tk);
+      store_ds_rows<kBlockN, kBlockM>(sdS, ds_frag, key0 - n0, key0 + frag_row(0) < tk, key0 + frag_row(2) < tk);
       fence_async_proxy();
       // Each warpgroup reads the dS rows of its own keys, or of every key when it splits columns.
       if constexpr (kWarpgroups == 1 || Tr::kDqSplitCols)
@@ -360,13 +330,14 @@ __global__ void flash_dq_from_accum_kernel(const FlashParams p) {
         pack_unrotated(v.z * p.scale, v.w * p.scale, unrotate_angle<kHeadDim>(unrotate, row + 8, col / 2, true));
 }
 
-// The single pass: zero the fp32 buffer, dK/dV/dQ-partials kernel, then dQ from the buffer.
-template <int kHeadDim, int kWarpgroups, bool kCausal>
-void launch_dkdv_accumulating_dq(const FlashParams& p, cudaStream_t stream) {
+// The single pass: zero the fp32 buffer, run the dK/dV pass that adds dQ's partials into it
+// (launch_dkdv(): the cp.async kernel or the warp-specialised one), then dQ from the buffer.
+template <int kHeadDim, class LaunchDkDv>
+void accumulating_dq(const FlashParams& p, cudaStream_t stream, LaunchDkDv&& launch_dkdv) {
   PT_CHECK(p.dq_accum != nullptr, "flash attention: dQ accumulation needs the fp32 dq_accum workspace");
   const int64_t numel = flash_dq_accum_numel(p.batch, p.heads, p.seqlen_q, kHeadDim);
   PT_CUDA_CHECK(cudaMemsetAsync(p.dq_accum, 0, static_cast<size_t>(numel) * sizeof(float), stream));
-  launch_dkdv<kHeadDim, kWarpgroups, kCausal, true>(p, stream);
+  launch_dkdv();
   constexpr int kThreads = 256;
   flash_dq_from_accum_kernel<kHeadDim>
       <<<static_cast<unsigned>(ceil_div(numel / 4, kThreads)), kThreads, 0, stream>>>(p);
@@ -387,8 +358,13 @@ void launch_bwd(const FlashParams& p, cudaStream_t stream) {
   PT_CHECK((dkdv == 1 || dkdv == 2) && (p.tiles.dq_accumulate || dq == 1 || dq == 2),
            "flash attention: the wgmma backward passes run 1 or 2 warpgroups per block");
   if (p.tiles.dq_accumulate) {
-    dkdv == 1 ? launch_dkdv_accumulating_dq<kHeadDim, 1, kCausal>(p, stream)
-              : launch_dkdv_accumulating_dq<kHeadDim, 2, kCausal>(p, stream);
+    accumulating_dq<kHeadDim>(p, stream, [&] {
+      if (p.tiles.dkdv_warp_specialized)
+        flash_bwd_dkdv_wgmma_ws(p, stream);
+      else
+        dkdv == 1 ? launch_dkdv<kHeadDim, 1, kCausal, true>(p, stream)
+                  : launch_dkdv<kHeadDim, 2, kCausal, true>(p, stream);
+    });
     return;
   }
   if (p.tiles.dkdv_warp_specialized)

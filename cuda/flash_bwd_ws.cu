@@ -19,8 +19,14 @@
 //   issue [S_j = Q·K_jᵀ, dP_j = dO·V_jᵀ], issue dQ += dS_{j−1}·K_{j−1};  wait for S_j, dP_j;
 //   P_j, dS_j in fp32;  wait for dQ;  release stage j−1;  dS_j to bf16
 //
+// The single pass (tiles "ws2/acc", the default from 2048 keys): the dK/dV pass also computes each
+// query tile's dQ contribution dS·K and adds it into p.dq_accum (fp32) with vector reductions;
+// flash_bwd_wgmma.cu zeroes the buffer before and converts it into dQ after. 5 products per tile
+// instead of the two passes' 7 (DkDvWsTraits says how the work is split).
+//
 // delta = rowsum(O ∘ dO) comes from flash_bwd_bf16.cu's kernel, launched first.
 #include <string>
+#include <type_traits>
 
 #include "core/error.h"
 #include "cuda/flash_params.h"
@@ -40,19 +46,38 @@ static_assert((kProducerRegs + kMathWarpgroups * kMathRegs) * 128 <= 65536, "reg
 
 // dK/dV pass: 64 keys per math warpgroup; 128 queries per stage at d = 64 (Sᵀ, dPᵀ of 64 × 128 per
 // warpgroup), 64 at d = 128, where dK and dV already take 128 registers a thread.
-template <int kHeadDim>
+//
+// kAccumulateDq (tiles "ws2/acc", the single pass): the pass also adds each query tile's dQ
+// partial dS·K (kBlockM × D over the block's 128 keys) into p.dq_accum. Each math warpgroup stages
+// its dSᵀ rows in shared memory (store_ds_rows), both meet at one barrier, and each computes a
+// 64 × 64 piece of the partial over all 128 keys — at d = 128 the tile's 64 queries × its 64
+// columns, at d = 64 its 64 of the tile's 128 queries × all 64 columns — so every partial element
+// is reduced once (32 registers a thread), in p.dq_accum's fragment order. dSᵀ is double-buffered,
+// handed between the warpgroups by mbarriers (ds_full, ds_empty) rather than a block barrier.
+template <int kHeadDim, bool kAccumulateDq = false>
 struct DkDvWsTraits {
   static constexpr int kBlockN = 64 * kMathWarpgroups;       // keys per block
   static constexpr int kBlockM = kHeadDim == 64 ? 128 : 64;  // queries per stage
   static constexpr int kThreads = 128 * (kMathWarpgroups + 1);
-  // Stages of Q, dO: 4 at d = 128 (130 → 195 KB; 2 until session 15, whose A/B on the H100 gave
-  // the backward −1 to −2 % with 4: docs/FLASH_ATTENTION.md), 3 at d = 64.
-  static constexpr int kStages = kHeadDim == 64 ? 3 : 4;
   static constexpr int kKVBytes = sw128_tile_bytes<kBlockN, kHeadDim>();
   static constexpr int kQBytes = sw128_tile_bytes<kBlockM, kHeadDim>();
-  // K, V; kStages × (Q, dO); kStages × (L, delta) fp32; alignment slack.
-  static constexpr int kSmemBytes = 2 * kKVBytes + kStages * (2 * kQBytes + 2 * kBlockM * 4) + kSwizzleBlockBytes;
-  static_assert(kSmemBytes <= kMaxBlockSmemBytes, "shared memory overcommitted");
+  static constexpr bool kDqSplitCols = kHeadDim == 128;  // else split the tile's queries
+  static_assert(kBlockM * kHeadDim == kMathWarpgroups * 64 * 64, "dQ's partial is one 64 × 64 piece per warpgroup");
+  static constexpr int kDsBytes = kAccumulateDq ? sw128_tile_bytes<kBlockN, kBlockM>() : 0;  // one dSᵀ buffer
+  // K, V; `stages` × (Q, dO, L and delta in fp32); two dSᵀ buffers; alignment slack.
+  static constexpr int smem_bytes(int stages) {
+    return 2 * kKVBytes + stages * (2 * kQBytes + 2 * kBlockM * 4) + 2 * kDsBytes + kSwizzleBlockBytes;
+  }
+  // Stages of Q, dO: 4 at d = 128 (130 → 195 KB; 2 until session 15, whose A/B on the H100 gave
+  // the backward −1 to −2 % with 4: docs/FLASH_ATTENTION.md), 3 at d = 64; one fewer where the
+  // single pass's dSᵀ buffers leave no room (d 128: 3, 195 KB). 256 bytes of the per-block limit
+  // are left to the static mbarriers.
+  static constexpr int kMaxStages = kHeadDim == 64 ? 3 : 4;
+  static constexpr int kStages = smem_bytes(kMaxStages) <= kMaxBlockSmemBytes - 256       ? kMaxStages
+                                 : smem_bytes(kMaxStages - 1) <= kMaxBlockSmemBytes - 256 ? kMaxStages - 1
+                                                                                          : kMaxStages - 2;
+  static constexpr int kSmemBytes = smem_bytes(kStages);
+  static_assert(kStages >= 2 && kSmemBytes <= kMaxBlockSmemBytes - 256, "shared memory overcommitted");
 };
 
 // dQ pass: 64 queries per math warpgroup; 128 keys per stage at d = 64, 64 at d = 128.
@@ -73,31 +98,42 @@ struct BwdWsMaps {
   TmaRows q, k, v, d_o;
 };
 
-template <int kHeadDim, bool kCausal>
-__global__ void __launch_bounds__(DkDvWsTraits<kHeadDim>::kThreads, 1)
+template <int kHeadDim, bool kCausal, bool kAccumulateDq>
+__global__ void __launch_bounds__(DkDvWsTraits<kHeadDim, kAccumulateDq>::kThreads, 1)
     flash_bwd_dkdv_ws_kernel(const __grid_constant__ BwdWsMaps maps, const FlashParams p) {
 #if PT_FLASH_WGMMA_COMPILED
-  using Tr = DkDvWsTraits<kHeadDim>;
+  using Tr = DkDvWsTraits<kHeadDim, kAccumulateDq>;
   constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kStages = Tr::kStages;
   constexpr int kQElems = kBlockM * kHeadDim;
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = sw128_smem_base(smem_raw);
-  bf16* sK = reinterpret_cast<bf16*>(smem);                       // (kBlockN, D) SW128
-  bf16* sV = sK + kBlockN * kHeadDim;                             // (kBlockN, D) SW128
-  bf16* sQ = sV + kBlockN * kHeadDim;                             // (kStages, kBlockM, D) SW128
-  bf16* sdO = sQ + kStages * kQElems;                             // (kStages, kBlockM, D) SW128
-  float* sL = reinterpret_cast<float*>(sdO + kStages * kQElems);  // (kStages, kBlockM)
-  float* sDelta = sL + kStages * kBlockM;                         // (kStages, kBlockM)
+  bf16* sK = reinterpret_cast<bf16*>(smem);  // (kBlockN, D) SW128
+  bf16* sV = sK + kBlockN * kHeadDim;        // (kBlockN, D) SW128
+  bf16* sQ = sV + kBlockN * kHeadDim;        // (kStages, kBlockM, D) SW128
+  bf16* sdO = sQ + kStages * kQElems;        // (kStages, kBlockM, D) SW128
+  bf16* sdS = sdO + kStages * kQElems;       // (2, kBlockN, kBlockM) SW128, dQ accumulation only (else empty)
+  float* sL = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(sdS) + 2 * Tr::kDsBytes);  // (kStages, kBlockM)
+  float* sDelta = sL + kStages * kBlockM;                                                          // (kStages, kBlockM)
   __shared__ uint64_t kv_full;
   __shared__ StageRing<kStages> ring;  // Q, dO, L, delta of each query tile
+  // dQ accumulation: dSᵀ buffer b written by every math thread (full) and read by both dQ
+  // products (empty: every math thread arrives once its product is done).
+  __shared__ uint64_t ds_full[2], ds_empty[2];
 
   const int n0 = blockIdx.x * kBlockN, h = blockIdx.y, b = blockIdx.z;  // head by head, as the ws query passes
-  const int tq = p.seqlen_q;  // keys past seqlen_k load as zeros (TMA) and only reach dK, dV rows never stored
+  // Keys past seqlen_k load as zeros (TMA) and only reach dK, dV rows never stored (and dSᵀ rows
+  // stored as zeros).
+  const int tq = p.seqlen_q, tk = p.seqlen_k;
   const int64_t bh = static_cast<int64_t>(b) * p.heads + h;
   const QueryTiles<kBlockM, kBlockN, kCausal> tiles(n0, tq);
   const int m_begin = tiles.m_begin, m_blocks = tiles.m_blocks;
   const int wg = threadIdx.x / 128;
 
+  if (kAccumulateDq && threadIdx.x == 0)
+    for (int buf = 0; buf < 2; ++buf) {
+      mbar_init(&ds_full[buf], 128 * kMathWarpgroups);
+      mbar_init(&ds_empty[buf], 128 * kMathWarpgroups);
+    }
   ring.init_block(&kv_full, 32,
                   128 * kMathWarpgroups);  // the producer's first warp: L and delta stored, Q and dO in flight
 
@@ -143,6 +179,14 @@ __global__ void __launch_bounds__(DkDvWsTraits<kHeadDim>::kThreads, 1)
   float acc_s[kBlockM / 8][4], acc_dp[kBlockM / 8][4];         // Sᵀ then Pᵀ; dPᵀ then dSᵀ (fp32)
   uint32_t p_frag[kBlockM / 16][4], ds_frag[kBlockM / 16][4];  // Pᵀ, dSᵀ in bf16: A operands of dV, dK
 
+  // dQ accumulation: this warpgroup's 64 × 64 piece of each query tile's partial (queries
+  // q_block · 64 …, columns col_block · 64 …), its 64-query tile in dq_accum at dq_tiles + tile · 64 · D.
+  const int q_block = Tr::kDqSplitCols ? 0 : c, col_block = Tr::kDqSplitCols ? c : 0;
+  float* dq_tiles = kAccumulateDq ? p.dq_accum + bh * ceil_div(tq, kDqAccumTileRows) * kDqAccumTileRows * kHeadDim +
+                                        col_block * 64 * 64
+                                  : nullptr;
+  float acc_dq[8][4];  // (64 queries, 64 columns)
+
   // Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ of the tile in stage s (rows: this warpgroup's keys; columns: the
   // tile's queries), one batch, waited for.
   auto scores = [&](int s) {
@@ -158,6 +202,16 @@ __global__ void __launch_bounds__(DkDvWsTraits<kHeadDim>::kThreads, 1)
     pin(acc_s);
     pin(acc_dp);
   };
+  // dQ accumulation: stream tile t's dSᵀ rows into buffer t % 2, once both warpgroups' dQ products
+  // of tile t − 2 have read it; then announced on ds_full.
+  auto share_ds = [&](int t) {
+    const int buf = t & 1;
+    if (t >= 2) mbar_wait(&ds_empty[buf], ((t >> 1) - 1) & 1);
+    store_ds_rows<kBlockN, kBlockM>(sdS + buf * kBlockN * kBlockM, ds_frag, key0 - n0, key0 + frag_row(0) < tk,
+                                    key0 + frag_row(2) < tk);
+    fence_async_proxy();
+    mbar_arrive(&ds_full[buf]);
+  };
   // Pᵀ and dSᵀ of query tile i (stage s), into p_frag and ds_frag.
   auto grads = [&](int i, int s) {
     if (tiles.unmasked(i))
@@ -167,41 +221,83 @@ __global__ void __launch_bounds__(DkDvWsTraits<kHeadDim>::kThreads, 1)
     ds_by_col<kBlockM>(acc_dp, acc_s, sDelta + s * kBlockM);
     acc_to_a<kBlockM>(p_frag, acc_s);
     acc_to_a<kBlockM>(ds_frag, acc_dp);
+    if constexpr (kAccumulateDq) share_ds(i - m_begin);
   };
-  // dV += Pᵀ·dO and dK += dSᵀ·Q (1/sqrt(d) applied at the end) of stream tile t, one batch,
-  // waited for; then its stage goes back to the producer.
-  auto accumulate = [&](int t) {
+  // This warpgroup's dQ piece of stream tile t (in acc_dq) into p.dq_accum.
+  auto add_dq_piece = [&](int t) {
+    const int q0 = (m_begin + t) * kBlockM + q_block * 64;  // the piece's first query
+    if (q0 >= tq) return;                                   // the tile's second half, past the end
+    float* dst = dq_tiles + static_cast<int64_t>(q0 / kDqAccumTileRows) * kDqAccumTileRows * kHeadDim;
+    const int f = threadIdx.x % 128;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) red_add_v4(dst + (j * 128 + f) * 4, acc_dq[j]);
+  };
+  // dV += Pᵀ·dO and dK += dSᵀ·Q (1/sqrt(d) applied at the end) of stream tile t (kDkDv), and this
+  // warpgroup's piece of dS·K of stream tile t_dq (kDq), one batch, waited for; then tile t's
+  // stage goes back to the producer, t_dq's dSᵀ buffer to the writers and its dQ piece into
+  // p.dq_accum. (Compile-time choices: a run-time one inside the batch cost ptxas registers.)
+  auto accumulate = [&](auto dkdv, auto with_dq, int t, int t_dq) {
+    constexpr bool kDkDv = decltype(dkdv)::value, kDq = kAccumulateDq && decltype(with_dq)::value;
     const int s = ring.stage(t);
+    if constexpr (kDq) mbar_wait(&ds_full[t_dq & 1], (t_dq >> 1) & 1);  // both warpgroups' rows of dSᵀ
     pin(p_frag);
     pin(ds_frag);
     pin(acc_dv);
     pin(acc_dk);
+    if constexpr (kDq) {
+      zero(acc_dq);
+      pin(acc_dq);
+    }
     wgmma_fence();
-    wgmma_regs_mn_major<kBlockM, kHeadDim, kBlockM, kRegsProductN<kHeadDim>>(acc_dv, p_frag, sdO + s * kQElems);
-    wgmma_regs_mn_major<kBlockM, kHeadDim, kBlockM, kRegsProductN<kHeadDim>>(acc_dk, ds_frag, sQ + s * kQElems);
+    if constexpr (kDkDv) {
+      wgmma_regs_mn_major<kBlockM, kHeadDim, kBlockM, kRegsProductN<kHeadDim>>(acc_dv, p_frag, sdO + s * kQElems);
+      wgmma_regs_mn_major<kBlockM, kHeadDim, kBlockM, kRegsProductN<kHeadDim>>(acc_dk, ds_frag, sQ + s * kQElems);
+    }
+    if constexpr (kDq)
+      wgmma_mn_major<kBlockN, 64, kBlockN, kBlockN>(
+          acc_dq, sdS + (t_dq & 1) * kBlockN * kBlockM + q_block * kBlockN * 64, 0, sK, 0, col_block);
     wgmma_commit();
     wgmma_wait<0>();
     pin(acc_dv);
     pin(acc_dk);
     pin(p_frag);  // the A registers stay untouched until the products that read them are done
     pin(ds_frag);
-    ring.release(t);
+    if constexpr (kDkDv) ring.release(t);
+    if constexpr (kDq) {
+      pin(acc_dq);
+      mbar_arrive(&ds_empty[t_dq & 1]);
+      add_dq_piece(t_dq);
+    }
   };
+  using Yes = std::true_type;
+  using No = std::false_type;
 
   // Causal attention has Tq = Tk (ops::flash_attention), so every key block sees a query tile.
   // Tile i's dV, dK products are issued at the top of iteration i + 1: measured 3.29 against 3.46 ms
   // of backward (leaderboard case, one call) for the same products issued at the end of iteration i.
+  // Tile i's dQ piece waits one iteration more, so that neither warpgroup waits for the other's dSᵀ
+  // unless it runs more than about half an iteration ahead: the two drift apart and one's
+  // element-wise work runs beside the other's products, as in the two-pass kernel. (Issued with
+  // tile i's dV, dK, right after the exchange, it held them in step: docs/FLASH_ATTENTION.md.)
   mbar_wait(&kv_full, 0);
   ring.wait(0);
   scores(0);
   grads(m_begin, 0);
   for (int i = m_begin + 1, it = 1; i < m_blocks; ++i, ++it) {
-    accumulate(it - 1);
+    if (it == 1)
+      accumulate(Yes{}, No{}, 0, -1);
+    else
+      accumulate(Yes{}, Yes{}, it - 1, it - 2);
     ring.wait(it);
     scores(ring.stage(it));
     grads(i, ring.stage(it));
   }
-  accumulate(m_blocks - 1 - m_begin);
+  const int last = m_blocks - 1 - m_begin;
+  if (last == 0)
+    accumulate(Yes{}, No{}, 0, -1);
+  else
+    accumulate(Yes{}, Yes{}, last, last - 1);
+  if constexpr (kAccumulateDq) accumulate(No{}, Yes{}, 0, last);
 
   store_dk_dv<kHeadDim>(p, b, h, key0, acc_dk, acc_dv);
 #else
@@ -322,10 +418,10 @@ void launch_pass(Kernel kernel, int blocks, const FlashParams& p, cudaStream_t s
   launch_flash_kernel(kernel, flash_grid(p, blocks, 1), Traits::kThreads, Traits::kSmemBytes, stream, maps, p);
 }
 
-template <int kHeadDim, bool kCausal>
+template <int kHeadDim, bool kCausal, bool kAccumulateDq>
 void launch_dkdv(const FlashParams& p, cudaStream_t stream) {
-  using Tr = DkDvWsTraits<kHeadDim>;
-  launch_pass<Tr, kHeadDim>(flash_bwd_dkdv_ws_kernel<kHeadDim, kCausal>,
+  using Tr = DkDvWsTraits<kHeadDim, kAccumulateDq>;
+  launch_pass<Tr, kHeadDim>(flash_bwd_dkdv_ws_kernel<kHeadDim, kCausal, kAccumulateDq>,
                             static_cast<int>(ceil_div(p.seqlen_k, Tr::kBlockN)), p, stream);
 }
 
@@ -340,8 +436,13 @@ void launch_dq(const FlashParams& p, cudaStream_t stream) {
 }  // namespace flash
 
 void flash_bwd_dkdv_wgmma_ws(const FlashParams& p, cudaStream_t stream) {
-  flash_wgmma_switch(
-      p, [&](auto d, auto causal) { flash::launch_dkdv<decltype(d)::value, decltype(causal)::value>(p, stream); });
+  flash_wgmma_switch(p, [&](auto d, auto causal) {
+    constexpr int kD = decltype(d)::value;
+    constexpr bool kCausal = decltype(causal)::value;
+    // With dQ accumulation flash_bwd_wgmma has zeroed p.dq_accum and converts it afterwards.
+    p.tiles.dq_accumulate ? flash::launch_dkdv<kD, kCausal, true>(p, stream)
+                          : flash::launch_dkdv<kD, kCausal, false>(p, stream);
+  });
 }
 
 void flash_bwd_dq_wgmma_ws(const FlashParams& p, cudaStream_t stream) {

@@ -287,6 +287,38 @@ __device__ __forceinline__ void wgmma_mn_major(float (&acc)[N / 8][4], const bf1
                      desc_mn_major<kBRows>(b_tile + b_row0 * 64, kk, b_block0 + nb));
 }
 
+// This warp's 16 rows of dSᵀ (bf16 A fragments of the dK product: rows are keys, columns the
+// kCols queries) into the (kRows × kCols) SW128 tile sdS at row row0, so that the tensor cores read
+// dS = (dSᵀ)ᵀ back as an MN-major A operand (wgmma_mn_major; one 64-column block per 64 queries).
+// Rows of keys past the end are written as zeros: their P can overflow (S = 0 against a
+// zero-filled K row, minus a very negative L), and inf · 0 in dS·K would be NaN.
+template <int kRows, int kCols>
+__device__ __forceinline__ void store_ds_rows(bf16* sdS, const uint32_t (&ds)[kCols / 16][4], int row0, bool lo_valid,
+                                              bool hi_valid) {
+  static_assert(kCols % 64 == 0, "dSᵀ rows are whole 64-column SW128 blocks");
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  uint32_t* words = reinterpret_cast<uint32_t*>(sdS);
+#pragma unroll
+  for (int kk = 0; kk < kCols / 16; ++kk)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {  // acc_to_a: e = 0, 1 columns 16kk + 2t (rows g, g+8); e = 2, 3 + 8
+      const int hi = e & 1, r = row0 + g + 8 * hi, chunk = 2 * kk + (e >> 1);  // 16-byte chunk of the row
+      const int elem = (chunk / 8) * kRows * 64 + r * 64 + (((chunk % 8) ^ (r & 7)) * 8) + 2 * t;
+      words[elem / 2] = (hi ? hi_valid : lo_valid) ? ds[kk][e] : 0u;
+    }
+}
+
+// A warpgroup's (64 × N) fp32 accumulator into shared memory in fragment order — float4 e of
+// column tile j of thread f at (j·128 + f)·4: consecutive threads write consecutive 16 bytes.
+// p.dq_accum holds each 64-query tile in this order (the bulk reductions copy it as it is).
+template <int N>
+__device__ __forceinline__ void stage_fragments(float* dst, const float (&acc)[N / 8][4]) {
+  const int f = threadIdx.x % 128;
+#pragma unroll
+  for (int j = 0; j < N / 8; ++j)
+    reinterpret_cast<float4*>(dst)[j * 128 + f] = make_float4(acc[j][0], acc[j][1], acc[j][2], acc[j][3]);
+}
+
 // Barrier kId (1 … 15; 0 is __syncthreads) among kThreads threads, e.g. one warpgroup's 128. The
 // id is an immediate: a run-time id makes the compiler reserve all 16 of the block's barriers.
 template <int kId, int kThreads>
@@ -297,6 +329,13 @@ __device__ __forceinline__ void named_barrier_sync() {
 template <int kId, int kThreads>
 __device__ __forceinline__ void named_barrier_arrive() {
   asm volatile("bar.arrive %0, %1;\n" ::"n"(kId), "n"(kThreads) : "memory");
+}
+
+// global[0, 4) += v as fp32, each element atomically in L2, nothing returned (sm_90's vector
+// reduction; dst 16-byte aligned).
+__device__ __forceinline__ void red_add_v4(float* dst, const float (&v)[4]) {
+  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(dst), "f"(v[0]), "f"(v[1]), "f"(v[2]), "f"(v[3])
+               : "memory");
 }
 
 // Bulk asynchronous reduction (the tensor-memory accelerator's copy engine): global[0, bytes) +=

@@ -26,8 +26,8 @@
 #   sanitizer            compute-sanitizer memcheck + racecheck on the small flash GPU tests  (1)
 #   flash-ws             the warp-specialised TMA kernels (tiles ws…): flash GPU tests, sanitizers,
 #                        leaderboard d 64 and 128 against the defaults and SDPA, short lengths (1)
-#   flash-sweep-ws       the B 1 × H 1 flash sweep (T 128 … 65536) at d 64 and 128: warp-specialised
-#                        defaults against the cp.async shapes                                     (1)
+#   flash-sweep-ws       the B 1 × H 1 flash sweep (T 128 … 65536) at d 64 and 128: each tile set of the
+#                        defaults (1x64/1/1, ws2x128/ws2/ws2, ws2x128/ws2/acc) at every length     (1)
 #   gemm-xl              bench gemm xl ctx 512, fp32 and bf16: cuBLAS against cuBLASLt        (1)
 #   model-sizes          bench model, every named size, ctx 512: fp32 naive, bf16 naive+flash  (1)
 #   model-xl-gemm        bench model xl ctx 512 fp32 naive and bf16 flash, --gemm cublas,autotune (1)
@@ -76,6 +76,10 @@
 #                        and AB_OVERLAP_SIZES (default small) without a CUDA graph, off then on          (1)
 #   train-overlap        train small bf16 with --update-overlap off (twice), on, and on resumed halfway: compare_runs (1)
 #   ab-flash             the same for the flash leaderboard case, d 64 and 128 (FLASH_TILES)          (1)
+#   flash-single-pass    the warp-specialised single pass (ws2x128/ws2/acc): flash GPU tests, sanitizers,
+#                        leaderboard d 64 / 128 (SDPA) and B 4 × H 16 T 512…2048 against ws2x128/ws2/ws2 (1)
+#   ab-flash-lengths     the crossover between defaults: XL's shape and B 4 × H 16 at T 512…8192, d 64 and
+#                        128, three tile sets (FLASH_TILES)                                            (1)
 #   ab-flash-d128        the same at d 128 only: the leaderboard shape and B 4 × H 16 at T 512…2048     (1)
 #   ab-flash-short       the same at the model's lengths: XL's B 4 × H 25 at T 512, 1024; B 4 × H 16 at
 #                        T 512…2048, d 64 and 128                                                     (1)
@@ -373,6 +377,13 @@ step_ab-flash-d128() { AB_FLASH_TILES=ws2x128/ws2/ws2 ab_flash lb:1:16:16384:128
 step_ab-flash-short() {
   AB_FLASH_TILES=1x64/1/1,ws2x128/ws2/ws2 ab_flash xl:4:25:512,1024:64 h16:4:16:512,1024,2048:64 h16:4:16:512,1024,2048:128
 }
+# Where one default hands over to another: XL's shape (B 4 × H 25, T 512 and 1024) and B 4 × H 16
+# at T 512…8192, d 64 and 128, with FLASH_TILES (default: d 64's short-length default, the two
+# warp-specialised passes and the warp-specialised single pass).
+step_ab-flash-lengths() {
+  AB_FLASH_TILES=1x64/1/1,ws2x128/ws2/ws2,ws2x128/ws2/acc BUNDLES=${BUNDLES:-main} ab_flash xl:4:25:512,1024:64 \
+    h16:4:16:512,1024,2048,4096,8192:64 h16:4:16:512,1024,2048,4096,8192:128
+}
 step_accum-xl() {
   local g=${GRAD_DTYPE:-fp32} r
   for r in ${ACCUM_RECOMPUTE:-on}; do
@@ -611,11 +622,35 @@ step_flash-ws() {
   done
   return $rc
 }
+# The single pass in the warp-specialised dK/dV kernel (SINGLE_PASS_TILES, default ws2x128/ws2/acc):
+# the flash GPU tests with its tiles, memcheck / racecheck / synccheck, then in one step against the
+# two warp-specialised passes: the leaderboard case at d 64 and 128 with SDPA, and B 4 × H 16 at T
+# 512…2048.
+step_flash-single-pass() {
+  local rc=0 t=${SINGLE_PASS_TILES:-ws2x128/ws2/acc} tool d
+  local ab=ws2x128/ws2/ws2,$t
+  paratrain_tests_gpu --gtest_color=no \
+    --gtest_filter='FlashGpu.SinglePassBackwardAccumulatesDq:FlashGpu.BackwardRotatesDqAndDkBack' || rc=1
+  PT_FLASH_TEST_KERNELS=wgmma PT_FLASH_TEST_WGMMA_TILES=$t paratrain_tests_gpu --gtest_color=no \
+    --gtest_filter='FlashGpu.*:-FlashGpu.SinglePassBackwardAccumulatesDq:FlashGpu.WarpSpecializedKernels' || rc=1
+  for tool in memcheck:OddLengths racecheck:FusedQkvStrides synccheck:OddLengths; do
+    echo "== compute-sanitizer ${tool%%:*}, tiles $t"
+    PT_FLASH_TEST_KERNELS=wgmma PT_FLASH_TEST_WGMMA_TILES=$t compute-sanitizer --tool "${tool%%:*}" --error-exitcode 3 \
+      paratrain_tests_gpu --gtest_color=no --gtest_filter="FlashGpu.Batch4Seq128D64:FlashGpu.${tool#*:}" || rc=1
+  done
+  for d in 64 128; do
+    flash_times "single_pass_lb_d$d" 1 16 16384 $d $ab &&
+      python3 scripts/bench_attention_torch.py --head-dim $d --paratrain-h5 "$RESULTS/single_pass_lb_d$d.h5" || rc=1
+    flash_times "single_pass_short_d$d" 4 16 512,1024,2048 $d $ab || rc=1
+  done
+  return $rc
+}
 # The flash sweep of docs/FLASH_ATTENTION.md (B 1, H 1, causal, bf16, T 128 … 65536, 10 timed
-# passes, dO random) for d 64 and 128: the defaults against the cp.async shapes they replaced.
+# passes, dO random) for d 64 and 128: each tile set of the defaults at every length.
 step_flash-sweep-ws() {
   local seq=128,256,512,1024,2048,4096,8192,16384,32768,65536 d tiles
-  for d in 64:1x64/1/1,ws2x128/ws2/ws2 128:2x128/2/1,ws2x128/ws2/ws2; do
+  local both=1x64/1/1,ws2x128/ws2/ws2,ws2x128/ws2/acc  # each default's rows (ops/flash_attention.cpp)
+  for d in 64:$both 128:$both; do
     tiles=${d#*:} d=${d%%:*}
     paratrain bench attention --impl flash --dtype bf16 --batch 1 --heads 1 --seq $seq --head-dim "$d" --causal 1 \
       --flash-kernels wgmma --wgmma-tiles "$tiles" --iters 10 --warmup 2 --out "$RESULTS/flash_sweep_d$d.h5" \

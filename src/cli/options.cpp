@@ -144,7 +144,8 @@ void add_flash_options(po::options_description& desc, RunOptions& o) {
       ("wgmma-tiles", po::value(&o.wgmma_tiles)->default_value(o.wgmma_tiles),
        "wgmma tile shapes F/K/Q (e.g. 1x64/1/1, 2x128/2/acc; a ws prefix selects a pass's warp-specialised "
        "TMA kernel, e.g. ws2x128/ws2/ws2; see ops/flash_attention.h); empty: the measured default for each "
-       "head dimension and length");
+       "head dimension and length, which from 2048 keys adds dQ up in a varying order (ws2x128/ws2/acc): "
+       "ws2x128/ws2/ws2 there for a bit-for-bit reproducible backward");
   // clang-format on
 }
 

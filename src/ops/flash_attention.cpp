@@ -21,19 +21,44 @@ namespace {
 
 constexpr int kCpuTile = 32;
 
-// Default wgmma tile shapes: the fastest of the compiled shapes on an H100 (docs/FLASH_ATTENTION.md,
-// B 4 × H 16 at T 512 … 2048 and the leaderboard case B 1 × H 16 × T 16384, causal). d = 128: the
-// warp-specialised passes (the forward with ping-pong) at every length (T 16384: 10.25 → 8.52 ms;
-// T 512: 0.131 → 0.124). d = 64: the warp-specialised passes from 2048 keys on (leaderboard
-// fwd+bwd 5.84 → 4.31 ms); below, one-warpgroup cp.async blocks, several to an SM, which fill the
-// machine better than one 384-thread block per SM does on a few short tiles (T 512: 0.069 against
-// 0.075 ms).
-constexpr int64_t kWarpSpecializedFromLength = 2048;
+// Default wgmma tile shapes: the fastest of the compiled shapes on an H100 (docs/FLASH_ATTENTION.md;
+// session 16's crossover: B 4 × H 16 at T 512 … 8192, XL's B 4 × H 25, and the leaderboard case
+// B 1 × H 16 × T 16384, causal, fwd+bwd). Each row holds from its length up to the next row's.
+//   - Short lengths: one-warpgroup cp.async blocks, several to an SM, fill the machine better than
+//     one 384-thread block per SM on a few short tiles (d 64, T 512: 0.063 against 0.076 ms for
+//     the warp-specialised passes; d 128, T 512: 0.104 against 0.114).
+//   - d 128 from 1024: the warp-specialised passes (T 1024: 0.262 against 0.267).
+//   - From 2048: the warp-specialised single pass, dQ added into an fp32 buffer (leaderboard
+//     fwd+bwd d 64 4.47 → 3.93 ms, d 128 7.70 → 6.95; T 2048 d 128 0.700 → 0.671). Its dQ sums
+//     in a varying order, so it is not bit-for-bit reproducible from run to run: --wgmma-tiles
+//     ws2x128/ws2/ws2 is (dK, dV are either way).
+struct DefaultTilesRow {
+  int64_t head_dim;  // 0: every head dimension
+  int64_t from_length;
+  const char* tiles;
+};
+// The last row that matches the head dimension and whose length has been reached wins. Head
+// dimensions the wgmma kernels do not cover keep the first row (a name for the record; they run
+// the mma.sync kernels).
+constexpr DefaultTilesRow kDefaultWgmmaTiles[] = {
+    {0, 0, "1x64/1/1"},
+    {64, 2048, "ws2x128/ws2/acc"},
+    {128, 1024, "ws2x128/ws2/ws2"},
+    {128, 2048, "ws2x128/ws2/acc"},
+};
 WgmmaTiles default_wgmma_tiles(int64_t head_dim, int64_t seqlen) {
   // Parsed once: this runs for every attention call.
-  static const WgmmaTiles warp_specialized = wgmma_tiles_from_name("ws2x128/ws2/ws2"),
-                          short_keys = wgmma_tiles_from_name("1x64/1/1");
-  return head_dim == 128 || seqlen >= kWarpSpecializedFromLength ? warp_specialized : short_keys;
+  static const std::vector<WgmmaTiles> parsed = [] {
+    std::vector<WgmmaTiles> v;
+    for (const DefaultTilesRow& r : kDefaultWgmmaTiles) v.push_back(wgmma_tiles_from_name(r.tiles));
+    return v;
+  }();
+  size_t best = 0;
+  for (size_t i = 0; i < parsed.size(); ++i) {
+    const DefaultTilesRow& r = kDefaultWgmmaTiles[i];
+    if ((r.head_dim == 0 || r.head_dim == head_dim) && r.from_length <= seqlen) best = i;
+  }
+  return parsed[best];
 }
 
 // The Q field of a tile name that selects dQ accumulation in the dK/dV pass.
@@ -233,17 +258,17 @@ WgmmaTiles wgmma_tiles_from_name(const std::string& name) {
   }
   auto one_or_two = [](int w) { return w == 1 || w == 2; };
   // The compiled shapes: cp.async kernels 1|2 × 64|128, 1|2, 1|2; warp-specialised forward
-  // 2|3 × 128, backward passes 2; the single pass (acc) with a cp.async dK/dV kernel only.
+  // 2|3 × 128, backward passes 2; the single pass (acc) with either dK/dV kernel.
   ok = ok &&
        (t.fwd_warp_specialized ? (t.fwd_warpgroups == 2 || t.fwd_warpgroups == 3) && t.fwd_block_n == 128
                                : one_or_two(t.fwd_warpgroups) && (t.fwd_block_n == 64 || t.fwd_block_n == 128)) &&
-       (t.dkdv_warp_specialized ? t.dkdv_warpgroups == 2 && !t.dq_accumulate : one_or_two(t.dkdv_warpgroups)) &&
+       (t.dkdv_warp_specialized ? t.dkdv_warpgroups == 2 : one_or_two(t.dkdv_warpgroups)) &&
        (t.dq_accumulate || (t.dq_warp_specialized ? t.dq_warpgroups == 2 : one_or_two(t.dq_warpgroups)));
   PT_CHECK(ok, "wgmma tiles '" + name + "': expected F/K/Q with F = 1|2 x 64|128, K = 1|2 and Q = 1|2 or " +
                    kDqAccumulateName + " (dQ accumulated in the dK/dV pass); " + ws +
                    " before a field selects that pass's warp-specialised TMA kernel: F = " + ws + "2|" + ws +
-                   "3 x 128, K = " + ws + "2, Q = " + ws + "2 (not with " + kDqAccumulateName +
-                   "). E.g. 2x64/2/2, 1x64/1/" + kDqAccumulateName + ", " + ws + "2x128/" + ws + "2/" + ws + "2");
+                   "3 x 128, K = " + ws + "2, Q = " + ws + "2. E.g. 2x64/2/2, 1x64/1/" + kDqAccumulateName + ", " + ws +
+                   "2x128/" + ws + "2/" + ws + "2, " + ws + "2x128/" + ws + "2/" + kDqAccumulateName);
   return t;
 }
 

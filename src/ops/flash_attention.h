@@ -56,7 +56,7 @@ FlashKernels flash_kernels_from_name(const std::string& name);  // auto | mma | 
 // workspace with bulk reductions (no longer bit-for-bit deterministic in dQ), e.g. "1x64/1/acc".
 // A field prefixed "ws" selects that pass's warp-specialised TMA kernel (a producer warpgroup and
 // that many math warpgroups of 64 rows): forward "ws2x128" or "ws3x128", backward passes "ws2",
-// e.g. "ws2x128/ws2/ws2" (not with "acc").
+// e.g. "ws2x128/ws2/ws2"; "ws2x128/ws2/acc" is the single pass in the warp-specialised dK/dV kernel.
 // Unless the choice names tiles, each head dimension and sequence length (the longer of Tq, Tk)
 // runs its default shape (the fastest measured on an H100).
 WgmmaTiles flash_wgmma_tiles(const FlashChoice& choice, int64_t head_dim, int64_t seqlen);

@@ -221,7 +221,7 @@ TEST(FlashCpu, KernelFamilyNames) {
   Context ctx(Device::cpu());
   EXPECT_EQ(ops::flash_kernel_used(ctx, DType::F32, 64, 512), "cpu");
   for (const char* name : {"2x64/2/2", "1x128/1/2", "2x128/1/1", "1x64/1/acc", "2x128/2/acc", "ws3x128/1/1",
-                           "ws2x128/2/acc", "ws2x128/ws2/ws2", "1x64/ws2/1", "2x128/1/ws2"})
+                           "ws2x128/2/acc", "ws2x128/ws2/ws2", "1x64/ws2/1", "2x128/1/ws2", "2x64/ws2/acc"})
     EXPECT_EQ(ops::wgmma_tiles_name(ops::wgmma_tiles_from_name(name)), name);
   EXPECT_TRUE(ops::wgmma_tiles_from_name("1x64/2/acc").dq_accumulate);
   EXPECT_FALSE(ops::wgmma_tiles_from_name("1x64/2/1").dq_accumulate);
@@ -230,10 +230,12 @@ TEST(FlashCpu, KernelFamilyNames) {
   const WgmmaTiles ws = ops::wgmma_tiles_from_name("1x64/ws2/ws2");
   EXPECT_TRUE(ws.dkdv_warp_specialized && ws.dq_warp_specialized && !ws.fwd_warp_specialized);
   EXPECT_EQ(ws.dkdv_warpgroups, 2);
+  const WgmmaTiles single_pass = ops::wgmma_tiles_from_name("ws2x128/ws2/acc");
+  EXPECT_TRUE(single_pass.dkdv_warp_specialized && single_pass.dq_accumulate && !single_pass.dq_warp_specialized);
   for (const char* bad :
        {"2x64",         "3x64/2/2",   "2x96/2/2",      "2x64/2/2x",   "2x64/0/1",     "2x64/2/acc2", "2x64/2/ac",
         "2x64/2/11",    "2x64/2/0",   "2x64/3/acc",    "ws1x128/1/1", "ws2x64/1/1",   "ws4x128/1/1", "wsx128/1/1",
-        "ws-2x128/1/1", "w2x128/1/1", "-1x64/1/1",     "2x64/ws1/1",  "2x64/ws2/acc", "2x64/2/ws1",  "2x64/wsws2/2",
+        "ws-2x128/1/1", "w2x128/1/1", "-1x64/1/1",     "2x64/ws1/1",  "2x64/ws3/acc", "2x64/2/ws1",  "2x64/wsws2/2",
         "2x64/2/2/2",   "2x64//2",    "ws2x128x1/1/1", "2x64/2x64/1"})
     EXPECT_THROW(ops::wgmma_tiles_from_name(bad), Error) << bad;
 }
@@ -247,10 +249,16 @@ TEST(FlashCpu, DefaultWgmmaTilesFollowHeadDimAndLength) {
   const FlashChoice defaults;
   EXPECT_EQ(name(defaults, 64, 512), "1x64/1/1");
   EXPECT_EQ(name(defaults, 64, 2047), "1x64/1/1");
-  EXPECT_EQ(name(defaults, 64, 2048), "ws2x128/ws2/ws2");
-  EXPECT_EQ(name(defaults, 64, 16384), "ws2x128/ws2/ws2");
-  EXPECT_EQ(name(defaults, 128, 512), "ws2x128/ws2/ws2");
-  EXPECT_EQ(name(defaults, 128, 16384), "ws2x128/ws2/ws2");
+  EXPECT_EQ(name(defaults, 64, 2048), "ws2x128/ws2/acc");
+  EXPECT_EQ(name(defaults, 64, 16384), "ws2x128/ws2/acc");
+  EXPECT_EQ(name(defaults, 128, 512), "1x64/1/1");
+  EXPECT_EQ(name(defaults, 128, 1023), "1x64/1/1");
+  EXPECT_EQ(name(defaults, 128, 1024), "ws2x128/ws2/ws2");
+  EXPECT_EQ(name(defaults, 128, 2047), "ws2x128/ws2/ws2");
+  EXPECT_EQ(name(defaults, 128, 2048), "ws2x128/ws2/acc");
+  EXPECT_EQ(name(defaults, 128, 16384), "ws2x128/ws2/acc");
+  EXPECT_EQ(name(defaults, 16, 16384), "1x64/1/1");  // not a wgmma head dimension: a name only
+  EXPECT_EQ(name(defaults, 80, 4096), "1x64/1/1");
   FlashChoice pinned;
   pinned.tiles = ops::wgmma_tiles_from_name("2x64/2/2");
   EXPECT_EQ(name(pinned, 64, 16384), "2x64/2/2");

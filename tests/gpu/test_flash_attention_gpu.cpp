@@ -318,11 +318,12 @@ void check_wgmma_variants(std::initializer_list<const char*> tile_names, uint64_
 }
 
 // The single-pass backward (tiles "…/acc": the dK/dV pass adds each tile's dS·K into an fp32 dQ
-// buffer by bulk reductions) with every warpgroup count of that pass.
+// buffer by bulk reductions) with every warpgroup count of that pass, and in the warp-specialised
+// dK/dV kernel.
 TEST(FlashGpu, SinglePassBackwardAccumulatesDq) {
   PT_REQUIRE_GPU();
   PT_REQUIRE_SM90A();
-  check_wgmma_variants({"1x64/1/acc", "1x64/2/acc", "2x128/1/acc", "2x128/2/acc"}, 8000);
+  check_wgmma_variants({"1x64/1/acc", "1x64/2/acc", "2x128/1/acc", "2x128/2/acc", "ws2x128/ws2/acc"}, 8000);
 }
 
 // The warp-specialised TMA kernels (tiles "ws…"), each pass alone and all together, on the same
@@ -359,7 +360,8 @@ TEST(FlashGpu, BackwardRotatesDqAndDkBack) {
   cases.push_back({{2, 2, 77, 77, 64}, true, DType::F32, Layout::FusedQkv, true});
   for (size_t i = 0; i < cases.size(); ++i) check_case(cases[i], 12000 + 10 * i);
   if (!device_target().sm90a_features) return;
-  for (const char* tiles : {"1x64/1/1", "2x128/2/2", "1x64/1/acc", "2x128/2/acc", "ws2x128/ws2/ws2"}) {
+  for (const char* tiles :
+       {"1x64/1/1", "2x128/2/2", "1x64/1/acc", "2x128/2/acc", "ws2x128/ws2/ws2", "ws2x128/ws2/acc"}) {
     SCOPED_TRACE(std::string("wgmma tiles ") + tiles);
     for (size_t i = 0; i < cases.size(); ++i)
       if (cases[i].dtype == bf && cuda::flash_covers_head_dim(cases[i].m.d, true))
