@@ -49,11 +49,12 @@ static_assert((kProducerRegs + kMathWarpgroups * kMathRegs) * 128 <= 65536, "reg
 //
 // kAccumulateDq (tiles "ws2/acc", the single pass): the pass also adds each query tile's dQ
 // partial dS·K (kBlockM × D over the block's 128 keys) into p.dq_accum. Each math warpgroup stages
-// its dSᵀ rows in shared memory (store_ds_rows), both meet at one barrier, and each computes a
-// 64 × 64 piece of the partial over all 128 keys — at d = 128 the tile's 64 queries × its 64
+// its dSᵀ rows in shared memory (store_ds_rows) and announces them on an mbarrier; each then
+// computes a 64 × 64 piece of the partial over all 128 keys — at d = 128 the tile's 64 queries × its 64
 // columns, at d = 64 its 64 of the tile's 128 queries × all 64 columns — so every partial element
-// is reduced once (32 registers a thread), in p.dq_accum's fragment order. dSᵀ is double-buffered,
-// handed between the warpgroups by mbarriers (ds_full, ds_empty) rather than a block barrier.
+// is reduced once (32 registers a thread), added from the registers in p.dq_accum's fragment order.
+// dSᵀ is double-buffered and handed between the warpgroups by mbarriers (ds_full, ds_empty): a
+// block barrier there held them in step (docs/FLASH_ATTENTION.md, session 16).
 template <int kHeadDim, bool kAccumulateDq = false>
 struct DkDvWsTraits {
   static constexpr int kBlockN = 64 * kMathWarpgroups;       // keys per block

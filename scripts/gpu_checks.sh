@@ -78,6 +78,9 @@
 #   ab-flash             the same for the flash leaderboard case, d 64 and 128 (FLASH_TILES)          (1)
 #   flash-single-pass    the warp-specialised single pass (ws2x128/ws2/acc): flash GPU tests, sanitizers,
 #                        leaderboard d 64 / 128 (SDPA) and B 4 × H 16 T 512…2048 against ws2x128/ws2/ws2 (1)
+#   model-long           XL at T 2048 (batch 1, bf16, bf16 gradients): the default flash tiles against
+#                        ws2x128/ws2/ws2 and 1x64/1/1, alternating twice                            (1)
+#   clocks-flash         SM clock, power, throttle reasons during the d 128 leaderboard case, per tile set (1)
 #   ab-flash-lengths     the crossover between defaults: XL's shape and B 4 × H 16 at T 512…8192, d 64 and
 #                        128, three tile sets (FLASH_TILES)                                            (1)
 #   ab-flash-d128        the same at d 128 only: the leaderboard shape and B 4 × H 16 at T 512…2048     (1)
@@ -384,6 +387,20 @@ step_ab-flash-lengths() {
   AB_FLASH_TILES=1x64/1/1,ws2x128/ws2/ws2,ws2x128/ws2/acc BUNDLES=${BUNDLES:-main} ab_flash xl:4:25:512,1024:64 \
     h16:4:16:512,1024,2048,4096,8192:64 h16:4:16:512,1024,2048,4096,8192:128
 }
+# The model at a long context, where the flash defaults change: XL, T 2048, batch 1, bf16 flash,
+# bf16 gradients, with the default tiles (the single pass from 2048 keys) against the two
+# warp-specialised passes and 1x64/1/1, alternating twice.
+step_model-long() {
+  local k t
+  for k in 1 2; do
+    for t in default ws2x128/ws2/ws2 1x64/1/1; do
+      echo "== tiles $t, round $k"
+      paratrain bench model --sizes xl --contexts 2048 --batch-size 1 --precisions bf16 --attention flash \
+        --grad-dtype bf16 --warmup 2 --steps 5 $([ "$t" = default ] || echo --wgmma-tiles "$t") \
+        --out "$RESULTS/model_long_${t//\//_}_$k.h5" --overwrite || return
+    done
+  done
+}
 step_accum-xl() {
   local g=${GRAD_DTYPE:-fp32} r
   for r in ${ACCUM_RECOMPUTE:-on}; do
@@ -536,6 +553,15 @@ step_clocks-xl() {
   clocks paratrain bench model --sizes xl --contexts 512 --precisions bf16 --attention flash --grad-dtype bf16 \
     --warmup 3 --steps 20 --out "$RESULTS/clocks_xl.h5" --overwrite &&
   clocks paratrain bench gemm --model xl --context 512 --batch 4 --precision bf16 --out "$RESULTS/clocks_gemm.h5" --overwrite
+}
+# The clocks while the d 128 leaderboard case runs (each tile set alone, 300 timed passes of each
+# loop): whether its fwd+bwd loop runs at lower clocks than forward and backward timed apart.
+step_clocks-flash() {
+  local t
+  for t in ws2x128/ws2/acc ws2x128/ws2/ws2; do
+    echo "== tiles $t"
+    clocks flash_times "clocks_flash_${t//\//_}" 1 16 16384 128 "$t" --iters 300 || return
+  done
 }
 step_torch-model-sizes() { torch_model small,medium,large,xl,2.7b; }
 # Issue 16's fp32 target (≤ 0.90× PyTorch eager at every size): paratrain fp32 (naive attention, the
