@@ -19,10 +19,10 @@
 //   issue [S_j = Q·K_jᵀ, dP_j = dO·V_jᵀ], issue dQ += dS_{j−1}·K_{j−1};  wait for S_j, dP_j;
 //   P_j, dS_j in fp32;  wait for dQ;  release stage j−1;  dS_j to bf16
 //
-// The single pass (tiles "ws2/acc", the default from 2048 keys): the dK/dV pass also computes each
-// query tile's dQ contribution dS·K and adds it into p.dq_accum (fp32) with vector reductions;
-// flash_bwd_wgmma.cu zeroes the buffer before and converts it into dQ after. 5 products per tile
-// instead of the two passes' 7 (DkDvWsTraits says how the work is split).
+// The single pass (tiles "ws2/acc"; the default from 2048 keys with --deterministic off): the dK/dV pass also computes
+// each query tile's dQ contribution dS·K and adds it into p.dq_accum (fp32) with vector reductions; flash_bwd_wgmma.cu
+// zeroes the buffer before and converts it into dQ after. 5 products per tile instead of the two passes' 7
+// (DkDvWsTraits says how the work is split).
 //
 // delta = rowsum(O ∘ dO) comes from flash_bwd_bf16.cu's kernel, launched first.
 #include <string>

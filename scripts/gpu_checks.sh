@@ -78,8 +78,8 @@
 #   ab-flash             the same for the flash leaderboard case, d 64 and 128 (FLASH_TILES)          (1)
 #   flash-single-pass    the warp-specialised single pass (ws2x128/ws2/acc): flash GPU tests, sanitizers,
 #                        leaderboard d 64 / 128 (SDPA) and B 4 × H 16 T 512…2048 against ws2x128/ws2/ws2 (1)
-#   model-long           XL at T 2048 (batch 1, bf16, bf16 gradients): the default flash tiles against
-#                        ws2x128/ws2/ws2 and 1x64/1/1, alternating twice                            (1)
+#   model-long           XL at T 2048 (batch 1, bf16, bf16 gradients): the flash defaults with
+#                        --deterministic off and on, and 1x64/1/1, alternating twice                  (1)
 #   clocks-flash         SM clock, power, throttle reasons during the d 128 leaderboard case, per tile set (1)
 #   ab-flash-lengths     the crossover between defaults: XL's shape and B 4 × H 16 at T 512…8192, d 64 and
 #                        128, three tile sets (FLASH_TILES)                                            (1)
@@ -388,16 +388,16 @@ step_ab-flash-lengths() {
     h16:4:16:512,1024,2048,4096,8192:64 h16:4:16:512,1024,2048,4096,8192:128
 }
 # The model at a long context, where the flash defaults change: XL, T 2048, batch 1, bf16 flash,
-# bf16 gradients, with the default tiles (the single pass from 2048 keys) against the two
-# warp-specialised passes and 1x64/1/1, alternating twice.
+# bf16 gradients: the defaults with --deterministic off (the single pass from 2048 keys) and on
+# (the two warp-specialised passes), and 1x64/1/1, alternating twice.
 step_model-long() {
   local k t
   for k in 1 2; do
-    for t in default ws2x128/ws2/ws2 1x64/1/1; do
-      echo "== tiles $t, round $k"
+    for t in --deterministic=off --deterministic=on --wgmma-tiles=1x64/1/1; do
+      echo "== $t, round $k"
       paratrain bench model --sizes xl --contexts 2048 --batch-size 1 --precisions bf16 --attention flash \
-        --grad-dtype bf16 --warmup 2 --steps 5 $([ "$t" = default ] || echo --wgmma-tiles "$t") \
-        --out "$RESULTS/model_long_${t//\//_}_$k.h5" --overwrite || return
+        --grad-dtype bf16 --warmup 2 --steps 5 "$t" --out "$RESULTS/model_long_${t//[\/=-]/_}_$k.h5" --overwrite ||
+        return
     done
   done
 }

@@ -261,6 +261,7 @@ int run_bench_attention(const std::vector<std::string>& args) {
   LogOptions log_opt;
   add_run_options(desc, ro);
   add_gemm_option(desc, ro);
+  add_deterministic_option(desc, ro);
   add_log_options(desc, log_opt);
   // clang-format off
   desc.add_options()
@@ -309,6 +310,7 @@ int run_bench_attention(const std::vector<std::string>& args) {
   std::vector<std::optional<ops::WgmmaTiles>> tiles;  // nullopt: each head dimension's default
   for (const auto& t : split_list(tiles_w)) tiles.push_back(ops::wgmma_tiles_from_name(t));
   if (tiles.empty()) tiles.push_back(std::nullopt);
+  const bool deterministic = deterministic_of(ro);
 
   auto& rt = parallel::Runtime::get();
   PT_CHECK(rt.world_size() == 1, "bench attention runs on one device: start it without mpirun -np > 1");
@@ -320,6 +322,7 @@ int run_bench_attention(const std::vector<std::string>& args) {
   record.collect_environment(ctx);
   record.set_attr("study", study);
   record.set_attr("dout", s.dout);
+  record.set_options(options_as_strings(*vm));
   record.set_attr("timing", std::string("median of per-pass event timings after warm-up; memory before backward "
                                         "from the tracking allocator after one forward"));
 
@@ -358,7 +361,7 @@ int run_bench_attention(const std::vector<std::string>& args) {
   io::ResultTable table = make_table();
   uint64_t seed = ro.seed;
   for (const Planned& p : plan) {
-    ctx.set_flash({p.family, p.tiles});
+    ctx.set_flash({p.family, p.tiles, deterministic});
     const std::string kernel =
         p.impl == "naive" ? "naive" : ops::flash_kernel_used(ctx, dtype_from_name(p.dtype), p.D, p.T);
     const Config c{p.impl, kernel, p.dtype, p.B, p.H, p.T, p.D, s.causal};

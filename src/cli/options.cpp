@@ -144,15 +144,27 @@ void add_flash_options(po::options_description& desc, RunOptions& o) {
       ("wgmma-tiles", po::value(&o.wgmma_tiles)->default_value(o.wgmma_tiles),
        "wgmma tile shapes F/K/Q (e.g. 1x64/1/1, 2x128/2/acc; a ws prefix selects a pass's warp-specialised "
        "TMA kernel, e.g. ws2x128/ws2/ws2; see ops/flash_attention.h); empty: the measured default for each "
-       "head dimension and length, which from 2048 keys adds dQ up in a varying order (ws2x128/ws2/acc): "
-       "ws2x128/ws2/ws2 there for a bit-for-bit reproducible backward");
+       "head dimension, length and --deterministic");
   // clang-format on
+  add_deterministic_option(desc, o);
 }
+
+void add_deterministic_option(po::options_description& desc, RunOptions& o) {
+  desc.add_options()("deterministic", po::value(&o.deterministic)->default_value(o.deterministic),
+                     "on: the default kernels give the same result bit for bit from run to run (what --resume "
+                     "and --cuda-graph promise); off: from 2048 keys on a Hopper GPU the flash backward's default "
+                     "becomes the single pass (ws2x128/ws2/acc), which adds dQ up in a varying order: 7-11 % "
+                     "faster attention at 4096-8192 keys (docs/FLASH_ATTENTION.md). Tiles named by "
+                     "--wgmma-tiles run as named");
+}
+
+bool deterministic_of(const RunOptions& o) { return parse_on_off(o.deterministic, "deterministic"); }
 
 FlashChoice flash_choice_of(const RunOptions& o) {
   FlashChoice c;
   c.kernels = ops::flash_kernels_from_name(o.flash_kernels);
   if (!o.wgmma_tiles.empty()) c.tiles = ops::wgmma_tiles_from_name(o.wgmma_tiles);
+  c.deterministic = deterministic_of(o);
   return c;
 }
 

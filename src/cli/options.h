@@ -40,6 +40,7 @@ struct RunOptions {
   std::string gemm = "autotune";       // autotune | cublas | lt (GPU GEMM library call; add_gemm_option)
   std::string flash_kernels = "auto";  // auto | mma | wgmma (bf16 flash attention on the GPU; add_flash_options)
   std::string wgmma_tiles;             // F/K/Q, "" = each head dimension's default
+  std::string deterministic = "on";    // on | off: the flash defaults' reproducibility (FlashChoice)
   bool allow_gpu_sharing = false;      // several ranks of a node on one GPU (tests, debugging)
   std::string grad_dtype = "fp32";     // fp32 | bf16 (Context::grad_dtype; add_grad_dtype_option)
 };
@@ -53,9 +54,12 @@ void add_grad_dtype_option(po::options_description& desc, RunOptions& o);
 DType grad_dtype_of(const RunOptions& o);
 // The same for subcommands with one --precision: bf16 gradients refused unless it is bf16.
 DType grad_dtype_for_precision(const RunOptions& o);
-// --flash-kernels, --wgmma-tiles (subcommands that run the model), and their values applied to a
-// context: an explicit wgmma request the GPU or binary cannot run fails there, named.
+// --flash-kernels, --wgmma-tiles, --deterministic (subcommands that run the model), and their values
+// applied to a context: an explicit wgmma request the GPU or binary cannot run fails there, named.
 void add_flash_options(po::options_description& desc, RunOptions& o);
+// --deterministic alone (bench attention, which takes lists of kernels and tiles), and its value.
+void add_deterministic_option(po::options_description& desc, RunOptions& o);
+bool deterministic_of(const RunOptions& o);
 FlashChoice flash_choice_of(const RunOptions& o);
 void apply_flash_options(Context& ctx, const RunOptions& o);
 // The device of this rank: cpu; cuda (a GPU, or an error); auto (a GPU when one is visible, else

@@ -29,6 +29,9 @@ struct WgmmaTiles {
 struct FlashChoice {
   FlashKernels kernels = FlashKernels::Auto;
   std::optional<WgmmaTiles> tiles;  // nullopt: each head dimension's default shape
+  // The defaults pick only kernels whose results are the same bit for bit from run to run (--deterministic
+  // on); off also lets them pick the single pass, which sums dQ in a varying order. Named tiles run as named.
+  bool deterministic = true;
 };
 
 // The GPU a context drives, as far as kernel choice goes.

@@ -28,25 +28,28 @@ constexpr int kCpuTile = 32;
 //     one 384-thread block per SM on a few short tiles (d 64, T 512: 0.063 against 0.076 ms for
 //     the warp-specialised passes; d 128, T 512: 0.104 against 0.114).
 //   - d 128 from 1024: the warp-specialised passes (T 1024: 0.262 against 0.267).
-//   - From 2048: the warp-specialised single pass, dQ added into an fp32 buffer (leaderboard
-//     fwd+bwd d 64 4.47 → 3.93 ms, d 128 7.70 → 6.95; T 2048 d 128 0.700 → 0.671). Its dQ sums
-//     in a varying order, so it is not bit-for-bit reproducible from run to run: --wgmma-tiles
-//     ws2x128/ws2/ws2 is (dK, dV are either way).
+//   - From 2048: the warp-specialised passes (d 64 leaderboard fwd+bwd 5.84 → 4.31 ms), or with
+//     --deterministic off the warp-specialised single pass, dQ added into an fp32 buffer
+//     (leaderboard fwd+bwd d 64 4.47 → 3.93 ms, d 128 7.70 → 6.95; T 2048 d 128 0.700 → 0.671).
+//     Its dQ sums in a varying order, so it is not bit-for-bit reproducible from run to run (dK,
+//     dV are), which train's resume and CUDA-graph promises need.
 struct DefaultTilesRow {
   int64_t head_dim;  // 0: every head dimension
   int64_t from_length;
+  bool reproducible;  // bit for bit the same from run to run (else only with --deterministic off)
   const char* tiles;
 };
-// The last row that matches the head dimension and whose length has been reached wins. Head
-// dimensions the wgmma kernels do not cover keep the first row (a name for the record; they run
-// the mma.sync kernels).
+// The last row that matches the head dimension and the determinism asked for and whose length has
+// been reached wins. Head dimensions the wgmma kernels do not cover keep the first row (a name
+// for the record; they run the mma.sync kernels).
 constexpr DefaultTilesRow kDefaultWgmmaTiles[] = {
-    {0, 0, "1x64/1/1"},
-    {64, 2048, "ws2x128/ws2/acc"},
-    {128, 1024, "ws2x128/ws2/ws2"},
-    {128, 2048, "ws2x128/ws2/acc"},
+    {0, 0, true, "1x64/1/1"},
+    {64, 2048, true, "ws2x128/ws2/ws2"},
+    {128, 1024, true, "ws2x128/ws2/ws2"},
+    {64, 2048, false, "ws2x128/ws2/acc"},
+    {128, 2048, false, "ws2x128/ws2/acc"},
 };
-WgmmaTiles default_wgmma_tiles(int64_t head_dim, int64_t seqlen) {
+WgmmaTiles default_wgmma_tiles(int64_t head_dim, int64_t seqlen, bool deterministic) {
   // Parsed once: this runs for every attention call.
   static const std::vector<WgmmaTiles> parsed = [] {
     std::vector<WgmmaTiles> v;
@@ -56,7 +59,8 @@ WgmmaTiles default_wgmma_tiles(int64_t head_dim, int64_t seqlen) {
   size_t best = 0;
   for (size_t i = 0; i < parsed.size(); ++i) {
     const DefaultTilesRow& r = kDefaultWgmmaTiles[i];
-    if ((r.head_dim == 0 || r.head_dim == head_dim) && r.from_length <= seqlen) best = i;
+    if ((r.head_dim == 0 || r.head_dim == head_dim) && r.from_length <= seqlen && (r.reproducible || !deterministic))
+      best = i;
   }
   return parsed[best];
 }
@@ -206,7 +210,7 @@ FlashKernels flash_kernels_from_name(const std::string& name) {
 }
 
 WgmmaTiles flash_wgmma_tiles(const FlashChoice& choice, int64_t head_dim, int64_t seqlen) {
-  return choice.tiles ? *choice.tiles : default_wgmma_tiles(head_dim, seqlen);
+  return choice.tiles ? *choice.tiles : default_wgmma_tiles(head_dim, seqlen, choice.deterministic);
 }
 
 std::string wgmma_tiles_name(const WgmmaTiles& t) {

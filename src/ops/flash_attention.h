@@ -58,7 +58,8 @@ FlashKernels flash_kernels_from_name(const std::string& name);  // auto | mma | 
 // that many math warpgroups of 64 rows): forward "ws2x128" or "ws3x128", backward passes "ws2",
 // e.g. "ws2x128/ws2/ws2"; "ws2x128/ws2/acc" is the single pass in the warp-specialised dK/dV kernel.
 // Unless the choice names tiles, each head dimension and sequence length (the longer of Tq, Tk)
-// runs its default shape (the fastest measured on an H100).
+// runs its default shape: the fastest measured on an H100 among the reproducible ones, or among
+// all with choice.deterministic off (the single pass from 2048 keys).
 WgmmaTiles flash_wgmma_tiles(const FlashChoice& choice, int64_t head_dim, int64_t seqlen);
 std::string wgmma_tiles_name(const WgmmaTiles& tiles);
 WgmmaTiles wgmma_tiles_from_name(const std::string& name);  // throws for shapes not compiled

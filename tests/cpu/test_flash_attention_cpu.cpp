@@ -246,23 +246,33 @@ TEST(FlashCpu, DefaultWgmmaTilesFollowHeadDimAndLength) {
   auto name = [](const FlashChoice& c, int64_t d, int64_t t) {
     return ops::wgmma_tiles_name(ops::flash_wgmma_tiles(c, d, t));
   };
-  const FlashChoice defaults;
+  const FlashChoice defaults;  // --deterministic on: reproducible kernels only
+  ASSERT_TRUE(defaults.deterministic);
   EXPECT_EQ(name(defaults, 64, 512), "1x64/1/1");
   EXPECT_EQ(name(defaults, 64, 2047), "1x64/1/1");
-  EXPECT_EQ(name(defaults, 64, 2048), "ws2x128/ws2/acc");
-  EXPECT_EQ(name(defaults, 64, 16384), "ws2x128/ws2/acc");
+  EXPECT_EQ(name(defaults, 64, 2048), "ws2x128/ws2/ws2");
+  EXPECT_EQ(name(defaults, 64, 16384), "ws2x128/ws2/ws2");
   EXPECT_EQ(name(defaults, 128, 512), "1x64/1/1");
   EXPECT_EQ(name(defaults, 128, 1023), "1x64/1/1");
   EXPECT_EQ(name(defaults, 128, 1024), "ws2x128/ws2/ws2");
-  EXPECT_EQ(name(defaults, 128, 2047), "ws2x128/ws2/ws2");
-  EXPECT_EQ(name(defaults, 128, 2048), "ws2x128/ws2/acc");
-  EXPECT_EQ(name(defaults, 128, 16384), "ws2x128/ws2/acc");
+  EXPECT_EQ(name(defaults, 128, 16384), "ws2x128/ws2/ws2");
   EXPECT_EQ(name(defaults, 16, 16384), "1x64/1/1");  // not a wgmma head dimension: a name only
   EXPECT_EQ(name(defaults, 80, 4096), "1x64/1/1");
+  FlashChoice fastest;  // --deterministic off: the single pass (dQ summed in a varying order) from 2048 keys
+  fastest.deterministic = false;
+  EXPECT_EQ(name(fastest, 64, 2047), "1x64/1/1");
+  EXPECT_EQ(name(fastest, 64, 2048), "ws2x128/ws2/acc");
+  EXPECT_EQ(name(fastest, 64, 16384), "ws2x128/ws2/acc");
+  EXPECT_EQ(name(fastest, 128, 512), "1x64/1/1");
+  EXPECT_EQ(name(fastest, 128, 2047), "ws2x128/ws2/ws2");
+  EXPECT_EQ(name(fastest, 128, 2048), "ws2x128/ws2/acc");
+  EXPECT_EQ(name(fastest, 80, 4096), "1x64/1/1");
   FlashChoice pinned;
   pinned.tiles = ops::wgmma_tiles_from_name("2x64/2/2");
   EXPECT_EQ(name(pinned, 64, 16384), "2x64/2/2");
   EXPECT_EQ(name(pinned, 128, 512), "2x64/2/2");
+  pinned.tiles = ops::wgmma_tiles_from_name("1x64/1/acc");  // named tiles run as named, deterministic or not
+  EXPECT_EQ(name(pinned, 64, 512), "1x64/1/acc");
 }
 
 // The order the GPU kernels' blocks take their tiles in (cuda/flash_params.h): every (tile, head,

@@ -252,6 +252,8 @@ TEST(TrainCli, BadInputGetsOneClearErrorAndNoResults) {
       {"unknown gradient wire type", tiny({{"grad-comm", "fp16"}}), "--grad-comm must be fp32 or bf16 (got 'fp16')"},
       {"zero1 prefetch neither on nor off", tiny({{"zero1-prefetch", "maybe"}}),
        "--zero1-prefetch must be on or off, got 'maybe'"},
+      {"deterministic neither on nor off", tiny({{"deterministic", "maybe"}}),
+       "--deterministic must be on or off, got 'maybe'"},
       {"heads do not divide", tiny({{"num-heads", "3"}}), "divisible"},
       {"bf16 without GPU", tiny({{"precision", "bf16"}}), "bf16"},
       {"missing token file", tiny({{"data", dir + "/nope.npy"}}), "nope.npy"},
@@ -283,9 +285,9 @@ TEST(TrainCli, BadInputGetsOneClearErrorAndNoResults) {
 TEST(TrainCli, HelpListsTheOptionsAndExitsZero) {
   test::CliResult r = test::run_paratrain("train --help");
   EXPECT_EQ(r.rc, 0);
-  for (const char* opt :
-       {"--model", "--data", "--sampling", "--batch-size", "--lr", "--save", "--resume", "--recompute", "--fused",
-        "--gemm", "--precision", "--device", "--out", "--grad-comm", "bf16_compress_hook", "--zero1-prefetch"})
+  for (const char* opt : {"--model", "--data", "--sampling", "--batch-size", "--lr", "--save", "--resume",
+                          "--recompute", "--fused", "--gemm", "--precision", "--device", "--out", "--grad-comm",
+                          "bf16_compress_hook", "--zero1-prefetch", "--deterministic"})
     EXPECT_NE(r.output.find(opt), std::string::npos) << opt;
 }
 
