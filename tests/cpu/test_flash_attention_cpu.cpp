@@ -246,27 +246,35 @@ TEST(FlashCpu, DefaultWgmmaTilesFollowHeadDimAndLength) {
   auto name = [](const FlashChoice& c, int64_t d, int64_t t) {
     return ops::wgmma_tiles_name(ops::flash_wgmma_tiles(c, d, t));
   };
-  const FlashChoice defaults;  // --deterministic on: reproducible kernels only
-  ASSERT_TRUE(defaults.deterministic);
-  EXPECT_EQ(name(defaults, 64, 512), "1x64/1/1");
-  EXPECT_EQ(name(defaults, 64, 2047), "1x64/1/1");
-  EXPECT_EQ(name(defaults, 64, 2048), "ws2x128/ws2/ws2");
-  EXPECT_EQ(name(defaults, 64, 16384), "ws2x128/ws2/ws2");
-  EXPECT_EQ(name(defaults, 128, 512), "1x64/1/1");
-  EXPECT_EQ(name(defaults, 128, 1023), "1x64/1/1");
-  EXPECT_EQ(name(defaults, 128, 1024), "ws2x128/ws2/ws2");
-  EXPECT_EQ(name(defaults, 128, 16384), "ws2x128/ws2/ws2");
-  EXPECT_EQ(name(defaults, 16, 16384), "1x64/1/1");  // not a wgmma head dimension: a name only
-  EXPECT_EQ(name(defaults, 80, 4096), "1x64/1/1");
-  FlashChoice fastest;  // --deterministic off: the single pass (dQ summed in a varying order) from 2048 keys
-  fastest.deterministic = false;
-  EXPECT_EQ(name(fastest, 64, 2047), "1x64/1/1");
-  EXPECT_EQ(name(fastest, 64, 2048), "ws2x128/ws2/acc");
-  EXPECT_EQ(name(fastest, 64, 16384), "ws2x128/ws2/acc");
-  EXPECT_EQ(name(fastest, 128, 512), "1x64/1/1");
-  EXPECT_EQ(name(fastest, 128, 2047), "ws2x128/ws2/ws2");
-  EXPECT_EQ(name(fastest, 128, 2048), "ws2x128/ws2/acc");
-  EXPECT_EQ(name(fastest, 80, 4096), "1x64/1/1");
+  ASSERT_TRUE(FlashChoice{}.deterministic);  // --deterministic on unless asked otherwise
+  // deterministic: reproducible kernels only; off also the single pass (dQ summed in a varying order).
+  struct Expected {
+    bool deterministic;
+    int64_t d, t;
+    const char* tiles;
+  };
+  for (const Expected& e :
+       std::initializer_list<Expected>{{true, 64, 512, "1x64/1/1"},
+                                       {true, 64, 2047, "1x64/1/1"},
+                                       {true, 64, 2048, "ws2x128/ws2/ws2"},
+                                       {true, 64, 16384, "ws2x128/ws2/ws2"},
+                                       {true, 128, 512, "1x64/1/1"},
+                                       {true, 128, 1023, "1x64/1/1"},
+                                       {true, 128, 1024, "ws2x128/ws2/ws2"},
+                                       {true, 128, 16384, "ws2x128/ws2/ws2"},
+                                       {true, 16, 16384, "1x64/1/1"},  // not a wgmma head dimension: a name only
+                                       {true, 80, 4096, "1x64/1/1"},
+                                       {false, 64, 2047, "1x64/1/1"},
+                                       {false, 64, 2048, "ws2x128/ws2/acc"},
+                                       {false, 64, 16384, "ws2x128/ws2/acc"},
+                                       {false, 128, 512, "1x64/1/1"},
+                                       {false, 128, 2047, "ws2x128/ws2/ws2"},
+                                       {false, 128, 2048, "ws2x128/ws2/acc"},
+                                       {false, 80, 4096, "1x64/1/1"}}) {
+    FlashChoice c;
+    c.deterministic = e.deterministic;
+    EXPECT_EQ(name(c, e.d, e.t), e.tiles) << "deterministic " << e.deterministic << ", d " << e.d << ", T " << e.t;
+  }
   FlashChoice pinned;
   pinned.tiles = ops::wgmma_tiles_from_name("2x64/2/2");
   EXPECT_EQ(name(pinned, 64, 16384), "2x64/2/2");
