@@ -21,9 +21,9 @@ namespace {
 
 constexpr int kCpuTile = 32;
 
-// Default wgmma tile shapes: the fastest of the compiled shapes on an H100 (docs/FLASH_ATTENTION.md;
-// session 16's crossover: B 4 × H 16 at T 512 … 8192, XL's B 4 × H 25, and the leaderboard case
-// B 1 × H 16 × T 16384, causal, fwd+bwd). Each row holds from its length up to the next row's.
+// Default wgmma tile shapes: the fastest of the compiled shapes on an H100 that the determinism
+// asked for allows (docs/FLASH_ATTENTION.md; session 16's crossover: B 4 × H 16 at T 512 … 8192,
+// XL's B 4 × H 25, and the leaderboard case B 1 × H 16 × T 16384, causal, fwd+bwd).
 //   - Short lengths: one-warpgroup cp.async blocks, several to an SM, fill the machine better than
 //     one 384-thread block per SM on a few short tiles (d 64, T 512: 0.063 against 0.076 ms for
 //     the warp-specialised passes; d 128, T 512: 0.104 against 0.114).
