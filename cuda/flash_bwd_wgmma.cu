@@ -64,6 +64,15 @@ struct DqWgmmaTraits {
   static constexpr int kMinBlocks = kWarpgroups == 1 && kHeadDim == 64 ? 3 : 1;
 };
 
+// A warpgroup's (64 × N) fp32 accumulator into shared memory in fragment order (flash_wgmma.cuh),
+// the staging of one bulk reduction into p.dq_accum.
+template <int N>
+__device__ __forceinline__ void stage_fragments(float* dst, const float (&acc)[N / 8][4]) {
+#pragma unroll
+  for (int j = 0; j < N / 8; ++j)
+    reinterpret_cast<float4*>(dst)[fragment_order_float4(j)] = make_float4(acc[j][0], acc[j][1], acc[j][2], acc[j][3]);
+}
+
 template <int kHeadDim, int kWarpgroups, bool kCausal, bool kAccumulateDq>
 __global__ void __launch_bounds__(DkDvWgmmaTraits<kHeadDim, kWarpgroups, kAccumulateDq>::kThreads,
                                   DkDvWgmmaTraits<kHeadDim, kWarpgroups, kAccumulateDq>::kMinBlocks)

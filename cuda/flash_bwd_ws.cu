@@ -229,9 +229,8 @@ __global__ void __launch_bounds__(DkDvWsTraits<kHeadDim, kAccumulateDq>::kThread
     const int q0 = (m_begin + t) * kBlockM + q_block * 64;  // the piece's first query
     if (q0 >= tq) return;                                   // the tile's second half, past the end
     float* dst = dq_tiles + static_cast<int64_t>(q0 / kDqAccumTileRows) * kDqAccumTileRows * kHeadDim;
-    const int f = threadIdx.x % 128;
 #pragma unroll
-    for (int j = 0; j < 8; ++j) red_add_v4(dst + (j * 128 + f) * 4, acc_dq[j]);
+    for (int j = 0; j < 8; ++j) red_add_v4(dst + 4 * fragment_order_float4(j), acc_dq[j]);
   };
   // dV += Pᵀ·dO and dK += dSᵀ·Q (1/sqrt(d) applied at the end) of stream tile t (kDkDv), and this
   // warpgroup's piece of dS·K of stream tile t_dq (kDq), one batch, waited for; then tile t's

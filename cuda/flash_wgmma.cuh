@@ -308,16 +308,10 @@ __device__ __forceinline__ void store_ds_rows(bf16* sdS, const uint32_t (&ds)[kC
     }
 }
 
-// A warpgroup's (64 × N) fp32 accumulator into shared memory in fragment order — float4 e of
-// column tile j of thread f at (j·128 + f)·4: consecutive threads write consecutive 16 bytes.
-// p.dq_accum holds each 64-query tile in this order (the bulk reductions copy it as it is).
-template <int N>
-__device__ __forceinline__ void stage_fragments(float* dst, const float (&acc)[N / 8][4]) {
-  const int f = threadIdx.x % 128;
-#pragma unroll
-  for (int j = 0; j < N / 8; ++j)
-    reinterpret_cast<float4*>(dst)[j * 128 + f] = make_float4(acc[j][0], acc[j][1], acc[j][2], acc[j][3]);
-}
+// Fragment order, the layout p.dq_accum keeps each 64-query tile in: float4 e of column tile j of
+// the warpgroup's thread f at float4 index j·128 + f, so consecutive threads touch consecutive 16
+// bytes. This thread's index for column tile j (flash_dq_from_accum_kernel undoes it).
+__device__ __forceinline__ int fragment_order_float4(int j) { return j * 128 + static_cast<int>(threadIdx.x % 128); }
 
 // Barrier kId (1 … 15; 0 is __syncthreads) among kThreads threads, e.g. one warpgroup's 128. The
 // id is an immediate: a run-time id makes the compiler reserve all 16 of the block's barriers.

@@ -401,15 +401,19 @@ step_model-long() {
     done
   done
 }
+# xl_1024 NAME BATCH [extra flags...]: XL, context 1024, bf16 flash, GRAD_DTYPE gradients (default
+# fp32), the accumulation steps' runs.
+xl_1024() {
+  local name=$1 batch=$2
+  shift 2
+  paratrain bench model --sizes xl --contexts 1024 --precisions bf16 --attention flash --batch-size "$batch" \
+    --grad-dtype "${GRAD_DTYPE:-fp32}" "$@" --out "$RESULTS/$name.h5" --overwrite
+}
 step_accum-xl() {
   local g=${GRAD_DTYPE:-fp32} r
   for r in ${ACCUM_RECOMPUTE:-on}; do
-    paratrain bench model --sizes xl --contexts 1024 --precisions bf16 --attention flash --batch-size 4 \
-      --grad-dtype "$g" --recompute "$r" --warmup 2 --steps 5 --out "$RESULTS/accum_xl_4x1024_${g}_$r.h5" \
-      --overwrite &&
-      paratrain bench model --sizes xl --contexts 1024 --precisions bf16 --attention flash --batch-size 8 \
-        --grad-dtype "$g" --recompute "$r" --grad-accum 32 --warmup 1 --steps 2 \
-        --out "$RESULTS/accum_xl_8x1024x32_${g}_$r.h5" --overwrite || return
+    xl_1024 "accum_xl_4x1024_${g}_$r" 4 --recompute "$r" --warmup 2 --steps 5 &&
+      xl_1024 "accum_xl_8x1024x32_${g}_$r" 8 --recompute "$r" --grad-accum 32 --warmup 1 --steps 2 || return
   done
 }
 # The issue's own working point: micro-batch 16 × 1024 with --grad-accum 16 (262 144 tokens a step),
@@ -417,9 +421,8 @@ step_accum-xl() {
 step_accum-xl-16() {
   local g=${GRAD_DTYPE:-bf16} r
   for r in ${ACCUM_RECOMPUTE:-on}; do
-    paratrain bench model --sizes xl --contexts 1024 --precisions bf16 --attention flash --batch-size 16 \
-      --grad-dtype "$g" --recompute "$r" --grad-accum 16 --warmup 1 --steps 2 \
-      --out "$RESULTS/accum_xl_16x1024x16_${g}_$r.h5" --overwrite || return
+    GRAD_DTYPE=$g xl_1024 "accum_xl_16x1024x16_${g}_$r" 16 --recompute "$r" --grad-accum 16 --warmup 1 --steps 2 ||
+      return
   done
 }
 # paratrain's XL at its defaults and with bf16 gradients beside PyTorch eager, one call.
@@ -626,13 +629,27 @@ flash_times() {
 # The warp-specialised TMA kernels (issue 18): the flash GPU tests with each of their shapes, the
 # leaderboard case at d 64 and 128 against the cp.async shapes and SDPA in the same step, the short
 # lengths (B·H = 64) at d 64 and 128, then memcheck / racecheck / synccheck on small cases.
-step_flash-ws() {
-  local rc=0 t tool all=ws2x128/ws2/ws2
-  for t in ${WS_TILES:-ws2x128/ws2/ws2 ws3x128/1/1}; do
-    echo "== flash GPU tests, tiles $t"
-    PT_FLASH_TEST_KERNELS=wgmma PT_FLASH_TEST_WGMMA_TILES=$t paratrain_tests_gpu --gtest_color=no \
-      --gtest_filter='FlashGpu.*:-FlashGpu.SinglePassBackwardAccumulatesDq:FlashGpu.WarpSpecializedKernels' || rc=1
+# flash_tests_with TILES: every FlashGpu test with the wgmma kernels of TILES (the two tests that
+# name their own tiles left out).
+flash_tests_with() {
+  echo "== flash GPU tests, tiles $1"
+  PT_FLASH_TEST_KERNELS=wgmma PT_FLASH_TEST_WGMMA_TILES=$1 paratrain_tests_gpu --gtest_color=no \
+    --gtest_filter='FlashGpu.*:-FlashGpu.SinglePassBackwardAccumulatesDq:FlashGpu.WarpSpecializedKernels'
+}
+# flash_sanitizers TILES: compute-sanitizer memcheck, racecheck, synccheck on small flash cases with
+# TILES. racecheck takes minutes on OddLengths' many shapes: the fused-QKV case (d 16, 64, 128) instead.
+flash_sanitizers() {
+  local tool rc=0
+  for tool in memcheck:OddLengths racecheck:FusedQkvStrides synccheck:OddLengths; do
+    echo "== compute-sanitizer ${tool%%:*}, tiles $1"
+    PT_FLASH_TEST_KERNELS=wgmma PT_FLASH_TEST_WGMMA_TILES=$1 compute-sanitizer --tool "${tool%%:*}" --error-exitcode 3 \
+      paratrain_tests_gpu --gtest_color=no --gtest_filter="FlashGpu.Batch4Seq128D64:FlashGpu.${tool#*:}" || rc=1
   done
+  return $rc
+}
+step_flash-ws() {
+  local rc=0 t all=ws2x128/ws2/ws2
+  for t in ${WS_TILES:-ws2x128/ws2/ws2 ws3x128/1/1}; do flash_tests_with "$t" || rc=1; done
   paratrain bench attention --study leaderboard --flash-kernels wgmma \
     --wgmma-tiles 1x64/1/1,ws2x128/1/1,ws3x128/ws2/ws2,$all --out "$RESULTS/flash_ws_lb.h5" --overwrite &&
   python3 scripts/bench_attention_torch.py --paratrain-h5 "$RESULTS/flash_ws_lb.h5" || rc=1
@@ -640,12 +657,7 @@ step_flash-ws() {
   python3 scripts/bench_attention_torch.py --head-dim 128 --paratrain-h5 "$RESULTS/flash_ws_d128.h5" || rc=1
   flash_times flash_ws_short64 4 16 512,1024,2048 64 1x64/1/1,ws2x128/1/1,1x64/ws2/ws2,$all || rc=1
   flash_times flash_ws_short128 4 16 512,1024,2048 128 2x128/2/1,2x128/ws2/ws2,$all || rc=1
-  # racecheck takes minutes on OddLengths' many shapes: the fused-QKV case (d 16, 64, 128) instead
-  for tool in memcheck:OddLengths racecheck:FusedQkvStrides synccheck:OddLengths; do
-    echo "== compute-sanitizer ${tool%%:*}, tiles $all"
-    PT_FLASH_TEST_KERNELS=wgmma PT_FLASH_TEST_WGMMA_TILES=$all compute-sanitizer --tool "${tool%%:*}" --error-exitcode 3 \
-      paratrain_tests_gpu --gtest_color=no --gtest_filter="FlashGpu.Batch4Seq128D64:FlashGpu.${tool#*:}" || rc=1
-  done
+  flash_sanitizers "$all" || rc=1
   return $rc
 }
 # The single pass in the warp-specialised dK/dV kernel (SINGLE_PASS_TILES, default ws2x128/ws2/acc):
@@ -653,17 +665,12 @@ step_flash-ws() {
 # two warp-specialised passes: the leaderboard case at d 64 and 128 with SDPA, and B 4 × H 16 at T
 # 512…2048.
 step_flash-single-pass() {
-  local rc=0 t=${SINGLE_PASS_TILES:-ws2x128/ws2/acc} tool d
+  local rc=0 t=${SINGLE_PASS_TILES:-ws2x128/ws2/acc} d
   local ab=ws2x128/ws2/ws2,$t
   paratrain_tests_gpu --gtest_color=no \
     --gtest_filter='FlashGpu.SinglePassBackwardAccumulatesDq:FlashGpu.BackwardRotatesDqAndDkBack' || rc=1
-  PT_FLASH_TEST_KERNELS=wgmma PT_FLASH_TEST_WGMMA_TILES=$t paratrain_tests_gpu --gtest_color=no \
-    --gtest_filter='FlashGpu.*:-FlashGpu.SinglePassBackwardAccumulatesDq:FlashGpu.WarpSpecializedKernels' || rc=1
-  for tool in memcheck:OddLengths racecheck:FusedQkvStrides synccheck:OddLengths; do
-    echo "== compute-sanitizer ${tool%%:*}, tiles $t"
-    PT_FLASH_TEST_KERNELS=wgmma PT_FLASH_TEST_WGMMA_TILES=$t compute-sanitizer --tool "${tool%%:*}" --error-exitcode 3 \
-      paratrain_tests_gpu --gtest_color=no --gtest_filter="FlashGpu.Batch4Seq128D64:FlashGpu.${tool#*:}" || rc=1
-  done
+  flash_tests_with "$t" || rc=1
+  flash_sanitizers "$t" || rc=1
   for d in 64 128; do
     flash_times "single_pass_lb_d$d" 1 16 16384 $d $ab &&
       python3 scripts/bench_attention_torch.py --head-dim $d --paratrain-h5 "$RESULTS/single_pass_lb_d$d.h5" || rc=1
