@@ -232,10 +232,11 @@ __global__ void __launch_bounds__(DkDvWsTraits<kHeadDim, kAccumulateDq>::kThread
 #pragma unroll
     for (int j = 0; j < 8; ++j) red_add_v4(dst + 4 * fragment_order_float4(j), acc_dq[j]);
   };
-  // dV += Pᵀ·dO and dK += dSᵀ·Q (1/sqrt(d) applied at the end) of stream tile t (kDkDv), and this
-  // warpgroup's piece of dS·K of stream tile t_dq (kDq), one batch, waited for; then tile t's
-  // stage goes back to the producer, t_dq's dSᵀ buffer to the writers and its dQ piece into
-  // p.dq_accum. (Compile-time choices: a run-time one inside the batch cost ptxas registers.)
+  // This warpgroup's piece of dS·K of stream tile t_dq (kDq), then dV += Pᵀ·dO and dK += dSᵀ·Q
+  // (1/sqrt(d) applied at the end) of stream tile t (kDkDv), two batches, both waited for: once
+  // the piece is done, t_dq's dSᵀ buffer goes back to the writers and the piece into p.dq_accum;
+  // then tile t's stage goes back to the producer. (Compile-time choices: a run-time one inside
+  // the batch cost ptxas registers.)
   auto accumulate = [&](auto dkdv, auto with_dq, int t, int t_dq) {
     constexpr bool kDkDv = decltype(dkdv)::value, kDq = kAccumulateDq && decltype(with_dq)::value;
     const int s = ring.stage(t);
@@ -249,25 +250,37 @@ __global__ void __launch_bounds__(DkDvWsTraits<kHeadDim, kAccumulateDq>::kThread
       pin(acc_dq);
     }
     wgmma_fence();
+    // dQ's product first, in its own batch, so that its reductions are issued while dV and dK still
+    // run. A reduction reads its registers only when the memory pipe takes it, and the next write of
+    // those registers waits until then. Issued after the whole batch, they held up the next tile's
+    // score products: ncu's source page had 12 % of the d = 128 kernel's warp samples on one register
+    // move, 3 % after. Leaderboard backward, A/B in one call: d 128 4.79–4.82 → 4.71–4.72 ms, d 64
+    // 2.70 → 2.68–2.70 (docs/FLASH_ATTENTION.md, session 17).
+    if constexpr (kDq) {
+      wgmma_mn_major<kBlockN, 64, kBlockN, kBlockN>(
+          acc_dq, sdS + (t_dq & 1) * kBlockN * kBlockM + q_block * kBlockN * 64, 0, sK, 0, col_block);
+      wgmma_commit();
+    }
     if constexpr (kDkDv) {
       wgmma_regs_mn_major<kBlockM, kHeadDim, kBlockM, kRegsProductN<kHeadDim>>(acc_dv, p_frag, sdO + s * kQElems);
       wgmma_regs_mn_major<kBlockM, kHeadDim, kBlockM, kRegsProductN<kHeadDim>>(acc_dk, ds_frag, sQ + s * kQElems);
+      wgmma_commit();
     }
-    if constexpr (kDq)
-      wgmma_mn_major<kBlockN, 64, kBlockN, kBlockN>(
-          acc_dq, sdS + (t_dq & 1) * kBlockN * kBlockM + q_block * kBlockN * 64, 0, sK, 0, col_block);
-    wgmma_commit();
+    if constexpr (kDq) {
+      if constexpr (kDkDv)
+        wgmma_wait<1>();  // dQ's product done; dV, dK may still run
+      else
+        wgmma_wait<0>();
+      pin(acc_dq);
+      mbar_arrive(&ds_empty[t_dq & 1]);
+      add_dq_piece(t_dq);
+    }
     wgmma_wait<0>();
     pin(acc_dv);
     pin(acc_dk);
     pin(p_frag);  // the A registers stay untouched until the products that read them are done
     pin(ds_frag);
     if constexpr (kDkDv) ring.release(t);
-    if constexpr (kDq) {
-      pin(acc_dq);
-      mbar_arrive(&ds_empty[t_dq & 1]);
-      add_dq_piece(t_dq);
-    }
   };
   using Yes = std::true_type;
   using No = std::false_type;

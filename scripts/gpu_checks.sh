@@ -99,6 +99,9 @@
 #                        tensor pipes, occupancy, stall reasons (raw CSV, $RESULTS/ncu_flash_*.csv);
 #                        NCU_TILES=<wgmma tiles> profiles those instead of the defaults; NCU_SPECS="name:B:H:T:d
 #                        ..." other shapes (e.g. lb128:1:16:16384:128)                                   (1)
+#   ncu-source           ncu's source page (SASS, warp-stall samples per instruction) of one flash kernel per
+#                        NCU_SOURCE spec NAME:KERNEL-REGEX:B:H:T:D:TILES (default: the warp-specialised
+#                        forward at d 64 and the single pass at d 128, leaderboard shape), as CSV  (1)
 #   ncu-memory           ncu on one XL bf16 step (--grad-dtype bf16): every memory-bound kernel's time,
 #                        DRAM bytes and rate, summed per kernel (NCU_SIZE=small for the small model)   (1)
 #   ncu-gemm             the same for the step's GEMM kernels: time, grid (waves), SM throughput       (1)
@@ -526,6 +529,23 @@ step_ncu-flash() {
       --out "$RESULTS/ncu_flash_$name.h5" --overwrite \
       >"$RESULTS/ncu_flash_$name.csv" || return
     grep -c '^"[0-9]' "$RESULTS/ncu_flash_$name.csv"
+  done
+}
+# Where each instruction of a kernel waits: the report with the SourceCounters section, and its
+# source page as CSV (one row per SASS instruction: opcode, samples, stall reasons) for
+# scripts/ncu_stalls.py.
+step_ncu-source() {
+  local spec name re b h t d tiles
+  for spec in ${NCU_SOURCE:-fwd64:flash_fwd_ws:1:16:16384:64:ws2x128/ws2/acc acc128:flash_bwd_dkdv_ws:1:16:16384:128:ws2x128/ws2/acc}; do
+    IFS=: read -r name re b h t d tiles <<<"$spec"
+    ncu --kernel-name regex:"$re" --launch-count 1 --section SourceCounters --section WarpStateStats \
+      --import-source no -f -o "$RESULTS/ncu_source_$name" \
+      paratrain bench attention --impl flash --dtype bf16 --batch "$b" --heads "$h" --seq "$t" --head-dim "$d" \
+      --causal 1 --dout ones --warmup 0 --iters 1 --flash-kernels wgmma --wgmma-tiles "$tiles" \
+      --out "$RESULTS/ncu_source_$name.h5" --overwrite || return
+    ncu --import "$RESULTS/ncu_source_$name.ncu-rep" --page source --csv --print-source sass \
+      >"$RESULTS/ncu_source_$name.csv" || return
+    wc -l "$RESULTS/ncu_source_$name.csv"
   done
 }
 # clocks CMD...: the SM clock, power and throttle reasons (nvidia-smi every 200 ms) while CMD runs,
