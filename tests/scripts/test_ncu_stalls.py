@@ -70,3 +70,18 @@ def test_refuses_a_page_without_stall_columns(tmp_path):
     r = run(path)
     assert r.returncode == 1
     assert "no instruction rows with stall_* columns" in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_against_an_earlier_page(tmp_path):
+    before = write_page(tmp_path / "before.csv")
+    # After: the BRA's 50 long_sb samples gone, the rest as before (150 samples).
+    after = write_page(tmp_path / "after.csv", rows=[r for r in ROWS if not r[1].startswith("@")])
+    r = run(after, "--against", before)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[1] == "samples: 200 → 150 (-25.0 %); shares in % of each file's samples"
+    rows = {l.split()[0]: l.split()[1:] for l in lines[3:] if l and not l.startswith(("reason", "opcode"))}
+    # Each file's own percentages: wait 120 of 200 (60 %), then 120 of 150 (80 %).
+    assert rows["wait"] == ["60.0", "80.0"]
+    assert rows["long_sb"] == ["25.0", "0.0"]
+    assert rows["BRA"] == ["25.0", "0.0"] and rows["MUFU.EX2"] == ["50.0", "66.7"]
