@@ -267,10 +267,7 @@ __global__ void __launch_bounds__(DkDvWsTraits<kHeadDim, kAccumulateDq>::kThread
       wgmma_commit();
     }
     if constexpr (kDq) {
-      if constexpr (kDkDv)
-        wgmma_wait<1>();  // dQ's product done; dV, dK may still run
-      else
-        wgmma_wait<0>();
+      wgmma_wait<kDkDv ? 1 : 0>();  // dQ's product done; dV, dK may still run
       pin(acc_dq);
       mbar_arrive(&ds_empty[t_dq & 1]);
       add_dq_piece(t_dq);
