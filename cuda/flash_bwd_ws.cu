@@ -42,7 +42,8 @@ constexpr int kProducerRegs = 24, kMathRegs = 240;
 // The score products (Sᵀ, dPᵀ; S, dP) as m64n128 wgmma where their N allows (flash_wgmma.cuh).
 template <int N>
 constexpr int kSsInstrN = N % 128 == 0 ? 128 : 64;
-static_assert((kProducerRegs + kMathWarpgroups * kMathRegs) * 128 <= 65536, "register file overcommitted");
+static_assert((kProducerRegs + kMathWarpgroups * kMathRegs) * 128 <= setmaxnreg_budget(128 * (kMathWarpgroups + 1)),
+              "setmaxnreg asks for more registers than the block is launched with");
 
 // dK/dV pass: 64 keys per math warpgroup; 128 queries per stage at d = 64 (Sᵀ, dPᵀ of 64 × 128 per
 // warpgroup), 64 at d = 128, where dK and dV already take 128 registers a thread.

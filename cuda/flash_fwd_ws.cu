@@ -44,10 +44,11 @@ struct FwdWsTraits {
   static constexpr int kStages = smem_bytes(3) <= kMaxBlockSmemBytes ? 3 : 2;
   static constexpr int kSmemBytes = smem_bytes(kStages);
   // Registers per thread after setmaxnreg: the producer keeps the minimum, the math warpgroups
-  // share the rest of the SM's 64 K (one block per SM).
+  // share the rest of what the block was launched with (setmaxnreg_budget).
   static constexpr int kProducerRegs = 24;
   static constexpr int kConsumerRegs = kConsumers == 2 ? 240 : 160;
-  static_assert((kProducerRegs + kConsumers * kConsumerRegs) * 128 <= 65536, "register file overcommitted");
+  static_assert((kProducerRegs + kConsumers * kConsumerRegs) * 128 <= setmaxnreg_budget(kThreads),
+                "setmaxnreg asks for more registers than the block is launched with");
   static_assert(kSmemBytes <= kMaxBlockSmemBytes, "shared memory overcommitted");
 };
 

@@ -137,6 +137,14 @@ __device__ __forceinline__ void produce_kv_tiles(StageRing<kStages>& ring, bf16*
   }
 }
 
+// The registers setmaxnreg can share out in a block of `threads` launched with
+// __launch_bounds__(threads, 1): each thread starts with 64 K / threads rounded down to a multiple
+// of 8 (168 at 384 threads, 128 at 512), and setmaxnreg.inc takes only what the block's own warps
+// gave back with setmaxnreg.dec, not the rest of the SM. Asking for more leaves the warpgroups
+// that raise their count waiting forever (a 32-register producer beside two 240-register math
+// warpgroups at 384 threads did: 1024 registers short). Per-warpgroup counts × 128 must fit.
+constexpr int setmaxnreg_budget(int threads) { return 65536 / threads / 8 * 8 * threads; }
+
 // Register budget per thread of the calling warpgroup (all 128 threads execute it).
 template <int kRegs>
 __device__ __forceinline__ void setmaxnreg_dec() {
