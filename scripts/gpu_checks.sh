@@ -74,6 +74,8 @@
 #   ab-overlap           --update-overlap off then on (bundle main), alternating twice, XL bf16 flash with
 #                        each of AB_GRAD_DTYPES (default bf16) after the bundle "before" (BUNDLES' first),
 #                        and AB_OVERLAP_SIZES (default small) without a CUDA graph, off then on          (1)
+#   ab-update-sms        XL bf16 flash, bf16 gradients, with each --update-sms of UPDATE_SMS (default "0 24 32"),
+#                        alternating twice; then small, medium, large with 0 and UPDATE_SMS_OTHERS (32)       (1)
 #   train-overlap        train small bf16 with --update-overlap off (twice), on, and on resumed halfway: compare_runs (1)
 #   ab-flash             the same for the flash leaderboard case, d 64 and 128 (FLASH_TILES)          (1)
 #   flash-single-pass    the warp-specialised single pass (ws2x128/ws2/acc): flash GPU tests, sanitizers,
@@ -329,6 +331,21 @@ step_ab-overlap() {
       for u in off on; do
         ab_model "abo_${s}_overlap-${u}_$k" "$s" 20 --grad-dtype bf16 --update-overlap "$u" || return
       done
+    done
+  done
+}
+# ab-update-sms: GEMMs kept off N SMs while the update runs under the forward (--update-sms), XL
+# alternating twice over UPDATE_SMS, then the smaller models once each with 0 and UPDATE_SMS_OTHERS.
+step_ab-update-sms() {
+  local k s size
+  for k in 1 2; do
+    for s in ${UPDATE_SMS:-0 24 32}; do
+      ab_model "update_sms_xl_${s}_$k" xl 10 --grad-dtype bf16 --update-sms "$s" || return
+    done
+  done
+  for size in small medium large; do
+    for s in 0 ${UPDATE_SMS_OTHERS:-32}; do
+      ab_model "update_sms_${size}_$s" "$size" 10 --grad-dtype bf16 --update-sms "$s" || return
     done
   done
 }

@@ -95,6 +95,7 @@ void define_tables(ModelBenchResults& r) {
       .add_string("update_overlap",
                   "on: each step's optimizer update ran under the next step's forward (--update-overlap; "
                   "forward_ms then holds it and optimizer_ms the clip only); off")
+      .add_int("update_sms", "SMs GEMMs kept off while the update ran under the forward (--update-sms; 0 without it)")
       .add_string("mode", "forward, forward-backward or train-step (forward, loss, backward, clip + AdamW)")
       .add_int("warmup_steps", "untimed steps before the measured ones")
       .add_int("measured_steps", "steps the means and standard deviations are over")
@@ -496,6 +497,7 @@ ModelBenchResults run_model_bench(const ModelBenchOptions& opt, Device device, i
                                                      : device_peak(ctx.device(), prec);
             const double peak = peak_of.tflops * 1e12;
             const bool rig_defers = defers_update(update_overlap_of(opt), ctx.is_cuda(), opt.fused, opt.cuda_graph);
+            if (rig_defers) ctx.set_update_sms(opt.update_sms);
             auto row = [&](const char* status, int64_t oom_bytes) {
               const TransformerConfig tc = TransformerConfig::named(size);
               return std::move(
@@ -512,6 +514,7 @@ ModelBenchResults run_model_bench(const ModelBenchOptions& opt, Device device, i
                       .set("fused", on_off(opt.fused))
                       .set("cuda_graph", on_off(opt.cuda_graph))
                       .set("update_overlap", on_off(rig_defers))
+                      .set("update_sms", static_cast<int64_t>(rig_defers ? opt.update_sms : 0))
                       .set("mode", model_bench_mode_name(opt.mode))
                       .set("warmup_steps", warmup)
                       .set("measured_steps", static_cast<int64_t>(opt.steps))

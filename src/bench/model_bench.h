@@ -34,6 +34,7 @@ struct ModelBenchOptions {
   bool fused = true;                                   // TransformerConfig::fused and OptimizerConfig::fused
   bool cuda_graph = false;                             // train-step mode: the step captured and replayed (TrainStep)
   UpdateOverlap update_overlap = UpdateOverlap::Auto;  // train-step mode: the update under the next forward
+  int update_sms = 0;                                  // Context::set_update_sms where the update is deferred
   GemmSelect gemm = GemmSelect::Autotune;              // Context::set_gemm_select (--gemm)
   DType grad_dtype = DType::F32;                       // of the bf16 configurations (--grad-dtype); others fp32
   FlashChoice flash;                                   // Context::set_flash (--flash-kernels, --wgmma-tiles)

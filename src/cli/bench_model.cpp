@@ -43,6 +43,7 @@ int run_bench_model(const std::vector<std::string>& args) {
       ("fused", po::value(&fused)->default_value(fused), kFusedHelp)
       ("cuda-graph", po::value(&cuda_graph)->default_value(cuda_graph), kCudaGraphHelp)
       ("update-overlap", po::value(&update_overlap)->default_value(update_overlap), kUpdateOverlapHelp)
+      ("update-sms", po::value(&o.update_sms)->default_value(o.update_sms), kUpdateSmsHelp)
       ("breakdown", po::bool_switch(&o.breakdown),
        "GPU time per phase and op family (CUDA events), inference and train step, and its roofline "
        "(FLOPs and bytes the ops must do, floor at the dense peak and the measured copy rate, "
@@ -73,6 +74,11 @@ int run_bench_model(const std::vector<std::string>& args) {
   o.fused = parse_on_off(fused, "fused");
   o.cuda_graph = parse_on_off(cuda_graph, "cuda-graph");
   o.update_overlap = update_overlap_from_name(update_overlap);
+  PT_CHECK(o.update_sms >= 0, "--update-sms must be 0 or more, got " + std::to_string(o.update_sms));
+  PT_CHECK(o.update_sms == 0 ||
+               (o.mode == bench::ModelBenchMode::TrainStep && o.update_overlap != UpdateOverlap::Off && !o.cuda_graph),
+           "--update-sms keeps SMs for the update under the forward: it needs --mode train-step, "
+           "--update-overlap on or auto, and no --cuda-graph");
   PT_CHECK(!(o.cuda_graph && o.breakdown), "--breakdown times every kernel on its own; it cannot run inside a CUDA "
                                            "graph: leave out --cuda-graph on, or --breakdown");
   o.grad_dtype = grad_dtype_of(run);

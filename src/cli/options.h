@@ -107,6 +107,13 @@ inline constexpr const char* kUpdateOverlapHelp =
     "--fused on, no CUDA graph, no sharded optimizer); off: the update ends its own step; auto: on "
     "where it can run in one process (several ranks: off until measured there)";
 
+// --update-sms's help (train, bench model).
+inline constexpr const char* kUpdateSmsHelp =
+    "with the update under the forward (--update-overlap): GEMMs keep off N SMs until the forward has "
+    "waited for the update, so it streams on SMs of its own beside them, not only in their gaps (XL: "
+    "-2 to -3 % a step; the small model +16 %: docs/BENCHMARKS.md). Those GEMMs may take other cuBLAS "
+    "algorithms: runs stay reproducible, not bit for bit those with 0; 0: every SM to GEMMs";
+
 // --grad-dtype's help (train, bench model, bench ddp).
 inline constexpr const char* kGradDtypeHelp =
     "weight-gradient type: fp32, or bf16 with --precision bf16 on a GPU (backward's GEMMs write bf16 "

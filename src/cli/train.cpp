@@ -22,6 +22,7 @@
 #include "io/checkpoint.h"
 #include "io/token_data.h"
 #include "model/transformer.h"
+#include "optim/deferred_update.h"
 #include "optim/optimizer_state.h"
 #include "optim/sharded_optimizer.h"
 #include "parallel/communicator.h"
@@ -45,6 +46,7 @@ struct TrainOptions {
   std::string fused = "on";
   std::string cuda_graph = "off";
   std::string update_overlap = "auto";
+  int update_sms = 0;
   std::string data;
   std::string sampling = "random";
   std::string bin_dtype = "uint16";
@@ -122,7 +124,8 @@ int run_train(const std::vector<std::string>& args) {
       ("recompute", po::value(&t.recompute)->default_value(t.recompute), kRecomputeHelp)
       ("fused", po::value(&t.fused)->default_value(t.fused), kFusedHelp)
       ("cuda-graph", po::value(&t.cuda_graph)->default_value(t.cuda_graph), kCudaGraphHelp)
-      ("update-overlap", po::value(&t.update_overlap)->default_value(t.update_overlap), kUpdateOverlapHelp);
+      ("update-overlap", po::value(&t.update_overlap)->default_value(t.update_overlap), kUpdateOverlapHelp)
+      ("update-sms", po::value(&t.update_sms)->default_value(t.update_sms), kUpdateSmsHelp);
   data.add_options()
       ("data", po::value(&t.data), "token file: .npy (1-D uint16/uint32/int32/int64), llm.c's headered .bin, "
                                    "or a headerless .bin of raw tokens (default: data/sample_tokens.npy)")
@@ -320,6 +323,7 @@ int run_train(const std::vector<std::string>& args) {
   ctx.set_grad_dtype(grad_dtype);
   apply_gemm_option(ctx, run);
   apply_flash_options(ctx, run);
+  ctx.set_update_sms(t.update_sms);
   io::RunRecord& record = rec.record();
   record.collect_environment(ctx);
   record.set_options(options_as_strings(*vm));
@@ -339,6 +343,9 @@ int run_train(const std::vector<std::string>& args) {
                          parallel::grad_comm_from_name(ddp.grad_comm),
                          parse_on_off(ddp.zero1_prefetch, "zero1-prefetch"), update_overlap, use_graph);
   Optimizer* optimizer = dp.optimizer.get();
+  PT_CHECK(t.update_sms == 0 || dynamic_cast<const DeferredUpdateOptimizer*>(optimizer) != nullptr,
+           "--update-sms keeps SMs for the update under the forward, and this run has none: it needs "
+           "--update-overlap on or auto (one process, a GPU, --fused on, no --cuda-graph, no sharded optimizer)");
   // The checkpoint holds the whole optimizer state; each rank reads the part it updates.
   if (!resume_from.empty()) io::load_optimizer_state(resume_from, *optimizer, ctx, lm.store().grad_numel());
   TrainStep step_fn(lm, *optimizer, *dp.sync, static_cast<float>(t.grad_clip));

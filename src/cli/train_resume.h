@@ -17,8 +17,10 @@ namespace pt::cli {
 // the checkpoint's). --data may name another path to the same file: it is compared by the file's
 // identity (size, token type and count, content hashes) instead of its path.
 // (--cuda-graph and --update-overlap change how the step is launched, not what it computes: bit
-// for bit the same.)
-inline constexpr const char* kResumeMayChange[] = {"steps", "log-every", "save-every", "cuda-graph", "update-overlap"};
+// for bit the same. --update-sms changes which SMs GEMMs run on, and so perhaps their cuBLAS
+// algorithms: the same computation, rounded in another order.)
+inline constexpr const char* kResumeMayChange[] = {"steps",      "log-every",      "save-every",
+                                                   "cuda-graph", "update-overlap", "update-sms"};
 inline constexpr const char* kResumeNotRestored[] = {
     "log-format", "log-file", "save", "out", "overwrite", "resume", "init-from", "comm-timeout", "allow-gpu-sharing"};
 

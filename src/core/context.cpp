@@ -72,6 +72,14 @@ void Context::set_flash(const FlashChoice& c) {
   flash_ = c;
 }
 
+void Context::set_update_sms(int n) {
+  PT_CHECK(n >= 0, "--update-sms must be 0 or more, got " + std::to_string(n));
+  PT_CHECK(n == 0 || device_.is_cuda(), "--update-sms needs a GPU (this run is on the CPU)");
+  PT_CHECK(n < sm_count_ || n == 0, "--update-sms " + std::to_string(n) + " leaves none of the device's " +
+                                        std::to_string(sm_count_) + " SMs to GEMMs");
+  update_sms_ = n;
+}
+
 void Context::reserve_sms(int n) {
   PT_CHECK(n >= 0, "reserve_sms: a negative SM count (" + std::to_string(n) + ")");
   if (!device_.is_cuda() || n == reserved_sms_) return;

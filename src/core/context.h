@@ -70,6 +70,11 @@ class Context {
   // queue behind a collective's (or the collective's behind the GEMM's) and the two serialise.
   void reserve_sms(int n);
   int reserved_sms() const { return reserved_sms_; }
+  // SMs kept from GEMMs while an optimizer update runs under the forward (`--update-sms`):
+  // DeferredUpdateOptimizer reserves them (reserve_sms) from its launch until the forward has
+  // waited for its last chunk, so the update streams on SMs of its own beside the GEMMs. 0: none.
+  int update_sms() const { return update_sms_; }
+  void set_update_sms(int n);
 
   GemmSelect gemm_select() const { return gemm_select_; }
   void set_gemm_select(GemmSelect s) { gemm_select_ = s; }
@@ -97,7 +102,7 @@ class Context {
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
   KernelTimer* timer_ = nullptr;
-  int sm_count_ = 0, reserved_sms_ = 0;
+  int sm_count_ = 0, reserved_sms_ = 0, update_sms_ = 0;
   GemmSelect gemm_select_ = GemmSelect::Autotune;
   CudaTarget target_;
   FlashChoice flash_;

@@ -46,6 +46,12 @@ DeferredUpdateOptimizer::~DeferredUpdateOptimizer() {
   // Destructors must not throw: let launched chunks finish, free what there is. A recorded
   // update that was never launched is dropped (nothing read the parameters after that step).
   if (side_) cudaStreamSynchronize(side_);
+  if (sms_before_ >= 0) {  // GEMMs get back the SMs an unfinished forward left to the update
+    try {
+      ctx_.reserve_sms(sms_before_);
+    } catch (...) {
+    }
+  }
   for (cudaEvent_t e : chunk_done_)
     if (e) cudaEventDestroy(e);
   if (grads_final_) cudaEventDestroy(grads_final_);
@@ -93,6 +99,10 @@ void DeferredUpdateOptimizer::launch() {
   inner_->end_update(ctx_);
   next_ = 0;
   launched_ = side ? chunks() : 0;
+  if (side && ctx_.update_sms() > 0) {  // GEMMs leave the update SMs of its own until the forward has waited for it
+    sms_before_ = ctx_.reserved_sms();
+    ctx_.reserve_sms(std::max(sms_before_, ctx_.update_sms()));
+  }
   if (!side) clip_in_flight_ = Tensor();
 }
 
@@ -103,6 +113,8 @@ void DeferredUpdateOptimizer::wait_below(int64_t end) {
   if (next_ == launched_) {
     // Every chunk is ordered before the compute stream's next work: the norm may be freed (a
     // later allocation reusing it is ordered after the chunks that read it).
+    if (sms_before_ >= 0) ctx_.reserve_sms(sms_before_);
+    sms_before_ = -1;
     next_ = launched_ = 0;
     clip_in_flight_ = Tensor();
   }

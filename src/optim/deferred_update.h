@@ -16,6 +16,13 @@
 // buffer is read (checkpoints, loads, host copies). The arithmetic is the wrapped AdamW's or
 // SGD's, range by range: the parameters are bit for bit those of the plain update.
 //
+// With ctx.update_sms() > 0 (`--update-sms N`) the GEMMs issued from the launch until the
+// forward has waited for the last chunk target N SMs fewer (Context::reserve_sms), so the
+// update streams on SMs of its own beside them rather than only in their gaps: XL −1.1 to
+// −1.7 ms a step on an H200, the small model +1 ms (docs/BENCHMARKS.md, session 18). Those GEMMs
+// may then take other cuBLAS algorithms: the run is reproducible, but no longer bit for bit the
+// plain update's.
+//
 // Where it runs on the compute stream instead, in order (same results, no overlap): the CPU,
 // while a kernel timer is attached, and under set_in_order (bench model --breakdown times the
 // update as the optimizer phase). It cannot be captured in a CUDA graph (a graph replays whole steps; the
@@ -82,6 +89,8 @@ class DeferredUpdateOptimizer final : public Optimizer, public ParamReadListener
   float pending_lr_ = 0;
   Tensor clip_in_flight_;           // the folded clip's norm, kept until every chunk reading it is waited for
   size_t next_ = 0, launched_ = 0;  // chunks [next_, launched_) run on side_, not yet waited for
+  // The context's reserved SMs before launch() kept ctx.update_sms() from GEMMs; -1: none kept.
+  int sms_before_ = -1;
   cudaStream_t side_ = nullptr;
   cudaEvent_t grads_final_ = nullptr;
   std::vector<cudaEvent_t> chunk_done_;  // [chunk]

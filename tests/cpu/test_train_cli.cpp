@@ -254,6 +254,8 @@ TEST(TrainCli, BadInputGetsOneClearErrorAndNoResults) {
        "--zero1-prefetch must be on or off, got 'maybe'"},
       {"deterministic neither on nor off", tiny({{"deterministic", "maybe"}}),
        "--deterministic must be on or off, got 'maybe'"},
+      {"SMs for the update on the CPU", tiny({{"update-sms", "4"}}), "--update-sms needs a GPU"},
+      {"a negative SM count for the update", tiny({{"update-sms", "-1"}}), "--update-sms must be 0 or more, got -1"},
       {"heads do not divide", tiny({{"num-heads", "3"}}), "divisible"},
       {"bf16 without GPU", tiny({{"precision", "bf16"}}), "bf16"},
       {"missing token file", tiny({{"data", dir + "/nope.npy"}}), "nope.npy"},
@@ -287,7 +289,7 @@ TEST(TrainCli, HelpListsTheOptionsAndExitsZero) {
   EXPECT_EQ(r.rc, 0);
   for (const char* opt : {"--model", "--data", "--sampling", "--batch-size", "--lr", "--save", "--resume",
                           "--recompute", "--fused", "--gemm", "--precision", "--device", "--out", "--grad-comm",
-                          "bf16_compress_hook", "--zero1-prefetch", "--deterministic"})
+                          "bf16_compress_hook", "--zero1-prefetch", "--deterministic", "--update-sms"})
     EXPECT_NE(r.output.find(opt), std::string::npos) << opt;
 }
 

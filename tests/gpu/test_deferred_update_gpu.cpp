@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <functional>
 #include <thread>
 
@@ -24,6 +25,7 @@ namespace {
 struct TrainedRun {
   test::TenSteps steps;
   size_t chunks = 0;
+  int reserved_sms = -1;  // the context's GEMM reservation after the final host copy, the optimizer still alive
 };
 
 // Ten steps (test::run_ten_steps) with the plain update or the deferred one in small chunks:
@@ -54,6 +56,7 @@ TrainedRun train(Context& ctx, const TransformerConfig& cfg, OptimizerKind kind,
   parallel::NoSync sync;
   TrainStep step(m, *opt, sync, /*max_grad_norm=*/0.0f);
   r.steps = test::run_ten_steps(ctx, cfg, m, step, micro, delay_update);
+  r.reserved_sms = ctx.reserved_sms();
   return r;
 }
 
@@ -76,6 +79,49 @@ TEST(DeferredUpdateGpu, TrainsAsThePlainUpdateBitForBit) {
         EXPECT_GE(deferred.chunks, 20u) << what;
         test::expect_same_ten_steps(plain.steps, deferred.steps, what);
       }
+}
+
+// --update-sms: GEMMs keep off a quarter of the SMs while the update runs under the forward. They
+// may take other cuBLAS algorithms than with every SM, so the run is held to the plain update's
+// parameters to rounding, and to itself bit for bit; the SMs go back to GEMMs once the forward has
+// waited for the update (the final host copy waits for every chunk).
+TEST(DeferredUpdateGpu, SmsKeptForTheUpdateGoBackToGemms) {
+  PT_REQUIRE_GPU();
+  const TransformerConfig cfg = test::test_transformer(256, 32, 256, 4, 4, 688, AttentionImpl::Flash);
+  Context gpu(Device::cuda(0), Precision::BF16);
+  gpu.set_grad_dtype(DType::BF16);
+  const TrainedRun plain = train(gpu, cfg, OptimizerKind::AdamW, false, 1);
+  gpu.set_update_sms(gpu.sm_count() / 4);
+  const TrainedRun a = train(gpu, cfg, OptimizerKind::AdamW, true, 1);
+  EXPECT_EQ(a.reserved_sms, 0) << "the update's SMs went back to GEMMs";
+  const TrainedRun b = train(gpu, cfg, OptimizerKind::AdamW, true, 1);
+  test::expect_same_ten_steps(a.steps, b.steps, "--update-sms, run twice");
+  ASSERT_EQ(plain.steps.params.size(), a.steps.params.size());
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < a.steps.params.size(); ++i) {
+    const double d = static_cast<double>(a.steps.params[i]) - plain.steps.params[i];
+    diff += d * d;
+    norm += static_cast<double>(plain.steps.params[i]) * plain.steps.params[i];
+  }
+  EXPECT_LT(std::sqrt(diff / norm), 1e-3) << "parameters against the plain update's";
+  EXPECT_NEAR(a.steps.losses.back(), plain.steps.losses.back(), 1e-2 * std::fabs(plain.steps.losses.back()));
+}
+
+// The reservation's span: none while the update is only recorded, from its launch (the first
+// read of a parameter) until the compute stream has waited for every chunk, then none again.
+TEST(DeferredUpdateGpu, KeepsSmsFromGemmsUntilTheForwardHasWaitedForTheUpdate) {
+  PT_REQUIRE_GPU();
+  Context gpu(Device::cuda(0), Precision::BF16);
+  gpu.set_update_sms(8);
+  TransformerLM m(test::test_transformer(256, 32, 256, 4, 4, 688, AttentionImpl::Flash), gpu);
+  DeferredUpdateOptimizer opt(OptimizerConfig{}, gpu, m.store(), 8192);
+  ASSERT_GE(opt.chunks(), 2u);
+  opt.step(gpu, 1e-3f);
+  EXPECT_EQ(gpu.reserved_sms(), 0) << "recorded, not launched";
+  opt.before_read(*m.store().params().front());  // the first chunk's parameters: the update launches
+  EXPECT_EQ(gpu.reserved_sms(), 8) << "launched, later chunks not yet waited for";
+  opt.finish();
+  EXPECT_EQ(gpu.reserved_sms(), 0) << "every chunk waited for";
 }
 
 TEST(DeferredUpdateGpu, CudaGraphRefusesIt) {

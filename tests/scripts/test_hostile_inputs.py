@@ -259,6 +259,8 @@ CASES = [
     ("grad-dtype-unknown", C1, [*TRAIN, "--grad-dtype", "fp16", "--out", "{tmp}/r.h5"], dict(ERR, words=["--grad-dtype", "fp16", "bf16"])),
     ("bench-grad-dtype-without-bf16", C1, [*BENCH_MODEL, "--grad-dtype", "bf16", "--out", "{tmp}/r.h5"],
      dict(ERR, words=["--grad-dtype bf16", "--precisions"])),
+    ("bench-update-sms-without-an-update", C1, [*BENCH_MODEL, "--mode", "forward", "--update-sms", "8", "--out", "{tmp}/r.h5"],
+     dict(ERR, words=["--update-sms", "--mode train-step"])),
     ("grad-accum-zero", C1, [*TRAIN, "--grad-accum", "0", "--out", "{tmp}/r.h5"], dict(ERR, words=["--grad-accum", ">= 1"])),
     ("resume-auto-without-save", C1, [*TRAIN, "--resume", "auto", "--out", "{tmp}/r.h5"], dict(ERR, words=["--resume auto", "--save"])),
     ("save-exists", C3, [*TRAIN, "--save", "{tmp}/keep.h5", "--out", "{tmp}/r.h5"],
