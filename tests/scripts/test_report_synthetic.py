@@ -242,6 +242,19 @@ def test_fused_on_and_off_stay_apart(tmp_path, out_dir):
     assert ratios.loc["on", "eager_ratio"] == pytest.approx(100.0 / 200.0)
 
 
+def test_update_sms_runs_stay_apart(tmp_path, out_dir):
+    """Two `bench model` records of one configuration, `--update-sms 0` and `24` (the A/B of
+    `gpu_checks.sh ab-update-sms`), are two rows of the timings with an `update_sms` column."""
+    paths = []
+    for sms, ms in ((0, 64.0), (24, 62.0)):
+        paths.append(tmp_path / f"sms{sms}.h5")
+        synth.model_file(paths[-1], [dict(synth.model_row(step_ms=ms), update_sms=sms)])
+    run_report(paths, out_dir)
+    timings = read_csv(out_dir, "model_timings").set_index("update_sms")
+    assert timings.loc[0, "step_ms_mean"] == pytest.approx(64.0)
+    assert timings.loc[24, "step_ms_mean"] == pytest.approx(62.0)
+
+
 def test_training_summary(tmp_path, out_dir):
     a, b = tmp_path / "run_a.h5", tmp_path / "run_b.h5"
     synth.train_file(a, steps=20, first_loss=9.0, final_loss=4.0)
