@@ -74,7 +74,7 @@ int run_bench_model(const std::vector<std::string>& args) {
   o.fused = parse_on_off(fused, "fused");
   o.cuda_graph = parse_on_off(cuda_graph, "cuda-graph");
   o.update_overlap = update_overlap_from_name(update_overlap);
-  PT_CHECK(o.update_sms >= 0, "--update-sms must be 0 or more, got " + std::to_string(o.update_sms));
+  check_update_sms(o.update_sms);
   PT_CHECK(o.update_sms == 0 ||
                (o.mode == bench::ModelBenchMode::TrainStep && o.update_overlap != UpdateOverlap::Off && !o.cuda_graph),
            "--update-sms keeps SMs for the update under the forward: it needs --mode train-step, "

@@ -18,10 +18,9 @@
 //
 // With ctx.update_sms() > 0 (`--update-sms N`) the GEMMs issued from the launch until the
 // forward has waited for the last chunk target N SMs fewer (Context::reserve_sms), so the
-// update streams on SMs of its own beside them rather than only in their gaps: XL −1.1 to
-// −1.7 ms a step on an H200, the small model +1 ms (docs/BENCHMARKS.md, session 18). Those GEMMs
-// may then take other cuBLAS algorithms: the run is reproducible, but no longer bit for bit the
-// plain update's.
+// update streams on SMs of its own beside them rather than only in their gaps (XL faster, the
+// small model slower: docs/BENCHMARKS.md, session 18). Those GEMMs may then take other cuBLAS
+// algorithms: the run is reproducible, but no longer bit for bit the plain update's.
 //
 // Where it runs on the compute stream instead, in order (same results, no overlap): the CPU,
 // while a kernel timer is attached, and under set_in_order (bench model --breakdown times the
