@@ -93,7 +93,7 @@ __global__ void __launch_bounds__(DkDvWgmmaTraits<kHeadDim, kWarpgroups, kAccumu
 
   const FlashBlock blk = key_tile_block(p);
   const int n0 = blk.tile * kBlockN, h = blk.h, b = blk.b;
-  const int wg = threadIdx.x / 128, warp_in_wg = (threadIdx.x / 32) % 4;
+  const int wg = warpgroup_index(), warp_in_wg = (threadIdx.x / 32) % 4;
   const int tq = p.seqlen_q, tk = p.seqlen_k;
   const int64_t bh = static_cast<int64_t>(b) * p.heads + h;
   const int key0 = n0 + wg * 64 + warp_in_wg * 16;  // this warp's 16 keys
@@ -238,7 +238,7 @@ __global__ void __launch_bounds__(DqWgmmaTraits<kHeadDim, kWarpgroups>::kThreads
 
   const FlashBlock blk = query_tile_block(p);
   const int m0 = blk.tile * kBlockM, h = blk.h, b = blk.b;
-  const int wg = threadIdx.x / 128, warp_in_wg = (threadIdx.x / 32) % 4;
+  const int wg = warpgroup_index(), warp_in_wg = (threadIdx.x / 32) % 4;
   const int tq = p.seqlen_q, tk = p.seqlen_k;
   const int row0 = m0 + wg * 64 + warp_in_wg * 16;
 

@@ -129,7 +129,7 @@ __global__ void __launch_bounds__(DkDvWsTraits<kHeadDim, kAccumulateDq>::kThread
   const int64_t bh = static_cast<int64_t>(b) * p.heads + h;
   const QueryTiles<kBlockM, kBlockN, kCausal> tiles(n0, tq);
   const int m_begin = tiles.m_begin, m_blocks = tiles.m_blocks;
-  const int wg = threadIdx.x / 128;
+  const int wg = warpgroup_index();
 
   if (kAccumulateDq && threadIdx.x == 0)
     for (int buf = 0; buf < 2; ++buf) {
@@ -336,7 +336,7 @@ __global__ void __launch_bounds__(DqWsTraits<kHeadDim>::kThreads, 1)
   const int tq = p.seqlen_q, tk = p.seqlen_k;
   const KeyTiles<kBlockM, kBlockN, kCausal> tiles(m0, tk);
   const int n_blocks = tiles.n_blocks, n_full = tiles.n_full;
-  const int wg = threadIdx.x / 128;
+  const int wg = warpgroup_index();
 
   ring.init_block(&q_full, 1, 128 * kMathWarpgroups);
 

@@ -38,7 +38,7 @@ __global__ void __launch_bounds__(FwdWgmmaTraits<kHeadDim, kWarpgroups, kBlockN_
 
   const FlashBlock blk = query_tile_block(p);
   const int m0 = blk.tile * kBlockM, h = blk.h, b = blk.b;
-  const int wg = threadIdx.x / 128, warp_in_wg = (threadIdx.x / 32) % 4;
+  const int wg = warpgroup_index(), warp_in_wg = (threadIdx.x / 32) % 4;
   const int tq = p.seqlen_q, tk = p.seqlen_k;
   const int row0 = m0 + wg * 64 + warp_in_wg * 16;  // this warp's 16-row strip
 

@@ -70,7 +70,7 @@ __global__ void __launch_bounds__(FwdWsTraits<kHeadDim, kConsumers, kBlockN>::kT
   const int tk = p.seqlen_k;
   const KeyTiles<kBlockM, kBlockN, kCausal> tiles(m0, tk);
   const int n_blocks = tiles.n_blocks, n_full = tiles.n_full;
-  const int wg = threadIdx.x / 128;
+  const int wg = warpgroup_index();
 
   ring.init_block(&q_full, 1, 128 * kConsumers);
 

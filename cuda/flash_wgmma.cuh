@@ -74,6 +74,12 @@ struct Sw128TileCopy {
   }
 };
 
+// This thread's warpgroup, threadIdx.x / 128, broadcast from lane 0: the compiler then knows the
+// value is the same across the warp and keeps what is derived from it (the descriptors of a
+// warpgroup's rows) in uniform registers, where the wgmma instructions read them, instead of
+// rebuilding them in ordinary registers and moving them over (R2UR) before every product.
+__device__ __forceinline__ int warpgroup_index() { return __shfl_sync(0xffffffffu, threadIdx.x / 128, 0); }
+
 // Matrix descriptor: start address, leading and stride byte offsets, 128-byte swizzle.
 __device__ __forceinline__ uint64_t sw128_desc(const bf16* start, uint32_t lbo_bytes, uint32_t sbo_bytes) {
   const uint32_t a = smem_addr(start);
@@ -81,30 +87,50 @@ __device__ __forceinline__ uint64_t sw128_desc(const bf16* start, uint32_t lbo_b
          (static_cast<uint64_t>(sbo_bytes >> 4) << 32) | (1ull << 62);
 }
 
+// The descriptor of the address `elems` bf16 elements (a multiple of 8: 16 bytes) past desc's:
+// the start-address field (address >> 4, bits 0–13) plus elems / 8, one 32-bit add on the low word.
+// Every shared-memory address on Hopper is below 2^18 (228 KiB), so the field never carries into
+// LBO and the result is sw128_desc of the advanced address, bit for bit. The products below build
+// one descriptor per operand with sw128_desc's masks and shifts and reach every k-step and column
+// block by this add: ptxas cannot fold the masked form itself, and rebuilt each descriptor of a
+// tile's 16 products every loop trip (about a fifth of the d 64 forward's inner loop, session 19).
+__device__ __forceinline__ uint64_t desc_advance(uint64_t desc, int elems) {
+  const uint32_t lo = static_cast<uint32_t>(desc) + static_cast<uint32_t>(elems) / 8;
+  return (desc & 0xFFFFFFFF00000000ull) | lo;
+}
+
 // K-major operand: rows [row0, row0 + M or N) of a kRows-row tile, k-step kk (columns 16kk …).
 // Within a 128-byte row a k-step is a 32-byte offset; the hardware applies the swizzle to the
 // resulting addresses. SBO: 8-row groups are 1024 bytes apart; LBO is unused with swizzling.
+// k_major_desc: the descriptor of the rows' k-step 0; k_major_step: elements to k-step kk.
+__device__ __forceinline__ uint64_t k_major_desc(const bf16* tile, int row0) {
+  return sw128_desc(tile + row0 * 64, 16, kSwizzleBlockBytes);
+}
 template <int kRows>
-__device__ __forceinline__ uint64_t desc_k_major(const bf16* tile, int row0, int kk) {
-  return sw128_desc(tile + (kk / 4) * kRows * 64 + row0 * 64 + (kk % 4) * 16, 16, kSwizzleBlockBytes);
+constexpr int k_major_step(int kk) {
+  return (kk / 4) * kRows * 64 + (kk % 4) * 16;
 }
 
 // MN-major operand: k-step kk is rows 16kk … 16kk+15 of a kRows-row tile, N = the 64 columns of
 // block nb. Each product reads one 64-column block, so the offset between column blocks is never
 // used; the 8-row groups along K are 1024 bytes apart (SBO). LBO is set to the same 1024 bytes,
 // so the descriptor is right whichever of the two fields the hardware takes for that step.
+// mn_major_desc: the descriptor of k-step 0, block 0; mn_major_step: elements to (kk, nb).
+__device__ __forceinline__ uint64_t mn_major_desc(const bf16* tile) {
+  return sw128_desc(tile, kSwizzleBlockBytes, kSwizzleBlockBytes);
+}
 template <int kRows>
-__device__ __forceinline__ uint64_t desc_mn_major(const bf16* tile, int kk, int nb) {
-  return sw128_desc(tile + nb * kRows * 64 + kk * 16 * 64, kSwizzleBlockBytes, kSwizzleBlockBytes);
+constexpr int mn_major_step(int kk, int nb) {
+  return nb * kRows * 64 + kk * 16 * 64;
 }
 
 // The same for an m64n128 product reading column blocks 2·nb2 and 2·nb2 + 1 at once. For an
 // MN-major SW128 operand LBO is the step between 64-column blocks along N (kRows · 128 bytes in
 // these tiles), SBO the step between 8-row groups along K (CUTLASS's make_gmma_desc: the canonical
-// layout ((8, n), (8, k)) : ((1, LBO), (8, SBO)) in 16-byte units).
+// layout ((8, n), (8, k)) : ((1, LBO), (8, SBO)) in 16-byte units). Step: mn_major_step(kk, 2·nb2).
 template <int kRows>
-__device__ __forceinline__ uint64_t desc_mn_major_n128(const bf16* tile, int kk, int nb2) {
-  return sw128_desc(tile + 2 * nb2 * kRows * 64 + kk * 16 * 64, kRows * 128, kSwizzleBlockBytes);
+__device__ __forceinline__ uint64_t mn_major_n128_desc(const bf16* tile) {
+  return sw128_desc(tile, kRows * 128, kSwizzleBlockBytes);
 }
 
 // wgmma.fence before the first product of a batch (accumulators or A registers were written by
@@ -185,7 +211,7 @@ __device__ __forceinline__ void wgmma_ss_n128(float (&d)[16][4], uint64_t desc_a
                : "memory");
 }
 
-// d (64 × 128) += A (64 × 16, registers) · B (16 × 128, shared, MN-major: desc_mn_major_n128).
+// d (64 × 128) += A (64 × 16, registers) · B (16 × 128, shared, MN-major: mn_major_n128_desc).
 __device__ __forceinline__ void wgmma_rs_n128_mn(float (&d)[16][4], const uint32_t (&a)[4], uint64_t desc_b) {
   asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " PT_WGMMA_ACC128_LIST
                ", {%64, %65, %66, %67}, %68, 1, 1, 1, 1;\n"
@@ -214,18 +240,17 @@ template <int K, int N, int kARows, int kBRows, int kInstrN = 64>
 __device__ __forceinline__ void wgmma_k_major(float (&acc)[N / 8][4], const bf16* a_tile, int a_row0,
                                               const bf16* b_tile, int b_row0) {
   static_assert(kInstrN == 64 || (kInstrN == 128 && N % 128 == 0), "m64n64 or, where N allows, m64n128 products");
+  const uint64_t a0 = k_major_desc(a_tile, a_row0), b0 = k_major_desc(b_tile, b_row0);
 #pragma unroll
   for (int kk = 0; kk < K / 16; ++kk) {
-    if constexpr (kInstrN == 128) {
+    const uint64_t a = desc_advance(a0, k_major_step<kARows>(kk));
 #pragma unroll
-      for (int nb = 0; nb < N / 128; ++nb)
-        wgmma_ss_n128(*reinterpret_cast<float(*)[16][4]>(&acc[16 * nb]), desc_k_major<kARows>(a_tile, a_row0, kk),
-                      desc_k_major<kBRows>(b_tile, b_row0 + nb * 128, kk));
-    } else {
-#pragma unroll
-      for (int nb = 0; nb < N / 64; ++nb)
-        wgmma_ss<0, 0>(block64<N / 8>(acc, nb), desc_k_major<kARows>(a_tile, a_row0, kk),
-                       desc_k_major<kBRows>(b_tile, b_row0 + nb * 64, kk));
+    for (int nb = 0; nb < N / kInstrN; ++nb) {
+      const uint64_t b = desc_advance(b0, nb * kInstrN * 64 + k_major_step<kBRows>(kk));
+      if constexpr (kInstrN == 128)
+        wgmma_ss_n128(*reinterpret_cast<float(*)[16][4]>(&acc[16 * nb]), a, b);
+      else
+        wgmma_ss<0, 0>(block64<N / 8>(acc, nb), a, b);
     }
   }
 }
@@ -238,17 +263,16 @@ template <int K, int N, int kBRows, int kInstrN = 64>
 __device__ __forceinline__ void wgmma_regs_mn_major(float (&acc)[N / 8][4], const uint32_t (&a)[K / 16][4],
                                                     const bf16* b_tile) {
   static_assert(kInstrN == 64 || (kInstrN == 128 && N % 128 == 0), "m64n64 or, where N allows, m64n128 products");
+  const uint64_t b0 = kInstrN == 128 ? mn_major_n128_desc<kBRows>(b_tile) : mn_major_desc(b_tile);
 #pragma unroll
   for (int kk = 0; kk < K / 16; ++kk) {
-    if constexpr (kInstrN == 128) {
 #pragma unroll
-      for (int nb2 = 0; nb2 < N / 128; ++nb2)
-        wgmma_rs_n128_mn(*reinterpret_cast<float(*)[16][4]>(&acc[16 * nb2]), a[kk],
-                         desc_mn_major_n128<kBRows>(b_tile, kk, nb2));
-    } else {
-#pragma unroll
-      for (int nb = 0; nb < N / 64; ++nb)
-        wgmma_rs<1>(block64<N / 8>(acc, nb), a[kk], desc_mn_major<kBRows>(b_tile, kk, nb));
+    for (int nb = 0; nb < N / kInstrN; ++nb) {
+      const uint64_t b = desc_advance(b0, mn_major_step<kBRows>(kk, nb * (kInstrN / 64)));
+      if constexpr (kInstrN == 128)
+        wgmma_rs_n128_mn(*reinterpret_cast<float(*)[16][4]>(&acc[16 * nb]), a[kk], b);
+      else
+        wgmma_rs<1>(block64<N / 8>(acc, nb), a[kk], b);
     }
   }
 }
@@ -279,12 +303,13 @@ __device__ __forceinline__ void wgmma_regs_mn_major_waited(float (&acc)[N / 8][4
 template <int K, int N, int kARows, int kBRows>
 __device__ __forceinline__ void wgmma_mn_major(float (&acc)[N / 8][4], const bf16* a_tile, int a_row0,
                                                const bf16* b_tile, int b_row0, int b_block0) {
+  const uint64_t a0 = mn_major_desc(a_tile + a_row0 * 64), b0 = mn_major_desc(b_tile + b_row0 * 64);
 #pragma unroll
   for (int kk = 0; kk < K / 16; ++kk)
 #pragma unroll
     for (int nb = 0; nb < N / 64; ++nb)
-      wgmma_ss<1, 1>(block64<N / 8>(acc, nb), desc_mn_major<kARows>(a_tile + a_row0 * 64, kk, 0),
-                     desc_mn_major<kBRows>(b_tile + b_row0 * 64, kk, b_block0 + nb));
+      wgmma_ss<1, 1>(block64<N / 8>(acc, nb), desc_advance(a0, mn_major_step<kARows>(kk, 0)),
+                     desc_advance(b0, mn_major_step<kBRows>(kk, b_block0 + nb)));
 }
 
 // This warp's 16 rows of dSᵀ (bf16 A fragments of the dK product: rows are keys, columns the

@@ -96,6 +96,13 @@
 #                        the run-to-run yardstick) and bf16 ones; scripts/compare_runs.py on them     (1)
 #   targets-xl           issue 16's XL measurements in one call: bf16 flash ctx 512 batch 4 with the roofline,
 #                        fp32 then bf16 gradients, and bf16 gradients with --recompute off and swiglu     (1)
+#   targets-xl-options   XL bf16 flash ctx 512 batch 4, alternating twice: bf16 gradients alone, and with
+#                        --recompute swiglu --update-sms UPDATE_SMS (default 24); then fp32 gradients with
+#                        the same two options, and the roofline of the bf16 + swiglu run               (1)
+#   ab-flash-sdpa        ab-flash with FLASH_TILES (default ws2x128/ws2/ws2,ws2x128/ws2/acc), then SDPA
+#                        (cuDNN, flash) on the leaderboard case at d 64 and 128 in the same step         (1)
+#   flash-sanitizers     for each tile set of SAN_TILES (default: the defaults ws2x128/ws2/acc and 1x64/1/1):
+#                        the flash GPU tests with those tiles, then memcheck, racecheck, synccheck on small cases (1)
 #   ncu-flash            ncu on the default bf16 flash kernels, one forward+backward each of the leaderboard
 #                        case (B 1, H 16, T 16384, d 64, causal) and XL's (B 4, H 25, T 512): speed of light,
 #                        tensor pipes, occupancy, stall reasons (raw CSV, $RESULTS/ncu_flash_*.csv);
@@ -233,6 +240,18 @@ step_targets-xl() {
   bench_model targets_xl_bf16_grads xl bf16 flash --grad-dtype bf16 --breakdown &&
   bench_model targets_xl_bf16_grads_keep xl bf16 flash --grad-dtype bf16 --recompute off &&
   bench_model targets_xl_bf16_grads_swiglu xl bf16 flash --grad-dtype bf16 --recompute swiglu
+}
+# The issue's XL step with the options that each took time off it (bf16 gradients, --recompute swiglu,
+# --update-sms), A/B against bf16 gradients alone, alternating twice; fp32 gradients with both options;
+# the roofline of bf16 + swiglu (a breakdown runs the update in order, so --update-sms has no part in it).
+step_targets-xl-options() {
+  local k opts=(--recompute swiglu --update-sms "${UPDATE_SMS:-24}")
+  for k in 1 2; do
+    bench_model "targets_xl_bf16_grads_$k" xl bf16 flash --grad-dtype bf16 &&
+    bench_model "targets_xl_bf16_grads_options_$k" xl bf16 flash --grad-dtype bf16 "${opts[@]}" || return
+  done
+  bench_model targets_xl_fp32_grads_options xl bf16 flash --grad-dtype fp32 "${opts[@]}" &&
+  bench_model targets_xl_bf16_grads_swiglu_roofline xl bf16 flash --grad-dtype bf16 --recompute swiglu --breakdown
 }
 # alternate NAME FLAG "V1 V2" STEPS: small and XL, bf16 flash, context 512, with FLAG at each value
 # in turn, twice over (alternating, so drift of the machine reaches every value alike).
@@ -392,6 +411,15 @@ ab_flash() {
 }
 # The leaderboard case at d 64 and 128 (default tiles: the warp-specialised passes).
 step_ab-flash() { AB_FLASH_TILES=ws2x128/ws2/ws2 ab_flash lb:1:16:16384:64 lb:1:16:16384:128; }
+# The same with both warp-specialised backwards, then SDPA's backends on the two cases (the targets' peer).
+step_ab-flash-sdpa() {
+  AB_FLASH_TILES=ws2x128/ws2/ws2,ws2x128/ws2/acc ab_flash lb:1:16:16384:64 lb:1:16:16384:128 || return
+  local d bundles=${BUNDLES:-before main}
+  for d in 64 128; do  # SDPA beside the last bundle's second round
+    python3 scripts/bench_attention_torch.py --head-dim "$d" \
+      --paratrain-h5 "$RESULTS/ab_flash_lb_${bundles##* }_d${d}_2.h5" || return
+  done
+}
 # d 128 alone (a change that leaves d 64's instructions as they are): the leaderboard shape and
 # B 4 × H 16 at T 512…2048.
 step_ab-flash-d128() { AB_FLASH_TILES=ws2x128/ws2/ws2 ab_flash lb:1:16:16384:128 h16:4:16:512,1024,2048:128; }
@@ -681,6 +709,14 @@ flash_sanitizers() {
     echo "== compute-sanitizer ${tool%%:*}, tiles $1"
     PT_FLASH_TEST_KERNELS=wgmma PT_FLASH_TEST_WGMMA_TILES=$1 compute-sanitizer --tool "${tool%%:*}" --error-exitcode 3 \
       paratrain_tests_gpu --gtest_color=no --gtest_filter="FlashGpu.Batch4Seq128D64:FlashGpu.${tool#*:}" || rc=1
+  done
+  return $rc
+}
+step_flash-sanitizers() {
+  local t rc=0
+  for t in ${SAN_TILES:-ws2x128/ws2/acc 1x64/1/1}; do
+    flash_tests_with "$t" || rc=1
+    flash_sanitizers "$t" || rc=1
   done
   return $rc
 }

@@ -5,15 +5,11 @@
 #include <string>
 
 #include "core/allocator.h"
+#include "core/context_memory.h"
 #include "core/cuda_arch.h"
 #include "core/error.h"
 
 namespace pt {
-
-namespace {
-// cuBLASLt's documented recommendation for Hopper is 32 MiB of workspace.
-constexpr size_t kCublasWorkspaceBytes = 32u << 20;
-}  // namespace
 
 namespace {
 constexpr EnumName<GemmSelect> kGemmSelects[] = {

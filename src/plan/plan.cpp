@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/context_memory.h"
 #include "core/enum_names.h"
 #include "core/error.h"
 #include "cuda/flash_params.h"
@@ -21,8 +22,6 @@ constexpr EnumName<Sharding> kShardings[] = {{Sharding::None, "none"},
                                              {Sharding::Zero1, "zero1"},
                                              {Sharding::Zero2, "zero2"},
                                              {Sharding::Zero3, "zero3"}};
-
-constexpr int64_t kCublasWorkspaceBytes = int64_t(32) << 20;  // core/context.cpp
 
 // The tracking allocator's accounting of one allocation (core/allocator.cpp).
 struct Rounding {
@@ -180,7 +179,8 @@ Result plan(const Job& job, const Cluster& cluster) {
   const int64_t in_flight = job.pp > 1 ? std::min<int64_t>(job.pp, job.grad_accum) : 1;
   mem.activations = act.peak + (in_flight - 1) * act.saved;
   mem.activations_saved = act.saved * in_flight;
-  mem.workspace = cluster.cpu || cluster.device.cc_major == 0 ? 0 : kCublasWorkspaceBytes;  // cuBLAS's, GPUs only
+  // cuBLAS's workspace, GPUs only (core/context_memory.h).
+  mem.workspace = cluster.cpu || cluster.device.cc_major == 0 ? 0 : int64_t(kCublasWorkspaceBytes);
   for (int rc = 0; rc < kNumRecompute; ++rc)
     for (int at = 0; at < kNumAttentionChoices; ++at) {
       TransformerConfig alt = m;

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 
 #include "gpu/test_ops_gpu_helpers.h"
 #include "ops/elementwise.h"
@@ -122,6 +123,39 @@ TEST(GpuRMSNorm, BackwardIsBitForBitRunToRun) {
         }
         ASSERT_EQ(dx.to_host_f64(gpu), first_dx) << "run " << run;
         ASSERT_EQ(dw.to_host_f64(gpu), first_dw) << "run " << run;
+      }
+    }
+}
+
+// dw's sums on every grid shape against the fp64 CPU: a single block (5 and 8 rows), two blocks
+// (9 rows), hundreds (4100 rows of 1600), and 8192 blocks of 37 columns, far more than the GPU
+// holds at once. Three calls in a row on one context, each written over poison. (Session 19's
+// test of dw finished by the backward's last blocks; the kept two-kernel form passes it too.)
+TEST(GpuRMSNorm, BackwardOnEveryGridShape) {
+  PT_REQUIRE_GPU();
+  Context gpu(Device::cuda(0)), cpu(Device::cpu());
+  const std::pair<int64_t, int64_t> shapes[] = {{5, 1600}, {8, 1600}, {9, 37}, {4100, 1600}, {65536, 37}};
+  for (const auto& [rows, cols] : shapes)
+    for (DType dw_type : {DType::F32, DType::BF16}) {
+      SCOPED_TRACE(std::to_string(rows) + " x " + std::to_string(cols) + " dw " + dtype_name(dw_type));
+      Pair x = make_twin(gpu, cpu, {rows, cols}, DType::F32, randn(rows * cols, 60, 2.0));
+      Pair w = make_twin(gpu, cpu, {cols}, DType::F32, uniform(cols, 61, 0.5, 1.5));
+      Pair rstd = make_output(gpu, cpu, {rows}, DType::F32);
+      Tensor y = Tensor::empty({rows, cols}, DType::BF16, gpu.device());
+      Tensor y_cpu = Tensor::empty({rows, cols}, DType::F64, cpu.device());
+      ops::rmsnorm_forward(gpu, y, rstd.gpu, x.gpu, w.gpu, 1e-5f);
+      ops::rmsnorm_forward(cpu, y_cpu, rstd.cpu, x.cpu, w.cpu, 1e-5f);
+      Pair dy = make_twin(gpu, cpu, {rows, cols}, DType::BF16, randn(rows * cols, 62));
+      Pair dx = make_twin(gpu, cpu, {rows, cols}, DType::F32, randn(rows * cols, 63));
+      Pair dw = make_twin(gpu, cpu, {cols}, dw_type, randn(cols, 64));
+      ops::rmsnorm_backward(cpu, dx.cpu, dw.cpu, dy.cpu, x.cpu, w.cpu, rstd.cpu, false, nullptr, false);
+      for (int call = 0; call < 3; ++call) {
+        SCOPED_TRACE("call " + std::to_string(call));
+        poison(gpu, dx.gpu);
+        poison(gpu, dw.gpu);
+        ops::rmsnorm_backward(gpu, dx.gpu, dw.gpu, dy.gpu, x.gpu, w.gpu, rstd.gpu, false, nullptr, false);
+        PT_EXPECT_GPU_CLOSE(dx.gpu, dx.cpu, gpu, cpu, kTolF32, 1e-6);
+        PT_EXPECT_GPU_CLOSE(dw.gpu, dw.cpu, gpu, cpu, dw_type == DType::BF16 ? 1.0 / 256 : kTolF32, 1e-5);
       }
     }
 }
