@@ -29,6 +29,27 @@ BackwardCase backward_case(Context& gpu, int64_t rows, int64_t cols, uint64_t se
   return c;
 }
 
+// The same on both devices: x, w and the rstd each one's forward saves, a bf16 dy, and dx (fp32)
+// and dw (dw_type, values scaled by dw_scale) to take the gradients; seeds seed … seed + 4.
+struct TwinBackwardCase {
+  Pair x, w, rstd, dy, dx, dw;
+};
+TwinBackwardCase twin_backward_case(Context& gpu, Context& cpu, int64_t rows, int64_t cols, DType dw_type,
+                                    uint64_t seed, double dw_scale = 1.0) {
+  TwinBackwardCase c;
+  c.x = make_twin(gpu, cpu, {rows, cols}, DType::F32, randn(rows * cols, seed, 2.0));
+  c.w = make_twin(gpu, cpu, {cols}, DType::F32, uniform(cols, seed + 1, 0.5, 1.5));
+  c.rstd = make_output(gpu, cpu, {rows}, DType::F32);
+  Tensor y = Tensor::empty({rows, cols}, DType::BF16, gpu.device());
+  Tensor y_cpu = Tensor::empty({rows, cols}, DType::F64, cpu.device());
+  ops::rmsnorm_forward(gpu, y, c.rstd.gpu, c.x.gpu, c.w.gpu, 1e-5f);
+  ops::rmsnorm_forward(cpu, y_cpu, c.rstd.cpu, c.x.cpu, c.w.cpu, 1e-5f);
+  c.dy = make_twin(gpu, cpu, {rows, cols}, DType::BF16, randn(rows * cols, seed + 2));
+  c.dx = make_twin(gpu, cpu, {rows, cols}, DType::F32, randn(rows * cols, seed + 3));
+  c.dw = make_twin(gpu, cpu, {cols}, dw_type, randn(cols, seed + 4, dw_scale));
+  return c;
+}
+
 class GpuRMSNorm : public ::testing::TestWithParam<std::tuple<int64_t, DType>> {};  // (C, y/dy type)
 
 TEST_P(GpuRMSNorm, ForwardAndBackward) {
@@ -78,16 +99,7 @@ TEST(GpuRMSNormBf16Grad, WeightGradientRoundedOnce) {
   const int64_t rows = 300;
   for (int64_t cols : {int64_t(1600), int64_t(37)}) {
     SCOPED_TRACE("C " + std::to_string(cols));
-    Pair x = make_twin(gpu, cpu, {rows, cols}, DType::F32, randn(rows * cols, 30, 2.0));
-    Pair w = make_twin(gpu, cpu, {cols}, DType::F32, uniform(cols, 31, 0.5, 1.5));
-    Pair rstd = make_output(gpu, cpu, {rows}, DType::F32);
-    Tensor y = Tensor::empty({rows, cols}, DType::BF16, gpu.device());
-    Tensor y_cpu = Tensor::empty({rows, cols}, DType::F64, cpu.device());
-    ops::rmsnorm_forward(gpu, y, rstd.gpu, x.gpu, w.gpu, 1e-5f);
-    ops::rmsnorm_forward(cpu, y_cpu, rstd.cpu, x.cpu, w.cpu, 1e-5f);
-    Pair dy = make_twin(gpu, cpu, {rows, cols}, DType::BF16, randn(rows * cols, 32));
-    Pair dx = make_twin(gpu, cpu, {rows, cols}, DType::F32, randn(rows * cols, 33));
-    Pair dw = make_twin(gpu, cpu, {cols}, DType::BF16, randn(cols, 34, 10.0));
+    auto [x, w, rstd, dy, dx, dw] = twin_backward_case(gpu, cpu, rows, cols, DType::BF16, 30, 10.0);
     ops::rmsnorm_backward(gpu, dx.gpu, dw.gpu, dy.gpu, x.gpu, w.gpu, rstd.gpu, true);
     ops::rmsnorm_backward(cpu, dx.cpu, dw.cpu, dy.cpu, x.cpu, w.cpu, rstd.cpu, true);
     PT_EXPECT_GPU_CLOSE(dx.gpu, dx.cpu, gpu, cpu, kTolF32, 1e-6);
@@ -138,16 +150,7 @@ TEST(GpuRMSNorm, BackwardOnEveryGridShape) {
   for (const auto& [rows, cols] : shapes)
     for (DType dw_type : {DType::F32, DType::BF16}) {
       SCOPED_TRACE(std::to_string(rows) + " x " + std::to_string(cols) + " dw " + dtype_name(dw_type));
-      Pair x = make_twin(gpu, cpu, {rows, cols}, DType::F32, randn(rows * cols, 60, 2.0));
-      Pair w = make_twin(gpu, cpu, {cols}, DType::F32, uniform(cols, 61, 0.5, 1.5));
-      Pair rstd = make_output(gpu, cpu, {rows}, DType::F32);
-      Tensor y = Tensor::empty({rows, cols}, DType::BF16, gpu.device());
-      Tensor y_cpu = Tensor::empty({rows, cols}, DType::F64, cpu.device());
-      ops::rmsnorm_forward(gpu, y, rstd.gpu, x.gpu, w.gpu, 1e-5f);
-      ops::rmsnorm_forward(cpu, y_cpu, rstd.cpu, x.cpu, w.cpu, 1e-5f);
-      Pair dy = make_twin(gpu, cpu, {rows, cols}, DType::BF16, randn(rows * cols, 62));
-      Pair dx = make_twin(gpu, cpu, {rows, cols}, DType::F32, randn(rows * cols, 63));
-      Pair dw = make_twin(gpu, cpu, {cols}, dw_type, randn(cols, 64));
+      auto [x, w, rstd, dy, dx, dw] = twin_backward_case(gpu, cpu, rows, cols, dw_type, 60);
       ops::rmsnorm_backward(cpu, dx.cpu, dw.cpu, dy.cpu, x.cpu, w.cpu, rstd.cpu, false, nullptr, false);
       for (int call = 0; call < 3; ++call) {
         SCOPED_TRACE("call " + std::to_string(call));
