@@ -413,7 +413,7 @@ ab_flash() {
 step_ab-flash() { AB_FLASH_TILES=ws2x128/ws2/ws2 ab_flash lb:1:16:16384:64 lb:1:16:16384:128; }
 # The same with both warp-specialised backwards, then SDPA's backends on the two cases (the targets' peer).
 step_ab-flash-sdpa() {
-  AB_FLASH_TILES=ws2x128/ws2/ws2,ws2x128/ws2/acc ab_flash lb:1:16:16384:64 lb:1:16:16384:128 || return
+  FLASH_TILES=${FLASH_TILES:-ws2x128/ws2/ws2,ws2x128/ws2/acc} step_ab-flash || return
   local d bundles=${BUNDLES:-before main}
   for d in 64 128; do  # SDPA beside the last bundle's second round
     python3 scripts/bench_attention_torch.py --head-dim "$d" \
