@@ -74,11 +74,6 @@ int run_bench_model(const std::vector<std::string>& args) {
   o.fused = parse_on_off(fused, "fused");
   o.cuda_graph = parse_on_off(cuda_graph, "cuda-graph");
   o.update_overlap = update_overlap_from_name(update_overlap);
-  check_update_sms(o.update_sms);
-  PT_CHECK(o.update_sms == 0 ||
-               (o.mode == bench::ModelBenchMode::TrainStep && o.update_overlap != UpdateOverlap::Off && !o.cuda_graph),
-           "--update-sms keeps SMs for the update under the forward: it needs --mode train-step, "
-           "--update-overlap on or auto, and no --cuda-graph");
   PT_CHECK(!(o.cuda_graph && o.breakdown), "--breakdown times every kernel on its own; it cannot run inside a CUDA "
                                            "graph: leave out --cuda-graph on, or --breakdown");
   o.grad_dtype = grad_dtype_of(run);
@@ -91,6 +86,11 @@ int run_bench_model(const std::vector<std::string>& args) {
   auto& rt = parallel::Runtime::get();
   PT_CHECK(rt.world_size() == 1, "bench model runs as one process (use bench ddp for several ranks)");
   const Device device = resolve_device(run);
+  // The rig's own rule (defers_update), so that no configuration records update_sms 0 in silence.
+  PT_CHECK(o.update_sms == 0 || (o.mode == bench::ModelBenchMode::TrainStep &&
+                                 defers_update(o.update_overlap, device.is_cuda(), o.fused, o.cuda_graph)),
+           "--update-sms keeps SMs for the update under the forward: it needs --mode train-step and the update "
+           "deferred (--update-overlap on or auto, on a GPU, with --fused on and no --cuda-graph)");
   BenchSweep sweep("bench model", run, log_opt, bench::model_bench_configurations(o));
   io::RunRecord& record = sweep.record();  // --out checked now, not after the sweep
   {

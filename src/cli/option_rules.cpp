@@ -75,6 +75,7 @@ const NumericRule kNumericRules[] = {
     {"link-gbps", 0, kInf, true, false},
     {"inter-node-gbps", 0, kInf, true, false},
     {"count", 0, kInf, false, false},
+    {"update-sms", 0, kInf, false, false},  // 0: GEMMs keep every SM
 };
 
 const NumericRule* rule_for(const std::string& name) {

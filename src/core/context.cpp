@@ -68,10 +68,9 @@ void Context::set_flash(const FlashChoice& c) {
   flash_ = c;
 }
 
-void check_update_sms(int n) { PT_CHECK(n >= 0, "--update-sms must be 0 or more, got " + std::to_string(n)); }
-
 void Context::set_update_sms(int n) {
-  check_update_sms(n);
+  // The command lines refuse a negative N first, with their numeric rules (cli/option_rules.cpp).
+  PT_CHECK(n >= 0, "--update-sms must be >= 0, got " + std::to_string(n));
   PT_CHECK(n == 0 || device_.is_cuda(), "--update-sms needs a GPU (this run is on the CPU)");
   PT_CHECK(n < sm_count_ || n == 0, "--update-sms " + std::to_string(n) + " leaves none of the device's " +
                                         std::to_string(sm_count_) + " SMs to GEMMs");

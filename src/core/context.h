@@ -74,7 +74,7 @@ class Context {
   // DeferredUpdateOptimizer reserves them (reserve_sms) from its launch until the forward has
   // waited for its last chunk, so the update streams on SMs of its own beside the GEMMs. 0: none.
   int update_sms() const { return update_sms_; }
-  void set_update_sms(int n);  // check_update_sms(n), a GPU for n > 0, and fewer than its SMs
+  void set_update_sms(int n);  // n >= 0, a GPU for n > 0, and fewer than its SMs
 
   GemmSelect gemm_select() const { return gemm_select_; }
   void set_gemm_select(GemmSelect s) { gemm_select_ = s; }
@@ -107,9 +107,6 @@ class Context {
   CudaTarget target_;
   FlashChoice flash_;
 };
-
-// `--update-sms N`'s own rule, before a device is known (bench model checks it up front): N >= 0.
-void check_update_sms(int n);
 
 // Copy bytes between any two places (host↔device, device↔device) on the context's stream;
 // blocks the host only when the host side is involved.

@@ -255,7 +255,7 @@ TEST(TrainCli, BadInputGetsOneClearErrorAndNoResults) {
       {"deterministic neither on nor off", tiny({{"deterministic", "maybe"}}),
        "--deterministic must be on or off, got 'maybe'"},
       {"SMs for the update on the CPU", tiny({{"update-sms", "4"}}), "--update-sms needs a GPU"},
-      {"a negative SM count for the update", tiny({{"update-sms", "-1"}}), "--update-sms must be 0 or more, got -1"},
+      {"a negative SM count for the update", tiny({{"update-sms", "-1"}}), "--update-sms must be >= 0, got -1"},
       {"heads do not divide", tiny({{"num-heads", "3"}}), "divisible"},
       {"bf16 without GPU", tiny({{"precision", "bf16"}}), "bf16"},
       {"missing token file", tiny({{"data", dir + "/nope.npy"}}), "nope.npy"},

@@ -261,6 +261,9 @@ CASES = [
      dict(ERR, words=["--grad-dtype bf16", "--precisions"])),
     ("bench-update-sms-without-an-update", C1, [*BENCH_MODEL, "--mode", "forward", "--update-sms", "8", "--out", "{tmp}/r.h5"],
      dict(ERR, words=["--update-sms", "--mode train-step"])),
+    # The rig would not defer the update (--fused off, or the CPU): refused, not recorded as update_sms 0.
+    ("bench-update-sms-fused-off", C1, [*BENCH_MODEL, "--fused", "off", "--update-sms", "8", "--out", "{tmp}/r.h5"],
+     dict(ERR, words=["--update-sms", "--fused on"])),
     ("grad-accum-zero", C1, [*TRAIN, "--grad-accum", "0", "--out", "{tmp}/r.h5"], dict(ERR, words=["--grad-accum", ">= 1"])),
     ("resume-auto-without-save", C1, [*TRAIN, "--resume", "auto", "--out", "{tmp}/r.h5"], dict(ERR, words=["--resume auto", "--save"])),
     ("save-exists", C3, [*TRAIN, "--save", "{tmp}/keep.h5", "--out", "{tmp}/r.h5"],
