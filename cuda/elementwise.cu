@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "cuda/chained_launch.cuh"
 #include "cuda/common.cuh"
 #include "cuda/elementwise.h"
 
@@ -22,6 +23,7 @@ __device__ __forceinline__ float apply(const F& f, const float (&v)[K][kPack], i
 // out[i] = f(in[i]...) over n elements; out may alias an input (same index, same thread).
 template <typename F, typename TO, typename... TI>
 __global__ void map_kernel(int64_t n, bool packed, F f, TO* out, const TI*... in) {
+  begin_chained_kernel();  // launched by launch_chained
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   const int64_t first = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t packs = packed ? n / kPack : 0;
@@ -42,7 +44,7 @@ void launch_map(cudaStream_t s, int64_t n, F f, TO* out, const TI*... in) {
   if (n == 0) return;
   const bool packed = aligned16(out) && (aligned16(in) && ...);
   const int64_t work = packed ? n / kPack + n % kPack : n;
-  map_kernel<<<grid_for(work, kThreads), kThreads, 0, s>>>(n, packed, f, out, in...);
+  launch_chained(map_kernel<F, TO, TI...>, grid_for(work, kThreads), kThreads, 0, s, n, packed, f, out, in...);
   PT_CUDA_CHECK_LAUNCH();
 }
 
@@ -139,6 +141,7 @@ namespace {
 template <typename TG, typename TH>
 __global__ void swiglu_backward_kernel(int64_t n, bool packed, TG* dh1, TG* dh3, TH* g, const TG* dg, const TH* h1,
                                        const TH* h3) {
+  begin_chained_kernel();  // launched by launch_chained
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   const int64_t first = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t packs = packed ? n / kPack : 0;
@@ -177,10 +180,10 @@ void swiglu_backward(cudaStream_t s, Tensor& dh1, Tensor& dh3, const Tensor& dg,
       const bool packed = aligned16(dh1.data()) && aligned16(dh3.data()) && aligned16(dg.data()) &&
                           aligned16(h1.data()) && aligned16(h3.data()) && (!g || aligned16(g->data()));
       const int64_t work = packed ? n / kPack + n % kPack : n;
-      swiglu_backward_kernel<<<grid_for(work, kThreads), kThreads, 0, s>>>(
-          n, packed, static_cast<TG*>(dh1.data()), static_cast<TG*>(dh3.data()),
-          g ? static_cast<TH*>(g->data()) : nullptr, static_cast<const TG*>(dg.data()),
-          static_cast<const TH*>(h1.data()), static_cast<const TH*>(h3.data()));
+      launch_chained(swiglu_backward_kernel<TG, TH>, grid_for(work, kThreads), kThreads, 0, s, n, packed,
+                     static_cast<TG*>(dh1.data()), static_cast<TG*>(dh3.data()),
+                     g ? static_cast<TH*>(g->data()) : nullptr, static_cast<const TG*>(dg.data()),
+                     static_cast<const TH*>(h1.data()), static_cast<const TH*>(h3.data()));
       PT_CUDA_CHECK_LAUNCH();
     });
   });

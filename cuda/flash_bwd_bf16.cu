@@ -59,6 +59,7 @@ struct DeltaTraits {
 };
 template <int kHeadDim>
 __global__ void flash_bwd_delta_kernel(const FlashParams p) {
+  begin_chained_kernel();  // launched by launch_chained or launch_flash_kernel
   using Tr = DeltaTraits<kHeadDim>;
   const int lane = threadIdx.x % Tr::kLanes;
   const int i = blockIdx.x * Tr::kRowsPerBlock + threadIdx.x / Tr::kLanes;
@@ -108,6 +109,7 @@ __device__ __forceinline__ void dkdv_step(float (&acc_dk)[kHeadDim / 8][4], floa
 
 template <int kHeadDim, bool kCausal>
 __global__ void __launch_bounds__(DkDvTraits<kHeadDim>::kThreads) flash_bwd_dkdv_kernel(const FlashParams p) {
+  begin_chained_kernel();  // launched by launch_chained or launch_flash_kernel
   using Tr = DkDvTraits<kHeadDim>;
   constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kLd = Tr::kLd, kThreads = Tr::kThreads;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -197,6 +199,7 @@ __device__ __forceinline__ void dq_step(float (&acc_dq)[kHeadDim / 8][4], const 
 
 template <int kHeadDim, bool kCausal>
 __global__ void __launch_bounds__(DqTraits<kHeadDim>::kThreads) flash_bwd_dq_kernel(const FlashParams p) {
+  begin_chained_kernel();  // launched by launch_chained or launch_flash_kernel
   using Tr = DqTraits<kHeadDim>;
   constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kLd = Tr::kLd, kThreads = Tr::kThreads;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -256,7 +259,8 @@ __global__ void __launch_bounds__(DqTraits<kHeadDim>::kThreads) flash_bwd_dq_ker
 template <int kHeadDim>
 void launch_delta(const FlashParams& p, cudaStream_t stream) {
   using Tr = DeltaTraits<kHeadDim>;
-  flash_bwd_delta_kernel<kHeadDim><<<flash_grid(p, p.seqlen_q, Tr::kRowsPerBlock), Tr::kThreads, 0, stream>>>(p);
+  launch_chained(flash_bwd_delta_kernel<kHeadDim>, flash_grid(p, p.seqlen_q, Tr::kRowsPerBlock), Tr::kThreads, 0,
+                 stream, p);
   PT_CUDA_CHECK_LAUNCH();
 }
 

@@ -77,6 +77,7 @@ template <int kHeadDim, int kWarpgroups, bool kCausal, bool kAccumulateDq>
 __global__ void __launch_bounds__(DkDvWgmmaTraits<kHeadDim, kWarpgroups, kAccumulateDq>::kThreads,
                                   DkDvWgmmaTraits<kHeadDim, kWarpgroups, kAccumulateDq>::kMinBlocks)
     flash_bwd_dkdv_wgmma_kernel(const FlashParams p) {
+  begin_chained_kernel();  // launched by launch_chained or launch_flash_kernel
 #if PT_FLASH_WGMMA_COMPILED
   using Tr = DkDvWgmmaTraits<kHeadDim, kWarpgroups, kAccumulateDq>;
   constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kThreads = Tr::kThreads;
@@ -226,6 +227,7 @@ template <int kHeadDim, int kWarpgroups, bool kCausal>
 __global__ void __launch_bounds__(DqWgmmaTraits<kHeadDim, kWarpgroups>::kThreads,
                                   DqWgmmaTraits<kHeadDim, kWarpgroups>::kMinBlocks)
     flash_bwd_dq_wgmma_kernel(const FlashParams p) {
+  begin_chained_kernel();  // launched by launch_chained or launch_flash_kernel
 #if PT_FLASH_WGMMA_COMPILED
   using Tr = DqWgmmaTraits<kHeadDim, kWarpgroups>;
   constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kThreads = Tr::kThreads;
@@ -318,6 +320,7 @@ void launch_dkdv(const FlashParams& p, cudaStream_t stream) {
 // (64-query tile, column tile j, fragment thread f) — undoing stage_fragments' order.
 template <int kHeadDim>
 __global__ void flash_dq_from_accum_kernel(const FlashParams p) {
+  begin_chained_kernel();                       // launched by launch_chained or launch_flash_kernel
   constexpr int kPerTile = kHeadDim / 8 * 128;  // float4s per 64 × D tile
   const int m_tiles = ceil_div(p.seqlen_q, kDqAccumTileRows);
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -348,8 +351,8 @@ void accumulating_dq(const FlashParams& p, cudaStream_t stream, LaunchDkDv&& lau
   PT_CUDA_CHECK(cudaMemsetAsync(p.dq_accum, 0, static_cast<size_t>(numel) * sizeof(float), stream));
   launch_dkdv();
   constexpr int kThreads = 256;
-  flash_dq_from_accum_kernel<kHeadDim>
-      <<<static_cast<unsigned>(ceil_div(numel / 4, kThreads)), kThreads, 0, stream>>>(p);
+  launch_chained(flash_dq_from_accum_kernel<kHeadDim>, static_cast<unsigned>(ceil_div(numel / 4, kThreads)), kThreads,
+                 0, stream, p);
   PT_CUDA_CHECK_LAUNCH();
 }
 

@@ -103,6 +103,7 @@ struct BwdWsMaps {
 template <int kHeadDim, bool kCausal, bool kAccumulateDq>
 __global__ void __launch_bounds__(DkDvWsTraits<kHeadDim, kAccumulateDq>::kThreads, 1)
     flash_bwd_dkdv_ws_kernel(const __grid_constant__ BwdWsMaps maps, const FlashParams p) {
+  begin_chained_kernel();  // launched by launch_chained or launch_flash_kernel
 #if PT_FLASH_WGMMA_COMPILED
   using Tr = DkDvWsTraits<kHeadDim, kAccumulateDq>;
   constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kStages = Tr::kStages;
@@ -319,6 +320,7 @@ __global__ void __launch_bounds__(DkDvWsTraits<kHeadDim, kAccumulateDq>::kThread
 template <int kHeadDim, bool kCausal>
 __global__ void __launch_bounds__(DqWsTraits<kHeadDim>::kThreads, 1)
     flash_bwd_dq_ws_kernel(const __grid_constant__ BwdWsMaps maps, const FlashParams p) {
+  begin_chained_kernel();  // launched by launch_chained or launch_flash_kernel
 #if PT_FLASH_WGMMA_COMPILED
   using Tr = DqWsTraits<kHeadDim>;
   constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kStages = Tr::kStages;

@@ -2,6 +2,7 @@
 // What every flash-attention kernel family shares (mma.sync, wgmma, fp32): the masking
 // convention, quad reductions over an accumulator row, and the per-(batch, head) pointers into
 // the strided (B, H, T, D) views of FlashParams.
+#include "cuda/chained_launch.cuh"
 #include "cuda/common.cuh"
 #include "cuda/flash_params.h"
 
@@ -67,7 +68,7 @@ template <typename Kernel, typename... Args>
 void launch_flash_kernel(Kernel kernel, dim3 grid, int threads, int smem_bytes, cudaStream_t stream,
                          const Args&... args) {
   PT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes));
-  kernel<<<grid, threads, smem_bytes, stream>>>(args...);
+  launch_chained(kernel, grid, dim3(threads), smem_bytes, stream, args...);  // the kernel begins chained
   PT_CUDA_CHECK_LAUNCH();
 }
 

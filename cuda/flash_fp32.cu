@@ -69,6 +69,7 @@ constexpr int smem_bytes(int tiles) {
 
 template <int kHeadDim, bool kCausal>
 __global__ void __launch_bounds__(kThreads) fwd_kernel(const FlashParams p) {
+  begin_chained_kernel();  // launched by launch_chained or launch_flash_kernel
   extern __shared__ float smem[];
   float* sQ = smem;                         // (kTile, ld)
   float* sK = sQ + kTile * ld<kHeadDim>();  // (kTile, ld)
@@ -124,6 +125,7 @@ __global__ void __launch_bounds__(kThreads) fwd_kernel(const FlashParams p) {
 // delta = rowsum(O ∘ dO), one quad per row.
 template <int kHeadDim>
 __global__ void __launch_bounds__(kThreads) delta_kernel(const FlashParams p) {
+  begin_chained_kernel();  // launched by launch_chained or launch_flash_kernel
   const int m0 = blockIdx.x * kTile, h = blockIdx.y, b = blockIdx.z;
   const int row = m0 + threadIdx.x / 4, c4 = threadIdx.x % 4;
   float s = 0.0f;
@@ -139,6 +141,7 @@ __global__ void __launch_bounds__(kThreads) delta_kernel(const FlashParams p) {
 // dK, dV for one key tile: this quad's key row against every query tile that sees it.
 template <int kHeadDim, bool kCausal>
 __global__ void __launch_bounds__(kThreads) dkdv_kernel(const FlashParams p) {
+  begin_chained_kernel();  // launched by launch_chained or launch_flash_kernel
   extern __shared__ float smem[];
   float* sK = smem;  // (kTile, ld)
   float* sV = sK + kTile * ld<kHeadDim>();
@@ -191,6 +194,7 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(const FlashParams p) {
 // dQ for one query tile: this quad's query row against every key tile it sees.
 template <int kHeadDim, bool kCausal>
 __global__ void __launch_bounds__(kThreads) dq_kernel(const FlashParams p) {
+  begin_chained_kernel();  // launched by launch_chained or launch_flash_kernel
   extern __shared__ float smem[];
   float* sQ = smem;  // (kTile, ld)
   float* sdO = sQ + kTile * ld<kHeadDim>();
@@ -244,7 +248,7 @@ void fwd(const FlashParams& p, cudaStream_t stream) {
 
 template <int kHeadDim, bool kCausal>
 void bwd(const FlashParams& p, cudaStream_t stream) {
-  delta_kernel<kHeadDim><<<grid_q(p), kThreads, 0, stream>>>(p);
+  launch_chained(delta_kernel<kHeadDim>, grid_q(p), kThreads, 0, stream, p);
   PT_CUDA_CHECK_LAUNCH();
   launch_flash_kernel(dkdv_kernel<kHeadDim, kCausal>, grid_k(p), kThreads, smem_bytes<kHeadDim>(4), stream, p);
   launch_flash_kernel(dq_kernel<kHeadDim, kCausal>, grid_q(p), kThreads, smem_bytes<kHeadDim>(4), stream, p);

@@ -42,6 +42,7 @@ __device__ __forceinline__ void fwd_step(float (&acc_o)[kHeadDim / 8][4], float 
 
 template <int kHeadDim, bool kCausal>
 __global__ void __launch_bounds__(FwdTraits<kHeadDim>::kThreads) flash_fwd_kernel(const FlashParams p) {
+  begin_chained_kernel();  // launched by launch_chained or launch_flash_kernel
   using Tr = FwdTraits<kHeadDim>;
   constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kLd = Tr::kLd, kThreads = Tr::kThreads;
   extern __shared__ __align__(16) unsigned char smem[];

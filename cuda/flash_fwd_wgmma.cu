@@ -27,6 +27,7 @@ struct FwdWgmmaTraits {
 template <int kHeadDim, int kWarpgroups, int kBlockN_, bool kCausal>
 __global__ void __launch_bounds__(FwdWgmmaTraits<kHeadDim, kWarpgroups, kBlockN_>::kThreads)
     flash_fwd_wgmma_kernel(const FlashParams p) {
+  begin_chained_kernel();  // launched by launch_chained or launch_flash_kernel
 #if PT_FLASH_WGMMA_COMPILED
   using Tr = FwdWgmmaTraits<kHeadDim, kWarpgroups, kBlockN_>;
   constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kThreads = Tr::kThreads;

@@ -4,6 +4,7 @@
 #include <climits>
 #include <initializer_list>
 
+#include "cuda/chained_launch.cuh"
 #include "cuda/common.cuh"
 #include "cuda/rmsnorm.h"
 
@@ -30,6 +31,7 @@ __device__ __forceinline__ void for_lane_cols(const T* row, int cols, int lane, 
 template <typename TY, bool kPacked>
 __global__ void rmsnorm_forward_kernel(int64_t rows, int cols, float eps, TY* y, float* rstd, const float* x,
                                        const float* w) {
+  begin_chained_kernel();  // launched by launch_chained
   constexpr int N = kPacked ? kPack : 1;
   const int lane = threadIdx.x % kWarpSize;
   const int64_t row = int64_t(blockIdx.x) * kWarps + threadIdx.x / kWarpSize;
@@ -64,6 +66,7 @@ __global__ void rmsnorm_forward_kernel(int64_t rows, int cols, float eps, TY* y,
 template <typename TY, int kPacks>
 __global__ void rmsnorm_forward_rows_kernel(int64_t rows, int cols, float eps, TY* y, float* rstd, const float* x,
                                             const float* w) {
+  begin_chained_kernel();  // launched by launch_chained
   const int lane = threadIdx.x % kWarpSize;
   const int64_t row = int64_t(blockIdx.x) * kWarps + threadIdx.x / kWarpSize;
   if (row >= rows) return;
@@ -102,6 +105,7 @@ __global__ void rmsnorm_forward_rows_kernel(int64_t rows, int cols, float eps, T
 // the forward's warp per row fills a quarter of the GPU's warp slots at XL's 2048 rows.
 template <typename TY, int N>
 __global__ void rmsnorm_apply_kernel(int64_t rows, int cols, TY* y, const float* x, const float* w, const float* rstd) {
+  begin_chained_kernel();  // launched by launch_chained
   const int64_t packs_per_row = cols / N;
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= rows * packs_per_row) return;
@@ -133,6 +137,7 @@ template <typename TD, bool kPacked>
 __global__ void __launch_bounds__(kThreads)
     rmsnorm_backward_kernel(int64_t rows, int cols, bool accumulate, float* dx, __nv_bfloat16* dx_lowp, float* partial,
                             const TD* dy, const float* x, const float* w, const float* rstd) {
+  begin_chained_kernel();  // launched by launch_chained
   constexpr int N = kPacked ? kPack : 1;
   static_assert(kDwChunk % (kWarpSize * kPack) == 0, "a chunk holds whole packs of every lane");
   __shared__ __align__(16) float dw_lines[kWarps][kDwChunk];
@@ -204,6 +209,7 @@ constexpr int kDwRowLanes = kWarpSize;  // the final sums are one warp per colum
 template <typename TW>
 __global__ void __launch_bounds__(kWarpSize* kDwRowLanes)
     rmsnorm_dw_finish_kernel(int64_t blocks, int cols, bool accumulate, TW* dw, const float* partial) {
+  begin_chained_kernel();  // launched by launch_chained
   __shared__ float lanes[kDwRowLanes][kWarpSize + 1];
   const int c = blockIdx.x * kWarpSize + threadIdx.x;
   float acc = 0.0f;
@@ -245,8 +251,8 @@ void rmsnorm_forward(cudaStream_t s, Tensor& y, Tensor& rstd, const Tensor& x, c
                   : packs <= 4 ? rmsnorm_forward_rows_kernel<TY, 4>
                   : packs <= 8 ? rmsnorm_forward_rows_kernel<TY, 8>
                                : rmsnorm_forward_kernel<TY, true>;
-    kernel<<<blocks, kThreads, 0, s>>>(rows, int(cols), eps, static_cast<TY*>(y.data()), rstd.data_as<float>(),
-                                       x.data_as<const float>(), w.data_as<const float>());
+    launch_chained(kernel, blocks, kThreads, 0, s, rows, int(cols), eps, static_cast<TY*>(y.data()),
+                   rstd.data_as<float>(), x.data_as<const float>(), w.data_as<const float>());
     PT_CUDA_CHECK_LAUNCH();
   });
 }
@@ -259,9 +265,9 @@ void rmsnorm_apply(cudaStream_t s, Tensor& y, const Tensor& x, const Tensor& w, 
   dispatch_float(y.dtype(), [&](auto tag) {
     using TY = typename decltype(tag)::type;
     auto kernel = n == kPack ? rmsnorm_apply_kernel<TY, kPack> : rmsnorm_apply_kernel<TY, 1>;
-    kernel<<<grid_covering(rows * (cols / n), kThreads), kThreads, 0, s>>>(
-        rows, int(cols), static_cast<TY*>(y.data()), x.data_as<const float>(), w.data_as<const float>(),
-        rstd.data_as<const float>());
+    launch_chained(kernel, grid_covering(rows * (cols / n), kThreads), kThreads, 0, s, rows, int(cols),
+                   static_cast<TY*>(y.data()), x.data_as<const float>(), w.data_as<const float>(),
+                   rstd.data_as<const float>());
     PT_CUDA_CHECK_LAUNCH();
   });
 }
@@ -280,18 +286,19 @@ void rmsnorm_backward(cudaStream_t s, Tensor& dx, Tensor& dw, const Tensor& dy, 
     const bool packed =
         packs_fit(cols, {x.data(), w.data(), dy.data(), dx.data(), dx_lowp ? dx_lowp->data() : nullptr});
     auto kernel = packed ? rmsnorm_backward_kernel<TD, true> : rmsnorm_backward_kernel<TD, false>;
-    kernel<<<unsigned(blocks), kThreads, 0, s>>>(rows, int(cols), accumulate, dx.data_as<float>(),
-                                                 dx_lowp ? static_cast<__nv_bfloat16*>(dx_lowp->data()) : nullptr,
-                                                 partial, static_cast<const TD*>(dy.data()), x.data_as<const float>(),
-                                                 w.data_as<const float>(), rstd.data_as<const float>());
+    launch_chained(kernel, unsigned(blocks), kThreads, 0, s, rows, int(cols), accumulate, dx.data_as<float>(),
+                   dx_lowp ? static_cast<__nv_bfloat16*>(dx_lowp->data()) : nullptr, partial,
+                   static_cast<const TD*>(dy.data()), x.data_as<const float>(), w.data_as<const float>(),
+                   rstd.data_as<const float>());
     PT_CUDA_CHECK_LAUNCH();
   });
   const dim3 grid(unsigned(ceil_div(cols, int64_t(kWarpSize)))), block(kWarpSize, kDwRowLanes);
   if (dw.dtype() == DType::BF16)
-    rmsnorm_dw_finish_kernel<<<grid, block, 0, s>>>(blocks, int(cols), dw_accumulate,
-                                                    static_cast<__nv_bfloat16*>(dw.data()), partial);
+    launch_chained(rmsnorm_dw_finish_kernel<__nv_bfloat16>, grid, block, 0, s, blocks, int(cols), dw_accumulate,
+                   static_cast<__nv_bfloat16*>(dw.data()), static_cast<const float*>(partial));
   else
-    rmsnorm_dw_finish_kernel<<<grid, block, 0, s>>>(blocks, int(cols), dw_accumulate, dw.data_as<float>(), partial);
+    launch_chained(rmsnorm_dw_finish_kernel<float>, grid, block, 0, s, blocks, int(cols), dw_accumulate,
+                   dw.data_as<float>(), static_cast<const float*>(partial));
   PT_CUDA_CHECK_LAUNCH();
 }
 

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "cuda/chained_launch.cuh"
 #include "cuda/common.cuh"
 #include "cuda/rope.h"
 
@@ -73,6 +74,7 @@ __device__ __forceinline__ void store_two(T* y, float a, float b) {
 // At most 64 registers a thread (4 blocks of 256 per SM): see the top of the file.
 template <typename T, bool kWord>
 __global__ void __launch_bounds__(256, 4) rope_kernel(RopeParams p, T* out, const T* in) {
+  begin_chained_kernel();  // launched by launch_chained
   __shared__ float inv_freq[32];
   const int i = blockIdx.x * 32 + threadIdx.x;
   if (threadIdx.y == 0) inv_freq[threadIdx.x] = rope_inv_freq(i, p.half, p.theta);
@@ -104,6 +106,7 @@ __global__ void __launch_bounds__(256, 4) rope_kernel(RopeParams p, T* out, cons
 // (256-thread blocks, the packs held as floats: 83 registers, 448 blocks for 132 SMs) took 18 us.
 template <typename T>
 __global__ void __launch_bounds__(128) rope_packed_kernel(RopeParams p, T* out, const T* in) {
+  begin_chained_kernel();  // launched by launch_chained
   constexpr int kPairs = kPack / 2;
   const int t = blockIdx.x * blockDim.y + threadIdx.y;
   if (t >= p.tokens) return;
@@ -192,7 +195,8 @@ void rope(cudaStream_t s, Tensor& out, const Tensor& in, double theta, bool inve
       const dim3 block(unsigned(packs), unsigned(std::max(1, 128 / packs)));
       const dim3 grid(unsigned(ceil_div(T, int64_t(block.y))), unsigned(groups), unsigned(B));
       if (packs <= 128) {
-        rope_packed_kernel<E><<<grid, block, 0, s>>>(p, static_cast<E*>(out.data()), static_cast<const E*>(in.data()));
+        launch_chained(rope_packed_kernel<E>, grid, block, 0, s, p, static_cast<E*>(out.data()),
+                       static_cast<const E*>(in.data()));
         PT_CUDA_CHECK_LAUNCH();
         return;
       }
@@ -206,7 +210,7 @@ void rope(cudaStream_t s, Tensor& out, const Tensor& in, double theta, bool inve
     };
     const bool word = word_aligned(in) && word_aligned(out);
     auto kernel = word ? rope_kernel<E, true> : rope_kernel<E, false>;
-    kernel<<<grid, block, 0, s>>>(p, static_cast<E*>(out.data()), static_cast<const E*>(in.data()));
+    launch_chained(kernel, grid, block, 0, s, p, static_cast<E*>(out.data()), static_cast<const E*>(in.data()));
     PT_CUDA_CHECK_LAUNCH();
   });
 }

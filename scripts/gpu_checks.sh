@@ -68,6 +68,11 @@
 #                        compare_torch.py xl eager fp32 and bf16                                  (1)
 #   ab                   two bundles (BUNDLES="before main") alternating on XL and small bf16, one call; XL
 #                        with each of AB_GRAD_DTYPES (default bf16; "bf16 fp32" for both)                (1)
+#   ab-chained           one bundle, PT_CHAINED_LAUNCH=off then on (cuda/chained_launch.cuh), alternating twice:
+#                        XL bf16 gradients, small with and without a CUDA graph; then kernel-trace's XL and
+#                        small-graph traces both ways                                                 (1)
+#   ab-chained-accum     the same switch at llm.c's working point: XL 16 x 1024 x --grad-accum 16, bf16 gradients,
+#                        --recompute on, alternating twice (the MFU target)                            (1)
 #   recompute            XL bf16 flash, bf16 gradients: --recompute on, swiglu, off alternating twice; the
 #                        roofline with swiglu                                                         (1)
 #   ab-roofline          the XL bf16-gradient roofline of each bundle in BUNDLES, one after the other  (1)
@@ -114,6 +119,9 @@
 #   ncu-memory           ncu on one XL bf16 step (--grad-dtype bf16): every memory-bound kernel's time,
 #                        DRAM bytes and rate, summed per kernel (NCU_SIZE=small for the small model)   (1)
 #   ncu-gemm             the same for the step's GEMM kernels: time, grid (waves), SM throughput       (1)
+#   kernel-trace         every kernel's start and end in plain steps (CUPTI, dev/kernel_trace; carry build-trace):
+#                        XL bf16 gradients, small with and without a CUDA graph (TRACE_CONFIGS), then
+#                        dev/kernel_trace/gaps.py: idle time and the gaps between kernels, per step    (1)
 #   llmc-xl              llm.c's train_gpt2cu (GPT-2 1.5B from scratch, -e d48, no cuDNN) at the same
 #                        two working points, on the sample tokens in its headered .bin format;
 #                        the binary is built beforehand from .peers/llm.c (carried, see
@@ -267,6 +275,30 @@ alternate() {
   done
 }
 # --recompute on, swiglu and off alternating twice (XL, bf16 gradients), then the roofline of swiglu.
+step_ab-chained() {
+  local k c
+  for k in 1 2; do
+    for c in off on; do
+      PT_CHAINED_LAUNCH=$c ab_model "chained_xl_${c}_$k" xl 10 --grad-dtype bf16 || return
+      PT_CHAINED_LAUNCH=$c ab_model "chained_small_${c}_$k" small 20 --grad-dtype bf16 --cuda-graph on || return
+      PT_CHAINED_LAUNCH=$c ab_model "chained_small_eager_${c}_$k" small 20 --grad-dtype bf16 || return
+    done
+  done
+  for c in off on; do
+    echo "--- PT_CHAINED_LAUNCH=$c"
+    TRACE_TAG=chained_$c PT_CHAINED_LAUNCH=$c TRACE_CONFIGS="xl bf16 flash --grad-dtype bf16
+small bf16 flash --grad-dtype bf16 --cuda-graph on" step_kernel-trace || return
+  done
+}
+step_ab-chained-accum() {
+  local k c
+  for k in 1 2; do
+    for c in off on; do
+      PT_CHAINED_LAUNCH=$c GRAD_DTYPE=bf16 xl_1024 "chained_accum_xl_16x1024x16_${c}_$k" 16 --recompute on \
+        --grad-accum 16 --warmup 1 --steps 2 || return
+    done
+  done
+}
 step_recompute() {
   local k v
   for k in 1 2; do
@@ -558,6 +590,20 @@ step_ncu-memory() {
 }
 # The GEMMs of one step (cuBLAS's kernels: nvjet on Hopper, sm90/sm80 xmma, cutlass): time per
 # kernel and launch shape, the grid against the SM count (waves), SM throughput.
+step_kernel-trace() {
+  local lib=$PWD/build-trace/libpt_kernel_trace.so cfg name
+  [ -f "$lib" ] || { echo "kernel-trace: no $lib: run dev/kernel_trace/build.sh and carry build-trace"; return 2; }
+  while IFS= read -r cfg; do
+    [ -n "$cfg" ] || continue
+    name=trace_${TRACE_TAG:+${TRACE_TAG}_}$(echo "$cfg" | tr -c 'a-z0-9\n' _ | tr -s _)
+    # shellcheck disable=SC2086
+    CUDA_INJECTION64_PATH=$lib PT_KERNEL_TRACE="$RESULTS/$name.csv" \
+      BENCH_WARMUP=2 BENCH_STEPS=6 bench_model "$name" $cfg || return
+    python3 dev/kernel_trace/gaps.py "$RESULTS/$name.csv" --steps 4 || return
+  done <<<"${TRACE_CONFIGS:-"xl bf16 flash --grad-dtype bf16
+small bf16 flash --grad-dtype bf16
+small bf16 flash --grad-dtype bf16 --cuda-graph on"}"
+}
 step_ncu-gemm() {
   ncu_step gemm 'nvjet|gemm|xmma|cutlass' sm__throughput.avg.pct_of_peak_sustained_elapsed \
     dram__bytes_read.sum dram__bytes_write.sum

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "dev_check.h"
+#include "dev_fill.cuh"
 
 struct Scalars {
   float decay, step_size, bc2_sqrt, one_minus_beta1, beta2, one_minus_beta2, eps;
@@ -92,16 +93,6 @@ __global__ void copy4(int64_t n, const float* __restrict__ x, float* __restrict_
   const int64_t stride = int64_t(gridDim.x) * blockDim.x * 4;
   for (int64_t c = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * 4; c + 4 <= n; c += stride)
     __stcs(reinterpret_cast<float4*>(y + c), __ldcs(reinterpret_cast<const float4*>(x + c)));
-}
-
-__global__ void fill(int64_t n, float* x, uint32_t seed, float scale, float offset) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    uint32_t s = uint32_t(i) * 2654435761u ^ seed;
-    s ^= s >> 13;
-    s *= 0x5bd1e995u;
-    s ^= s >> 15;
-    x[i] = offset + scale * (float(s & 0xffffff) / float(0x1000000) - 0.5f);
-  }
 }
 
 struct Buffers {

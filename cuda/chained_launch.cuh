@@ -1,0 +1,86 @@
+#pragma once
+// Chained launches: programmatic dependent launch (Hopper and later) for the short memory-bound
+// kernels between the step's GEMMs. A kernel launched by launch_chained may be scheduled before
+// the kernel ahead of it on the stream has finished; its blocks then wait at
+// wait_for_prior_grids(), which returns once that kernel has completed and its writes are
+// visible. So the launch, the block scheduling and the kernel's index arithmetic overlap the
+// previous kernel's tail instead of following it. The kernel-trace of an XL step
+// (dev/kernel_trace, docs/BENCHMARKS.md session 20) found the GPU idle for 1.2–2.2 us at most
+// boundaries into these kernels, nothing else running.
+//
+// The rule for every kernel launched this way: wait_for_prior_grids() before its first read or
+// write of global memory (a write can race a previous kernel still reading), and
+// allow_dependent_grids() as soon as the block no longer needs its SM to itself (early: the
+// next chained kernel's blocks only take SM space left free, and wait for this grid to complete).
+// Without the launch attribute both calls return at once, so a chained kernel may also be
+// launched plainly: on devices before Hopper, while a CUDA graph is being captured, and with
+// PT_CHAINED_LAUNCH=off in the environment (an A/B switch, and a way to rule the feature out when
+// debugging). Measured on an H100 (docs/BENCHMARKS.md, session 20): XL's step −0.65 to −1.05 ms
+// (its idle time 2.5 → 1.85 ms), the small model without a graph 8.2–9.4 → 5.8 ms; chained under
+// capture the small model's graph got slower (+0.02 to +0.13 ms: a graph's launches are 0.45 us
+// apart already), hence plain launches under capture.
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+
+#include "core/error.h"
+
+namespace pt::cuda {
+
+__device__ __forceinline__ void wait_for_prior_grids() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void allow_dependent_grids() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+}
+// The two at a kernel's top, what the memory-bound kernels do: they hold no SM to themselves.
+__device__ __forceinline__ void begin_chained_kernel() {
+  wait_for_prior_grids();
+  allow_dependent_grids();
+}
+
+// Whether the current device takes chained launches: compute capability 9.0 or later, and not
+// switched off by PT_CHAINED_LAUNCH=off.
+inline bool chained_launch_available() {
+  static const bool env_off = [] {
+    const char* v = std::getenv("PT_CHAINED_LAUNCH");
+    return v && std::strcmp(v, "off") == 0;
+  }();
+  if (env_off) return false;
+  static int cached[64] = {};  // 1 + (major >= 9), per device; 0: not asked yet
+  int dev = 0;
+  PT_CUDA_CHECK(cudaGetDevice(&dev));
+  if (dev < 64 && cached[dev]) return cached[dev] == 2;
+  int major = 0;
+  PT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  if (dev < 64) cached[dev] = major >= 9 ? 2 : 1;
+  return major >= 9;
+}
+
+// kernel<<<grid, block, smem, stream>>>(args...), chained where the device allows and the stream
+// is not being captured (above).
+template <typename... Params, typename... Args>
+void launch_chained(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                    Args&&... args) {
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  PT_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+  cfg.numAttrs = chained_launch_available() && capture == cudaStreamCaptureStatusNone ? 1 : 0;
+  PT_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
+}
+
+}  // namespace pt::cuda
