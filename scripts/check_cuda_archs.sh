@@ -7,6 +7,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/cuda/bin:$PATH"
 status=0
+mkdir -p build-archs  # each list's log sits beside its build directory
 for list in "$@"; do
   dir="build-archs/${list//;/_}"
   start=$(date +%s)
