@@ -26,6 +26,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "cuda/common.cuh"
 
 namespace pt::cuda {
 
@@ -52,22 +53,14 @@ inline bool chained_launch_available() {
     const char* v = std::getenv("PT_CHAINED_LAUNCH");
     return v && std::strcmp(v, "off") == 0;
   }();
-  if (env_off) return false;
-  static int cached[64] = {};  // 1 + (major >= 9), per device; 0: not asked yet
-  int dev = 0;
-  PT_CUDA_CHECK(cudaGetDevice(&dev));
-  if (dev < 64 && cached[dev]) return cached[dev] == 2;
-  int major = 0;
-  PT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-  if (dev < 64) cached[dev] = major >= 9 ? 2 : 1;
-  return major >= 9;
+  return !env_off && device_attribute<cudaDevAttrComputeCapabilityMajor>() >= 9;
 }
 
-// kernel<<<grid, block, smem, stream>>>(args...), chained where the device allows and the stream
-// is not being captured (above).
+// kernel<<<grid, block, smem, stream>>>(args...), chained when `chained` and the device allows it
+// and the stream is not being captured (above); plain otherwise.
 template <typename... Params, typename... Args>
-void launch_chained(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
-                    Args&&... args) {
+void launch_kernel(bool chained, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                   Args&&... args) {
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
@@ -77,10 +70,18 @@ void launch_chained(void (*kernel)(Params...), dim3 grid, dim3 block, size_t sme
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
   cfg.attrs = attr;
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  PT_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
-  cfg.numAttrs = chained_launch_available() && capture == cudaStreamCaptureStatusNone ? 1 : 0;
+  if (chained && chained_launch_available()) {
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    PT_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+    cfg.numAttrs = capture == cudaStreamCaptureStatusNone ? 1 : 0;
+  }
   PT_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
+}
+// The kernel begins with begin_chained_kernel() (or wait_for_prior_grids()).
+template <typename... Params, typename... Args>
+void launch_chained(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                    Args&&... args) {
+  launch_kernel(true, kernel, grid, block, smem, stream, std::forward<Args>(args)...);
 }
 
 }  // namespace pt::cuda

@@ -166,17 +166,21 @@ __device__ __forceinline__ MaxSum block_combine(MaxSum v, MaxSum* scratch) {
 }
 
 // ---- launch arithmetic --------------------------------------------------------------------
-// Streaming multiprocessors of the current device (cached per device ordinal).
-inline int sm_count() {
+// A device attribute of the current device, read once per device ordinal (an attribute's values
+// are never 0 for the ones asked here, so 0 marks "not read yet").
+template <cudaDeviceAttr kAttr>
+int device_attribute() {
   static int cached[64] = {};
   int dev = 0;
   PT_CUDA_CHECK(cudaGetDevice(&dev));
-  if (dev < 64 && cached[dev] > 0) return cached[dev];
-  int n = 0;
-  PT_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
-  if (dev < 64) cached[dev] = n;
-  return n;
+  if (dev < 64 && cached[dev] != 0) return cached[dev];
+  int v = 0;
+  PT_CUDA_CHECK(cudaDeviceGetAttribute(&v, kAttr, dev));
+  if (dev < 64) cached[dev] = v;
+  return v;
 }
+// Streaming multiprocessors of the current device.
+inline int sm_count() { return device_attribute<cudaDevAttrMultiProcessorCount>(); }
 // Blocks for a grid-stride loop over `work` items with `threads` per block: enough to fill
 // the device several times over, never more than the work needs.
 inline unsigned grid_for(int64_t work, int threads) {

@@ -63,12 +63,13 @@ __device__ __forceinline__ FlashBlock key_tile_block(const FlashParams& p) { ret
 __device__ __forceinline__ int query_tile_head_by_head() { return static_cast<int>(gridDim.x - 1 - blockIdx.x); }
 
 // Launches a flash kernel with smem_bytes of dynamic shared memory (raising the kernel's limit
-// first: above 48 KB a kernel must opt in) and checks the launch.
-template <typename Kernel, typename... Args>
+// first: above 48 KB a kernel must opt in) and checks the launch. Chained (cuda/chained_launch.cuh:
+// the kernel begins with begin_chained_kernel()) unless kChained is false.
+template <bool kChained = true, typename Kernel, typename... Args>
 void launch_flash_kernel(Kernel kernel, dim3 grid, int threads, int smem_bytes, cudaStream_t stream,
                          const Args&... args) {
   PT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes));
-  launch_chained(kernel, grid, dim3(threads), smem_bytes, stream, args...);  // the kernel begins chained
+  launch_kernel(kChained, kernel, grid, dim3(threads), smem_bytes, stream, args...);
   PT_CUDA_CHECK_LAUNCH();
 }
 

@@ -185,10 +185,9 @@ void launch(const FlashParams& p, cudaStream_t stream) {
   // Launched plainly, the one flash kernel not chained (cuda/chained_launch.cuh): with the chained
   // prologue at its top the leaderboard's d 64 forward took 1.36–1.39 ms instead of 1.21–1.24,
   // chained or not, its loop's SASS unchanged (H100, docs/FLASH_ATTENTION.md session 20).
-  auto kernel = flash_fwd_ws_kernel<kHeadDim, kConsumers, kBlockN, kCausal>;
-  PT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes));
-  kernel<<<flash_grid(p, p.seqlen_q, Tr::kBlockM), Tr::kThreads, Tr::kSmemBytes, stream>>>(maps, p);
-  PT_CUDA_CHECK_LAUNCH();
+  launch_flash_kernel</*kChained=*/false>(flash_fwd_ws_kernel<kHeadDim, kConsumers, kBlockN, kCausal>,
+                                          flash_grid(p, p.seqlen_q, Tr::kBlockM), Tr::kThreads, Tr::kSmemBytes, stream,
+                                          maps, p);
 }
 
 }  // namespace
