@@ -15,8 +15,8 @@
 // Without the launch attribute both calls return at once, so a chained kernel may also be
 // launched plainly: on devices before Hopper, while a CUDA graph is being captured, and with
 // PT_CHAINED_LAUNCH=off in the environment (an A/B switch, and a way to rule the feature out when
-// debugging). Measured on an H100 (docs/BENCHMARKS.md, session 20): XL's step −0.65 to −1.05 ms
-// (its idle time 2.5 → 1.85 ms), the small model without a graph 8.2–9.4 → 5.8 ms; chained under
+// debugging). Measured on H100s (docs/BENCHMARKS.md, session 20): XL's step −0.13 to −1.05 ms
+// over four calls (its idle time 2.5 → 1.85 ms), the small model without a graph 8.2–9.4 → 5.8 ms; chained under
 // capture the small model's graph got slower (+0.02 to +0.13 ms: a graph's launches are 0.45 us
 // apart already), hence plain launches under capture.
 #include <cuda_runtime.h>
