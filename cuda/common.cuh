@@ -84,16 +84,31 @@ struct PackLayout {
   static constexpr int kWords = int(kBytes / sizeof(Word)), kPerWord = int(sizeof(Word) / sizeof(T));
 };
 
+// A pack as loaded, its elements still in T: a kernel that holds many packs in registers until it
+// uses them (a row of bf16 takes half the registers of its floats) converts each where it is read.
+template <int N, typename T>
+struct RawPack {
+  using L = PackLayout<N, T>;
+  typename L::Word words[L::kWords];
+  __device__ __forceinline__ void load(const T* p) {
+#pragma unroll
+    for (int w = 0; w < L::kWords; ++w) words[w] = reinterpret_cast<const typename L::Word*>(p)[w];
+  }
+  __device__ __forceinline__ void to_floats(float (&out)[N]) const {
+#pragma unroll
+    for (int w = 0; w < L::kWords; ++w) {
+      const T* e = reinterpret_cast<const T*>(&words[w]);
+#pragma unroll
+      for (int i = 0; i < L::kPerWord; ++i) out[w * L::kPerWord + i] = to_float(e[i]);
+    }
+  }
+};
+
 template <int N, typename T>
 __device__ __forceinline__ void load_pack(const T* p, float (&out)[N]) {
-  using L = PackLayout<N, T>;
-#pragma unroll
-  for (int w = 0; w < L::kWords; ++w) {
-    const typename L::Word raw = reinterpret_cast<const typename L::Word*>(p)[w];
-    const T* e = reinterpret_cast<const T*>(&raw);
-#pragma unroll
-    for (int i = 0; i < L::kPerWord; ++i) out[w * L::kPerWord + i] = to_float(e[i]);
-  }
+  RawPack<N, T> raw;
+  raw.load(p);
+  raw.to_floats(out);
 }
 
 template <int N, typename T>

@@ -133,6 +133,19 @@ __global__ void rmsnorm_apply_kernel(int64_t rows, int cols, TY* y, const float*
 // dx_lowp (optional): dx rounded to bf16 in the same pass, the next GEMM's operand (the model's
 // residual gradient as a bf16 copy, which would otherwise be a cast pass of its own).
 constexpr int kDwChunk = 1024;  // columns a block's dw lines hold at once: kWarps × 4 KB of shared memory
+// Once every warp has put its dw terms of columns [c0, c1) into its line: the lines added in warp
+// order into the block's row of `partial`, then the lines free for the next chunk.
+__device__ __forceinline__ void add_dw_lines(const float (&dw_lines)[kWarps][kDwChunk], float* partial, int cols,
+                                             int c0, int c1) {
+  __syncthreads();
+  for (int c = c0 + threadIdx.x; c < c1; c += kThreads) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int v = 0; v < kWarps; ++v) sum += dw_lines[v][c - c0];
+    partial[int64_t(blockIdx.x) * cols + c] = sum;
+  }
+  __syncthreads();
+}
 template <typename TD, bool kPacked>
 __global__ void __launch_bounds__(kThreads)
     rmsnorm_backward_kernel(int64_t rows, int cols, bool accumulate, float* dx, __nv_bfloat16* dx_lowp, float* partial,
@@ -185,15 +198,102 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int i = 0; i < N; ++i) dw_lines[warp][c - c0 + i] = term[i];
     }
-    __syncthreads();
-    for (int c = c0 + threadIdx.x; c < c1; c += kThreads) {
-      float sum = 0.0f;
-#pragma unroll
-      for (int v = 0; v < kWarps; ++v) sum += dw_lines[v][c - c0];
-      partial[int64_t(blockIdx.x) * cols + c] = sum;
-    }
-    __syncthreads();  // the lines are free for the next chunk
+    add_dw_lines(dw_lines, partial, cols, c0, c1);
   }
+}
+
+// The backward with the row held in registers (kPacks packs of kPack a lane: x as floats, dy as
+// loaded), as the forward's rows kernel: every load of x and dy is issued before the first
+// product, where the loop kernel above waits for each pack in turn. The dw terms meet in the same
+// shared lines in the same order. At XL (2048 rows of 1600 in one wave, 16 warps an SM; kernel
+// trace, H100) 24.5–26.4 us a call became 21.6 (2.15 → 2.43 TB/s). Asking L2 for dx's lines at
+// the start (prefetch.global.L2) so that the accumulate's loads after the row sum would find them
+// on chip made it 24.1 us: not kept (docs/BENCHMARKS.md, session 21).
+template <typename TD, int kPacks>
+__global__ void __launch_bounds__(kThreads, 2)
+    rmsnorm_backward_rows_kernel(int64_t rows, int cols, bool accumulate, float* dx, __nv_bfloat16* dx_lowp,
+                                 float* partial, const TD* dy, const float* x, const float* w, const float* rstd) {
+  begin_chained_kernel();  // launched by launch_chained
+  __shared__ __align__(16) float dw_lines[kWarps][kDwChunk];
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  const int64_t row = int64_t(blockIdx.x) * kWarps + warp;
+  // A warp past the last row still takes part in the block's sums (its lines are zeros).
+  const bool live = row < rows;
+  const int64_t base = live ? row * cols : 0;
+  auto col = [&](int k) { return (k * kWarpSize + lane) * kPack; };
+  float xv[kPacks][kPack];           // x's packs of this lane
+  RawPack<kPack, TD> g_raw[kPacks];  // dy's, as loaded
+  if (live)
+#pragma unroll
+    for (int k = 0; k < kPacks; ++k)
+      if (col(k) < cols) {
+        load_pack<kPack>(x + base + col(k), xv[k]);
+        g_raw[k].load(dy + base + col(k));
+      }
+  const float inv = live ? rstd[row] : 0.0f;
+  float dot = 0.0f;
+  if (live)
+#pragma unroll
+    for (int k = 0; k < kPacks; ++k)
+      if (col(k) < cols) {
+        float g[kPack], wv[kPack];
+        g_raw[k].to_floats(g);
+        load_pack<kPack>(w + col(k), wv);
+#pragma unroll
+        for (int i = 0; i < kPack; ++i) dot += g[i] * wv[i] * xv[k][i];
+      }
+  const float kk = inv * inv * inv * warp_sum(dot) / float(cols);
+  if (live)
+#pragma unroll
+    for (int k = 0; k < kPacks; ++k)
+      if (col(k) < cols) {
+        float g[kPack], wv[kPack], d[kPack];
+        if (accumulate) load_pack<kPack>(dx + base + col(k), d);
+        g_raw[k].to_floats(g);
+        load_pack<kPack>(w + col(k), wv);
+#pragma unroll
+        for (int i = 0; i < kPack; ++i) {
+          const float di = inv * g[i] * wv[i] - kk * xv[k][i];
+          d[i] = accumulate ? d[i] + di : di;
+        }
+        store_pack<kPack>(dx + base + col(k), d);
+        if (dx_lowp) store_pack<kPack>(dx_lowp + base + col(k), d);
+      }
+  for (int c0 = 0; c0 < cols; c0 += kDwChunk) {
+    const int c1 = cols - c0 < kDwChunk ? cols : c0 + kDwChunk;
+#pragma unroll
+    for (int k = 0; k < kPacks; ++k) {
+      const int c = col(k);
+      if (c < c0 || c >= c1) continue;
+      float term[kPack];
+      if (live) {
+        float g[kPack];
+        g_raw[k].to_floats(g);
+#pragma unroll
+        for (int i = 0; i < kPack; ++i) term[i] = g[i] * xv[k][i] * inv;
+      } else {
+#pragma unroll
+        for (int i = 0; i < kPack; ++i) term[i] = 0.0f;
+      }
+#pragma unroll
+      for (int i = 0; i < kPack; ++i) dw_lines[warp][c - c0 + i] = term[i];
+    }
+    add_dw_lines(dw_lines, partial, cols, c0, c1);
+  }
+}
+
+// The register-resident backward for exactly `packs` packs a lane (null above kMax): the exact
+// count, unlike the forward's powers of two, since a row's x and dy take most of the registers
+// two blocks an SM allow (1600 columns: 7 packs; 8 spilled). An fp32 dy takes twice the
+// registers of a bf16 one, so it stops at 4 packs (1024 columns).
+template <typename TD>
+constexpr int kMaxBackwardPacks = sizeof(TD) == 2 ? 7 : 4;
+template <typename TD, int kMax>
+auto backward_rows_kernel(int64_t packs) -> decltype(&rmsnorm_backward_rows_kernel<TD, 1>) {
+  if constexpr (kMax == 0)
+    return nullptr;
+  else
+    return packs == kMax ? rmsnorm_backward_rows_kernel<TD, kMax> : backward_rows_kernel<TD, kMax - 1>(packs);
 }
 
 // dw += Σ_blocks partial[block][·] (dw = Σ, dw not read, unless accumulate): a block per strip
@@ -285,7 +385,9 @@ void rmsnorm_backward(cudaStream_t s, Tensor& dx, Tensor& dw, const Tensor& dy, 
     using TD = typename decltype(tag)::type;
     const bool packed =
         packs_fit(cols, {x.data(), w.data(), dy.data(), dx.data(), dx_lowp ? dx_lowp->data() : nullptr});
-    auto kernel = packed ? rmsnorm_backward_kernel<TD, true> : rmsnorm_backward_kernel<TD, false>;
+    const int64_t packs = ceil_div(cols, int64_t(kWarpSize) * kPack);
+    auto kernel = packed ? backward_rows_kernel<TD, kMaxBackwardPacks<TD>>(packs) : nullptr;
+    if (!kernel) kernel = packed ? rmsnorm_backward_kernel<TD, true> : rmsnorm_backward_kernel<TD, false>;
     launch_chained(kernel, unsigned(blocks), kThreads, 0, s, rows, int(cols), accumulate, dx.data_as<float>(),
                    dx_lowp ? static_cast<__nv_bfloat16*>(dx_lowp->data()) : nullptr, partial,
                    static_cast<const TD*>(dy.data()), x.data_as<const float>(), w.data_as<const float>(),

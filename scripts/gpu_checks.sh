@@ -122,6 +122,11 @@
 #   kernel-trace         every kernel's start and end in plain steps (CUPTI, dev/kernel_trace; carry build-trace):
 #                        XL bf16 gradients, small with and without a CUDA graph (TRACE_CONFIGS), then
 #                        dev/kernel_trace/gaps.py: idle time and the gaps between kernels, per step    (1)
+#   roofline-trace       XL bf16 gradients (ROOFLINE_TRACE_CONFIGS: --recompute swiglu, then on): the breakdown's
+#                        roofline, then a kernel trace of plain steps (update in order) summed per phase
+#                        and family (dev/kernel_trace/families.py): the achieved times without events (1)
+#   ab-trace             roofline-trace's traced run (its first configuration) for each bundle of BUNDLES,
+#                        alternating twice: two builds' kernel time per phase and family in one call      (1)
 #   llmc-xl              llm.c's train_gpt2cu (GPT-2 1.5B from scratch, -e d48, no cuDNN) at the same
 #                        two working points, on the sample tokens in its headered .bin format;
 #                        the binary is built beforehand from .peers/llm.c (carried, see
@@ -590,19 +595,57 @@ step_ncu-memory() {
 }
 # The GEMMs of one step (cuBLAS's kernels: nvjet on Hopper, sm90/sm80 xmma, cutlass): time per
 # kernel and launch shape, the grid against the SM count (waves), SM throughput.
+# traced_model NAME SIZE PRECISION ATTENTION [flags...]: bench_model with every kernel's start and end
+# written to $RESULTS/NAME.csv (dev/kernel_trace, loaded by the driver; carry build-trace), 2 warm-up
+# and 6 measured steps.
+traced_model() {
+  local lib=$PWD/build-trace/libpt_kernel_trace.so name=$1
+  [ -f "$lib" ] || { echo "no $lib: run dev/kernel_trace/build.sh and carry build-trace"; return 2; }
+  CUDA_INJECTION64_PATH=$lib PT_KERNEL_TRACE="$RESULTS/$name.csv" BENCH_WARMUP=2 BENCH_STEPS=6 bench_model "$@"
+}
+# A configuration line as a record name: lowercase letters and digits, the rest one underscore.
+config_name() { echo "$1" | tr -c 'a-z0-9\n' _ | tr -s _; }
 step_kernel-trace() {
-  local lib=$PWD/build-trace/libpt_kernel_trace.so cfg name
-  [ -f "$lib" ] || { echo "kernel-trace: no $lib: run dev/kernel_trace/build.sh and carry build-trace"; return 2; }
+  local cfg name
   while IFS= read -r cfg; do
     [ -n "$cfg" ] || continue
-    name=trace_${TRACE_TAG:+${TRACE_TAG}_}$(echo "$cfg" | tr -c 'a-z0-9\n' _ | tr -s _)
+    name=trace_${TRACE_TAG:+${TRACE_TAG}_}$(config_name "$cfg")
     # shellcheck disable=SC2086
-    CUDA_INJECTION64_PATH=$lib PT_KERNEL_TRACE="$RESULTS/$name.csv" \
-      BENCH_WARMUP=2 BENCH_STEPS=6 bench_model "$name" $cfg || return
-    python3 dev/kernel_trace/gaps.py "$RESULTS/$name.csv" --steps 4 || return
+    traced_model "$name" $cfg &&
+    python3 dev/kernel_trace/gaps.py "$RESULTS/$name.csv" --steps 4 &&
+    python3 dev/kernel_trace/families.py "$RESULTS/$name.csv" --steps 4 || return
   done <<<"${TRACE_CONFIGS:-"xl bf16 flash --grad-dtype bf16
 small bf16 flash --grad-dtype bf16
 small bf16 flash --grad-dtype bf16 --cuda-graph on"}"
+}
+# The roofline's achieved times two ways, per configuration of ROOFLINE_TRACE_CONFIGS: the breakdown
+# (CUDA events around every op, the update in order) and a kernel trace of plain steps with the update
+# in order too (--update-overlap off), summed per phase and family by dev/kernel_trace/families.py.
+step_roofline-trace() {
+  local cfg name
+  while IFS= read -r cfg; do
+    [ -n "$cfg" ] || continue
+    name=rt_${TRACE_TAG:+${TRACE_TAG}_}$(config_name "$cfg")
+    # shellcheck disable=SC2086
+    bench_model "${name}_breakdown" $cfg --breakdown &&
+    # shellcheck disable=SC2086
+    traced_model "$name" $cfg --update-overlap off &&
+    python3 dev/kernel_trace/families.py "$RESULTS/$name.csv" --steps 4 --top 16 || return
+  done <<<"${ROOFLINE_TRACE_CONFIGS:-"xl bf16 flash --grad-dtype bf16 --recompute swiglu
+xl bf16 flash --grad-dtype bf16"}"
+}
+# The same trace for each bundle of BUNDLES, alternating twice (one configuration, the first of
+# ROOFLINE_TRACE_CONFIGS): the families' kernel time of two builds in one call, without events.
+step_ab-trace() {
+  local cfg k b
+  cfg=$(echo "${ROOFLINE_TRACE_CONFIGS:-"xl bf16 flash --grad-dtype bf16 --recompute swiglu"}" | head -1)
+  for k in 1 2; do
+    for b in ${BUNDLES:-before main}; do
+      # shellcheck disable=SC2086
+      (source ".devbundle/$b/env.sh" && traced_model "abt_${b}_$k" $cfg --update-overlap off) &&
+      python3 dev/kernel_trace/families.py "$RESULTS/abt_${b}_$k.csv" --steps 4 --top 8 || return
+    done
+  done
 }
 step_ncu-gemm() {
   ncu_step gemm 'nvjet|gemm|xmma|cutlass' sm__throughput.avg.pct_of_peak_sustained_elapsed \

@@ -62,13 +62,15 @@ add_test(NAME scripts_check_format COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_
 add_test(NAME scripts_ptx_diff COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_ptx_diff.py)
 # ncu's per-instruction stall samples summed by opcode (scripts/ncu_stalls.py) on a hand-made page.
 add_test(NAME scripts_ncu_stalls COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_ncu_stalls.py)
+# dev/kernel_trace's per-family and per-gap summaries of a CUPTI kernel trace, on a hand-made one.
+add_test(NAME scripts_kernel_trace COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_kernel_trace.py)
 # Sweeps submitted to a real single-node Slurm in CPU mode (skipped without slurm-wlm/munge).
 add_test(NAME scripts_slurm COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_slurm.py)
 set_tests_properties(scripts_slurm PROPERTIES LABELS "scripts;slurm" TIMEOUT 900 RUN_SERIAL TRUE)
 
 set(PT_SCRIPTS_TESTS scripts_hostile_inputs scripts_faults scripts_compare_runs scripts_resume scripts_slurm_templates scripts_report_synthetic scripts_report_synthetic_comm scripts_report_real scripts_schema_doc scripts_ddp_events_real scripts_compare_torch
     scripts_compare_torch_ddp scripts_compare_torch_cli scripts_reference_model scripts_check_format scripts_ptx_diff
-    scripts_ncu_stalls)
+    scripts_ncu_stalls scripts_kernel_trace)
 set_tests_properties(${PT_SCRIPTS_TESTS} PROPERTIES LABELS scripts TIMEOUT 600)
 set_tests_properties(${PT_SCRIPTS_TESTS} scripts_slurm PROPERTIES ENVIRONMENT "${PT_SCRIPTS_ENV}")
 # A suite that skips (no PyTorch, no Slurm packages) shows as skipped in ctest, not as passed.

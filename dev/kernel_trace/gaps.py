@@ -9,71 +9,29 @@ every gap between a kernel's end and the next kernel's start, grouped by the two
 classes (cublas, flash, ours). A gap before one of our kernels is what a programmatic dependent
 launch can hide.
 
-    gaps.py trace.csv [--steps 3] [--marker gather_rows_kernel]
+    gaps.py trace.csv [--steps 4] [--marker gather_rows_kernel]
 """
-import argparse
-import csv
 import statistics
-import sys
 from collections import defaultdict
 
-
-def kernel_class(name):
-    n = name.lower()
-    if any(s in n for s in ("gemm", "xmma", "nvjet", "cutlass", "cublas", "splitkreduce")):
-        return "cublas"
-    if "flash" in n:
-        return "flash"
-    if "nccl" in n:
-        return "nccl"
-    return "ours"
-
-
-def union_ns(intervals):
-    total, cur_s, cur_e = 0, None, None
-    for s, e in sorted(intervals):
-        if cur_e is None or s > cur_e:
-            if cur_e is not None:
-                total += cur_e - cur_s
-            cur_s, cur_e = s, e
-        else:
-            cur_e = max(cur_e, e)
-    if cur_e is not None:
-        total += cur_e - cur_s
-    return total
+from trace_csv import kernel_class, main_stream, parse_and_read, union_ns
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("csv")
-    ap.add_argument("--steps", type=int, default=3)
-    ap.add_argument("--marker", default="gather_rows_kernel")
-    ap.add_argument("--top", type=int, default=12, help="kernel names listed by time")
-    a = ap.parse_args()
-    with open(a.csv) as f:
-        rows = [dict(start=int(r["start_ns"]), end=int(r["end_ns"]), stream=int(r["stream"]), name=r["name"])
-                for r in csv.DictReader(f)]
-    rows.sort(key=lambda r: r["start"])
-    marks = [r["start"] for r in rows if a.marker in r["name"]]
-    if len(marks) < a.steps + 1:
-        sys.exit(f"gaps.py: {len(marks)} launches of {a.marker}: need --steps + 1 = {a.steps + 1}")
-    bounds = list(zip(marks[-a.steps - 1:-1], marks[-a.steps:]))
+    a, rows, bounds = parse_and_read(__doc__, "kernel names listed by time", "gaps.py")
     lo, hi = bounds[0][0], bounds[-1][1]
     window = [r for r in rows if lo <= r["start"] < hi]
-    per_stream = defaultdict(int)
-    for r in window:
-        per_stream[r["stream"]] += 1
-    main_stream = max(per_stream, key=per_stream.get)
+    main_id, per_stream = main_stream(window)
     print(f"{len(window)} kernels in {a.steps} steps; streams (kernels): "
           + ", ".join(f"{s} ({n})" for s, n in sorted(per_stream.items(), key=lambda x: -x[1])))
     print("\nstep | wall ms | some kernel running ms | idle ms | main-stream kernels")
     for s, e in bounds:
         ks = [r for r in window if s <= r["start"] < e]
         busy = union_ns([(r["start"], min(r["end"], e)) for r in ks])
-        nmain = sum(1 for r in ks if r["stream"] == main_stream)
+        nmain = sum(1 for r in ks if r["stream"] == main_id)
         print(f"{s} | {(e - s) / 1e6:.3f} | {busy / 1e6:.3f} | {(e - s - busy) / 1e6:.3f} | {nmain}")
 
-    main = [r for r in window if r["stream"] == main_stream]
+    main = [r for r in window if r["stream"] == main_id]
     gaps = defaultdict(list)
     for prev, nxt in zip(main, main[1:]):
         gaps[(kernel_class(prev["name"]), kernel_class(nxt["name"]))].append(max(0, nxt["start"] - prev["end"]))
