@@ -122,23 +122,19 @@ __global__ void __launch_bounds__(128) rope_packed_kernel(RopeParams p, T* out, 
   const T* in_t = in + b * p.in_b + h0 * p.in_h + t * p.in_t + kPack * j;
   T* out_t = out + b * p.out_b + h0 * p.out_h + t * p.out_t + kPack * j;
   // Every load first (out may be in), kept as loaded (bf16: 4 registers a pack, not 8 floats).
-  using L = PackLayout<kPack, T>;
-  typename L::Word raw[kHeads][L::kWords];
+  RawPack<kPack, T> raw[kHeads];
 #pragma unroll
   for (int k = 0; k < kHeads; ++k)
-    if (k < heads)
-#pragma unroll
-      for (int w = 0; w < L::kWords; ++w) raw[k][w] = reinterpret_cast<const typename L::Word*>(in_t + k * p.in_h)[w];
+    if (k < heads) raw[k].load(in_t + k * p.in_h);
 #pragma unroll
   for (int k = 0; k < kHeads; ++k)
     if (k < heads) {
-      const T* x = reinterpret_cast<const T*>(raw[k]);
-      float y[kPack];
+      float x[kPack], y[kPack];
+      raw[k].to_floats(x);
 #pragma unroll
       for (int i = 0; i < kPairs; ++i) {
-        const float x0 = to_float(x[2 * i]), x1 = to_float(x[2 * i + 1]);
-        y[2 * i] = x0 * c[i] - x1 * s[i];
-        y[2 * i + 1] = x0 * s[i] + x1 * c[i];
+        y[2 * i] = x[2 * i] * c[i] - x[2 * i + 1] * s[i];
+        y[2 * i + 1] = x[2 * i] * s[i] + x[2 * i + 1] * c[i];
       }
       store_pack<kPack>(out_t + k * p.out_h, y);
     }

@@ -118,6 +118,8 @@
 #                        forward at d 64 and the single pass at d 128, leaderboard shape), as CSV  (1)
 #   ncu-memory           ncu on one XL bf16 step (--grad-dtype bf16): every memory-bound kernel's time,
 #                        DRAM bytes and rate, summed per kernel (NCU_SIZE=small for the small model)   (1)
+#   ab-ncu-memory        ncu-memory's table for each bundle of BUNDLES, over the kernels NCU_REGEX names
+#                        (default rmsnorm)                                                              (1)
 #   ncu-gemm             the same for the step's GEMM kernels: time, grid (waves), SM throughput       (1)
 #   kernel-trace         every kernel's start and end in plain steps (CUPTI, dev/kernel_trace; carry build-trace):
 #                        XL bf16 gradients, small with and without a CUDA graph (TRACE_CONFIGS), then
@@ -593,8 +595,6 @@ step_ncu-memory() {
   ncu_step memory 'rmsnorm|rope|map_kernel|swiglu|gather_rows|scatter_add|cross_entropy|add_sums|squared_norm|first_row|sum_rows' \
     dram__bytes_read.sum dram__bytes_write.sum sm__warps_active.avg.pct_of_peak_sustained_active
 }
-# The GEMMs of one step (cuBLAS's kernels: nvjet on Hopper, sm90/sm80 xmma, cutlass): time per
-# kernel and launch shape, the grid against the SM count (waves), SM throughput.
 # traced_model NAME SIZE PRECISION ATTENTION [flags...]: bench_model with every kernel's start and end
 # written to $RESULTS/NAME.csv (dev/kernel_trace, loaded by the driver; carry build-trace), 2 warm-up
 # and 6 measured steps.
@@ -647,6 +647,18 @@ step_ab-trace() {
     done
   done
 }
+# ncu-memory's table for each bundle of BUNDLES in turn, over the kernels NCU_REGEX names (default
+# RMSNorm's): the kernels alone, serialised, clocks locked, against the same kernels in a plain step.
+step_ab-ncu-memory() {
+  local b
+  for b in ${BUNDLES:-before main}; do
+    echo "--- $b"
+    (source ".devbundle/$b/env.sh" && ncu_step "memory_$b" "${NCU_REGEX:-rmsnorm}" dram__bytes_read.sum \
+      dram__bytes_write.sum sm__warps_active.avg.pct_of_peak_sustained_active) || return
+  done
+}
+# The GEMMs of one step (cuBLAS's kernels: nvjet on Hopper, sm90/sm80 xmma, cutlass): time per
+# kernel and launch shape, the grid against the SM count (waves), SM throughput.
 step_ncu-gemm() {
   ncu_step gemm 'nvjet|gemm|xmma|cutlass' sm__throughput.avg.pct_of_peak_sustained_elapsed \
     dram__bytes_read.sum dram__bytes_write.sum
