@@ -184,7 +184,9 @@ void launch(const FlashParams& p, cudaStream_t stream) {
   maps.v = flash_tma_rows(p.v, p.v_s, p.batch, p.heads, p.seqlen_k, kHeadDim, kBlockN);
   // Launched plainly, the one flash kernel not chained (cuda/chained_launch.cuh): with the chained
   // prologue at its top the leaderboard's d 64 forward took 1.36–1.39 ms instead of 1.21–1.24,
-  // chained or not, its loop's SASS unchanged (H100, docs/FLASH_ATTENTION.md session 20).
+  // chained or not, its loop's SASS unchanged (H100, docs/FLASH_ATTENTION.md session 20). The cost
+  // is where the code sits: padded by 1 to 8 instructions, only a shift of 2 (32 bytes) was slow
+  // (session 21), so a change before the loop needs the forward timed (ab-flash).
   launch_flash_kernel</*kChained=*/false>(flash_fwd_ws_kernel<kHeadDim, kConsumers, kBlockN, kCausal>,
                                           flash_grid(p, p.seqlen_q, Tr::kBlockM), Tr::kThreads, Tr::kSmemBytes, stream,
                                           maps, p);
