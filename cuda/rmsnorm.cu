@@ -206,9 +206,11 @@ __global__ void __launch_bounds__(kThreads)
 // loaded), as the forward's rows kernel: every load of x and dy is issued before the first
 // product, where the loop kernel above waits for each pack in turn. The dw terms meet in the same
 // shared lines in the same order. At XL (2048 rows of 1600 in one wave, 16 warps an SM; kernel
-// trace, H100) 24.5–26.4 us a call became 21.6 (2.15 → 2.43 TB/s). Asking L2 for dx's lines at
-// the start (prefetch.global.L2) so that the accumulate's loads after the row sum would find them
-// on chip made it 24.1 us: not kept (docs/BENCHMARKS.md, session 21).
+// trace of plain steps, H100) 24.5–26.4 us a call became 21.6 (2.15 → 2.43 TB/s). Alone (ncu,
+// cold caches) it is no faster (22.6 us against 21.3): the loop kernel slows in the step, where the
+// clip norm's pass reads the gradients beside it, and this one, its loads in flight together, does
+// not. Asking L2 for dx's lines at the start (prefetch.global.L2) so that the accumulate's loads
+// after the row sum would find them on chip made it 24.1 us: not kept (docs/BENCHMARKS.md, session 21).
 template <typename TD, int kPacks>
 __global__ void __launch_bounds__(kThreads, 2)
     rmsnorm_backward_rows_kernel(int64_t rows, int cols, bool accumulate, float* dx, __nv_bfloat16* dx_lowp,
