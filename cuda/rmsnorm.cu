@@ -284,18 +284,19 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 }
 
-// The register-resident backward for exactly `packs` packs a lane (null above kMax): the exact
-// count, unlike the forward's powers of two, since a row's x and dy take most of the registers
-// two blocks an SM allow (1600 columns: 7 packs; 8 spilled). An fp32 dy takes twice the
-// registers of a bf16 one, so it stops at 4 packs (1024 columns).
+// The packed backward for rows of `packs` packs a lane: the register-resident kernel for exactly
+// that many up to kMax, the loop kernel above it. The exact count, unlike the forward's powers of
+// two, since a row's x and dy take most of the registers two blocks an SM allow (1600 columns: 7
+// packs; 8 spilled). An fp32 dy takes twice the registers of a bf16 one, so it stops at 4 packs
+// (1024 columns).
 template <typename TD>
 constexpr int kMaxBackwardPacks = sizeof(TD) == 2 ? 7 : 4;
-template <typename TD, int kMax>
-auto backward_rows_kernel(int64_t packs) -> decltype(&rmsnorm_backward_rows_kernel<TD, 1>) {
+template <typename TD, int kMax = kMaxBackwardPacks<TD>>
+auto packed_backward_kernel(int64_t packs) -> decltype(&rmsnorm_backward_kernel<TD, true>) {
   if constexpr (kMax == 0)
-    return nullptr;
+    return rmsnorm_backward_kernel<TD, true>;
   else
-    return packs == kMax ? rmsnorm_backward_rows_kernel<TD, kMax> : backward_rows_kernel<TD, kMax - 1>(packs);
+    return packs == kMax ? rmsnorm_backward_rows_kernel<TD, kMax> : packed_backward_kernel<TD, kMax - 1>(packs);
 }
 
 // dw += Σ_blocks partial[block][·] (dw = Σ, dw not read, unless accumulate): a block per strip
@@ -387,9 +388,8 @@ void rmsnorm_backward(cudaStream_t s, Tensor& dx, Tensor& dw, const Tensor& dy, 
     using TD = typename decltype(tag)::type;
     const bool packed =
         packs_fit(cols, {x.data(), w.data(), dy.data(), dx.data(), dx_lowp ? dx_lowp->data() : nullptr});
-    const int64_t packs = ceil_div(cols, int64_t(kWarpSize) * kPack);
-    auto kernel = packed ? backward_rows_kernel<TD, kMaxBackwardPacks<TD>>(packs) : nullptr;
-    if (!kernel) kernel = packed ? rmsnorm_backward_kernel<TD, true> : rmsnorm_backward_kernel<TD, false>;
+    auto kernel = packed ? packed_backward_kernel<TD>(ceil_div(cols, int64_t(kWarpSize) * kPack))
+                         : rmsnorm_backward_kernel<TD, false>;
     launch_chained(kernel, unsigned(blocks), kThreads, 0, s, rows, int(cols), accumulate, dx.data_as<float>(),
                    dx_lowp ? static_cast<__nv_bfloat16*>(dx_lowp->data()) : nullptr, partial,
                    static_cast<const TD*>(dy.data()), x.data_as<const float>(), w.data_as<const float>(),

@@ -98,8 +98,10 @@ for j in "${started[@]}"; do
 done
 ((failed)) && exit 2
 
-# Instruction lines only, registers renamed, sorted: equal multisets mean the same instructions.
-instructions() { grep -E '^\s+[a-z@]' "$1" | sed -E 's/%[a-z]+[0-9]+/%R/g' | sort; }
+# Instruction lines only, registers renamed, branch labels without the function's index (kernels
+# instantiated in another order number their blocks $L__BB<function>_<block> differently), sorted:
+# equal multisets mean the same instructions.
+instructions() { grep -E '^\s+[a-z@]' "$1" | sed -E 's/%[a-z]+[0-9]+/%R/g; s/\$L__BB[0-9]+_/$L__BB_/g' | sort; }
 status=0
 for f in "${files[@]}"; do
   for arch in ${archs//,/ }; do

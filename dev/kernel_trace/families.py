@@ -40,7 +40,8 @@ def phase_of(rows, lo, hi):
 
 def main():
     a, rows, bounds = parse_and_read(__doc__, "memory-bound kernels listed by time", "families.py")
-    excl_all = dict(zip(map(id, rows), exclusive_ns(rows)))
+    for r, ns in zip(rows, exclusive_ns(rows)):
+        r["exclusive"] = ns
     main_id, _ = main_stream([r for r in rows if bounds[0][0] <= r["start"] < bounds[-1][1]])
     cells = defaultdict(lambda: [0, 0, 0])  # (phase, family, main stream?) → kernels, exclusive ns, raw ns
     by_name = defaultdict(lambda: [0, 0])
@@ -52,11 +53,11 @@ def main():
             fam = family(r["name"])
             c = cells[(ph, fam, r["stream"] == main_id)]
             c[0] += 1
-            c[1] += excl_all[id(r)]
+            c[1] += r["exclusive"]
             c[2] += r["end"] - r["start"]
             if fam in MEMORY_BOUND and ph != "optimizer":
                 by_name[(ph, r["name"])][0] += 1
-                by_name[(ph, r["name"])][1] += excl_all[id(r)]
+                by_name[(ph, r["name"])][1] += r["exclusive"]
     n = a.steps
     print(f"{n} steps, wall {sum(walls) / n / 1e6:.3f} ms a step; main stream {main_id}")
     print("\nphase | family | stream | kernels a step | exclusive ms a step | kernel ms a step (start to end)")
