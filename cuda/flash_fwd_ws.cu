@@ -93,16 +93,17 @@ __global__ void __launch_bounds__(FwdWsTraits<kHeadDim, kConsumers, kBlockN>::kT
   float acc_o[kHeadDim / 8][4];  // (64, D): this thread's fragment
   zero(acc_o);
   float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f}, alpha[2];
+  bool raised = true;                // this tile raised the running max: O is rescaled by alpha
   float acc_s[kBlockN / 8][4];       // (64, kBlockN) scores, then P in place
   uint32_t p_frag[kBlockN / 16][4];  // P in bf16: the register A operand of P·V
 
   auto scores = [&](int j) {
     if (j < n_full)
-      softmax_scores<kBlockN, kCausal, false>(acc_s, row_max, row_sum, alpha, row0, j * kBlockN, tk, scale_log2,
-                                              mask_bias);
+      raised = softmax_scores<kBlockN, kCausal, false>(acc_s, row_max, row_sum, alpha, row0, j * kBlockN, tk,
+                                                       scale_log2, mask_bias);
     else
-      softmax_scores<kBlockN, kCausal, true>(acc_s, row_max, row_sum, alpha, row0, j * kBlockN, tk, scale_log2,
-                                             mask_bias);
+      raised = softmax_scores<kBlockN, kCausal, true>(acc_s, row_max, row_sum, alpha, row0, j * kBlockN, tk, scale_log2,
+                                                      mask_bias);
   };
 
   // Ping-pong (two math warpgroups, FlashAttention-3): each issues its products only in its turn
@@ -162,7 +163,7 @@ __global__ void __launch_bounds__(FwdWsTraits<kHeadDim, kConsumers, kBlockN>::kT
     pin(acc_s);
     scores(j);
     retire_product(ring, j - 1, acc_o, p_frag);
-    rescale_rows<kHeadDim>(acc_o, alpha);
+    if (raised) rescale_rows<kHeadDim>(acc_o, alpha);
     acc_to_a<kBlockN>(p_frag, acc_s);
   }
 

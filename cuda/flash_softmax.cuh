@@ -11,14 +11,21 @@ namespace pt::cuda::flash {
 __device__ __forceinline__ int frag_row(int e) { return (threadIdx.x % 32) / 4 + 8 * (e >> 1); }
 __device__ __forceinline__ int frag_col(int j, int e) { return j * 8 + 2 * (threadIdx.x % 4) + (e & 1); }
 
+// The running max is raised only when a row of the warp would otherwise see P above 2^8
+// (FlashAttention-4's conditional rescaling): below that, P = 2^(scale·S − stale max) ≤ 256 keeps
+// bf16's relative precision, and O, l and L all use the same stale max, so the result is the same
+// softmax. Most key tiles of a long row then skip alpha's exponentials and O's rescale.
+constexpr float kRescaleLog2Threshold = 8.0f;
+
 // Forward, one key tile, the scores' part: mask (kMasked: the tile crosses the diagonal or the
-// end of the keys; unmasked tiles do no index arithmetic), raise the running max, turn the raw
-// scores S into P = exp(scale·S − max) in place and rescale the running sum. alpha: the factor
+// end of the keys; unmasked tiles do no index arithmetic), raise the running max where a row of
+// the warp needs it, turn the raw scores S into P = exp(scale·S − max) in place and rescale the
+// running sum. Returns whether this warp raised its max (warp-uniform); then alpha is the factor
 // O must be rescaled by (rescale_rows), left to the caller so that a P·V product still in flight
-// (the warp-specialised forward) can finish first.
+// (the warp-specialised forward) can finish first. Otherwise O stays as it is and alpha is unset.
 // row0: query index of the strip's first row; n0: key index of the tile's first column.
 template <int kBlockN, bool kCausal, bool kMasked>
-__device__ __forceinline__ void softmax_scores(float (&acc_s)[kBlockN / 8][4], float (&row_max)[2], float (&row_sum)[2],
+__device__ __forceinline__ bool softmax_scores(float (&acc_s)[kBlockN / 8][4], float (&row_max)[2], float (&row_sum)[2],
                                                float (&alpha)[2], int row0, int n0, int seqlen_k, float scale_log2,
                                                float mask_bias) {
   if constexpr (kMasked) {
@@ -33,16 +40,24 @@ __device__ __forceinline__ void softmax_scores(float (&acc_s)[kBlockN / 8][4], f
           acc_s[j][e] += mask_bias;
       }
   }
+  float mx[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    float mx = row_max[r];
+    mx[r] = row_max[r];
 #pragma unroll
-    for (int j = 0; j < kBlockN / 8; ++j) mx = fmaxf(mx, fmaxf(acc_s[j][2 * r], acc_s[j][2 * r + 1]));
-    mx = quad_max(mx);  // finite: every tile has a valid key, masked ones are only biased
-    // First tile: row_max = -inf, alpha = 2^-inf = 0 (O and l are still zero anyway).
-    alpha[r] = exp2_approx((row_max[r] - mx) * scale_log2);
-    row_max[r] = mx;
-    const float neg_max = -mx * scale_log2;
+    for (int j = 0; j < kBlockN / 8; ++j) mx[r] = fmaxf(mx[r], fmaxf(acc_s[j][2 * r], acc_s[j][2 * r + 1]));
+    mx[r] = quad_max(mx[r]);  // finite: every tile has a valid key, masked ones are only biased
+  }
+  // First tile: row_max = -inf, so the max is raised and alpha = 2^-inf = 0 (O and l are still zero).
+  const bool raise = __any_sync(0xffffffffu, (mx[0] - row_max[0]) * scale_log2 > kRescaleLog2Threshold ||
+                                                 (mx[1] - row_max[1]) * scale_log2 > kRescaleLog2Threshold);
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    if (raise) {
+      alpha[r] = exp2_approx((row_max[r] - mx[r]) * scale_log2);
+      row_max[r] = mx[r];
+    }
+    const float neg_max = -row_max[r] * scale_log2;
     float sum = 0.0f;
 #pragma unroll
     for (int j = 0; j < kBlockN / 8; ++j) {
@@ -51,8 +66,9 @@ __device__ __forceinline__ void softmax_scores(float (&acc_s)[kBlockN / 8][4], f
       sum += acc_s[j][2 * r] + acc_s[j][2 * r + 1];
     }
     // Each lane keeps a partial sum of its own columns; the quad adds them up at the end.
-    row_sum[r] = row_sum[r] * alpha[r] + sum;
+    row_sum[r] = (raise ? row_sum[r] * alpha[r] : row_sum[r]) + sum;
   }
+  return raise;
 }
 
 // O's rows times the running max's correction (softmax_scores' alpha).
@@ -67,14 +83,15 @@ __device__ __forceinline__ void rescale_rows(float (&acc_o)[kHeadDim / 8][4], co
   }
 }
 
-// Forward, one key tile, both parts: softmax_scores, then O rescaled at once.
+// Forward, one key tile, both parts: softmax_scores, then O rescaled at once where the max was raised.
 template <int kBlockN, int kHeadDim, bool kCausal, bool kMasked>
 __device__ __forceinline__ void online_softmax(float (&acc_s)[kBlockN / 8][4], float (&acc_o)[kHeadDim / 8][4],
                                                float (&row_max)[2], float (&row_sum)[2], int row0, int n0, int seqlen_k,
                                                float scale_log2, float mask_bias) {
   float alpha[2];
-  softmax_scores<kBlockN, kCausal, kMasked>(acc_s, row_max, row_sum, alpha, row0, n0, seqlen_k, scale_log2, mask_bias);
-  rescale_rows<kHeadDim>(acc_o, alpha);
+  if (softmax_scores<kBlockN, kCausal, kMasked>(acc_s, row_max, row_sum, alpha, row0, n0, seqlen_k, scale_log2,
+                                                mask_bias))
+    rescale_rows<kHeadDim>(acc_o, alpha);
 }
 
 // Forward epilogue of this warp's 16 query rows from row0: O = acc / l to bf16 rows, L = m·scale +

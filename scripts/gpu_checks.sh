@@ -62,6 +62,7 @@
 #   accum-xl             bench model xl bf16 flash at llm.c's working points: 4 x 1024 tokens, and
 #                        8 x 1024 x --grad-accum 32 (262 144 tokens a step); GRAD_DTYPE=bf16, and
 #                        ACCUM_RECOMPUTE="on swiglu" for each --recompute in turn                   (1)
+#   ab-accum             accum-xl-16 (--recompute on) for each bundle of BUNDLES, alternating twice      (1)
 #   accum-xl-16          bench model xl bf16 flash, micro-batch 16 x 1024 x --grad-accum 16 (262 144 tokens a
 #                        step), GRAD_DTYPE (default bf16) and each of ACCUM_RECOMPUTE (default on)           (1)
 #   peers-xl             bench model xl: fp32 naive, bf16 flash (fp32 and bf16 gradients), then
@@ -104,6 +105,9 @@
 #   targets-xl-options   XL bf16 flash ctx 512 batch 4, alternating twice: bf16 gradients alone, and with
 #                        --recompute swiglu --update-sms UPDATE_SMS (default 24); then fp32 gradients with
 #                        the same two options, and the roofline of the bf16 + swiglu run               (1)
+#   flash-model-tiles    a dozen tile sets at XL's heads (B 4 and 16 × H 25, T 512 and 1024, d 64): which the
+#                        model's lengths should default to                                              (1)
+#   flash-rows-crossover 1x64/1/1 against the warp-specialised passes at d 64, T 1024, B 4 … 16 × H 25     (1)
 #   ab-flash-sdpa        ab-flash with FLASH_TILES (default ws2x128/ws2/ws2,ws2x128/ws2/acc), then SDPA
 #                        (cuDNN, flash) on the leaderboard case at d 64 and 128 in the same step         (1)
 #   flash-sanitizers     for each tile set of SAN_TILES (default: the defaults ws2x128/ws2/acc and 1x64/1/1):
@@ -127,6 +131,8 @@
 #   roofline-trace       XL bf16 gradients (ROOFLINE_TRACE_CONFIGS: --recompute swiglu, then on): the breakdown's
 #                        roofline, then a kernel trace of plain steps (update in order) summed per phase
 #                        and family (dev/kernel_trace/families.py): the achieved times without events (1)
+#   trace-accum          llm.c's working point (XL 16 x 1024, bf16 gradients, --grad-accum 2) traced: the
+#                        families' kernel time per micro-batch (families.py)                           (1)
 #   ab-trace             roofline-trace's traced run (its first configuration) for each bundle of BUNDLES,
 #                        alternating twice: two builds' kernel time per phase and family in one call      (1)
 #   llmc-xl              llm.c's train_gpt2cu (GPT-2 1.5B from scratch, -e d48, no cuDNN) at the same
@@ -364,7 +370,8 @@ step_ab() {
         ab_model "ab_small_${b}_$k" small 20 --grad-dtype bf16 --cuda-graph on) || return
     done
   done
-  bench_model ab_roofline_xl xl bf16 flash --grad-dtype bf16 --breakdown
+  local bundles=${BUNDLES:-before main}
+  (source ".devbundle/${bundles##* }/env.sh" && bench_model ab_roofline_xl xl bf16 flash --grad-dtype bf16 --breakdown)
 }
 # The XL roofline (bf16 gradients) of each bundle in BUNDLES, in turn: the "before" build's op
 # families beside the new one's (ab profiles only the new build).
@@ -474,6 +481,18 @@ step_ab-flash-lengths() {
   AB_FLASH_TILES=1x64/1/1,ws2x128/ws2/ws2,ws2x128/ws2/acc BUNDLES=${BUNDLES:-main} ab_flash xl:4:25:512,1024:64 \
     h16:4:16:512,1024,2048,4096,8192:64 h16:4:16:512,1024,2048,4096,8192:128
 }
+# Every tile set the model could take at its own shapes: XL's heads (B·H = 4 × 25 and llm.c's point
+# 16 × 25) at T 512 and 1024, d 64, each bundle of BUNDLES (default main) twice.
+step_flash-model-tiles() {
+  AB_FLASH_TILES=1x64/1/1,1x64/2/2,2x64/2/2,1x128/2/2,2x128/2/2,1x64/1/2,1x64/2/1,1x64/ws2/ws2,ws2x128/ws2/ws2,ws2x128/1/1,1x64/1/acc,ws2x128/ws2/acc \
+    BUNDLES=${BUNDLES:-main} ab_flash xl:4:25:512,1024:64 llmc:16:25:512,1024:64
+}
+# Where d 64 at T 1024 hands over from 1x64/1/1 to the warp-specialised passes (the 2^18-row rule of
+# ops/flash_attention.cpp): B 4 … 16 × H 25.
+step_flash-rows-crossover() {
+  AB_FLASH_TILES=1x64/1/1,ws2x128/ws2/ws2 BUNDLES=${BUNDLES:-main} ab_flash b4:4:25:1024:64 b6:6:25:1024:64 \
+    b8:8:25:1024:64 b10:10:25:1024:64 b12:12:25:1024:64 b16:16:25:1024:64
+}
 # The model at a long context, where the flash defaults change: XL, T 2048, batch 1, bf16 flash,
 # bf16 gradients: the defaults with --deterministic off (the single pass from 2048 keys) and on
 # (the two warp-specialised passes), and 1x64/1/1, alternating twice.
@@ -510,6 +529,17 @@ step_accum-xl-16() {
   for r in ${ACCUM_RECOMPUTE:-on}; do
     GRAD_DTYPE=$g xl_1024 "accum_xl_16x1024x16_${g}_$r" 16 --recompute "$r" --grad-accum 16 --warmup 1 --steps 2 ||
       return
+  done
+}
+# accum-xl-16's working point (--recompute on) for each bundle of BUNDLES, alternating twice.
+step_ab-accum() {
+  local k b
+  for k in 1 2; do
+    for b in ${BUNDLES:-before main}; do
+      (source ".devbundle/$b/env.sh" &&
+        GRAD_DTYPE=bf16 xl_1024 "ab_accum_${b}_$k" 16 --recompute on --grad-accum 16 --warmup 1 --steps 2 |
+        grep -E "^xl|^\[" | sed "s|^|$b |") || return
+    done
   done
 }
 # paratrain's XL at its defaults and with bf16 gradients beside PyTorch eager, one call.
@@ -646,6 +676,16 @@ step_ab-trace() {
       python3 dev/kernel_trace/families.py "$RESULTS/abt_${b}_$k.csv" --steps 4 --top 8 || return
     done
   done
+}
+# Where llm.c's working point spends its time: micro-batch 16 x 1024, bf16 gradients, --recompute on,
+# traced (carry build-trace) over two steps of --grad-accum 2; families.py per micro-batch (a micro-batch
+# starts at the embedding; the last one of a step carries the update).
+step_trace-accum() {
+  local lib=$PWD/build-trace/libpt_kernel_trace.so name=trace_accum_16x1024
+  [ -f "$lib" ] || { echo "no $lib: run dev/kernel_trace/build.sh and carry build-trace"; return 2; }
+  CUDA_INJECTION64_PATH=$lib PT_KERNEL_TRACE="$RESULTS/$name.csv" GRAD_DTYPE=bf16 \
+    xl_1024 "$name" 16 --recompute on --grad-accum 2 --warmup 1 --steps 1 &&
+  python3 dev/kernel_trace/families.py "$RESULTS/$name.csv" --steps 3 --top 16
 }
 # ncu-memory's table for each bundle of BUNDLES in turn, over the kernels NCU_REGEX names (default
 # RMSNorm's): the kernels alone, serialised, clocks locked, against the same kernels in a plain step.

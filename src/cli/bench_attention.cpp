@@ -363,7 +363,7 @@ int run_bench_attention(const std::vector<std::string>& args) {
   for (const Planned& p : plan) {
     ctx.set_flash({p.family, p.tiles, deterministic});
     const std::string kernel =
-        p.impl == "naive" ? "naive" : ops::flash_kernel_used(ctx, dtype_from_name(p.dtype), p.D, p.T);
+        p.impl == "naive" ? "naive" : ops::flash_kernel_used(ctx, dtype_from_name(p.dtype), p.D, p.T, p.B * p.H);
     const Config c{p.impl, kernel, p.dtype, p.B, p.H, p.T, p.D, s.causal};
     const Measurement m = measure(ctx, c, s.dout, pr, seed++);
     ctx.set_flash({});

@@ -23,10 +23,13 @@ constexpr int kCpuTile = 32;
 
 // Default wgmma tile shapes: the fastest of the compiled shapes on an H100 that the determinism
 // asked for allows (docs/FLASH_ATTENTION.md; session 16's crossover: B 4 × H 16 at T 512 … 8192,
-// XL's B 4 × H 25, and the leaderboard case B 1 × H 16 × T 16384, causal, fwd+bwd).
+// XL's B 4 × H 25, and the leaderboard case B 1 × H 16 × T 16384, causal, fwd+bwd; session 22's
+// XL heads at llm.c's micro-batch, B 16 × H 25).
 //   - Short lengths: one-warpgroup cp.async blocks, several to an SM, fill the machine better than
 //     one 384-thread block per SM on a few short tiles (d 64, T 512: 0.063 against 0.076 ms for
 //     the warp-specialised passes; d 128, T 512: 0.104 against 0.114).
+//   - d 64 at T 1024 with many heads: the warp-specialised passes once the call has 2^18 query rows
+//     (B·H·T). B 16 × H 25: 0.84 against 1.09 ms; B 4 × H 25 (2^17 rows): 0.246 against 0.215.
 //   - d 128 from 1024: the warp-specialised passes (T 1024: 0.262 against 0.267).
 //   - From 2048: the warp-specialised passes (d 64 leaderboard fwd+bwd 5.84 → 4.31 ms), or with
 //     --deterministic off the warp-specialised single pass, dQ added into an fp32 buffer
@@ -36,20 +39,22 @@ constexpr int kCpuTile = 32;
 struct DefaultTilesRow {
   int64_t head_dim;  // 0: every head dimension
   int64_t from_length;
+  int64_t from_rows;  // B·H·T, the query rows of the whole call
   bool reproducible;  // bit for bit the same from run to run (else only with --deterministic off)
   const char* tiles;
 };
-// The last row that matches the head dimension and the determinism asked for and whose length has
-// been reached wins. Head dimensions the wgmma kernels do not cover keep the first row (a name
-// for the record; they run the mma.sync kernels).
+// The last row that matches the head dimension and the determinism asked for and whose length and
+// rows have been reached wins. Head dimensions the wgmma kernels do not cover keep the first row (a
+// name for the record; they run the mma.sync kernels).
 constexpr DefaultTilesRow kDefaultWgmmaTiles[] = {
-    {0, 0, true, "1x64/1/1"},
-    {64, 2048, true, "ws2x128/ws2/ws2"},
-    {128, 1024, true, "ws2x128/ws2/ws2"},
-    {64, 2048, false, "ws2x128/ws2/acc"},
-    {128, 2048, false, "ws2x128/ws2/acc"},
+    {0, 0, 0, true, "1x64/1/1"},
+    {64, 1024, int64_t{1} << 18, true, "ws2x128/ws2/ws2"},
+    {64, 2048, 0, true, "ws2x128/ws2/ws2"},
+    {128, 1024, 0, true, "ws2x128/ws2/ws2"},
+    {64, 2048, 0, false, "ws2x128/ws2/acc"},
+    {128, 2048, 0, false, "ws2x128/ws2/acc"},
 };
-WgmmaTiles default_wgmma_tiles(int64_t head_dim, int64_t seqlen, bool deterministic) {
+WgmmaTiles default_wgmma_tiles(int64_t head_dim, int64_t seqlen, int64_t batch_heads, bool deterministic) {
   // Parsed once: this runs for every attention call.
   static const std::vector<WgmmaTiles> parsed = [] {
     std::vector<WgmmaTiles> v;
@@ -59,7 +64,8 @@ WgmmaTiles default_wgmma_tiles(int64_t head_dim, int64_t seqlen, bool determinis
   size_t best = 0;
   for (size_t i = 0; i < parsed.size(); ++i) {
     const DefaultTilesRow& r = kDefaultWgmmaTiles[i];
-    if ((r.head_dim == 0 || r.head_dim == head_dim) && r.from_length <= seqlen && (r.reproducible || !deterministic))
+    if ((r.head_dim == 0 || r.head_dim == head_dim) && r.from_length <= seqlen && r.from_rows <= batch_heads * seqlen &&
+        (r.reproducible || !deterministic))
       best = i;
   }
   return parsed[best];
@@ -165,7 +171,7 @@ cuda::FlashParams make_params(const Context& ctx, const Dims& dm, const Tensor& 
   p.block_group = cuda::flash_block_group(dm.B * dm.H, std::max(dm.tq, dm.tk));
   if (q.dtype() == DType::BF16) {
     p.kernels = choose_flash_kernels(ctx.flash().kernels, ctx.target(), dm.d);
-    p.tiles = flash_wgmma_tiles(ctx.flash(), dm.d, std::max(dm.tq, dm.tk));
+    p.tiles = flash_wgmma_tiles(ctx.flash(), dm.d, std::max(dm.tq, dm.tk), dm.B * dm.H);
   }
   return p;
 }
@@ -209,8 +215,8 @@ FlashKernels flash_kernels_from_name(const std::string& name) {
   return enum_from_name(kFlashKernels, name, "--flash-kernels");
 }
 
-WgmmaTiles flash_wgmma_tiles(const FlashChoice& choice, int64_t head_dim, int64_t seqlen) {
-  return choice.tiles ? *choice.tiles : default_wgmma_tiles(head_dim, seqlen, choice.deterministic);
+WgmmaTiles flash_wgmma_tiles(const FlashChoice& choice, int64_t head_dim, int64_t seqlen, int64_t batch_heads) {
+  return choice.tiles ? *choice.tiles : default_wgmma_tiles(head_dim, seqlen, batch_heads, choice.deterministic);
 }
 
 std::string wgmma_tiles_name(const WgmmaTiles& t) {
@@ -276,11 +282,11 @@ WgmmaTiles wgmma_tiles_from_name(const std::string& name) {
   return t;
 }
 
-std::string flash_kernel_used(const Context& ctx, DType dtype, int64_t head_dim, int64_t seqlen) {
+std::string flash_kernel_used(const Context& ctx, DType dtype, int64_t head_dim, int64_t seqlen, int64_t batch_heads) {
   if (!ctx.is_cuda()) return "cpu";
   if (dtype != DType::BF16) return "simt";
   if (choose_flash_kernels(ctx.flash().kernels, ctx.target(), head_dim) == FlashKernels::Wgmma)
-    return "wgmma " + wgmma_tiles_name(flash_wgmma_tiles(ctx.flash(), head_dim, seqlen));
+    return "wgmma " + wgmma_tiles_name(flash_wgmma_tiles(ctx.flash(), head_dim, seqlen, batch_heads));
   return "mma.sync";
 }
 

@@ -57,15 +57,15 @@ FlashKernels flash_kernels_from_name(const std::string& name);  // auto | mma | 
 // A field prefixed "ws" selects that pass's warp-specialised TMA kernel (a producer warpgroup and
 // that many math warpgroups of 64 rows): forward "ws2x128" or "ws3x128", backward passes "ws2",
 // e.g. "ws2x128/ws2/ws2"; "ws2x128/ws2/acc" is the single pass in the warp-specialised dK/dV kernel.
-// Unless the choice names tiles, each head dimension and sequence length (the longer of Tq, Tk)
-// runs its default shape: the fastest measured on an H100 among the reproducible ones, or among
-// all with choice.deterministic off (the single pass from 2048 keys).
-WgmmaTiles flash_wgmma_tiles(const FlashChoice& choice, int64_t head_dim, int64_t seqlen);
+// Unless the choice names tiles, each head dimension, sequence length (the longer of Tq, Tk) and
+// batch × heads runs its default shape: the fastest measured on an H100 among the reproducible
+// ones, or among all with choice.deterministic off (the single pass from 2048 keys).
+WgmmaTiles flash_wgmma_tiles(const FlashChoice& choice, int64_t head_dim, int64_t seqlen, int64_t batch_heads);
 std::string wgmma_tiles_name(const WgmmaTiles& tiles);
 WgmmaTiles wgmma_tiles_from_name(const std::string& name);  // throws for shapes not compiled
 // The kernels that run for these arguments: "wgmma <tiles>" or "mma.sync" (bf16 on the GPU),
 // "simt" (fp32 on the GPU), "cpu".
-std::string flash_kernel_used(const Context& ctx, DType dtype, int64_t head_dim, int64_t seqlen);
+std::string flash_kernel_used(const Context& ctx, DType dtype, int64_t head_dim, int64_t seqlen, int64_t batch_heads);
 
 // The tiled CPU algorithms themselves (the functions above call these for CPU tensors with
 // 32 × 32 tiles). Tile sizes are parameters so tests can exercise partial and uneven tiles.

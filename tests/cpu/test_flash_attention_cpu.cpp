@@ -219,7 +219,7 @@ TEST(FlashCpu, KernelFamilyNames) {
   EXPECT_EQ(ops::flash_kernels_from_name("mma"), ops::FlashKernels::MmaSync);
   EXPECT_THROW(ops::flash_kernels_from_name("cudnn"), Error);
   Context ctx(Device::cpu());
-  EXPECT_EQ(ops::flash_kernel_used(ctx, DType::F32, 64, 512), "cpu");
+  EXPECT_EQ(ops::flash_kernel_used(ctx, DType::F32, 64, 512, 1), "cpu");
   for (const char* name : {"2x64/2/2", "1x128/1/2", "2x128/1/1", "1x64/1/acc", "2x128/2/acc", "ws3x128/1/1",
                            "ws2x128/2/acc", "ws2x128/ws2/ws2", "1x64/ws2/1", "2x128/1/ws2", "2x64/ws2/acc"})
     EXPECT_EQ(ops::wgmma_tiles_name(ops::wgmma_tiles_from_name(name)), name);
@@ -242,45 +242,53 @@ TEST(FlashCpu, KernelFamilyNames) {
 
 // The default tile shapes: the table in ops/flash_attention.cpp (measured on an H100); a choice
 // that names tiles runs them at every length.
-TEST(FlashCpu, DefaultWgmmaTilesFollowHeadDimAndLength) {
-  auto name = [](const FlashChoice& c, int64_t d, int64_t t) {
-    return ops::wgmma_tiles_name(ops::flash_wgmma_tiles(c, d, t));
+TEST(FlashCpu, DefaultWgmmaTilesFollowHeadDimLengthAndRows) {
+  auto name = [](const FlashChoice& c, int64_t d, int64_t t, int64_t bh) {
+    return ops::wgmma_tiles_name(ops::flash_wgmma_tiles(c, d, t, bh));
   };
   ASSERT_TRUE(FlashChoice{}.deterministic);  // --deterministic on unless asked otherwise
   // deterministic: reproducible kernels only; off also the single pass (dQ summed in a varying order).
+  // bh: batch × heads; XL's heads are 25, at micro-batch 4 (the bench default) and 16 (llm.c's point).
   struct Expected {
     bool deterministic;
-    int64_t d, t;
+    int64_t d, t, bh;
     const char* tiles;
   };
-  for (const Expected& e :
-       std::initializer_list<Expected>{{true, 64, 512, "1x64/1/1"},
-                                       {true, 64, 2047, "1x64/1/1"},
-                                       {true, 64, 2048, "ws2x128/ws2/ws2"},
-                                       {true, 64, 16384, "ws2x128/ws2/ws2"},
-                                       {true, 128, 512, "1x64/1/1"},
-                                       {true, 128, 1023, "1x64/1/1"},
-                                       {true, 128, 1024, "ws2x128/ws2/ws2"},
-                                       {true, 128, 16384, "ws2x128/ws2/ws2"},
-                                       {true, 16, 16384, "1x64/1/1"},  // not a wgmma head dimension: a name only
-                                       {true, 80, 4096, "1x64/1/1"},
-                                       {false, 64, 2047, "1x64/1/1"},
-                                       {false, 64, 2048, "ws2x128/ws2/acc"},
-                                       {false, 64, 16384, "ws2x128/ws2/acc"},
-                                       {false, 128, 512, "1x64/1/1"},
-                                       {false, 128, 2047, "ws2x128/ws2/ws2"},
-                                       {false, 128, 2048, "ws2x128/ws2/acc"},
-                                       {false, 80, 4096, "1x64/1/1"}}) {
+  for (const Expected& e : std::initializer_list<Expected>{
+           {true, 64, 512, 1, "1x64/1/1"},
+           {true, 64, 2047, 1, "1x64/1/1"},
+           {true, 64, 2048, 1, "ws2x128/ws2/ws2"},
+           {true, 64, 16384, 16, "ws2x128/ws2/ws2"},
+           {true, 64, 512, 16 * 25, "1x64/1/1"},      // 2^17 · 1.6 rows, but 512 keys
+           {true, 64, 1024, 4 * 25, "1x64/1/1"},      // 2^17 · 0.8 rows
+           {true, 64, 1024, 256, "ws2x128/ws2/ws2"},  // exactly 2^18 rows
+           {true, 64, 1024, 16 * 25, "ws2x128/ws2/ws2"},
+           {true, 64, 1023, 16 * 25, "1x64/1/1"},
+           {true, 128, 512, 1, "1x64/1/1"},
+           {true, 128, 1023, 1, "1x64/1/1"},
+           {true, 128, 1024, 1, "ws2x128/ws2/ws2"},
+           {true, 128, 16384, 1, "ws2x128/ws2/ws2"},
+           {true, 16, 16384, 1, "1x64/1/1"},  // not a wgmma head dimension: a name only
+           {true, 80, 4096, 400, "1x64/1/1"},
+           {false, 64, 2047, 1, "1x64/1/1"},
+           {false, 64, 1024, 16 * 25, "ws2x128/ws2/ws2"},  // the single pass loses at 1024 keys
+           {false, 64, 2048, 1, "ws2x128/ws2/acc"},
+           {false, 64, 16384, 1, "ws2x128/ws2/acc"},
+           {false, 128, 512, 1, "1x64/1/1"},
+           {false, 128, 2047, 1, "ws2x128/ws2/ws2"},
+           {false, 128, 2048, 1, "ws2x128/ws2/acc"},
+           {false, 80, 4096, 1, "1x64/1/1"}}) {
     FlashChoice c;
     c.deterministic = e.deterministic;
-    EXPECT_EQ(name(c, e.d, e.t), e.tiles) << "deterministic " << e.deterministic << ", d " << e.d << ", T " << e.t;
+    EXPECT_EQ(name(c, e.d, e.t, e.bh), e.tiles)
+        << "deterministic " << e.deterministic << ", d " << e.d << ", T " << e.t << ", B·H " << e.bh;
   }
   FlashChoice pinned;
   pinned.tiles = ops::wgmma_tiles_from_name("2x64/2/2");
-  EXPECT_EQ(name(pinned, 64, 16384), "2x64/2/2");
-  EXPECT_EQ(name(pinned, 128, 512), "2x64/2/2");
+  EXPECT_EQ(name(pinned, 64, 16384, 1), "2x64/2/2");
+  EXPECT_EQ(name(pinned, 128, 512, 400), "2x64/2/2");
   pinned.tiles = ops::wgmma_tiles_from_name("1x64/1/acc");  // named tiles run as named, deterministic or not
-  EXPECT_EQ(name(pinned, 64, 512), "1x64/1/acc");
+  EXPECT_EQ(name(pinned, 64, 512, 1), "1x64/1/acc");
 }
 
 // The order the GPU kernels' blocks take their tiles in (cuda/flash_params.h): every (tile, head,

@@ -215,13 +215,23 @@ void check_case(const Case& c, uint64_t seed) {
   }
 }
 
+void check_inputs_with(const Case& c, std::vector<double> q, std::vector<double> k, std::vector<double> v,
+                       std::vector<double> dout, const FlashChoice& flash, bool check_gradients = true);
+
 void check_case_with(const Case& c, uint64_t seed, const FlashChoice& flash) {
+  const Dims& m = c.m;
+  check_inputs_with(c, randn(m.q_elems(), seed), randn(m.k_elems(), seed + 1), randn(m.k_elems(), seed + 2),
+                    randn(m.q_elems(), seed + 3), flash);
+}
+
+// One case on these inputs (logical (B, H, T, D) order) against the fp64 reference: O and L, and
+// unless check_gradients is off dQ, dK and dV.
+void check_inputs_with(const Case& c, std::vector<double> q, std::vector<double> k, std::vector<double> v,
+                       std::vector<double> dout, const FlashChoice& flash, bool check_gradients) {
   SCOPED_TRACE(describe(c));
   Context ctx(Device::cuda(0));
   ctx.set_flash(flash);
   const Dims& m = c.m;
-  auto q = randn(m.q_elems(), seed), k = randn(m.k_elems(), seed + 1), v = randn(m.k_elems(), seed + 2);
-  auto dout = randn(m.q_elems(), seed + 3);
   if (c.dtype == DType::BF16) {  // the reference sees exactly the inputs the kernel sees
     q = round_bf16(q), k = round_bf16(k), v = round_bf16(v), dout = round_bf16(dout);
   }
@@ -234,6 +244,7 @@ void check_case_with(const Case& c, uint64_t seed, const FlashChoice& flash) {
   const double tol = tolerance(c.dtype);
   expect_close("O", got.o, ref.o, tol, m.d);
   expect_close("L", got.lse, ref.lse, tol, 1);
+  if (!check_gradients) return;
   expect_close("dQ", got.dq, ref.dq, tol, m.d);
   expect_close("dK", got.dk, ref.dk, tol, m.d);
   expect_close("dV", got.dv, ref.dv, tol, m.d);
@@ -345,6 +356,43 @@ TEST(FlashGpu, WarpSpecializedKernels) {
   }
 }
 
+// Scores that climb along the keys, so the forward's running max rises tile after tile: by about
+// 0.5, 3 and 20 (log2 units) a 128-key tile in heads 0, 1 and 2. Random scores set the max in the
+// first tile and seldom move it, so only here do the kernels raise it mid-row: below the threshold
+// (flash_softmax.cuh, 8) they keep the stale max and P grows up to 2^8, above it they rescale O and
+// l. Every kernel family and forward tile shape, d 64 and 128, causal and not. O and L only: the
+// climb puts keys of size up to 450 in one column, and dQ there sums them against dS, whose terms
+// cancel (Σ dS = 0 along a row), so bf16's rounding of dS alone leaves dQ 1e-2 off the reference
+// in any backward (seen on the GPU); the backward reads L, which is checked.
+TEST(FlashGpu, ForwardRaisesItsMaxAlongTheKeys) {
+  PT_REQUIRE_GPU();
+  const double climb_per_tile[] = {0.5, 3.0, 20.0};  // log2 units a 128-key tile
+  const double q_lift = 2.0;                         // every query's first component
+  for (int64_t d : {64, 128})
+    for (bool causal : {false, true}) {
+      const Case c{{1, 3, 1031, 1031, d}, causal, DType::BF16};
+      const Dims& m = c.m;
+      auto q = randn(m.q_elems(), 15000 + d), k = randn(m.k_elems(), 15001 + d);
+      const auto v = randn(m.k_elems(), 15002 + d), dout = randn(m.q_elems(), 15003 + d);
+      const double scale_log2 = 1.0 / std::sqrt(static_cast<double>(d)) / std::log(2.0);
+      for (int64_t h = 0; h < m.H; ++h)
+        for (int64_t t = 0; t < m.tk; ++t) {
+          const int64_t row = h * m.tk + t;  // B = 1
+          q[row * d] = q_lift;
+          k[row * d] = 0.1 * k[row * d] + climb_per_tile[h] / 128.0 / (scale_log2 * q_lift) * static_cast<double>(t);
+        }
+      for (ops::FlashKernels kf : families(c)) {
+        SCOPED_TRACE(ops::flash_kernels_name(kf));
+        check_inputs_with(c, q, k, v, dout, choice(kf), /*check_gradients=*/false);
+        if (kf != ops::FlashKernels::Wgmma) continue;
+        for (const char* tiles : {"1x64/1/1", "2x128/1/1", "ws2x128/1/1", "ws3x128/1/1"}) {
+          SCOPED_TRACE(std::string("wgmma tiles ") + tiles);
+          check_inputs_with(c, q, k, v, dout, choice(kf, tiles), /*check_gradients=*/false);
+        }
+      }
+    }
+}
+
 // dq and dk rotated back by RoPE's inverse (the model's fused backward): every kernel family and
 // tile variant turns each pair before it stores it, the fp32 kernels run the rope pass after;
 // against the fp64 reference's gradients turned back in fp64. Odd lengths, Tq ≠ Tk, the fused
@@ -400,7 +448,8 @@ TEST(FlashGpu, BackwardIsDeterministic) {
     ctx.set_flash(choice(kf));
     SCOPED_TRACE(ops::flash_kernels_name(kf));
     const Outputs a = run_flash(ctx, c, q, k, v, dout), b = run_flash(ctx, c, q, k, v, dout);
-    if (kf != ops::FlashKernels::Wgmma || !ops::flash_wgmma_tiles(ctx.flash(), m.d, std::max(m.tq, m.tk)).dq_accumulate)
+    if (kf != ops::FlashKernels::Wgmma ||
+        !ops::flash_wgmma_tiles(ctx.flash(), m.d, std::max(m.tq, m.tk), m.B * m.H).dq_accumulate)
       EXPECT_EQ(a.dq, b.dq);
     EXPECT_EQ(a.dk, b.dk);
     EXPECT_EQ(a.dv, b.dv);
@@ -447,9 +496,9 @@ TEST(FlashGpu, KernelChoiceFollowsTheDeviceAndTheBinary) {
   const bool sm90a =
       prop.major == 9 && prop.minor == 0 && compiled_cuda_architectures().find("90a") != std::string::npos;
   EXPECT_EQ(t.sm90a_features, sm90a) << compiled_cuda_architectures();
-  const std::string used = ops::flash_kernel_used(ctx, DType::BF16, 64, 512);
+  const std::string used = ops::flash_kernel_used(ctx, DType::BF16, 64, 512, 1);
   EXPECT_EQ(used.rfind("wgmma", 0) == 0, sm90a) << used;
-  EXPECT_EQ(ops::flash_kernel_used(ctx, DType::BF16, 80, 512), "mma.sync");
+  EXPECT_EQ(ops::flash_kernel_used(ctx, DType::BF16, 80, 512, 1), "mma.sync");
   if (!sm90a) {
     try {
       ctx.set_flash(choice(ops::FlashKernels::Wgmma));
