@@ -131,8 +131,8 @@
 #   roofline-trace       XL bf16 gradients (ROOFLINE_TRACE_CONFIGS: --recompute swiglu, then on): the breakdown's
 #                        roofline, then a kernel trace of plain steps (update in order) summed per phase
 #                        and family (dev/kernel_trace/families.py): the achieved times without events (1)
-#   trace-accum          llm.c's working point (XL 16 x 1024, bf16 gradients, --grad-accum 2) traced: the
-#                        families' kernel time per micro-batch (families.py)                           (1)
+#   trace-accum          llm.c's working point (XL 16 x 1024, bf16 gradients, --grad-accum 4) traced: the
+#                        families' kernel time per micro-batch of the measured step (families.py)      (1)
 #   ab-trace             roofline-trace's traced run (its first configuration) for each bundle of BUNDLES,
 #                        alternating twice: two builds' kernel time per phase and family in one call      (1)
 #   llmc-xl              llm.c's train_gpt2cu (GPT-2 1.5B from scratch, -e d48, no cuDNN) at the same
@@ -678,13 +678,15 @@ step_ab-trace() {
   done
 }
 # Where llm.c's working point spends its time: micro-batch 16 x 1024, bf16 gradients, --recompute on,
-# traced (carry build-trace) over two steps of --grad-accum 2; families.py per micro-batch (a micro-batch
-# starts at the embedding; the last one of a step carries the update).
+# traced (carry build-trace) over a warm-up step and a measured one of --grad-accum 4; families.py per
+# micro-batch (one starts at the embedding) over the measured step's first three, the first of them
+# with the update of the step before beside its forward. (The warm-up step's first micro-batch holds
+# the GEMM autotuning: 90 more launches, 1.3 s; it is left out.)
 step_trace-accum() {
   local lib=$PWD/build-trace/libpt_kernel_trace.so name=trace_accum_16x1024
   [ -f "$lib" ] || { echo "no $lib: run dev/kernel_trace/build.sh and carry build-trace"; return 2; }
   CUDA_INJECTION64_PATH=$lib PT_KERNEL_TRACE="$RESULTS/$name.csv" GRAD_DTYPE=bf16 \
-    xl_1024 "$name" 16 --recompute on --grad-accum 2 --warmup 1 --steps 1 &&
+    xl_1024 "$name" 16 --recompute on --grad-accum 4 --warmup 1 --steps 1 &&
   python3 dev/kernel_trace/families.py "$RESULTS/$name.csv" --steps 3 --top 16
 }
 # ncu-memory's table for each bundle of BUNDLES in turn, over the kernels NCU_REGEX names (default
@@ -827,10 +829,12 @@ step_flash-acc() {
     --causal 1 --dout ones --flash-kernels wgmma --wgmma-tiles 1x64/1/1,2x128/2/1,1x64/1/acc,2x128/2/acc,2x128/1/acc \
     --out "$RESULTS/flash_acc_sweep.h5" --overwrite
 }
-# Causal bf16 flash timings with dO = ones: RECORD B H SEQ D TILES [more bench attention options].
+# Causal bf16 flash timings with dO = ones: RECORD B H SEQ D TILES [more bench attention options]; in
+# FLASH_LAYOUT's layout when set (heads or model: bench attention --layout).
 flash_times() {
   paratrain bench attention --impl flash --dtype bf16 --batch "$2" --heads "$3" --seq "$4" --head-dim "$5" \
-    --causal 1 --dout ones --flash-kernels wgmma --wgmma-tiles "$6" --out "$RESULTS/$1.h5" --overwrite "${@:7}"
+    --causal 1 --dout ones --flash-kernels wgmma --wgmma-tiles "$6" ${FLASH_LAYOUT:+--layout "$FLASH_LAYOUT"} \
+    --out "$RESULTS/$1.h5" --overwrite "${@:7}"
 }
 # The warp-specialised TMA kernels (issue 18): the flash GPU tests with each of their shapes, the
 # leaderboard case at d 64 and 128 against the cp.async shapes and SDPA in the same step, the short

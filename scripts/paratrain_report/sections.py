@@ -244,7 +244,7 @@ def roofline(rec):
 
 # ---- bench attention -----------------------------------------------------------------------
 
-ATTN_KEYS = ["gpu", "dtype", "batch", "heads", "head_dim", "causal", "seq"]
+ATTN_KEYS = ["gpu", "dtype", "batch", "heads", "head_dim", "causal", "layout", "seq"]
 
 
 @_from_table("attention")
@@ -252,8 +252,8 @@ def attention(rec, df):
     df = _sort(df, ["gpu", "impl", "dtype", "batch", "heads", "head_dim", "causal", "seq"])
     cols = _device_columns(df) + _keep([
         Column("impl", "impl"), Column("dtype", "dtype"), Column("batch", "B"), Column("heads", "H"),
-        Column("seq", "T"), Column("head_dim", "d"), Column("causal", "causal"), Column("status", "status"),
-        Column("fwd_ms", "fwd ms", "{:.3f}"), Column("bwd_ms", "bwd ms", "{:.3f}"),
+        Column("seq", "T"), Column("head_dim", "d"), Column("causal", "causal"), Column("layout", "layout"),
+        Column("status", "status"), Column("fwd_ms", "fwd ms", "{:.3f}"), Column("bwd_ms", "bwd ms", "{:.3f}"),
         Column("fwdbwd_ms", "fwd+bwd ms", "{:.3f}"), Column("fwdbwd_tflops", "fwd+bwd TFLOP/s", "{:.1f}"),
         Column("mem_before_bwd_MiB", "before bwd MiB", "{:,.1f}"), Column("peak_MiB", "peak MiB", "{:,.1f}")], df)
     desc = ("`paratrain bench attention`: median latency per pass after warm-up; memory in use just "

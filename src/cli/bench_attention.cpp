@@ -5,6 +5,10 @@
 //   flash         flash vs naive, batch 1, causal, T = 128 … 65536 (powers of two),
 //                 d ∈ {16,32,64,128} × {bf16, fp32}
 //   leaderboard   flash only, batch 1, 16 heads, T 16384, d 64, bf16, causal, dO = ones
+// Layouts (`--layout`): heads — q, k, v, out, dO and the gradients each a (B, H, T, D) tensor of
+// its own; model — the transformer's: q, k, v the heads of one (B, T, 3, H, D) buffer (the QKV
+// GEMM's output), out and dO (B, T, H, D), dq, dk, dv into one (B, T, 3, H, D) buffer, and flash's
+// backward turning dq and dk back by RoPE's inverse as it stores them.
 // Protocol per configuration and implementation: one forward, then the memory in use (the
 // inputs, outputs and what the forward saved for backward: memory just before backward); then
 // `--warmup` forward+backward passes; then `--iters` timed forward passes, backward passes and
@@ -34,6 +38,7 @@
 #include "io/table.h"
 #include "ops/attention.h"
 #include "ops/flash_attention.h"
+#include "ops/rope.h"
 #include "parallel/runtime.h"
 
 namespace pt::cli {
@@ -45,7 +50,8 @@ struct Sweep {
   std::vector<int64_t> batch, heads, seq, head_dim;
   std::vector<std::string> dtypes;
   bool causal = false;
-  std::string dout = "randn";  // randn | ones
+  std::string dout = "randn";    // randn | ones
+  std::string layout = "heads";  // heads | model (the header comment)
 };
 
 Sweep preset(const std::string& study) {
@@ -64,6 +70,57 @@ struct Config {
   std::string impl, kernel, dtype;
   int64_t B, H, T, D;
   bool causal;
+  std::string layout;
+};
+
+// RoPE's base for the model layout's inverse rotation (the model's default; the time does not
+// depend on it).
+constexpr double kRopeTheta = 10000.0;
+
+// The tensors one configuration times, in its layout (the header comment).
+struct AttentionTensors {
+  Tensor q, k, v, dout, out, dq, dk, dv;
+  std::optional<ops::RopeTable> unrotate;  // model layout: dq, dk turned back in flash's stores
+
+  AttentionTensors(Context& ctx, const Config& c, DType dt, uint64_t seed, const std::string& dout_kind) {
+    using bench::bench_values;
+    using bench::filled;
+    const Shape shape{c.B, c.H, c.T, c.D};
+    const int64_t n = shape_numel(shape), C = c.H * c.D;
+    const std::vector<double> dout_values =
+        dout_kind == "ones" ? std::vector<double>(n, 1.0) : bench_values(n, seed + 3);
+    if (c.layout == "heads") {
+      q = filled(ctx, shape, dt, bench_values(n, seed), "q");
+      k = filled(ctx, shape, dt, bench_values(n, seed + 1), "k");
+      v = filled(ctx, shape, dt, bench_values(n, seed + 2), "v");
+      dout = filled(ctx, shape, dt, dout_values, "dout");
+      out = Tensor::empty(shape, dt, ctx.device(), "out");
+      return;
+    }
+    // (B, H, T, D) views: a head of slot `which` inside (B, T, slots, H, D).
+    auto heads_of = [&](const Tensor& buf, int64_t slots, int64_t which) {
+      return buf.as_strided(shape, {c.T * slots * C, c.D, slots * C, 1}, which * C);
+    };
+    Tensor qkv = filled(ctx, {c.B * c.T, 3 * C}, dt, bench_values(3 * n, seed), "qkv");
+    q = heads_of(qkv, 3, 0), k = heads_of(qkv, 3, 1), v = heads_of(qkv, 3, 2);
+    dout = heads_of(filled(ctx, {c.B * c.T, C}, dt, dout_values, "dout"), 1, 0);
+    out = heads_of(Tensor::empty({c.B * c.T, C}, dt, ctx.device(), "out"), 1, 0);
+    unrotate = ops::rope_table(ctx, c.T, c.D, kRopeTheta);
+  }
+  // The gradients' buffers, allocated after the forward (memory before backward excludes them).
+  void allocate_gradients(Context& ctx, const Config& c, DType dt) {
+    const Shape shape{c.B, c.H, c.T, c.D};
+    if (c.layout == "heads") {
+      dq = Tensor::empty(shape, dt, ctx.device(), "dq");
+      dk = Tensor::empty(shape, dt, ctx.device(), "dk");
+      dv = Tensor::empty(shape, dt, ctx.device(), "dv");
+      return;
+    }
+    const int64_t C = c.H * c.D;
+    Tensor dqkv = Tensor::empty({c.B * c.T, 3 * C}, dt, ctx.device(), "dqkv");
+    for (int64_t which = 0; which < 3; ++which)
+      (which == 0 ? dq : which == 1 ? dk : dv) = dqkv.as_strided(shape, {c.T * 3 * C, c.D, 3 * C, 1}, which * C);
+  }
 };
 
 // The standard count: forward 4·Tq·Tk·d per head (two matmuls), halved when causal; backward 2.5×.
@@ -109,21 +166,13 @@ Measurement measure(Context& ctx, const Config& c, const std::string& dout_kind,
   try {
     TrackingAllocator::Scope scope("bench_attention", MemCategory::Activations);
     const DType dt = dtype_from_name(c.dtype);
-    const Shape shape{c.B, c.H, c.T, c.D};
-    const int64_t n = shape_numel(shape);
-    using bench::bench_values;
-    using bench::filled;
-    Tensor q = filled(ctx, shape, dt, bench_values(n, seed), "q");
-    Tensor k = filled(ctx, shape, dt, bench_values(n, seed + 1), "k");
-    Tensor v = filled(ctx, shape, dt, bench_values(n, seed + 2), "v");
-    Tensor dout =
-        filled(ctx, shape, dt, dout_kind == "ones" ? std::vector<double>(n, 1.0) : bench_values(n, seed + 3), "dout");
-    Tensor out = Tensor::empty(shape, dt, ctx.device(), "out");
+    AttentionTensors a(ctx, c, dt, seed, dout_kind);
+    Tensor &q = a.q, &k = a.k, &v = a.v, &dout = a.dout, &out = a.out, &dq = a.dq, &dk = a.dk, &dv = a.dv;
+    const ops::RopeTable* unrotate = a.unrotate ? &*a.unrotate : nullptr;
     const bool flash = c.impl == "flash";
     // Saved for backward: the logsumexp (flash) or the probabilities (naive, q's dtype as autocast).
     Tensor saved = flash ? Tensor::empty({c.B, c.H, c.T}, DType::F32, ctx.device(), "lse")
                          : Tensor::empty({c.B, c.H, c.T, c.T}, dt, ctx.device(), "probs");
-    Tensor dq, dk, dv;
     auto forward = [&] {
       if (flash)
         ops::flash_attention_forward(ctx, out, saved, q, k, v, c.causal);
@@ -132,16 +181,14 @@ Measurement measure(Context& ctx, const Config& c, const std::string& dout_kind,
     };
     auto backward = [&] {
       if (flash)
-        ops::flash_attention_backward(ctx, dq, dk, dv, dout, q, k, v, out, saved, c.causal);
+        ops::flash_attention_backward(ctx, dq, dk, dv, dout, q, k, v, out, saved, c.causal, unrotate);
       else
         ops::naive_attention_backward(ctx, dq, dk, dv, dout, q, k, v, saved, c.causal);
     };
     forward();
     ctx.synchronize();
     r.mem_before_bwd = alloc.stats(kind).in_use - base;
-    dq = Tensor::empty(shape, dt, ctx.device(), "dq");
-    dk = Tensor::empty(shape, dt, ctx.device(), "dk");
-    dv = Tensor::empty(shape, dt, ctx.device(), "dv");
+    a.allocate_gradients(ctx, c, dt);
     for (int i = 0; i < pr.warmup; ++i) {
       forward();
       backward();
@@ -195,6 +242,8 @@ io::ResultTable make_table() {
       .add_int("seq", "sequence length T (queries = keys)")
       .add_int("head_dim", "head dimension d")
       .add_int("causal", "1 = causal mask")
+      .add_string("layout", "heads (q, k, v each (B, H, T, D)) | model (the transformer's fused QKV, RoPE undone in "
+                            "flash's backward stores)")
       .add_string("status", "ok | OOM (see oom_request_bytes)");
   for (const TimedPhase& p : kTimedPhases) t.add_double(std::string(p.name) + "_ms", p.latency, 3);
   for (const TimedPhase& p : kTimedPhases) t.add_double(std::string(p.name) + "_tflops", p.flops, 1);
@@ -221,6 +270,7 @@ void add_row(io::ResultTable& t, const Config& c, const Measurement& m) {
       .set("seq", c.T)
       .set("head_dim", c.D)
       .set("causal", static_cast<int64_t>(c.causal))
+      .set("layout", c.layout)
       .set("status", m.status);
   for (const TimedPhase& p : kTimedPhases) row.set(std::string(p.name) + "_ms", m.*p.ms);
   for (const TimedPhase& p : kTimedPhases)
@@ -247,13 +297,18 @@ void check_sweep(const Sweep& s, const Context& ctx) {
   for (const auto* list : {&s.batch, &s.heads, &s.seq})
     for (int64_t x : *list) PT_CHECK(x > 0, "bench attention: sizes must be positive (got " + std::to_string(x) + ")");
   PT_CHECK(s.dout == "ones" || s.dout == "randn", "--dout must be ones or randn (got '" + s.dout + "')");
+  PT_CHECK(s.layout == "heads" || s.layout == "model", "--layout must be heads or model (got '" + s.layout + "')");
+  if (s.layout == "model")
+    for (const auto& i : s.impls)
+      PT_CHECK(i == "flash", "--layout model times flash attention only (got --impl " + i +
+                                 "; the model's naive path turns dq, dk back in a pass of its own)");
 }
 
 }  // namespace
 
 int run_bench_attention(const std::vector<std::string>& args) {
   RunOptions ro;
-  std::string study = "flash", dout;
+  std::string study = "flash", dout, layout;
   std::vector<std::string> impl_w, dtype_w, batch_w, heads_w, seq_w, dim_w, kernels_w, tiles_w;
   std::string causal_s;
   Protocol pr;
@@ -276,6 +331,10 @@ int run_bench_attention(const std::vector<std::string>& args) {
       ("head-dim", po::value(&dim_w)->multitoken(), "head dimensions (16, 32, 64, 80, 128)")
       ("causal", po::value(&causal_s), "causal mask: 1/0 (overrides the study's)")
       ("dout", po::value(&dout), "upstream gradient: randn or ones (as o.sum().backward())")
+      ("layout", po::value(&layout),
+       "tensor layout: heads (default: q, k, v, out, dO each (B, H, T, D)) or model (the transformer's: q, k, v "
+       "inside one (B, T, 3, H, D) buffer, out and dO (B, T, H, D), dq and dk turned back by RoPE's inverse in "
+       "flash's backward stores); model needs --impl flash")
       ("flash-kernels", po::value(&kernels_w)->multitoken(),
        "bf16 flash kernels to time: auto, mma, wgmma (a list compares them; default auto)")
       ("wgmma-tiles", po::value(&tiles_w)->multitoken(),
@@ -304,6 +363,7 @@ int run_bench_attention(const std::vector<std::string>& args) {
     s.causal = causal_s == "1" || causal_s == "true";
   }
   if (!dout.empty()) s.dout = dout;
+  if (!layout.empty()) s.layout = layout;
   std::vector<ops::FlashKernels> kernels;
   for (const auto& k : split_list(kernels_w)) kernels.push_back(ops::flash_kernels_from_name(k));
   if (kernels.empty()) kernels.push_back(ops::FlashKernels::Auto);
@@ -322,6 +382,7 @@ int run_bench_attention(const std::vector<std::string>& args) {
   record.collect_environment(ctx);
   record.set_attr("study", study);
   record.set_attr("dout", s.dout);
+  record.set_attr("layout", s.layout);
   record.set_options(options_as_strings(*vm));
   record.set_attr("timing", std::string("median of per-pass event timings after warm-up; memory before backward "
                                         "from the tracking allocator after one forward"));
@@ -364,7 +425,7 @@ int run_bench_attention(const std::vector<std::string>& args) {
     ctx.set_flash({p.family, p.tiles, deterministic});
     const std::string kernel =
         p.impl == "naive" ? "naive" : ops::flash_kernel_used(ctx, dtype_from_name(p.dtype), p.D, p.T, p.B * p.H);
-    const Config c{p.impl, kernel, p.dtype, p.B, p.H, p.T, p.D, s.causal};
+    const Config c{p.impl, kernel, p.dtype, p.B, p.H, p.T, p.D, s.causal, s.layout};
     const Measurement m = measure(ctx, c, s.dout, pr, seed++);
     ctx.set_flash({});
     add_row(table, c, m);
