@@ -88,6 +88,8 @@
 #                        leaderboard d 64 / 128 (SDPA) and B 4 × H 16 T 512…2048 against ws2x128/ws2/ws2 (1)
 #   model-long           XL at T 2048 (batch 1, bf16, bf16 gradients): the flash defaults with
 #                        --deterministic off and on, and 1x64/1/1, alternating twice                  (1)
+#   clocks-accum         the clocks at llm.c's working point, then during its attention alone (model layout,
+#                        1x64/1/1 and ws2x128/ws2/ws2): the power cap's share of the step's slower flash (1)
 #   clocks-flash         SM clock, power, throttle reasons during the d 128 leaderboard case, per tile set (1)
 #   ab-flash-lengths     the crossover between defaults: XL's shape and B 4 × H 16 at T 512…8192, d 64 and
 #                        128, three tile sets (FLASH_TILES)                                            (1)
@@ -772,6 +774,18 @@ step_clocks-flash() {
   for t in ws2x128/ws2/acc ws2x128/ws2/ws2; do
     echo "== tiles $t"
     clocks flash_times "clocks_flash_${t//\//_}" 1 16 16384 128 "$t" --iters 300 || return
+  done
+}
+# The clocks at llm.c's working point (XL 16 x 1024, bf16 gradients, --grad-accum 4), then while the
+# attention of that shape runs alone in the model's layout (1x64/1/1 and the warp-specialised passes,
+# 300 timed passes each): whether the step's power cap slows the compute-bound flash kernels
+# (session 22: 25 % slower in the step than alone).
+step_clocks-accum() {
+  local t
+  GRAD_DTYPE=bf16 clocks xl_1024 clocks_accum 16 --recompute on --grad-accum 4 --warmup 1 --steps 1 || return
+  for t in 1x64/1/1 ws2x128/ws2/ws2; do
+    echo "== tiles $t, model layout"
+    FLASH_LAYOUT=model clocks flash_times "clocks_attn_${t//\//_}" 16 25 1024 64 "$t" --iters 300 || return
   done
 }
 step_torch-model-sizes() { torch_model small,medium,large,xl,2.7b; }
