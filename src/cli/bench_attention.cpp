@@ -77,6 +77,13 @@ struct Config {
 // depend on it).
 constexpr double kRopeTheta = 10000.0;
 
+// The (B, H, T, D) view of slot `which` of a (B·T, slots·H·D) buffer laid out (B, T, slots, H, D):
+// q, k or v in the QKV GEMM's output (slots 3), or O and dO (slots 1).
+Tensor heads_view(const Tensor& buf, const Config& c, int64_t slots, int64_t which) {
+  const int64_t C = c.H * c.D;
+  return buf.as_strided({c.B, c.H, c.T, c.D}, {c.T * slots * C, c.D, slots * C, 1}, which * C);
+}
+
 // The tensors one configuration times, in its layout (the header comment).
 struct AttentionTensors {
   Tensor q, k, v, dout, out, dq, dk, dv;
@@ -97,14 +104,10 @@ struct AttentionTensors {
       out = Tensor::empty(shape, dt, ctx.device(), "out");
       return;
     }
-    // (B, H, T, D) views: a head of slot `which` inside (B, T, slots, H, D).
-    auto heads_of = [&](const Tensor& buf, int64_t slots, int64_t which) {
-      return buf.as_strided(shape, {c.T * slots * C, c.D, slots * C, 1}, which * C);
-    };
     Tensor qkv = filled(ctx, {c.B * c.T, 3 * C}, dt, bench_values(3 * n, seed), "qkv");
-    q = heads_of(qkv, 3, 0), k = heads_of(qkv, 3, 1), v = heads_of(qkv, 3, 2);
-    dout = heads_of(filled(ctx, {c.B * c.T, C}, dt, dout_values, "dout"), 1, 0);
-    out = heads_of(Tensor::empty({c.B * c.T, C}, dt, ctx.device(), "out"), 1, 0);
+    q = heads_view(qkv, c, 3, 0), k = heads_view(qkv, c, 3, 1), v = heads_view(qkv, c, 3, 2);
+    dout = heads_view(filled(ctx, {c.B * c.T, C}, dt, dout_values, "dout"), c, 1, 0);
+    out = heads_view(Tensor::empty({c.B * c.T, C}, dt, ctx.device(), "out"), c, 1, 0);
     unrotate = ops::rope_table(ctx, c.T, c.D, kRopeTheta);
   }
   // The gradients' buffers, allocated after the forward (memory before backward excludes them).
@@ -116,10 +119,8 @@ struct AttentionTensors {
       dv = Tensor::empty(shape, dt, ctx.device(), "dv");
       return;
     }
-    const int64_t C = c.H * c.D;
-    Tensor dqkv = Tensor::empty({c.B * c.T, 3 * C}, dt, ctx.device(), "dqkv");
-    for (int64_t which = 0; which < 3; ++which)
-      (which == 0 ? dq : which == 1 ? dk : dv) = dqkv.as_strided(shape, {c.T * 3 * C, c.D, 3 * C, 1}, which * C);
+    Tensor dqkv = Tensor::empty({c.B * c.T, 3 * c.H * c.D}, dt, ctx.device(), "dqkv");
+    dq = heads_view(dqkv, c, 3, 0), dk = heads_view(dqkv, c, 3, 1), dv = heads_view(dqkv, c, 3, 2);
   }
 };
 
