@@ -630,10 +630,13 @@ step_ncu-memory() {
 # traced_model NAME SIZE PRECISION ATTENTION [flags...]: bench_model with every kernel's start and end
 # written to $RESULTS/NAME.csv (dev/kernel_trace, loaded by the driver; carry build-trace), 2 warm-up
 # and 6 measured steps.
-traced_model() {
+traced_model() { BENCH_WARMUP=2 BENCH_STEPS=6 traced "$1" bench_model "$@"; }
+# traced NAME CMD...: CMD with every kernel's start and end written to $RESULTS/NAME.csv.
+traced() {
   local lib=$PWD/build-trace/libpt_kernel_trace.so name=$1
+  shift
   [ -f "$lib" ] || { echo "no $lib: run dev/kernel_trace/build.sh and carry build-trace"; return 2; }
-  CUDA_INJECTION64_PATH=$lib PT_KERNEL_TRACE="$RESULTS/$name.csv" BENCH_WARMUP=2 BENCH_STEPS=6 bench_model "$@"
+  CUDA_INJECTION64_PATH=$lib PT_KERNEL_TRACE="$RESULTS/$name.csv" "$@"
 }
 # A configuration line as a record name: lowercase letters and digits, the rest one underscore.
 config_name() { echo "$1" | tr -c 'a-z0-9\n' _ | tr -s _; }
@@ -658,9 +661,8 @@ step_roofline-trace() {
   while IFS= read -r cfg; do
     [ -n "$cfg" ] || continue
     name=rt_${TRACE_TAG:+${TRACE_TAG}_}$(config_name "$cfg")
-    # shellcheck disable=SC2086
+    # shellcheck disable=SC2086  # $cfg: a configuration's words
     bench_model "${name}_breakdown" $cfg --breakdown &&
-    # shellcheck disable=SC2086
     traced_model "$name" $cfg --update-overlap off &&
     python3 dev/kernel_trace/families.py "$RESULTS/$name.csv" --steps 4 --top 16 || return
   done <<<"${ROOFLINE_TRACE_CONFIGS:-"xl bf16 flash --grad-dtype bf16 --recompute swiglu
@@ -685,10 +687,8 @@ step_ab-trace() {
 # with the update of the step before beside its forward. (The warm-up step's first micro-batch holds
 # the GEMM autotuning: 90 more launches, 1.3 s; it is left out.)
 step_trace-accum() {
-  local lib=$PWD/build-trace/libpt_kernel_trace.so name=trace_accum_16x1024
-  [ -f "$lib" ] || { echo "no $lib: run dev/kernel_trace/build.sh and carry build-trace"; return 2; }
-  CUDA_INJECTION64_PATH=$lib PT_KERNEL_TRACE="$RESULTS/$name.csv" GRAD_DTYPE=bf16 \
-    xl_1024 "$name" 16 --recompute on --grad-accum 4 --warmup 1 --steps 1 &&
+  local name=trace_accum_16x1024
+  GRAD_DTYPE=bf16 traced "$name" xl_1024 "$name" 16 --recompute on --grad-accum 4 --warmup 1 --steps 1 &&
   python3 dev/kernel_trace/families.py "$RESULTS/$name.csv" --steps 3 --top 16
 }
 # ncu-memory's table for each bundle of BUNDLES in turn, over the kernels NCU_REGEX names (default

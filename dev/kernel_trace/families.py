@@ -14,20 +14,22 @@ Each kernel counts its exclusive time on its stream (trace_csv.exclusive_ns).
 """
 from collections import defaultdict
 
-from trace_csv import MEMORY_BOUND, exclusive_ns, family, main_stream, parse_and_read
+from trace_csv import MEMORY_BOUND, UPDATE_KERNELS, exclusive_ns, family, main_stream, parse_and_read
 
-UPDATE = ("adamw", "clip_kernel", "sgd_kernel")
 PHASES = ("forward", "backward", "optimizer")
+
+
+def is_update(name):
+    return any(u in name for u in UPDATE_KERNELS)
 
 
 def phase_of(rows, lo, hi):
     """Phase of each row of one step [lo, hi)."""
     loss_end = max((r["end"] for r in rows if family(r["name"]) == "loss"), default=hi)
-    update_start = min((r["start"] for r in rows if any(u in r["name"] for u in UPDATE) and r["start"] >= loss_end),
-                       default=hi)
+    update_start = min((r["start"] for r in rows if is_update(r["name"]) and r["start"] >= loss_end), default=hi)
     out = []
     for r in rows:
-        if any(u in r["name"] for u in UPDATE):
+        if is_update(r["name"]):
             out.append("optimizer")
         elif r["start"] < loss_end:
             out.append("forward")

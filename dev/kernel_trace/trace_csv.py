@@ -4,6 +4,9 @@ import csv
 import sys
 from collections import defaultdict
 
+# The update's kernels (the optimizer phase wherever they run); the clip norm's squared_norm pass
+# is the optimizer family's too, but runs beside backward.
+UPDATE_KERNELS = ("adamw", "clip_kernel", "sgd_kernel")
 # Kernel name fragments → the roofline's op families (src/core/profiler.h), first match wins.
 # cuBLAS's GEMMs are nvjet / xmma / cutlass kernels on Hopper; our own kernels are named in cuda/.
 FAMILIES = (
@@ -12,7 +15,7 @@ FAMILIES = (
     ("communication", ("nccl",)),
     ("normalization", ("rmsnorm",)),
     ("loss", ("cross_entropy", "sum_rows_kernel", "mse_kernel")),
-    ("optimizer", ("adamw", "squared_norm", "clip_kernel", "sgd_kernel")),
+    ("optimizer", UPDATE_KERNELS + ("squared_norm",)),
     ("elementwise", ("rope", "map_kernel", "swiglu", "gather_rows", "scatter_add", "first_row", "add_sums",
                      "add_bias", "bias_backward", "softmax")),
 )
