@@ -63,6 +63,8 @@
 #                        8 x 1024 x --grad-accum 32 (262 144 tokens a step); GRAD_DTYPE=bf16, and
 #                        ACCUM_RECOMPUTE="on swiglu" for each --recompute in turn                   (1)
 #   ab-accum             accum-xl-16 (--recompute on) for each bundle of BUNDLES, alternating twice      (1)
+#   mfu-accum            the MFU target's point (16 x 1024 x 16, bf16 gradients) with each option set of MFU_OPTIONS
+#                        (default: --recompute on; swiglu; swiglu --update-sms 24), one after the other      (1)
 #   accum-xl-16          bench model xl bf16 flash, micro-batch 16 x 1024 x --grad-accum 16 (262 144 tokens a
 #                        step), GRAD_DTYPE (default bf16) and each of ACCUM_RECOMPUTE (default on)           (1)
 #   peers-xl             bench model xl: fp32 naive, bf16 flash (fp32 and bf16 gradients), then
@@ -90,7 +92,8 @@
 #                        --deterministic off and on, and 1x64/1/1, alternating twice                  (1)
 #   clocks-accum         the clocks at llm.c's working point, then during its attention alone (model layout,
 #                        1x64/1/1 and ws2x128/ws2/ws2): the power cap's share of the step's slower flash (1)
-#   clocks-flash         SM clock, power, throttle reasons during the d 128 leaderboard case, per tile set (1)
+#   clocks-flash         SM clock, power, throttle reasons during the leaderboard case, per tile set
+#                        (CLOCKS_FLASH_D, default 128; CLOCKS_FLASH_TILES, CLOCKS_FLASH_ITERS, CLOCKS_SERIES)  (1)
 #   ab-flash-lengths     the crossover between defaults: XL's shape and B 4 × H 16 at T 512…8192, d 64 and
 #                        128, three tile sets (FLASH_TILES)                                            (1)
 #   ab-flash-d128        the same at d 128 only: the leaderboard shape and B 4 × H 16 at T 512…2048     (1)
@@ -137,10 +140,10 @@
 #                        families' kernel time per micro-batch of the measured step (families.py)      (1)
 #   ab-trace             roofline-trace's traced run (its first configuration) for each bundle of BUNDLES,
 #                        alternating twice: two builds' kernel time per phase and family in one call      (1)
-#   llmc-xl              llm.c's train_gpt2cu (GPT-2 1.5B from scratch, -e d48, no cuDNN) at the same
-#                        two working points, on the sample tokens in its headered .bin format;
-#                        the binary is built beforehand from .peers/llm.c (carried, see
-#                        docs/BENCHMARKS.md)                                                      (1)
+#   llmc-xl              llm.c's train_gpt2cu (GPT-2 1.5B from scratch, -e d48, no cuDNN) at the working
+#                        points LLMC_POINTS (micro-batch:tokens a step; default 4:4096 8:262144 16:262144),
+#                        on the sample tokens in its headered .bin format; the binary is built here
+#                        beforehand by dev/build_llmc.sh into .peers/llm.c (carry .peers)            (1)
 #   probe-opt-overlap    dev/probe_optimizer_overlap.py: an AdamW update under the next forward, with
 #                        PyTorch's GEMMs and a Triton AdamW at XL's shapes (the measurement first)   (1)
 #   probe-swiglu-epilogue dev/probe_swiglu_epilogue.py: SwiGLU forward and backward as Triton GEMM epilogues
@@ -533,6 +536,18 @@ step_accum-xl-16() {
       return
   done
 }
+# The MFU target's working point (16 x 1024 x --grad-accum 16, bf16 gradients) with each option set of
+# MFU_OPTIONS (';'-separated; default: --recompute on, swiglu, swiglu with --update-sms 24), in turn.
+step_mfu-accum() {
+  local opts k=0 IFS=";" args
+  for opts in ${MFU_OPTIONS:---recompute on;--recompute swiglu;--recompute swiglu --update-sms 24}; do
+    k=$((k + 1))
+    echo "--- $opts"
+    IFS=' ' read -r -a args <<<"$opts"
+    GRAD_DTYPE=bf16 xl_1024 "mfu_accum_$k" 16 --grad-accum 16 --warmup 1 --steps 2 "${args[@]}" |
+      grep -E "^xl|^\[|device alloc" || return
+  done
+}
 # accum-xl-16's working point (--recompute on) for each bundle of BUNDLES, alternating twice.
 step_ab-accum() {
   local k b
@@ -553,7 +568,7 @@ step_peers-xl() {
 }
 step_llmc-xl() {
   local bin=.peers/llm.c/train_gpt2cu data=$RESULTS/llmc_data
-  [ -x "$bin" ] || { echo "llmc-xl: no $bin (build it: see docs/BENCHMARKS.md)"; return 1; }
+  [ -x "$bin" ] || { echo "llmc-xl: no $bin (build it here with dev/build_llmc.sh, carry .peers)"; return 1; }
   mkdir -p "$data" "$RESULTS/llmc_out"
   # The sample tokens in llm.c's format: a 256 x int32 header (magic 20240520, version 1, count),
   # then uint16 tokens (the ids are below 10 000, inside GPT-2's vocabulary).
@@ -568,14 +583,15 @@ for name, part in (("train", toks[:cut]), ("val", toks[cut:])):
         f.write(header.tobytes())
         f.write(part.tobytes())
 PY
-  local spec b d
-  for spec in 4:4096 8:262144; do
+  local spec b d rc=0
+  for spec in ${LLMC_POINTS:-4:4096 8:262144 16:262144}; do
     b=${spec%%:*} d=${spec##*:}
     echo "--- llm.c -e d48 -b $b -t 1024 -d $d"
     "$bin" -i "$data/sample_train_*.bin" -j "$data/sample_val_*.bin" -e d48 -b "$b" -t 1024 -d "$d" \
       -x 4 -v 1000 -m 1 -s 0 -n 0 -h 0 -o "$RESULTS/llmc_out" -l 1e-4 -u 0 2>&1 |
-      grep -E "step +[0-9]+/|MFU|num_parameters|device memory|batch size|HINT|error|Error" || return
+      grep -E "step +[0-9]+/|MFU|num_parameters|device memory|batch size|HINT|error|Error|failed" || rc=1
   done
+  return $rc
 }
 # ncu_step_table CSV: ncu's raw CSV (paratrain's own output interleaved) summed per kernel and launch
 # shape: launches, total time, DRAM bytes and rate, registers, achieved occupancy, SM throughput (% of peak).
@@ -750,7 +766,7 @@ clocks() {
   kill "$pid" 2>/dev/null
   wait "$pid" 2>/dev/null
   python3 - "$log" <<'PY'
-import sys, collections
+import collections, os, sys
 rows = [l.strip().split(", ") for l in open(sys.argv[1]) if l.count(",") >= 3]
 busy = [r for r in rows if float(r[1]) > 250]  # samples while the GPU works (W above idle)
 if not busy:
@@ -759,6 +775,8 @@ for i, name in ((0, "SM MHz"), (1, "power W"), (2, "temp C")):
     v = [float(r[i]) for r in busy]
     print(f"clocks: {name:8} min {min(v):7.1f} mean {sum(v) / len(v):7.1f} max {max(v):7.1f} ({len(v)} busy samples)")
 print("clocks: throttle reasons", dict(collections.Counter(r[3] for r in busy)))
+if os.environ.get("CLOCKS_SERIES"):  # every busy sample in order: MHz/W (which phase ran when)
+    print("clocks: series", " ".join(f"{float(r[0]):.0f}/{float(r[1]):.0f}" for r in busy))
 PY
   return $rc
 }
@@ -767,13 +785,15 @@ step_clocks-xl() {
     --warmup 3 --steps 20 --out "$RESULTS/clocks_xl.h5" --overwrite &&
   clocks paratrain bench gemm --model xl --context 512 --batch 4 --precision bf16 --out "$RESULTS/clocks_gemm.h5" --overwrite
 }
-# The clocks while the d 128 leaderboard case runs (each tile set alone, 300 timed passes of each
-# loop): whether its fwd+bwd loop runs at lower clocks than forward and backward timed apart.
+# The clocks while the leaderboard case runs (CLOCKS_FLASH_D, default 128; each tile set of
+# CLOCKS_FLASH_TILES alone, CLOCKS_FLASH_ITERS timed passes of each loop, default 300; the forward
+# loop, then the backward's, then fwd+bwd): whether a loop runs below the boost clock, at the power
+# cap. CLOCKS_SERIES=1 prints the samples in order, so each loop's share can be read off.
 step_clocks-flash() {
-  local t
-  for t in ws2x128/ws2/acc ws2x128/ws2/ws2; do
-    echo "== tiles $t"
-    clocks flash_times "clocks_flash_${t//\//_}" 1 16 16384 128 "$t" --iters 300 || return
+  local t d=${CLOCKS_FLASH_D:-128}
+  for t in ${CLOCKS_FLASH_TILES:-ws2x128/ws2/acc ws2x128/ws2/ws2}; do
+    echo "== tiles $t, d $d"
+    clocks flash_times "clocks_flash_d${d}_${t//\//_}" 1 16 16384 "$d" "$t" --iters "${CLOCKS_FLASH_ITERS:-300}" || return
   done
 }
 # The clocks at llm.c's working point (XL 16 x 1024, bf16 gradients, --grad-accum 4), then while the

@@ -115,7 +115,11 @@ void define_tables(ModelBenchResults& r) {
       .add_double("mfu", "model FLOPs utilisation = tflops / peak_tflops", 4)
       .add_int("peak_memory_bytes", "tracking allocator peak during the measured steps; with cuda_graph on, the "
                                     "bytes reserved from the device (a replay allocates nothing: the graph's "
-                                    "buffers stay in its private pool)");
+                                    "buffers stay in its private pool)")
+      .add_int("device_mallocs", "device blocks the allocator's cache could not supply during the measured "
+                                 "steps, each a cudaMalloc (0 in a steady state)")
+      .add_int("cache_flushes", "times during the measured steps the whole cache went back to the driver "
+                                "because cudaMalloc failed: memory near the device's capacity, steps slowed");
   // The first columns of /model_breakdown and /model_roofline (config_row sets all but pass).
   for (io::ResultTable* pass_table : {&r.breakdown, &r.roofline})
     pass_table->add_string("size", kSize)
@@ -184,6 +188,7 @@ struct Measured {
   std::vector<double> fwd, bwd, opt, step;
   double first_step_ms = kNaN;
   int64_t peak = 0;
+  int64_t device_mallocs = 0, cache_flushes = 0;  // during the measured steps (MemoryStats)
 };
 
 // The train step's update under the next step's forward where --update-overlap allows it; the
@@ -286,6 +291,9 @@ Measured measure(Rig& rig, Context& ctx, const Config& c, const ModelBenchOption
     const bool measured = i >= c.warmup;
     if (measured && i == c.warmup) {
       alloc.reset_peak(ctx.device().kind);
+      const MemoryStats st = alloc.stats(ctx.device().kind);
+      m.device_mallocs = -st.device_mallocs;
+      m.cache_flushes = -st.cache_flushes;
       if (opt.profile_steps && ctx.is_cuda()) PT_CUDA_CHECK(cudaProfilerStart());
     }
     {
@@ -316,6 +324,8 @@ Measured measure(Rig& rig, Context& ctx, const Config& c, const ModelBenchOption
   // What the device holds then is the reserved total.
   const MemoryStats st = alloc.stats(ctx.device().kind);
   m.peak = rig.graph_step ? st.reserved : st.peak;
+  m.device_mallocs += st.device_mallocs;
+  m.cache_flushes += st.cache_flushes;
   return m;
 }
 
@@ -554,10 +564,15 @@ ModelBenchResults run_model_bench(const ModelBenchOptions& opt, Device device, i
                   .set("tokens_per_s", tokens / (s.mean * 1e-3))
                   .set("tflops", tflops)
                   .set("mfu", peak > 0 ? tflops * 1e12 / peak : kNaN)
-                  .set("peak_memory_bytes", m.peak);
+                  .set("peak_memory_bytes", m.peak)
+                  .set("device_mallocs", m.device_mallocs)
+                  .set("cache_flushes", m.cache_flushes);
               std::ostringstream line;
               line << "step " << s.mean << " ms (sd " << s.sd << "), " << tflops << " TFLOP/s"
                    << (peak > 0 ? ", MFU " + std::to_string(tflops * 1e12 / peak) : "");
+              if (m.device_mallocs > 0)  // the steps timed allocations, not only the model
+                line << "; " << m.device_mallocs << " device allocations and " << m.cache_flushes
+                     << " cache flushes during the measured steps (memory near capacity)";
               summary = line.str();
               if (opt.breakdown && profile) add_breakdown(r, rig, ctx, c, opt, peak_of);
               if (opt.memory_profile && profile) add_memory_profile(r, rig, ctx, c, opt, record);

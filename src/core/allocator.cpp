@@ -75,9 +75,12 @@ void TrackingAllocator::record(DeviceKind kind, int64_t delta, MemCategory cat, 
 
 void* TrackingAllocator::raw_device_alloc(size_t bytes, const std::string& tag) {
   void* p = nullptr;
+  MemoryStats& stats = dev(DeviceKind::CUDA).stats;
+  ++stats.device_mallocs;
   cudaError_t rc = cudaMalloc(&p, bytes);
   if (rc == cudaErrorMemoryAllocation) {
     cudaGetLastError();
+    ++stats.cache_flushes;
     // Give the cache back and try once more before calling it out-of-memory.
     for (auto& [size, blocks] : dev(DeviceKind::CUDA).cache)
       for (void* b : blocks) {

@@ -25,6 +25,12 @@ struct MemoryStats {
   int64_t reserved = 0;  // in_use plus cached blocks (torch: memory_reserved); = in_use on CPU
   std::array<int64_t, kMemCategories> in_use_by_category{};
   std::array<int64_t, kMemCategories> at_peak_by_category{};  // breakdown when peak was reached
+  // Since the process started (reset_peak leaves them): device blocks the cache could not supply
+  // (each a cudaMalloc), and times the whole cache went back to the driver because cudaMalloc
+  // failed (each a cudaFree per cached block, which waits for the device). A steady-state step
+  // adds to neither unless memory is near the device's capacity.
+  int64_t device_mallocs = 0;
+  int64_t cache_flushes = 0;
 };
 
 struct MemoryEvent {
