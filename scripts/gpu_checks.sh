@@ -702,9 +702,12 @@ step_ab-trace() {
 # micro-batch (one starts at the embedding) over the measured step's first three, the first of them
 # with the update of the step before beside its forward. (The warm-up step's first micro-batch holds
 # the GEMM autotuning: 90 more launches, 1.3 s; it is left out.)
+# TRACE_ACCUM_OPTIONS (default --recompute on) replaces the options; the record's name carries them.
 step_trace-accum() {
-  local name=trace_accum_16x1024
-  GRAD_DTYPE=bf16 traced "$name" xl_1024 "$name" 16 --recompute on --grad-accum 4 --warmup 1 --steps 1 &&
+  local opts=${TRACE_ACCUM_OPTIONS:---recompute on} name
+  name=trace_accum_16x1024$(config_name "_${opts#--recompute on}" | sed 's/_*$//')
+  # shellcheck disable=SC2086
+  GRAD_DTYPE=bf16 traced "$name" xl_1024 "$name" 16 $opts --grad-accum 4 --warmup 1 --steps 1 &&
   python3 dev/kernel_trace/families.py "$RESULTS/$name.csv" --steps 3 --top 16
 }
 # ncu-memory's table for each bundle of BUNDLES in turn, over the kernels NCU_REGEX names (default
