@@ -117,7 +117,8 @@ void define_tables(ModelBenchResults& r) {
                                     "bytes reserved from the device (a replay allocates nothing: the graph's "
                                     "buffers stay in its private pool)")
       .add_int("device_mallocs", "device blocks the allocator's cache could not supply during the measured "
-                                 "steps, each a cudaMalloc (0 in a steady state)")
+                                 "steps, each a cudaMalloc (0 in a steady state; with --warmup 0 the first "
+                                 "step's own)")
       .add_int("cache_flushes", "times during the measured steps the whole cache went back to the driver "
                                 "because cudaMalloc failed: memory near the device's capacity, steps slowed");
   // The first columns of /model_breakdown and /model_roofline (config_row sets all but pass).
@@ -570,9 +571,13 @@ ModelBenchResults run_model_bench(const ModelBenchOptions& opt, Device device, i
               std::ostringstream line;
               line << "step " << s.mean << " ms (sd " << s.sd << "), " << tflops << " TFLOP/s"
                    << (peak > 0 ? ", MFU " + std::to_string(tflops * 1e12 / peak) : "");
-              if (m.device_mallocs > 0)  // the steps timed allocations, not only the model
-                line << "; " << m.device_mallocs << " device allocations and " << m.cache_flushes
-                     << " cache flushes during the measured steps (memory near capacity)";
+              // The steps timed allocations, not only the model: say which kind.
+              if (m.cache_flushes > 0)
+                line << "; " << m.cache_flushes << " cache flushes and " << m.device_mallocs
+                     << " device allocations during the measured steps: memory near the device's capacity";
+              else if (m.device_mallocs > 0)
+                line << "; " << m.device_mallocs
+                     << " device allocations during the measured steps (sizes the warm-up did not ask for)";
               summary = line.str();
               if (opt.breakdown && profile) add_breakdown(r, rig, ctx, c, opt, peak_of);
               if (opt.memory_profile && profile) add_memory_profile(r, rig, ctx, c, opt, record);
