@@ -529,23 +529,28 @@ step_accum-xl() {
 }
 # The issue's own working point: micro-batch 16 × 1024 with --grad-accum 16 (262 144 tokens a step),
 # which fits on 80 GB with bf16 gradients (plan: 73.1 GB with --recompute on, 78.2 with swiglu).
+# accum_16 NAME [flags...]: one run of it, a warm-up step and two measured ones, gradients in
+# GRAD_DTYPE (default bf16).
+accum_16() {
+  local name=$1
+  shift
+  GRAD_DTYPE=${GRAD_DTYPE:-bf16} xl_1024 "$name" 16 --grad-accum 16 --warmup 1 --steps 2 "$@"
+}
 step_accum-xl-16() {
   local g=${GRAD_DTYPE:-bf16} r
   for r in ${ACCUM_RECOMPUTE:-on}; do
-    GRAD_DTYPE=$g xl_1024 "accum_xl_16x1024x16_${g}_$r" 16 --recompute "$r" --grad-accum 16 --warmup 1 --steps 2 ||
-      return
+    GRAD_DTYPE=$g accum_16 "accum_xl_16x1024x16_${g}_$r" --recompute "$r" || return
   done
 }
-# The MFU target's working point (16 x 1024 x --grad-accum 16, bf16 gradients) with each option set of
-# MFU_OPTIONS (';'-separated; default: --recompute on, swiglu, swiglu with --update-sms 24), in turn.
+# The MFU target's working point (accum_16, bf16 gradients) with each option set of MFU_OPTIONS
+# (';'-separated; default: --recompute on, swiglu, swiglu with --update-sms 24), in turn.
 step_mfu-accum() {
   local opts k=0 IFS=";" args
   for opts in ${MFU_OPTIONS:---recompute on;--recompute swiglu;--recompute swiglu --update-sms 24}; do
     k=$((k + 1))
     echo "--- $opts"
     IFS=' ' read -r -a args <<<"$opts"
-    GRAD_DTYPE=bf16 xl_1024 "mfu_accum_$k" 16 --grad-accum 16 --warmup 1 --steps 2 "${args[@]}" |
-      grep -E "^xl|^\[|device alloc" || return
+    GRAD_DTYPE=bf16 accum_16 "mfu_accum_$k" "${args[@]}" | grep -E "^xl|^\[|device alloc" || return
   done
 }
 # accum-xl-16's working point (--recompute on) for each bundle of BUNDLES, alternating twice.
@@ -554,8 +559,7 @@ step_ab-accum() {
   for k in 1 2; do
     for b in ${BUNDLES:-before main}; do
       (source ".devbundle/$b/env.sh" &&
-        GRAD_DTYPE=bf16 xl_1024 "ab_accum_${b}_$k" 16 --recompute on --grad-accum 16 --warmup 1 --steps 2 |
-        grep -E "^xl|^\[" | sed "s|^|$b |") || return
+        GRAD_DTYPE=bf16 accum_16 "ab_accum_${b}_$k" --recompute on | grep -E "^xl|^\[" | sed "s|^|$b |") || return
     done
   done
 }
@@ -704,8 +708,8 @@ step_ab-trace() {
 # the GEMM autotuning: 90 more launches, 1.3 s; it is left out.)
 # TRACE_ACCUM_OPTIONS (default --recompute on) replaces the options; the record's name carries them.
 step_trace-accum() {
-  local opts=${TRACE_ACCUM_OPTIONS:---recompute on} name
-  name=trace_accum_16x1024$(config_name "_${opts#--recompute on}" | sed 's/_*$//')
+  local opts=${TRACE_ACCUM_OPTIONS:---recompute on}
+  local name=trace_accum_16x1024${TRACE_ACCUM_OPTIONS:+$(config_name "_$TRACE_ACCUM_OPTIONS")}
   # shellcheck disable=SC2086
   GRAD_DTYPE=bf16 traced "$name" xl_1024 "$name" 16 $opts --grad-accum 4 --warmup 1 --steps 1 &&
   python3 dev/kernel_trace/families.py "$RESULTS/$name.csv" --steps 3 --top 16

@@ -189,7 +189,7 @@ struct Measured {
   std::vector<double> fwd, bwd, opt, step;
   double first_step_ms = kNaN;
   int64_t peak = 0;
-  int64_t device_mallocs = 0, cache_flushes = 0;  // during the measured steps (MemoryStats)
+  int64_t device_mallocs = 0, cache_flushes = 0;  // during the measured steps (MemoryStats' counters)
 };
 
 // The train step's update under the next step's forward where --update-overlap allows it; the
@@ -288,13 +288,12 @@ Measured measure(Rig& rig, Context& ctx, const Config& c, const ModelBenchOption
   Measured m;
   StreamClock clock(ctx, step_marks(opt));
   auto& alloc = TrackingAllocator::instance();
+  MemoryStats at_start;  // the counters when the measured steps begin
   for (int64_t i = 0; i < c.warmup + opt.steps; ++i) {
     const bool measured = i >= c.warmup;
     if (measured && i == c.warmup) {
       alloc.reset_peak(ctx.device().kind);
-      const MemoryStats st = alloc.stats(ctx.device().kind);
-      m.device_mallocs = -st.device_mallocs;
-      m.cache_flushes = -st.cache_flushes;
+      at_start = alloc.stats(ctx.device().kind);
       if (opt.profile_steps && ctx.is_cuda()) PT_CUDA_CHECK(cudaProfilerStart());
     }
     {
@@ -325,8 +324,8 @@ Measured measure(Rig& rig, Context& ctx, const Config& c, const ModelBenchOption
   // What the device holds then is the reserved total.
   const MemoryStats st = alloc.stats(ctx.device().kind);
   m.peak = rig.graph_step ? st.reserved : st.peak;
-  m.device_mallocs += st.device_mallocs;
-  m.cache_flushes += st.cache_flushes;
+  m.device_mallocs = st.device_mallocs - at_start.device_mallocs;
+  m.cache_flushes = st.cache_flushes - at_start.cache_flushes;
   return m;
 }
 

@@ -82,18 +82,18 @@ void* TrackingAllocator::raw_device_alloc(size_t bytes, const std::string& tag) 
     cudaGetLastError();
     ++stats.cache_flushes;
     // Give the cache back and try once more before calling it out-of-memory.
-    for (auto& [size, blocks] : dev(DeviceKind::CUDA).cache)
+    auto& cache = dev(DeviceKind::CUDA).cache;
+    for (auto& [size, blocks] : cache)
       for (void* b : blocks) {
         PT_CUDA_CHECK(cudaFree(b));
-        dev(DeviceKind::CUDA).stats.reserved -= static_cast<int64_t>(size);
+        stats.reserved -= static_cast<int64_t>(size);
       }
-    dev(DeviceKind::CUDA).cache.clear();
+    cache.clear();
     rc = cudaMalloc(&p, bytes);
     if (rc == cudaErrorMemoryAllocation) {
       cudaGetLastError();
-      const auto& s = dev(DeviceKind::CUDA).stats;
       throw OutOfMemory("CUDA out of memory: " + std::to_string(bytes) + " bytes requested for '" + tag + "', " +
-                            std::to_string(s.in_use) + " bytes in use",
+                            std::to_string(stats.in_use) + " bytes in use",
                         bytes);
     }
   }

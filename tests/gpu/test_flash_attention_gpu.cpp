@@ -109,8 +109,9 @@ struct Outputs {
   std::vector<double> o, lse, dq, dk, dv;
 };
 
+// The forward, and unless `backward` is off the backward (dq, dk, dv left empty then).
 Outputs run_flash(Context& ctx, const Case& c, const std::vector<double>& q, const std::vector<double>& k,
-                  const std::vector<double>& v, const std::vector<double>& dout) {
+                  const std::vector<double>& v, const std::vector<double>& dout, bool backward = true) {
   const Dims& m = c.m;
   const double nan = std::numeric_limits<double>::quiet_NaN();
   Placed pq, pk, pv, po, pg[3];
@@ -152,12 +153,14 @@ Outputs run_flash(Context& ctx, const Case& c, const std::vector<double>& q, con
   ops::flash_attention_forward(ctx, out, lse, tq, tk, tv, c.causal);
   ops::RopeTable table;
   if (c.unrotate) table = ops::rope_table(ctx, std::max(m.tq, m.tk), m.d, kRopeTheta);
-  ops::flash_attention_backward(ctx, dq, dk, dv, tdo, tq, tk, tv, out, lse, c.causal, c.unrotate ? &table : nullptr);
+  if (backward)
+    ops::flash_attention_backward(ctx, dq, dk, dv, tdo, tq, tk, tv, out, lse, c.causal, c.unrotate ? &table : nullptr);
   ctx.synchronize();
 
   Outputs r;
   r.o = gather(obuf.to_host_f64(ctx), po, m.B, m.H, m.tq, m.d);
   r.lse = lse.to_host_f64(ctx);
+  if (!backward) return r;
   r.dq = gather(gbuf[0].to_host_f64(ctx), pg[0], m.B, m.H, m.tq, m.d);
   r.dk = gather(gbuf[1].to_host_f64(ctx), pg[1], m.B, m.H, m.tk, m.d);
   r.dv = gather(gbuf[2].to_host_f64(ctx), pg[2], m.B, m.H, m.tk, m.d);
@@ -235,12 +238,13 @@ void check_inputs_with(const Case& c, std::vector<double> q, std::vector<double>
   if (c.dtype == DType::BF16) {  // the reference sees exactly the inputs the kernel sees
     q = round_bf16(q), k = round_bf16(k), v = round_bf16(v), dout = round_bf16(dout);
   }
-  auto ref = flash_ref::attention(m, q, k, v, &dout, c.causal);
-  if (c.unrotate) {
+  // Without gradients to check, neither side runs a backward.
+  auto ref = flash_ref::attention(m, q, k, v, check_gradients ? &dout : nullptr, c.causal);
+  if (c.unrotate && check_gradients) {
     ref.dq = flash_ref::unrotate(ref.dq, m.B, m.H, m.tq, m.d, kRopeTheta);
     ref.dk = flash_ref::unrotate(ref.dk, m.B, m.H, m.tk, m.d, kRopeTheta);
   }
-  const Outputs got = run_flash(ctx, c, q, k, v, dout);
+  const Outputs got = run_flash(ctx, c, q, k, v, dout, check_gradients);
   const double tol = tolerance(c.dtype);
   expect_close("O", got.o, ref.o, tol, m.d);
   expect_close("L", got.lse, ref.lse, tol, 1);
