@@ -7,10 +7,11 @@
 # machine may send back.
 #
 #   scripts/gpu_checks.sh STEP[:SECONDS] ...     (default SECONDS per step: 300)
+#   NP=4 scripts/gpu_checks.sh dist-tests ...     (the multi-GPU steps on NP ranks; default 2)
 #
-# Steps (GPUs they need):
+# Steps (GPUs they need; the (2) steps run on NP):
 #   gpu-tests            paratrain_tests_gpu on GPU 0                                       (1)
-#   dist-tests           mpirun -np 2 paratrain_tests_dist, NCCL suites                      (2)
+#   dist-tests           mpirun -np $NP paratrain_tests_dist, NCCL suites                    (NP)
 #   model-small          bench model small, breakdown + memory profile, ctx 128/512          (1)
 #   model-xl             bench model xl ctx 512: fp32 naive, bf16 flash, breakdown + memory  (1)
 #   model-xl-keep        model-xl with --recompute off, without breakdown and memory profile (1)
@@ -156,7 +157,8 @@ set -uo pipefail
 RESULTS=${RESULTS:-/tmp/paratrain_gpu_checks}
 mkdir -p "$OUT" "$RESULTS"
 export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
-MPIRUN=(mpirun --allow-run-as-root --oversubscribe -np 2 -x LD_LIBRARY_PATH -x PATH -x NCCL_NVLS_ENABLE)
+NP=${NP:-2}  # ranks of the multi-GPU steps: one GPU each
+MPIRUN=(mpirun --allow-run-as-root --oversubscribe -np "$NP" -x LD_LIBRARY_PATH -x PATH -x NCCL_NVLS_ENABLE)
 
 pack() {
   tar -C "$RESULTS" -czf "$OUT/results.tgz" . 2>/dev/null
@@ -251,7 +253,7 @@ step_binding() {
 }
 step_collectives() {
   "${MPIRUN[@]}" paratrain bench allreduce --backend nccl --collectives all_reduce,reduce_scatter,all_gather,broadcast \
-    --sizes 1M,10M,100M,1G --out "$RESULTS/collectives_2.h5" --overwrite
+    --sizes 1M,10M,100M,1G --out "$RESULTS/collectives_$NP.h5" --overwrite
 }
 step_plan-xl() {
   "${MPIRUN[@]}" paratrain bench ddp --model xl --precision bf16 --attention flash --ddp none,bucketed \

@@ -1,20 +1,24 @@
 # Distributed-area test registrations (included by tests/CMakeLists.txt).
-#   dist_np2              every dist test on CPU ranks over MPI (NCCL ones skip without GPUs)
-#   dist_nccl_np2         the NCCL variants only, label gpu (needs 2 GPUs)
+#   dist_np2, _np3, _np4  every dist test on CPU ranks over MPI (NCCL ones skip without GPUs)
+#   dist_nccl_np2, _np4   the NCCL variants only, label gpu (need 2 and 4 GPUs; skipped with fewer)
 #   dist_abort_*          a failing rank ends the job (non-zero, no hang, the rank and op named)
 if(NOT TARGET paratrain_tests_dist)
   return()
 endif()
 
 # A hung test ends in two minutes instead of the default five.
-set_property(TEST dist_np2 APPEND PROPERTY ENVIRONMENT "PARATRAIN_COMM_TIMEOUT_S=120")
+foreach(np ${PT_DIST_RANK_COUNTS})
+  set_property(TEST dist_np${np} APPEND PROPERTY ENVIRONMENT "PARATRAIN_COMM_TIMEOUT_S=120")
+endforeach()
 
-add_test(NAME dist_nccl_np2
-         COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 $<TARGET_FILE:paratrain_tests_dist>
-                 --gtest_filter=*Nccl*)
-set_tests_properties(dist_nccl_np2 PROPERTIES LABELS gpu TIMEOUT 900
-                     ENVIRONMENT "${PT_TEST_ENV};PARATRAIN_COMM_TIMEOUT_S=120"
-                     SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")
+foreach(np 2 4)
+  add_test(NAME dist_nccl_np${np}
+           COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} $<TARGET_FILE:paratrain_tests_dist>
+                   --gtest_filter=*Nccl*)
+  set_tests_properties(dist_nccl_np${np} PROPERTIES LABELS gpu TIMEOUT 900
+                       ENVIRONMENT "${PT_TEST_ENV};PARATRAIN_COMM_TIMEOUT_S=120"
+                       SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")
+endforeach()
 
 add_executable(paratrain_comm_probe ${CMAKE_CURRENT_SOURCE_DIR}/parallel/probe/comm_probe.cpp)
 target_link_libraries(paratrain_comm_probe PRIVATE paratrain_lib)
