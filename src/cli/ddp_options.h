@@ -28,8 +28,8 @@ inline constexpr const char* kCommSmsHelp =
     "NCCL only: run every collective on exactly N CTAs and, while an overlapped gradient sync "
     "(overlap, bucketed, zero1 bucketed) has collectives in flight during backward, make GEMMs "
     "target (SMs - N) so both run side by side instead of queueing behind each other; 0 = "
-    "NCCL's own CTA count and every SM for GEMMs; auto = 16 on a GPU (at most a quarter of its "
-    "SMs), measured best on 2 H200s; ignored by the MPI backend";
+    "NCCL's own CTA count and every SM for GEMMs; auto = the count measured best for the GPU "
+    "(32 on an H100 SXM, 16 elsewhere; at most a quarter of its SMs); ignored by the MPI backend";
 
 // --grad-comm's help, shared with `bench ddp` (which takes a list).
 inline constexpr const char* kGradCommHelp =

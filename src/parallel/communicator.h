@@ -134,10 +134,11 @@ class Communicator {
 // auto_comm_sms(ctx).
 constexpr int kCommSmsAuto = -1;
 std::unique_ptr<Communicator> make_communicator(Backend backend, Context& ctx, int comm_sms = 0);
-// --comm-sms auto: 16 SMs (at most a quarter of the device's) on a GPU, 0 on the CPU. Measured
-// on 2 × H200 with the XL model (docs/BENCHMARKS.md): 16 beat 0, 8 and 32 for every overlapped
-// strategy in fp32 and bf16.
+// --comm-sms auto: 0 on the CPU; on a GPU the count measured best for it (auto_comm_sms_for, from
+// the device's name), at most a quarter of its SMs.
 int auto_comm_sms(const Context& ctx);
+// The rule itself, for a GPU of this name and SM count (the table in communicator.cpp).
+int auto_comm_sms_for(const std::string& device_name, int sm_count);
 
 // Used by both implementations: ends the job naming this rank, the operation and the reason.
 [[noreturn]] void comm_fatal(const std::string& op, const std::string& reason);

@@ -52,7 +52,7 @@ TEST(DdpOptions, GradCommIsFp32OrBf16AndFp32WhenNothingIsCommunicated) {
   EXPECT_STREQ(parallel::grad_comm_name(parallel::GradComm::FP32), "fp32");
 }
 
-TEST(DdpOptions, CommSmsAutoIsSixteenOnAGpuAndNothingOnTheCpu) {
+TEST(DdpOptions, CommSmsAutoIsTheMeasuredCountForTheGpuAndNothingOnTheCpu) {
   EXPECT_EQ(cli::parse_comm_sms("auto"), parallel::kCommSmsAuto);
   EXPECT_EQ(cli::parse_comm_sms("0"), 0);
   EXPECT_EQ(cli::parse_comm_sms("24"), 24);
@@ -63,8 +63,14 @@ TEST(DdpOptions, CommSmsAutoIsSixteenOnAGpuAndNothingOnTheCpu) {
   EXPECT_EQ(cpu.reserved_sms(), 0);
   if (cuda_device_count() > 0) {
     Context gpu(Device::cuda(0));
-    EXPECT_EQ(parallel::auto_comm_sms(gpu), std::min(16, gpu.sm_count() / 4));
+    EXPECT_EQ(parallel::auto_comm_sms(gpu), parallel::auto_comm_sms_for(gpu.target().name, gpu.sm_count()));
   }
+  // The table: an H100 SXM 32, every other GPU 16, never more than a quarter of the SMs.
+  EXPECT_EQ(parallel::auto_comm_sms_for("NVIDIA H100 80GB HBM3", 132), 32);
+  EXPECT_EQ(parallel::auto_comm_sms_for("NVIDIA H200", 132), 16);
+  EXPECT_EQ(parallel::auto_comm_sms_for("NVIDIA A100-SXM4-80GB", 108), 16);
+  EXPECT_EQ(parallel::auto_comm_sms_for("NVIDIA H100 80GB HBM3", 100), 25);
+  EXPECT_EQ(parallel::auto_comm_sms_for("a small GPU", 40), 10);
 }
 
 }  // namespace
