@@ -92,7 +92,7 @@ struct AutoCommSmsRow {
   int comm_sms;
 };
 constexpr AutoCommSmsRow kAutoCommSms[] = {
-    // H100 SXM, session 24: 2 and 4 ranks on two hosts, fp32 and bf16 gradients. 32 beat 16 by
+    // H100 SXM, 2026-11-27: 2 and 4 ranks on three hosts, fp32 and bf16 gradients. 32 beat 16 by
     // 1.3-8.5 % in every overlapped strategy (bucketed 25 MiB, fp32 gradients, 4 ranks: 106.0 ->
     // 98.1 ms), and beat 0 and 24 with bf16 gradients.
     {"H100 80GB HBM3", 32},
