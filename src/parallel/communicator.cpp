@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "core/accelerator_specs.h"
 #include "core/error.h"
 #include "parallel/runtime.h"
 
@@ -85,27 +86,30 @@ bool Communicator::check_blocks(const Tensor& small, const Tensor& big, const ch
 }
 
 namespace {
-// --comm-sms auto by GPU: the first row whose text the device's name contains. Measured with the
-// XL model's overlapped strategies (bucketed, ZeRO-1), docs/BENCHMARKS.md:
+// --comm-sms auto by GPU: the row of the accelerator the device's name denotes (core's
+// match_accelerator, by preset), else kAutoCommSmsDefault. Measured with the XL model's overlapped
+// strategies (bucketed, ZeRO-1), docs/BENCHMARKS.md:
 struct AutoCommSmsRow {
-  const char* name_contains;
+  const char* preset;
   int comm_sms;
 };
 constexpr AutoCommSmsRow kAutoCommSms[] = {
     // H100 SXM, 2026-11-27: 2 and 4 ranks on three hosts, fp32 and bf16 gradients. 32 beat 16 by
     // 1.3-8.5 % in every overlapped strategy (bucketed 25 MiB, fp32 gradients, 4 ranks: 106.0 ->
     // 98.1 ms), and beat 0 and 24 with bf16 gradients.
-    {"H100 80GB HBM3", 32},
-    // Every other GPU: 2 x H200, 2026-11-21, where 16 beat 0, 8 and 32 (on that session's slower
-    // step; not measured again since).
-    {"", 16},
+    {"h100-sxm", 32},
 };
+// Every other GPU: 2 x H200, 2026-11-21, where 16 beat 0, 8 and 32 (on that session's slower
+// step; not measured again since).
+constexpr int kAutoCommSmsDefault = 16;
 }  // namespace
 
 int auto_comm_sms_for(const std::string& device_name, int sm_count) {
-  for (const AutoCommSmsRow& row : kAutoCommSms)
-    if (device_name.find(row.name_contains) != std::string::npos) return std::min(row.comm_sms, sm_count / 4);
-  return 0;  // unreachable: the last row matches every name
+  int comm_sms = kAutoCommSmsDefault;
+  if (const AcceleratorSpec* spec = match_accelerator(device_name))
+    for (const AutoCommSmsRow& row : kAutoCommSms)
+      if (spec->preset == row.preset) comm_sms = row.comm_sms;
+  return std::min(comm_sms, sm_count / 4);
 }
 
 int auto_comm_sms(const Context& ctx) {
