@@ -11,6 +11,9 @@
 // is recomputing S = Q·Kᵀ and dP = dO·Vᵀ in the dQ pass: 7 tile products instead of 5. The
 // wgmma kernels also compile the single pass (tiles "…/acc", flash_bwd_wgmma.cu); which is faster
 // on an H100 is measured by `paratrain bench attention` (docs/FLASH_ATTENTION.md).
+#include <algorithm>
+
+#include "cuda/flash_dq_fixed.cuh"
 #include "cuda/flash_mma.cuh"
 #include "cuda/flash_params.h"
 #include "cuda/flash_softmax.cuh"
@@ -57,6 +60,12 @@ struct DeltaTraits {
   static constexpr int kThreads = 256, kRowsPerBlock = kThreads / kLanes;
   static_assert(kHeadDim % 8 == 0 && kPacks <= 32, "delta: whole 16-byte packs, at most 32 a row");
 };
+//
+// With dQ in fixed point (p.dq_row_exp set: tiles "…/fxp", cuda/flash_dq_fixed.cuh) the kernel
+// also writes each query row's bound exponent from Σ dO², and folds max |K| and max Σ V² of its
+// key rows into the head's two words (atomicMax on fp32 bits, once a block; the launcher zeroed
+// them and runs max(Tq, Tk) rows). K and V are read only for this: 67 MB more at the leaderboard's
+// d 64 shape, about 20 us at the copy rate.
 template <int kHeadDim>
 __global__ void flash_bwd_delta_kernel(const FlashParams p) {
   begin_chained_kernel();  // launched by launch_chained or launch_flash_kernel
@@ -64,17 +73,66 @@ __global__ void flash_bwd_delta_kernel(const FlashParams p) {
   const int lane = threadIdx.x % Tr::kLanes;
   const int i = blockIdx.x * Tr::kRowsPerBlock + threadIdx.x / Tr::kLanes;
   const int b = blockIdx.z, h = blockIdx.y;
-  float s = 0.0f;
+  const int64_t bh = static_cast<int64_t>(b) * p.heads + h;
+  const bool fixed = p.dq_row_exp != nullptr;  // the same for the whole grid
+  // This lane's 8 elements of row i of a (B, H, T, D) bf16 tensor.
+  auto load_row_pack = [&](const void* t, const RowStrides& st, float (&x)[8]) {
+    load_pack<8>(head_row<const bf16>(t, st, b, h, i) + 8 * lane, x);
+  };
+  float s = 0.0f, n2 = 0.0f;
   if (i < p.seqlen_q && lane < Tr::kPacks) {
     float o[8], d_o[8];
-    load_pack<8>(head_row<const bf16>(p.o, p.o_s, b, h, i) + 8 * lane, o);
-    load_pack<8>(head_row<const bf16>(p.dout, p.do_s, b, h, i) + 8 * lane, d_o);
+    load_row_pack(p.o, p.o_s, o);
+    load_row_pack(p.dout, p.do_s, d_o);
 #pragma unroll
-    for (int c = 0; c < 8; ++c) s += o[c] * d_o[c];
+    for (int c = 0; c < 8; ++c) {
+      s += o[c] * d_o[c];
+      n2 += d_o[c] * d_o[c];
+    }
   }
 #pragma unroll
-  for (int off = Tr::kLanes / 2; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);  // every lane
-  if (i < p.seqlen_q && lane == 0) p.delta[(static_cast<int64_t>(b) * p.heads + h) * p.seqlen_q + i] = s;
+  for (int off = Tr::kLanes / 2; off > 0; off >>= 1) {  // every lane
+    s += __shfl_xor_sync(0xffffffffu, s, off);
+    n2 += __shfl_xor_sync(0xffffffffu, n2, off);
+  }
+  if (i < p.seqlen_q && lane == 0) {
+    p.delta[bh * p.seqlen_q + i] = s;
+    if (fixed) p.dq_row_exp[bh * p.seqlen_q + i] = dq_fixed_row_exp(n2, s);
+  }
+  if (!fixed) return;
+  // This block's key rows: max |K| and max Σ V² as fp32 bits (ordered as ints for x ≥ 0, NaN above
+  // inf: fmaxf would drop a NaN).
+  int k_bits = 0, v2_bits = 0;
+  float v2 = 0.0f;
+  if (i < p.seqlen_k && lane < Tr::kPacks) {
+    float k[8], v[8];
+    load_row_pack(p.k, p.k_s, k);
+    load_row_pack(p.v, p.v_s, v);
+#pragma unroll
+    for (int c = 0; c < 8; ++c) {
+      k_bits = max(k_bits, __float_as_int(fabsf(k[c])));
+      v2 += v[c] * v[c];
+    }
+  }
+#pragma unroll
+  for (int off = Tr::kLanes / 2; off > 0; off >>= 1) v2 += __shfl_xor_sync(0xffffffffu, v2, off);
+  v2_bits = __float_as_int(fabsf(v2));
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) {
+    k_bits = max(k_bits, __shfl_xor_sync(0xffffffffu, k_bits, off));
+    v2_bits = max(v2_bits, __shfl_xor_sync(0xffffffffu, v2_bits, off));
+  }
+  __shared__ int warp_bits[2][Tr::kThreads / 32];
+  if (threadIdx.x % 32 == 0) {
+    warp_bits[0][threadIdx.x / 32] = k_bits;
+    warp_bits[1][threadIdx.x / 32] = v2_bits;
+  }
+  __syncthreads();
+  if (threadIdx.x < 2) {
+    int m = 0;
+    for (int w = 0; w < Tr::kThreads / 32; ++w) m = max(m, warp_bits[threadIdx.x][w]);
+    if (m != 0) atomicMax(p.dq_head_bound + 2 * bh + threadIdx.x, m);
+  }
 }
 
 // Query tile [m0, m0 + kBlockM) against this warp's 16 keys starting at key0. kMasked: the
@@ -259,8 +317,9 @@ __global__ void __launch_bounds__(DqTraits<kHeadDim>::kThreads) flash_bwd_dq_ker
 template <int kHeadDim>
 void launch_delta(const FlashParams& p, cudaStream_t stream) {
   using Tr = DeltaTraits<kHeadDim>;
-  launch_chained(flash_bwd_delta_kernel<kHeadDim>, flash_grid(p, p.seqlen_q, Tr::kRowsPerBlock), Tr::kThreads, 0,
-                 stream, p);
+  // With fixed-point dQ the kernel also reads every key row (for the heads' bounds).
+  const int rows = p.dq_row_exp != nullptr ? std::max(p.seqlen_q, p.seqlen_k) : p.seqlen_q;
+  launch_chained(flash_bwd_delta_kernel<kHeadDim>, flash_grid(p, rows, Tr::kRowsPerBlock), Tr::kThreads, 0, stream, p);
   PT_CUDA_CHECK_LAUNCH();
 }
 
@@ -280,6 +339,14 @@ void launch_dkdv_dq(const FlashParams& p, cudaStream_t stream) {
 void flash_bwd_bf16(const FlashParams& p, cudaStream_t stream) {
   const bool launched = flash_head_dim_switch(p.head_dim, p.causal, [&](auto d, auto causal) {
     constexpr int kHeadDim = decltype(d)::value;
+    if (p.kernels == FlashKernels::Wgmma && p.tiles.dq_accumulate) {
+      // The dQ accumulation workspace, zeroed as one before the delta kernel folds the heads'
+      // bounds into its last words (fixed point) and the dK/dV pass adds into it.
+      PT_CHECK(p.dq_accum != nullptr && (!p.tiles.dq_fixed_point || p.dq_row_exp != nullptr),
+               "flash attention: dQ accumulation needs its workspace (dq_accum, and for fixed point dq_row_exp)");
+      const int64_t words = flash_dq_workspace_numel(p.batch, p.heads, p.seqlen_q, kHeadDim, p.tiles.dq_fixed_point);
+      PT_CUDA_CHECK(cudaMemsetAsync(p.dq_accum, 0, static_cast<size_t>(words) * 4, stream));
+    }
     flash::launch_delta<kHeadDim>(p, stream);  // rowsum(dO ∘ O), for either family
     if (p.kernels == FlashKernels::Wgmma)
       flash_bwd_wgmma(p, stream);

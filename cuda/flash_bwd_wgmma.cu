@@ -13,6 +13,9 @@
 // accumulator's own fragment order — conflict-free stores, one contiguous bulk reduction — so the
 // fp32 buffer holds each 64-query tile in that order and the conversion kernel undoes it. dQ is
 // then summed in an order that varies from run to run (not bit-for-bit reproducible); dK, dV are.
+// Tiles "…/fxp" (WgmmaTiles::dq_fixed_point, warp-specialised dK/dV pass only) hold the buffer as
+// 32-bit fixed point instead and add by integer reductions: reproducible (flash_dq_fixed.cuh).
+#include "cuda/flash_dq_fixed.cuh"
 #include "cuda/flash_params.h"
 #include "cuda/flash_softmax.cuh"
 #include "cuda/flash_wgmma.cuh"
@@ -317,8 +320,9 @@ void launch_dkdv(const FlashParams& p, cudaStream_t stream) {
 }
 
 // dQ = scale · dq_accum as bf16 rows: one thread per float4 of the fp32 buffer, i.e. per
-// (64-query tile, column tile j, fragment thread f) — undoing stage_fragments' order.
-template <int kHeadDim>
+// (64-query tile, column tile j, fragment thread f) — undoing stage_fragments' order. kFixed: the
+// buffer holds int32 in fixed_order_word's layout, each row scaled by 2^s (flash_dq_fixed.cuh).
+template <int kHeadDim, bool kFixed>
 __global__ void flash_dq_from_accum_kernel(const FlashParams p) {
   begin_chained_kernel();                       // launched by launch_chained or launch_flash_kernel
   constexpr int kPerTile = kHeadDim / 8 * 128;  // float4s per 64 × D tile
@@ -330,29 +334,47 @@ __global__ void flash_dq_from_accum_kernel(const FlashParams p) {
   const int b = static_cast<int>(tile / m_tiles / p.heads), h = static_cast<int>(tile / m_tiles % p.heads);
   const int row = static_cast<int>(tile % m_tiles) * kDqAccumTileRows + (f / 32) * 16 + (f % 32) / 4;
   const int col = j * 8 + 2 * (f % 4);
-  const float4 v = reinterpret_cast<const float4*>(p.dq_accum)[idx];
+  float4 v;
+  float scale_lo = p.scale, scale_hi = p.scale;  // rows row and row + 8
+  if constexpr (kFixed) {
+    const int* words = reinterpret_cast<const int*>(p.dq_accum) + tile * 64 * kHeadDim + fixed_order_word(j, 0, f);
+    v = make_float4(static_cast<float>(words[0]), static_cast<float>(words[128]), static_cast<float>(words[256]),
+                    static_cast<float>(words[384]));
+    const int64_t bh = static_cast<int64_t>(b) * p.heads + h;
+    const int head_exp = dq_fixed_head_exp(p.dq_head_bound + 2 * bh);
+    const int* row_exp = p.dq_row_exp + bh * p.seqlen_q;
+    if (row < p.seqlen_q) scale_lo *= dq_fixed_unscale(dq_fixed_scale_exp(row_exp[row], head_exp));
+    if (row + 8 < p.seqlen_q) scale_hi *= dq_fixed_unscale(dq_fixed_scale_exp(row_exp[row + 8], head_exp));
+  } else {
+    v = reinterpret_cast<const float4*>(p.dq_accum)[idx];
+  }
   bf16* dq = head_row<bf16>(p.dq, p.dq_s, b, h) + col;
   // Columns col, col+1 are one RoPE pair: rotated back here when the caller asks (as store_strip).
   const float2* unrotate = unrotate_rows<kHeadDim>(p, 0);
   if (row < p.seqlen_q)
     *reinterpret_cast<uint32_t*>(dq + row * p.dq_s.row) =
-        pack_unrotated(v.x * p.scale, v.y * p.scale, unrotate_angle<kHeadDim>(unrotate, row, col / 2, true));
+        pack_unrotated(v.x * scale_lo, v.y * scale_lo, unrotate_angle<kHeadDim>(unrotate, row, col / 2, true));
   if (row + 8 < p.seqlen_q)
     *reinterpret_cast<uint32_t*>(dq + (row + 8) * p.dq_s.row) =
-        pack_unrotated(v.z * p.scale, v.w * p.scale, unrotate_angle<kHeadDim>(unrotate, row + 8, col / 2, true));
+        pack_unrotated(v.z * scale_hi, v.w * scale_hi, unrotate_angle<kHeadDim>(unrotate, row + 8, col / 2, true));
 }
 
-// The single pass: zero the fp32 buffer, run the dK/dV pass that adds dQ's partials into it
-// (launch_dkdv(): the cp.async kernel or the warp-specialised one), then dQ from the buffer.
+// The single pass: the dK/dV pass adds dQ's partials into the buffer (launch_dkdv(): the cp.async
+// kernel or the warp-specialised one; flash_bwd_bf16 zeroed the buffer before the delta kernel),
+// then dQ from the buffer.
 template <int kHeadDim, class LaunchDkDv>
 void accumulating_dq(const FlashParams& p, cudaStream_t stream, LaunchDkDv&& launch_dkdv) {
   PT_CHECK(p.dq_accum != nullptr, "flash attention: dQ accumulation needs the fp32 dq_accum workspace");
+  PT_CHECK(!p.tiles.dq_fixed_point || p.tiles.dkdv_warp_specialized,
+           "flash attention: fixed-point dQ runs in the warp-specialised dK/dV pass only");
   const int64_t numel = flash_dq_accum_numel(p.batch, p.heads, p.seqlen_q, kHeadDim);
-  PT_CUDA_CHECK(cudaMemsetAsync(p.dq_accum, 0, static_cast<size_t>(numel) * sizeof(float), stream));
   launch_dkdv();
   constexpr int kThreads = 256;
-  launch_chained(flash_dq_from_accum_kernel<kHeadDim>, static_cast<unsigned>(ceil_div(numel / 4, kThreads)), kThreads,
-                 0, stream, p);
+  const auto blocks = static_cast<unsigned>(ceil_div(numel / 4, kThreads));
+  if (p.tiles.dq_fixed_point)
+    launch_chained(flash_dq_from_accum_kernel<kHeadDim, true>, blocks, kThreads, 0, stream, p);
+  else
+    launch_chained(flash_dq_from_accum_kernel<kHeadDim, false>, blocks, kThreads, 0, stream, p);
   PT_CUDA_CHECK_LAUNCH();
 }
 

@@ -22,13 +22,17 @@
 // The single pass (tiles "ws2/acc"; the default from 2048 keys with --deterministic off): the dK/dV pass also computes
 // each query tile's dQ contribution dS·K and adds it into p.dq_accum (fp32) with vector reductions; flash_bwd_wgmma.cu
 // zeroes the buffer before and converts it into dQ after. 5 products per tile instead of the two passes' 7
-// (DkDvWsTraits says how the work is split).
+// (DkDvWsTraits says how the work is split). Tiles "ws2/fxp" (kFixedDq): the same pass adding
+// dQ's partials as 32-bit fixed point by integer reductions, so dQ is reproducible bit for bit
+// (flash_dq_fixed.cuh); measured against the fp32 reductions and the two passes in
+// docs/FLASH_ATTENTION.md, session 25.
 //
 // delta = rowsum(O ∘ dO) comes from flash_bwd_bf16.cu's kernel, launched first.
 #include <string>
 #include <type_traits>
 
 #include "core/error.h"
+#include "cuda/flash_dq_fixed.cuh"
 #include "cuda/flash_params.h"
 #include "cuda/flash_softmax.cuh"
 #include "cuda/flash_tma.cuh"
@@ -56,7 +60,14 @@ static_assert((kProducerRegs + kMathWarpgroups * kMathRegs) * 128 <= setmaxnreg_
 // is reduced once (32 registers a thread), added from the registers in p.dq_accum's fragment order.
 // dSᵀ is double-buffered and handed between the warpgroups by mbarriers (ds_full, ds_empty): a
 // block barrier there held them in step (docs/FLASH_ATTENTION.md, session 16).
-template <int kHeadDim, bool kAccumulateDq = false>
+//
+// kFixedDq (tiles "ws2/fxp"): dQ in fixed point; the producer also copies each query tile's row
+// exponents into a ring of kRowExpSlots (one more than the stages: a tile's dQ piece is added an
+// iteration after its stage goes back: the loop below). The first build loaded them from global
+// memory in each math thread beside the products, and its inline-PTX reductions took a 64-bit
+// address register for each of a thread's 32 words: 12–16 bytes of spills and 0.16 ms more d 64
+// backward (docs/FLASH_ATTENTION.md, session 25).
+template <int kHeadDim, bool kAccumulateDq = false, bool kFixedDq = false>
 struct DkDvWsTraits {
   static constexpr int kBlockN = 64 * kMathWarpgroups;       // keys per block
   static constexpr int kBlockM = kHeadDim == 64 ? 128 : 64;  // queries per stage
@@ -66,9 +77,11 @@ struct DkDvWsTraits {
   static constexpr bool kDqSplitCols = kHeadDim == 128;  // else split the tile's queries
   static_assert(kBlockM * kHeadDim == kMathWarpgroups * 64 * 64, "dQ's partial is one 64 × 64 piece per warpgroup");
   static constexpr int kDsBytes = kAccumulateDq ? sw128_tile_bytes<kBlockN, kBlockM>() : 0;  // one dSᵀ buffer
-  // K, V; `stages` × (Q, dO, L and delta in fp32); two dSᵀ buffers; alignment slack.
+  // K, V; `stages` × (Q, dO, L and delta in fp32); two dSᵀ buffers; fixed point's row exponents
+  // (stages + 1 slots); alignment slack.
   static constexpr int smem_bytes(int stages) {
-    return 2 * kKVBytes + stages * (2 * kQBytes + 2 * kBlockM * 4) + 2 * kDsBytes + kSwizzleBlockBytes;
+    return 2 * kKVBytes + stages * (2 * kQBytes + 2 * kBlockM * 4) + 2 * kDsBytes +
+           (kFixedDq ? (stages + 1) * kBlockM * 4 : 0) + kSwizzleBlockBytes;
   }
   // Stages of Q, dO: 4 at d = 128 (130 → 195 KB; 2 until session 15, whose A/B on the H100 gave
   // the backward −1 to −2 % with 4: docs/FLASH_ATTENTION.md), 3 at d = 64; one fewer where the
@@ -79,6 +92,7 @@ struct DkDvWsTraits {
                                  : smem_bytes(kMaxStages - 1) <= kMaxBlockSmemBytes - 256 ? kMaxStages - 1
                                                                                           : kMaxStages - 2;
   static constexpr int kSmemBytes = smem_bytes(kStages);
+  static constexpr int kRowExpSlots = kStages + 1;
   static_assert(kStages >= 2 && kSmemBytes <= kMaxBlockSmemBytes - 256, "shared memory overcommitted");
 };
 
@@ -100,12 +114,13 @@ struct BwdWsMaps {
   TmaRows q, k, v, d_o;
 };
 
-template <int kHeadDim, bool kCausal, bool kAccumulateDq>
-__global__ void __launch_bounds__(DkDvWsTraits<kHeadDim, kAccumulateDq>::kThreads, 1)
+template <int kHeadDim, bool kCausal, bool kAccumulateDq, bool kFixedDq>
+__global__ void __launch_bounds__(DkDvWsTraits<kHeadDim, kAccumulateDq, kFixedDq>::kThreads, 1)
     flash_bwd_dkdv_ws_kernel(const __grid_constant__ BwdWsMaps maps, const FlashParams p) {
+  static_assert(kAccumulateDq || !kFixedDq, "fixed point is a way of accumulating dQ");
   begin_chained_kernel();  // launched by launch_chained or launch_flash_kernel
 #if PT_FLASH_WGMMA_COMPILED
-  using Tr = DkDvWsTraits<kHeadDim, kAccumulateDq>;
+  using Tr = DkDvWsTraits<kHeadDim, kAccumulateDq, kFixedDq>;
   constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kStages = Tr::kStages;
   constexpr int kQElems = kBlockM * kHeadDim;
   extern __shared__ unsigned char smem_raw[];
@@ -117,6 +132,7 @@ __global__ void __launch_bounds__(DkDvWsTraits<kHeadDim, kAccumulateDq>::kThread
   bf16* sdS = sdO + kStages * kQElems;       // (2, kBlockN, kBlockM) SW128, dQ accumulation only (else empty)
   float* sL = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(sdS) + 2 * Tr::kDsBytes);  // (kStages, kBlockM)
   float* sDelta = sL + kStages * kBlockM;                                                          // (kStages, kBlockM)
+  int* sRowExp = reinterpret_cast<int*>(sDelta + kStages * kBlockM);  // (kRowExpSlots, kBlockM), fixed point only
   __shared__ uint64_t kv_full;
   __shared__ StageRing<kStages> ring;  // Q, dO, L, delta of each query tile
   // dQ accumulation: dSᵀ buffer b written by every math thread (full) and read by both dQ
@@ -137,8 +153,9 @@ __global__ void __launch_bounds__(DkDvWsTraits<kHeadDim, kAccumulateDq>::kThread
       mbar_init(&ds_full[buf], 128 * kMathWarpgroups);
       mbar_init(&ds_empty[buf], 128 * kMathWarpgroups);
     }
-  ring.init_block(&kv_full, 32,
-                  128 * kMathWarpgroups);  // the producer's first warp: L and delta stored, Q and dO in flight
+  // The producer's first warp: L and delta stored, Q and dO in flight; fixed point: its second
+  // warp, the row exponents.
+  ring.init_block(&kv_full, kFixedDq ? 64 : 32, 128 * kMathWarpgroups);
 
   if (wg == 0) {  // the producer
     setmaxnreg_dec<kProducerRegs>();
@@ -167,6 +184,17 @@ __global__ void __launch_bounds__(DkDvWsTraits<kHeadDim, kAccumulateDq>::kThread
           mbar_arrive(ring.landed(it));
         }
       }
+    } else if (kFixedDq && lane < 64) {
+      // In a warp of its own: one more load in the first warp's loop spilled its 24 registers.
+      const int* row_exp = p.dq_row_exp + bh * tq;
+      for (int i = m_begin, it = 0; i < m_blocks; ++i, ++it) {
+        const int m0 = i * kBlockM;
+        ring.acquire(it);  // tile it − kStages released, so tile it − kRowExpSlots's piece is added
+#pragma unroll
+        for (int r = lane - 32; r < kBlockM; r += 32)  // rows past the end add zeros whatever their scale
+          sRowExp[it % Tr::kRowExpSlots * kBlockM + r] = m0 + r < tq ? row_exp[m0 + r] : kDqExpOfZero;
+        mbar_arrive(ring.landed(it));
+      }
     }
     return;
   }
@@ -189,6 +217,8 @@ __global__ void __launch_bounds__(DkDvWsTraits<kHeadDim, kAccumulateDq>::kThread
                                         col_block * 64 * 64
                                   : nullptr;
   float acc_dq[8][4];  // (64 queries, 64 columns)
+  // Fixed point: the head's bound exponent, once (the delta kernel finished it before this launch).
+  const int head_exp = kFixedDq ? dq_fixed_head_exp(p.dq_head_bound + 2 * bh) : 0;
 
   // Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ of the tile in stage s (rows: this warpgroup's keys; columns: the
   // tile's queries), one batch, waited for.
@@ -226,13 +256,28 @@ __global__ void __launch_bounds__(DkDvWsTraits<kHeadDim, kAccumulateDq>::kThread
     acc_to_a<kBlockM>(ds_frag, acc_dp);
     if constexpr (kAccumulateDq) share_ds(i - m_begin);
   };
-  // This warpgroup's dQ piece of stream tile t (in acc_dq) into p.dq_accum.
+  // This warpgroup's dQ piece of stream tile t (in acc_dq) into p.dq_accum; fixed point: scaled by
+  // its rows' 2^s (this thread's rows g, g + 8 of its warp's 16) and rounded.
   auto add_dq_piece = [&](int t) {
     const int q0 = (m_begin + t) * kBlockM + q_block * 64;  // the piece's first query
     if (q0 >= tq) return;                                   // the tile's second half, past the end
     float* dst = dq_tiles + static_cast<int64_t>(q0 / kDqAccumTileRows) * kDqAccumTileRows * kHeadDim;
+    if constexpr (kFixedDq) {
+      const int* exps = sRowExp + t % Tr::kRowExpSlots * kBlockM + q_block * 64 + ((threadIdx.x / 32) % 4) * 16 +
+                        (threadIdx.x % 32) / 4;
+      const float scale[2] = {dq_fixed_scale(dq_fixed_scale_exp(exps[0], head_exp)),
+                              dq_fixed_scale(dq_fixed_scale_exp(exps[8], head_exp))};
+      // This thread's word f, then constant offsets (folded into the instructions).
+      int* words = reinterpret_cast<int*>(dst) + fixed_order_word(0, 0, threadIdx.x % 128);
 #pragma unroll
-    for (int j = 0; j < 8; ++j) red_add_v4(dst + 4 * fragment_order_float4(j), acc_dq[j]);
+      for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)  // e = 0, 1: row g; 2, 3: row g + 8
+          red_add_s32(words + fixed_order_word(j, e, 0), dq_fixed_round(acc_dq[j][e] * scale[e >> 1]));
+    } else {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) red_add_v4(dst + 4 * fragment_order_float4(j), acc_dq[j]);
+    }
   };
   // This warpgroup's piece of dS·K of stream tile t_dq (kDq), then dV += Pᵀ·dO and dK += dSᵀ·Q
   // (1/sqrt(d) applied at the end) of stream tile t (kDkDv), two batches, both waited for: once
@@ -431,10 +476,10 @@ void launch_pass(Kernel kernel, int blocks, const FlashParams& p, cudaStream_t s
   launch_flash_kernel(kernel, flash_grid(p, blocks, 1), Traits::kThreads, Traits::kSmemBytes, stream, maps, p);
 }
 
-template <int kHeadDim, bool kCausal, bool kAccumulateDq>
+template <int kHeadDim, bool kCausal, bool kAccumulateDq, bool kFixedDq = false>
 void launch_dkdv(const FlashParams& p, cudaStream_t stream) {
-  using Tr = DkDvWsTraits<kHeadDim, kAccumulateDq>;
-  launch_pass<Tr, kHeadDim>(flash_bwd_dkdv_ws_kernel<kHeadDim, kCausal, kAccumulateDq>,
+  using Tr = DkDvWsTraits<kHeadDim, kAccumulateDq, kFixedDq>;
+  launch_pass<Tr, kHeadDim>(flash_bwd_dkdv_ws_kernel<kHeadDim, kCausal, kAccumulateDq, kFixedDq>,
                             static_cast<int>(ceil_div(p.seqlen_k, Tr::kBlockN)), p, stream);
 }
 
@@ -452,9 +497,13 @@ void flash_bwd_dkdv_wgmma_ws(const FlashParams& p, cudaStream_t stream) {
   flash_wgmma_switch(p, [&](auto d, auto causal) {
     constexpr int kD = decltype(d)::value;
     constexpr bool kCausal = decltype(causal)::value;
-    // With dQ accumulation flash_bwd_wgmma has zeroed p.dq_accum and converts it afterwards.
-    p.tiles.dq_accumulate ? flash::launch_dkdv<kD, kCausal, true>(p, stream)
-                          : flash::launch_dkdv<kD, kCausal, false>(p, stream);
+    // With dQ accumulation flash_bwd_bf16 has zeroed p.dq_accum and flash_bwd_wgmma converts it afterwards.
+    if (!p.tiles.dq_accumulate)
+      flash::launch_dkdv<kD, kCausal, false>(p, stream);
+    else if (p.tiles.dq_fixed_point)
+      flash::launch_dkdv<kD, kCausal, true, true>(p, stream);
+    else
+      flash::launch_dkdv<kD, kCausal, true>(p, stream);
   });
 }
 

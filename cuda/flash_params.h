@@ -83,7 +83,12 @@ struct FlashParams {
   float* delta = nullptr;      // (B, H, Tq) contiguous workspace: rowsum(dO ∘ O)
   // tiles.dq_accumulate only: (B, H, ceil(Tq / 64), 64 · D) fp32 workspace, zeroed by the
   // launcher; each 64-query tile in the wgmma accumulator's fragment order (flash_bwd_wgmma.cu).
+  // With tiles.dq_fixed_point it holds int32 instead (cuda/flash_dq_fixed.cuh), and two more
+  // int32 arrays follow it in the same workspace (flash_dq_workspace_numel): each query row's
+  // bound exponent (B, H, Tq) and each head's two bounds (B, H, 2), written by the delta kernel.
   float* dq_accum = nullptr;
+  int* dq_row_exp = nullptr;     // (B, H, Tq); tiles.dq_fixed_point only
+  int* dq_head_bound = nullptr;  // (B, H, 2): max |K| and max Σ V² over the head, fp32 bits
   RowStrides do_s, dq_s, dk_s, dv_s;
   // Optional, bf16 kernels: (max(Tq, Tk), D/2) pairs of fp32 (cos, sin), RoPE's angle of each
   // column pair at each position (ops::rope_table). When set, dQ and dK are stored rotated back
@@ -152,6 +157,12 @@ constexpr int kDqAccumTileRows = 64;
 inline int64_t flash_dq_accum_numel(int64_t batch, int64_t heads, int64_t seqlen_q, int64_t head_dim) {
   const int64_t tiles = (seqlen_q + kDqAccumTileRows - 1) / kDqAccumTileRows;
   return batch * heads * tiles * kDqAccumTileRows * head_dim;
+}
+// The whole dQ accumulation workspace in 4-byte words: the buffer, and with fixed point the row
+// exponents and head bounds after it (FlashParams::dq_row_exp, dq_head_bound). Zeroed as one.
+inline int64_t flash_dq_workspace_numel(int64_t batch, int64_t heads, int64_t seqlen_q, int64_t head_dim,
+                                        bool fixed_point) {
+  return flash_dq_accum_numel(batch, heads, seqlen_q, head_dim) + (fixed_point ? batch * heads * (seqlen_q + 2) : 0);
 }
 
 // Tensor-core kernels for bf16 (fp32 accumulation), the family in p.kernels: MmaSync or Wgmma,

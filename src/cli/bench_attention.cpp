@@ -341,7 +341,8 @@ int run_bench_attention(const std::vector<std::string>& args) {
       ("wgmma-tiles", po::value(&tiles_w)->multitoken(),
        "wgmma tile shapes to time, F/K/Q each (see ops/flash_attention.h), e.g. 2x64/2/2,1x64/1/1; Q = acc "
        "accumulates dQ in the dK/dV pass (one backward pass), e.g. 1x64/1/acc; a ws prefix selects a pass's "
-       "warp-specialised TMA kernel, e.g. ws2x128/ws2/ws2")
+       "warp-specialised TMA kernel, e.g. ws2x128/ws2/ws2; Q = fxp (after K = ws2) accumulates dQ in fixed "
+       "point, reproducible, e.g. ws2x128/ws2/fxp")
       ("warmup", po::value(&pr.warmup)->default_value(pr.warmup), "untimed forward+backward passes first")
       ("iters", po::value(&pr.iters)->default_value(pr.iters), "timed passes per phase (forward, backward, both)")
       ("budget-ms", po::value(&pr.budget_ms)->default_value(pr.budget_ms),

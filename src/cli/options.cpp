@@ -143,8 +143,8 @@ void add_flash_options(po::options_description& desc, RunOptions& o) {
        "mma.sync kernels, every GPU from sm_80), wgmma (refused where it cannot run)")
       ("wgmma-tiles", po::value(&o.wgmma_tiles)->default_value(o.wgmma_tiles),
        "wgmma tile shapes F/K/Q (e.g. 1x64/1/1, 2x128/2/acc; a ws prefix selects a pass's warp-specialised "
-       "TMA kernel, e.g. ws2x128/ws2/ws2; see ops/flash_attention.h); empty: the measured default for each "
-       "head dimension, length and --deterministic");
+       "TMA kernel, e.g. ws2x128/ws2/ws2; ws2x128/ws2/fxp adds dQ in fixed point; see ops/flash_attention.h); "
+       "empty: the measured default for each head dimension, length and --deterministic");
   // clang-format on
   add_deterministic_option(desc, o);
 }
@@ -152,10 +152,10 @@ void add_flash_options(po::options_description& desc, RunOptions& o) {
 void add_deterministic_option(po::options_description& desc, RunOptions& o) {
   desc.add_options()("deterministic", po::value(&o.deterministic)->default_value(o.deterministic),
                      "on: the default kernels give the same result bit for bit from run to run (what --resume "
-                     "and --cuda-graph promise); off: from 2048 keys on a Hopper GPU the flash backward's default "
-                     "becomes the single pass (ws2x128/ws2/acc), which adds dQ up in a varying order: 7-11 % "
-                     "faster attention at 4096-8192 keys (docs/FLASH_ATTENTION.md). Tiles named by "
-                     "--wgmma-tiles run as named");
+                     "and --cuda-graph promise; from 4096 keys on a Hopper GPU the flash backward is the single "
+                     "pass adding dQ in fixed point, ws2x128/ws2/fxp); off: from 2048 keys the single pass adds "
+                     "dQ in fp32 (ws2x128/ws2/acc), in a varying order: 3-8 % faster attention at 4096-16384 "
+                     "keys (docs/FLASH_ATTENTION.md). Tiles named by --wgmma-tiles run as named");
 }
 
 bool deterministic_of(const RunOptions& o) { return parse_on_off(o.deterministic, "deterministic"); }

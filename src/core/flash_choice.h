@@ -17,12 +17,15 @@ enum class FlashKernels : uint8_t { Auto, MmaSync, Wgmma };
 // forward warpgroups per block (64 query rows each) × keys per step; warpgroups per block of the
 // dK/dV pass (64 keys each) and of the dQ pass (64 queries each). dq_accumulate: no dQ pass; the
 // dK/dV pass also adds each tile's dS·K into an fp32 dQ buffer (FlashAttention-2's single pass,
-// with FlashAttention-3's bulk reductions; dq_warpgroups is then unused). *_warp_specialized:
+// with FlashAttention-3's bulk reductions; dq_warpgroups is then unused). dq_fixed_point (with
+// dq_accumulate, in the warp-specialised dK/dV pass only): the buffer holds dQ as 32-bit fixed point
+// and the pass adds by integer reductions, whose sum does not depend on their order, so dQ is the
+// same bit for bit from run to run (cuda/flash_dq_fixed.cuh). *_warp_specialized:
 // that pass in FlashAttention-3's design (cuda/flash_fwd_ws.cu, flash_bwd_ws.cu): a TMA producer
 // warpgroup and that many math warpgroups (forward 2 or 3 with 128 keys per stage; backward 2).
 struct WgmmaTiles {
   int fwd_warpgroups = 2, fwd_block_n = 64, dkdv_warpgroups = 2, dq_warpgroups = 2;
-  bool dq_accumulate = false;
+  bool dq_accumulate = false, dq_fixed_point = false;
   bool fwd_warp_specialized = false, dkdv_warp_specialized = false, dq_warp_specialized = false;
 };
 
@@ -30,7 +33,8 @@ struct FlashChoice {
   FlashKernels kernels = FlashKernels::Auto;
   std::optional<WgmmaTiles> tiles;  // nullopt: each head dimension's default shape
   // The defaults pick only kernels whose results are the same bit for bit from run to run (--deterministic
-  // on); off also lets them pick the single pass, which sums dQ in a varying order. Named tiles run as named.
+  // on); off also lets them pick the single pass in fp32, which sums dQ in a varying order. Named tiles run
+  // as named.
   bool deterministic = true;
 };
 

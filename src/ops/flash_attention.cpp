@@ -36,6 +36,9 @@ constexpr int kCpuTile = 32;
 //     (leaderboard fwd+bwd d 64 4.47 → 3.93 ms, d 128 7.70 → 6.95; T 2048 d 128 0.700 → 0.671).
 //     Its dQ sums in a varying order, so it is not bit-for-bit reproducible from run to run (dK,
 //     dV are), which train's resume and CUDA-graph promises need.
+//   - From 4096, reproducible: the same single pass adding dQ in 32-bit fixed point (session 25:
+//     leaderboard fwd+bwd d 64 4.46–4.49 → 3.96 ms, d 128 7.38–7.41 → 6.78–6.84; B 4 × H 16 at
+//     T 4096 1.36 → 1.34 and 2.20 → 2.13; at 2048 it lost 2–3 %).
 struct DefaultTilesRow {
   int64_t head_dim;  // 0: every head dimension
   int64_t from_length;
@@ -51,6 +54,8 @@ constexpr DefaultTilesRow kDefaultWgmmaTiles[] = {
     {64, 1024, int64_t{1} << 18, true, "ws2x128/ws2/ws2"},
     {64, 2048, 0, true, "ws2x128/ws2/ws2"},
     {128, 1024, 0, true, "ws2x128/ws2/ws2"},
+    {64, 4096, 0, true, "ws2x128/ws2/fxp"},
+    {128, 4096, 0, true, "ws2x128/ws2/fxp"},
     {64, 2048, 0, false, "ws2x128/ws2/acc"},
     {128, 2048, 0, false, "ws2x128/ws2/acc"},
 };
@@ -71,8 +76,10 @@ WgmmaTiles default_wgmma_tiles(int64_t head_dim, int64_t seqlen, int64_t batch_h
   return parsed[best];
 }
 
-// The Q field of a tile name that selects dQ accumulation in the dK/dV pass.
+// The Q field of a tile name that selects dQ accumulation in the dK/dV pass: in fp32, or (the
+// warp-specialised pass only) in 32-bit fixed point, reproducible.
 constexpr const char* kDqAccumulateName = "acc";
+constexpr const char* kDqFixedPointName = "fxp";
 // The prefix of a field that selects that pass's warp-specialised TMA kernel, e.g. "ws2x128/ws2/ws2".
 constexpr const char* kWarpSpecializedName = "ws";
 
@@ -223,7 +230,7 @@ std::string wgmma_tiles_name(const WgmmaTiles& t) {
   auto ws = [](bool on) { return std::string(on ? kWarpSpecializedName : ""); };
   return ws(t.fwd_warp_specialized) + std::to_string(t.fwd_warpgroups) + "x" + std::to_string(t.fwd_block_n) + "/" +
          ws(t.dkdv_warp_specialized) + std::to_string(t.dkdv_warpgroups) + "/" +
-         (t.dq_accumulate ? std::string(kDqAccumulateName)
+         (t.dq_accumulate ? std::string(t.dq_fixed_point ? kDqFixedPointName : kDqAccumulateName)
                           : ws(t.dq_warp_specialized) + std::to_string(t.dq_warpgroups));
 }
 
@@ -263,22 +270,26 @@ WgmmaTiles wgmma_tiles_from_name(const std::string& name) {
             parse_tile_field(fields[0], t.fwd_warp_specialized, t.fwd_warpgroups, &t.fwd_block_n) &&
             parse_tile_field(fields[1], t.dkdv_warp_specialized, t.dkdv_warpgroups);
   if (ok) {
-    t.dq_accumulate = fields[2] == kDqAccumulateName;
+    t.dq_fixed_point = fields[2] == kDqFixedPointName;
+    t.dq_accumulate = t.dq_fixed_point || fields[2] == kDqAccumulateName;
     ok = t.dq_accumulate || parse_tile_field(fields[2], t.dq_warp_specialized, t.dq_warpgroups);
   }
   auto one_or_two = [](int w) { return w == 1 || w == 2; };
   // The compiled shapes: cp.async kernels 1|2 × 64|128, 1|2, 1|2; warp-specialised forward
-  // 2|3 × 128, backward passes 2; the single pass (acc) with either dK/dV kernel.
+  // 2|3 × 128, backward passes 2; the single pass (acc) with either dK/dV kernel, in fixed point
+  // (fxp) with the warp-specialised one.
   ok = ok &&
        (t.fwd_warp_specialized ? (t.fwd_warpgroups == 2 || t.fwd_warpgroups == 3) && t.fwd_block_n == 128
                                : one_or_two(t.fwd_warpgroups) && (t.fwd_block_n == 64 || t.fwd_block_n == 128)) &&
        (t.dkdv_warp_specialized ? t.dkdv_warpgroups == 2 : one_or_two(t.dkdv_warpgroups)) &&
-       (t.dq_accumulate || (t.dq_warp_specialized ? t.dq_warpgroups == 2 : one_or_two(t.dq_warpgroups)));
+       (t.dq_accumulate || (t.dq_warp_specialized ? t.dq_warpgroups == 2 : one_or_two(t.dq_warpgroups))) &&
+       (!t.dq_fixed_point || t.dkdv_warp_specialized);
   PT_CHECK(ok, "wgmma tiles '" + name + "': expected F/K/Q with F = 1|2 x 64|128, K = 1|2 and Q = 1|2 or " +
                    kDqAccumulateName + " (dQ accumulated in the dK/dV pass); " + ws +
                    " before a field selects that pass's warp-specialised TMA kernel: F = " + ws + "2|" + ws +
-                   "3 x 128, K = " + ws + "2, Q = " + ws + "2. E.g. 2x64/2/2, 1x64/1/" + kDqAccumulateName + ", " + ws +
-                   "2x128/" + ws + "2/" + ws + "2, " + ws + "2x128/" + ws + "2/" + kDqAccumulateName);
+                   "3 x 128, K = " + ws + "2, Q = " + ws + "2 or, after K = " + ws + "2, " + kDqFixedPointName +
+                   " (dQ accumulated in fixed point, reproducible). E.g. 2x64/2/2, 1x64/1/" + kDqAccumulateName + ", " +
+                   ws + "2x128/" + ws + "2/" + ws + "2, " + ws + "2x128/" + ws + "2/" + kDqFixedPointName);
   return t;
 }
 
@@ -365,11 +376,16 @@ void flash_attention_backward(Context& ctx, Tensor& dq_in, Tensor& dk_in, Tensor
   }
   Tensor delta = Tensor::empty({dm.B, dm.H, dm.tq}, DType::F32, ctx.device(), "flash_delta", MemCategory::Workspace);
   cuda::FlashParams p = make_params(ctx, dm, q, k, v, causal);
-  Tensor dq_accum;  // fp32 dQ summed over key tiles, when the wgmma backward accumulates it
+  Tensor dq_accum;  // dQ summed over key tiles (fp32 or fixed point), when the wgmma backward accumulates it
   if (dt == DType::BF16 && p.kernels == FlashKernels::Wgmma && p.tiles.dq_accumulate) {
-    dq_accum = Tensor::empty({cuda::flash_dq_accum_numel(dm.B, dm.H, dm.tq, dm.d)}, DType::F32, ctx.device(),
+    const bool fixed = p.tiles.dq_fixed_point;
+    dq_accum = Tensor::empty({cuda::flash_dq_workspace_numel(dm.B, dm.H, dm.tq, dm.d, fixed)}, DType::F32, ctx.device(),
                              "flash_dq_accum", MemCategory::Workspace);
     p.dq_accum = dq_accum.data_as<float>();
+    if (fixed) {  // the row exponents and head bounds after the buffer, as int32
+      p.dq_row_exp = reinterpret_cast<int*>(p.dq_accum + cuda::flash_dq_accum_numel(dm.B, dm.H, dm.tq, dm.d));
+      p.dq_head_bound = p.dq_row_exp + dm.B * dm.H * dm.tq;
+    }
   }
   p.o = const_cast<void*>(out.data());
   p.o_s = row_strides(out);

@@ -56,7 +56,8 @@ FlashKernels flash_kernels_from_name(const std::string& name);  // auto | mma | 
 // workspace with bulk reductions (no longer bit-for-bit deterministic in dQ), e.g. "1x64/1/acc".
 // A field prefixed "ws" selects that pass's warp-specialised TMA kernel (a producer warpgroup and
 // that many math warpgroups of 64 rows): forward "ws2x128" or "ws3x128", backward passes "ws2",
-// e.g. "ws2x128/ws2/ws2"; "ws2x128/ws2/acc" is the single pass in the warp-specialised dK/dV kernel.
+// e.g. "ws2x128/ws2/ws2"; "ws2x128/ws2/acc" is the single pass in the warp-specialised dK/dV kernel,
+// and "ws2x128/ws2/fxp" the same adding dQ in 32-bit fixed point: reproducible bit for bit.
 // Unless the choice names tiles, each head dimension, sequence length (the longer of Tq, Tk) and
 // batch × heads runs its default shape: the fastest measured on an H100 among the reproducible
 // ones, or among all with choice.deterministic off (the single pass from 2048 keys).

@@ -220,8 +220,9 @@ TEST(FlashCpu, KernelFamilyNames) {
   EXPECT_THROW(ops::flash_kernels_from_name("cudnn"), Error);
   Context ctx(Device::cpu());
   EXPECT_EQ(ops::flash_kernel_used(ctx, DType::F32, 64, 512, 1), "cpu");
-  for (const char* name : {"2x64/2/2", "1x128/1/2", "2x128/1/1", "1x64/1/acc", "2x128/2/acc", "ws3x128/1/1",
-                           "ws2x128/2/acc", "ws2x128/ws2/ws2", "1x64/ws2/1", "2x128/1/ws2", "2x64/ws2/acc"})
+  for (const char* name :
+       {"2x64/2/2", "1x128/1/2", "2x128/1/1", "1x64/1/acc", "2x128/2/acc", "ws3x128/1/1", "ws2x128/2/acc",
+        "ws2x128/ws2/ws2", "1x64/ws2/1", "2x128/1/ws2", "2x64/ws2/acc", "ws2x128/ws2/fxp", "1x64/ws2/fxp"})
     EXPECT_EQ(ops::wgmma_tiles_name(ops::wgmma_tiles_from_name(name)), name);
   EXPECT_TRUE(ops::wgmma_tiles_from_name("1x64/2/acc").dq_accumulate);
   EXPECT_FALSE(ops::wgmma_tiles_from_name("1x64/2/1").dq_accumulate);
@@ -232,11 +233,14 @@ TEST(FlashCpu, KernelFamilyNames) {
   EXPECT_EQ(ws.dkdv_warpgroups, 2);
   const WgmmaTiles single_pass = ops::wgmma_tiles_from_name("ws2x128/ws2/acc");
   EXPECT_TRUE(single_pass.dkdv_warp_specialized && single_pass.dq_accumulate && !single_pass.dq_warp_specialized);
+  EXPECT_FALSE(single_pass.dq_fixed_point);
+  const WgmmaTiles fixed = ops::wgmma_tiles_from_name("ws2x128/ws2/fxp");
+  EXPECT_TRUE(fixed.dkdv_warp_specialized && fixed.dq_accumulate && fixed.dq_fixed_point);
   for (const char* bad :
        {"2x64",         "3x64/2/2",   "2x96/2/2",      "2x64/2/2x",   "2x64/0/1",     "2x64/2/acc2", "2x64/2/ac",
         "2x64/2/11",    "2x64/2/0",   "2x64/3/acc",    "ws1x128/1/1", "ws2x64/1/1",   "ws4x128/1/1", "wsx128/1/1",
         "ws-2x128/1/1", "w2x128/1/1", "-1x64/1/1",     "2x64/ws1/1",  "2x64/ws3/acc", "2x64/2/ws1",  "2x64/wsws2/2",
-        "2x64/2/2/2",   "2x64//2",    "ws2x128x1/1/1", "2x64/2x64/1"})
+        "2x64/2/2/2",   "2x64//2",    "ws2x128x1/1/1", "2x64/2x64/1", "2x64/2/fxp",   "1x64/1/fxp",  "ws2x128/ws2/fx"})
     EXPECT_THROW(ops::wgmma_tiles_from_name(bad), Error) << bad;
 }
 
@@ -247,7 +251,8 @@ TEST(FlashCpu, DefaultWgmmaTilesFollowHeadDimLengthAndRows) {
     return ops::wgmma_tiles_name(ops::flash_wgmma_tiles(c, d, t, bh));
   };
   ASSERT_TRUE(FlashChoice{}.deterministic);  // --deterministic on unless asked otherwise
-  // deterministic: reproducible kernels only; off also the single pass (dQ summed in a varying order).
+  // deterministic: reproducible kernels only (from 4096 keys the single pass in fixed point); off also
+  // the single pass in fp32 (dQ summed in a varying order).
   // bh: batch × heads; XL's heads are 25, at micro-batch 4 (the bench default) and 16 (llm.c's point).
   struct Expected {
     bool deterministic;
@@ -258,7 +263,9 @@ TEST(FlashCpu, DefaultWgmmaTilesFollowHeadDimLengthAndRows) {
            {true, 64, 512, 1, "1x64/1/1"},
            {true, 64, 2047, 1, "1x64/1/1"},
            {true, 64, 2048, 1, "ws2x128/ws2/ws2"},
-           {true, 64, 16384, 16, "ws2x128/ws2/ws2"},
+           {true, 64, 4095, 1, "ws2x128/ws2/ws2"},
+           {true, 64, 4096, 1, "ws2x128/ws2/fxp"},  // the single pass in fixed point: reproducible
+           {true, 64, 16384, 16, "ws2x128/ws2/fxp"},
            {true, 64, 512, 16 * 25, "1x64/1/1"},      // 2^17 · 1.6 rows, but 512 keys
            {true, 64, 1024, 4 * 25, "1x64/1/1"},      // 2^17 · 0.8 rows
            {true, 64, 1024, 256, "ws2x128/ws2/ws2"},  // exactly 2^18 rows
@@ -267,13 +274,15 @@ TEST(FlashCpu, DefaultWgmmaTilesFollowHeadDimLengthAndRows) {
            {true, 128, 512, 1, "1x64/1/1"},
            {true, 128, 1023, 1, "1x64/1/1"},
            {true, 128, 1024, 1, "ws2x128/ws2/ws2"},
-           {true, 128, 16384, 1, "ws2x128/ws2/ws2"},
+           {true, 128, 4095, 1, "ws2x128/ws2/ws2"},
+           {true, 128, 16384, 1, "ws2x128/ws2/fxp"},
            {true, 16, 16384, 1, "1x64/1/1"},  // not a wgmma head dimension: a name only
            {true, 80, 4096, 400, "1x64/1/1"},
            {false, 64, 2047, 1, "1x64/1/1"},
            {false, 64, 1024, 16 * 25, "ws2x128/ws2/ws2"},  // the single pass loses at 1024 keys
            {false, 64, 2048, 1, "ws2x128/ws2/acc"},
            {false, 64, 16384, 1, "ws2x128/ws2/acc"},
+           {false, 128, 16384, 1, "ws2x128/ws2/acc"},
            {false, 128, 512, 1, "1x64/1/1"},
            {false, 128, 2047, 1, "ws2x128/ws2/ws2"},
            {false, 128, 2048, 1, "ws2x128/ws2/acc"},
