@@ -76,7 +76,7 @@ __global__ void flash_bwd_delta_kernel(const FlashParams p) {
   const int64_t bh = static_cast<int64_t>(b) * p.heads + h;
   const bool fixed = p.dq_row_exp != nullptr;  // the same for the whole grid
   // This lane's 8 elements of row i of a (B, H, T, D) bf16 tensor.
-  auto load_row_pack = [&](const void* t, const RowStrides& st, float (&x)[8]) {
+  auto load_row_pack = [&](const void* t, const RowStrides& st, float(&x)[8]) {
     load_pack<8>(head_row<const bf16>(t, st, b, h, i) + 8 * lane, x);
   };
   float s = 0.0f, n2 = 0.0f;

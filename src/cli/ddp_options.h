@@ -29,7 +29,7 @@ inline constexpr const char* kCommSmsHelp =
     "(overlap, bucketed, zero1 bucketed) has collectives in flight during backward, make GEMMs "
     "target (SMs - N) so both run side by side instead of queueing behind each other; 0 = "
     "NCCL's own CTA count and every SM for GEMMs; auto = the count measured best for the GPU "
-    "(32 on an H100 SXM, 16 elsewhere; at most a quarter of its SMs); ignored by the MPI backend";
+    "(32 on an H100 SXM or an H200, 16 elsewhere; at most a quarter of its SMs); ignored by the MPI backend";
 
 // --grad-comm's help, shared with `bench ddp` (which takes a list).
 inline constexpr const char* kGradCommHelp =

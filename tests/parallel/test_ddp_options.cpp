@@ -65,9 +65,10 @@ TEST(DdpOptions, CommSmsAutoIsTheMeasuredCountForTheGpuAndNothingOnTheCpu) {
     Context gpu(Device::cuda(0));
     EXPECT_EQ(parallel::auto_comm_sms(gpu), parallel::auto_comm_sms_for(gpu.target().name, gpu.sm_count()));
   }
-  // The table: an H100 SXM 32, every other GPU 16, never more than a quarter of the SMs.
+  // The table: an H100 SXM and an H200 32, every other GPU 16, never more than a quarter of the SMs.
   EXPECT_EQ(parallel::auto_comm_sms_for("NVIDIA H100 80GB HBM3", 132), 32);
-  EXPECT_EQ(parallel::auto_comm_sms_for("NVIDIA H200", 132), 16);
+  EXPECT_EQ(parallel::auto_comm_sms_for("NVIDIA H200", 132), 32);
+  EXPECT_EQ(parallel::auto_comm_sms_for("NVIDIA H100 PCIe", 114), 16);
   EXPECT_EQ(parallel::auto_comm_sms_for("NVIDIA A100-SXM4-80GB", 108), 16);
   EXPECT_EQ(parallel::auto_comm_sms_for("NVIDIA H100 80GB HBM3", 100), 25);
   EXPECT_EQ(parallel::auto_comm_sms_for("a small GPU", 40), 10);
