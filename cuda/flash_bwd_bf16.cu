@@ -344,8 +344,7 @@ void flash_bwd_bf16(const FlashParams& p, cudaStream_t stream) {
       // bounds into its last words (fixed point) and the dK/dV pass adds into it.
       PT_CHECK(p.dq_accum != nullptr && (!p.tiles.dq_fixed_point || p.dq_row_exp != nullptr),
                "flash attention: dQ accumulation needs its workspace (dq_accum, and for fixed point dq_row_exp)");
-      const int64_t words = flash_dq_workspace_numel(p.batch, p.heads, p.seqlen_q, kHeadDim, p.tiles.dq_fixed_point);
-      PT_CUDA_CHECK(cudaMemsetAsync(p.dq_accum, 0, static_cast<size_t>(words) * 4, stream));
+      PT_CUDA_CHECK(cudaMemsetAsync(p.dq_accum, 0, static_cast<size_t>(flash_dq_workspace_numel(p)) * 4, stream));
     }
     flash::launch_delta<kHeadDim>(p, stream);  // rowsum(dO ∘ O), for either family
     if (p.kernels == FlashKernels::Wgmma)

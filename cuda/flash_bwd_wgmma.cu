@@ -364,7 +364,6 @@ __global__ void flash_dq_from_accum_kernel(const FlashParams p) {
 // then dQ from the buffer.
 template <int kHeadDim, class LaunchDkDv>
 void accumulating_dq(const FlashParams& p, cudaStream_t stream, LaunchDkDv&& launch_dkdv) {
-  PT_CHECK(p.dq_accum != nullptr, "flash attention: dQ accumulation needs the fp32 dq_accum workspace");
   PT_CHECK(!p.tiles.dq_fixed_point || p.tiles.dkdv_warp_specialized,
            "flash attention: fixed-point dQ runs in the warp-specialised dK/dV pass only");
   const int64_t numel = flash_dq_accum_numel(p.batch, p.heads, p.seqlen_q, kHeadDim);

@@ -158,11 +158,20 @@ inline int64_t flash_dq_accum_numel(int64_t batch, int64_t heads, int64_t seqlen
   const int64_t tiles = (seqlen_q + kDqAccumTileRows - 1) / kDqAccumTileRows;
   return batch * heads * tiles * kDqAccumTileRows * head_dim;
 }
-// The whole dQ accumulation workspace in 4-byte words: the buffer, and with fixed point the row
-// exponents and head bounds after it (FlashParams::dq_row_exp, dq_head_bound). Zeroed as one.
-inline int64_t flash_dq_workspace_numel(int64_t batch, int64_t heads, int64_t seqlen_q, int64_t head_dim,
-                                        bool fixed_point) {
-  return flash_dq_accum_numel(batch, heads, seqlen_q, head_dim) + (fixed_point ? batch * heads * (seqlen_q + 2) : 0);
+// The whole dQ accumulation workspace of p's call in 4-byte words, the one place its layout is
+// decided: the buffer, then with fixed point the row exponents (B, H, Tq) and the head bounds
+// (B, H, 2) (FlashParams::dq_row_exp, dq_head_bound). Zeroed as one.
+inline int64_t flash_dq_workspace_numel(const FlashParams& p) {
+  const int64_t bh = static_cast<int64_t>(p.batch) * p.heads;
+  return flash_dq_accum_numel(p.batch, p.heads, p.seqlen_q, p.head_dim) +
+         (p.tiles.dq_fixed_point ? bh * (p.seqlen_q + 2) : 0);
+}
+// Points p's dQ accumulation pointers into `words`, a workspace of flash_dq_workspace_numel(p).
+inline void flash_point_dq_workspace(FlashParams& p, float* words) {
+  p.dq_accum = words;
+  if (!p.tiles.dq_fixed_point) return;
+  p.dq_row_exp = reinterpret_cast<int*>(words + flash_dq_accum_numel(p.batch, p.heads, p.seqlen_q, p.head_dim));
+  p.dq_head_bound = p.dq_row_exp + static_cast<int64_t>(p.batch) * p.heads * p.seqlen_q;
 }
 
 // Tensor-core kernels for bf16 (fp32 accumulation), the family in p.kernels: MmaSync or Wgmma,

@@ -378,14 +378,9 @@ void flash_attention_backward(Context& ctx, Tensor& dq_in, Tensor& dk_in, Tensor
   cuda::FlashParams p = make_params(ctx, dm, q, k, v, causal);
   Tensor dq_accum;  // dQ summed over key tiles (fp32 or fixed point), when the wgmma backward accumulates it
   if (dt == DType::BF16 && p.kernels == FlashKernels::Wgmma && p.tiles.dq_accumulate) {
-    const bool fixed = p.tiles.dq_fixed_point;
-    dq_accum = Tensor::empty({cuda::flash_dq_workspace_numel(dm.B, dm.H, dm.tq, dm.d, fixed)}, DType::F32, ctx.device(),
-                             "flash_dq_accum", MemCategory::Workspace);
-    p.dq_accum = dq_accum.data_as<float>();
-    if (fixed) {  // the row exponents and head bounds after the buffer, as int32
-      p.dq_row_exp = reinterpret_cast<int*>(p.dq_accum + cuda::flash_dq_accum_numel(dm.B, dm.H, dm.tq, dm.d));
-      p.dq_head_bound = p.dq_row_exp + dm.B * dm.H * dm.tq;
-    }
+    dq_accum = Tensor::empty({cuda::flash_dq_workspace_numel(p)}, DType::F32, ctx.device(), "flash_dq_accum",
+                             MemCategory::Workspace);
+    cuda::flash_point_dq_workspace(p, dq_accum.data_as<float>());
   }
   p.o = const_cast<void*>(out.data());
   p.o_s = row_strides(out);
