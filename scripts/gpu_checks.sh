@@ -86,6 +86,8 @@
 #   ab-update-sms        XL bf16 flash, bf16 gradients, with each --update-sms of UPDATE_SMS (default "0 24 32"),
 #                        alternating twice; then small, medium, large with 0 and UPDATE_SMS_OTHERS (32)       (1)
 #   train-overlap        train small bf16 with --update-overlap off (twice), on, and on resumed halfway: compare_runs (1)
+#   ab-flash-specs       ab-flash on any shapes: AB_FLASH_SPECS="NAME:B:H:SEQS:D ..." with FLASH_TILES, BUNDLES,
+#                        AB_ROUNDS (default 2)                                                         (1)
 #   ab-flash             the same for the flash leaderboard case, d 64 and 128 (FLASH_TILES)          (1)
 #   flash-single-pass    the warp-specialised single pass (ws2x128/ws2/acc): flash GPU tests, sanitizers,
 #                        leaderboard d 64 / 128 (SDPA) and B 4 × H 16 T 512…2048 against ws2x128/ws2/ws2 (1)
@@ -141,6 +143,8 @@
 #                        families' kernel time per micro-batch of the measured step (families.py)      (1)
 #   ab-trace             roofline-trace's traced run (its first configuration) for each bundle of BUNDLES,
 #                        alternating twice: two builds' kernel time per phase and family in one call      (1)
+#   fa3-peer             FlashAttention-3 (dev/build_fa3.sh's .devbundle/fa3_bench) beside paratrain's two single
+#                        passes on the leaderboard case, d 64 and 128, twice; SDPA; ncu of both d 64 forwards (1)
 #   llmc-xl              llm.c's train_gpt2cu (GPT-2 1.5B from scratch, -e d48, no cuDNN) at the working
 #                        points LLMC_POINTS (micro-batch:tokens a step; default 4:4096 8:262144 16:262144),
 #                        on the sample tokens in its headered .bin format; the binary is built here
@@ -451,7 +455,7 @@ step_train-overlap() {
 # with the wgmma tiles FLASH_TILES (else ab_flash's caller's default, AB_FLASH_TILES).
 ab_flash() {
   local k b spec name bb h t d
-  for k in 1 2; do
+  for k in $(seq "${AB_ROUNDS:-2}"); do
     for b in ${BUNDLES:-before main}; do
       for spec in "$@"; do
         IFS=: read -r name bb h t d <<<"$spec"
@@ -461,6 +465,12 @@ ab_flash() {
       done
     done
   done
+}
+# Any shapes: AB_FLASH_SPECS (NAME:B:H:SEQS:D ..., required) with FLASH_TILES, each bundle of BUNDLES
+# (default main) twice; AB_ROUNDS (default 2) rounds.
+step_ab-flash-specs() {
+  [ -n "${AB_FLASH_SPECS:-}" ] && [ -n "${FLASH_TILES:-}" ] || { echo "ab-flash-specs: set AB_FLASH_SPECS and FLASH_TILES"; return 1; }
+  BUNDLES=${BUNDLES:-main} ab_flash $AB_FLASH_SPECS
 }
 # The leaderboard case at d 64 and 128 (default tiles: the warp-specialised passes).
 step_ab-flash() { AB_FLASH_TILES=ws2x128/ws2/ws2 ab_flash lb:1:16:16384:64 lb:1:16:16384:128; }
@@ -571,6 +581,63 @@ step_peers-xl() {
   bench_model peers_xl_bf16 xl bf16 flash &&
   bench_model peers_xl_bf16_grads xl bf16 flash --grad-dtype bf16 &&
   torch_model xl
+}
+# FlashAttention-3 as issue 18's peer on the leaderboard case (B 1, H 16, T 16384, causal, bf16, dO =
+# ones): .devbundle/fa3_bench is FA3's hopper kernels called without PyTorch (dev/build_fa3.sh builds
+# it here; the bundle's .devbundle carries it). Twice, at d 64 and 128: paratrain's default kernels
+# with --deterministic on and off (FA3_TILES names tiles instead), FA3 (dQ by atomics, its default) and
+# FA3 --deterministic (FA3_ROUNDS rounds, default 2); then SDPA (cuDNN, flash) beside paratrain's last
+# record of each d. Then ncu on one forward of each at d 64 (paratrain's with FA3_NCU_TILES, default
+# ws3x128/ws2/fxp; FA3_NCU=0 skips it): the same sections as ncu-flash, for the cycles, the tensor and
+# XU pipes and the issue slots side by side.
+step_fa3-peer() {
+  local bin=.devbundle/fa3_bench k d
+  [ -x "$bin" ] || { echo "fa3-peer: no $bin (build it here with dev/build_fa3.sh)"; return 1; }
+  local det
+  for k in $(seq "${FA3_ROUNDS:-2}"); do
+    for d in 64 128; do
+      for det in on off; do
+        paratrain bench attention --impl flash --dtype bf16 --batch 1 --heads 16 --seq 16384 --head-dim "$d" \
+          --causal 1 --dout ones --iters 20 --deterministic "$det" ${FA3_TILES:+--wgmma-tiles "$FA3_TILES"} \
+          --out "$RESULTS/fa3_peer_lb_d${d}_${det}_$k.h5" --overwrite | grep "^flash " || return
+      done
+      "$bin" --batch 1 --heads 16 --seq 16384 --head-dim "$d" --iters 20 || return
+      "$bin" --batch 1 --heads 16 --seq 16384 --head-dim "$d" --iters 20 --deterministic 1 | sed 's/^fa3 /fa3-det /' ||
+        return
+    done
+  done
+  for d in 64 128; do
+    [ "${FA3_ROUNDS:-2}" -gt 0 ] || break
+    python3 scripts/bench_attention_torch.py --head-dim "$d" --paratrain-h5 "$RESULTS/fa3_peer_lb_d${d}_on_$k.h5" || return
+  done
+  [ "${FA3_NCU:-1}" = 0 ] && return
+  local sections=(--section SpeedOfLight --section ComputeWorkloadAnalysis --section Occupancy --section WarpStateStats
+    --section LaunchStats --metrics sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active)
+  ncu --csv --page raw --print-units base --kernel-name regex:flash_fwd_ws --launch-count 1 "${sections[@]}" \
+    paratrain bench attention --impl flash --dtype bf16 --batch 1 --heads 16 --seq 16384 --head-dim 64 --causal 1 \
+    --dout ones --warmup 0 --iters 1 --flash-kernels wgmma --wgmma-tiles "${FA3_NCU_TILES:-ws3x128/ws2/fxp}" \
+    --out "$RESULTS/ncu_fa3_peer_paratrain.h5" --overwrite >"$RESULTS/ncu_fa3_peer_paratrain_fwd64.csv" || return
+  ncu --csv --page raw --print-units base --kernel-name-base demangled --kernel-name regex:FlashAttnFwdSm90 \
+    --launch-count 1 "${sections[@]}" "$bin" --batch 1 --heads 16 --seq 16384 --head-dim 64 --warmup 0 --iters 1 \
+    >"$RESULTS/ncu_fa3_peer_fa3_fwd64.csv" || return
+  python3 - "$RESULTS"/ncu_fa3_peer_paratrain_fwd64.csv "$RESULTS"/ncu_fa3_peer_fa3_fwd64.csv <<'PY'
+import csv, sys
+want = ["gpc__cycles_elapsed.max", "sm__cycles_elapsed.avg.per_second", "gpu__time_duration.sum",
+        "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
+        "sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active", "sm__inst_executed.avg.per_cycle_active",
+        "launch__registers_per_thread", "launch__block_size", "launch__grid_size"]
+want += [f"smsp__average_warps_issue_stalled_{r}_per_issue_active.ratio" for r in
+         ("wait", "long_scoreboard", "short_scoreboard", "mio_throttle", "barrier", "dispatch_stall", "not_selected",
+          "math_pipe_throttle", "sleeping")]
+for path in sys.argv[1:]:
+    rows = [r for r in csv.reader(l for l in open(path) if l.startswith('"'))]
+    if len(rows) < 3:
+        print(path, ": no kernel rows"); continue
+    head, data = rows[0], rows[2]
+    print("==", path.rsplit("/", 1)[-1])
+    for w in want:
+        if w in head: print(f"  {w} = {data[head.index(w)]}")
+PY
 }
 step_llmc-xl() {
   local bin=.peers/llm.c/train_gpt2cu data=$RESULTS/llmc_data
