@@ -153,8 +153,8 @@ void add_deterministic_option(po::options_description& desc, RunOptions& o) {
   desc.add_options()("deterministic", po::value(&o.deterministic)->default_value(o.deterministic),
                      "on: the default kernels give the same result bit for bit from run to run (what --resume "
                      "and --cuda-graph promise; from 4096 keys on a Hopper GPU the flash backward is the single "
-                     "pass adding dQ in fixed point, ws2x128/ws2/fxp); off: from 2048 keys the single pass adds "
-                     "dQ in fp32 (ws2x128/ws2/acc), in a varying order: 3-8 % faster attention at 4096-16384 "
+                     "pass adding dQ in fixed point, …/ws2/fxp); off: from 2048 keys the single pass adds "
+                     "dQ in fp32 (…/ws2/acc), in a varying order: 3-8 % faster attention at 4096-16384 "
                      "keys (docs/FLASH_ATTENTION.md). Tiles named by --wgmma-tiles run as named");
 }
 

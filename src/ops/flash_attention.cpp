@@ -39,6 +39,11 @@ constexpr int kCpuTile = 32;
 //   - From 4096, reproducible: the same single pass adding dQ in 32-bit fixed point (session 25:
 //     leaderboard fwd+bwd d 64 4.46–4.49 → 3.96 ms, d 128 7.38–7.41 → 6.78–6.84; B 4 × H 16 at
 //     T 4096 1.36 → 1.34 and 2.20 → 2.13; at 2048 it lost 2–3 %).
+//   - d 64 from 4096 keys with 2^16 query rows: the forward with three math warpgroups (192 query
+//     rows a block), either determinism (session 26, H100: leaderboard forward 1.25–1.27 →
+//     1.11–1.16 ms; B 4 × H 16 at T 4096 0.384 → 0.359, T 8192 1.353 → 1.203; B 1 × H 1 at T 65536
+//     1.20–1.22 → 1.09–1.13). With fewer rows its blocks do not fill the machine (B 1 × H 1, T 32768,
+//     171 blocks: 0.317 → 0.383), and at 1024 keys it lost (B 16 × H 25: 0.231 → 0.251).
 struct DefaultTilesRow {
   int64_t head_dim;  // 0: every head dimension
   int64_t from_length;
@@ -55,8 +60,10 @@ constexpr DefaultTilesRow kDefaultWgmmaTiles[] = {
     {64, 2048, 0, true, "ws2x128/ws2/ws2"},
     {128, 1024, 0, true, "ws2x128/ws2/ws2"},
     {64, 4096, 0, true, "ws2x128/ws2/fxp"},
+    {64, 4096, int64_t{1} << 16, true, "ws3x128/ws2/fxp"},
     {128, 4096, 0, true, "ws2x128/ws2/fxp"},
     {64, 2048, 0, false, "ws2x128/ws2/acc"},
+    {64, 4096, int64_t{1} << 16, false, "ws3x128/ws2/acc"},
     {128, 2048, 0, false, "ws2x128/ws2/acc"},
 };
 WgmmaTiles default_wgmma_tiles(int64_t head_dim, int64_t seqlen, int64_t batch_heads, bool deterministic) {

@@ -264,8 +264,12 @@ TEST(FlashCpu, DefaultWgmmaTilesFollowHeadDimLengthAndRows) {
            {true, 64, 2047, 1, "1x64/1/1"},
            {true, 64, 2048, 1, "ws2x128/ws2/ws2"},
            {true, 64, 4095, 1, "ws2x128/ws2/ws2"},
-           {true, 64, 4096, 1, "ws2x128/ws2/fxp"},  // the single pass in fixed point: reproducible
-           {true, 64, 16384, 16, "ws2x128/ws2/fxp"},
+           {true, 64, 4096, 1, "ws2x128/ws2/fxp"},   // the single pass in fixed point: reproducible
+           {true, 64, 32768, 1, "ws2x128/ws2/fxp"},  // 2^15 rows: too few blocks of 192 rows
+           {true, 64, 65536, 1, "ws3x128/ws2/fxp"},  // 2^16 rows: three math warpgroups forward
+           {true, 64, 4096, 16, "ws3x128/ws2/fxp"},
+           {true, 64, 16384, 16, "ws3x128/ws2/fxp"},  // the leaderboard case
+           {true, 64, 2048, 64, "ws2x128/ws2/ws2"},   // 2^17 rows, but 2048 keys
            {true, 64, 512, 16 * 25, "1x64/1/1"},      // 2^17 · 1.6 rows, but 512 keys
            {true, 64, 1024, 4 * 25, "1x64/1/1"},      // 2^17 · 0.8 rows
            {true, 64, 1024, 256, "ws2x128/ws2/ws2"},  // exactly 2^18 rows
@@ -282,6 +286,8 @@ TEST(FlashCpu, DefaultWgmmaTilesFollowHeadDimLengthAndRows) {
            {false, 64, 1024, 16 * 25, "ws2x128/ws2/ws2"},  // the single pass loses at 1024 keys
            {false, 64, 2048, 1, "ws2x128/ws2/acc"},
            {false, 64, 16384, 1, "ws2x128/ws2/acc"},
+           {false, 64, 16384, 16, "ws3x128/ws2/acc"},
+           {false, 64, 2048, 64, "ws2x128/ws2/acc"},
            {false, 128, 16384, 1, "ws2x128/ws2/acc"},
            {false, 128, 512, 1, "1x64/1/1"},
            {false, 128, 2047, 1, "ws2x128/ws2/ws2"},

@@ -348,7 +348,7 @@ TEST(FlashGpu, SinglePassBackwardAccumulatesDq) {
 TEST(FlashGpu, FixedPointDqSinglePass) {
   PT_REQUIRE_GPU();
   PT_REQUIRE_SM90A();
-  check_wgmma_variants({"ws2x128/ws2/fxp"}, 8500);
+  check_wgmma_variants({"ws2x128/ws2/fxp", "ws3x128/ws2/fxp"}, 8500);  // the second: d 64's default from 4096 keys
 }
 
 // Fixed point rounds each partial to a grid set by a bound on the row's sum (2 ‖dO‖ · max ‖V‖ ·
@@ -534,7 +534,7 @@ TEST(FlashGpu, BackwardRotatesDqAndDkBack) {
   for (size_t i = 0; i < cases.size(); ++i) check_case(cases[i], 12000 + 10 * i);
   if (!device_target().sm90a_features) return;
   for (const char* tiles : {"1x64/1/1", "2x128/2/2", "1x64/1/acc", "2x128/2/acc", "ws2x128/ws2/ws2", "ws2x128/ws2/acc",
-                            "ws2x128/ws2/fxp"}) {
+                            "ws2x128/ws2/fxp", "ws3x128/ws2/fxp"}) {
     SCOPED_TRACE(std::string("wgmma tiles ") + tiles);
     for (size_t i = 0; i < cases.size(); ++i)
       if (cases[i].dtype == bf && cuda::flash_covers_head_dim(cases[i].m.d, true))
