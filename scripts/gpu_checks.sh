@@ -63,7 +63,8 @@
 #   accum-xl             bench model xl bf16 flash at llm.c's working points: 4 x 1024 tokens, and
 #                        8 x 1024 x --grad-accum 32 (262 144 tokens a step); GRAD_DTYPE=bf16, and
 #                        ACCUM_RECOMPUTE="on swiglu" for each --recompute in turn                   (1)
-#   ab-accum             accum-xl-16 (--recompute on) for each bundle of BUNDLES, alternating twice      (1)
+#   ab-accum             accum-xl-16 (--recompute AB_ACCUM_RECOMPUTE, default on) for each bundle of BUNDLES,
+#                        alternating twice                                                             (1)
 #   mfu-accum            the MFU target's point (16 x 1024 x 16, bf16 gradients) with each option set of MFU_OPTIONS
 #                        (default: --recompute on; swiglu; swiglu --update-sms 24), one after the other      (1)
 #   accum-xl-16          bench model xl bf16 flash, micro-batch 16 x 1024 x --grad-accum 16 (262 144 tokens a
@@ -565,13 +566,14 @@ step_mfu-accum() {
     GRAD_DTYPE=bf16 accum_16 "mfu_accum_$k" "${args[@]}" | grep -E "^xl|^\[|device alloc" || return
   done
 }
-# accum-xl-16's working point (--recompute on) for each bundle of BUNDLES, alternating twice.
+# accum-xl-16's working point (AB_ACCUM_RECOMPUTE, default on) for each bundle of BUNDLES, alternating twice.
 step_ab-accum() {
   local k b
   for k in 1 2; do
     for b in ${BUNDLES:-before main}; do
       (source ".devbundle/$b/env.sh" &&
-        GRAD_DTYPE=bf16 accum_16 "ab_accum_${b}_$k" --recompute on | grep -E "^xl|^\[" | sed "s|^|$b |") || return
+        GRAD_DTYPE=bf16 accum_16 "ab_accum_${b}_$k" --recompute "${AB_ACCUM_RECOMPUTE:-on}" | grep -E "^xl|^\[" |
+        sed "s|^|$b |") || return
     done
   done
 }
