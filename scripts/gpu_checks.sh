@@ -87,9 +87,9 @@
 #   ab-update-sms        XL bf16 flash, bf16 gradients, with each --update-sms of UPDATE_SMS (default "0 24 32"),
 #                        alternating twice; then small, medium, large with 0 and UPDATE_SMS_OTHERS (32)       (1)
 #   train-overlap        train small bf16 with --update-overlap off (twice), on, and on resumed halfway: compare_runs (1)
+#   ab-flash             the same for the flash leaderboard case, d 64 and 128 (FLASH_TILES)          (1)
 #   ab-flash-specs       ab-flash on any shapes: AB_FLASH_SPECS="NAME:B:H:SEQS:D ..." with FLASH_TILES, BUNDLES,
 #                        AB_ROUNDS (default 2)                                                         (1)
-#   ab-flash             the same for the flash leaderboard case, d 64 and 128 (FLASH_TILES)          (1)
 #   flash-single-pass    the warp-specialised single pass (ws2x128/ws2/acc): flash GPU tests, sanitizers,
 #                        leaderboard d 64 / 128 (SDPA) and B 4 × H 16 T 512…2048 against ws2x128/ws2/ws2 (1)
 #   model-long           XL at T 2048 (batch 1, bf16, bf16 gradients): the flash defaults with
@@ -467,8 +467,8 @@ ab_flash() {
     done
   done
 }
-# Any shapes: AB_FLASH_SPECS (NAME:B:H:SEQS:D ..., required) with FLASH_TILES, each bundle of BUNDLES
-# (default main) twice; AB_ROUNDS (default 2) rounds.
+# Any shapes: AB_FLASH_SPECS (NAME:B:H:SEQS:D ..., required) with FLASH_TILES (required), each bundle
+# of BUNDLES (default main) in each of AB_ROUNDS (default 2) alternating rounds.
 step_ab-flash-specs() {
   [ -n "${AB_FLASH_SPECS:-}" ] && [ -n "${FLASH_TILES:-}" ] || { echo "ab-flash-specs: set AB_FLASH_SPECS and FLASH_TILES"; return 1; }
   BUNDLES=${BUNDLES:-main} ab_flash $AB_FLASH_SPECS
