@@ -26,7 +26,47 @@ namespace {
 
 struct FwdWsMaps {
   TmaRows q, k, v;
+  TmaRows o;  // boxes of 64 rows: one math warpgroup's rows of O (store_output_tma)
 };
+
+// The forward epilogue through TMA: L as every forward stores it (store_lse), and this math
+// warpgroup's 64 × D rows of O (times 1/l, bf16) written into its own rows of the Q tile, which
+// no product reads any more (its last S = Q·Kᵀ was waited for), then stored by one thread with
+// TMA, which waits only until the copy has read them. With per-thread stores the block held its SM
+// until they drained: at llm.c's shape (B 16 × H 25, T 1024) 9 % of the forward's warp samples sat
+// at the exit (session 26, docs/FLASH_ATTENTION.md). Rows past the last query are not written.
+// Two math warpgroups only: with three (the leaderboard's d 64 default) the forward ran 1.2–2.3 %
+// slower with it (1.107, 1.117 → 1.130, 1.132 ms), where two gained 6–7 % at 1024 and 2048 keys.
+template <int kHeadDim, int kTileRows>
+__device__ __forceinline__ void store_output_tma(const FlashParams& p, const TmaRows& o_map, bf16* sQ, int c, int m0,
+                                                 int h, int b, int row0, const float (&acc_o)[kHeadDim / 8][4],
+                                                 const float (&row_max)[2], const float (&row_sum)[2]) {
+  float inv[2];
+  store_lse(p, b, h, row0, row_max, row_sum, inv);
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int r_lo = c * 64 + ((threadIdx.x / 32) % 4) * 16 + g;  // this thread's rows of the Q tile: r_lo, r_lo + 8
+  uint32_t* words = reinterpret_cast<uint32_t*>(sQ);
+#pragma unroll
+  for (int j = 0; j < kHeadDim / 8; ++j)  // columns 8j + 2t, + 1: chunk j % 8 of 64-column block j / 8
+#pragma unroll
+    for (int hi = 0; hi < 2; ++hi) {
+      const int r = r_lo + 8 * hi;
+      const int elem = (j / 8) * kTileRows * 64 + r * 64 + (((j % 8) ^ (r & 7)) * 8) + 2 * t;
+      words[elem / 2] = pack_bf16(acc_o[j][2 * hi] * inv[hi], acc_o[j][2 * hi + 1] * inv[hi]);
+    }
+  fence_async_shared();
+  if (c == 0)  // the warpgroup's 128 threads (ids 3, 4: 1 and 2 are the turns)
+    named_barrier_sync<3, 128>();
+  else
+    named_barrier_sync<4, 128>();
+  const int first = m0 + c * 64;
+  if (threadIdx.x % 128 == 0 && first < p.seqlen_q) {
+#pragma unroll
+    for (int cb = 0; cb < kHeadDim / 64; ++cb)
+      tma_store_box(sQ + cb * kTileRows * 64 + c * 64 * 64, o_map, cb * 64, first, h, b);
+    tma_store_wait_read();
+  }
+}
 
 template <int kHeadDim, int kConsumers_, int kBlockN_>
 struct FwdWsTraits {
@@ -170,7 +210,10 @@ __global__ void __launch_bounds__(FwdWsTraits<kHeadDim, kConsumers, kBlockN>::kT
   const int last = ring.stage(n_blocks - 1);
   wgmma_regs_mn_major_waited<kBlockN, kHeadDim, kBlockN, kRegsProductN<kHeadDim>>(acc_o, p_frag, sV + last * kKVElems);
 
-  store_output<kHeadDim>(p, b, h, row0, acc_o, row_max, row_sum);
+  if constexpr (kConsumers == 2)
+    store_output_tma<kHeadDim, kBlockM>(p, maps.o, sQ, c, m0, h, b, row0, acc_o, row_max, row_sum);
+  else
+    store_output<kHeadDim>(p, b, h, row0, acc_o, row_max, row_sum);
 #else
   __trap();
 #endif
@@ -183,6 +226,7 @@ void launch(const FlashParams& p, cudaStream_t stream) {
   maps.q = flash_tma_rows(p.q, p.q_s, p.batch, p.heads, p.seqlen_q, kHeadDim, Tr::kBlockM);
   maps.k = flash_tma_rows(p.k, p.k_s, p.batch, p.heads, p.seqlen_k, kHeadDim, kBlockN);
   maps.v = flash_tma_rows(p.v, p.v_s, p.batch, p.heads, p.seqlen_k, kHeadDim, kBlockN);
+  maps.o = flash_tma_rows(p.o, p.o_s, p.batch, p.heads, p.seqlen_q, kHeadDim, 64);
   // Launched plainly, the one flash kernel not chained (cuda/chained_launch.cuh): with the chained
   // prologue at its top the leaderboard's d 64 forward took 1.36–1.39 ms instead of 1.21–1.24,
   // chained or not, its loop's SASS unchanged (H100, docs/FLASH_ATTENTION.md session 20). The cost

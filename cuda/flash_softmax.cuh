@@ -94,22 +94,30 @@ __device__ __forceinline__ void online_softmax(float (&acc_s)[kBlockN / 8][4], f
     rescale_rows<kHeadDim>(acc_o, alpha);
 }
 
-// Forward epilogue of this warp's 16 query rows from row0: O = acc / l to bf16 rows, L = m·scale +
-// log(l) (the logsumexp of the scaled scores) to lse; rows past the last query skipped.
-template <int kHeadDim>
-__device__ __forceinline__ void store_output(const FlashParams& p, int b, int h, int row0,
-                                             const float (&acc_o)[kHeadDim / 8][4], const float (&row_max)[2],
-                                             const float (&row_sum)[2]) {
+// The forward epilogue's row statistics of this warp's 16 query rows from row0: L = m·scale + log(l)
+// (the logsumexp of the scaled scores) to lse, rows past the last query skipped; inv = 1 / l of
+// this thread's two rows, O's scale.
+__device__ __forceinline__ void store_lse(const FlashParams& p, int b, int h, int row0, const float (&row_max)[2],
+                                          const float (&row_sum)[2], float (&inv)[2]) {
   const int valid_rows = p.seqlen_q - row0;
   float* lse = p.lse + (static_cast<int64_t>(b) * p.heads + h) * p.seqlen_q + row0;
-  float inv[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const float l = quad_sum(row_sum[r]);
     inv[r] = 1.0f / l;
     if (threadIdx.x % 4 == 0 && frag_row(2 * r) < valid_rows) lse[frag_row(2 * r)] = row_max[r] * p.scale + logf(l);
   }
-  store_strip<kHeadDim>(head_row<bf16>(p.o, p.o_s, b, h, row0), p.o_s.row, acc_o, inv[0], inv[1], valid_rows);
+}
+
+// Forward epilogue of this warp's 16 query rows from row0: L (store_lse), and O = acc / l to bf16
+// rows; rows past the last query skipped.
+template <int kHeadDim>
+__device__ __forceinline__ void store_output(const FlashParams& p, int b, int h, int row0,
+                                             const float (&acc_o)[kHeadDim / 8][4], const float (&row_max)[2],
+                                             const float (&row_sum)[2]) {
+  float inv[2];
+  store_lse(p, b, h, row0, row_max, row_sum, inv);
+  store_strip<kHeadDim>(head_row<bf16>(p.o, p.o_s, b, h, row0), p.o_s.row, acc_o, inv[0], inv[1], p.seqlen_q - row0);
 }
 
 // The RoPE table's rows from position `row` on (store_strip's `unrotate`), or null when the

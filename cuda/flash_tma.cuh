@@ -69,6 +69,24 @@ __device__ __forceinline__ void tma_load_box(void* dst, const TmaRows& m, uint64
       : "memory");
 }
 
+// Box at (column c0, row, head, batch) of map from shared src, an SW128 box as the loads write
+// them; rows past the tensor's end are not written. A bulk-group copy: tma_store_wait_read.
+__device__ __forceinline__ void tma_store_box(const void* src, const TmaRows& m, int c0, int row, int h, int b) {
+  auto coord = [&](int dim) { return dim == m.row_dim ? row : dim == m.head_dim ? h : b; };
+  asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%1, %2, %3, %4}], [%5];\n" ::"l"(
+                   reinterpret_cast<uint64_t>(&m.map)),
+               "r"(c0), "r"(coord(1)), "r"(coord(2)), "r"(coord(3)), "r"(smem_addr(src))
+               : "memory");
+}
+// This thread's bulk copies so far as one group, then until every group has read its shared
+// source (the writes to global memory go on without the thread).
+__device__ __forceinline__ void tma_store_wait_read() {
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+  asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+}
+// This thread's shared-memory writes made visible to the async proxy (a TMA store that reads them).
+__device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
 // Rows [row, row + kRows) of head h of batch b, all kHeadDim columns, into an SW128 tile: one
 // box per 64-column block.
 template <int kRows, int kHeadDim>
