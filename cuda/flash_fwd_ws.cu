@@ -35,8 +35,7 @@ struct FwdWsMaps {
 // TMA, which waits only until the copy has read them. With per-thread stores the block held its SM
 // until they drained: at llm.c's shape (B 16 × H 25, T 1024) 9 % of the forward's warp samples sat
 // at the exit (session 26, docs/FLASH_ATTENTION.md). Rows past the last query are not written.
-// Two math warpgroups only: with three (the leaderboard's d 64 default) the forward ran 1.2–2.3 %
-// slower with it (1.107, 1.117 → 1.130, 1.132 ms), where two gained 6–7 % at 1024 and 2048 keys.
+// Two math warpgroups only (FwdWsTraits::kStoreOutputByTma).
 template <int kHeadDim, int kTileRows>
 __device__ __forceinline__ void store_output_tma(const FlashParams& p, const TmaRows& o_map, bf16* sQ, int c, int m0,
                                                  int h, int b, int row0, const float (&acc_o)[kHeadDim / 8][4],
@@ -47,14 +46,14 @@ __device__ __forceinline__ void store_output_tma(const FlashParams& p, const Tma
   const int r_lo = c * 64 + ((threadIdx.x / 32) % 4) * 16 + g;  // this thread's rows of the Q tile: r_lo, r_lo + 8
   uint32_t* words = reinterpret_cast<uint32_t*>(sQ);
 #pragma unroll
-  for (int j = 0; j < kHeadDim / 8; ++j)  // columns 8j + 2t, + 1: chunk j % 8 of 64-column block j / 8
+  for (int j = 0; j < kHeadDim / 8; ++j)  // columns 8j + 2t, + 1: the row's 16-byte chunk j
 #pragma unroll
     for (int hi = 0; hi < 2; ++hi) {
       const int r = r_lo + 8 * hi;
-      const int elem = (j / 8) * kTileRows * 64 + r * 64 + (((j % 8) ^ (r & 7)) * 8) + 2 * t;
+      const int elem = sw128_chunk_index<kTileRows>(r, j) + 2 * t;
       words[elem / 2] = pack_bf16(acc_o[j][2 * hi] * inv[hi], acc_o[j][2 * hi + 1] * inv[hi]);
     }
-  fence_async_shared();
+  fence_async_proxy();
   if (c == 0)  // the warpgroup's 128 threads (ids 3, 4: 1 and 2 are the turns)
     named_barrier_sync<3, 128>();
   else
@@ -87,6 +86,10 @@ struct FwdWsTraits {
   // share the rest of what the block was launched with (setmaxnreg_budget).
   static constexpr int kProducerRegs = 24;
   static constexpr int kConsumerRegs = kConsumers == 2 ? 240 : 160;
+  // O by TMA (store_output_tma) with two math warpgroups; with three (the leaderboard's d 64
+  // default) the forward ran 1.2–2.3 % slower with it (1.107, 1.117 → 1.130, 1.132 ms), where two
+  // gained 6–7 % at 1024 and 2048 keys (session 26).
+  static constexpr bool kStoreOutputByTma = kConsumers == 2;
   static_assert((kProducerRegs + kConsumers * kConsumerRegs) * 128 <= setmaxnreg_budget(kThreads),
                 "setmaxnreg asks for more registers than the block is launched with");
   static_assert(kSmemBytes <= kMaxBlockSmemBytes, "shared memory overcommitted");
@@ -210,7 +213,7 @@ __global__ void __launch_bounds__(FwdWsTraits<kHeadDim, kConsumers, kBlockN>::kT
   const int last = ring.stage(n_blocks - 1);
   wgmma_regs_mn_major_waited<kBlockN, kHeadDim, kBlockN, kRegsProductN<kHeadDim>>(acc_o, p_frag, sV + last * kKVElems);
 
-  if constexpr (kConsumers == 2)
+  if constexpr (Tr::kStoreOutputByTma)
     store_output_tma<kHeadDim, kBlockM>(p, maps.o, sQ, c, m0, h, b, row0, acc_o, row_max, row_sum);
   else
     store_output<kHeadDim>(p, b, h, row0, acc_o, row_max, row_sum);
@@ -226,7 +229,7 @@ void launch(const FlashParams& p, cudaStream_t stream) {
   maps.q = flash_tma_rows(p.q, p.q_s, p.batch, p.heads, p.seqlen_q, kHeadDim, Tr::kBlockM);
   maps.k = flash_tma_rows(p.k, p.k_s, p.batch, p.heads, p.seqlen_k, kHeadDim, kBlockN);
   maps.v = flash_tma_rows(p.v, p.v_s, p.batch, p.heads, p.seqlen_k, kHeadDim, kBlockN);
-  maps.o = flash_tma_rows(p.o, p.o_s, p.batch, p.heads, p.seqlen_q, kHeadDim, 64);
+  if constexpr (Tr::kStoreOutputByTma) maps.o = flash_tma_rows(p.o, p.o_s, p.batch, p.heads, p.seqlen_q, kHeadDim, 64);
   // Launched plainly, the one flash kernel not chained (cuda/chained_launch.cuh): with the chained
   // prologue at its top the leaderboard's d 64 forward took 1.36–1.39 ms instead of 1.21–1.24,
   // chained or not, its loop's SASS unchanged (H100, docs/FLASH_ATTENTION.md session 20). The cost

@@ -84,8 +84,6 @@ __device__ __forceinline__ void tma_store_wait_read() {
   asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
   asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
 }
-// This thread's shared-memory writes made visible to the async proxy (a TMA store that reads them).
-__device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
 // Rows [row, row + kRows) of head h of batch b, all kHeadDim columns, into an SW128 tile: one
 // box per 64-column block.

@@ -42,6 +42,13 @@ constexpr int sw128_tile_bytes() {
   return kRows * kHeadDim * 2;
 }
 
+// Element index of row r's 16-byte chunk `chunk` (8 columns from 8·chunk) in a (kRows × …) SW128
+// tile: 64-column block chunk / 8, its chunk swizzled by the row within its 8-row group.
+template <int kRows>
+__device__ __forceinline__ int sw128_chunk_index(int r, int chunk) {
+  return (chunk / 8) * kRows * 64 + r * 64 + (((chunk % 8) ^ (r & 7)) * 8);
+}
+
 // Rows [0, kRows) of a (rows, kHeadDim) bf16 matrix (row stride ld elements) into an SW128 tile,
 // asynchronously; rows ≥ valid_rows are zero-filled.
 template <int kRows, int kHeadDim, int kThreads>
@@ -54,9 +61,8 @@ __device__ __forceinline__ void load_tile_sw128(bf16* dst, const bf16* src, int6
   for (int c0 = 0; c0 < kChunks; c0 += kThreads) {
     const int c = c0 + static_cast<int>(threadIdx.x);
     const int r = c / kChunksPerRow, chunk = c % kChunksPerRow;
-    const int block = chunk / 8, in_row = chunk % 8;
     const bool valid = r < valid_rows;
-    bf16* d = dst + block * kRows * 64 + r * 64 + ((in_row ^ (r & 7)) * 8);
+    bf16* d = dst + sw128_chunk_index<kRows>(r, chunk);
     cp_async_16(d, valid ? src + r * ld + chunk * 8 : src, valid);
   }
 }
@@ -328,7 +334,7 @@ __device__ __forceinline__ void store_ds_rows(bf16* sdS, const uint32_t (&ds)[kC
 #pragma unroll
     for (int e = 0; e < 4; ++e) {  // acc_to_a: e = 0, 1 columns 16kk + 2t (rows g, g+8); e = 2, 3 + 8
       const int hi = e & 1, r = row0 + g + 8 * hi, chunk = 2 * kk + (e >> 1);  // 16-byte chunk of the row
-      const int elem = (chunk / 8) * kRows * 64 + r * 64 + (((chunk % 8) ^ (r & 7)) * 8) + 2 * t;
+      const int elem = sw128_chunk_index<kRows>(r, chunk) + 2 * t;
       words[elem / 2] = (hi ? hi_valid : lo_valid) ? ds[kk][e] : 0u;
     }
 }

@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cutlass/numeric_types.h"
@@ -63,27 +64,22 @@ Args parse(int argc, char** argv) {
       if (end == v.c_str() || *end != '\0' || x < 0) fail("option " + k + ": not a count: " + v);
       return static_cast<int>(x);
     };
-    if (k == "--batch")
-      a.batch = num();
-    else if (k == "--heads")
-      a.heads = num();
-    else if (k == "--seq")
-      a.seq = num();
-    else if (k == "--head-dim")
-      a.d = num();
-    else if (k == "--warmup")
-      a.warmup = num();
-    else if (k == "--iters")
-      a.iters = num();
-    else if (k == "--causal")
-      a.causal = num() != 0;
-    else if (k == "--deterministic")
-      a.deterministic = num() != 0;
-    else if (k == "--dout") {
+    // Count options, and the two 0|1 switches (read as counts, then tested for non-zero).
+    const std::pair<const char*, int*> counts[] = {{"--batch", &a.batch},   {"--heads", &a.heads},
+                                                   {"--seq", &a.seq},       {"--head-dim", &a.d},
+                                                   {"--warmup", &a.warmup}, {"--iters", &a.iters}};
+    const std::pair<const char*, bool*> switches[] = {{"--causal", &a.causal}, {"--deterministic", &a.deterministic}};
+    bool known = false;
+    for (const auto& [name, field] : counts)
+      if (k == name) *field = num(), known = true;
+    for (const auto& [name, field] : switches)
+      if (k == name) *field = num() != 0, known = true;
+    if (k == "--dout") {
       if (v != "ones" && v != "randn") fail("--dout must be ones or randn");
       a.dout_ones = v == "ones";
-    } else
-      fail("unknown option " + k);
+      known = true;
+    }
+    if (!known) fail("unknown option " + k);
   }
   if (a.d != 64 && a.d != 128) fail("--head-dim must be 64 or 128 (the instantiations built)");
   if (a.batch < 1 || a.heads < 1 || a.seq < 1 || a.iters < 1) fail("sizes and --iters must be positive");
