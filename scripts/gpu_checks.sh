@@ -144,6 +144,11 @@
 #                        families' kernel time per micro-batch of the measured step (families.py)      (1)
 #   ab-trace             roofline-trace's traced run (its first configuration) for each bundle of BUNDLES,
 #                        alternating twice: two builds' kernel time per phase and family in one call      (1)
+#   ab-trace-accum       trace-accum (TRACE_ACCUM_OPTIONS) for each bundle of BUNDLES, then dev/kernel_trace/compare.py
+#                        of each against the first: kernel by kernel, the GEMM algorithms each run picked too (1)
+#   dev-variants         dev/cuda's measurement programs built into .devbundle (dev/cuda/build.sh; DEV_VARIANTS,
+#                        default "stream_variants rmsnorm_variants"): launch variants against the production
+#                        kernels, bit for bit, and the byte-mix floors of the memory-bound passes            (1)
 #   fa3-peer             FlashAttention-3 (dev/build_fa3.sh's .devbundle/fa3_bench) beside paratrain's two single
 #                        passes on the leaderboard case, d 64 and 128, twice; SDPA; ncu of both d 64 forwards (1)
 #   llmc-xl              llm.c's train_gpt2cu (GPT-2 1.5B from scratch, -e d48, no cuDNN) at the working
@@ -784,6 +789,34 @@ step_trace-accum() {
   # shellcheck disable=SC2086
   GRAD_DTYPE=bf16 traced "$name" xl_1024 "$name" 16 $opts --grad-accum 4 --warmup 1 --steps 1 &&
   python3 dev/kernel_trace/families.py "$RESULTS/$name.csv" --steps 3 --top 16
+}
+# trace-accum for each bundle of BUNDLES in turn (one run each), then each against the first with
+# compare.py: which kernels' time moved, and which GEMM kernels only one run launched (autotune's picks
+# vary from run to run: docs/BENCHMARKS.md, session 27).
+step_ab-trace-accum() {
+  local opts=${TRACE_ACCUM_OPTIONS:---recompute on} b first=""
+  for b in ${BUNDLES:-before main}; do
+    # shellcheck disable=SC2086
+    (source ".devbundle/$b/env.sh" &&
+      GRAD_DTYPE=bf16 traced "abta_$b" xl_1024 "abta_$b" 16 $opts --grad-accum 4 --warmup 1 --steps 1 >/dev/null) ||
+      return
+    if [ -z "$first" ]; then
+      first=$b
+    else
+      echo "--- A: $first, B: $b"
+      python3 dev/kernel_trace/compare.py "$RESULTS/abta_$first.csv" "$RESULTS/abta_$b.csv" --steps 3 --top 16 || return
+    fi
+  done
+}
+# dev/cuda's measurement programs (dev/cuda/build.sh puts them in .devbundle), after a bundle's env.sh
+# (rmsnorm_variants links its libparatrain.so).
+step_dev-variants() {
+  local p
+  for p in ${DEV_VARIANTS:-stream_variants rmsnorm_variants}; do
+    [ -x ".devbundle/$p" ] || { echo "dev-variants: no .devbundle/$p (dev/cuda/build.sh $p)"; return 1; }
+    echo "--- $p"
+    ".devbundle/$p" || return
+  done
 }
 # ncu-memory's table for each bundle of BUNDLES in turn, over the kernels NCU_REGEX names (default
 # RMSNorm's): the kernels alone, serialised, clocks locked, against the same kernels in a plain step.

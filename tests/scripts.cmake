@@ -62,7 +62,8 @@ add_test(NAME scripts_check_format COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_
 add_test(NAME scripts_ptx_diff COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_ptx_diff.py)
 # ncu's per-instruction stall samples summed by opcode (scripts/ncu_stalls.py) on a hand-made page.
 add_test(NAME scripts_ncu_stalls COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_ncu_stalls.py)
-# dev/kernel_trace's per-family and per-gap summaries of a CUPTI kernel trace, on a hand-made one.
+# dev/kernel_trace's per-family and per-gap summaries of a CUPTI kernel trace, and the comparison of
+# two, on hand-made ones.
 add_test(NAME scripts_kernel_trace COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_kernel_trace.py)
 # Sweeps submitted to a real single-node Slurm in CPU mode (skipped without slurm-wlm/munge).
 add_test(NAME scripts_slurm COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_slurm.py)

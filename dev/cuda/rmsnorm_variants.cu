@@ -1,16 +1,15 @@
 // RMSNorm's backward at llm.c's working point (16384 rows of 1600, dy bf16, dx accumulated in
 // fp32 with its bf16 copy: the model's residual gradient) in variants, each checked bit for bit
-// against the production kernel (cuda/rmsnorm.cu, compiled into this file), and against the
-// streaming rate of its read/write mix (5 units in, 3 out, two of them in place). In the step the
-// production kernel takes 174 us a call against 147 for the mix (session 27's trace and
-// dev/cuda/stream_variants.cu); these variants ask where the difference is. Then dw's finishing
-// kernel against a wider grid on the same partial rows, both against an fp64 sum. Measured on an
-// H100 (docs/BENCHMARKS.md, session 27): nothing here beat production by more than 4 %.
+// against the production kernel (cuda/rmsnorm.cu, compiled into this file). A pass with the same
+// bytes (5 units in, 3 out, two of them in place) takes 147 us there (dev/cuda/stream_variants.cu);
+// the production kernel takes 174 in the step (session 27's trace). These variants ask where the
+// difference is. Then dw's finishing kernel against a wider grid on the same partial rows, both
+// against an fp64 sum. Measured on an H100 (docs/BENCHMARKS.md, session 27): no variant beat
+// production by more than 4 %.
 //
-//   nvcc -O3 -std=c++17 -arch=sm_90a -Ibuild-hopper/layers/ops -isystem=/usr/include/hdf5/serial \
-//     --expt-relaxed-constexpr -Xcompiler -fPIC -o rmsnorm_variants dev/cuda/rmsnorm_variants.cu \
-//     -Lbuild-hopper -lparatrain
-//   ./rmsnorm_variants [rows] [cols]     (libparatrain.so on LD_LIBRARY_PATH: a bundle's env.sh)
+//   dev/cuda/build.sh rmsnorm_variants       (here, after building build-hopper; then on the GPU machine,
+//   .devbundle/rmsnorm_variants [rows] [cols]   after a bundle's env.sh: it links libparatrain.so)
+//   or scripts/gpu_checks.sh dev-variants
 #include <algorithm>
 #include <cmath>
 #include <cstdio>

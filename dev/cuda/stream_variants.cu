@@ -7,8 +7,9 @@
 // they are the floor a pass with that many bytes in and out can reach (docs/BENCHMARKS.md,
 // session 27).
 //
-//   nvcc -O3 -std=c++17 -arch=sm_90a -o stream_variants dev/cuda/stream_variants.cu
-//   ./stream_variants [rows]        (default 16384; needs about 1.6 GB at that)
+//   dev/cuda/build.sh stream_variants        (here; then on the GPU machine:)
+//   .devbundle/stream_variants [rows]        (default 16384; needs about 2 GB at that)
+//   or scripts/gpu_checks.sh dev-variants
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 

@@ -1,7 +1,8 @@
 """dev/kernel_trace's summaries on a hand-made trace in kernel_trace.cpp's CSV layout: families.py
 (each kernel's exclusive time on its stream, so a chained kernel's wait inside the kernel ahead is
-not counted twice; the phases around the loss and the update; the memory-bound sum) and gaps.py
-(wall, busy and idle time a step); too few steps refused with one line and exit 1."""
+not counted twice; the phases around the loss and the update; the memory-bound sum), gaps.py
+(wall, busy and idle time a step) and compare.py (two traces' families and kernels side by side,
+a kernel only one of them ran included); too few steps refused with one line and exit 1."""
 import csv
 import os
 import subprocess
@@ -28,12 +29,12 @@ STEP = [
 PERIOD = 300  # us between steps: 40 us idle at the end of each
 
 
-def write_trace(path, steps):
+def write_trace(path, steps, step=STEP):
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["start_ns", "end_ns", "stream", "name"])
         for k in range(steps):
-            for s, e, stream, name in STEP:
+            for s, e, stream, name in step:
                 w.writerow([(k * PERIOD + s) * 1000, (k * PERIOD + e) * 1000, stream, name])
     return path
 
@@ -76,8 +77,31 @@ def test_gaps_wall_busy_idle(tmp_path):
     assert "| 0.300 | 0.246 | 0.054 | 8" in r.stdout
 
 
+# The same step with another GEMM kernel (as autotune may pick in another run) that ends 10 us
+# sooner, so RoPE (started at 57 us) no longer waits in its tail: 13 us of its own instead of 10.
+OTHER_GEMM = "nvjet_tst_256x128_64x4_1x2_h_bz_coopA_TNT"
+STEP_B = [(10, 50, 1, OTHER_GEMM) if name.startswith("nvjet") else (s, e, st, name) for s, e, st, name in STEP]
+
+
+def test_compare_families_and_kernels(tmp_path):
+    a, b = write_trace(tmp_path / "a.csv", 5), write_trace(tmp_path / "b.csv", 5, STEP_B)
+    r = run("compare.py", a, b, "--steps", "4", "--top", "3")
+    assert r.returncode == 0, r.stderr
+    assert "wall ms a step: A 0.300, B 0.300, B − A +0.000" in r.stdout
+    assert "forward | matmul | 0.050 | 0.040 | -0.010" in r.stdout
+    assert "forward | elementwise | 0.012 | 0.015 | +0.003" in r.stdout
+    assert "backward | elementwise | 0.050 | 0.050 | +0.000" in r.stdout
+    kernels = r.stdout.split("top 3\n")[1].splitlines()[1:]
+    assert kernels == [
+        "forward | 1 | 50.00 | 0 | - | -0.050 | nvjet_tst_128x256_64x4_1x2_h_bz_coopA_TNT",
+        f"forward | 0 | - | 1 | 40.00 | +0.040 | {OTHER_GEMM}",
+        "forward | 1 | 10.00 | 1 | 13.00 | +0.003 | rope_packed_kernel<bf16>",
+    ]
+
+
 def test_too_few_steps_refused(tmp_path):
-    for tool in ("families.py", "gaps.py"):
-        r = run(tool, write_trace(tmp_path / "t.csv", 2), "--steps", "4")
+    for tool in ("families.py", "gaps.py", "compare.py"):
+        t = write_trace(tmp_path / "t.csv", 2)
+        r = run(tool, t, *([t] if tool == "compare.py" else []), "--steps", "4")
         assert r.returncode == 1 and r.stdout == ""
         assert r.stderr.strip() == f"{tool}: 2 launches of gather_rows_kernel: need --steps + 1 = 5"
