@@ -124,7 +124,8 @@ inline constexpr const char* kGradDtypeHelp =
 // --gemm's help (train, bench model, bench gemm, bench ddp).
 inline constexpr const char* kGemmHelp =
     "GEMM library call on the GPU: autotune (time cuBLAS and cuBLASLt's heuristic candidates once "
-    "per shape, keep the fastest), cublas (cublasGemmStridedBatchedEx always) or lt (cuBLASLt's "
-    "first heuristic choice)";
+    "per shape, keep the fastest; where two are within a few per cent, runs may keep different ones: "
+    "at llm.c's point two runs' GEMM time differed by about 1 %), cublas (cublasGemmStridedBatchedEx "
+    "always) or lt (cuBLASLt's first heuristic choice, the same every run)";
 
 }  // namespace pt::cli
