@@ -783,23 +783,22 @@ step_ab-trace() {
 # with the update of the step before beside its forward. (The warm-up step's first micro-batch holds
 # the GEMM autotuning: 90 more launches, 1.3 s; it is left out.)
 # TRACE_ACCUM_OPTIONS (default --recompute on) replaces the options; the record's name carries them.
-step_trace-accum() {
-  local opts=${TRACE_ACCUM_OPTIONS:---recompute on}
-  local name=trace_accum_16x1024${TRACE_ACCUM_OPTIONS:+$(config_name "_$TRACE_ACCUM_OPTIONS")}
+# trace_accum NAME: that traced run, TRACE_ACCUM_OPTIONS its options, to $RESULTS/NAME.csv.
+trace_accum() {
   # shellcheck disable=SC2086
-  GRAD_DTYPE=bf16 traced "$name" xl_1024 "$name" 16 $opts --grad-accum 4 --warmup 1 --steps 1 &&
-  python3 dev/kernel_trace/families.py "$RESULTS/$name.csv" --steps 3 --top 16
+  GRAD_DTYPE=bf16 traced "$1" xl_1024 "$1" 16 ${TRACE_ACCUM_OPTIONS:---recompute on} --grad-accum 4 --warmup 1 --steps 1
+}
+step_trace-accum() {
+  local name=trace_accum_16x1024${TRACE_ACCUM_OPTIONS:+$(config_name "_$TRACE_ACCUM_OPTIONS")}
+  trace_accum "$name" && python3 dev/kernel_trace/families.py "$RESULTS/$name.csv" --steps 3 --top 16
 }
 # trace-accum for each bundle of BUNDLES in turn (one run each), then each against the first with
 # compare.py: which kernels' time moved, and which GEMM kernels only one run launched (autotune's picks
 # vary from run to run: docs/BENCHMARKS.md, session 27).
 step_ab-trace-accum() {
-  local opts=${TRACE_ACCUM_OPTIONS:---recompute on} b first=""
+  local b first=""
   for b in ${BUNDLES:-before main}; do
-    # shellcheck disable=SC2086
-    (source ".devbundle/$b/env.sh" &&
-      GRAD_DTYPE=bf16 traced "abta_$b" xl_1024 "abta_$b" 16 $opts --grad-accum 4 --warmup 1 --steps 1 >/dev/null) ||
-      return
+    (source ".devbundle/$b/env.sh" && trace_accum "abta_$b" >/dev/null) || return
     if [ -z "$first" ]; then
       first=$b
     else

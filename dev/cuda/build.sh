@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds dev/cuda's measurement programs for the GPU machine into OUT (default .devbundle, which
 # a device call carries): dev/cuda/build.sh [--out DIR] [--build BUILD_DIR] PROGRAM...
-# (PROGRAM: adamw_variants, adamw_sms, stream_variants, rmsnorm_variants; all of them by default).
+# (PROGRAM: a dev/cuda/*.cu file's name without .cu; all of them by default).
 # rmsnorm_variants compiles the production kernels of cuda/rmsnorm.cu into itself and links
 # BUILD_DIR's libparatrain.so (default build-hopper), which a bundle's env.sh puts on the path.
 set -euo pipefail
@@ -15,7 +15,9 @@ while [[ $# -gt 0 && $1 == --* ]]; do
   esac
 done
 programs=("$@")
-[[ ${#programs[@]} -gt 0 ]] || programs=(adamw_variants adamw_sms stream_variants rmsnorm_variants)
+if [[ ${#programs[@]} -eq 0 ]]; then
+  for src in dev/cuda/*.cu; do programs+=("$(basename "$src" .cu)"); done
+fi
 mkdir -p "$out"
 for p in "${programs[@]}"; do
   src=dev/cuda/$p.cu

@@ -12,24 +12,20 @@ import argparse
 import sys
 from collections import defaultdict
 
-from families import PHASES, phase_of
-from trace_csv import exclusive_ns, family, read, step_bounds
+from families import PHASES, phased
+from trace_csv import family, read, step_bounds, with_exclusive
 
 
 def per_step(path, steps, marker):
     """(phase, family) → exclusive ns a step, (phase, name) → [calls, exclusive ns] a step, wall ns a step."""
-    rows = read(path)
-    for r, ns in zip(rows, exclusive_ns(rows)):
-        r["exclusive"] = ns
+    rows = with_exclusive(read(path))
     bounds = step_bounds(rows, marker, steps, "compare.py")
     fams, kernels = defaultdict(float), defaultdict(lambda: [0.0, 0.0])
-    for lo, hi in bounds:
-        step = [r for r in rows if lo <= r["start"] < hi]
-        for r, ph in zip(step, phase_of(step, lo, hi)):
-            fams[(ph, family(r["name"]))] += r["exclusive"] / steps
-            k = kernels[(ph, r["name"])]
-            k[0] += 1 / steps
-            k[1] += r["exclusive"] / steps
+    for r, ph in phased(rows, bounds):
+        fams[(ph, family(r["name"]))] += r["exclusive"] / steps
+        k = kernels[(ph, r["name"])]
+        k[0] += 1 / steps
+        k[1] += r["exclusive"] / steps
     return fams, kernels, sum(hi - lo for lo, hi in bounds) / steps
 
 

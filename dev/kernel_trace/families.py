@@ -14,7 +14,7 @@ Each kernel counts its exclusive time on its stream (trace_csv.exclusive_ns).
 """
 from collections import defaultdict
 
-from trace_csv import MEMORY_BOUND, UPDATE_KERNELS, exclusive_ns, family, main_stream, parse_and_read
+from trace_csv import MEMORY_BOUND, UPDATE_KERNELS, family, main_stream, parse_and_read, with_exclusive
 
 PHASES = ("forward", "backward", "optimizer")
 
@@ -40,26 +40,29 @@ def phase_of(rows, lo, hi):
     return out
 
 
+def phased(rows, bounds):
+    """(row, phase) for every row of every step in bounds."""
+    for lo, hi in bounds:
+        step = [r for r in rows if lo <= r["start"] < hi]
+        yield from zip(step, phase_of(step, lo, hi))
+
+
 def main():
     a, rows, bounds = parse_and_read(__doc__, "memory-bound kernels listed by time", "families.py")
-    for r, ns in zip(rows, exclusive_ns(rows)):
-        r["exclusive"] = ns
+    with_exclusive(rows)
     main_id, _ = main_stream([r for r in rows if bounds[0][0] <= r["start"] < bounds[-1][1]])
     cells = defaultdict(lambda: [0, 0, 0])  # (phase, family, main stream?) → kernels, exclusive ns, raw ns
     by_name = defaultdict(lambda: [0, 0])
-    walls = []
-    for lo, hi in bounds:
-        step = [r for r in rows if lo <= r["start"] < hi]
-        walls.append(hi - lo)
-        for r, ph in zip(step, phase_of(step, lo, hi)):
-            fam = family(r["name"])
-            c = cells[(ph, fam, r["stream"] == main_id)]
-            c[0] += 1
-            c[1] += r["exclusive"]
-            c[2] += r["end"] - r["start"]
-            if fam in MEMORY_BOUND and ph != "optimizer":
-                by_name[(ph, r["name"])][0] += 1
-                by_name[(ph, r["name"])][1] += r["exclusive"]
+    walls = [hi - lo for lo, hi in bounds]
+    for r, ph in phased(rows, bounds):
+        fam = family(r["name"])
+        c = cells[(ph, fam, r["stream"] == main_id)]
+        c[0] += 1
+        c[1] += r["exclusive"]
+        c[2] += r["end"] - r["start"]
+        if fam in MEMORY_BOUND and ph != "optimizer":
+            by_name[(ph, r["name"])][0] += 1
+            by_name[(ph, r["name"])][1] += r["exclusive"]
     n = a.steps
     print(f"{n} steps, wall {sum(walls) / n / 1e6:.3f} ms a step; main stream {main_id}")
     print("\nphase | family | stream | kernels a step | exclusive ms a step | kernel ms a step (start to end)")

@@ -85,6 +85,13 @@ def exclusive_ns(rows):
     return out
 
 
+def with_exclusive(rows):
+    """rows, each with its exclusive time on its stream as "exclusive" (exclusive_ns)."""
+    for r, ns in zip(rows, exclusive_ns(rows)):
+        r["exclusive"] = ns
+    return rows
+
+
 def union_ns(intervals):
     total, cur_s, cur_e = 0, None, None
     for s, e in sorted(intervals):
