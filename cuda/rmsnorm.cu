@@ -1,6 +1,7 @@
 // RMSNorm: forward and backward one warp per row (rows are d_model long: a few KB, so a warp's
 // registers and L1 hold what the second pass re-reads); the recompute from the saved rstd
 // elementwise. Math in fp32.
+#include <algorithm>
 #include <climits>
 #include <initializer_list>
 
@@ -203,38 +204,48 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // The backward with the row held in registers (kPacks packs of kPack a lane: x as floats, dy as
-// loaded), as the forward's rows kernel: every load of x and dy is issued before the first
-// product, where the loop kernel above waits for each pack in turn. The dw terms meet in the same
-// shared lines in the same order. At XL (2048 rows of 1600 in one wave, 16 warps an SM; kernel
-// trace of plain steps, H100) 24.5–26.4 us a call became 21.6 (2.15 → 2.43 TB/s). Alone (ncu,
-// cold caches) it is no faster (22.6 us against 21.3): the loop kernel slows in the step, where the
-// clip norm's pass reads the gradients beside it, and this one, its loads in flight together, does
-// not. Asking L2 for dx's lines at the start (prefetch.global.L2) so that the accumulate's loads
-// after the row sum would find them on chip made it 24.1 us: not kept (docs/BENCHMARKS.md, session 21).
+// loaded; every load of x and dy issued before the first product, where the loop kernel above
+// waits for each pack in turn) on a persistent grid: backward_rows_grid's blocks, each warp
+// walking rows gridDim·kWarps apart. A warp adds its rows' dw terms into its own line of shared
+// memory, a whole row of columns, each lane only into the columns it loads, so a row needs no
+// barrier; the block adds its lines in warp order once, at the end, into its row of `partial`.
+// dx and its bf16 copy are the one-row-a-warp form's bit for bit (the same arithmetic a row); dw
+// adds in another fixed order, the same from run to run on a device (the grid depends only on
+// its SM count).
+// At llm.c's point (16384 rows of 1600, dx accumulated with its bf16 copy; H100, alone, with dw's
+// finish; dev/cuda/rmsnorm_variants.cu) one row a warp and a block of 8 rows — two barriers a
+// 1024-column chunk, and 2048 partial rows (13 MB) for the finish to read — took 185.4 us; this
+// form 164.9 (docs/BENCHMARKS.md, session 28). Earlier: the register-resident row made XL's plain
+// step 24.5–26.4 → 21.6 us a call (session 21); asking L2 for dx's lines early (prefetch.global.L2)
+// made it slower in session 21 and again in session 27, and prefetching the next row's x and dy
+// made this form 198.8 us (session 28).
 template <typename TD, int kPacks>
 __global__ void __launch_bounds__(kThreads, 2)
     rmsnorm_backward_rows_kernel(int64_t rows, int cols, bool accumulate, float* dx, __nv_bfloat16* dx_lowp,
                                  float* partial, const TD* dy, const float* x, const float* w, const float* rstd) {
-  begin_chained_kernel();  // launched by launch_chained
-  __shared__ __align__(16) float dw_lines[kWarps][kDwChunk];
+  begin_chained_kernel();                           // launched by launch_chained
+  extern __shared__ __align__(16) float dw_rows[];  // [kWarps][cols]: each warp's dw terms so far
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
-  const int64_t row = int64_t(blockIdx.x) * kWarps + warp;
-  // A warp past the last row still takes part in the block's sums (its lines are zeros).
-  const bool live = row < rows;
-  const int64_t base = live ? row * cols : 0;
+  float* line = dw_rows + int64_t(warp) * cols;
   auto col = [&](int k) { return (k * kWarpSize + lane) * kPack; };
-  float xv[kPacks][kPack];           // x's packs of this lane
-  RawPack<kPack, TD> g_raw[kPacks];  // dy's, as loaded
-  if (live)
+#pragma unroll
+  for (int k = 0; k < kPacks; ++k)
+    if (col(k) < cols)
+#pragma unroll
+      for (int i = 0; i < kPack; ++i) line[col(k) + i] = 0.0f;
+  const int64_t stride = int64_t(gridDim.x) * kWarps;
+  for (int64_t row = int64_t(blockIdx.x) * kWarps + warp; row < rows; row += stride) {
+    const int64_t base = row * cols;
+    float xv[kPacks][kPack];           // x's packs of this lane
+    RawPack<kPack, TD> g_raw[kPacks];  // dy's, as loaded
 #pragma unroll
     for (int k = 0; k < kPacks; ++k)
       if (col(k) < cols) {
         load_pack<kPack>(x + base + col(k), xv[k]);
         g_raw[k].load(dy + base + col(k));
       }
-  const float inv = live ? rstd[row] : 0.0f;
-  float dot = 0.0f;
-  if (live)
+    const float inv = rstd[row];
+    float dot = 0.0f;
 #pragma unroll
     for (int k = 0; k < kPacks; ++k)
       if (col(k) < cols) {
@@ -244,8 +255,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
         for (int i = 0; i < kPack; ++i) dot += g[i] * wv[i] * xv[k][i];
       }
-  const float kk = inv * inv * inv * warp_sum(dot) / float(cols);
-  if (live)
+    const float kk = inv * inv * inv * warp_sum(dot) / float(cols);
 #pragma unroll
     for (int k = 0; k < kPacks; ++k)
       if (col(k) < cols) {
@@ -257,32 +267,27 @@ __global__ void __launch_bounds__(kThreads, 2)
         for (int i = 0; i < kPack; ++i) {
           const float di = inv * g[i] * wv[i] - kk * xv[k][i];
           d[i] = accumulate ? d[i] + di : di;
+          line[col(k) + i] += g[i] * xv[k][i] * inv;
         }
         store_pack<kPack>(dx + base + col(k), d);
         if (dx_lowp) store_pack<kPack>(dx_lowp + base + col(k), d);
       }
-  for (int c0 = 0; c0 < cols; c0 += kDwChunk) {
-    const int c1 = cols - c0 < kDwChunk ? cols : c0 + kDwChunk;
+  }
+  __syncthreads();
+  for (int c = threadIdx.x; c < cols; c += kThreads) {
+    float sum = 0.0f;
 #pragma unroll
-    for (int k = 0; k < kPacks; ++k) {
-      const int c = col(k);
-      if (c < c0 || c >= c1) continue;
-      float term[kPack];
-      if (live) {
-        float g[kPack];
-        g_raw[k].to_floats(g);
-#pragma unroll
-        for (int i = 0; i < kPack; ++i) term[i] = g[i] * xv[k][i] * inv;
-      } else {
-#pragma unroll
-        for (int i = 0; i < kPack; ++i) term[i] = 0.0f;
-      }
-#pragma unroll
-      for (int i = 0; i < kPack; ++i) dw_lines[warp][c - c0 + i] = term[i];
-    }
-    add_dw_lines(dw_lines, partial, cols, c0, c1);
+    for (int v = 0; v < kWarps; ++v) sum += dw_rows[v * cols + c];
+    partial[int64_t(blockIdx.x) * cols + c] = sum;
   }
 }
+// The rows kernel's grid: two blocks an SM (its occupancy), fewer where the rows do not fill them.
+constexpr int kRowsBlocksPerSm = 2;
+int64_t backward_rows_grid(int64_t rows) {
+  return std::min<int64_t>(ceil_div(rows, int64_t(kWarps)), int64_t(kRowsBlocksPerSm) * sm_count());
+}
+// Its dynamic shared memory: a line of cols floats a warp (57 KB at most: 1792 columns).
+int backward_rows_smem(int64_t cols) { return int(kWarps * cols * int64_t(sizeof(float))); }
 
 // The packed backward for rows of `packs` packs a lane: the register-resident kernel for exactly
 // that many up to kMax, the loop kernel above it. The exact count, unlike the forward's powers of
@@ -384,13 +389,20 @@ void rmsnorm_backward(cudaStream_t s, Tensor& dx, Tensor& dw, const Tensor& dy, 
   check_width(cols);
   const int64_t blocks = rmsnorm_dw_partial_rows(rows);
   PT_CHECK(blocks <= INT32_MAX, "rmsnorm: more than 2^31 blocks of rows");
+  int64_t partial_rows = blocks;  // rows of `partial` the backward kernel writes
   dispatch_float(dy.dtype(), [&](auto tag) {
     using TD = typename decltype(tag)::type;
     const bool packed =
         packs_fit(cols, {x.data(), w.data(), dy.data(), dx.data(), dx_lowp ? dx_lowp->data() : nullptr});
-    auto kernel = packed ? packed_backward_kernel<TD>(ceil_div(cols, int64_t(kWarpSize) * kPack))
-                         : rmsnorm_backward_kernel<TD, false>;
-    launch_chained(kernel, unsigned(blocks), kThreads, 0, s, rows, int(cols), accumulate, dx.data_as<float>(),
+    const int64_t packs = ceil_div(cols, int64_t(kWarpSize) * kPack);
+    auto kernel = packed ? packed_backward_kernel<TD>(packs) : rmsnorm_backward_kernel<TD, false>;
+    int smem = 0;
+    if (packed && packs <= kMaxBackwardPacks<TD>) {  // the rows kernel: persistent, its lines dynamic
+      partial_rows = backward_rows_grid(rows);
+      smem = backward_rows_smem(cols);
+      PT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    }
+    launch_chained(kernel, unsigned(partial_rows), kThreads, smem, s, rows, int(cols), accumulate, dx.data_as<float>(),
                    dx_lowp ? static_cast<__nv_bfloat16*>(dx_lowp->data()) : nullptr, partial,
                    static_cast<const TD*>(dy.data()), x.data_as<const float>(), w.data_as<const float>(),
                    rstd.data_as<const float>());
@@ -398,10 +410,10 @@ void rmsnorm_backward(cudaStream_t s, Tensor& dx, Tensor& dw, const Tensor& dy, 
   });
   const dim3 grid(unsigned(ceil_div(cols, int64_t(kWarpSize)))), block(kWarpSize, kDwRowLanes);
   if (dw.dtype() == DType::BF16)
-    launch_chained(rmsnorm_dw_finish_kernel<__nv_bfloat16>, grid, block, 0, s, blocks, int(cols), dw_accumulate,
+    launch_chained(rmsnorm_dw_finish_kernel<__nv_bfloat16>, grid, block, 0, s, partial_rows, int(cols), dw_accumulate,
                    static_cast<__nv_bfloat16*>(dw.data()), static_cast<const float*>(partial));
   else
-    launch_chained(rmsnorm_dw_finish_kernel<float>, grid, block, 0, s, blocks, int(cols), dw_accumulate,
+    launch_chained(rmsnorm_dw_finish_kernel<float>, grid, block, 0, s, partial_rows, int(cols), dw_accumulate,
                    dw.data_as<float>(), static_cast<const float*>(partial));
   PT_CUDA_CHECK_LAUNCH();
 }

@@ -11,7 +11,7 @@ void rmsnorm_forward(cudaStream_t s, Tensor& y, Tensor& rstd, const Tensor& x, c
 // y = x·rstd·w with rstd from rmsnorm_forward: its y again, bit for bit. Elementwise.
 void rmsnorm_apply(cudaStream_t s, Tensor& y, const Tensor& x, const Tensor& w, const Tensor& rstd);
 // dy fp32|bf16; dx, x, w, rstd fp32; dw fp32|bf16. A warp per row computes dx, and each block's
-// share of dw (its rows' sums, in a fixed order) goes to its row of `partial`: fp32,
+// share of dw (its rows' sums, in a fixed order) goes to its row of `partial`: fp32, at most
 // rmsnorm_dw_partial_rows(N) × C, written before it is read (no zeroing). A second kernel adds
 // those rows into dw in a fixed order (a bf16 dw: the fp32 total rounded in once), so dw is the
 // same bit for bit from run to run. dx_lowp (optional, bf16, dx's shape): the final dx rounded

@@ -1,11 +1,12 @@
 // RMSNorm's backward at llm.c's working point (16384 rows of 1600, dy bf16, dx accumulated in
-// fp32 with its bf16 copy: the model's residual gradient) in variants, each checked bit for bit
-// against the production kernel (cuda/rmsnorm.cu, compiled into this file). A pass with the same
-// bytes (5 units in, 3 out, two of them in place) takes 147 us there (dev/cuda/stream_variants.cu);
-// the production kernel takes 174 in the step (session 27's trace). These variants ask where the
-// difference is. Then dw's finishing kernel against a wider grid on the same partial rows, both
-// against an fp64 sum. Measured on an H100 (docs/BENCHMARKS.md, session 27): no variant beat
-// production by more than 4 %.
+// fp32 with its bf16 copy: the model's residual gradient). A pass with the same bytes (5 units in,
+// 3 out, two of them in place) takes 147 us there (dev/cuda/stream_variants.cu). First, variants
+// of the one-row-a-warp form that was production until session 27 (174 us in the step), each
+// checked bit for bit against it (variant 0, a copy): session 27 (H100) found none more than 4 %
+// faster. Then, with dw's finish, that form against the production kernel of cuda/rmsnorm.cu
+// (compiled into this file): persistent rows since session 28, on grids of 1 to 8 blocks an SM.
+// Last, dw's finishing kernel against a wider grid on the same partial rows, both against an fp64
+// sum. Figures: docs/BENCHMARKS.md, sessions 27 and 28.
 //
 //   dev/cuda/build.sh rmsnorm_variants       (here, after building build-hopper; then on the GPU machine,
 //   .devbundle/rmsnorm_variants [rows] [cols]   after a bundle's env.sh: it links libparatrain.so)
@@ -220,13 +221,69 @@ int main(int argc, char** argv) {
         [&] { kernel<<<unsigned(blocks), kThreads>>>(rows, cols, true, dx, lowp, partial, dy, x, w, rstd); });
     std::printf("%-44s %8.1f us %6.3f TB/s  %s\n", name, ms * 1e3, bytes / (ms * 1e-3) / 1e12, check);
   };
-  run("production (rmsnorm_backward_rows_kernel)", rmsnorm_backward_rows_kernel<__nv_bfloat16, kPacks>);
-  run("copy of production (variant 0)", backward_variant<kPacks, 0>);
+  run("one row a warp (variant 0: production to 27)", backward_variant<kPacks, 0>);
   run("dx prefetched to L2", backward_variant<kPacks, kPrefetchDx>);
   run("x, dy evict-first", backward_variant<kPacks, kStreamXDy>);
   run("dx prefetched, x, dy evict-first", backward_variant<kPacks, kPrefetchDx | kStreamXDy>);
   run("dx loaded early (1 block an SM)", backward_variant<kPacks, kDxEarly>);
   run("dx early, x, dy evict-first", backward_variant<kPacks, kDxEarly | kStreamXDy>);
+
+  // The production kernel (persistent rows since session 28) and its finish, on grids of 1 to 8
+  // blocks an SM (production: backward_rows_grid), against one row a warp (variant 0) and its
+  // finish: dx and its copy bit for bit, dw against an fp64 sum of dy·x·rstd over the rows.
+  {
+    const int sms = sm_count();
+    const int smem = backward_rows_smem(cols);
+    auto kernel = rmsnorm_backward_rows_kernel<__nv_bfloat16, kPacks>;
+    DEV_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    float* dw;
+    DEV_CHECK_CUDA(cudaMalloc(&dw, cols * 4));
+    const auto hx = host(x, n), hr = host(rstd, rows);
+    const auto hdy = host(dy, n);
+    std::vector<double> want(cols, 0.0);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int c = 0; c < cols; ++c) want[c] += double(__bfloat162float(hdy[r * cols + c])) * hx[r * cols + c] * hr[r];
+    auto dw_error = [&] {
+      const auto h = host(dw, cols);
+      double e = 0, m = 0;
+      for (int c = 0; c < cols; ++c) e = std::max(e, std::abs(h[c] - want[c])), m = std::max(m, std::abs(want[c]));
+      return e / m;
+    };
+    auto finish = [&](int64_t partial_rows) {
+      rmsnorm_dw_finish_kernel<float><<<unsigned((cols + kWarpSize - 1) / kWarpSize), dim3(kWarpSize, kDwRowLanes)>>>(
+          partial_rows, cols, false, dw, partial);
+    };
+    // Runs launch once from dx0 for the checks, then times it.
+    auto check_and_time = [&](const char* name, auto launch) {
+      DEV_CHECK_CUDA(cudaMemcpy(dx, dx0, n * 4, cudaMemcpyDeviceToDevice));
+      launch();
+      DEV_CHECK_CUDA(cudaDeviceSynchronize());
+      const bool same_dx = host(dx, n) == ref_dx;
+      const auto hl = host(lowp, n);
+      const bool same_lowp = std::equal(hl.begin(), hl.end(), ref_lowp.begin(), [](auto a, auto b) {
+        return __bfloat16_as_ushort(a) == __bfloat16_as_ushort(b);
+      });
+      const double e = dw_error();
+      std::printf("%-44s %8.1f us  dw %.1e  dx %s\n", name, dev_median_ms(launch) * 1e3, e,
+                  same_dx && same_lowp ? "bit for bit" : "DIFFERS");
+    };
+    std::printf("\nwith dw finished (max |dw − fp64| / max |dw|)\n");
+    check_and_time("one row a warp + finish", [&] {
+      backward_variant<kPacks, 0><<<unsigned(blocks), kThreads>>>(rows, cols, true, dx, lowp, partial, dy, x, w, rstd);
+      finish(blocks);
+    });
+    for (int per_sm : {1, 2, 3, 4, 8}) {
+      const int64_t grid = std::min<int64_t>(blocks, int64_t(per_sm) * sms);
+      char name[64];
+      std::snprintf(name, sizeof name, "persistent, %d blocks an SM%s + finish", per_sm,
+                    grid == backward_rows_grid(rows) ? " (production)" : "");
+      check_and_time(name, [&] {
+        kernel<<<unsigned(grid), kThreads, smem>>>(rows, cols, true, dx, lowp, partial, dy, x, w, rstd);
+        finish(grid);
+      });
+    }
+    DEV_CHECK_CUDA(cudaFree(dw));
+  }
 
   // dw from the partial rows: both kernels against an fp64 sum on the host.
   fill<<<1024, 256>>>(blocks * cols, partial, 6, 1.0f, 0.0f);

@@ -141,12 +141,14 @@ TEST(GpuRMSNorm, BackwardIsBitForBitRunToRun) {
 
 // dw's sums on every grid shape against the fp64 CPU: a single block (5 and 8 rows), two blocks
 // (9 rows), hundreds (4100 rows of 1600), and 8192 blocks of 37 columns, far more than the GPU
-// holds at once. Three calls in a row on one context, each written over poison. (Session 19's
-// test of dw finished by the backward's last blocks; the kept two-kernel form passes it too.)
+// holds at once; on the persistent rows kernel's grid (two blocks an SM) a warp walks about 2
+// rows of 4100 × 1600 and 10 of 20000 × 256 on an H100, unevenly. Three calls in a row on one context, each written
+// over poison. (Session 19's test of dw finished by the backward's last blocks; the kept two-kernel form passes it
+// too.)
 TEST(GpuRMSNorm, BackwardOnEveryGridShape) {
   PT_REQUIRE_GPU();
   Context gpu(Device::cuda(0)), cpu(Device::cpu());
-  const std::pair<int64_t, int64_t> shapes[] = {{5, 1600}, {8, 1600}, {9, 37}, {4100, 1600}, {65536, 37}};
+  const std::pair<int64_t, int64_t> shapes[] = {{5, 1600}, {8, 1600}, {9, 37}, {4100, 1600}, {20000, 256}, {65536, 37}};
   for (const auto& [rows, cols] : shapes)
     for (DType dw_type : {DType::F32, DType::BF16}) {
       SCOPED_TRACE(std::to_string(rows) + " x " + std::to_string(cols) + " dw " + dtype_name(dw_type));
