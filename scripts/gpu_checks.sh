@@ -547,12 +547,12 @@ step_accum-xl() {
 }
 # The issue's own working point: micro-batch 16 × 1024 with --grad-accum 16 (262 144 tokens a step),
 # which fits on 80 GB with bf16 gradients (plan: 73.1 GB with --recompute on, 78.2 with swiglu).
-# accum_16 NAME [flags...]: one run of it, a warm-up step and two measured ones, gradients in
-# GRAD_DTYPE (default bf16).
+# accum_16 NAME [flags...]: one run of it, ACCUM_WARMUP warm-up steps (default 1; --cuda-graph on
+# needs 2) and two measured ones, gradients in GRAD_DTYPE (default bf16).
 accum_16() {
   local name=$1
   shift
-  GRAD_DTYPE=${GRAD_DTYPE:-bf16} xl_1024 "$name" 16 --grad-accum 16 --warmup 1 --steps 2 "$@"
+  GRAD_DTYPE=${GRAD_DTYPE:-bf16} xl_1024 "$name" 16 --grad-accum 16 --warmup "${ACCUM_WARMUP:-1}" --steps 2 "$@"
 }
 step_accum-xl-16() {
   local g=${GRAD_DTYPE:-bf16} r

@@ -1,5 +1,7 @@
 #include "bench/inputs.h"
 
+#include <cstring>
+
 #include "core/allocator.h"
 #include "core/error.h"
 
@@ -34,6 +36,18 @@ Tensor filled(Context& ctx, const Shape& shape, DType dtype, const std::vector<d
   Tensor dev = Tensor::empty(shape, dtype, ctx.device(), name, MemCategory::Activations);
   dev.copy_from(host, ctx);
   return dev;
+}
+
+Tensor repeat_rows(const Tensor& host, int64_t times) {
+  PT_CHECK(host.device().is_cpu() && host.is_contiguous() && host.dim() >= 1 && times >= 1,
+           "repeat_rows: a contiguous host tensor with rows, and a count of at least 1");
+  Shape shape = host.shape();
+  shape[0] *= times;
+  Tensor out = Tensor::empty(shape, host.dtype(), Device::cpu(), "repeated_rows", MemCategory::Other);
+  const size_t bytes = host.nbytes();
+  for (int64_t k = 0; k < times; ++k)
+    std::memcpy(static_cast<char*>(out.data()) + static_cast<size_t>(k) * bytes, host.data(), bytes);
+  return out;
 }
 
 }  // namespace pt::bench

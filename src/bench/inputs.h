@@ -14,5 +14,8 @@ namespace pt::bench {
 std::vector<double> bench_values(int64_t n, uint64_t seed);
 // A tensor of `shape` and `dtype` on ctx's device (fp32, fp64 or bf16) holding `values`.
 Tensor filled(Context& ctx, const Shape& shape, DType dtype, const std::vector<double>& values, const char* name);
+// A host tensor of `times` copies of a contiguous host tensor's rows (dim 0), one after another:
+// (R, …) → (times · R, …). Any dtype.
+Tensor repeat_rows(const Tensor& host, int64_t times);
 
 }  // namespace pt::bench

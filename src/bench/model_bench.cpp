@@ -12,6 +12,7 @@
 #include <random>
 #include <sstream>
 
+#include "bench/inputs.h"
 #include "bench/roofline.h"
 #include "core/accelerator_specs.h"
 #include "core/allocator.h"
@@ -230,8 +231,15 @@ struct Rig {
     targets = h_tg.to(ctx.device(), ctx);
     if (opt.cuda_graph) {
       PT_CHECK(opt.mode == ModelBenchMode::TrainStep, "--cuda-graph on times the train step: use --mode train-step");
+      PT_CHECK(c.warmup >= 2, "--cuda-graph on needs --warmup 2 or more: uncaptured steps first (GEMM autotuning), "
+                              "then the capture, so that the measured steps are replays");
+      // TrainStep splits its rows into the --grad-accum micro-batches, as train's steps of batch ×
+      // N rows; the uncaptured steps here run each micro-batch on the same rows, so the graph gets
+      // those rows N times over: the same work on the same data.
+      graph_ids = repeat_rows(h_ids, opt.grad_accum).to(ctx.device(), ctx);
+      graph_targets = repeat_rows(h_tg, opt.grad_accum).to(ctx.device(), ctx);
       graph_step = std::make_unique<TrainStep>(*model, *optimizer, no_sync, 1.0f);
-      graph_step->enable_cuda_graph(ctx, 2);
+      graph_step->enable_cuda_graph(ctx, static_cast<int>(c.warmup) - 1);  // the last warm-up step captures
     }
   }
   TransformerConfig cfg;
@@ -239,8 +247,10 @@ struct Rig {
   std::unique_ptr<Optimizer> optimizer;
   DeferredUpdateOptimizer* deferred = nullptr;  // the optimizer, when its update is deferred
   Tensor ids, targets;
-  // --cuda-graph on: the train step as `paratrain train` runs it, captured after two warm-up
-  // steps (TrainStep); the clock then sees whole steps only.
+  // --cuda-graph on: the train step as `paratrain train` runs it, captured in the last warm-up
+  // step (TrainStep), on graph_ids and graph_targets (ids and targets once a micro-batch); the
+  // clock then sees whole steps only.
+  Tensor graph_ids, graph_targets;
   parallel::NoSync no_sync;
   std::unique_ptr<TrainStep> graph_step;
 };
@@ -256,7 +266,7 @@ void run_step(Rig& rig, Context& ctx, ModelBenchMode mode, StreamClock& clock, K
   clock.reset();
   clock.mark();
   if (rig.graph_step) {  // one launch once captured: no phases to mark
-    rig.graph_step->run(ctx, rig.ids, rig.targets, 1e-4f, micro_batches);
+    rig.graph_step->run(ctx, rig.graph_ids, rig.graph_targets, 1e-4f, micro_batches);
     clock.mark();
     return;
   }

@@ -4,8 +4,11 @@
 // run to run (its rows are summed in a fixed order), which such a comparison needs.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <string>
 
+#include "bench/model_bench.h"
 #include "common/test_util.h"
 #include "gpu/ten_steps_gpu.h"
 #include "model/transformer.h"
@@ -56,6 +59,53 @@ TEST(CudaGraphGpu, CapturedStepsEqualUncapturedBitForBit) {
         EXPECT_TRUE(graph.captured) << what;
         test::expect_same_ten_steps(eager.steps, graph.steps, what);
       }
+}
+
+// bench model, bf16 flash, the update not deferred (a graph cannot capture it), one configuration.
+bench::ModelBenchOptions bench_options(const std::string& size, int64_t context, int64_t warmup) {
+  bench::ModelBenchOptions opt;
+  opt.sizes = {size};
+  opt.contexts = {context};
+  opt.precisions = {Precision::BF16};
+  opt.attention = {"flash"};
+  opt.warmups = {warmup};
+  opt.update_overlap = UpdateOverlap::Off;
+  return opt;
+}
+
+// bench model --cuda-graph on with --grad-accum N: the captured step runs N micro-batches of
+// --batch-size rows, as the uncaptured bench step does. (Session 28: it was given the batch once,
+// which TrainStep split into N micro-batches of batch/N rows, and credited the step with N times
+// the tokens it ran: MFU 4.6 at llm.c's point.) No step can beat the GPU's dense peak, so with 8
+// micro-batches that error would show as an MFU far above 1; both records' MFU stay below it.
+TEST(CudaGraphGpu, BenchModelCapturedStepRunsEveryMicroBatch) {
+  PT_REQUIRE_GPU();
+  bench::ModelBenchOptions opt = bench_options("small", 512, 2);
+  opt.steps = 2;
+  opt.batch_size = 4;
+  opt.grad_accum = 8;
+  for (bool graph : {false, true}) {
+    SCOPED_TRACE(graph ? "captured" : "uncaptured");
+    opt.cuda_graph = graph;
+    const auto r = bench::run_model_bench(opt, Device::cuda(0), nullptr);
+    const io::ResultTable& t = r.timings;
+    ASSERT_EQ(t.rows(), 1u);
+    ASSERT_EQ(std::get<std::string>(t.at(0, t.column_index("status"))), "ok");
+    const double mfu = std::get<double>(t.at(0, t.column_index("mfu")));
+    if (std::isnan(mfu)) GTEST_SKIP() << "no dense peak known for this GPU";
+    EXPECT_GT(mfu, 0.0);
+    EXPECT_LT(mfu, 1.0);
+  }
+}
+
+// bench model refuses a captured step that would be measured before it is replayed.
+TEST(CudaGraphGpu, BenchModelNeedsTwoWarmUpStepsForAGraph) {
+  PT_REQUIRE_GPU();
+  bench::ModelBenchOptions opt = bench_options("tiny", 64, 1);
+  opt.steps = 1;
+  opt.cuda_graph = true;
+  const std::string msg = test::error_of([&] { bench::run_model_bench(opt, Device::cuda(0), nullptr); });
+  EXPECT_NE(msg.find("--warmup 2 or more"), std::string::npos) << (msg.empty() ? "accepted" : msg);
 }
 
 // Refused combinations name what cannot be captured.
