@@ -215,10 +215,10 @@ __global__ void __launch_bounds__(kThreads)
 // At llm.c's point (16384 rows of 1600, dx accumulated with its bf16 copy; H100, alone, with dw's
 // finish; dev/cuda/rmsnorm_variants.cu) one row a warp and a block of 8 rows — two barriers a
 // 1024-column chunk, and 2048 partial rows (13 MB) for the finish to read — took 189.2 us; this
-// form 166.0, and in the step 173.3 + 12.5 → 166.0 + 2.85 us (docs/BENCHMARKS.md, session 28). Earlier: the register-resident row made XL's plain
-// step 24.5–26.4 → 21.6 us a call (session 21); asking L2 for dx's lines early (prefetch.global.L2)
-// made it slower in session 21 and again in session 27, and prefetching the next row's x and dy
-// made this form 198.8 us (session 28).
+// form 166.0, and in the step 173.3 + 12.5 → 166.0 + 2.85 us (docs/BENCHMARKS.md, session 28).
+// Earlier: the register-resident row made XL's plain step 24.5–26.4 → 21.6 us a call (session
+// 21); asking L2 for dx's lines early (prefetch.global.L2) made it slower in session 21 and again
+// in session 27, and prefetching the next row's x and dy made this form 198.8 us (session 28).
 template <typename TD, int kPacks>
 __global__ void __launch_bounds__(kThreads, 2)
     rmsnorm_backward_rows_kernel(int64_t rows, int cols, bool accumulate, float* dx, __nv_bfloat16* dx_lowp,

@@ -587,6 +587,10 @@ ModelBenchResults run_model_bench(const ModelBenchOptions& opt, Device device, i
               else if (m.device_mallocs > 0)
                 line << "; " << m.device_mallocs
                      << " device allocations during the measured steps (sizes the warm-up did not ask for)";
+              // No step beats the dense peak: above it, the tokens credited did not all run (session
+              // 28's captured step with --grad-accum ran 1/16 of them) or the peak is wrong.
+              if (peak > 0 && tflops * 1e12 > peak)
+                line << "; MFU above 1 is impossible: this measurement or the dense peak (--peak-tflops) is wrong";
               summary = line.str();
               if (opt.breakdown && profile) add_breakdown(r, rig, ctx, c, opt, peak_of);
               if (opt.memory_profile && profile) add_memory_profile(r, rig, ctx, c, opt, record);

@@ -223,6 +223,24 @@ TEST(TransformerModel, BenchModelWithGradientAccumulationRunsEveryMicroBatch) {
   EXPECT_NEAR(tokens, 9.0 * 2 * 8, 1e-6);
 }
 
+// A step faster than the dense peak cannot be: bench model's summary says the measurement (or the
+// peak) is wrong. A CPU run with a dense peak of 10^-9 TFLOP/s is such a step; with a plausible
+// peak the summary does not say it.
+TEST(TransformerModel, BenchModelSaysAnMfuAboveOneIsWrong) {
+  bench::ModelBenchOptions opt = tiny_bench_with_breakdown(1, 1);
+  opt.breakdown = false;
+  auto summary_with_peak = [&](double tflops) {
+    opt.peak_tflops = tflops;
+    std::string summary;
+    bench::run_model_bench(
+        opt, Device::cpu(), nullptr,
+        [&](const bench::ModelBenchResults&, const std::string&, const std::string& s) { summary = s; });
+    return summary;
+  };
+  EXPECT_NE(summary_with_peak(1e-9).find("MFU above 1 is impossible"), std::string::npos);
+  EXPECT_EQ(summary_with_peak(1e6).find("MFU above 1"), std::string::npos);
+}
+
 // Flash attention covers head dimensions 16/32/64/80/128, so every named size (2.7b: 2560/32 =
 // 80) runs with it; a model asking for it with another head dimension fails at configuration
 // time with a pointer to naive attention. (The model benchmark keeps a guard that records such
