@@ -96,7 +96,8 @@ inline constexpr const char* kFusedHelp =
 
 // --cuda-graph's help (train, bench model).
 inline constexpr const char* kCudaGraphHelp =
-    "on: after two warm-up steps capture the whole training step (forward, backward, clip, optimizer) "
+    "on: after uncaptured warm-up steps (train: two; bench model: all but the last of --warmup, which "
+    "must be 2 or more) capture the whole training step (forward, backward, clip, optimizer) "
     "in a CUDA graph and replay it, one launch a step, with the same results bit for bit; one process "
     "on a GPU only (data parallelism is not captured yet); off: launch every kernel";
 
