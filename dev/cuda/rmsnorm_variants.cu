@@ -162,6 +162,19 @@ std::vector<T> host(const T* d, size_t n) {
   return h;
 }
 
+// The same bits in every element.
+bool same_bits(const std::vector<__nv_bfloat16>& a, const std::vector<__nv_bfloat16>& b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](auto x, auto y) {
+           return __bfloat16_as_ushort(x) == __bfloat16_as_ushort(y);
+         });
+}
+
+// The production finish as cuda/rmsnorm.cu launches it: dw = the sum of partial's first rows.
+void finish_dw(int64_t partial_rows, int cols, float* dw, const float* partial) {
+  rmsnorm_dw_finish_kernel<float><<<unsigned((cols + kWarpSize - 1) / kWarpSize), dim3(kWarpSize, kDwRowLanes)>>>(
+      partial_rows, cols, false, dw, partial);
+}
+
 }  // namespace
 }  // namespace pt::cuda
 
@@ -212,9 +225,7 @@ int main(int argc, char** argv) {
     if (ref_dx.empty()) {
       ref_dx = hdx, ref_partial = hp, ref_lowp = hl;
     } else {
-      const bool ok = hdx == ref_dx && hp == ref_partial &&
-                      std::equal(hl.begin(), hl.end(), ref_lowp.begin(),
-                                 [](auto a, auto b) { return __bfloat16_as_ushort(a) == __bfloat16_as_ushort(b); });
+      const bool ok = hdx == ref_dx && hp == ref_partial && same_bits(hl, ref_lowp);
       check = ok ? "bit for bit" : "DIFFERS";
     }
     const float ms = dev_median_ms(
@@ -249,20 +260,13 @@ int main(int argc, char** argv) {
       for (int c = 0; c < cols; ++c) e = std::max(e, std::abs(h[c] - want[c])), m = std::max(m, std::abs(want[c]));
       return e / m;
     };
-    auto finish = [&](int64_t partial_rows) {
-      rmsnorm_dw_finish_kernel<float><<<unsigned((cols + kWarpSize - 1) / kWarpSize), dim3(kWarpSize, kDwRowLanes)>>>(
-          partial_rows, cols, false, dw, partial);
-    };
     // Runs launch once from dx0 for the checks, then times it.
     auto check_and_time = [&](const char* name, auto launch) {
       DEV_CHECK_CUDA(cudaMemcpy(dx, dx0, n * 4, cudaMemcpyDeviceToDevice));
       launch();
       DEV_CHECK_CUDA(cudaDeviceSynchronize());
       const bool same_dx = host(dx, n) == ref_dx;
-      const auto hl = host(lowp, n);
-      const bool same_lowp = std::equal(hl.begin(), hl.end(), ref_lowp.begin(), [](auto a, auto b) {
-        return __bfloat16_as_ushort(a) == __bfloat16_as_ushort(b);
-      });
+      const bool same_lowp = same_bits(host(lowp, n), ref_lowp);
       const double e = dw_error();
       std::printf("%-44s %8.1f us  dw %.1e  dx %s\n", name, dev_median_ms(launch) * 1e3, e,
                   same_dx && same_lowp ? "bit for bit" : "DIFFERS");
@@ -270,7 +274,7 @@ int main(int argc, char** argv) {
     std::printf("\nwith dw finished (max |dw − fp64| / max |dw|)\n");
     check_and_time("one row a warp + finish", [&] {
       backward_variant<kPacks, 0><<<unsigned(blocks), kThreads>>>(rows, cols, true, dx, lowp, partial, dy, x, w, rstd);
-      finish(blocks);
+      finish_dw(blocks, cols, dw, partial);
     });
     for (int per_sm : {1, 2, 3, 4, 8}) {
       const int64_t grid = std::min<int64_t>(blocks, int64_t(per_sm) * sms);
@@ -279,7 +283,7 @@ int main(int argc, char** argv) {
                     grid == backward_rows_grid(rows) ? " (production)" : "");
       check_and_time(name, [&] {
         kernel<<<unsigned(grid), kThreads, smem>>>(rows, cols, true, dx, lowp, partial, dy, x, w, rstd);
-        finish(grid);
+        finish_dw(grid, cols, dw, partial);
       });
     }
     DEV_CHECK_CUDA(cudaFree(dw));
@@ -301,10 +305,7 @@ int main(int argc, char** argv) {
     return e;
   };
   std::printf("\ndw from %lld partial rows of %d (%.1f MB)\n", (long long)blocks, cols, blocks * cols * 4 / 1e6);
-  const float t_prod = dev_median_ms([&] {
-    rmsnorm_dw_finish_kernel<float><<<unsigned((cols + kWarpSize - 1) / kWarpSize), dim3(kWarpSize, kDwRowLanes)>>>(
-        blocks, cols, false, dw, partial);
-  });
+  const float t_prod = dev_median_ms([&] { finish_dw(blocks, cols, dw, partial); });
   std::printf("%-44s %8.1f us  max |dw - fp64| %.2e\n", "production: strips of 32, 32 lanes a column", t_prod * 1e3,
               worst());
   const float t_strip = dev_median_ms([&] {

@@ -154,9 +154,9 @@ TEST(TransformerModel, UnfusedStepGivesTheFusedLossGradientsAndParameters) {
       EXPECT_EQ(count(off, phase, f), count(on, phase, f)) << phase << " " << op_family_name(f) << ": not split";
 }
 
-// bench model's options for the tiny model (context 8, fp32, naive attention, no warm-up) with
-// the kernel-time breakdown.
-bench::ModelBenchOptions tiny_bench_with_breakdown(int steps, int64_t batch_size) {
+// bench model's options for the tiny model (context 8, fp32, naive attention, no warm-up), with
+// the kernel-time breakdown unless told otherwise.
+bench::ModelBenchOptions tiny_bench(int steps, int64_t batch_size, bool breakdown = true) {
   bench::ModelBenchOptions opt;
   opt.sizes = {"tiny"};
   opt.contexts = {8};
@@ -166,14 +166,14 @@ bench::ModelBenchOptions tiny_bench_with_breakdown(int steps, int64_t batch_size
   opt.steps = steps;
   opt.batch_size = batch_size;
   opt.vocab_size = 64;
-  opt.breakdown = true;
+  opt.breakdown = breakdown;
   return opt;
 }
 
 // bench model --fused off: the tables say so in their `fused` column, and the kernel-time
 // breakdown shows the split GEMMs.
 TEST(TransformerModel, BenchModelRecordsFusedAndItsBreakdownShowsTheSplitGemms) {
-  bench::ModelBenchOptions opt = tiny_bench_with_breakdown(1, 1);
+  bench::ModelBenchOptions opt = tiny_bench(1, 1);
   auto forward_gemms = [](const bench::ModelBenchResults& r, const std::string& fused) {
     const io::ResultTable& t = r.breakdown;
     const int fu = t.column_index("fused"), pass = t.column_index("pass"), phase = t.column_index("phase"),
@@ -201,7 +201,7 @@ TEST(TransformerModel, BenchModelRecordsFusedAndItsBreakdownShowsTheSplitGemms) 
 // bench model --grad-accum M: each step runs M micro-batches (the breakdown counts M times the
 // forward and backward GEMMs, one optimizer step), and tokens per second count all of them.
 TEST(TransformerModel, BenchModelWithGradientAccumulationRunsEveryMicroBatch) {
-  bench::ModelBenchOptions opt = tiny_bench_with_breakdown(2, 2);
+  bench::ModelBenchOptions opt = tiny_bench(2, 2);
   auto gemms = [](const bench::ModelBenchResults& r, const std::string& phase) {
     const io::ResultTable& t = r.breakdown;
     for (size_t i = 0; i < t.rows(); ++i) {
@@ -227,8 +227,7 @@ TEST(TransformerModel, BenchModelWithGradientAccumulationRunsEveryMicroBatch) {
 // peak) is wrong. A CPU run with a dense peak of 10^-9 TFLOP/s is such a step; with a plausible
 // peak the summary does not say it.
 TEST(TransformerModel, BenchModelSaysAnMfuAboveOneIsWrong) {
-  bench::ModelBenchOptions opt = tiny_bench_with_breakdown(1, 1);
-  opt.breakdown = false;
+  bench::ModelBenchOptions opt = tiny_bench(1, 1, /*breakdown=*/false);
   auto summary_with_peak = [&](double tflops) {
     opt.peak_tflops = tflops;
     std::string summary;
