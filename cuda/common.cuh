@@ -226,5 +226,10 @@ void dispatch_float(DType t, F&& f) {
     default: PT_FAIL(std::string("GPU op called with unsupported dtype ") + dtype_name(t));
   }
 }
+// f(TypeTag<A>{}, TypeTag<B>{}) for two tensors' types, each fp32 or bf16 (an output and an input).
+template <typename F>
+void dispatch_float_pair(DType a, DType b, F&& f) {
+  dispatch_float(a, [&](auto a_tag) { dispatch_float(b, [&](auto b_tag) { f(a_tag, b_tag); }); });
+}
 
 }  // namespace pt::cuda

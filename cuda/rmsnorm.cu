@@ -29,15 +29,15 @@ __device__ __forceinline__ void for_lane_cols(const T* row, int cols, int lane, 
   }
 }
 
-template <typename TY, bool kPacked>
-__global__ void rmsnorm_forward_kernel(int64_t rows, int cols, float eps, TY* y, float* rstd, const float* x,
+template <typename TY, typename TX, bool kPacked>
+__global__ void rmsnorm_forward_kernel(int64_t rows, int cols, float eps, TY* y, float* rstd, const TX* x,
                                        const float* w) {
   begin_chained_kernel();  // launched by launch_chained
   constexpr int N = kPacked ? kPack : 1;
   const int lane = threadIdx.x % kWarpSize;
   const int64_t row = int64_t(blockIdx.x) * kWarps + threadIdx.x / kWarpSize;
   if (row >= rows) return;
-  const float* xr = x + row * cols;
+  const TX* xr = x + row * cols;
   float ss = 0.0f;
   for_lane_cols<kPacked>(xr, cols, lane, [&](int, const float(&v)[N]) {
 #pragma unroll
@@ -64,14 +64,14 @@ __global__ void rmsnorm_forward_kernel(int64_t rows, int cols, float eps, TY* y,
 // 32·kPack·kPacks columns): every load of the row is issued before the first sum, where the
 // loop above waits for each pack in turn. With one warp per row XL's 2048 rows fill a quarter
 // of the GPU's warp slots, so the loop was latency-bound: 9.2 us per call, 1.4 TB/s (ncu, H200).
-template <typename TY, int kPacks>
-__global__ void rmsnorm_forward_rows_kernel(int64_t rows, int cols, float eps, TY* y, float* rstd, const float* x,
+template <typename TY, typename TX, int kPacks>
+__global__ void rmsnorm_forward_rows_kernel(int64_t rows, int cols, float eps, TY* y, float* rstd, const TX* x,
                                             const float* w) {
   begin_chained_kernel();  // launched by launch_chained
   const int lane = threadIdx.x % kWarpSize;
   const int64_t row = int64_t(blockIdx.x) * kWarps + threadIdx.x / kWarpSize;
   if (row >= rows) return;
-  const float* xr = x + row * cols;
+  const TX* xr = x + row * cols;
   float v[kPacks][kPack];
 #pragma unroll
   for (int k = 0; k < kPacks; ++k) {
@@ -104,8 +104,8 @@ __global__ void rmsnorm_forward_rows_kernel(int64_t rows, int cols, float eps, T
 // products in the same order), for a backward that recomputes it. Without the row sums the
 // work is elementwise: a thread per pack of N columns over the whole (rows, cols) grid, where
 // the forward's warp per row fills a quarter of the GPU's warp slots at XL's 2048 rows.
-template <typename TY, int N>
-__global__ void rmsnorm_apply_kernel(int64_t rows, int cols, TY* y, const float* x, const float* w, const float* rstd) {
+template <typename TY, typename TX, int N>
+__global__ void rmsnorm_apply_kernel(int64_t rows, int cols, TY* y, const TX* x, const float* w, const float* rstd) {
   begin_chained_kernel();  // launched by launch_chained
   const int64_t packs_per_row = cols / N;
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -147,10 +147,10 @@ __device__ __forceinline__ void add_dw_lines(const float (&dw_lines)[kWarps][kDw
   }
   __syncthreads();
 }
-template <typename TD, bool kPacked>
+template <typename TD, typename TX, bool kPacked>
 __global__ void __launch_bounds__(kThreads)
     rmsnorm_backward_kernel(int64_t rows, int cols, bool accumulate, float* dx, __nv_bfloat16* dx_lowp, float* partial,
-                            const TD* dy, const float* x, const float* w, const float* rstd) {
+                            const TD* dy, const TX* x, const float* w, const float* rstd) {
   begin_chained_kernel();  // launched by launch_chained
   constexpr int N = kPacked ? kPack : 1;
   static_assert(kDwChunk % (kWarpSize * kPack) == 0, "a chunk holds whole packs of every lane");
@@ -160,7 +160,7 @@ __global__ void __launch_bounds__(kThreads)
   // A warp past the last row still takes part in the block's sums (its lines are zeros).
   const bool live = row < rows;
   const int64_t base = live ? row * cols : 0;
-  const float* xr = x + base;
+  const TX* xr = x + base;
   const TD* dyr = dy + base;
   float* dxr = dx + base;
   const float inv = live ? rstd[row] : 0.0f;
@@ -219,10 +219,10 @@ __global__ void __launch_bounds__(kThreads)
 // Earlier: the register-resident row made XL's plain step 24.5–26.4 → 21.6 us a call (session
 // 21); asking L2 for dx's lines early (prefetch.global.L2) made it slower in session 21 and again
 // in session 27, and prefetching the next row's x and dy made this form 198.8 us (session 28).
-template <typename TD, int kPacks>
+template <typename TD, typename TX, int kPacks>
 __global__ void __launch_bounds__(kThreads, 2)
     rmsnorm_backward_rows_kernel(int64_t rows, int cols, bool accumulate, float* dx, __nv_bfloat16* dx_lowp,
-                                 float* partial, const TD* dy, const float* x, const float* w, const float* rstd) {
+                                 float* partial, const TD* dy, const TX* x, const float* w, const float* rstd) {
   begin_chained_kernel();                           // launched by launch_chained
   extern __shared__ __align__(16) float dw_rows[];  // [kWarps][cols]: each warp's dw terms so far
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
@@ -296,12 +296,12 @@ int backward_rows_smem(int64_t cols) { return int(kWarps * cols * int64_t(sizeof
 // (1024 columns).
 template <typename TD>
 constexpr int kMaxBackwardPacks = sizeof(TD) == 2 ? 7 : 4;
-template <typename TD, int kMax = kMaxBackwardPacks<TD>>
-auto packed_backward_kernel(int64_t packs) -> decltype(&rmsnorm_backward_kernel<TD, true>) {
+template <typename TD, typename TX, int kMax = kMaxBackwardPacks<TD>>
+auto packed_backward_kernel(int64_t packs) -> decltype(&rmsnorm_backward_kernel<TD, TX, true>) {
   if constexpr (kMax == 0)
-    return rmsnorm_backward_kernel<TD, true>;
+    return rmsnorm_backward_kernel<TD, TX, true>;
   else
-    return packs == kMax ? rmsnorm_backward_rows_kernel<TD, kMax> : packed_backward_kernel<TD, kMax - 1>(packs);
+    return packs == kMax ? rmsnorm_backward_rows_kernel<TD, TX, kMax> : packed_backward_kernel<TD, TX, kMax - 1>(packs);
 }
 
 // dw += Σ_blocks partial[block][·] (dw = Σ, dw not read, unless accumulate): a block per strip
@@ -348,19 +348,20 @@ void rmsnorm_forward(cudaStream_t s, Tensor& y, Tensor& rstd, const Tensor& x, c
   if (rows == 0) return;
   check_width(cols);
   const bool packed = packs_fit(cols, {x.data(), w.data(), y.data()});
-  dispatch_float(y.dtype(), [&](auto tag) {
-    using TY = typename decltype(tag)::type;
+  dispatch_float_pair(y.dtype(), x.dtype(), [&](auto y_tag, auto x_tag) {
+    using TY = typename decltype(y_tag)::type;
+    using TX = typename decltype(x_tag)::type;
     const unsigned blocks = unsigned(ceil_div(rows, kWarps));
     // Packs per lane for the register-resident row: the smallest of 1, 2, 4, 8 that holds it.
     const int64_t packs = ceil_div(cols, int64_t(kWarpSize) * kPack);
-    auto kernel = !packed      ? rmsnorm_forward_kernel<TY, false>
-                  : packs <= 1 ? rmsnorm_forward_rows_kernel<TY, 1>
-                  : packs <= 2 ? rmsnorm_forward_rows_kernel<TY, 2>
-                  : packs <= 4 ? rmsnorm_forward_rows_kernel<TY, 4>
-                  : packs <= 8 ? rmsnorm_forward_rows_kernel<TY, 8>
-                               : rmsnorm_forward_kernel<TY, true>;
+    auto kernel = !packed      ? rmsnorm_forward_kernel<TY, TX, false>
+                  : packs <= 1 ? rmsnorm_forward_rows_kernel<TY, TX, 1>
+                  : packs <= 2 ? rmsnorm_forward_rows_kernel<TY, TX, 2>
+                  : packs <= 4 ? rmsnorm_forward_rows_kernel<TY, TX, 4>
+                  : packs <= 8 ? rmsnorm_forward_rows_kernel<TY, TX, 8>
+                               : rmsnorm_forward_kernel<TY, TX, true>;
     launch_chained(kernel, blocks, kThreads, 0, s, rows, int(cols), eps, static_cast<TY*>(y.data()),
-                   rstd.data_as<float>(), x.data_as<const float>(), w.data_as<const float>());
+                   rstd.data_as<float>(), static_cast<const TX*>(x.data()), w.data_as<const float>());
     PT_CUDA_CHECK_LAUNCH();
   });
 }
@@ -370,11 +371,12 @@ void rmsnorm_apply(cudaStream_t s, Tensor& y, const Tensor& x, const Tensor& w, 
   check_width(cols);
   if (rows == 0) return;
   const int n = packs_fit(cols, {x.data(), w.data(), y.data()}) ? kPack : 1;  // columns a thread
-  dispatch_float(y.dtype(), [&](auto tag) {
-    using TY = typename decltype(tag)::type;
-    auto kernel = n == kPack ? rmsnorm_apply_kernel<TY, kPack> : rmsnorm_apply_kernel<TY, 1>;
+  dispatch_float_pair(y.dtype(), x.dtype(), [&](auto y_tag, auto x_tag) {
+    using TY = typename decltype(y_tag)::type;
+    using TX = typename decltype(x_tag)::type;
+    auto kernel = n == kPack ? rmsnorm_apply_kernel<TY, TX, kPack> : rmsnorm_apply_kernel<TY, TX, 1>;
     launch_chained(kernel, grid_covering(rows * (cols / n), kThreads), kThreads, 0, s, rows, int(cols),
-                   static_cast<TY*>(y.data()), x.data_as<const float>(), w.data_as<const float>(),
+                   static_cast<TY*>(y.data()), static_cast<const TX*>(x.data()), w.data_as<const float>(),
                    rstd.data_as<const float>());
     PT_CUDA_CHECK_LAUNCH();
   });
@@ -390,12 +392,13 @@ void rmsnorm_backward(cudaStream_t s, Tensor& dx, Tensor& dw, const Tensor& dy, 
   const int64_t blocks = rmsnorm_dw_partial_rows(rows);
   PT_CHECK(blocks <= INT32_MAX, "rmsnorm: more than 2^31 blocks of rows");
   int64_t partial_rows = blocks;  // rows of `partial` the backward kernel writes
-  dispatch_float(dy.dtype(), [&](auto tag) {
-    using TD = typename decltype(tag)::type;
+  dispatch_float_pair(dy.dtype(), x.dtype(), [&](auto dy_tag, auto x_tag) {
+    using TD = typename decltype(dy_tag)::type;
+    using TX = typename decltype(x_tag)::type;
     const bool packed =
         packs_fit(cols, {x.data(), w.data(), dy.data(), dx.data(), dx_lowp ? dx_lowp->data() : nullptr});
     const int64_t packs = ceil_div(cols, int64_t(kWarpSize) * kPack);
-    auto kernel = packed ? packed_backward_kernel<TD>(packs) : rmsnorm_backward_kernel<TD, false>;
+    auto kernel = packed ? packed_backward_kernel<TD, TX>(packs) : rmsnorm_backward_kernel<TD, TX, false>;
     int smem = 0;
     if (packed && packs <= kMaxBackwardPacks<TD>) {  // the rows kernel: persistent, its lines dynamic
       partial_rows = backward_rows_grid(rows);
@@ -404,7 +407,7 @@ void rmsnorm_backward(cudaStream_t s, Tensor& dx, Tensor& dw, const Tensor& dy, 
     }
     launch_chained(kernel, unsigned(partial_rows), kThreads, smem, s, rows, int(cols), accumulate, dx.data_as<float>(),
                    dx_lowp ? static_cast<__nv_bfloat16*>(dx_lowp->data()) : nullptr, partial,
-                   static_cast<const TD*>(dy.data()), x.data_as<const float>(), w.data_as<const float>(),
+                   static_cast<const TD*>(dy.data()), static_cast<const TX*>(x.data()), w.data_as<const float>(),
                    rstd.data_as<const float>());
     PT_CUDA_CHECK_LAUNCH();
   });

@@ -6,11 +6,11 @@
 
 namespace pt::cuda {
 
-// x, w, rstd fp32; y fp32|bf16. One warp per row.
+// x fp32|bf16; w, rstd fp32; y fp32|bf16. One warp per row.
 void rmsnorm_forward(cudaStream_t s, Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& w, float eps);
 // y = x·rstd·w with rstd from rmsnorm_forward: its y again, bit for bit. Elementwise.
 void rmsnorm_apply(cudaStream_t s, Tensor& y, const Tensor& x, const Tensor& w, const Tensor& rstd);
-// dy fp32|bf16; dx, x, w, rstd fp32; dw fp32|bf16. A warp per row computes dx, and each block's
+// dy, x fp32|bf16; dx, w, rstd fp32; dw fp32|bf16. A warp per row computes dx, and each block's
 // share of dw (its rows' sums, in a fixed order) goes to its row of `partial`: fp32, at most
 // rmsnorm_dw_partial_rows(N) × C, written before it is read (no zeroing). A second kernel adds
 // those rows into dw in a fixed order (a bf16 dw: the fp32 total rounded in once), so dw is the

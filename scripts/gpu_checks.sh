@@ -73,6 +73,8 @@
 #                        compare_torch.py xl eager fp32 and bf16                                  (1)
 #   ab                   two bundles (BUNDLES="before main") alternating on XL and small bf16, one call; XL
 #                        with each of AB_GRAD_DTYPES (default bf16; "bf16 fp32" for both)                (1)
+#   ab-options           one bundle, XL (bf16 gradients) and small (bf16 gradients, CUDA graph) with each option
+#                        set of AB_OPTIONS (';'-separated; default: none; --residual-dtype bf16), alternating twice (1)
 #   ab-chained           one bundle, PT_CHAINED_LAUNCH=off then on (cuda/chained_launch.cuh), alternating twice:
 #                        XL bf16 gradients, small with and without a CUDA graph; then kernel-trace's XL and
 #                        small-graph traces both ways                                                 (1)
@@ -389,6 +391,22 @@ step_ab() {
   done
   local bundles=${BUNDLES:-before main}
   (source ".devbundle/${bundles##* }/env.sh" && bench_model ab_roofline_xl xl bf16 flash --grad-dtype bf16 --breakdown)
+}
+# ab's two models on one bundle with each option set of AB_OPTIONS (';'-separated; an empty set runs
+# the defaults), alternating twice: options compared in one call as `ab` compares builds.
+step_ab-options() {
+  local k i opts args sets
+  IFS=';' read -r -a sets <<<"${AB_OPTIONS-;--residual-dtype bf16}"
+  for k in 1 2; do
+    i=0
+    for opts in "${sets[@]}"; do
+      i=$((i + 1))
+      echo "--- ${opts:-(defaults)}, round $k"
+      IFS=' ' read -r -a args <<<"$opts"
+      ab_model "abo_xl_${i}_$k" xl 10 --grad-dtype bf16 "${args[@]}" | grep -E "^\[" || return
+      ab_model "abo_small_${i}_$k" small 20 --grad-dtype bf16 --cuda-graph on "${args[@]}" | grep -E "^\[" || return
+    done
+  done
 }
 # The XL roofline (bf16 gradients) of each bundle in BUNDLES, in turn: the "before" build's op
 # families beside the new one's (ab profiles only the new build).

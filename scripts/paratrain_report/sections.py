@@ -13,8 +13,8 @@ from .sections_comm import (_ddp_table, allreduce, allreduce_defaults, bucket_fi
 
 # ---- bench model ---------------------------------------------------------------------------
 
-MODEL_KEYS = ["gpu", "size", "context_length", "batch_size", "precision", "grad_dtype", "attention", "fused",
-              "update_sms", "mode"]
+MODEL_KEYS = ["gpu", "size", "context_length", "batch_size", "precision", "grad_dtype", "residual_dtype", "attention",
+              "fused", "update_sms", "mode"]
 
 
 @_from_table("model", none_if_missing=True)
@@ -43,7 +43,7 @@ def model_timings(rec):
     cols = _device_columns(df) + _keep([
         Column("size", "size"), Column("context_length", "ctx"), Column("batch_size", "batch"),
         Column("precision", "precision"), Column("attention", "attention")], df)
-    cols += _varying(df, "grad_dtype", "fused", "update_sms", "mode")
+    cols += _varying(df, "grad_dtype", "residual_dtype", "fused", "update_sms", "mode")
     cols += _keep([
         Column("warmup_steps", "warm-up"), Column("forward_ms_mean", "fwd ms", "{:.2f}"),
         Column("backward_ms_mean", "bwd ms", "{:.2f}"), Column("optimizer_ms_mean", "opt ms", "{:.2f}"),

@@ -89,6 +89,7 @@ void define_tables(ModelBenchResults& r) {
       .add_int("grad_accum", "micro-batches of batch_size per step (--grad-accum; forward mode: 1)")
       .add_string("precision", kPrecision)
       .add_string("grad_dtype", "weight-gradient type: fp32, or bf16 (--grad-dtype bf16, bf16 configurations)")
+      .add_string("residual_dtype", "residual stream type: fp32, or bf16 (--residual-dtype bf16, bf16 configurations)")
       .add_string("attention", kAttention)
       .add_string("fused", kFused)
       .add_string("cuda_graph",
@@ -510,7 +511,10 @@ ModelBenchResults run_model_bench(const ModelBenchOptions& opt, Device device, i
             PT_CHECK(!(prec == Precision::BF16 && device.is_cpu()),
                      "bf16 needs a GPU: use --precision fp32 with --device cpu");
             Context ctx(device, prec);
-            if (prec == Precision::BF16) ctx.set_grad_dtype(opt.grad_dtype);
+            if (prec == Precision::BF16) {
+              ctx.set_grad_dtype(opt.grad_dtype);
+              ctx.set_residual_dtype(opt.residual_dtype);
+            }
             ctx.set_gemm_select(opt.gemm);
             ctx.set_flash(opt.flash);
             DevicePeak peak_of = opt.peak_tflops > 0 ? DevicePeak{"", opt.peak_tflops, 0, "--peak-tflops"}
@@ -530,6 +534,7 @@ ModelBenchResults run_model_bench(const ModelBenchOptions& opt, Device device, i
                       .set("grad_accum", static_cast<int64_t>(opt.mode == ModelBenchMode::Forward ? 1 : opt.grad_accum))
                       .set("precision", precision_name(prec))
                       .set("grad_dtype", dtype_name(ctx.grad_dtype()))
+                      .set("residual_dtype", dtype_name(ctx.residual_dtype()))
                       .set("attention", attn_name)
                       .set("fused", on_off(opt.fused))
                       .set("cuda_graph", on_off(opt.cuda_graph))

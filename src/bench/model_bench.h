@@ -37,6 +37,7 @@ struct ModelBenchOptions {
   int update_sms = 0;                                  // Context::set_update_sms where the update is deferred
   GemmSelect gemm = GemmSelect::Autotune;              // Context::set_gemm_select (--gemm)
   DType grad_dtype = DType::F32;                       // of the bf16 configurations (--grad-dtype); others fp32
+  DType residual_dtype = DType::F32;                   // likewise (--residual-dtype)
   FlashChoice flash;                                   // Context::set_flash (--flash-kernels, --wgmma-tiles)
   bool breakdown = false;       // kernel-time breakdown and roofline per phase and op family (at the largest warm-up)
   bool memory_profile = false;  // peak/forward/step memory, breakdown and timeline (likewise)

@@ -256,7 +256,7 @@ int run_bench_ddp(const std::vector<std::string>& args) {
   std::vector<std::string> ddp_words, bucket_words, shard_words, sms_words, grad_comm_words, prefetch_words;
   LogOptions log_opt;
   po::options_description desc = bench_options("bench ddp options", run, log_opt);
-  add_grad_dtype_option(desc, run);
+  add_storage_dtype_options(desc, run);
   add_gemm_option(desc, run);
   add_flash_options(desc, run);
   // clang-format off
@@ -311,6 +311,7 @@ int run_bench_ddp(const std::vector<std::string>& args) {
     prefetches.push_back(parse_on_off(w, "zero1-prefetch"));
   const auto plan = configs(ddps, buckets, shards, comm_sms, grad_comms, prefetches);
   const DType grad_dtype = grad_dtype_for_precision(run);
+  const DType residual_dtype = residual_dtype_for_precision(run);
 
   TransformerConfig cfg = TransformerConfig::named(size);
   if (d_model) cfg.d_model = d_model;
@@ -328,6 +329,7 @@ int run_bench_ddp(const std::vector<std::string>& args) {
   io::RunRecord& record = sweep.record();  // --out checked now, not after the sweep
   Context ctx(device, precision_from_name(run.precision));
   ctx.set_grad_dtype(grad_dtype);
+  ctx.set_residual_dtype(residual_dtype);
   apply_gemm_option(ctx, run);
   apply_flash_options(ctx, run);
   auto comm = parallel::make_communicator(parallel::backend_for(device), ctx, comm_sms.front());
@@ -363,7 +365,11 @@ int run_bench_ddp(const std::vector<std::string>& args) {
 
   std::vector<DdpResult> results;
   record.set_attr("ddp_order", parallel::strategy_report_order());  // the report lists rows in this order
-  const DdpRun ddp_run{rt.world_size(), run.precision, dtype_name(grad_dtype), grad_accum,
+  const DdpRun ddp_run{rt.world_size(),
+                       run.precision,
+                       dtype_name(grad_dtype),
+                       dtype_name(residual_dtype),
+                       grad_accum,
                        static_cast<double>(rt.world_size() * batch * grad_accum * context)};
   for (const auto& c : plan) {
     if (c.comm_sms != comm_sms_now) {

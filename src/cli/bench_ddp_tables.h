@@ -48,7 +48,8 @@ struct DdpResult {
 struct DdpRun {
   int ranks = 1;
   std::string precision;
-  std::string grad_dtype = "fp32";  // --grad-dtype
+  std::string grad_dtype = "fp32";      // --grad-dtype
+  std::string residual_dtype = "fp32";  // --residual-dtype
   int64_t grad_accum = 1;
   double tokens_per_step = 0;  // global: ranks × batch × grad_accum × context
 };

@@ -57,7 +57,7 @@ int run_bench_model(const std::vector<std::string>& args) {
   // clang-format on
   LogOptions log_opt;
   add_run_options(desc, run, nullptr);
-  add_grad_dtype_option(desc, run);
+  add_storage_dtype_options(desc, run);
   add_gemm_option(desc, run);
   add_flash_options(desc, run);
   add_log_options(desc, log_opt);
@@ -79,6 +79,9 @@ int run_bench_model(const std::vector<std::string>& args) {
   o.grad_dtype = grad_dtype_of(run);
   PT_CHECK(o.grad_dtype == DType::F32 || std::count(o.precisions.begin(), o.precisions.end(), Precision::BF16) > 0,
            "--grad-dtype bf16 applies to the bf16 configurations, and --precisions has none");
+  o.residual_dtype = residual_dtype_of(run);
+  PT_CHECK(o.residual_dtype == DType::F32 || std::count(o.precisions.begin(), o.precisions.end(), Precision::BF16) > 0,
+           "--residual-dtype bf16 applies to the bf16 configurations, and --precisions has none");
   o.seed = run.seed;
   o.gemm = gemm_select_from_name(run.gemm);
   o.flash = flash_choice_of(run);

@@ -121,17 +121,27 @@ void add_gemm_option(po::options_description& desc, RunOptions& o) {
 
 void apply_gemm_option(Context& ctx, const RunOptions& o) { ctx.set_gemm_select(gemm_select_from_name(o.gemm)); }
 
-void add_grad_dtype_option(po::options_description& desc, RunOptions& o) {
-  desc.add_options()("grad-dtype", po::value(&o.grad_dtype)->default_value(o.grad_dtype), kGradDtypeHelp);
+void add_storage_dtype_options(po::options_description& desc, RunOptions& o) {
+  desc.add_options()("grad-dtype", po::value(&o.grad_dtype)->default_value(o.grad_dtype), kGradDtypeHelp)(
+      "residual-dtype", po::value(&o.residual_dtype)->default_value(o.residual_dtype), kResidualDtypeHelp);
 }
 
 DType grad_dtype_of(const RunOptions& o) { return grad_dtype_from_name(o.grad_dtype); }
+DType residual_dtype_of(const RunOptions& o) { return residual_dtype_from_name(o.residual_dtype); }
+
+namespace {
+DType bf16_only_with_bf16_precision(DType d, const char* flag, const RunOptions& o) {
+  PT_CHECK(d == DType::F32 || precision_from_name(o.precision) == Precision::BF16,
+           std::string(flag) + " bf16 needs --precision bf16 (this run's is " + o.precision + ")");
+  return d;
+}
+}  // namespace
 
 DType grad_dtype_for_precision(const RunOptions& o) {
-  const DType d = grad_dtype_of(o);
-  PT_CHECK(d == DType::F32 || precision_from_name(o.precision) == Precision::BF16,
-           "--grad-dtype bf16 needs --precision bf16 (this run's is " + o.precision + ")");
-  return d;
+  return bf16_only_with_bf16_precision(grad_dtype_of(o), "--grad-dtype", o);
+}
+DType residual_dtype_for_precision(const RunOptions& o) {
+  return bf16_only_with_bf16_precision(residual_dtype_of(o), "--residual-dtype", o);
 }
 
 void add_flash_options(po::options_description& desc, RunOptions& o) {

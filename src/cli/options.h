@@ -37,23 +37,28 @@ struct RunOptions {
   std::string out;                 // HDF5 results file; "" → default name
   bool overwrite = false;
   uint64_t seed = 1337;
-  std::string gemm = "autotune";       // autotune | cublas | lt (GPU GEMM library call; add_gemm_option)
-  std::string flash_kernels = "auto";  // auto | mma | wgmma (bf16 flash attention on the GPU; add_flash_options)
-  std::string wgmma_tiles;             // F/K/Q, "" = each head dimension's default
-  std::string deterministic = "on";    // on | off: the flash defaults' reproducibility (FlashChoice)
-  bool allow_gpu_sharing = false;      // several ranks of a node on one GPU (tests, debugging)
-  std::string grad_dtype = "fp32";     // fp32 | bf16 (Context::grad_dtype; add_grad_dtype_option)
+  std::string gemm = "autotune";        // autotune | cublas | lt (GPU GEMM library call; add_gemm_option)
+  std::string flash_kernels = "auto";   // auto | mma | wgmma (bf16 flash attention on the GPU; add_flash_options)
+  std::string wgmma_tiles;              // F/K/Q, "" = each head dimension's default
+  std::string deterministic = "on";     // on | off: the flash defaults' reproducibility (FlashChoice)
+  bool allow_gpu_sharing = false;       // several ranks of a node on one GPU (tests, debugging)
+  std::string grad_dtype = "fp32";      // fp32 | bf16 (Context::grad_dtype; add_storage_dtype_options)
+  std::string residual_dtype = "fp32";  // fp32 | bf16 (Context::residual_dtype; add_storage_dtype_options)
 };
 // default_precision == nullptr leaves --precision out (sweeps take a list flag instead).
 void add_run_options(po::options_description& desc, RunOptions& o, const char* default_precision = "fp32");
 // --gemm (subcommands that run GEMMs on the GPU), and its value applied to a context.
 void add_gemm_option(po::options_description& desc, RunOptions& o);
 void apply_gemm_option(Context& ctx, const RunOptions& o);
-// --grad-dtype (subcommands that train the model) and its value (Context::set_grad_dtype takes it).
-void add_grad_dtype_option(po::options_description& desc, RunOptions& o);
+// --grad-dtype and --residual-dtype (subcommands that train the model): what bf16 mixed precision
+// may store in bf16 beyond the GEMM operands, and their values (Context::set_grad_dtype and
+// set_residual_dtype take them).
+void add_storage_dtype_options(po::options_description& desc, RunOptions& o);
 DType grad_dtype_of(const RunOptions& o);
-// The same for subcommands with one --precision: bf16 gradients refused unless it is bf16.
+DType residual_dtype_of(const RunOptions& o);
+// The same for subcommands with one --precision: bf16 refused unless it is bf16.
 DType grad_dtype_for_precision(const RunOptions& o);
+DType residual_dtype_for_precision(const RunOptions& o);
 // --flash-kernels, --wgmma-tiles, --deterministic (subcommands that run the model), and their values
 // applied to a context: an explicit wgmma request the GPU or binary cannot run fails there, named.
 void add_flash_options(po::options_description& desc, RunOptions& o);
@@ -121,6 +126,13 @@ inline constexpr const char* kGradDtypeHelp =
     "gradients, the collectives move them as they are, AdamW/SGD read them; master weights and optimizer "
     "state stay fp32; the embedding's and RMSNorm's gradients are summed in fp32 and rounded once; with "
     "--grad-accum the micro-batches add into the bf16 gradients, one rounding each)";
+
+// --residual-dtype's help (train, bench model, bench ddp).
+inline constexpr const char* kResidualDtypeHelp =
+    "residual stream type (the activations between blocks): fp32 (as PyTorch autocast keeps it), or bf16 with "
+    "--precision bf16 on a GPU, as llm.c keeps it (the output projection and w2 add into it in their GEMMs' "
+    "epilogue and round to bf16 there, RMSNorm reads bf16; its gradient stays fp32; XL at 16 x 1024: "
+    "about 2 % faster a step and 5 GB less; docs/BENCHMARKS.md)";
 
 // --gemm's help (train, bench model, bench gemm, bench ddp).
 inline constexpr const char* kGemmHelp =

@@ -118,8 +118,8 @@ void fill_tables(const plan::Result& r, io::ResultTable& memory, io::ResultTable
 
 int run_plan(const std::vector<std::string>& args) {
   std::string size = "xl", precision = "bf16", attention = "flash", recompute = "on";
-  std::string ddp = "bucketed", shard = "none", grad_comm = "fp32", grad_dtype = "fp32", preset = "h100-sxm",
-              format = "table", out;
+  std::string ddp = "bucketed", shard = "none", grad_comm = "fp32", grad_dtype = "fp32", residual_dtype = "fp32",
+              preset = "h100-sxm", format = "table", out;
   int64_t d_model = 0, d_ff = 0, num_layers = 0, num_heads = 0, vocab = 0, context = 0;
   int64_t batch = 4, grad_accum = 1, devices = 1, tp = 1, pp = 1;
   double bucket_mb = 25, memory_gb = 0, peak_tflops = 0, hbm_gbps = 0, link_gbps = 0, inter_gbps = 0;
@@ -154,6 +154,8 @@ int run_plan(const std::vector<std::string>& args) {
       ("grad-dtype", po::value(&grad_dtype)->default_value(grad_dtype),
        "fp32 or bf16 gradients end to end (bf16 precision: half the gradient memory, bytes on the wire and "
        "gradient reads of the optimizer)")
+      ("residual-dtype", po::value(&residual_dtype)->default_value(residual_dtype),
+       "fp32 or bf16 residual stream (bf16 precision: half its saved activations)")
       ("cluster", po::value(&preset)->default_value(preset), ("device preset: " + presets).c_str())
       ("gpus-per-node", po::value(&gpus_per_node), "override the preset's devices per node")
       ("memory-gb", po::value(&memory_gb), "override the device memory (1e9 bytes)")
@@ -200,6 +202,7 @@ int run_plan(const std::vector<std::string>& args) {
   PT_CHECK(grad_comm == "fp32" || grad_comm == "bf16", "--grad-comm must be fp32 or bf16 (got '" + grad_comm + "')");
   job.grad_comm_bf16 = grad_comm == "bf16";
   job.grad_bf16 = grad_dtype_from_name(grad_dtype) == DType::BF16;
+  job.residual_bf16 = residual_dtype_from_name(residual_dtype) == DType::BF16;
 
   plan::Cluster cluster = plan::cluster_preset(preset);
   auto positive = [&](const char* flag, double v) {

@@ -177,7 +177,7 @@ int run_train(const std::vector<std::string>& args) {
   LogOptions log_opt;
   add_log_options(general, log_opt);
   add_run_options(general, run, "fp32");
-  add_grad_dtype_option(general, run);
+  add_storage_dtype_options(general, run);
   add_gemm_option(general, run);
   add_flash_options(general, run);
   po::options_description desc("paratrain train options");
@@ -248,6 +248,7 @@ int run_train(const std::vector<std::string>& args) {
   const Device device = resolve_device(run);
   PT_CHECK(!(precision == Precision::BF16 && device.is_cpu()), "--precision bf16 needs a GPU");
   const DType grad_dtype = grad_dtype_for_precision(run);
+  const DType residual_dtype = residual_dtype_for_precision(run);
   TransformerConfig cfg = TransformerConfig::named(t.model);
   if (t.d_model) cfg.d_model = t.d_model;
   if (t.num_layers) cfg.num_layers = t.num_layers;
@@ -321,6 +322,7 @@ int run_train(const std::vector<std::string>& args) {
   // ---- build ---------------------------------------------------------------------------------
   Context ctx(device, precision);
   ctx.set_grad_dtype(grad_dtype);
+  ctx.set_residual_dtype(residual_dtype);
   apply_gemm_option(ctx, run);
   apply_flash_options(ctx, run);
   ctx.set_update_sms(t.update_sms);

@@ -19,9 +19,13 @@ constexpr EnumName<GemmSelect> kGemmSelects[] = {
 GemmSelect gemm_select_from_name(const std::string& name) { return enum_from_name(kGemmSelects, name, "--gemm"); }
 
 namespace {
-constexpr EnumName<DType> kGradDtypes[] = {{DType::F32, "fp32"}, {DType::BF16, "bf16"}};
+// The storage types a run may choose for its weight gradients and its residual stream.
+constexpr EnumName<DType> kStorageDtypes[] = {{DType::F32, "fp32"}, {DType::BF16, "bf16"}};
+}  // namespace
+DType grad_dtype_from_name(const std::string& name) { return enum_from_name(kStorageDtypes, name, "--grad-dtype"); }
+DType residual_dtype_from_name(const std::string& name) {
+  return enum_from_name(kStorageDtypes, name, "--residual-dtype");
 }
-DType grad_dtype_from_name(const std::string& name) { return enum_from_name(kGradDtypes, name, "--grad-dtype"); }
 
 std::string wgmma_unavailable_message(const CudaTarget& t) {
   return "the wgmma flash kernels need an sm_90a image on a compute-capability-9.0 GPU; " + t.name +
@@ -109,6 +113,14 @@ void Context::set_grad_dtype(DType d) {
   PT_CHECK(d == DType::F32 || (is_cuda() && precision_ == Precision::BF16),
            "bf16 gradients need bf16 mixed precision on a GPU (--precision bf16)");
   grad_dtype_ = d;
+}
+
+void Context::set_residual_dtype(DType d) {
+  PT_CHECK(d == DType::F32 || d == DType::BF16,
+           std::string("the residual stream is fp32 or bf16, not ") + dtype_name(d));
+  PT_CHECK(d == DType::F32 || (is_cuda() && precision_ == Precision::BF16),
+           "a bf16 residual stream needs bf16 mixed precision on a GPU (--precision bf16)");
+  residual_dtype_ = d;
 }
 
 DType Context::act_dtype() const {

@@ -24,6 +24,8 @@ enum class GemmSelect { Autotune, Cublas, Lt };
 GemmSelect gemm_select_from_name(const std::string& name);  // "autotune" | "cublas" | "lt"
 // The weight-gradient type by name (--grad-dtype): "fp32" | "bf16"; throws naming the flag.
 DType grad_dtype_from_name(const std::string& name);
+// The residual stream's type by name (--residual-dtype): "fp32" | "bf16"; throws naming the flag.
+DType residual_dtype_from_name(const std::string& name);
 
 class Context {
  public:
@@ -44,6 +46,12 @@ class Context {
   // a model's ParamStore is finalized: set it before building the model.
   DType grad_dtype() const { return grad_dtype_; }
   void set_grad_dtype(DType d);  // throws for bf16 outside bf16 mode on the GPU
+  // Element type of a Transformer's residual stream, the activations between blocks
+  // (`--residual-dtype`): fp32 (as PyTorch autocast keeps it), or bf16 in bf16 mode on the GPU (as
+  // llm.c keeps it: the residual adds are the output projection's and w2's GEMM epilogues in bf16,
+  // RMSNorm reads bf16; the residual gradient stays fp32). Read when a model is built.
+  DType residual_dtype() const { return residual_dtype_; }
+  void set_residual_dtype(DType d);  // throws for bf16 outside bf16 mode on the GPU
 
   cudaStream_t stream() const { return stream_; }  // compute stream (nullptr on the CPU)
   // Every stream's priority, from one query of the device's range (lower numbers run first;
@@ -95,6 +103,7 @@ class Context {
   Device device_;
   Precision precision_;
   DType grad_dtype_ = DType::F32;
+  DType residual_dtype_ = DType::F32;
   cudaStream_t stream_ = nullptr;
   StreamPriorities priorities_;
   cublasHandle_t cublas_ = nullptr;

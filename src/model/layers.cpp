@@ -244,9 +244,11 @@ Embedding::Embedding(ParamStore& store, const std::string& name, int64_t vocab, 
   store.add_use(*weight_);
 }
 
-Tensor Embedding::forward(Context& ctx, const Tensor& ids) {
+Tensor Embedding::forward(Context& ctx, const Tensor& ids, DType out_dtype) {
   store_.about_to_read(*weight_);
-  Tensor w = weight_->data();
+  Tensor w = out_dtype == weight_->data().dtype() ? weight_->data() : weight_->data_lowp();
+  PT_CHECK(w.defined() && w.dtype() == out_dtype,
+           std::string("Embedding: no ") + dtype_name(out_dtype) + " copy of '" + weight_->name + "' to read");
   Tensor out = Tensor::empty({ids.numel(), w.size(1)}, w.dtype(), ctx.device(), "embedding_out");
   ops::embedding_forward(ctx, out, ids.reshape({ids.numel()}), w);
   saved_ids_ = ids.reshape({ids.numel()});
@@ -272,8 +274,8 @@ RMSNorm::RMSNorm(ParamStore& store, const std::string& name, int64_t dim, float 
 Tensor RMSNorm::forward(Context& ctx, const Tensor& x, DType out_dtype) {
   store_.about_to_read(*weight_);
   Tensor y = Tensor::empty(x.shape(), out_dtype, ctx.device(), "rmsnorm_out");
-  rstd_ = Tensor::empty({x.size(0)}, x.dtype(), ctx.device(), "rmsnorm_rstd");
   Tensor w = weight_->data();
+  rstd_ = Tensor::empty({x.size(0)}, w.dtype(), ctx.device(), "rmsnorm_rstd");
   ops::rmsnorm_forward(ctx, y, rstd_, x, w, eps_);
   saved_x_ = x;
   return y;

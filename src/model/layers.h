@@ -116,7 +116,9 @@ class BatchedLinear {
 class Embedding {
  public:
   Embedding(ParamStore& store, const std::string& name, int64_t vocab, int64_t dim);
-  Tensor forward(Context& ctx, const Tensor& ids);  // ids (N) int32 → (N, C) param dtype; saves ids
+  // ids (N) int32 → (N, C) in out_dtype: the parameters' dtype, or bf16 from the bf16 mirror (the
+  // residual stream in bf16, --residual-dtype). Saves ids.
+  Tensor forward(Context& ctx, const Tensor& ids, DType out_dtype);
   void backward(Context& ctx, const Tensor& dout);  // dweight += scatter; store told
   void release() { saved_ids_ = Tensor(); }
   Parameter& weight() { return *weight_; }
@@ -132,8 +134,9 @@ class Embedding {
 class RMSNorm {
  public:
   RMSNorm(ParamStore& store, const std::string& name, int64_t dim, float eps = 1e-5f);
-  Tensor forward(Context& ctx, const Tensor& x, DType out_dtype);  // x (N, C) fp32; saves x, rstd
-  // dx (N, C), x's dtype: the gradient of the norm's input, added when accumulate else written.
+  Tensor forward(Context& ctx, const Tensor& x, DType out_dtype);  // x (N, C) fp32 (or bf16 on the GPU); saves x, rstd
+  // dx (N, C), the parameters' dtype (fp32 also for a bf16 x): the gradient of the norm's input, added when
+  // accumulate else written.
   // dx_lowp (optional, GPU): a bf16 copy of the final dx written in the same pass.
   void backward(Context& ctx, const Tensor& dy, Tensor& dx, bool accumulate, Tensor* dx_lowp = nullptr);
   // The forward output again, from the saved input (bit-identical to forward's): for a layer

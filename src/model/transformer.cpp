@@ -194,7 +194,7 @@ class TransformerBlock {
     trunc(*w3_);
   }
 
-  // x (N, C) fp32 residual stream → out (N, C) fp32. B·T = N.
+  // x (N, C) residual stream (fp32, or bf16: --residual-dtype) → out (N, C) in x's dtype. B·T = N.
   Tensor forward(Context& ctx, const Tensor& x, int64_t B, int64_t T, DType act, bool save) {
     NvtxRange range(prefix_);
     TrackingAllocator::Scope scope(prefix_, MemCategory::Activations);
@@ -236,7 +236,7 @@ class TransformerBlock {
     return out;
   }
 
-  // dout (N, C) fp32, the gradient of this block's output, becomes the gradient of its
+  // dout (N, C) fp32 (whatever the stream's type), the gradient of this block's output, becomes the gradient of its
   // input in place (the residual path is the identity; each branch adds its part). dout_act:
   // dout as the GEMMs' operand (act), or undefined for a cast here; on return the same for the
   // block's input gradient (fused bf16: the RMSNorm backward that finishes dout writes it too)
@@ -320,7 +320,7 @@ class TransformerBlock {
     const int64_t C = cfg_.d_model, D = cfg_.d_head();
     return qkv.as_strided({B, count * cfg_.num_heads, T, D}, {T * 3 * C, D, 3 * C, 1}, which * C);
   }
-  // x + in · Wᵀ (N, C) in x's dtype (the fp32 residual stream). Fused: the GEMM reads x as its
+  // x + in · Wᵀ (N, C) in x's dtype (the residual stream's). Fused: the GEMM reads x as its
   // C (beta = 1) and writes the sum to a new buffer (x stays: backward's RMSNorm reads it).
   // Unfused: the GEMM writes its own activation-dtype output (bf16 in bf16 mode, as autocast's
   // linear) and an elementwise add makes the sum, as PyTorch eager.
@@ -361,6 +361,7 @@ struct TransformerLM::Impl {
   std::unique_ptr<RMSNorm> ln_final;
   std::unique_ptr<Linear> lm_head;
   DType act = DType::F32;
+  DType residual = DType::F32;  // the residual stream's type (Context::residual_dtype; fp64 with fp64 parameters)
   // Saved by forward for backward:
   int64_t B = 0, T = 0;
   Tensor logits;  // (N, V): after a training forward it holds dloss/dlogits (in place)
@@ -382,6 +383,7 @@ TransformerLM::TransformerLM(const TransformerConfig& cfg, Context& ctx, DType p
   const bool mirror = ctx.is_cuda() && ctx.precision() == Precision::BF16;
   store_.finalize(ctx, mirror, param_dtype);
   m.act = param_dtype == DType::F64 ? DType::F64 : ctx.act_dtype();
+  m.residual = param_dtype == DType::F64 ? DType::F64 : ctx.residual_dtype();
 }
 
 TransformerLM::~TransformerLM() = default;
@@ -409,7 +411,7 @@ Tensor TransformerLM::embed_and_blocks(Context& ctx, const Tensor& ids, bool sav
   Tensor x;
   {
     TrackingAllocator::Scope scope("token_embeddings", MemCategory::Activations);
-    x = m.embedding->forward(ctx, ids);  // (N, C) fp32
+    x = m.embedding->forward(ctx, ids, m.residual);  // (N, C)
     if (!save) m.embedding->release();
   }
   for (auto& b : m.blocks) {

@@ -10,19 +10,24 @@ namespace pt::ops {
 using detail::ArgCheck;
 
 namespace {
-// x (N, C) in the "master" type: fp32 on the GPU, fp32|fp64 on the CPU; w (C) and rstd (N) too.
+// x (N, C): on the GPU fp32, or bf16 (the residual stream in bf16, --residual-dtype), with w (C)
+// and rstd (N) fp32; on the CPU fp32|fp64 with w and rstd in x's type.
 void check_master(const ArgCheck& chk, const Context& ctx, const Tensor& x, const Tensor& w, const Tensor& rstd) {
   if (ctx.is_cuda())
-    chk.dtype_is(x, "x", {DType::F32});
+    chk.dtype_is(x, "x", {DType::F32, DType::BF16});
   else
     chk.float_storage(x, "x");
   chk.matrix(x, "x");
+  const Tensor& master = ctx.is_cuda() ? w : x;  // the type w and rstd must have
   chk.on_device(w, "w");
-  chk.same_dtype(w, "w", x, "x");
+  if (ctx.is_cuda())
+    chk.dtype_is(w, "w", {DType::F32});
+  else
+    chk.same_dtype(w, "w", x, "x");
   chk.shape_is(w, "w", {x.size(1)});
   chk.contiguous(w, "w");
   chk.on_device(rstd, "rstd");
-  chk.same_dtype(rstd, "rstd", x, "x");
+  chk.same_dtype(rstd, "rstd", master, ctx.is_cuda() ? "w" : "x");
   chk.shape_is(rstd, "rstd", {x.size(0)});
   chk.contiguous(rstd, "rstd");
 }
@@ -57,7 +62,7 @@ void rmsnorm_backward(Context& ctx, Tensor& dx, Tensor& dw, const Tensor& dy, co
   check_master(chk, ctx, x, w, rstd);
   check_like_x(chk, ctx, dy, "dy", x);
   chk.on_device(dx, "dx");
-  chk.same_dtype(dx, "dx", x, "x");
+  chk.same_dtype(dx, "dx", w, "w");  // the gradient stream stays fp32 when x is bf16
   chk.shape_is(dx, "dx", x.shape());
   chk.contiguous(dx, "dx");
   chk.on_device(dw, "dw");

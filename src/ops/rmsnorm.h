@@ -5,17 +5,18 @@
 
 namespace pt::ops {
 
-// x (N, C) fp32|fp64 (fp32 on the GPU); w (C) same dtype as x; y (N, C) any float dtype the
-// device stores (bf16 in mixed precision: the GEMM operand that follows; x's dtype on the
-// CPU); rstd (N) x's dtype, saved for backward. All contiguous.
+// x (N, C) fp32|fp64 on the CPU, fp32|bf16 on the GPU (bf16: the residual stream stored in bf16,
+// --residual-dtype); w (C) and rstd (N, saved for backward) fp32 on the GPU, x's dtype on the
+// CPU; y (N, C) any float dtype the device stores (bf16 in mixed precision: the GEMM operand
+// that follows; x's dtype on the CPU). All contiguous.
 void rmsnorm_forward(Context& ctx, Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& w, float eps);
 // y = x·rstd·w with the rstd rmsnorm_forward saved: forward's y again, bit for bit (the same
 // products in the same order), in one elementwise pass without the row sums — for a backward
 // that recomputes the norm's output instead of keeping it. Arguments as rmsnorm_forward's.
 void rmsnorm_apply(Context& ctx, Tensor& y, const Tensor& x, const Tensor& w, const Tensor& rstd);
-// dy (N, C) any float dtype (x's on the CPU). dx (N, C) in x's dtype: written, or added to
+// dy (N, C) any float dtype (x's on the CPU). dx (N, C) in w's dtype: written, or added to
 // when accumulate (the pre-norm residual branch adds its gradient to the stream's); dx may
-// alias dy. dw (C, x's dtype; bf16 too on the GPU) += Σ_rows dy⊙x·rstd, or = when dw_accumulate
+// alias dy. dw (C, w's dtype; bf16 too on the GPU) += Σ_rows dy⊙x·rstd, or = when dw_accumulate
 // is false (dw not read: the step's first contribution, ParamStore::grad_beta). GPU: one pass
 // over the rows makes dx and per-block fp32 column sums of dw's terms (workspace of N/8 × C
 // fp32, taken per call), a second kernel adds them into dw in a fixed order: run to run bit for

@@ -47,25 +47,27 @@ std::vector<parallel::GradSpan> spans_of(const std::vector<ParamShape>& shapes) 
 struct Activations {
   int64_t peak = 0, saved = 0;
 };
-Activations activations(const TransformerConfig& m, int64_t batch, bool lowp, const Rounding& r, int tp, int pp) {
+// residual: bytes of a residual-stream element (4, or 2 with --residual-dtype bf16).
+Activations activations(const TransformerConfig& m, int64_t batch, bool lowp, double residual, const Rounding& r,
+                        int tp, int pp) {
   const double B = static_cast<double>(batch), T = static_cast<double>(m.context_length);
   const double N = B * T, C = static_cast<double>(m.d_model), F = static_cast<double>(m.d_ff / tp),
                V = static_cast<double>(m.vocab_size), H = static_cast<double>(m.num_heads / tp);
   const double Cl = C / tp;            // the tensor-parallel share of q/k/v and attention output columns
   const double a = lowp ? 2 : 4;       // GEMM activations: bf16 in bf16 mode, else fp32
-  int64_t block = r(N * C * 4)         // the block's output (the next block's input), fp32 residual
+  int64_t block = r(N * C * residual)  // the block's output (the next block's input), the residual stream
                   + r(N * 4)           // ln1's rstd
                   + r(N * 3 * Cl * a)  // q, k (rotated), v
                   + r(N * Cl * a)      // attention output
                   + (m.attention == AttentionImpl::Flash ? r(B * H * T * 4)       // logsumexp
                                                          : r(B * H * T * T * a))  // softmax
-                  + r(N * C * 4)                                                  // h = x + attention branch
+                  + r(N * C * residual)                                           // h = x + attention branch
                   + r(N * 4)                                                      // ln2's rstd
                   + 2 * r(N * F * a);                                             // SwiGLU inputs h1, h3
   if (m.recompute != Recompute::All) block += 2 * r(N * C * a);                   // ln1 and ln2 outputs
   if (m.recompute == Recompute::Off) block += r(N * F * a);                       // SwiGLU product
   const int64_t layers = m.num_layers / pp;
-  const int64_t head = r(N * C * 4)                               // the embedding output (block 0's input)
+  const int64_t head = r(N * C * residual)                        // the embedding output (block 0's input)
                        + r(N * 4) + r(N * C * a) + r(N * V * a);  // ln_final rstd, its output, logits
   Activations out;
   out.saved = layers * block + head;
@@ -174,7 +176,10 @@ Result plan(const Job& job, const Cluster& cluster) {
                                    : 2 * r(local * 4 / (j.sharding == Sharding::None ? 1 : dp));
   };
   set_model_state(mem, job.dp);
-  const Activations act = activations(m, job.batch, lowp, r, job.tp, job.pp);
+  PT_CHECK(!job.residual_bf16 || lowp,
+           "plan: a bf16 residual stream needs bf16 precision on GPUs (--residual-dtype bf16)");
+  const double residual_bytes = job.residual_bf16 ? 2 : 4;
+  const Activations act = activations(m, job.batch, lowp, residual_bytes, r, job.tp, job.pp);
   // 1F1B pipelining keeps up to pp micro-batches of a stage's activations alive.
   const int64_t in_flight = job.pp > 1 ? std::min<int64_t>(job.pp, job.grad_accum) : 1;
   mem.activations = act.peak + (in_flight - 1) * act.saved;
@@ -188,7 +193,7 @@ Result plan(const Job& job, const Cluster& cluster) {
       alt.attention = kAttentionChoices[at];
       const bool flash_ok = m.d_model % m.num_heads == 0 && cuda::flash_covers_head_dim(m.d_head());
       if (at == 0 && !flash_ok) continue;
-      const Activations x = activations(alt, job.batch, lowp, r, job.tp, job.pp);
+      const Activations x = activations(alt, job.batch, lowp, residual_bytes, r, job.tp, job.pp);
       mem.activations_by_choice[rc][at] = x.peak + (in_flight - 1) * x.saved;
     }
 

@@ -39,6 +39,7 @@ struct Job {
   Sharding sharding = Sharding::None;
   bool grad_comm_bf16 = false;  // gradients on the wire in bf16
   bool grad_bf16 = false;       // bf16 gradients end to end (--grad-dtype bf16; bf16 precision only)
+  bool residual_bf16 = false;   // the residual stream in bf16 (--residual-dtype bf16; bf16 precision only)
   int devices() const { return dp * tp * pp; }
 };
 

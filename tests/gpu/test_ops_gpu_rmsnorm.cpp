@@ -50,17 +50,18 @@ TwinBackwardCase twin_backward_case(Context& gpu, Context& cpu, int64_t rows, in
   return c;
 }
 
-class GpuRMSNorm : public ::testing::TestWithParam<std::tuple<int64_t, DType>> {};  // (C, y/dy type)
+// (C, y/dy type, x type: fp32, or bf16 as the residual stream with --residual-dtype bf16; dx stays fp32)
+class GpuRMSNorm : public ::testing::TestWithParam<std::tuple<int64_t, DType, DType>> {};
 
 TEST_P(GpuRMSNorm, ForwardAndBackward) {
   PT_REQUIRE_GPU();
-  const auto [cols, act] = GetParam();
+  const auto [cols, act, x_type] = GetParam();
   Context gpu(Device::cuda(0)), cpu(Device::cpu());
   // More rows than one block's warps: several blocks add into dw, the last one with rows to spare
   // (300 = 37·8 + 4). 70000 columns (packed, but too long for the register-resident forward)
   // take the loop kernel forward and 69 chunks of dw lines backward, the last one partly filled.
   const int64_t rows = 300;
-  Pair x = make_twin(gpu, cpu, {rows, cols}, DType::F32, randn(rows * cols, 20, 2.0));
+  Pair x = make_twin(gpu, cpu, {rows, cols}, x_type, randn(rows * cols, 20, 2.0));  // the CPU's: x as stored
   Pair w = make_twin(gpu, cpu, {cols}, DType::F32, uniform(cols, 21, 0.5, 1.5));
   Pair y = make_output(gpu, cpu, {rows, cols}, act), rstd = make_output(gpu, cpu, {rows}, DType::F32);
   ops::rmsnorm_forward(gpu, y.gpu, rstd.gpu, x.gpu, w.gpu, 1e-5f);
@@ -189,6 +190,7 @@ TEST(GpuRMSNormDxCopy, IsDxRoundedToBf16) {
 INSTANTIATE_TEST_SUITE_P(WidthsAndTypes, GpuRMSNorm,
                          ::testing::Combine(::testing::Values(int64_t(768), int64_t(37), int64_t(256), int64_t(1600),
                                                               int64_t(2560), int64_t(70000)),
+                                            ::testing::Values(DType::F32, DType::BF16),
                                             ::testing::Values(DType::F32, DType::BF16)));
 
 }  // namespace

@@ -268,6 +268,12 @@ CASES = [
     ("grad-dtype-unknown", C1, [*TRAIN, "--grad-dtype", "fp16", "--out", "{tmp}/r.h5"], dict(ERR, words=["--grad-dtype", "fp16", "bf16"])),
     ("bench-grad-dtype-without-bf16", C1, [*BENCH_MODEL, "--grad-dtype", "bf16", "--out", "{tmp}/r.h5"],
      dict(ERR, words=["--grad-dtype bf16", "--precisions"])),
+    ("residual-dtype-bf16-in-fp32", C1, [*TRAIN, "--residual-dtype", "bf16", "--out", "{tmp}/r.h5"],
+     dict(ERR, words=["--residual-dtype bf16", "--precision bf16"])),
+    ("residual-dtype-unknown", C1, [*TRAIN, "--residual-dtype", "fp16", "--out", "{tmp}/r.h5"],
+     dict(ERR, words=["--residual-dtype", "fp16", "bf16"])),
+    ("bench-residual-dtype-without-bf16", C1, [*BENCH_MODEL, "--residual-dtype", "bf16", "--out", "{tmp}/r.h5"],
+     dict(ERR, words=["--residual-dtype bf16", "--precisions"])),
     ("bench-update-sms-without-an-update", C1, [*BENCH_MODEL, "--mode", "forward", "--update-sms", "8", "--out", "{tmp}/r.h5"],
      dict(ERR, words=["--update-sms", "--mode train-step"])),
     # The rig would not defer the update (--fused off, or the CPU): refused, not recorded as update_sms 0.

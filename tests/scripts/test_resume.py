@@ -136,6 +136,7 @@ CONFLICTS = [
     (["--precision", "tf32"], ["--precision tf32", "fp32"]),
     (["--warmup-steps", "5"], ["--warmup-steps 5"]),
     (["--grad-dtype", "bf16"], ["--grad-dtype bf16", "fp32"]),
+    (["--residual-dtype", "bf16"], ["--residual-dtype bf16", "fp32"]),
     (["--num-heads", "4", "--seed", "7", "--lr", "0.001"], ["3 options differ", "--num-heads 4", "--seed 7", "--lr 0.001"]),
 ]
 
