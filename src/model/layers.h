@@ -31,7 +31,7 @@ class Linear {
 
   // x (N, d_in) → y (N, d_out) in x's dtype. Saves x (a reference, not a copy).
   Tensor forward(Context& ctx, const Tensor& x);
-  // y (N, d_out) = beta·y + x Wᵀ: beta = 1 fuses a residual add (y fp32, x bf16 is allowed).
+  // y (N, d_out) = beta·y + x Wᵀ: beta = 1 fuses a residual add (y fp32 or bf16, x bf16 is allowed).
   // With `residual` (y's shape and type) y = beta·residual + x Wᵀ instead, residual untouched:
   // the add without first copying the residual into y.
   void forward_into(Context& ctx, const Tensor& x, Tensor& y, float beta, const Tensor* residual = nullptr);

@@ -42,11 +42,12 @@ struct TransformerConfig {
   // runs the reference model (off: the comparison torch.compile on/off gives there). Off splits
   // exactly: (1) the stacked q, k, v projection into three GEMMs (backward: three dW GEMMs and
   // dx as the sum of three GEMMs); (2) each residual add out of its GEMM (the output projection
-  // and w2 write their own activation-dtype tensor, then an elementwise add makes the fp32
-  // residual); (3) with flash attention, backward's inverse RoPE on dq and dk out of the flash
-  // kernels' stores into a pass of its own. The optimizer's half is OptimizerConfig::fused.
-  // RMSNorm, the forward's RoPE in place, the SwiGLU kernel, the fused softmax-cross-entropy and
-  // flash attention stay as they are in both. The same function either way: only rounding differs.
+  // and w2 write their own activation-dtype tensor, then an elementwise add makes the residual
+  // in the stream's dtype, Context::residual_dtype); (3) with flash attention, backward's inverse
+  // RoPE on dq and dk out of the flash kernels' stores into a pass of its own. The optimizer's
+  // half is OptimizerConfig::fused. RMSNorm, the forward's RoPE in place, the SwiGLU kernel, the
+  // fused softmax-cross-entropy and flash attention stay as they are in both. The same function
+  // either way: only rounding differs.
   bool fused = true;
 
   // Named sizes (vocabulary 10000): tiny 128/384/4/4 (CPU smoke runs), small 768/3072/12/12, medium 1024/4096/24/16,
