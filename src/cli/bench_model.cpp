@@ -76,11 +76,12 @@ int run_bench_model(const std::vector<std::string>& args) {
   o.update_overlap = update_overlap_from_name(update_overlap);
   PT_CHECK(!(o.cuda_graph && o.breakdown), "--breakdown times every kernel on its own; it cannot run inside a CUDA "
                                            "graph: leave out --cuda-graph on, or --breakdown");
+  const bool has_bf16 = std::count(o.precisions.begin(), o.precisions.end(), Precision::BF16) > 0;
   o.grad_dtype = grad_dtype_of(run);
-  PT_CHECK(o.grad_dtype == DType::F32 || std::count(o.precisions.begin(), o.precisions.end(), Precision::BF16) > 0,
+  PT_CHECK(o.grad_dtype == DType::F32 || has_bf16,
            "--grad-dtype bf16 applies to the bf16 configurations, and --precisions has none");
   o.residual_dtype = residual_dtype_of(run);
-  PT_CHECK(o.residual_dtype == DType::F32 || std::count(o.precisions.begin(), o.precisions.end(), Precision::BF16) > 0,
+  PT_CHECK(o.residual_dtype == DType::F32 || has_bf16,
            "--residual-dtype bf16 applies to the bf16 configurations, and --precisions has none");
   o.seed = run.seed;
   o.gemm = gemm_select_from_name(run.gemm);

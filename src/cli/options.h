@@ -132,7 +132,7 @@ inline constexpr const char* kResidualDtypeHelp =
     "residual stream type (the activations between blocks): fp32 (as PyTorch autocast keeps it), or bf16 with "
     "--precision bf16 on a GPU, as llm.c keeps it (the output projection and w2 add into it in their GEMMs' "
     "epilogue and round to bf16 there, RMSNorm reads bf16; its gradient stays fp32; XL at 16 x 1024: "
-    "about 2 % faster a step and 5 GB less; docs/BENCHMARKS.md)";
+    "1-2 % faster a step and 5 GB less, which lets --recompute off fit on 80 GB; docs/BENCHMARKS.md)";
 
 // --gemm's help (train, bench model, bench gemm, bench ddp).
 inline constexpr const char* kGemmHelp =
