@@ -48,6 +48,24 @@ inline TenSteps run_ten_steps(Context& ctx, const TransformerConfig& cfg, Transf
   return r;
 }
 
+// The step's numerics the bit-for-bit tests run under: precision, weight-gradient type
+// (--grad-dtype) and residual-stream type (--residual-dtype).
+struct Numerics {
+  Precision precision;
+  DType grads, residual;
+  void apply(Context& ctx) const {
+    ctx.set_grad_dtype(grads);
+    ctx.set_residual_dtype(residual);
+  }
+  std::string name() const {
+    return std::string(precision_name(precision)) + " grads " + dtype_name(grads) + " stream " + dtype_name(residual);
+  }
+};
+inline const Numerics kStepNumerics[] = {{Precision::FP32, DType::F32, DType::F32},
+                                         {Precision::BF16, DType::F32, DType::F32},
+                                         {Precision::BF16, DType::BF16, DType::F32},
+                                         {Precision::BF16, DType::BF16, DType::BF16}};
+
 // The same losses and parameters, bit for bit, and a falling loss.
 inline void expect_same_ten_steps(const TenSteps& a, const TenSteps& b, const std::string& what) {
   ASSERT_EQ(a.losses.size(), b.losses.size()) << what;

@@ -43,19 +43,17 @@ GraphRun train(Context& ctx, const TransformerConfig& cfg, bool graph, int micro
 TEST(CudaGraphGpu, CapturedStepsEqualUncapturedBitForBit) {
   PT_REQUIRE_GPU();
   // fp32; bf16 with fp32 gradients; bf16 with bf16 gradients (--grad-dtype bf16: the embedding's
-  // and RMSNorm's fp32 sums come from scratch allocated inside the captured step).
-  const std::pair<Precision, DType> numerics[] = {
-      {Precision::FP32, DType::F32}, {Precision::BF16, DType::F32}, {Precision::BF16, DType::BF16}};
+  // and RMSNorm's fp32 sums come from scratch allocated inside the captured step); and with the
+  // residual stream in bf16 too (--residual-dtype bf16: the embedding reads the bf16 mirror).
   for (AttentionImpl attn : {AttentionImpl::Naive, AttentionImpl::Flash})
-    for (const auto& [prec, grads] : numerics)
+    for (const test::Numerics& n : test::kStepNumerics)
       for (int micro : {1, 2}) {
         // vocab 256 > 2·B·T = 256 at most: every batch's ids are distinct
         const TransformerConfig cfg = test::test_transformer(256, 32, 64, 2, 4, 172, attn);
-        Context gpu(Device::cuda(0), prec);
-        gpu.set_grad_dtype(grads);
+        Context gpu(Device::cuda(0), n.precision);
+        n.apply(gpu);
         const GraphRun eager = train(gpu, cfg, false, micro), graph = train(gpu, cfg, true, micro);
-        const std::string what = std::string(precision_name(prec)) + " grads " + dtype_name(grads) + " " +
-                                 attention_impl_name(attn) + " micro " + std::to_string(micro);
+        const std::string what = n.name() + " " + attention_impl_name(attn) + " micro " + std::to_string(micro);
         EXPECT_TRUE(graph.captured) << what;
         test::expect_same_ten_steps(eager.steps, graph.steps, what);
       }

@@ -62,20 +62,18 @@ TrainedRun train(Context& ctx, const TransformerConfig& cfg, OptimizerKind kind,
 
 TEST(DeferredUpdateGpu, TrainsAsThePlainUpdateBitForBit) {
   PT_REQUIRE_GPU();
-  const std::pair<Precision, DType> numerics[] = {
-      {Precision::FP32, DType::F32}, {Precision::BF16, DType::F32}, {Precision::BF16, DType::BF16}};
   // vocab 256 ≥ 2·B·T: every batch's ids are distinct. d_model 256 and 4 layers: the update of
   // each chunk lasts long enough that an unordered read would see it half done.
   const TransformerConfig cfg = test::test_transformer(256, 32, 256, 4, 4, 688, AttentionImpl::Flash);
   for (OptimizerKind kind : {OptimizerKind::AdamW, OptimizerKind::SGD})
-    for (const auto& [prec, grads] : numerics)
+    for (const test::Numerics& n : test::kStepNumerics)
       for (int micro : {1, 2}) {
-        if (kind == OptimizerKind::SGD && (prec != Precision::BF16 || grads != DType::BF16)) continue;
-        Context gpu(Device::cuda(0), prec);
-        gpu.set_grad_dtype(grads);
+        if (kind == OptimizerKind::SGD && (n.precision != Precision::BF16 || n.grads != DType::BF16)) continue;
+        Context gpu(Device::cuda(0), n.precision);
+        n.apply(gpu);
         const TrainedRun plain = train(gpu, cfg, kind, false, micro), deferred = train(gpu, cfg, kind, true, micro);
-        const std::string what = std::string(optimizer_kind_name(kind)) + " " + precision_name(prec) + " grads " +
-                                 dtype_name(grads) + " micro " + std::to_string(micro);
+        const std::string what =
+            std::string(optimizer_kind_name(kind)) + " " + n.name() + " micro " + std::to_string(micro);
         EXPECT_GE(deferred.chunks, 20u) << what;
         test::expect_same_ten_steps(plain.steps, deferred.steps, what);
       }
