@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,11 @@
 #include "core/tensor.h"
 
 #include "model/transformer.h"
+
+namespace pt {
+// gtest prints a DType test parameter by its name ("bf16"), not as a 1-byte object (found by ADL).
+inline void PrintTo(DType d, std::ostream* os) { *os << dtype_name(d); }
+}  // namespace pt
 
 namespace pt::test {
 
