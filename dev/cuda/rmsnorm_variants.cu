@@ -245,7 +245,7 @@ int main(int argc, char** argv) {
   {
     const int sms = sm_count();
     const int smem = backward_rows_smem(cols);
-    auto kernel = rmsnorm_backward_rows_kernel<__nv_bfloat16, kPacks>;
+    auto kernel = rmsnorm_backward_rows_kernel<__nv_bfloat16, float, kPacks>;  // x fp32: the default stream
     DEV_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     float* dw;
     DEV_CHECK_CUDA(cudaMalloc(&dw, cols * 4));

@@ -108,20 +108,17 @@ void Context::set_precision(Precision p) {
   PT_CUBLAS_CHECK(cublasSetMathMode(cublas_, mode));
 }
 
-void Context::set_grad_dtype(DType d) {
-  PT_CHECK(d == DType::F32 || d == DType::BF16, std::string("gradients are fp32 or bf16, not ") + dtype_name(d));
+// d as a type that bf16 mixed precision may lower (the weight gradients, the residual stream):
+// fp32, or bf16 in bf16 mode on a GPU; `what` names it in the messages.
+DType Context::storage_dtype(DType d, const char* what) const {
+  PT_CHECK(d == DType::F32 || d == DType::BF16, std::string(what) + ": fp32 or bf16, not " + dtype_name(d));
   PT_CHECK(d == DType::F32 || (is_cuda() && precision_ == Precision::BF16),
-           "bf16 gradients need bf16 mixed precision on a GPU (--precision bf16)");
-  grad_dtype_ = d;
+           std::string(what) + " in bf16 needs bf16 mixed precision on a GPU (--precision bf16)");
+  return d;
 }
 
-void Context::set_residual_dtype(DType d) {
-  PT_CHECK(d == DType::F32 || d == DType::BF16,
-           std::string("the residual stream is fp32 or bf16, not ") + dtype_name(d));
-  PT_CHECK(d == DType::F32 || (is_cuda() && precision_ == Precision::BF16),
-           "a bf16 residual stream needs bf16 mixed precision on a GPU (--precision bf16)");
-  residual_dtype_ = d;
-}
+void Context::set_grad_dtype(DType d) { grad_dtype_ = storage_dtype(d, "the weight-gradient type"); }
+void Context::set_residual_dtype(DType d) { residual_dtype_ = storage_dtype(d, "the residual stream's type"); }
 
 DType Context::act_dtype() const {
   return (precision_ == Precision::BF16 && device_.is_cuda()) ? DType::BF16 : DType::F32;

@@ -102,6 +102,7 @@ class Context {
  private:
   Device device_;
   Precision precision_;
+  DType storage_dtype(DType d, const char* what) const;  // set_grad_dtype's and set_residual_dtype's checks
   DType grad_dtype_ = DType::F32;
   DType residual_dtype_ = DType::F32;
   cudaStream_t stream_ = nullptr;

@@ -18,7 +18,6 @@ void check_master(const ArgCheck& chk, const Context& ctx, const Tensor& x, cons
   else
     chk.float_storage(x, "x");
   chk.matrix(x, "x");
-  const Tensor& master = ctx.is_cuda() ? w : x;  // the type w and rstd must have
   chk.on_device(w, "w");
   if (ctx.is_cuda())
     chk.dtype_is(w, "w", {DType::F32});
@@ -27,7 +26,7 @@ void check_master(const ArgCheck& chk, const Context& ctx, const Tensor& x, cons
   chk.shape_is(w, "w", {x.size(1)});
   chk.contiguous(w, "w");
   chk.on_device(rstd, "rstd");
-  chk.same_dtype(rstd, "rstd", master, ctx.is_cuda() ? "w" : "x");
+  chk.same_dtype(rstd, "rstd", w, "w");
   chk.shape_is(rstd, "rstd", {x.size(0)});
   chk.contiguous(rstd, "rstd");
 }
