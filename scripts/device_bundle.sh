@@ -12,7 +12,7 @@ dest=${2:-.devbundle/main}
 rm -rf "$dest"
 mkdir -p "$dest/bin" "$dest/lib"
 bins=("$build/paratrain")
-while IFS= read -r t; do bins+=("$t"); done < <(find "$build/tests" -maxdepth 1 -type f -name 'paratrain_tests_*' -perm -u+x 2>/dev/null)
+while IFS= read -r t; do bins+=("$t"); done < <(find "$build/tests" -maxdepth 1 -type f \( -name 'paratrain_tests_*' -o -name 'paratrain_comm_probe' \) -perm -u+x 2>/dev/null)
 cp "${bins[@]}" "$dest/bin/"
 cp -L "$build"/libparatrain.so* "$dest/lib/" 2>/dev/null || true
 # Libraries the image provides itself (CUDA, NCCL, MPI stack, C/C++ runtime): never carried.

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cli/bench_sweep.h"
+#include "cli/ddp_options.h"
 #include "cli/options.h"
 #include "cli/subcommands.h"
 #include "core/context.h"
@@ -131,7 +132,7 @@ int64_t check_round(Context& ctx, parallel::Communicator& comm, const Collective
 int run_bench_allreduce(const std::vector<std::string>& args) {
   RunOptions run;
   std::string backend_word = "auto";
-  std::vector<std::string> size_words, collective_words;
+  std::vector<std::string> size_words, collective_words, engine_words;
   int iters = 20, warmup = 5;
   LogOptions log_opt;
   po::options_description desc = bench_options("bench allreduce options", run, log_opt);
@@ -139,6 +140,10 @@ int run_bench_allreduce(const std::vector<std::string>& args) {
   desc.add_options()
       ("backend", po::value(&backend_word)->default_value(backend_word),
        "nccl (GPU buffers), mpi (host buffers), or auto: nccl when this rank has a GPU")
+      ("comm-engine", po::value(&engine_words)->multitoken(),
+       (std::string("with the nccl backend, engines to time (default nccl), each with its own communicator; "
+                    "buffers are registered so ce takes all_reduce, reduce_scatter and all_gather: ") +
+        kCommEngineHelp).c_str())
       ("sizes", po::value(&size_words)->multitoken(),
        "message sizes in bytes, K/M/G = 2^10/2^20/2^30 (default 1M,10M,100M,1G)")
       ("collectives", po::value(&collective_words)->multitoken(),
@@ -165,11 +170,17 @@ int run_bench_allreduce(const std::vector<std::string>& args) {
     PT_CHECK(device.is_cuda(), "--backend nccl needs a GPU for every rank (this rank runs on the CPU)");
   else
     device = Device::cpu();  // MPI collectives work on host memory
+  std::vector<parallel::CommEngine> engines;
+  for (const auto& w : split_list(engine_words.empty() ? std::vector<std::string>{"nccl"} : engine_words))
+    engines.push_back(parallel::comm_engine_from_name(w));
+  PT_CHECK(backend == parallel::Backend::NCCL || engine_words.empty(),
+           "--comm-engine applies to the nccl backend (this run uses mpi)");
 
-  BenchSweep sweep("bench allreduce", run, log_opt, static_cast<int64_t>(chosen.size() * sizes.size()));
+  BenchSweep sweep("bench allreduce", run, log_opt,
+                   static_cast<int64_t>(engines.size() * chosen.size() * sizes.size()));
   io::RunRecord& record = sweep.record();  // --out checked now, not after the sweep
   Context ctx(device);
-  auto comm = parallel::make_communicator(backend, ctx);
+  std::unique_ptr<parallel::Communicator> comm;
   record.collect_environment(ctx);
   record.set_options(options_as_strings(*vm));
   record.set_attr("backend", parallel::backend_name(backend));
@@ -179,6 +190,7 @@ int run_bench_allreduce(const std::vector<std::string>& args) {
   io::ResultTable table("allreduce", "fp32 collectives over all ranks, in place (nccl-tests' columns)");
   table.add_string("collective", "all_reduce, reduce_scatter, all_gather or broadcast (root 0)")
       .add_string("backend", "nccl or mpi")
+      .add_string("engine", "what moved the data: nccl (NCCL's kernels), ce (the copy engines), mpi")
       .add_int("ranks", "number of ranks taking part")
       .add_int("bytes", "buffer size per rank (nccl-tests' size: the whole buffer, all blocks, for reduce-scatter "
                         "and all-gather)")
@@ -196,42 +208,49 @@ int run_bench_allreduce(const std::vector<std::string>& args) {
 
   int64_t wrong_total = 0;
   const int n = rt.world_size();
-  for (const CollectiveBench* c : chosen)
-    for (int64_t bytes : sizes) {
-      const int64_t count = std::max<int64_t>(n, bytes / 4 / n * n);  // whole blocks, one per rank
-      Tensor buf = Tensor::empty({count}, DType::F32, device, "collective_buffer", MemCategory::Other);
-      const int64_t wrong = parallel::sum_over_ranks(check_round(ctx, *comm, *c, buf));
-      wrong_total += wrong;
-      fill_zero(ctx, buf.data(), device.kind, buf.nbytes());  // sums of zeros: no overflow while timing
-      for (int i = 0; i < warmup; ++i) c->run(*comm, buf);
-      comm->synchronize();
-      comm->barrier();
-      const auto t0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < iters; ++i) c->run(*comm, buf);
-      comm->synchronize();
-      const double us =
-          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
-      const auto t = parallel::spread_over_ranks(us);
-      const double algbw = static_cast<double>(count * 4) / (t.mean * 1e-6) / 1e9;
-      table.add_row()
-          .set("collective", c->name)
-          .set("backend", parallel::backend_name(backend))
-          .set("ranks", n)
-          .set("bytes", count * 4)
-          .set("count", count)
-          .set("type", "float")
-          .set("redop", std::string(c->name) == "all_gather" || std::string(c->name) == "broadcast" ? "none" : "sum")
-          .set("time_us", t.mean)
-          .set("time_us_max", t.max)
-          .set("algbw_GBps", algbw)
-          .set("busbw_GBps", algbw * c->bus_factor(n))
-          .set("wrong", wrong);
-      char summary[160];
-      std::snprintf(summary, sizeof summary, "%.1f us, busbw %.2f GB/s%s", t.mean, algbw * c->bus_factor(n),
-                    wrong ? " (WRONG RESULTS)" : "");
-      sweep.done(std::string(c->name) + " " + std::to_string(count * 4) + " bytes", summary,
-                 {{"time_us", t.mean}, {"busbw_GBps", algbw * c->bus_factor(n)}, {"wrong", wrong}}, {&table});
-    }
+  for (parallel::CommEngine engine : engines) {
+    comm.reset();  // one communicator's resources go before the next one's come
+    comm = parallel::make_communicator(backend, ctx, 0, engine);
+    for (const CollectiveBench* c : chosen)
+      for (int64_t bytes : sizes) {
+        const int64_t count = std::max<int64_t>(n, bytes / 4 / n * n);  // whole blocks, one per rank
+        Tensor buf = Tensor::empty({count}, DType::F32, device, "collective_buffer", MemCategory::Other);
+        const parallel::RegistrationPtr registered = comm->register_buffer(buf);
+        const int64_t wrong = parallel::sum_over_ranks(check_round(ctx, *comm, *c, buf));
+        wrong_total += wrong;
+        fill_zero(ctx, buf.data(), device.kind, buf.nbytes());  // sums of zeros: no overflow while timing
+        for (int i = 0; i < warmup; ++i) c->run(*comm, buf);
+        comm->synchronize();
+        comm->barrier();
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < iters; ++i) c->run(*comm, buf);
+        comm->synchronize();
+        const double us =
+            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
+        const auto t = parallel::spread_over_ranks(us);
+        const double algbw = static_cast<double>(count * 4) / (t.mean * 1e-6) / 1e9;
+        table.add_row()
+            .set("collective", c->name)
+            .set("backend", parallel::backend_name(backend))
+            .set("engine", comm->engine())
+            .set("ranks", n)
+            .set("bytes", count * 4)
+            .set("count", count)
+            .set("type", "float")
+            .set("redop", std::string(c->name) == "all_gather" || std::string(c->name) == "broadcast" ? "none" : "sum")
+            .set("time_us", t.mean)
+            .set("time_us_max", t.max)
+            .set("algbw_GBps", algbw)
+            .set("busbw_GBps", algbw * c->bus_factor(n))
+            .set("wrong", wrong);
+        char summary[160];
+        std::snprintf(summary, sizeof summary, "%.1f us, busbw %.2f GB/s%s", t.mean, algbw * c->bus_factor(n),
+                      wrong ? " (WRONG RESULTS)" : "");
+        sweep.done(std::string(c->name) + " " + comm->engine() + " " + std::to_string(count * 4) + " bytes", summary,
+                   {{"time_us", t.mean}, {"busbw_GBps", algbw * c->bus_factor(n)}, {"wrong", wrong}}, {&table});
+        comm->synchronize();  // nothing in flight on the buffer when its registration goes
+      }
+  }
   sweep.finish({&table});
   if (wrong_total > 0) {
     if (rt.is_root())

@@ -129,6 +129,7 @@ struct Bench {
                                          c.zero1_prefetch);
     r.sync_name = dp.sync->name();
     r.comm_sms = comm().reserved_sms();
+    r.comm_engine = comm().engine();
     r.buckets = bucket_count(store, c, comm().world_size());
     const MemoryStats at_init = alloc.stats(kind);
     r.init = mem_point(at_init.in_use, at_init.in_use_by_category);
@@ -211,37 +212,40 @@ struct Bench {
   }
 };
 
-// Grouped by --comm-sms value (one communicator each, made in turn), then by --grad-comm; the
-// floor, which communicates nothing, runs once, first (in fp32: it has nothing to compress).
+// Grouped by --comm-engine and --comm-sms value (one communicator each, made in turn), then by
+// --grad-comm; the floor, which communicates nothing, runs once, first (in fp32: it has nothing to
+// compress).
 std::vector<DdpConfig> configs(const std::vector<std::string>& ddps, const std::vector<double>& buckets,
-                               const std::vector<std::string>& shards, const std::vector<int>& comm_sms,
-                               const std::vector<parallel::GradComm>& grad_comms, const std::vector<bool>& prefetches) {
+                               const std::vector<std::string>& shards, const std::vector<parallel::CommEngine>& engines,
+                               const std::vector<int>& comm_sms, const std::vector<parallel::GradComm>& grad_comms,
+                               const std::vector<bool>& prefetches) {
   using parallel::BucketPolicy;
   std::vector<DdpConfig> out;
   for (const auto& d : ddps)  // the floor
     if (parallel::strategy(d).buckets == BucketPolicy::None)
-      out.push_back({d, kNaN, ShardMode::None, comm_sms.front(), parallel::GradComm::FP32});
-  for (int sms : comm_sms) {
-    for (parallel::GradComm gc : grad_comms) {
-      for (const auto& d : ddps) {
-        const BucketPolicy policy = parallel::strategy(d).buckets;
-        if (policy == BucketPolicy::Capped)
-          for (double mb : buckets) out.push_back({d, mb, ShardMode::None, sms, gc});
-        else if (policy != BucketPolicy::None)
-          out.push_back({d, kNaN, ShardMode::None, sms, gc});
-      }
-      for (const auto& s : shards) {
-        const ShardMode m = shard_mode_from_name(s);
-        if (m == ShardMode::Broadcast) out.push_back({"bucketed", parallel::kDefaultBucketMB, m, sms, gc});
-        if (m == ShardMode::Zero1)
-          for (bool prefetch : prefetches) {
-            out.push_back({"flat", kNaN, m, sms, gc, prefetch});  // one reduce-scatter after backward
-            // reduce-scatters overlapped with backward
-            out.push_back({"bucketed", parallel::kDefaultBucketMB, m, sms, gc, prefetch});
-          }
+      out.push_back({d, kNaN, ShardMode::None, comm_sms.front(), engines.front(), parallel::GradComm::FP32});
+  for (parallel::CommEngine engine : engines)
+    for (int sms : comm_sms) {
+      for (parallel::GradComm gc : grad_comms) {
+        for (const auto& d : ddps) {
+          const BucketPolicy policy = parallel::strategy(d).buckets;
+          if (policy == BucketPolicy::Capped)
+            for (double mb : buckets) out.push_back({d, mb, ShardMode::None, sms, engine, gc});
+          else if (policy != BucketPolicy::None)
+            out.push_back({d, kNaN, ShardMode::None, sms, engine, gc});
+        }
+        for (const auto& s : shards) {
+          const ShardMode m = shard_mode_from_name(s);
+          if (m == ShardMode::Broadcast) out.push_back({"bucketed", parallel::kDefaultBucketMB, m, sms, engine, gc});
+          if (m == ShardMode::Zero1)
+            for (bool prefetch : prefetches) {
+              out.push_back({"flat", kNaN, m, sms, engine, gc, prefetch});  // one reduce-scatter after backward
+              // reduce-scatters overlapped with backward
+              out.push_back({"bucketed", parallel::kDefaultBucketMB, m, sms, engine, gc, prefetch});
+            }
+        }
       }
     }
-  }
   return out;
 }
 
@@ -253,7 +257,8 @@ int run_bench_ddp(const std::vector<std::string>& args) {
   int64_t context = 512, batch = 4, d_model = 0, num_layers = 0, num_heads = 0, d_ff = 0, vocab = 0;
   int steps = 10, warmup = 3;
   int64_t grad_accum = 1;
-  std::vector<std::string> ddp_words, bucket_words, shard_words, sms_words, grad_comm_words, prefetch_words;
+  std::vector<std::string> ddp_words, bucket_words, shard_words, sms_words, engine_words, grad_comm_words,
+      prefetch_words;
   LogOptions log_opt;
   po::options_description desc = bench_options("bench ddp options", run, log_opt);
   add_storage_dtype_options(desc, run);
@@ -283,6 +288,8 @@ int run_bench_ddp(const std::vector<std::string>& args) {
        "and with bucketed 25 MiB)")
       ("comm-sms", po::value(&sms_words)->multitoken(),
        (std::string("values to time (default auto), each with its own communicator: ") + kCommSmsHelp).c_str())
+      ("comm-engine", po::value(&engine_words)->multitoken(),
+       (std::string("values to time (default nccl), each with its own communicator: ") + kCommEngineHelp).c_str())
       ("grad-comm", po::value(&grad_comm_words)->multitoken(),
        (std::string("values to time (default fp32): ") + kGradCommHelp).c_str())
       ("zero1-prefetch", po::value(&prefetch_words)->multitoken(),
@@ -303,13 +310,16 @@ int run_bench_ddp(const std::vector<std::string>& args) {
   std::vector<int> comm_sms;  // as asked (kCommSmsAuto for auto); rows show what it resolved to
   for (const auto& w : split_list(sms_words.empty() ? std::vector<std::string>{"auto"} : sms_words))
     comm_sms.push_back(parse_comm_sms(w));
+  std::vector<parallel::CommEngine> engines;
+  for (const auto& w : split_list(engine_words.empty() ? std::vector<std::string>{"nccl"} : engine_words))
+    engines.push_back(parallel::comm_engine_from_name(w));
   std::vector<parallel::GradComm> grad_comms;
   for (const auto& w : split_list(grad_comm_words.empty() ? std::vector<std::string>{"fp32"} : grad_comm_words))
     grad_comms.push_back(parallel::grad_comm_from_name(w));
   std::vector<bool> prefetches;
   for (const auto& w : split_list(prefetch_words.empty() ? std::vector<std::string>{"on"} : prefetch_words))
     prefetches.push_back(parse_on_off(w, "zero1-prefetch"));
-  const auto plan = configs(ddps, buckets, shards, comm_sms, grad_comms, prefetches);
+  const auto plan = configs(ddps, buckets, shards, engines, comm_sms, grad_comms, prefetches);
   const DType grad_dtype = grad_dtype_for_precision(run);
   const DType residual_dtype = residual_dtype_for_precision(run);
 
@@ -332,8 +342,9 @@ int run_bench_ddp(const std::vector<std::string>& args) {
   ctx.set_residual_dtype(residual_dtype);
   apply_gemm_option(ctx, run);
   apply_flash_options(ctx, run);
-  auto comm = parallel::make_communicator(parallel::backend_for(device), ctx, comm_sms.front());
+  auto comm = parallel::make_communicator(parallel::backend_for(device), ctx, comm_sms.front(), engines.front());
   int comm_sms_now = comm_sms.front();
+  parallel::CommEngine engine_now = engines.front();
   record.collect_environment(ctx);
   record.set_options(options_as_strings(*vm));
   record.set_attr("backend", comm->name());
@@ -372,17 +383,19 @@ int run_bench_ddp(const std::vector<std::string>& args) {
                        grad_accum,
                        static_cast<double>(rt.world_size() * batch * grad_accum * context)};
   for (const auto& c : plan) {
-    if (c.comm_sms != comm_sms_now) {
+    if (c.comm_sms != comm_sms_now || c.engine != engine_now) {
       comm.reset();  // NCCL's resources go before the next communicator's come
-      comm = parallel::make_communicator(parallel::backend_for(device), ctx, c.comm_sms);
+      comm = parallel::make_communicator(parallel::backend_for(device), ctx, c.comm_sms, c.engine);
       comm_sms_now = c.comm_sms;
+      engine_now = c.engine;
       bench.comm_ptr = comm.get();
     }
     results.push_back(bench.run(c));
     const DdpResult& r = results.back();
     const std::string name = r.sync_name + " bucket_mb " + std::to_string(c.bucket_mb) + " shard " +
-                             shard_mode_name(c.shard) + " comm_sms " + std::to_string(r.comm_sms) + " grad_comm " +
-                             parallel::grad_comm_name(c.grad_comm) + " zero1_prefetch " + zero1_prefetch_word(c);
+                             shard_mode_name(c.shard) + " comm_sms " + std::to_string(r.comm_sms) + " " +
+                             r.comm_engine + " grad_comm " + parallel::grad_comm_name(c.grad_comm) +
+                             " zero1_prefetch " + zero1_prefetch_word(c);
     // The record's tables from every configuration measured so far, written after each one: a
     // long or interrupted sweep keeps what it has measured.
     const DdpTables tables = ddp_tables(results, ddp_run);

@@ -35,6 +35,7 @@ io::ResultTable::RowBuilder config_row(io::ResultTable& t, const DdpResult& r) {
       .set("bucket_mb", r.cfg.bucket_mb)
       .set("shard", shard_mode_name(r.cfg.shard))
       .set("comm_sms", static_cast<int64_t>(r.comm_sms))
+      .set("comm_engine", r.comm_engine)
       .set("grad_comm", parallel::grad_comm_name(r.cfg.grad_comm))
       .set("zero1_prefetch", zero1_prefetch_word(r.cfg));
   return row;
@@ -66,6 +67,8 @@ DdpTables ddp_tables(const std::vector<DdpResult>& results, const DdpRun& run) {
       .add_string("shard", "optimizer sharding: none, broadcast, zero1")
       .add_int("comm_sms", "--comm-sms: CTAs per NCCL collective and SMs kept from GEMMs while overlapped "
                            "collectives are in flight (0: NCCL's choice, GEMMs on every SM)")
+      .add_string("comm_engine", "--comm-engine: what moved the gradient and parameter collectives: nccl (NCCL's "
+                                 "kernels), ce (the copy engines), mpi (CPU ranks)")
       .add_string("grad_comm", "--grad-comm: gradients on the wire as fp32, or as bf16 (cast, summed in bf16, "
                                "scaled by 1/ranks in fp32); fp32 for none")
       .add_string("zero1_prefetch", "--zero1-prefetch: on (parameter all-gathers overlap the next forward), off "
@@ -120,6 +123,7 @@ DdpTables ddp_tables(const std::vector<DdpResult>& results, const DdpRun& run) {
       .add_double("bucket_mb", "bucket cap in MiB, as in /ddp", 2)
       .add_string("shard", "optimizer sharding, as in /ddp")
       .add_int("comm_sms", "--comm-sms, as in /ddp")
+      .add_string("comm_engine", "--comm-engine, as in /ddp")
       .add_string("grad_comm", "--grad-comm, as in /ddp")
       .add_string("zero1_prefetch", "--zero1-prefetch, as in /ddp")
       .add_int("rank", "the rank that recorded the event")

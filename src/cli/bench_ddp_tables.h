@@ -11,6 +11,7 @@
 #include "core/allocator.h"
 #include "io/table.h"
 #include "optim/sharded_optimizer.h"
+#include "parallel/comm_engine.h"
 #include "parallel/grad_sync.h"
 
 namespace pt::cli {
@@ -20,6 +21,7 @@ struct DdpConfig {
   double bucket_mb;  // NaN unless bucketed
   ShardMode shard;
   int comm_sms = 0;  // the communicator's --comm-sms as asked (parallel::kCommSmsAuto: auto)
+  parallel::CommEngine engine = parallel::CommEngine::NCCL;  // --comm-engine as asked
   parallel::GradComm grad_comm = parallel::GradComm::FP32;
   bool zero1_prefetch = true;  // zero1 only
 };
@@ -36,7 +38,8 @@ DdpMemPoint mem_point(int64_t total, const std::array<int64_t, kMemCategories>& 
 struct DdpResult {
   DdpConfig cfg;
   std::string sync_name;
-  int comm_sms = 0;  // what --comm-sms resolved to: NCCL's CTA cap (0: NCCL's own choice)
+  int comm_sms = 0;         // what --comm-sms resolved to: NCCL's CTA cap (0: NCCL's own choice)
+  std::string comm_engine;  // what --comm-engine resolved to: nccl, ce or mpi
   int64_t buckets = 0;
   double step_ms = 0, step_sd = 0, step_ms_max_rank = 0, exposed_ms = 0, comm_bytes = 0, peak = 0;
   DdpMemPoint init, before_step, during_step;      // rank 0

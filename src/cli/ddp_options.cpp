@@ -26,6 +26,7 @@ void add_ddp_options(po::options_description& desc, DdpOptions& o) {
        "broadcasts them), zero1 (per bucket: reduce-scatter gradients, step the rank's chunk, "
        "all-gather parameters; one bucket with --ddp naive or flat)")
       ("comm-sms", po::value(&o.comm_sms)->default_value(o.comm_sms), kCommSmsHelp)
+      ("comm-engine", po::value(&o.comm_engine)->default_value(o.comm_engine), kCommEngineHelp)
       ("grad-comm", po::value(&o.grad_comm)->default_value(o.grad_comm), kGradCommHelp)
       ("zero1-prefetch", po::value(&o.zero1_prefetch)->default_value(o.zero1_prefetch), kZero1PrefetchHelp);
   // clang-format on
@@ -53,6 +54,7 @@ DdpOptions resolve_ddp_options(const DdpOptions& o, int world) {
   PT_CHECK(o.shard == "none" || o.shard == "broadcast" || o.shard == "zero1",
            "--shard-optimizer must be none, broadcast or zero1 (got '" + o.shard + "')");
   parse_comm_sms(o.comm_sms);                        // validates
+  parallel::comm_engine_from_name(o.comm_engine);    // validates
   parallel::grad_comm_from_name(o.grad_comm);        // validates
   parse_on_off(o.zero1_prefetch, "zero1-prefetch");  // validates
   PT_CHECK(o.bucket_mb >= 0, "--bucket-mb must be >= 0 (got " + std::to_string(o.bucket_mb) + ")");

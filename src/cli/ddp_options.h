@@ -16,6 +16,7 @@ struct DdpOptions {
   double bucket_mb = parallel::kDefaultBucketMB;
   std::string shard = "none";         // none | broadcast | zero1
   std::string comm_sms = "auto";      // NCCL's CTAs and the SMs GEMMs leave them (parse_comm_sms)
+  std::string comm_engine = "nccl";   // nccl | ce | auto: what moves the collectives' data (parallel::CommEngine)
   std::string grad_comm = "fp32";     // fp32 | bf16: gradients on the wire (parallel::GradComm)
   std::string zero1_prefetch = "on";  // on | off: zero1's all-gathers left for the next forward
 };
@@ -30,6 +31,13 @@ inline constexpr const char* kCommSmsHelp =
     "target (SMs - N) so both run side by side instead of queueing behind each other; 0 = "
     "NCCL's own CTA count and every SM for GEMMs; auto = the count measured best for the GPU "
     "(32 on an H100 SXM or an H200, 16 elsewhere; at most a quarter of its SMs); ignored by the MPI backend";
+
+// --comm-engine's help, shared with `bench ddp` and `bench allreduce` (which take a list).
+inline constexpr const char* kCommEngineHelp =
+    "what moves gradients and ZeRO-1's parameters between the GPUs of one node: nccl (NCCL's "
+    "kernels on --comm-sms SMs), ce (the copy engines over NVLink; one short sum pass on the SMs), "
+    "auto (ce when every rank is on one node and can map the others' memory, else nccl); "
+    "across nodes always nccl";
 
 // --grad-comm's help, shared with `bench ddp` (which takes a list).
 inline constexpr const char* kGradCommHelp =

@@ -338,7 +338,8 @@ int run_train(const std::vector<std::string>& args) {
     lm.init_weights(ctx, run.seed);
   std::unique_ptr<parallel::Communicator> comm;
   if (rt.world_size() > 1)
-    comm = parallel::make_communicator(parallel::backend_for(device), ctx, parse_comm_sms(ddp.comm_sms));
+    comm = parallel::make_communicator(parallel::backend_for(device), ctx, parse_comm_sms(ddp.comm_sms),
+                                       parallel::comm_engine_from_name(ddp.comm_engine));
   // Rank 0's weights become everyone's here (the strategy broadcasts them at construction).
   DataParallel dp =
       make_data_parallel(ctx, lm.store(), comm.get(), ddp.ddp, ddp.bucket_mb, shard_mode_from_name(ddp.shard), oc,

@@ -18,9 +18,10 @@ namespace pt::cli {
 // identity (size, token type and count, content hashes) instead of its path.
 // (--cuda-graph and --update-overlap change how the step is launched, not what it computes: bit
 // for bit the same. --update-sms changes which SMs GEMMs run on, and so perhaps their cuBLAS
-// algorithms: the same computation, rounded in another order.)
-inline constexpr const char* kResumeMayChange[] = {"steps",      "log-every",      "save-every",
-                                                   "cuda-graph", "update-overlap", "update-sms"};
+// algorithms: the same computation, rounded in another order. --comm-engine changes what moves
+// the gradients: with 2 ranks the same sums, with more the same sums in another order.)
+inline constexpr const char* kResumeMayChange[] = {"steps",          "log-every",  "save-every", "cuda-graph",
+                                                   "update-overlap", "update-sms", "comm-engine"};
 inline constexpr const char* kResumeNotRestored[] = {
     "log-format", "log-file", "save", "out", "overwrite", "resume", "init-from", "comm-timeout", "allow-gpu-sharing"};
 

@@ -21,6 +21,7 @@
 #include "io/h5_util.h"
 #include "io/library_versions.h"
 #include "parallel/host_collectives.h"
+#include "parallel/runtime.h"
 
 namespace pt::io {
 
@@ -184,10 +185,15 @@ void RunRecord::collect_environment(const Context& ctx) {
   set_attr("gpus", gpus);
   set_attr("devices", devices);
   set_attr("world_size", static_cast<int64_t>(hosts.size()));
-  std::map<std::string, int64_t> per_host;
-  for (const auto& h : hosts) ++per_host[h];
-  set_attr("nodes", static_cast<int64_t>(per_host.size()));
-  set_attr("ranks_per_node", static_cast<int64_t>(per_host.empty() ? 0 : per_host.begin()->second));
+  // Nodes as the transports saw them: hosts, or each host's parts under PARATRAIN_TEST_SPLIT_NODES.
+  std::string node = host;
+  const bool emulated = parallel::Runtime::initialized() && parallel::Runtime::get().emulated_nodes();
+  if (emulated) node += "/test-node-" + std::to_string(parallel::Runtime::get().node_index());
+  std::map<std::string, int64_t> per_node;
+  for (const auto& n : all_gather_strings(node)) ++per_node[n];
+  set_attr("nodes", static_cast<int64_t>(per_node.size()));
+  set_attr("ranks_per_node", static_cast<int64_t>(per_node.empty() ? 0 : per_node.begin()->second));
+  if (emulated) set_attr("emulated_nodes", std::string("PARATRAIN_TEST_SPLIT_NODES: one host split into nodes"));
   set_attr("precision", std::string(precision_name(ctx.precision())));
   // The Slurm job that made this record (absent outside Slurm): what sacct and the logs name.
   for (const char* name : {"SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "SLURM_JOB_NODELIST",

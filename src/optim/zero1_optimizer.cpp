@@ -28,11 +28,14 @@ Zero1Optimizer::Zero1Optimizer(const OptimizerConfig& cfg, Context& ctx, paralle
   }
   prefetch_ = prefetch && param_shift_ >= 0;
   if (prefetch_) store.set_read_listener(this);
+  // In-place gathers into the parameter buffer may then run on the copy engines.
+  if (param_shift_ >= 0 && store.numel() > 0) registration_ = comm.register_buffer(store.flat_params());
 }
 
 Zero1Optimizer::~Zero1Optimizer() {
   try {
     wait_gathers_below(layout_->numel);
+    comm_.synchronize();  // every gather done before the registration goes
   } catch (const std::exception& e) {
     parallel::comm_fatal("zero1 parameter all-gather", std::string("abandoned gather failed: ") + e.what());
   }

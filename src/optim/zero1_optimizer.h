@@ -69,9 +69,10 @@ class Zero1Optimizer : public Optimizer, public ParamReadListener {
   std::unique_ptr<Optimizer> inner_;  // over ranges_ (this rank's chunks); null if it owns none
   int64_t param_shift_ = -1;          // offset − grad_offset when equal for all trainable params, else −1
   bool prefetch_ = false;
-  std::vector<Gather> gathers_;  // this step's, ascending
-  size_t next_ = 0;              // gathers_[next_ …] are still in flight
-  Tensor packed_;                // (numel) fp32 staging for the packed gather
+  std::vector<Gather> gathers_;             // this step's, ascending
+  size_t next_ = 0;                         // gathers_[next_ …] are still in flight
+  Tensor packed_;                           // (numel) fp32 staging for the packed gather
+  parallel::RegistrationPtr registration_;  // the parameter buffer's (in-place gathers only)
 };
 
 }  // namespace pt

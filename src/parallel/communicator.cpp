@@ -15,10 +15,17 @@ namespace pt::parallel {
 // Defined in comm_mpi.cpp and comm_nccl.cpp.
 std::unique_ptr<Communicator> make_mpi_communicator(Context& ctx);
 std::unique_ptr<Communicator> make_nccl_communicator(Context& ctx, int comm_sms);
+std::unique_ptr<Communicator> make_ce_communicator(Context& ctx, int comm_sms);
 
 namespace {
 constexpr EnumName<Backend> kBackends[] = {{Backend::NCCL, "nccl"}, {Backend::MPI, "mpi"}};
-}
+constexpr EnumName<CommEngine> kEngines[] = {
+    {CommEngine::NCCL, "nccl"}, {CommEngine::CE, "ce"}, {CommEngine::Auto, "auto"}};
+}  // namespace
+
+CommEngine comm_engine_from_name(const std::string& name) { return enum_from_name(kEngines, name, "--comm-engine"); }
+const char* comm_engine_name(CommEngine e) { return enum_name(kEngines, e); }
+const char* comm_engine_names_text() { return "nccl, ce or auto"; }
 
 Backend backend_from_name(const std::string& name) {
   return enum_from_name(kBackends, name, "the communication backend");
@@ -119,8 +126,31 @@ int auto_comm_sms(const Context& ctx) {
   return ctx.is_cuda() ? auto_comm_sms_for(ctx.target().name, ctx.sm_count()) : 0;
 }
 
-std::unique_ptr<Communicator> make_communicator(Backend backend, Context& ctx, int comm_sms) {
+namespace {
+// The copy engines, or why they cannot serve this job. Collective: every rank gets the same answer.
+std::unique_ptr<Communicator> try_copy_engines(Context& ctx, int comm_sms, std::string& why) {
+  const Runtime& rt = Runtime::get();
+  if (rt.world_size() < 2) {
+    why = "one rank has no peer";
+    return nullptr;
+  }
+  if (rt.node_count() > 1) {
+    why = "the ranks are on " + std::to_string(rt.node_count()) + " nodes" +
+          (rt.emulated_nodes() ? " (PARATRAIN_TEST_SPLIT_NODES)" : "");
+    return nullptr;
+  }
+  try {
+    return make_ce_communicator(ctx, comm_sms);
+  } catch (const CeUnavailable& e) {
+    why = e.what();
+    return nullptr;
+  }
+}
+}  // namespace
+
+std::unique_ptr<Communicator> make_communicator(Backend backend, Context& ctx, int comm_sms, CommEngine engine) {
   PT_CHECK(Runtime::initialized(), "make_communicator: parallel::Runtime::init has not run");
+  const bool ce_sms = comm_sms == kCommSmsAuto && engine != CommEngine::NCCL;
   if (comm_sms == kCommSmsAuto) comm_sms = auto_comm_sms(ctx);
   PT_CHECK(comm_sms >= 0, "--comm-sms must be auto or >= 0, got " + std::to_string(comm_sms));
   if (backend == Backend::NCCL) {
@@ -128,8 +158,14 @@ std::unique_ptr<Communicator> make_communicator(Backend backend, Context& ctx, i
                                 "; use the mpi backend)");
     PT_CHECK(comm_sms < ctx.sm_count(), "--comm-sms " + std::to_string(comm_sms) + " leaves none of the " +
                                             std::to_string(ctx.sm_count()) + " SMs to compute");
+    if (engine == CommEngine::NCCL) return make_nccl_communicator(ctx, comm_sms);
+    std::string why;
+    if (auto ce = try_copy_engines(ctx, ce_sms ? 0 : comm_sms, why)) return ce;
+    PT_CHECK(engine == CommEngine::Auto, "--comm-engine ce: the copy engines cannot serve this job: " + why);
     return make_nccl_communicator(ctx, comm_sms);
   }
+  PT_CHECK(engine != CommEngine::CE,
+           "--comm-engine ce needs CUDA devices (this rank runs on " + ctx.device().str() + ")");
   return make_mpi_communicator(ctx);
 }
 

@@ -24,6 +24,7 @@
 
 #include "core/context.h"
 #include "core/tensor.h"
+#include "parallel/comm_engine.h"
 
 namespace pt::parallel {
 
@@ -58,6 +59,14 @@ class Work {
 };
 using WorkPtr = std::unique_ptr<Work>;
 
+// A buffer the other ranks' copy engines can reach (Communicator::register_buffer); unreachable
+// again once destroyed.
+class Registration {
+ public:
+  virtual ~Registration() = default;
+};
+using RegistrationPtr = std::unique_ptr<Registration>;
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -66,6 +75,8 @@ class Communicator {
 
   virtual Backend backend() const = 0;
   const char* name() const { return backend_name(backend()); }
+  // What moves the data of collectives on registered buffers: "nccl", "ce" or "mpi".
+  virtual const char* engine() const { return name(); }
   int rank() const { return rank_; }
   int world_size() const { return world_; }
   // Where buffers must live: the context's GPU for NCCL, the CPU for MPI.
@@ -106,9 +117,16 @@ class Communicator {
   // Cheap: advances outstanding MPI requests; checks NCCL's asynchronous error state.
   virtual void poll() {}
 
+  // Collective: every rank registers a buffer of the same size, at the same offset in its
+  // allocation, in the same order. Collectives whose buffers lie in a registered one may then run
+  // on the copy engines (--comm-engine ce: all_reduce, in-place reduce_scatter and all_gather);
+  // all others go through NCCL. The NCCL and MPI communicators keep nothing (nullptr). Drop the
+  // handle only when no collective on the buffer is outstanding.
+  virtual RegistrationPtr register_buffer(const Tensor& t) { return nullptr; }
+
   // Records every collective issued from now on into `trace` (dist/comm_trace.h); nullptr
   // stops. Attach and detach only while no collective is outstanding (after synchronize()).
-  void set_trace(CommTrace* trace) { trace_ = trace; }
+  virtual void set_trace(CommTrace* trace) { trace_ = trace; }
   CommTrace* trace() const { return trace_; }
 
  protected:
@@ -132,8 +150,11 @@ class Communicator {
 // (ncclConfig_t minCTAs = maxCTAs = comm_sms) and sets reserved_sms(); 0 leaves NCCL its own
 // choice (24 CTAs for 2 H200s over NVLink) and GEMMs every SM; kCommSmsAuto picks
 // auto_comm_sms(ctx).
+// engine (comm_engine.h) applies to the NCCL backend; with ce, comm_sms > 0 sets the CTAs of the
+// sum pass and reserves that many SMs, and 0 or auto runs it on 16 CTAs with no reservation.
 constexpr int kCommSmsAuto = -1;
-std::unique_ptr<Communicator> make_communicator(Backend backend, Context& ctx, int comm_sms = 0);
+std::unique_ptr<Communicator> make_communicator(Backend backend, Context& ctx, int comm_sms = 0,
+                                                CommEngine engine = CommEngine::NCCL);
 // --comm-sms auto: 0 on the CPU; on a GPU the count measured best for it (auto_comm_sms_for, from
 // the device's name), at most a quarter of its SMs.
 int auto_comm_sms(const Context& ctx);

@@ -32,6 +32,10 @@ std::vector<int> BucketReadiness::on_ready(const Parameter& p) {
   return done;
 }
 
+RegistrationPtr register_gradients(Communicator& comm, const ParamStore& store) {
+  return store.grad_numel() > 0 ? comm.register_buffer(store.flat_grads()) : nullptr;
+}
+
 std::vector<int> BucketReadiness::take_rest() {
   std::vector<int> rest;
   for (size_t b = 0; b < buckets_.size(); ++b)

@@ -33,6 +33,10 @@ class BucketReadiness {
   std::vector<bool> started_;
 };
 
+// The flat gradient buffer registered with the communicator (Communicator::register_buffer), so
+// collectives on its ranges may run on the copy engines; nullptr when there is none to register.
+RegistrationPtr register_gradients(Communicator& comm, const ParamStore& store);
+
 // Keeps GEMMs off the communicator's reserved SMs (Communicator::reserved_sms) from the first
 // collective an overlapped strategy starts until the compute stream's wait on the last is
 // queued; GEMMs before and after use every SM.

@@ -83,6 +83,7 @@ class AveragingSync : public GradSync {
   AveragingSync(Context& ctx, ParamStore& store, Communicator& comm, GradComm grad_comm)
       : store_(store), comm_(comm), sms_(ctx, comm), coll_(ctx, comm, grad_comm) {
     broadcast_parameters(ctx, store, comm);
+    registration_ = register_gradients(comm, store);
     store.add_listener(this);
   }
   ~AveragingSync() override { store_.remove_listener(this); }
@@ -100,6 +101,7 @@ class AveragingSync : public GradSync {
   ParamStore& store_;
   Communicator& comm_;
   SmReservation sms_;
+  RegistrationPtr registration_;  // before coll_: released after its collectives are waited for
   GradCollectives coll_;
   int64_t bytes_ = 0;
 };

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <memory>
+#include <string>
 #include <thread>
 
 #include "core/error.h"
@@ -16,7 +17,18 @@ namespace pt::parallel {
 
 namespace {
 std::unique_ptr<Runtime> g_runtime;
+
+// PARATRAIN_TEST_SPLIT_NODES (runtime.h): 1 when unset.
+int test_split_nodes() {
+  const char* env = std::getenv("PARATRAIN_TEST_SPLIT_NODES");
+  if (env == nullptr || *env == '\0') return 1;
+  char* end = nullptr;
+  const long v = std::strtol(env, &end, 10);
+  PT_CHECK(end != env && *end == '\0' && v >= 1 && v <= 1024,
+           std::string("PARATRAIN_TEST_SPLIT_NODES must be a whole number from 1 to 1024 (got '") + env + "')");
+  return static_cast<int>(v);
 }
+}  // namespace
 
 Runtime& Runtime::init(int* argc, char*** argv) {
   if (g_runtime) return *g_runtime;
@@ -40,10 +52,29 @@ Runtime& Runtime::init(int* argc, char*** argv) {
   PT_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, r.rank_, MPI_INFO_NULL, &node));
   PT_MPI_CHECK(MPI_Comm_rank(node, &r.local_rank_));
   PT_MPI_CHECK(MPI_Comm_size(node, &r.local_size_));
+  // Hosts are numbered by their leaders (local rank 0) in rank order.
+  int leader = r.local_rank_ == 0 ? 1 : 0, hosts_before = 0, hosts = 0;
+  PT_MPI_CHECK(MPI_Exscan(&leader, &hosts_before, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+  if (r.rank_ == 0) hosts_before = 0;  // MPI_Exscan leaves rank 0's result undefined
+  PT_MPI_CHECK(MPI_Bcast(&hosts_before, 1, MPI_INT, 0, node));
+  PT_MPI_CHECK(MPI_Allreduce(&leader, &hosts, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
   PT_MPI_CHECK(MPI_Comm_free(&node));
   char host[256] = {0};
   gethostname(host, sizeof(host) - 1);
   r.hostname_ = host;
+  const int split = test_split_nodes();
+  PT_CHECK(r.local_size_ % split == 0, "PARATRAIN_TEST_SPLIT_NODES=" + std::to_string(split) + " does not divide the " +
+                                           std::to_string(r.local_size_) + " ranks of host " + r.hostname_);
+  const int part = r.local_rank_ / (r.local_size_ / split);
+  r.node_index_ = hosts_before * split + part;
+  r.node_count_ = hosts * split;
+  r.node_size_ = r.local_size_ / split;
+  r.emulated_nodes_ = split > 1;
+  if (r.emulated_nodes_) {
+    // Read by NCCL once, at its first communicator: before any exists.
+    setenv("NCCL_HOSTID", (r.hostname_ + "-test-node-" + std::to_string(part)).c_str(), 1);
+    setenv("NCCL_SOCKET_IFNAME", "lo", 0);
+  }
   return r;
 }
 

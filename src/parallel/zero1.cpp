@@ -80,6 +80,7 @@ Zero1Sync::Zero1Sync(Context& ctx, ParamStore& store, Communicator& comm, std::s
   PT_CHECK(layout_->world == comm.world_size() && layout_->numel == store.grad_numel(),
            "Zero1Sync: the layout was made for another world size or store");
   broadcast_parameters(ctx, store, comm);
+  registration_ = register_gradients(comm, store);
   store.add_listener(this);
 }
 

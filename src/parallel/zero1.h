@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "parallel/communicator.h"
 #include "parallel/grad_sync.h"
 
 namespace pt::parallel {
@@ -79,6 +80,7 @@ class Zero1Sync : public GradSync {
   bool overlap_;
   std::unique_ptr<BucketReadiness> ready_;
   std::unique_ptr<SmReservation> sms_;
+  RegistrationPtr registration_;  // before coll_: released after its collectives are waited for
   std::unique_ptr<GradCollectives> coll_;
   int64_t bytes_ = 0;
 };

@@ -4,6 +4,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <utility>
@@ -65,9 +66,23 @@ Context& backend_context(parallel::Backend b) {
   return *c;
 }
 
+parallel::CommEngine test_comm_engine() {
+  const char* env = std::getenv("PARATRAIN_TEST_COMM_ENGINE");
+  return env == nullptr || *env == '\0' ? parallel::CommEngine::NCCL : parallel::comm_engine_from_name(env);
+}
+
 parallel::Communicator& backend_comm(parallel::Backend b, int comm_sms) {
   auto& c = g_comm[{slot(b), comm_sms}];
-  if (!c) c = parallel::make_communicator(b, backend_context(b), comm_sms);
+  if (!c) {
+    const auto engine = b == parallel::Backend::NCCL ? test_comm_engine() : parallel::CommEngine::NCCL;
+    c = parallel::make_communicator(b, backend_context(b), comm_sms, engine);
+  }
+  return *c;
+}
+
+parallel::Communicator& engine_comm(parallel::CommEngine engine) {
+  auto& c = g_comm[{2 + static_cast<int>(engine), 0}];
+  if (!c) c = parallel::make_communicator(parallel::Backend::NCCL, backend_context(parallel::Backend::NCCL), 0, engine);
   return *c;
 }
 

@@ -19,7 +19,12 @@ bool nccl_usable();
 // The context of a backend: the CPU for MPI, this rank's GPU for NCCL (made on first use).
 Context& backend_context(parallel::Backend b);
 // The communicator of a backend (with --comm-sms comm_sms), created once per pair
-// (collective: every rank reaches it together).
+// (collective: every rank reaches it together). NCCL's takes --comm-engine from
+// PARATRAIN_TEST_COMM_ENGINE (default nccl), so the whole NCCL suite runs on either engine.
+parallel::CommEngine test_comm_engine();
+// A communicator on this rank's GPU with the given engine whatever the environment says (made
+// once each; collective).
+parallel::Communicator& engine_comm(parallel::CommEngine engine);
 parallel::Communicator& backend_comm(parallel::Backend b, int comm_sms = 0);
 // Destroys the communicators and contexts (main calls it before MPI_Finalize).
 void release_backends();
