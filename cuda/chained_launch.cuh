@@ -4,9 +4,8 @@
 // the kernel ahead of it on the stream has finished; its blocks then wait at
 // wait_for_prior_grids(), which returns once that kernel has completed and its writes are
 // visible. So the launch, the block scheduling and the kernel's index arithmetic overlap the
-// previous kernel's tail instead of following it. The kernel-trace of an XL step
-// (dev/kernel_trace, docs/BENCHMARKS.md session 20) found the GPU idle for 1.2–2.2 us at most
-// boundaries into these kernels, nothing else running.
+// previous kernel's tail instead of following it, where a kernel trace of the XL step found the
+// GPU idle (docs/reports/2026-11-26_kernel-trace-chained-launch_h100.md).
 //
 // The rule for every kernel launched this way: wait_for_prior_grids() before its first read or
 // write of global memory (a write can race a previous kernel still reading), and
@@ -15,10 +14,8 @@
 // Without the launch attribute both calls return at once, so a chained kernel may also be
 // launched plainly: on devices before Hopper, while a CUDA graph is being captured, and with
 // PT_CHAINED_LAUNCH=off in the environment (an A/B switch, and a way to rule the feature out when
-// debugging). Measured on H100s (docs/BENCHMARKS.md, session 20): XL's step −0.13 to −1.05 ms
-// over four calls (its idle time 2.5 → 1.85 ms), the small model without a graph 8.2–9.4 → 5.8 ms; chained under
-// capture the small model's graph got slower (+0.02 to +0.13 ms: a graph's launches are 0.45 us
-// apart already), hence plain launches under capture.
+// debugging). Under capture launches stay plain: a graph's launches are close together already,
+// and chained ones made it slower (same report).
 #include <cuda_runtime.h>
 
 #include <cstdlib>

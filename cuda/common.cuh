@@ -205,8 +205,7 @@ inline unsigned grid_for(int64_t work, int threads) {
 }
 // Blocks for one item per thread, uncapped: for kernels that stream each byte once (the
 // optimizer, the elementwise passes), where one short-lived block per 256·N elements beat a
-// capped grid-stride loop by 7 % on an H200 (dev/cuda/adamw_variants.cu) and SwiGLU's passes
-// by 6 % on an H100 (dev/cuda/stream_variants.cu).
+// capped grid-stride loop (docs/reports/2026-11-27_gemm-choice-covering-grid_h100.md).
 inline unsigned grid_covering(int64_t work, int threads) {
   const int64_t need = ceil_div(work, threads);
   return static_cast<unsigned>(need < 1 ? 1 : need);

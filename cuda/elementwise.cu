@@ -2,10 +2,9 @@
 // pointer is 16-byte aligned), then the tail one element at a time. Math in fp32; each
 // tensor's storage type (fp32 or bf16) is a template parameter.
 // Launched with a grid that covers the work (one pack a thread, the loop runs once; any grid is
-// correct), not one capped at 16 blocks an SM: short-lived blocks keep more loads in flight. At
-// llm.c's point (16384 × 6400 bf16, H100, dev/cuda/stream_variants.cu) SwiGLU's forward took 214
-// us against 229 and its backward 429 against 455, each at the rate of a pass with the same bytes
-// and no arithmetic; in the step, 208 against 228 and 418 against 444 (docs/BENCHMARKS.md).
+// correct), not one capped at 16 blocks an SM: short-lived blocks keep more loads in flight, which
+// puts SwiGLU's passes at the rate of a pass with their bytes
+// (docs/reports/2026-11-27_gemm-choice-covering-grid_h100.md).
 #include <algorithm>
 #include <utility>
 

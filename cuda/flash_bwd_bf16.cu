@@ -9,8 +9,8 @@
 // output has exactly one writer, so dQ is deterministic, needs no fp32 (B, H, Tq, D) scratch
 // buffer nor its zeroing and conversion passes, and no red.global traffic into L2. The price
 // is recomputing S = Q·Kᵀ and dP = dO·Vᵀ in the dQ pass: 7 tile products instead of 5. The
-// wgmma kernels also compile the single pass (tiles "…/acc", flash_bwd_wgmma.cu); which is faster
-// on an H100 is measured by `paratrain bench attention` (docs/FLASH_ATTENTION.md).
+// wgmma kernels also compile the single pass (tiles "…/acc", flash_bwd_wgmma.cu); which runs by
+// default is docs/FLASH_ATTENTION.md's table.
 #include <algorithm>
 
 #include "cuda/flash_dq_fixed.cuh"
@@ -50,9 +50,8 @@ struct DqTraits {
 // delta[b, h, i] = Σ_c O[i, c] · dO[i, c] in fp32. kLanes lanes per query row (the row's
 // 16-byte packs, rounded up to a power of two), the rows of one (b, h) per block: grid (query
 // blocks, H, B), so no index divisions. Rows start on 16-byte boundaries (ops' check_layout).
-// The first version (a warp per row, two 2-byte loads a lane, 64-bit divisions for b, h and i)
-// took 17.8 us a call at XL's shape (B 4, H 25, T 512, d 64; ncu at base clocks, H100): a fifth
-// of the attention backward there.
+// A warp per row with 2-byte loads and 64-bit index divisions was a fifth of the attention
+// backward at XL's shape (docs/reports/2026-11-24_flash-model-shape-ncu_h100.md).
 template <int kHeadDim>
 struct DeltaTraits {
   static constexpr int kPacks = kHeadDim / 8;

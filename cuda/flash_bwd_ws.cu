@@ -9,8 +9,8 @@
 // [dV += Pᵀ·dO, dK += dSᵀ·Q], and releases the stage; its two warpgroups drift apart, so one's
 // element-wise work runs beside the other's products. (Overlapping a tile's element-wise work with
 // the previous tile's products inside a warpgroup, as the dQ pass does, needs both tiles in
-// registers: at 64 queries a stage it lost to 128 queries a stage without it, 3.44 against 3.32 ms
-// of backward on the leaderboard case; docs/FLASH_ATTENTION.md.)
+// registers: at 64 queries a stage it lost to 128 queries a stage without it;
+// docs/reports/2026-11-25_flash-warp-specialised_h100.md.)
 //
 // dQ pass (128 queries a block): the producer loads Q and dO once, then each key tile's K and V.
 // As in the forward (flash_fwd_ws.cu), the element-wise work of tile j overlaps the product of
@@ -25,7 +25,7 @@
 // (DkDvWsTraits says how the work is split). Tiles "ws2/fxp" (kFixedDq): the same pass adding
 // dQ's partials as 32-bit fixed point by integer reductions, so dQ is reproducible bit for bit
 // (flash_dq_fixed.cuh); measured against the fp32 reductions and the two passes in
-// docs/FLASH_ATTENTION.md, session 25.
+// docs/reports/2026-11-27_flash-fixed-point-dq_h100.md.
 //
 // delta = rowsum(O ∘ dO) comes from flash_bwd_bf16.cu's kernel, launched first.
 #include <string>
@@ -59,14 +59,13 @@ static_assert((kProducerRegs + kMathWarpgroups * kMathRegs) * 128 <= setmaxnreg_
 // columns, at d = 64 its 64 of the tile's 128 queries × all 64 columns — so every partial element
 // is reduced once (32 registers a thread), added from the registers in p.dq_accum's fragment order.
 // dSᵀ is double-buffered and handed between the warpgroups by mbarriers (ds_full, ds_empty): a
-// block barrier there held them in step (docs/FLASH_ATTENTION.md, session 16).
+// block barrier there held them in step (docs/reports/2026-11-25_flash-single-pass_h100.md).
 //
 // kFixedDq (tiles "ws2/fxp"): dQ in fixed point; the producer also copies each query tile's row
 // exponents into a ring of kRowExpSlots (one more than the stages: a tile's dQ piece is added an
-// iteration after its stage goes back: the loop below). The first build loaded them from global
-// memory in each math thread beside the products, and its inline-PTX reductions took a 64-bit
-// address register for each of a thread's 32 words: 12–16 bytes of spills and 0.16 ms more d 64
-// backward (docs/FLASH_ATTENTION.md, session 25).
+// iteration after its stage goes back: the loop below). Loading them in each math thread, and
+// inline-PTX reductions, spilled in the math warpgroups
+// (docs/reports/2026-11-27_flash-fixed-point-dq_h100.md).
 template <int kHeadDim, bool kAccumulateDq = false, bool kFixedDq = false>
 struct DkDvWsTraits {
   static constexpr int kBlockN = 64 * kMathWarpgroups;       // keys per block
@@ -83,8 +82,8 @@ struct DkDvWsTraits {
     return 2 * kKVBytes + stages * (2 * kQBytes + 2 * kBlockM * 4) + 2 * kDsBytes +
            (kFixedDq ? (stages + 1) * kBlockM * 4 : 0) + kSwizzleBlockBytes;
   }
-  // Stages of Q, dO: 4 at d = 128 (130 → 195 KB; 2 until session 15, whose A/B on the H100 gave
-  // the backward −1 to −2 % with 4: docs/FLASH_ATTENTION.md), 3 at d = 64; one fewer where the
+  // Stages of Q, dO: 4 at d = 128 (195 KB; docs/reports/2026-11-25_flash-d128-n128-stages_h100.md),
+  // 3 at d = 64; one fewer where the
   // single pass's dSᵀ buffers leave no room (d 128: 3, 195 KB). 256 bytes of the per-block limit
   // are left to the static mbarriers.
   static constexpr int kMaxStages = kHeadDim == 64 ? 3 : 4;
@@ -300,9 +299,7 @@ __global__ void __launch_bounds__(DkDvWsTraits<kHeadDim, kAccumulateDq, kFixedDq
     // dQ's product first, in its own batch, so that its reductions are issued while dV and dK still
     // run. A reduction reads its registers only when the memory pipe takes it, and the next write of
     // those registers waits until then. Issued after the whole batch, they held up the next tile's
-    // score products: ncu's source page had 12 % of the d = 128 kernel's warp samples on one register
-    // move, 3 % after. Leaderboard backward, A/B in one call: d 128 4.79–4.82 → 4.71–4.72 ms, d 64
-    // 2.70 → 2.68–2.70 (docs/FLASH_ATTENTION.md, session 17).
+    // score products (docs/reports/2026-11-25_flash-source-stalls_h100.md).
     if constexpr (kDq) {
       wgmma_mn_major<kBlockN, 64, kBlockN, kBlockN>(
           acc_dq, sdS + (t_dq & 1) * kBlockN * kBlockM + q_block * kBlockN * 64, 0, sK, 0, col_block);
@@ -330,12 +327,13 @@ __global__ void __launch_bounds__(DkDvWsTraits<kHeadDim, kAccumulateDq, kFixedDq
   using No = std::false_type;
 
   // Causal attention has Tq = Tk (ops::flash_attention), so every key block sees a query tile.
-  // Tile i's dV, dK products are issued at the top of iteration i + 1: measured 3.29 against 3.46 ms
-  // of backward (leaderboard case, one call) for the same products issued at the end of iteration i.
+  // Tile i's dV, dK products are issued at the top of iteration i + 1, which was faster than at the
+  // end of iteration i (docs/reports/2026-11-25_flash-warp-specialised_h100.md).
   // Tile i's dQ piece waits one iteration more, so that neither warpgroup waits for the other's dSᵀ
   // unless it runs more than about half an iteration ahead: the two drift apart and one's
   // element-wise work runs beside the other's products, as in the two-pass kernel. (Issued with
-  // tile i's dV, dK, right after the exchange, it held them in step: docs/FLASH_ATTENTION.md.)
+  // tile i's dV, dK, right after the exchange, it held them in step:
+  // docs/reports/2026-11-25_flash-single-pass_h100.md.)
   mbar_wait(&kv_full, 0);
   ring.wait(0);
   scores(0);

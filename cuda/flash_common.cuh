@@ -58,8 +58,9 @@ __device__ __forceinline__ FlashBlock query_tile_block(const FlashParams& p) { r
 __device__ __forceinline__ FlashBlock key_tile_block(const FlashParams& p) { return ordered_block<false>(p); }
 // The query tile of a block taken head by head straight from blockIdx (the head blockIdx.y, the
 // batch blockIdx.z; the last tile first), for the warp-specialised kernels, whose instructions
-// stay as they were measured: taking their block through flash_block_order made the
-// leaderboard's d = 64 passes 6–12 % slower, also where the order it gives is this one.
+// stay as they were measured: taking their block through flash_block_order made the d = 64
+// passes slower, also where the order it gives is this one
+// (docs/reports/2026-11-25_flash-block-order_h100.md).
 __device__ __forceinline__ int query_tile_head_by_head() { return static_cast<int>(gridDim.x - 1 - blockIdx.x); }
 
 // Launches a flash kernel with smem_bytes of dynamic shared memory (raising the kernel's limit

@@ -33,9 +33,8 @@ struct FwdWsMaps {
 // warpgroup's 64 × D rows of O (times 1/l, bf16) written into its own rows of the Q tile, which
 // no product reads any more (its last S = Q·Kᵀ was waited for), then stored by one thread with
 // TMA, which waits only until the copy has read them. With per-thread stores the block held its SM
-// until they drained: at llm.c's shape (B 16 × H 25, T 1024) 9 % of the forward's warp samples sat
-// at the exit (session 26, docs/FLASH_ATTENTION.md). Rows past the last query are not written.
-// Two math warpgroups only (FwdWsTraits::kStoreOutputByTma).
+// until they drained, which weighs on short rows (docs/reports/2026-11-27_fa3-peer-ws3-forward_h100.md).
+// Rows past the last query are not written. Two math warpgroups only (FwdWsTraits::kStoreOutputByTma).
 template <int kHeadDim, int kTileRows>
 __device__ __forceinline__ void store_output_tma(const FlashParams& p, const TmaRows& o_map, bf16* sQ, int c, int m0,
                                                  int h, int b, int row0, const float (&acc_o)[kHeadDim / 8][4],
@@ -78,17 +77,16 @@ struct FwdWsTraits {
   // Q, then `stages` stages of K and of V; 1 KiB slack to align the base to the swizzle period.
   static constexpr int smem_bytes(int stages) { return kQBytes + 2 * stages * kKVBytes + kSwizzleBlockBytes; }
   // Three stages where they fit beside Q (d = 64; d = 128 with 128 query rows: 225 KB), else two.
-  // At d = 128 the third stage took the leaderboard forward from 2.56 to 1.90–1.97 ms on the H100
-  // (session 15, docs/FLASH_ATTENTION.md): with two, the math waited on each K/V tile's TMA load.
+  // With two at d = 128 the math waited on each K/V tile's TMA load
+  // (docs/reports/2026-11-25_flash-d128-n128-stages_h100.md).
   static constexpr int kStages = smem_bytes(3) <= kMaxBlockSmemBytes ? 3 : 2;
   static constexpr int kSmemBytes = smem_bytes(kStages);
   // Registers per thread after setmaxnreg: the producer keeps the minimum, the math warpgroups
   // share the rest of what the block was launched with (setmaxnreg_budget).
   static constexpr int kProducerRegs = 24;
   static constexpr int kConsumerRegs = kConsumers == 2 ? 240 : 160;
-  // O by TMA (store_output_tma) with two math warpgroups; with three (the leaderboard's d 64
-  // default) the forward ran 1.2–2.3 % slower with it (1.107, 1.117 → 1.130, 1.132 ms), where two
-  // gained 6–7 % at 1024 and 2048 keys (session 26).
+  // O by TMA (store_output_tma) with two math warpgroups; with three it was slower
+  // (docs/reports/2026-11-27_fa3-peer-ws3-forward_h100.md).
   static constexpr bool kStoreOutputByTma = kConsumers == 2;
   static_assert((kProducerRegs + kConsumers * kConsumerRegs) * 128 <= setmaxnreg_budget(kThreads),
                 "setmaxnreg asks for more registers than the block is launched with");
@@ -152,9 +150,9 @@ __global__ void __launch_bounds__(FwdWsTraits<kHeadDim, kConsumers, kBlockN>::kT
   // Ping-pong (two math warpgroups, FlashAttention-3): each issues its products only in its turn
   // and hands the turn over at once, so one warpgroup's softmax runs beside the other's products.
   // Named barriers 1 and 2 are the turns of warpgroups 0 and 1; each completes when its owner
-  // waits (128 threads) and the other has handed over (128). Both run n_blocks turns. Measured on
-  // the leaderboard case (A/B, one call, twice): d = 128 forward 2.77 → 2.60–2.66 ms, d = 64
-  // 1.25 → 1.39 ms (there the products are too short to hide a softmax), so d = 128 only.
+  // waits (128 threads) and the other has handed over (128). Both run n_blocks turns. d = 128 only:
+  // at d = 64 the products are too short to hide a softmax
+  // (docs/reports/2026-11-25_flash-warp-specialised_h100.md).
   constexpr bool kPingPong = kConsumers == 2 && kHeadDim == 128;
   auto my_turn = [&] {
     if constexpr (kPingPong) {
@@ -230,11 +228,10 @@ void launch(const FlashParams& p, cudaStream_t stream) {
   maps.k = flash_tma_rows(p.k, p.k_s, p.batch, p.heads, p.seqlen_k, kHeadDim, kBlockN);
   maps.v = flash_tma_rows(p.v, p.v_s, p.batch, p.heads, p.seqlen_k, kHeadDim, kBlockN);
   if constexpr (Tr::kStoreOutputByTma) maps.o = flash_tma_rows(p.o, p.o_s, p.batch, p.heads, p.seqlen_q, kHeadDim, 64);
-  // Launched plainly, the one flash kernel not chained (cuda/chained_launch.cuh): with the chained
-  // prologue at its top the leaderboard's d 64 forward took 1.36–1.39 ms instead of 1.21–1.24,
-  // chained or not, its loop's SASS unchanged (H100, docs/FLASH_ATTENTION.md session 20). The cost
-  // is where the code sits: padded by 1 to 8 instructions, only a shift of 2 (32 bytes) was slow
-  // (session 21), so a change before the loop needs the forward timed (ab-flash).
+  // Launched plainly, the one flash kernel not chained (cuda/chained_launch.cuh): the chained
+  // prologue shifts its code by 32 bytes, the one shift that makes the d 64 forward slower
+  // (docs/reports/2026-11-26_flash-forward-code-offset_h100.md); a change before the loop needs
+  // the forward timed (ab-flash).
   launch_flash_kernel</*kChained=*/false>(flash_fwd_ws_kernel<kHeadDim, kConsumers, kBlockN, kCausal>,
                                           flash_grid(p, p.seqlen_q, Tr::kBlockM), Tr::kThreads, Tr::kSmemBytes, stream,
                                           maps, p);

@@ -270,9 +270,8 @@ __device__ __forceinline__ void store_strip(bf16* dst, int64_t ld, const float (
   if (unrotate != nullptr) {
     // Column blocks in groups of up to 8: their angles loaded together (up to 16 loads of the
     // L2-resident table in flight: one round trip at d 64), then rotated and stored; pair j·4 + t
-    // of the row holds columns col, col+1. XL on an H100 (docs/BENCHMARKS.md, session 14): the
-    // rope pass this replaces took 0.61–0.72 ms of backward; groups of 4 (two round trips at d 64)
-    // added 0.14–0.23 ms to backward attention, groups of 8 nothing measurable (one run).
+    // of the row holds columns col, col+1. Groups of 4 (two round trips at d 64) slowed the
+    // backward; groups of 8 did not (docs/reports/2026-11-25_rope-table-recompute-swiglu_h100.md).
     constexpr int kBlocks = kHeadDim / 8;
     // The largest divisor of kBlocks up to 8 (d 64, 128: 8; d 80: 5).
     constexpr int kGroup = kBlocks % 8 == 0   ? 8

@@ -141,12 +141,9 @@ PT_FLASH_HOST_DEVICE inline FlashBlock flash_block_order(unsigned linear, unsign
 }
 
 // The group of flash_block_order: every (batch, head) pair up to kLongestFirstMaxRows rows (the
-// longer of Tq and Tk), one pair (head by head) beyond. Measured (docs/FLASH_ATTENTION.md,
-// session 11): at 512–2048 rows, grids of a few waves, longest first over all pairs is 6–15 %
-// faster; at 16384 rows (the leaderboard, 16 waves) it made the forward 12 % slower: the blocks
-// running together then belong to every head at one tile rank and share fewer K and V reads
-// in L2 than a head's consecutive tiles do. Groups sized to keep their K and V in half of L2
-// (6 of 16 heads there) did not win that back and lost up to 16 % at 2048 rows.
+// longer of Tq and Tk), one pair (head by head) beyond: grids of a few waves gain from taking the
+// longest tiles first; on long rows the blocks running together would belong to every head and
+// share fewer K and V reads in L2 (docs/reports/2026-11-25_flash-block-order_h100.md).
 constexpr int64_t kLongestFirstMaxRows = 2048;
 inline int flash_block_group(int64_t pairs, int64_t rows) {
   return rows <= kLongestFirstMaxRows && pairs > 0 ? static_cast<int>(pairs < INT32_MAX ? pairs : INT32_MAX) : 1;

@@ -99,7 +99,7 @@ __device__ __forceinline__ uint64_t sw128_desc(const bf16* start, uint32_t lbo_b
 // LBO and the result is sw128_desc of the advanced address, bit for bit. The products below build
 // one descriptor per operand with sw128_desc's masks and shifts and reach every k-step and column
 // block by this add: ptxas cannot fold the masked form itself, and rebuilt each descriptor of a
-// tile's 16 products every loop trip (about a fifth of the d 64 forward's inner loop, session 19).
+// tile's 16 products every loop trip (docs/reports/2026-11-26_flash-descriptors-by-add_h100.md).
 __device__ __forceinline__ uint64_t desc_advance(uint64_t desc, int elems) {
   const uint32_t lo = static_cast<uint32_t>(desc) + static_cast<uint32_t>(elems) / 8;
   return (desc & 0xFFFFFFFF00000000ull) | lo;
@@ -239,9 +239,9 @@ __device__ __forceinline__ float (&block64(float (&acc)[N][4], int nb))[8][4] {
 
 // acc (64 × N) += A (64 × K, K-major shared tile at desc_a's rows) · B (K × N, K-major shared
 // tile rows = N): the S = Q·Kᵀ shape. Issues K/16 × N/kInstrN products; the caller commits and waits.
-// kInstrN: the instruction's N, 64 or 128 (m64n128k16 reads A once per 128 columns; measured on
-// the leaderboard case: the warp-specialised backward 3.32 → 3.22 ms with it, the forward's
-// S = Q·Kᵀ 1.22 → 1.28 ms at d 64 and 2.56 → 2.55 ms at d 128, so the forward keeps 64).
+// kInstrN: the instruction's N, 64 or 128 (m64n128k16 reads A once per 128 columns: faster in the
+// warp-specialised backward, not in the forward's S = Q·Kᵀ, which keeps 64;
+// docs/reports/2026-11-25_flash-warp-specialised_h100.md).
 template <int K, int N, int kARows, int kBRows, int kInstrN = 64>
 __device__ __forceinline__ void wgmma_k_major(float (&acc)[N / 8][4], const bf16* a_tile, int a_row0,
                                               const bf16* b_tile, int b_row0) {

@@ -2,8 +2,8 @@
 // strides, batch strides including 0, bf16 or fp32 operands with fp32 accumulation, fp32 or
 // bf16 C) in one call. With GemmSelect::Autotune (the default) each new GEMM shape is timed
 // once through that call and through cuBLASLt's heuristic candidates, and the fastest is kept
-// for the shape (`paratrain bench gemm` measures what that buys: 2–3 % of the XL step's GEMM
-// time on an H100).
+// for the shape (`paratrain bench gemm` measures what that buys:
+// docs/reports/2026-11-23_gemm-autotune_h100.md).
 #include <cublasLt.h>
 #include <cublas_v2.h>
 
@@ -173,12 +173,9 @@ PlanKey plan_key(const Context& ctx, const ops::GemmDesc& g) {
 // Elements from C's first to one past its last, the size of a scratch copy.
 int64_t c_extent(const ops::GemmDesc& g) { return (g.batch - 1) * g.stride_c + (g.m - 1) * g.ldc + g.n; }
 
-// A cuBLASLt candidate must beat cuBLAS by this factor in the idle timing to be kept. Near-ties
-// keep the default, so runs differ less, and a lead this small in the idle timing did not hold in
-// the step: at llm.c's point the backward's candidates that won by 1–3 % there ran slower than
-// cuBLAS's own picks in the step, while the forward's winners, 3–5 % ahead, stayed faster. With
-// 3 % instead of 1 % the step was 0.3 % faster, with 5 % no faster (the forward lost what the
-// backward gained; docs/BENCHMARKS.md, session 28).
+// A cuBLASLt candidate must beat cuBLAS by this factor in the idle timing to be kept: near-ties
+// keep the default, so runs differ less, and smaller leads did not hold in the step
+// (docs/reports/2026-11-27_rmsnorm-persistent-autotune_h100.md).
 constexpr double kCublasHeadStart = 0.97;
 
 // Autotune: times cuBLAS and every heuristic candidate on g's operands and keeps the fastest,
@@ -244,7 +241,7 @@ const Plan& plan_for(Context& ctx, const ops::GemmDesc& g) {
   return it->second;
 }
 
-// Autotuning leaves GEMMs under 2^30 FLOP (about 2 µs in bf16 on an H100) with cuBLAS: what they
+// Autotuning leaves GEMMs under 2^30 FLOP (a few µs) with cuBLAS: what they
 // could gain is small beside the timing noise that would decide it, and every rank of a data-
 // parallel job would time its way into its own kernel. Ranks holding the same data must compute
 // the same gradients to the last bit where nothing averages them (the sharded-optimizer tests

@@ -3,10 +3,8 @@
 // device scalars only.
 //
 // The updates move 4 fp32 elements per thread (one 16-byte word of each of p, g, m, v) on a
-// grid that covers the range once. Measured on an H200 over XL's 2.0 B parameters
-// (dev/cuda/adamw_variants.cu, docs/BENCHMARKS.md): 8 per thread on a capped grid-stride grid
-// ran at 3.18 TB/s, 4 per thread at 3.93, 4 per thread on the covering grid at 4.21 TB/s,
-// 98 % of cudaMemcpy's 4.28. Cache hints (.cs) changed nothing.
+// grid that covers the range once: the fastest of dev/cuda/adamw_variants.cu's forms, near the
+// copy rate; cache hints changed nothing (docs/reports/2026-11-23_optimizer-hbm-speed_h200.md).
 #include <cmath>
 #include <type_traits>
 

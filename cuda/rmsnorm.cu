@@ -63,7 +63,8 @@ __global__ void rmsnorm_forward_kernel(int64_t rows, int cols, float eps, TY* y,
 // The forward with the row held in registers (kPacks packs of kPack per lane, up to
 // 32·kPack·kPacks columns): every load of the row is issued before the first sum, where the
 // loop above waits for each pack in turn. With one warp per row XL's 2048 rows fill a quarter
-// of the GPU's warp slots, so the loop was latency-bound: 9.2 us per call, 1.4 TB/s (ncu, H200).
+// of the GPU's warp slots, so the loop is latency-bound
+// (docs/reports/2026-11-24_memory-bound-kernels_h100-h200.md).
 template <typename TY, typename TX, int kPacks>
 __global__ void rmsnorm_forward_rows_kernel(int64_t rows, int cols, float eps, TY* y, float* rstd, const TX* x,
                                             const float* w) {
@@ -129,8 +130,8 @@ __global__ void rmsnorm_apply_kernel(int64_t rows, int cols, TY* y, const TX* x,
 // `partial` into dw, again in a fixed order: dw is the same bit for bit from run to run.
 // The previous pair of kernels read dy and x a second time for dw (rmsnorm_dw_kernel: columns
 // summed down slices of rows, one fp32 atomic per column and slice, so the sums' order varied).
-// An earlier fused kernel kept dw in registers across 4 rows a block with fp32 atomics: 118
-// registers and 23 % occupancy made it slower than the pair (docs/BENCHMARKS.md, session 8).
+// Keeping dw in registers across 4 rows a block with fp32 atomics was slower than the pair and not
+// reproducible (docs/reports/2026-11-24_memory-bound-kernels_h100-h200.md).
 // dx_lowp (optional): dx rounded to bf16 in the same pass, the next GEMM's operand (the model's
 // residual gradient as a bf16 copy, which would otherwise be a cast pass of its own).
 constexpr int kDwChunk = 1024;  // columns a block's dw lines hold at once: kWarps × 4 KB of shared memory
@@ -212,13 +213,9 @@ __global__ void __launch_bounds__(kThreads)
 // dx and its bf16 copy are the one-row-a-warp form's bit for bit (the same arithmetic a row); dw
 // adds in another fixed order, the same from run to run on a device (the grid depends only on
 // its SM count).
-// At llm.c's point (16384 rows of 1600, dx accumulated with its bf16 copy; H100, alone, with dw's
-// finish; dev/cuda/rmsnorm_variants.cu) one row a warp and a block of 8 rows — two barriers a
-// 1024-column chunk, and 2048 partial rows (13 MB) for the finish to read — took 189.2 us; this
-// form 166.0, and in the step 173.3 + 12.5 → 166.0 + 2.85 us (docs/BENCHMARKS.md, session 28).
-// Earlier: the register-resident row made XL's plain step 24.5–26.4 → 21.6 us a call (session
-// 21); asking L2 for dx's lines early (prefetch.global.L2) made it slower in session 21 and again
-// in session 27, and prefetching the next row's x and dy made this form 198.8 us (session 28).
+// The persistent grid saves a block of rows' two barriers a chunk and most of the partial rows the
+// finish reads (docs/reports/2026-11-27_rmsnorm-persistent-autotune_h100.md). Prefetching the next
+// row, or dx, was slower (that report and docs/reports/2026-11-27_gemm-choice-covering-grid_h100.md).
 template <typename TD, typename TX, int kPacks>
 __global__ void __launch_bounds__(kThreads, 2)
     rmsnorm_backward_rows_kernel(int64_t rows, int cols, bool accumulate, float* dx, __nv_bfloat16* dx_lowp,
@@ -309,10 +306,8 @@ auto packed_backward_kernel(int64_t packs) -> decltype(&rmsnorm_backward_kernel<
 // then warp y adds column y's kDwRowLanes sums (read across the shared lines) with one warp_sum.
 // Every sum has a fixed order, so dw is the same bit for bit from run to run. A bf16 dw
 // (--grad-dtype bf16) gets the finished fp32 sum rounded in once.
-// At XL (256 partial rows of 1600; ncu, H100, 97 calls a step) the first form — 8 lanes a
-// column, each adding 32 rows, and one thread a column adding the 8 lanes — took 5.1 us a call
-// (0.50 ms). Predicted from the 32-add chain: ~3 us; this form (32 lanes of 8 rows) took 4.4 us
-// (0.43 ms), the step no measurable change: a 1.6 MB kernel on 50 blocks is mostly launch and tail.
+// 32 lanes of 8 rows a column beat 8 lanes of 32 rows; the kernel is mostly launch and tail
+// (docs/reports/2026-11-25_rope-table-recompute-swiglu_h100.md).
 constexpr int kDwRowLanes = kWarpSize;  // the final sums are one warp per column
 template <typename TW>
 __global__ void __launch_bounds__(kWarpSize* kDwRowLanes)

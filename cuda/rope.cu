@@ -7,12 +7,9 @@
 // frequencies are computed once into shared memory; a warp covers 32 consecutive pairs of a
 // row, so loads coalesce whatever the outer strides are; index arithmetic is 32-bit.
 //
-// Measured per call on XL's q (6.5 MB: 2048 tokens × 25 heads × 64, ncu on an H200): the first
-// version (one thread per pair and row, its own powf, sincos and 64-bit divisions, 2-byte
-// loads) 20.7 us, 317 GB/s; this one 17.7 us at 83 registers and 22 % occupancy, 9.9 us capped
-// at 64 registers (41 %): each thread's chain of latencies (sincos, then its loads) is what
-// bounds it, so more threads in flight is what pays. A block-per-token-pair variant with the
-// angles in shared memory ran 18.4 us (127 instructions per pair: its index divisions).
+// Each thread's chain of latencies (sincos, then its loads) bounds it, so more threads in flight
+// pay more than fewer instructions; a block-per-token-pair variant with the angles in shared
+// memory lost to its index divisions.
 #include <algorithm>
 #include <type_traits>
 
@@ -100,10 +97,9 @@ __global__ void __launch_bounds__(256, 4) rope_kernel(RopeParams p, T* out, cons
 
 // Packed rows (D a multiple of 8, every row 16-byte aligned): thread (j, t) rotates pairs
 // 4j..4j+3 of token t — one 16-byte pack of bf16 — in kHeads heads, its four sincos computed
-// once for all of them. rope_kernel moves 4 bytes a lane per load: on XL's q and k (13 MB per
-// call, ncu on an H100) it ran at 1.3 TB/s, 9.9 us per call over 192 calls a step (1.91 ms).
-// This kernel on q and k together (26 MB a call): 13 us, 96 calls, 1.26 ms. Its first form
-// (256-thread blocks, the packs held as floats: 83 registers, 448 blocks for 132 SMs) took 18 us.
+// once for all of them, q and k in one launch: rope_kernel's 4-byte loads ran at under half the
+// copy rate; 128-thread blocks with the packs kept as loaded beat 256 threads holding floats
+// (docs/reports/2026-11-24_memory-bound-kernels_h100-h200.md).
 template <typename T>
 __global__ void __launch_bounds__(128) rope_packed_kernel(RopeParams p, T* out, const T* in) {
   begin_chained_kernel();  // launched by launch_chained

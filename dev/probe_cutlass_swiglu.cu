@@ -1,5 +1,5 @@
 // Would a CUTLASS GEMM carrying SwiGLU's backward in its epilogue beat cuBLAS + paratrain's pass at
-// XL's shapes? The measurement before building one (issue 16). Session 15's Triton probe
+// XL's shapes? The measurement before building one (issue 16). The Triton probe
 // (dev/probe_swiglu_epilogue.py) answered "not with Triton's GEMM": its plain GEMMs ran at 512–530
 // TFLOP/s where cuBLAS ran 650–730, so any epilogue saving drowned. This probe asks the same of
 // CUTLASS 4 (sm90 TMA warp-specialised kernels, the epilogue as an epilogue visitor tree):
@@ -609,7 +609,8 @@ int main() {
                 tflops(M, F, C, t_dg));
     std::printf("  bwd  SwiGLU backward pass                     %7.1f us\n", t_pass);
     std::printf("  bwd  cuBLAS dg + pass                         %7.1f us\n", p.t_both);
-    // Session 15 on an H100 (docs/BENCHMARKS.md): the plain forward at cuBLAS's rate only with
+    // On an H100 (docs/reports/2026-11-25_swiglu-epilogue-fp32-sizes_h100.md): the plain forward
+    // at cuBLAS's rate only with
     // ping_64x256 (116 us); plain dg best with ping_128x128_c2x1 (70 us against cuBLAS's 66); the fused
     // backward's epilogue (TMA aux nodes) cost about the pass (+53 us over its plain GEMM) with every
     // tile and form tried (σ once or thrice, 64 × 64 sub-tiles, Stages = 0 direct nodes: 193 us).

@@ -1,5 +1,5 @@
 # XL's FFN GEMMs (N 2048, C 1600, F 6400, bf16) apart and stacked, timed with PyTorch's GEMMs on
-# the GPU: the measurement behind BatchedLinear (docs/BENCHMARKS.md, session 12). Run on a GPU
+# the GPU: the measurement behind BatchedLinear (docs/reports/2026-11-25_grad-first-write_h100.md). Run on a GPU
 # machine with the image's python3: `python3 dev/probe_ffn_gemms.py`. Not part of the tests.
 import torch
 from probe_timing import time_ms  # dev/probe_timing.py

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU checks and benchmarks for a lent GPU machine, in one call: run from the repository root
+# GPU checks and benchmarks for a GPU machine, in one call: run from the repository root
 # after `source <bundle>/env.sh` (scripts/device_bundle.sh). Each step is bounded by its own
 # timeout and logs to $RESULTS/<step>.log; HDF5 records land in $RESULTS too. At the end (or
 # when the caller's time limit kills the steps) everything is packed into $OUT/results.tgz and
@@ -812,7 +812,7 @@ step_trace-accum() {
 }
 # trace-accum for each bundle of BUNDLES in turn (one run each), then each against the first with
 # compare.py: which kernels' time moved, and which GEMM kernels only one run launched (autotune's picks
-# vary from run to run: docs/BENCHMARKS.md, session 27).
+# vary from run to run: docs/reports/2026-11-27_gemm-choice-covering-grid_h100.md).
 step_ab-trace-accum() {
   local b first=""
   for b in ${BUNDLES:-before main}; do
@@ -927,7 +927,7 @@ step_clocks-flash() {
 # The clocks at llm.c's working point (XL 16 x 1024, bf16 gradients, --grad-accum 4), then while the
 # attention of that shape runs alone in the model's layout (1x64/1/1 and the warp-specialised passes,
 # 300 timed passes each): whether the step's power cap slows the compute-bound flash kernels
-# (session 22: 25 % slower in the step than alone).
+# (slower in the step than alone: docs/reports/2026-11-26_power-cap_h100.md).
 step_clocks-accum() {
   local t
   GRAD_DTYPE=bf16 clocks xl_1024 clocks_accum 16 --recompute on --grad-accum 4 --warmup 1 --steps 1 || return

@@ -1,6 +1,6 @@
 // How fast can k SMs alone stream the AdamW update? (issue 16: the update under the forward.)
-// The kernel-trace of an XL step (docs/BENCHMARKS.md, session 20) shows the forward's GEMMs
-// waiting for SMs held by the update's blocks. An update confined to k SMs would leave the
+// The kernel-trace of an XL step shows the forward's GEMMs waiting for SMs held by the update's
+// blocks (docs/reports/2026-11-26_kernel-trace-chained-launch_h100.md). An update confined to k SMs would leave the
 // others to the GEMMs (which --update-sms already keeps off k SMs), if k SMs can move the update's
 // bytes fast enough. This probe times the production arithmetic (adamw_one, as cuda/optim_kernels.cu)
 // on a persistent grid of k blocks of 1024 threads, one block an SM (its dynamic shared memory

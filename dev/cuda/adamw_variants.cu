@@ -2,7 +2,7 @@
 // against the copy rate of the same GPU, each checked bit for bit against the production
 // variant (v0, whose arithmetic cuda/optim_kernels.cu shares and tests/gpu checks against the
 // fp64/CPU reference). The winner moves into cuda/optim_kernels.cu; this file keeps the losers'
-// numbers reproducible (docs/BENCHMARKS.md, "The optimizer at HBM speed").
+// numbers reproducible (docs/reports/2026-11-23_optimizer-hbm-speed_h200.md).
 //
 //   nvcc -O3 -std=c++17 -arch=sm_90a -o adamw_variants dev/cuda/adamw_variants.cu
 //   ./adamw_variants [n_elements]        (needs 18 bytes per element of GPU memory)

@@ -1,12 +1,12 @@
 // RMSNorm's backward at llm.c's working point (16384 rows of 1600, dy bf16, dx accumulated in
 // fp32 with its bf16 copy: the model's residual gradient). A pass with the same bytes (5 units in,
 // 3 out, two of them in place) takes 147 us there (dev/cuda/stream_variants.cu). First, variants
-// of the one-row-a-warp form that was production until session 27 (174 us in the step), each
-// checked bit for bit against it (variant 0, a copy): session 27 (H100) found none more than 4 %
-// faster. Then, with dw's finish, that form against the production kernel of cuda/rmsnorm.cu
-// (compiled into this file): persistent rows since session 28, on grids of 1 to 8 blocks an SM.
-// Last, dw's finishing kernel against a wider grid on the same partial rows, both against an fp64
-// sum. Figures: docs/BENCHMARKS.md, sessions 27 and 28.
+// of the one-row-a-warp form that was production before the persistent rows (174 us in the step),
+// each checked bit for bit against it (variant 0, a copy): none was more than 4 % faster on an H100.
+// Then, with dw's finish, that form against the production kernel of cuda/rmsnorm.cu (compiled into
+// this file): persistent rows, on grids of 1 to 8 blocks an SM. Last, dw's finishing kernel against a
+// wider grid on the same partial rows, both against an fp64 sum. Figures:
+// docs/reports/2026-11-27_gemm-choice-covering-grid_h100.md, 2026-11-27_rmsnorm-persistent-autotune_h100.md.
 //
 //   dev/cuda/build.sh rmsnorm_variants       (here, after building build-hopper; then on the GPU machine,
 //   .devbundle/rmsnorm_variants [rows] [cols]   after a bundle's env.sh: it links libparatrain.so)
@@ -239,7 +239,7 @@ int main(int argc, char** argv) {
   run("dx loaded early (1 block an SM)", backward_variant<kPacks, kDxEarly>);
   run("dx early, x, dy evict-first", backward_variant<kPacks, kDxEarly | kStreamXDy>);
 
-  // The production kernel (persistent rows since session 28) and its finish, on grids of 1 to 8
+  // The production kernel (persistent rows) and its finish, on grids of 1 to 8
   // blocks an SM (production: backward_rows_grid), against one row a warp (variant 0) and its
   // finish: dx and its copy bit for bit, dw against an fp64 sum of dy·x·rstd over the rows.
   {

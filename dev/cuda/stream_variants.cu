@@ -4,8 +4,8 @@
 // packs a thread, cache hints), each checked bit for bit against v0, the production structure
 // (cuda/elementwise.cu: a capped grid-stride loop, one 16-byte pack a thread and iteration, the
 // same arithmetic); the winner moves into cuda/elementwise.cu. The mixes carry no arithmetic:
-// they are the floor a pass with that many bytes in and out can reach (docs/BENCHMARKS.md,
-// session 27).
+// they are the floor a pass with that many bytes in and out can reach
+// (docs/reports/2026-11-27_gemm-choice-covering-grid_h100.md).
 //
 //   dev/cuda/build.sh stream_variants        (here; then on the GPU machine:)
 //   .devbundle/stream_variants [rows]        (default 16384; needs about 2 GB at that)

@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "cli/bench_sweep.h"
-#include "cli/ddp_options.h"
 #include "cli/options.h"
 #include "cli/subcommands.h"
 #include "core/context.h"
@@ -141,9 +140,8 @@ int run_bench_allreduce(const std::vector<std::string>& args) {
       ("backend", po::value(&backend_word)->default_value(backend_word),
        "nccl (GPU buffers), mpi (host buffers), or auto: nccl when this rank has a GPU")
       ("comm-engine", po::value(&engine_words)->multitoken(),
-       (std::string("with the nccl backend, engines to time (default nccl), each with its own communicator; "
-                    "buffers are registered so ce takes all_reduce, reduce_scatter and all_gather: ") +
-        kCommEngineHelp).c_str())
+       "nccl backend: engines to time (default nccl), each with its own communicator: nccl, ce or "
+       "auto (buffers registered, so ce moves all_reduce, reduce_scatter and all_gather)")
       ("sizes", po::value(&size_words)->multitoken(),
        "message sizes in bytes, K/M/G = 2^10/2^20/2^30 (default 1M,10M,100M,1G)")
       ("collectives", po::value(&collective_words)->multitoken(),

@@ -322,8 +322,8 @@ int run_bench_attention(const std::vector<std::string>& args) {
   // clang-format off
   desc.add_options()
       ("study", po::value(&study)->default_value(study),
-       "preset: naive (naive attention, B 8, 1 head, fp32, T 256…16384), flash (flash vs naive, B 1, "
-       "causal, T 128…65536, bf16+fp32) or leaderboard (B 1, 16 heads, T 16384, d 64, bf16, causal, dO = ones)")
+       "preset: naive (naive attention sweep), flash (flash against naive, B 1, causal) or "
+       "leaderboard (B 1, 16 heads, T 16384, d 64)")
       ("impl", po::value(&impl_w)->multitoken(), "implementations: naive,flash (overrides the study's)")
       ("dtype", po::value(&dtype_w)->multitoken(), "element types: bf16,fp32 (GPU) or fp32,fp64 (CPU)")
       ("batch", po::value(&batch_w)->multitoken(), "batch sizes")
@@ -333,16 +333,13 @@ int run_bench_attention(const std::vector<std::string>& args) {
       ("causal", po::value(&causal_s), "causal mask: 1/0 (overrides the study's)")
       ("dout", po::value(&dout), "upstream gradient: randn or ones (as o.sum().backward())")
       ("layout", po::value(&layout),
-       "tensor layout: heads (default: q, k, v, out, dO each (B, H, T, D)) or model (the transformer's: q, k, v "
-       "inside one (B, T, 3, H, D) buffer, out and dO (B, T, H, D), dq and dk turned back by RoPE's inverse in "
-       "flash's backward stores); model needs --impl flash")
+       "heads (default: each tensor (B, H, T, D)) or model (the transformer's fused QKV buffer and "
+       "RoPE; --impl flash)")
       ("flash-kernels", po::value(&kernels_w)->multitoken(),
        "bf16 flash kernels to time: auto, mma, wgmma (a list compares them; default auto)")
       ("wgmma-tiles", po::value(&tiles_w)->multitoken(),
-       "wgmma tile shapes to time, F/K/Q each (see ops/flash_attention.h), e.g. 2x64/2/2,1x64/1/1; Q = acc "
-       "accumulates dQ in the dK/dV pass (one backward pass), e.g. 1x64/1/acc; a ws prefix selects a pass's "
-       "warp-specialised TMA kernel, e.g. ws2x128/ws2/ws2; Q = fxp (after K = ws2) accumulates dQ in fixed "
-       "point, reproducible, e.g. ws2x128/ws2/fxp")
+       "wgmma tile shapes to time, F/K/Q each, e.g. 1x64/1/1,ws2x128/ws2/fxp "
+       "(docs/FLASH_ATTENTION.md)")
       ("warmup", po::value(&pr.warmup)->default_value(pr.warmup), "untimed forward+backward passes first")
       ("iters", po::value(&pr.iters)->default_value(pr.iters), "timed passes per phase (forward, backward, both)")
       ("budget-ms", po::value(&pr.budget_ms)->default_value(pr.budget_ms),

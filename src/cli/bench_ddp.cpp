@@ -275,8 +275,7 @@ int run_bench_ddp(const std::vector<std::string>& args) {
       ("context", po::value(&context)->default_value(context), "sequence length")
       ("batch", po::value(&batch)->default_value(batch), "sequences per rank per micro-batch")
       ("grad-accum", po::value(&grad_accum)->default_value(grad_accum),
-       "micro-batches per step (gradient accumulation): forward and backward run this many times into "
-       "the same gradients, which are synchronised once, in the last")
+       "micro-batches per step into the same gradients, synchronised once, in the last")
       ("attention", po::value(&attention)->default_value(attention), "naive or flash")
       ("optimizer", po::value(&optimizer)->default_value(optimizer), "adamw or sgd")
       ("ddp", po::value(&ddp_words)->multitoken(),
@@ -287,13 +286,13 @@ int run_bench_ddp(const std::vector<std::string>& args) {
        "sharding modes to add (default none): broadcast (with bucketed 25 MiB), zero1 (with flat "
        "and with bucketed 25 MiB)")
       ("comm-sms", po::value(&sms_words)->multitoken(),
-       (std::string("values to time (default auto), each with its own communicator: ") + kCommSmsHelp).c_str())
+       "values to time (default auto): NCCL's CTAs a collective, kept from GEMMs while gradients sync")
       ("comm-engine", po::value(&engine_words)->multitoken(),
-       (std::string("values to time (default nccl), each with its own communicator: ") + kCommEngineHelp).c_str())
+       "values to time (default nccl), each with its own communicator: nccl, ce or auto")
       ("grad-comm", po::value(&grad_comm_words)->multitoken(),
-       (std::string("values to time (default fp32): ") + kGradCommHelp).c_str())
+       "values to time (default fp32): gradients on the wire, fp32 or bf16 (as bf16_compress_hook)")
       ("zero1-prefetch", po::value(&prefetch_words)->multitoken(),
-       (std::string("values to time with zero1 (default on): ") + kZero1PrefetchHelp).c_str())
+       "values to time with zero1 (default on): all-gathers left for the next forward, or waited for")
       ("steps", po::value(&steps)->default_value(steps), "timed steps per configuration")
       ("warmup", po::value(&warmup)->default_value(warmup), "untimed steps first");
   // clang-format on

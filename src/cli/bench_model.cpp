@@ -32,8 +32,8 @@ int run_bench_model(const std::vector<std::string>& args) {
        "naive, flash (list)")
       ("batch-size", po::value(&o.batch_size)->default_value(o.batch_size), "sequences per step (per micro-batch with --grad-accum)")
       ("grad-accum", po::value(&o.grad_accum)->default_value(o.grad_accum),
-       "micro-batches per step (gradient accumulation): forward and backward run this many times into the "
-       "same gradients before one optimizer step; tokens per step, TFLOP/s and MFU count all of them")
+       "micro-batches per step, into the same gradients; tokens, TFLOP/s and MFU count all of "
+       "them")
       ("vocab-size", po::value(&o.vocab_size)->default_value(o.vocab_size), "vocabulary size")
       ("mode", po::value(&mode)->default_value(mode), "forward | forward-backward | train-step")
       ("warmup", po::value(&warmups)->multitoken()->default_value(warmups, "5"),
@@ -45,12 +45,10 @@ int run_bench_model(const std::vector<std::string>& args) {
       ("update-overlap", po::value(&update_overlap)->default_value(update_overlap), kUpdateOverlapHelp)
       ("update-sms", po::value(&o.update_sms)->default_value(o.update_sms), kUpdateSmsHelp)
       ("breakdown", po::bool_switch(&o.breakdown),
-       "GPU time per phase and op family (CUDA events), inference and train step, and its roofline "
-       "(FLOPs and bytes the ops must do, floor at the dense peak and the measured copy rate, "
-       "achieved / floor); once per configuration, after the largest --warmup")
+       "GPU time per phase and op family, and its roofline (floor at the peak FLOP/s and copy "
+       "rate), once per configuration")
       ("memory-profile", po::bool_switch(&o.memory_profile),
-       "peak memory (forward only, train step), bytes before backward, breakdown and timeline; once "
-       "per configuration, after the largest --warmup")
+       "peak memory (forward, train step), its breakdown and timeline, once per configuration")
       ("profile-steps", po::bool_switch(&o.profile_steps),
        "bracket the measured steps with cudaProfilerStart/Stop (nsys --capture-range=cudaProfilerApi)")
       ("peak-tflops", po::value(&o.peak_tflops)->default_value(0), "device peak for MFU (0: from the device name)");

@@ -14,17 +14,13 @@ void add_ddp_options(po::options_description& desc, DdpOptions& o) {
   // clang-format off
   desc.add_options()
       ("ddp", po::value(&o.ddp)->default_value(o.ddp),
-       "gradient sync across ranks: none, naive (an all-reduce per parameter after backward), "
-       "flat (one all-reduce of all gradients), overlap (an async all-reduce per parameter as "
-       "soon as it is ready), bucketed (async all-reduce per bucket), or auto (bucketed with "
-       "several ranks)")
+       "gradient sync: none, naive, flat, overlap, bucketed, or auto (bucketed with several ranks)")
       ("bucket-mb", po::value(&o.bucket_mb)->default_value(o.bucket_mb),
-       "bucketed: cap per bucket in MiB of fp32 gradients; 0 = one bucket per parameter; "
-       "default 25 (PyTorch DDP's); a larger parameter gets its own bucket")
+       "bucketed: cap per bucket in MiB of fp32 gradients (PyTorch DDP's 25); 0: a bucket per "
+       "parameter")
       ("shard-optimizer", po::value(&o.shard)->default_value(o.shard),
-       "optimizer-state sharding: none, broadcast (each rank steps its parameters and "
-       "broadcasts them), zero1 (per bucket: reduce-scatter gradients, step the rank's chunk, "
-       "all-gather parameters; one bucket with --ddp naive or flat)")
+       "optimizer state: none, broadcast (owners step and broadcast) or zero1 (reduce-scatter, step, "
+       "all-gather)")
       ("comm-sms", po::value(&o.comm_sms)->default_value(o.comm_sms), kCommSmsHelp)
       ("comm-engine", po::value(&o.comm_engine)->default_value(o.comm_engine), kCommEngineHelp)
       ("grad-comm", po::value(&o.grad_comm)->default_value(o.grad_comm), kGradCommHelp)

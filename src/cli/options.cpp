@@ -92,13 +92,11 @@ void add_run_options(po::options_description& desc, RunOptions& o, const char* d
   // clang-format off
   desc.add_options()
       ("device", po::value(&o.device)->default_value(o.device),
-       "where to run: auto (the GPU of this rank when there is one, else the CPU), cpu or cuda. "
-       "Which GPU: the only one a rank sees (srun --gpus-per-task=1), else the local rank's (one "
-       "per rank; docs/CLUSTER.md)")
+       "auto (this rank's GPU, else the CPU), cpu or cuda; which GPU a rank drives: "
+       "docs/CLUSTER.md")
       ("allow-gpu-sharing", po::bool_switch(&o.allow_gpu_sharing),
-       "let several ranks of a node drive one GPU (refused otherwise): for ranks that do not talk through "
-       "NCCL (independent single-GPU benchmarks under mpirun); NCCL itself refuses two ranks of one "
-       "communicator on one GPU");
+       "let several ranks of a node drive one GPU, for ranks that do not talk through NCCL (refused "
+       "otherwise)");
   if (default_precision) {
     o.precision = default_precision;
     desc.add_options()
@@ -107,8 +105,8 @@ void add_run_options(po::options_description& desc, RunOptions& o, const char* d
   }
   desc.add_options()
       ("comm-timeout", po::value<double>(),
-       "seconds any wait for the other ranks may take before the whole job is aborted with the rank and "
-       "operation named (default: PARATRAIN_COMM_TIMEOUT_S, else 300)")
+       "seconds a wait for the other ranks may take before the job is aborted (default: "
+       "PARATRAIN_COMM_TIMEOUT_S, else 300)")
       ("out", po::value(&o.out), "HDF5 results file (default: <subcommand>-<time>.h5)")
       ("overwrite", po::bool_switch(&o.overwrite), "replace --out if it exists")
       ("seed", po::value(&o.seed)->default_value(o.seed), "random seed");
@@ -148,24 +146,19 @@ void add_flash_options(po::options_description& desc, RunOptions& o) {
   // clang-format off
   desc.add_options()
       ("flash-kernels", po::value(&o.flash_kernels)->default_value(o.flash_kernels),
-       "bf16 flash attention on the GPU: auto (wgmma on a Hopper GPU running this binary's sm_90a "
-       "image, for head dimensions 64 and 128; mma.sync everywhere else), mma (the FlashAttention-2 "
-       "mma.sync kernels, every GPU from sm_80), wgmma (refused where it cannot run)")
+       "bf16 flash attention kernels: auto (wgmma where the GPU runs the sm_90a image, else "
+       "mma.sync), mma, or wgmma")
       ("wgmma-tiles", po::value(&o.wgmma_tiles)->default_value(o.wgmma_tiles),
-       "wgmma tile shapes F/K/Q (e.g. 1x64/1/1, 2x128/2/acc; a ws prefix selects a pass's warp-specialised "
-       "TMA kernel, e.g. ws2x128/ws2/ws2; ws2x128/ws2/fxp adds dQ in fixed point; see ops/flash_attention.h); "
-       "empty: the measured default for each head dimension, length and --deterministic");
+       "wgmma tile shapes F/K/Q, e.g. 1x64/1/1 or ws2x128/ws2/fxp; empty: the default table "
+       "(docs/FLASH_ATTENTION.md)");
   // clang-format on
   add_deterministic_option(desc, o);
 }
 
 void add_deterministic_option(po::options_description& desc, RunOptions& o) {
   desc.add_options()("deterministic", po::value(&o.deterministic)->default_value(o.deterministic),
-                     "on: the default kernels give the same result bit for bit from run to run (what --resume "
-                     "and --cuda-graph promise; from 4096 keys on a Hopper GPU the flash backward is the single "
-                     "pass adding dQ in fixed point, …/ws2/fxp); off: from 2048 keys the single pass adds "
-                     "dQ in fp32 (…/ws2/acc), in a varying order: 3-8 % faster attention at 4096-16384 "
-                     "keys (docs/FLASH_ATTENTION.md). Tiles named by --wgmma-tiles run as named");
+                     "on: the default kernels give the same bits every run; off: from 2048 keys dQ may "
+                     "add up in any order");
 }
 
 bool deterministic_of(const RunOptions& o) { return parse_on_off(o.deterministic, "deterministic"); }

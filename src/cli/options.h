@@ -86,59 +86,41 @@ std::vector<double> parse_double_list(const std::vector<std::string>& words, con
 bool parse_on_off(const std::string& word, const char* flag);
 // --recompute's help (train, bench model and plan).
 inline constexpr const char* kRecomputeHelp =
-    "on: backward recomputes the RMSNorm outputs and the SwiGLU product instead of keeping them "
-    "(2·d_model + d_ff fewer saved values per token and layer); swiglu: only the SwiGLU product "
-    "(remade inside its backward's pass), the norm outputs kept (2·d_model more values than on, "
-    "two passes a layer fewer); off: keep them all. The same gradients in every mode";
+    "on: backward recomputes norm outputs and the SwiGLU product; swiglu: only the product; off: "
+    "keeps all";
 // --fused's help (train and bench model).
 inline constexpr const char* kFusedHelp =
-    "on: the fused step (one stacked q/k/v GEMM, residual adds inside the projection GEMMs, "
-    "backward's inverse RoPE inside flash attention's stores, the gradient clip and the bf16 "
-    "parameter copy inside the AdamW/SGD pass); off: one kernel per primitive as PyTorch eager "
-    "runs the model (three q/k/v GEMMs, GEMM then add for each residual, inverse RoPE, clip and "
-    "bf16 copy as passes of their own). RMSNorm, SwiGLU, the fused softmax-cross-entropy and "
-    "flash attention are the same in both; so are the results up to rounding";
+    "on: stacked q/k/v GEMM, adds in GEMM epilogues, clip in AdamW; off: one kernel per op, as "
+    "PyTorch eager";
 
 // --cuda-graph's help (train, bench model).
 inline constexpr const char* kCudaGraphHelp =
-    "on: after uncaptured warm-up steps (train: two; bench model: all but the last of --warmup, which "
-    "must be 2 or more) capture the whole training step (forward, backward, clip, optimizer) "
-    "in a CUDA graph and replay it, one launch a step, with the same results bit for bit; one process "
-    "on a GPU only (data parallelism is not captured yet); off: launch every kernel";
+    "on: replay the whole step as a CUDA graph after two warm-up steps, bit for bit the same; one "
+    "process on a GPU";
 
 // --update-overlap's help (train, bench model).
 inline constexpr const char* kUpdateOverlapHelp =
-    "on: each step's optimizer update runs under the next step's forward, on a low-priority stream, "
-    "chunk by chunk as the forward reaches the parameters (the same parameters bit for bit; a GPU, "
-    "--fused on, no CUDA graph, no sharded optimizer); off: the update ends its own step; auto: on "
-    "where it can run in one process (several ranks: off until measured there)";
+    "on: each update runs under the next forward (same results); off: at its step's end; auto: on "
+    "in one GPU process";
 
 // --update-sms's help (train, bench model).
 inline constexpr const char* kUpdateSmsHelp =
-    "with the update under the forward (--update-overlap): GEMMs keep off N SMs until the forward has "
-    "waited for the update, so it streams on SMs of its own beside them, not only in their gaps (XL: "
-    "-2 to -3 % a step; the small model +16 %: docs/BENCHMARKS.md). Those GEMMs may take other cuBLAS "
-    "algorithms: runs stay reproducible, not bit for bit those with 0; 0: every SM to GEMMs";
+    "with --update-overlap: GEMMs keep off N SMs while the update runs; results may round "
+    "differently";
 
 // --grad-dtype's help (train, bench model, bench ddp).
 inline constexpr const char* kGradDtypeHelp =
-    "weight-gradient type: fp32, or bf16 with --precision bf16 on a GPU (backward's GEMMs write bf16 "
-    "gradients, the collectives move them as they are, AdamW/SGD read them; master weights and optimizer "
-    "state stay fp32; the embedding's and RMSNorm's gradients are summed in fp32 and rounded once; with "
-    "--grad-accum the micro-batches add into the bf16 gradients, one rounding each)";
+    "weight-gradient type: fp32, or bf16 with --precision bf16 on a GPU (master weights and "
+    "optimizer state stay fp32)";
 
 // --residual-dtype's help (train, bench model, bench ddp).
 inline constexpr const char* kResidualDtypeHelp =
-    "residual stream type (the activations between blocks): fp32 (as PyTorch autocast keeps it), or bf16 with "
-    "--precision bf16 on a GPU, as llm.c keeps it (the output projection and w2 add into it in their GEMMs' "
-    "epilogue and round to bf16 there, RMSNorm reads bf16; its gradient stays fp32; XL at 16 x 1024: "
-    "1-2 % faster a step and 5 GB less, which lets --recompute off fit on 80 GB; docs/BENCHMARKS.md)";
+    "residual stream type: fp32, or bf16 with --precision bf16 on a GPU, as llm.c keeps it (its "
+    "gradient stays fp32)";
 
 // --gemm's help (train, bench model, bench gemm, bench ddp).
 inline constexpr const char* kGemmHelp =
-    "GEMM library call on the GPU: autotune (time cuBLAS and cuBLASLt's heuristic candidates once "
-    "per shape, keep the fastest; where two are within a few per cent, runs may keep different ones: "
-    "at llm.c's point two runs' GEMM time differed by about 1 %), cublas (cublasGemmStridedBatchedEx "
-    "always) or lt (cuBLASLt's first heuristic choice, the same every run)";
+    "GEMMs: autotune (fastest of cuBLAS and cuBLASLt, timed once per shape), cublas, or lt "
+    "(cuBLASLt's pick)";
 
 }  // namespace pt::cli

@@ -156,7 +156,7 @@ int run_plan(const std::vector<std::string>& args) {
        "gradient reads of the optimizer)")
       ("residual-dtype", po::value(&residual_dtype)->default_value(residual_dtype),
        "fp32 or bf16 residual stream (bf16 precision: half its saved activations)")
-      ("cluster", po::value(&preset)->default_value(preset), ("device preset: " + presets).c_str())
+      ("cluster", po::value(&preset)->default_value(preset), ("preset: " + presets).c_str())
       ("gpus-per-node", po::value(&gpus_per_node), "override the preset's devices per node")
       ("memory-gb", po::value(&memory_gb), "override the device memory (1e9 bytes)")
       ("peak-tflops", po::value(&peak_tflops), "override the dense peak for --precision (TFLOP/s)")

@@ -127,8 +127,8 @@ int run_train(const std::vector<std::string>& args) {
       ("update-overlap", po::value(&t.update_overlap)->default_value(t.update_overlap), kUpdateOverlapHelp)
       ("update-sms", po::value(&t.update_sms)->default_value(t.update_sms), kUpdateSmsHelp);
   data.add_options()
-      ("data", po::value(&t.data), "token file: .npy (1-D uint16/uint32/int32/int64), llm.c's headered .bin, "
-                                   "or a headerless .bin of raw tokens (default: data/sample_tokens.npy)")
+      ("data", po::value(&t.data), "token file: .npy, llm.c's .bin, or a headerless .bin of raw tokens "
+                                   "(default: data/sample_tokens.npy)")
       ("bin-dtype", po::value(&t.bin_dtype)->default_value(t.bin_dtype),
        "uint16 | uint32: the tokens of a headerless .bin (nanoGPT writes uint16)")
       ("sampling", po::value(&t.sampling)->default_value(t.sampling),
@@ -136,10 +136,8 @@ int run_train(const std::vector<std::string>& args) {
       ("batch-size", po::value(&t.batch_size)->default_value(t.batch_size),
        "global batch in sequences (of one micro-batch with --grad-accum); each rank takes its contiguous slice")
       ("grad-accum", po::value(&t.grad_accum)->default_value(t.grad_accum),
-       "micro-batches per optimizer step (gradient accumulation): each step draws grad-accum × batch-size "
-       "sequences, runs them batch-size at a time into the same gradients and updates once, as one batch of "
-       "that size would (the loss is the mean over all of them); gradients are synchronised over ranks in the "
-       "last micro-batch only");
+       "micro-batches of --batch-size per optimizer step, added into one update; gradients sync in "
+       "the last only");
   optim.add_options()
       ("steps", po::value(&t.steps)->default_value(t.steps), "total training steps")
       ("optimizer", po::value(&t.optimizer)->default_value(t.optimizer), "adamw | sgd")
@@ -155,9 +153,8 @@ int run_train(const std::vector<std::string>& args) {
       ("grad-clip", po::value(&t.grad_clip)->default_value(t.grad_clip),
        "global gradient-norm clip (0 disables)")
       ("on-nonfinite", po::value(&t.on_nonfinite)->default_value(t.on_nonfinite),
-       "stop | skip: a step whose loss or gradient norm is NaN or infinite never updates the "
-       "parameters; stop ends the run there (exit 1, naming the step and the first such gradient), "
-       "skip goes on to the next batch (the optimizer's step count still advances)");
+       "a NaN or infinite loss or gradient norm never updates the weights: stop ends the run "
+       "(exit 1), skip goes on");
   ckpt.add_options()
       ("save", po::value(&t.save), "write a checkpoint (HDF5) here at the end, and when a signal "
                                  "(SIGTERM, SIGUSR1, SIGINT) stops the run early")
@@ -165,11 +162,8 @@ int run_train(const std::vector<std::string>& args) {
       ("init-from", po::value(&t.init_from), "start from this checkpoint's weights (a PyTorch state_dict "
                                              "saved with h5py in the same layout loads too)")
       ("resume", po::value(&t.resume),
-       "continue a run from this checkpoint: weights, optimizer state (any sharding, any rank count), step, "
-       "data order and every option it was started with (give them again only to check them: a different "
-       "value is refused; --steps, --log-every, --log-format, --log-file, --save-every, --save, --out and "
-       "--comm-timeout may change). auto: from the --save file when it exists, else from the start (for "
-       "jobs that may be requeued). An existing --out record of the run is continued");
+       "continue the run in this checkpoint exactly (options given again must agree); auto: --save "
+       "if it exists");
   add_ddp_options(parallel, ddp_opt);
   general.add_options()("log-every", po::value(&t.log_every)->default_value(t.log_every),
                         "progress line every N steps (rank 0)");

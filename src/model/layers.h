@@ -77,12 +77,12 @@ class Linear {
 };
 
 // y_b = x W_bᵀ for b < batch: several bias-free weights of one shape (d_out, d_in) that read the
-// same input — SwiGLU's w1 and w3 — as one batched GEMM (one launch; measured on an H100 at XL's
-// shapes, 2048 × 1600 → 2 × 6400: 117 us against 126 for two GEMMs, docs/BENCHMARKS.md session
-// 12). The weights need not be adjacent, only equally spaced in the flat parameter and gradient
-// buffers (w1 and w3 have w2 between them in state-dict order). `split` runs one GEMM per
-// weight instead (the unfused comparison, as separate nn.Linear modules). dW_b is written or
-// added as ParamStore::grad_beta says; dx = Σ_b dy_b W_b is one GEMM per weight.
+// same input — SwiGLU's w1 and w3 — as one batched GEMM: one launch, faster than two at XL's
+// shapes (docs/reports/2026-11-25_grad-first-write_h100.md). The weights need not be adjacent, only
+// equally spaced in the flat parameter and gradient buffers (w1 and w3 have w2 between them in
+// state-dict order). `split` runs one GEMM per weight instead (the unfused comparison, as separate
+// nn.Linear modules). dW_b is written or added as ParamStore::grad_beta says; dx = Σ_b dy_b W_b is
+// one GEMM per weight.
 class BatchedLinear {
  public:
   BatchedLinear(ParamStore& store, const std::vector<Parameter*>& weights, bool split = false);

@@ -110,9 +110,8 @@ class ParamStore {
   // parameter's gradient is final (its listeners are told) only in the last of them — PyTorch
   // DDP's no_sync, for every listener at once.
   // Only the gradients that some use adds into are zeroed (one fill per run of adjacent ones);
-  // the others are written by their step's first contribution (grad_beta). For XL that leaves the
-  // embedding's 0.16 GB of the 4 GB (bf16) a fill used to write, and the weight-gradient GEMMs
-  // stop reading C (docs/BENCHMARKS.md, session 12).
+  // the others are written by their step's first contribution (grad_beta), so the weight-gradient
+  // GEMMs do not read C (docs/reports/2026-11-25_grad-first-write_h100.md).
   void zero_grad(Context& ctx, int micro_batches = 1);
   // The beta for p's next gradient contribution, grad = beta·grad + contribution: 0 when it is
   // the step's first and zero_grad left p's gradient as it was (every use GradWrite::Overwrite),

@@ -21,29 +21,17 @@ namespace {
 
 constexpr int kCpuTile = 32;
 
-// Default wgmma tile shapes: the fastest of the compiled shapes on an H100 that the determinism
-// asked for allows (docs/FLASH_ATTENTION.md; session 16's crossover: B 4 × H 16 at T 512 … 8192,
-// XL's B 4 × H 25, and the leaderboard case B 1 × H 16 × T 16384, causal, fwd+bwd; session 22's
-// XL heads at llm.c's micro-batch, B 16 × H 25).
+// Default wgmma tile shapes: the fastest compiled shapes on an H100 that the determinism asked for
+// allows; docs/FLASH_ATTENTION.md gives each row's measurement and its report.
 //   - Short lengths: one-warpgroup cp.async blocks, several to an SM, fill the machine better than
-//     one 384-thread block per SM on a few short tiles (d 64, T 512: 0.063 against 0.076 ms for
-//     the warp-specialised passes; d 128, T 512: 0.104 against 0.114).
-//   - d 64 at T 1024 with many heads: the warp-specialised passes once the call has 2^18 query rows
-//     (B·H·T). B 16 × H 25: 0.84 against 1.09 ms; B 4 × H 25 (2^17 rows): 0.246 against 0.215.
-//   - d 128 from 1024: the warp-specialised passes (T 1024: 0.262 against 0.267).
-//   - From 2048: the warp-specialised passes (d 64 leaderboard fwd+bwd 5.84 → 4.31 ms), or with
-//     --deterministic off the warp-specialised single pass, dQ added into an fp32 buffer
-//     (leaderboard fwd+bwd d 64 4.47 → 3.93 ms, d 128 7.70 → 6.95; T 2048 d 128 0.700 → 0.671).
-//     Its dQ sums in a varying order, so it is not bit-for-bit reproducible from run to run (dK,
-//     dV are), which train's resume and CUDA-graph promises need.
-//   - From 4096, reproducible: the same single pass adding dQ in 32-bit fixed point (session 25:
-//     leaderboard fwd+bwd d 64 4.46–4.49 → 3.96 ms, d 128 7.38–7.41 → 6.78–6.84; B 4 × H 16 at
-//     T 4096 1.36 → 1.34 and 2.20 → 2.13; at 2048 it lost 2–3 %).
+//     one 384-thread block per SM on a few short tiles.
+//   - d 64 at T 1024: the warp-specialised passes once the call has 2^18 query rows (B·H·T).
+//   - From 1024 (d 128) or 2048 (d 64): the warp-specialised passes; from 2048 with --deterministic
+//     off, the single pass adding dQ in fp32, whose varying order breaks the bit-for-bit promises
+//     of resume and CUDA graphs.
+//   - From 4096, reproducible: the single pass adding dQ in 32-bit fixed point.
 //   - d 64 from 4096 keys with 2^16 query rows: the forward with three math warpgroups (192 query
-//     rows a block), either determinism (session 26, H100: leaderboard forward 1.25–1.27 →
-//     1.11–1.16 ms; B 4 × H 16 at T 4096 0.384 → 0.359, T 8192 1.353 → 1.203; B 1 × H 1 at T 65536
-//     1.20–1.22 → 1.09–1.13). With fewer rows its blocks do not fill the machine (B 1 × H 1, T 32768,
-//     171 blocks: 0.317 → 0.383), and at 1024 keys it lost (B 16 × H 25: 0.231 → 0.251).
+//     rows a block); with fewer rows its blocks do not fill the machine.
 struct DefaultTilesRow {
   int64_t head_dim;  // 0: every head dimension
   int64_t from_length;

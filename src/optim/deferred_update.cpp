@@ -11,8 +11,9 @@
 namespace pt {
 
 namespace {
-// A 16th of the parameters, at least 2^20: XL ran 68.4 / 68.3 / 68.7 ms with 16 / 64 / 256 chunks
-// (H100, one call), so the fewest host calls that keep the forward's first wait short.
+// A 16th of the parameters, at least 2^20: more chunks were no faster
+// (docs/reports/2026-11-25_update-overlap_h100.md), so the fewest host calls that keep the
+// forward's first wait short.
 int64_t default_chunk(const ParamStore& store) { return std::max<int64_t>(int64_t(1) << 20, store.grad_numel() / 16); }
 }  // namespace
 

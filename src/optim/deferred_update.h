@@ -1,10 +1,8 @@
 #pragma once
 // The update of step k run under step k+1's forward (`--update-overlap`). The optimizer phase
-// is memory-bound (XL: 28 bytes a parameter, 18.8 ms on an H100) and the forward is mostly
-// GEMMs; on a side stream below the compute stream's priority, the update's blocks fill what
-// the forward's kernels leave free (wave tails, small kernels, launch gaps). A probe at XL's
-// shapes saved 4.0 of 18.6 ms that way (dev/probe_optimizer_overlap.py, docs/BENCHMARKS.md
-// session 13).
+// is memory-bound (28 bytes a parameter) and the forward is mostly GEMMs; on a side stream below
+// the compute stream's priority, the update's blocks fill what the forward's kernels leave free
+// (wave tails, small kernels, launch gaps). Measured: docs/reports/2026-11-25_update-overlap_h100.md.
 //
 // step() only records the update (its learning rate, step count and folded clip). The first
 // read of a parameter afterwards — zero_grad, the next forward, a host copy — launches it: the
@@ -18,8 +16,8 @@
 //
 // With ctx.update_sms() > 0 (`--update-sms N`) the GEMMs issued from the launch until the
 // forward has waited for the last chunk target N SMs fewer (Context::reserve_sms), so the
-// update streams on SMs of its own beside them rather than only in their gaps (XL faster, the
-// small model slower: docs/BENCHMARKS.md, session 18). Those GEMMs may then take other cuBLAS
+// update streams on SMs of its own beside them rather than only in their gaps (large models gain,
+// small ones lose: docs/reports/2026-11-26_update-sms_h200.md). Those GEMMs may then take other cuBLAS
 // algorithms: the run is reproducible, but no longer bit for bit the plain update's.
 //
 // Where it runs on the compute stream instead, in order (same results, no overlap): the CPU,

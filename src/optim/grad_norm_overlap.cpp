@@ -14,7 +14,7 @@ GradNormOverlap::GradNormOverlap(Context& ctx, ParamStore& store, DType acc) : c
   for (const auto& p : store.params()) trainable_count_ += p->trainable ? 1 : 0;
   grad_bytes_ = int64_t(dtype_size(store.flat_grads().dtype()));
   // The compute stream's priority: the sums interleave with backward's kernels, so the norm
-  // is ready when backward ends (measured so: docs/BENCHMARKS.md, session 11).
+  // is ready when backward ends (docs/reports/2026-11-25_rmsnorm-one-pass-block-order_h200.md).
   PT_CUDA_CHECK(cudaStreamCreateWithPriority(&side_, cudaStreamNonBlocking, ctx.stream_priorities().compute));
   PT_CUDA_CHECK(cudaEventCreateWithFlags(&grad_written_, cudaEventDisableTiming));
   PT_CUDA_CHECK(cudaEventCreateWithFlags(&sums_done_, cudaEventDisableTiming));

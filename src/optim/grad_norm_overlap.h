@@ -2,8 +2,8 @@
 // The squared gradient norm summed while backward runs. When nothing changes a gradient after
 // backward reports it final (single-process training, `--ddp none`), each parameter's squares
 // are added on a side stream the moment the store reports it, so clipping finds the norm
-// ready instead of reading every gradient again after backward: 1.7 ms of XL's 16 ms
-// optimizer phase on an H200 (docs/BENCHMARKS.md, "The optimizer at HBM speed").
+// ready instead of reading every gradient again after backward
+// (docs/reports/2026-11-23_optimizer-hbm-speed_h200.md).
 // Parameters reported one after another are usually neighbours in the flat gradient buffer
 // (backward finishes them in reverse registration order): they are summed as one range of at
 // least kSumBytes, so a small model does not pay four API calls per parameter on the host.

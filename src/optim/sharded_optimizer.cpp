@@ -182,7 +182,7 @@ DataParallel make_data_parallel(Context& ctx, ParamStore& store, parallel::Commu
   if (shard == ShardMode::None) {
     dp.sync = parallel::make_grad_sync(ddp, ctx, store, comm, bucket_mb, grad_comm);
     // Several ranks: auto stays off until the overlap is measured and tested beside NCCL's
-    // collectives on several GPUs (none lent in session 13); on runs it.
+    // collectives on several GPUs; on runs it.
     const UpdateOverlap overlap = comm && update_overlap == UpdateOverlap::Auto ? UpdateOverlap::Off : update_overlap;
     dp.optimizer = make_update_optimizer(cfg, ctx, store, overlap, cuda_graph);
     return dp;

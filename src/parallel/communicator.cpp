@@ -94,23 +94,18 @@ bool Communicator::check_blocks(const Tensor& small, const Tensor& big, const ch
 
 namespace {
 // --comm-sms auto by GPU: the row of the accelerator the device's name denotes (core's
-// match_accelerator, by preset), else kAutoCommSmsDefault. Measured with the XL model's overlapped
-// strategies (bucketed, ZeRO-1), docs/BENCHMARKS.md:
+// match_accelerator, by preset), else kAutoCommSmsDefault. The fastest count for the XL model's
+// overlapped strategies (bucketed, ZeRO-1): docs/reports/2026-11-27_comm-sms-auto_4xh100.md.
 struct AutoCommSmsRow {
   const char* preset;
   int comm_sms;
 };
 constexpr AutoCommSmsRow kAutoCommSms[] = {
-    // H100 SXM, 2026-11-27: 2 and 4 ranks on three hosts, fp32 and bf16 gradients. 32 beat 16 by
-    // 1.3-8.5 % in every overlapped strategy (bucketed 25 MiB, fp32 gradients, 4 ranks: 106.0 ->
-    // 98.1 ms), and beat 0 and 24 with bf16 gradients.
     {"h100-sxm", 32},
-    // H200, 2026-11-27: 2 ranks, bf16 gradients, 16 and 32 alternating twice. 32 beat 16 by 2-5 %
-    // in every overlapped strategy (ZeRO-1 with one reduce-scatter: 82.5-82.9 -> 78.1-78.3 ms).
-    // The 2026-11-21 sweep that favoured 16 ran a slower step (84 ms against 71-83).
     {"h200", 32},
 };
-// Every other GPU, not measured: 16, the count that sweep chose.
+// Every other GPU, not measured: 16, the best of the first sweep on H200s
+// (docs/reports/2026-11-21_comm-sms_2xh200.md).
 constexpr int kAutoCommSmsDefault = 16;
 }  // namespace
 

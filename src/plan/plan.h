@@ -3,9 +3,10 @@
 // any model on any cluster, instantly, on the CPU. Where paratrain runs the configuration itself
 // the figures are its own accounting: the same parameter list (transformer_param_shapes), bucket
 // plan and ZeRO-1 layout (parallel/), broadcast assignment (optim/) and allocator rounding the
-// benchmarks measure with, so plan and `bench ddp` / `bench model` records agree (tests hold them
-// to bytes, activations to 2 %). Layouts paratrain does not run (ZeRO-2, ZeRO-3/FSDP, tensor and
-// pipeline parallelism) are estimated with the textbook formulas and marked as such.
+// benchmarks measure with, so plan and `bench ddp` / `bench model` records agree
+// (tests/cpu/test_plan.cpp holds them to the byte, activations within a tolerance). Layouts
+// paratrain does not run (ZeRO-2, ZeRO-3/FSDP, tensor and pipeline parallelism) are estimated with
+// the textbook formulas and marked as such.
 #include <string>
 #include <vector>
 

@@ -72,9 +72,9 @@ bench::ModelBenchOptions bench_options(const std::string& size, int64_t context,
 }
 
 // bench model --cuda-graph on with --grad-accum N: the captured step runs N micro-batches of
-// --batch-size rows, as the uncaptured bench step does. (Session 28: it was given the batch once,
-// which TrainStep split into N micro-batches of batch/N rows, and credited the step with N times
-// the tokens it ran: MFU 4.6 at llm.c's point.) No step can beat the GPU's dense peak, so with 8
+// --batch-size rows, as the uncaptured bench step does. (Given the batch once, TrainStep would split
+// it into N micro-batches of batch/N rows, and the step would be credited with N times the tokens it
+// ran.) No step can beat the GPU's dense peak, so with 8
 // micro-batches that error would show as an MFU far above 1; both records' MFU stay below it.
 TEST(CudaGraphGpu, BenchModelCapturedStepRunsEveryMicroBatch) {
   PT_REQUIRE_GPU();

@@ -425,7 +425,7 @@ TEST(FlashGpu, FixedPointDqKeepsNaN) {
 
 // Fixed point makes the single pass reproducible: repeated backward passes give the same dQ bit
 // for bit on shapes where the fp32 sum's order shows (non-causal, many key tiles per query tile;
-// session 24 saw the fp32 single pass differ there in most runs: docs/FLASH_ATTENTION.md). The
+// the fp32 single pass differed there in most runs: docs/reports/2026-11-27_flash-ordered-dq_h200.md). The
 // fp32 pass's own differences are printed to show the shapes would catch them;
 // PT_FLASH_TEST_REPRODUCIBLE_TILES=ws2x128/ws2/acc runs the checks on it instead (and fails).
 TEST(FlashGpu, FixedPointDqIsReproducible) {

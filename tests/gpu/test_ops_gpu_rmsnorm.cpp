@@ -144,7 +144,7 @@ TEST(GpuRMSNorm, BackwardIsBitForBitRunToRun) {
 // (9 rows), hundreds (4100 rows of 1600), and 8192 blocks of 37 columns, far more than the GPU
 // holds at once; on the persistent rows kernel's grid (two blocks an SM) a warp walks about 2
 // rows of 4100 × 1600 and 10 of 20000 × 256 on an H100, unevenly. Three calls in a row on one context, each written
-// over poison. (Session 19's test of dw finished by the backward's last blocks; the kept two-kernel form passes it
+// over poison. (Written for a form that finished dw in the backward's last blocks; the two-kernel form passes it
 // too.)
 TEST(GpuRMSNorm, BackwardOnEveryGridShape) {
   PT_REQUIRE_GPU();
