@@ -65,13 +65,17 @@ add_test(NAME scripts_ncu_stalls COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_nc
 # dev/kernel_trace's per-family and per-gap summaries of a CUPTI kernel trace, and the comparison of
 # two, on hand-made ones.
 add_test(NAME scripts_kernel_trace COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_kernel_trace.py)
+# The GPU step scripts without a GPU (scripts/gpu_checks.sh, dev/experiments/*.sh, their runner
+# scripts/gpu_steps.sh): every step listed by one script and documented in its --help, a step asked
+# of the wrong script refused with its place, steps run against stand-in commands.
+add_test(NAME scripts_gpu_steps COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_gpu_steps.py)
 # Sweeps submitted to a real single-node Slurm in CPU mode (skipped without slurm-wlm/munge).
 add_test(NAME scripts_slurm COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_slurm.py)
 set_tests_properties(scripts_slurm PROPERTIES LABELS "scripts;slurm" TIMEOUT 900 RUN_SERIAL TRUE)
 
 set(PT_SCRIPTS_TESTS scripts_hostile_inputs scripts_faults scripts_compare_runs scripts_resume scripts_slurm_templates scripts_report_synthetic scripts_report_synthetic_comm scripts_report_real scripts_schema_doc scripts_ddp_events_real scripts_compare_torch
     scripts_compare_torch_ddp scripts_compare_torch_cli scripts_reference_model scripts_check_format scripts_ptx_diff
-    scripts_ncu_stalls scripts_kernel_trace)
+    scripts_ncu_stalls scripts_kernel_trace scripts_gpu_steps)
 set_tests_properties(${PT_SCRIPTS_TESTS} PROPERTIES LABELS scripts TIMEOUT 600)
 set_tests_properties(${PT_SCRIPTS_TESTS} scripts_slurm PROPERTIES ENVIRONMENT "${PT_SCRIPTS_ENV}")
 # A suite that skips (no PyTorch, no Slurm packages) shows as skipped in ctest, not as passed.
