@@ -38,7 +38,7 @@ command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ] || {
 }
 export PATH="/usr/local/cuda/bin:$PATH"
 
-# ---- Python environment for scripts/ (pinned versions) --------------------------------------
+# ---- Python environment for scripts/ (pinned versions; ruff, the Python lint, among them) -----
 scripts/setup_python.sh
 
 # ---- build ----------------------------------------------------------------------------------

@@ -55,9 +55,14 @@ add_test(NAME scripts_slurm_templates COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh te
 # The C++/CUDA sources against .clang-format (scripts/check_format.sh; needs clang-format, which
 # scripts/setup.sh installs).
 add_test(NAME format COMMAND ${PROJECT_SOURCE_DIR}/scripts/check_format.sh)
-set_tests_properties(format PROPERTIES LABELS scripts TIMEOUT 300)
+# The Python lint: ruff with ruff.toml's rules on scripts/, tests/scripts/ and dev/
+# (scripts/check_python.sh; scripts/setup.sh installs ruff); like `format`, it fails without ruff.
+add_test(NAME ruff COMMAND ${PROJECT_SOURCE_DIR}/scripts/check_python.sh)
+set_tests_properties(format ruff PROPERTIES LABELS "scripts;lint" TIMEOUT 300)
 # The format check itself: a misformatted file is listed and fails, --fix rewrites it.
 add_test(NAME scripts_check_format COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_check_format.py)
+# The lint script on files of its own making: a clean file passes, a broken one is named.
+add_test(NAME scripts_lint COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_lint.py)
 # The PTX comparison of two trees (scripts/ptx_diff.sh) on kernels of its own making; needs nvcc.
 add_test(NAME scripts_ptx_diff COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_ptx_diff.py)
 # ncu's per-instruction stall samples summed by opcode (scripts/ncu_stalls.py) on a hand-made page.
@@ -75,7 +80,7 @@ set_tests_properties(scripts_slurm PROPERTIES LABELS "scripts;slurm" TIMEOUT 900
 
 set(PT_SCRIPTS_TESTS scripts_hostile_inputs scripts_faults scripts_compare_runs scripts_resume scripts_slurm_templates scripts_report_synthetic scripts_report_synthetic_comm scripts_report_real scripts_schema_doc scripts_ddp_events_real scripts_compare_torch
     scripts_compare_torch_ddp scripts_compare_torch_cli scripts_reference_model scripts_check_format scripts_ptx_diff
-    scripts_ncu_stalls scripts_kernel_trace scripts_gpu_steps)
+    scripts_ncu_stalls scripts_kernel_trace scripts_gpu_steps scripts_lint)
 set_tests_properties(${PT_SCRIPTS_TESTS} PROPERTIES LABELS scripts TIMEOUT 600)
 set_tests_properties(${PT_SCRIPTS_TESTS} scripts_slurm PROPERTIES ENVIRONMENT "${PT_SCRIPTS_ENV}")
 # A suite that skips (no PyTorch, no Slurm packages) shows as skipped in ctest, not as passed.
