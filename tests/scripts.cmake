@@ -55,13 +55,17 @@ add_test(NAME scripts_slurm_templates COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh te
 # The C++/CUDA sources against .clang-format (scripts/check_format.sh; needs clang-format, which
 # scripts/setup.sh installs).
 add_test(NAME format COMMAND ${PROJECT_SOURCE_DIR}/scripts/check_format.sh)
-# The Python lint: ruff with ruff.toml's rules on scripts/, tests/scripts/ and dev/
-# (scripts/check_python.sh; scripts/setup.sh installs ruff); like `format`, it fails without ruff.
+# The C++ lint: clang-tidy with .clang-tidy's checks on src/ through this build's compile commands
+# (scripts/check_tidy.sh; one clang-tidy per core, so it runs alone), and the Python lint: ruff
+# with ruff.toml's rules on scripts/, tests/scripts/ and dev/ (scripts/check_python.sh).
+# scripts/setup.sh installs both tools; like `format`, each fails when its tool is missing.
+add_test(NAME clang-tidy COMMAND ${PROJECT_SOURCE_DIR}/scripts/check_tidy.sh --build ${CMAKE_BINARY_DIR})
 add_test(NAME ruff COMMAND ${PROJECT_SOURCE_DIR}/scripts/check_python.sh)
 set_tests_properties(format ruff PROPERTIES LABELS "scripts;lint" TIMEOUT 300)
+set_tests_properties(clang-tidy PROPERTIES LABELS "scripts;lint" TIMEOUT 900 RUN_SERIAL TRUE)
 # The format check itself: a misformatted file is listed and fails, --fix rewrites it.
 add_test(NAME scripts_check_format COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_check_format.py)
-# The lint script on files of its own making: a clean file passes, a broken one is named.
+# The two lint scripts on files of their own making: a clean file passes, a broken one is named.
 add_test(NAME scripts_lint COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_lint.py)
 # The PTX comparison of two trees (scripts/ptx_diff.sh) on kernels of its own making; needs nvcc.
 add_test(NAME scripts_ptx_diff COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_ptx_diff.py)
