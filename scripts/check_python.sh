@@ -18,16 +18,12 @@ for a in "$@"; do
   esac
 done
 
-ruff="${RUFF:-}"
-if [ -z "$ruff" ]; then
-  for c in "$root/.venv/bin/ruff" ruff; do
-    if command -v "$c" >/dev/null; then ruff="$c"; break; fi
-  done
-fi
-if [ -z "$ruff" ] || ! command -v "$ruff" >/dev/null; then
+# shellcheck source=scripts/find_tool.sh
+source "$root/scripts/find_tool.sh"
+ruff=$(find_tool "${RUFF:-}" "$root/.venv/bin/ruff" ruff) || {
   echo "check_python.sh: ruff not found (scripts/setup_python.sh installs it into .venv)" >&2
   exit 2
-fi
+}
 [[ $ruff != */* ]] || ruff="$(realpath "$ruff")"
 ((${#files[@]})) || files=(scripts tests/scripts dev)
 cd "$root"  # ruff.toml's file patterns are relative to where ruff runs when --config names it

@@ -24,16 +24,12 @@ while (($#)); do
 done
 [[ $jobs =~ ^[1-9][0-9]*$ ]] || { echo "check_tidy.sh: -j '$jobs' is not a positive number" >&2; exit 2; }
 
-tidy="${CLANG_TIDY:-}"
-if [ -z "$tidy" ]; then
-  for c in clang-tidy-14 clang-tidy; do
-    if command -v "$c" >/dev/null; then tidy="$c"; break; fi
-  done
-fi
-if [ -z "$tidy" ] || ! command -v "$tidy" >/dev/null; then
+# shellcheck source=scripts/find_tool.sh
+source "$root/scripts/find_tool.sh"
+tidy=$(find_tool "${CLANG_TIDY:-}" clang-tidy-14 clang-tidy) || {
   echo "check_tidy.sh: clang-tidy not found (scripts/setup.sh installs the Debian package clang-tidy)" >&2
   exit 2
-fi
+}
 build="$(realpath -m "$build")"
 if [ ! -f "$build/compile_commands.json" ]; then
   echo "check_tidy.sh: $build/compile_commands.json: no such file (configure the build first: cmake --preset release)" >&2
