@@ -2,7 +2,7 @@
 # Builds dev/probe_cutlass_swiglu.cu for sm_90a with CUTLASS 4's headers from the pinned
 # `nvidia-cutlass` wheel (installed into .venv, as scripts/setup_python.sh makes it, if missing).
 #   dev/build_probe_cutlass.sh [OUTPUT]   (default .devbundle/probe_cutlass_swiglu, which the
-#                                          device runs carry; gpu_checks step probe-cutlass-swiglu)
+#                                          device runs carry; dev/experiments/probes.sh probe-cutlass-swiglu)
 # About 5 minutes on two cores: every tile configuration is a kernel of its own.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)

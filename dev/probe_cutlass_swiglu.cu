@@ -15,7 +15,7 @@
 //      forward pass.
 // Every fused output is checked against the cuBLAS + pass result before anything is timed.
 // Build: dev/build_probe_cutlass.sh (CUTLASS 4.2's headers from the `nvidia-cutlass` wheel, sm_90a);
-// run: scripts/gpu_checks.sh probe-cutlass-swiglu. Not part of the tests.
+// run: dev/experiments/probes.sh probe-cutlass-swiglu. Not part of the tests.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>

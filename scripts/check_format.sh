@@ -21,16 +21,12 @@ for a in "$@"; do
   esac
 done
 
-clang_format="${CLANG_FORMAT:-}"
-if [ -z "$clang_format" ]; then
-  for c in clang-format-14 clang-format; do
-    if command -v "$c" >/dev/null; then clang_format="$c"; break; fi
-  done
-fi
-if [ -z "$clang_format" ] || ! command -v "$clang_format" >/dev/null; then
+# shellcheck source=scripts/find_tool.sh
+source "$root/scripts/find_tool.sh"
+clang_format=$(find_tool "${CLANG_FORMAT:-}" clang-format-14 clang-format) || {
   echo "check_format.sh: clang-format not found (scripts/setup.sh installs the Debian package clang-format)" >&2
   exit 2
-fi
+}
 version="$("$clang_format" --version | sed -n 's/.*version \([0-9][0-9]*\)\..*/\1/p')"
 style="--style=file:$root/.clang-format"
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Where a kernel's warps wait, per SASS instruction kind: ncu's source page as CSV
-(`ncu --import R.ncu-rep --page source --csv --print-source sass`, scripts/gpu_checks.sh
+(`ncu --import R.ncu-rep --page source --csv --print-source sass`, dev/experiments/ncu.sh
 ncu-source) summed by opcode, then the instructions with the most samples.
 
     scripts/ncu_stalls.py CSV [--top N] [--reasons K] [--against BEFORE.csv]

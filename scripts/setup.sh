@@ -20,6 +20,7 @@ done
 packages=(cmake ninja-build g++ openmpi-bin libopenmpi-dev libhdf5-dev hdf5-tools
           libboost-program-options-dev libopenblas-dev libgtest-dev python3-venv
           clang-format      # the format check (scripts/check_format.sh, ctest test `format`)
+          clang-tidy        # the C++ lint, the same version (scripts/check_tidy.sh, ctest test `clang-tidy`)
           slurm-wlm munge)  # slurm-wlm, munge: the local-Slurm test of the sweep scripts
 missing=()
 for p in "${packages[@]}"; do
@@ -38,7 +39,7 @@ command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ] || {
 }
 export PATH="/usr/local/cuda/bin:$PATH"
 
-# ---- Python environment for scripts/ (pinned versions) --------------------------------------
+# ---- Python environment for scripts/ (pinned versions; ruff, the Python lint, among them) -----
 scripts/setup_python.sh
 
 # ---- build ----------------------------------------------------------------------------------

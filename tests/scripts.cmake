@@ -55,9 +55,18 @@ add_test(NAME scripts_slurm_templates COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh te
 # The C++/CUDA sources against .clang-format (scripts/check_format.sh; needs clang-format, which
 # scripts/setup.sh installs).
 add_test(NAME format COMMAND ${PROJECT_SOURCE_DIR}/scripts/check_format.sh)
-set_tests_properties(format PROPERTIES LABELS scripts TIMEOUT 300)
+# The C++ lint: clang-tidy with .clang-tidy's checks on src/ through this build's compile commands
+# (scripts/check_tidy.sh; one clang-tidy per core, so it runs alone), and the Python lint: ruff
+# with ruff.toml's rules on scripts/, tests/scripts/ and dev/ (scripts/check_python.sh).
+# scripts/setup.sh installs both tools; like `format`, each fails when its tool is missing.
+add_test(NAME clang-tidy COMMAND ${PROJECT_SOURCE_DIR}/scripts/check_tidy.sh --build ${CMAKE_BINARY_DIR})
+add_test(NAME ruff COMMAND ${PROJECT_SOURCE_DIR}/scripts/check_python.sh)
+set_tests_properties(format ruff PROPERTIES LABELS "scripts;lint" TIMEOUT 300)
+set_tests_properties(clang-tidy PROPERTIES LABELS "scripts;lint" TIMEOUT 900 RUN_SERIAL TRUE)
 # The format check itself: a misformatted file is listed and fails, --fix rewrites it.
 add_test(NAME scripts_check_format COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_check_format.py)
+# The two lint scripts on files of their own making: a clean file passes, a broken one is named.
+add_test(NAME scripts_lint COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_lint.py)
 # The PTX comparison of two trees (scripts/ptx_diff.sh) on kernels of its own making; needs nvcc.
 add_test(NAME scripts_ptx_diff COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_ptx_diff.py)
 # ncu's per-instruction stall samples summed by opcode (scripts/ncu_stalls.py) on a hand-made page.
@@ -70,13 +79,17 @@ add_test(NAME scripts_kernel_trace COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_
 add_test(NAME scripts_docs COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_docs.py)
 # Every subcommand's option help: at most three lines each, no measurements.
 pt_binary_script_test(scripts_help_texts test_help_texts.py)
+# The GPU step scripts without a GPU (scripts/gpu_checks.sh, dev/experiments/*.sh, their runner
+# scripts/gpu_steps.sh): every step listed by one script and documented in its --help, a step asked
+# of the wrong script refused with its place, steps run against stand-in commands.
+add_test(NAME scripts_gpu_steps COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_gpu_steps.py)
 # Sweeps submitted to a real single-node Slurm in CPU mode (skipped without slurm-wlm/munge).
 add_test(NAME scripts_slurm COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_slurm.py)
 set_tests_properties(scripts_slurm PROPERTIES LABELS "scripts;slurm" TIMEOUT 900 RUN_SERIAL TRUE)
 
 set(PT_SCRIPTS_TESTS scripts_hostile_inputs scripts_faults scripts_compare_runs scripts_resume scripts_slurm_templates scripts_report_synthetic scripts_report_synthetic_comm scripts_report_real scripts_schema_doc scripts_ddp_events_real scripts_compare_torch
     scripts_compare_torch_ddp scripts_compare_torch_cli scripts_reference_model scripts_check_format scripts_ptx_diff
-    scripts_ncu_stalls scripts_kernel_trace scripts_docs scripts_help_texts)
+    scripts_ncu_stalls scripts_kernel_trace scripts_docs scripts_help_texts scripts_gpu_steps scripts_lint)
 set_tests_properties(${PT_SCRIPTS_TESTS} PROPERTIES LABELS scripts TIMEOUT 600)
 set_tests_properties(${PT_SCRIPTS_TESTS} scripts_slurm PROPERTIES ENVIRONMENT "${PT_SCRIPTS_ENV}")
 # A suite that skips (no PyTorch, no Slurm packages) shows as skipped in ctest, not as passed.

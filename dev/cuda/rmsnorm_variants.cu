@@ -10,7 +10,7 @@
 //
 //   dev/cuda/build.sh rmsnorm_variants       (here, after building build-hopper; then on the GPU machine,
 //   .devbundle/rmsnorm_variants [rows] [cols]   after a bundle's env.sh: it links libparatrain.so)
-//   or scripts/gpu_checks.sh dev-variants
+//   or dev/experiments/probes.sh dev-variants
 #include <algorithm>
 #include <cmath>
 #include <cstdio>

@@ -9,7 +9,7 @@
 //
 //   dev/cuda/build.sh stream_variants        (here; then on the GPU machine:)
 //   .devbundle/stream_variants [rows]        (default 16384; needs about 2 GB at that)
-//   or scripts/gpu_checks.sh dev-variants
+//   or dev/experiments/probes.sh dev-variants
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 

@@ -15,12 +15,12 @@ namespace pt::cli {
 
 namespace po = boost::program_options;
 
-// Parses args against desc. Returns nullopt after printing help (exit 0 is then correct).
+// Parses the arguments given against desc. Returns nullopt after printing help (exit 0 is then correct).
 // Unknown or malformed options throw po::error, which main() reports with exit code 2. Then
 // cli/option_rules.h's rules (spellings, stray words, empty values, numeric ranges), the
 // --comm-timeout of add_run_options, and check_ranks_agree.
 std::optional<po::variables_map> parse_or_help(const po::options_description& desc,
-                                               const std::vector<std::string>& args, const std::string& usage_line);
+                                               const std::vector<std::string>& given, const std::string& usage_line);
 
 // With several ranks (collective: every rank calls it, parse_or_help does): the job ends at
 // once, on every rank, when any rank's options differ from rank 0's, naming the first option

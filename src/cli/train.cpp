@@ -64,7 +64,7 @@ struct TrainOptions {
 };
 
 std::string default_data_path() {
-  const std::string local = "data/sample_tokens.npy";
+  std::string local = "data/sample_tokens.npy";  // returned by move
   if (std::filesystem::exists(local)) return local;
   return sample_data_path();
 }

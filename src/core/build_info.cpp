@@ -32,7 +32,7 @@ const char* program_version() { return PARATRAIN_VERSION; }
 const char* git_revision() { return PARATRAIN_GIT_REV; }
 
 std::string sample_data_path() {
-  const std::string installed = executable_dir() + "/../share/paratrain/data/sample_tokens.npy";
+  std::string installed = executable_dir() + "/../share/paratrain/data/sample_tokens.npy";  // returned by move
   if (is_file(installed)) return installed;
   return std::string(PARATRAIN_SOURCE_DIR) + "/data/sample_tokens.npy";
 }

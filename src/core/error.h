@@ -56,12 +56,12 @@ std::string mpi_error_string(int code);
 
 // A library call that returns 0 on success: any other status fails, naming the call (its text,
 // as written) and the library's text for the status.
-#define PT_LIBRARY_CHECK(expr, expr_text, library, error_string)                                           \
-  do {                                                                                                     \
-    int pt_rc_ = static_cast<int>(expr);                                                                   \
-    if (pt_rc_ != 0)                                                                                       \
-      ::pt::fail_internal_at(__FILE__, __LINE__,                                                           \
-                             std::string(library " error in ") + expr_text + ": " + error_string(pt_rc_)); \
+#define PT_LIBRARY_CHECK(expr, expr_text, library, error_string)                                             \
+  do {                                                                                                       \
+    int pt_rc_ = static_cast<int>(expr);                                                                     \
+    if (pt_rc_ != 0)                                                                                         \
+      ::pt::fail_internal_at(__FILE__, __LINE__,                                                             \
+                             std::string(library " error in ") + (expr_text) + ": " + error_string(pt_rc_)); \
   } while (0)
 
 #define PT_CUDA_CHECK(expr) PT_LIBRARY_CHECK(expr, #expr, "CUDA", ::pt::cuda_error_string)

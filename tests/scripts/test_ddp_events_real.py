@@ -123,7 +123,7 @@ def expected_comm(ddp, bucket_mb, shard):
 
 def test_one_comm_event_per_collective(tables):
     _, _, ev = tables
-    for (ddp, bucket, shard, wire, prefetch, rank), g in by_config(ev, "rank"):
+    for (ddp, bucket, shard, wire, _prefetch, rank), g in by_config(ev, "rank"):
         names = g[g["stream"] == "comm"]["name"].tolist()
         want, ordered = expected_comm(ddp, bucket, shard)
         # gradient collectives on a bf16 copy say so beside their size; parameters stay fp32

@@ -244,7 +244,7 @@ def test_fused_on_and_off_stay_apart(tmp_path, out_dir):
 
 def test_update_sms_runs_stay_apart(tmp_path, out_dir):
     """Two `bench model` records of one configuration, `--update-sms 0` and `24` (the A/B of
-    `gpu_checks.sh ab-update-sms`), are two rows of the timings with an `update_sms` column."""
+    `dev/experiments/ab.sh ab-update-sms`), are two rows of the timings with an `update_sms` column."""
     paths = []
     for sms, ms in ((0, 64.0), (24, 62.0)):
         paths.append(tmp_path / f"sms{sms}.h5")
