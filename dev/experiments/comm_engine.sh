@@ -1,69 +1,74 @@
 #!/usr/bin/env bash
-# Copy-engine collectives against NCCL on one GPU host, in one device call: the NCCL suite on
-# both engines, nccl-tests-style busbw per engine, the XL step per engine and gradient type,
-# PyTorch DDP beside it. Run from the repository root with the bundle built
-# (scripts/device_bundle.sh); logs and records land in $OUT (results.tgz, summary.txt).
+# The copy-engine collectives (--comm-engine ce) against NCCL on one GPU host: the NCCL suite on
+# both engines, nccl-tests-style bus bandwidth per engine, the XL step per engine and gradient
+# type, PyTorch DDP beside it, and 4 ranks as 2 emulated nodes. Run from the repository root on a
+# GPU machine after `source .devbundle/main/env.sh`; the runner is scripts/gpu_steps.sh.
 #
-#   dev/experiments/comm_engine.sh STEP[:SECONDS] ...      NP=4 for four ranks (default 2)
-# Steps: tests  collectives  ddp-bf16  ddp-fp32  ddp-accum  torch-ddp  split-nodes  timeline
+#   dev/experiments/comm_engine.sh STEP[:SECONDS] ...   (default SECONDS per step: 300) | --list | --help
+#
+# Steps (NP ranks, one GPU each; variables they read in brackets):
+#   ce-tests             the NCCL suite with PARATRAIN_TEST_COMM_ENGINE=ce, then with nccl, and the
+#                        abort test of a copy-engine collective
+#   ce-collectives       bench allreduce: all-reduce, reduce-scatter, all-gather, 1M-1G [ENGINES]
+#   ce-ddp-bf16          bench ddp xl bf16, bf16 gradients: none, bucketed 25, zero1 [ENGINES]
+#   ce-ddp-bf16-sms      the same on ce alone, bucketed 25 and 100 MiB, --comm-sms 0 and 16
+#   ce-ddp-fp32          bench ddp xl bf16, fp32 gradients: none, bucketed 25 [ENGINES]
+#   ce-ddp-accum         ce-ddp-bf16 with --grad-accum 4 [ENGINES]
+#   ce-torch-ddp         scripts/compare_torch_ddp.py xl bf16: none and DDP (the peer)
+#   ce-split-nodes       PARATRAIN_TEST_SPLIT_NODES=2 (NP=4: 2 nodes x 2): the NCCL suite and bench
+#                        ddp with --comm-engine auto, which must fall back to NCCL between nodes
 set -uo pipefail
-source .devbundle/main/env.sh >/dev/null
-: "${OUT:=out/comm_engine}"
-R=${RESULTS:-/tmp/comm_engine}
-mkdir -p "$OUT" "$R"
-export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
-NP=${NP:-2}
-ENGINES=${ENGINES:-nccl,ce}
-M=(mpirun --allow-run-as-root --oversubscribe -np "$NP" -x LD_LIBRARY_PATH -x PATH -x NCCL_NVLS_ENABLE)
-trap 'tar -C "$R" -czf "$OUT/results.tgz" . 2>/dev/null' EXIT
+# shellcheck source=scripts/gpu_steps.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/gpu_steps.sh"
 
-XL=(paratrain bench ddp --model xl --precision bf16 --attention flash --warmup 2 --steps 5)
-step_tests() {
-  "${M[@]}" -x PARATRAIN_TEST_COMM_ENGINE=ce paratrain_tests_dist --gtest_color=no --gtest_filter='*Nccl*:*CopyEngine*' &&
-    "${M[@]}" paratrain_tests_dist --gtest_color=no --gtest_filter='*Nccl*' &&
-    PARATRAIN_COMM_TIMEOUT_S=3 sh tests/parallel/probe/expect_abort.sh mpirun "$(command -v paratrain_comm_probe)" hang ce \
-      "rank 0 of 2: communication failure in ce all_reduce"
+# xl_ddp NAME [flags...]: bench ddp, XL at context 512, batch 4 a rank, bf16 with flash attention.
+xl_ddp() {
+  local name=$1
+  shift
+  "${MPIRUN[@]}" paratrain bench ddp --model xl --precision bf16 --attention flash --warmup 2 --steps 5 \
+    --out "$RESULTS/${name}_np$NP.h5" --overwrite "$@"
 }
-step_collectives() {
-  "${M[@]}" paratrain bench allreduce --comm-engine "$ENGINES" --collectives all_reduce,reduce_scatter,all_gather \
-    --sizes 1M,4M,16M,64M,256M,1G --out "$R/allreduce_np$NP.h5" --overwrite
+step_ce-tests() {
+  "${MPIRUN[@]}" -x PARATRAIN_TEST_COMM_ENGINE=ce paratrain_tests_dist --gtest_color=no \
+    --gtest_filter='*Nccl*:*CopyEngine*' &&
+    "${MPIRUN[@]}" paratrain_tests_dist --gtest_color=no --gtest_filter='*Nccl*' &&
+    PARATRAIN_COMM_TIMEOUT_S=3 sh tests/parallel/probe/expect_abort.sh mpirun "$(command -v paratrain_comm_probe)" \
+      hang ce "rank 0 of 2: communication failure in ce all_reduce"
 }
-step_ddp-bf16() {
-  "${M[@]}" "${XL[@]}" --grad-dtype bf16 --ddp none,bucketed --bucket-mb 25 --shard-optimizer none,zero1 \
-    --comm-engine "$ENGINES" --out "$R/ddp_bf16_np$NP.h5" --overwrite
+step_ce-collectives() {
+  "${MPIRUN[@]}" paratrain bench allreduce --comm-engine "${ENGINES:-nccl,ce}" \
+    --collectives all_reduce,reduce_scatter,all_gather --sizes 1M,4M,16M,64M,256M,1G \
+    --out "$RESULTS/allreduce_np$NP.h5" --overwrite
 }
-step_ddp-bf16-sms() {
-  "${M[@]}" "${XL[@]}" --grad-dtype bf16 --ddp none,bucketed --bucket-mb 25,100 --comm-engine ce --comm-sms 0,16 \
-    --out "$R/ddp_bf16_sms_np$NP.h5" --overwrite
+step_ce-ddp-bf16() {
+  xl_ddp ddp_bf16 --grad-dtype bf16 --ddp none,bucketed --bucket-mb 25 --shard-optimizer none,zero1 \
+    --comm-engine "${ENGINES:-nccl,ce}"
 }
-step_ddp-fp32() {
-  "${M[@]}" "${XL[@]}" --grad-dtype fp32 --ddp none,bucketed --bucket-mb 25 \
-    --comm-engine "$ENGINES" --out "$R/ddp_fp32_np$NP.h5" --overwrite
+step_ce-ddp-bf16-sms() {
+  xl_ddp ddp_bf16_sms --grad-dtype bf16 --ddp none,bucketed --bucket-mb 25,100 --comm-engine ce --comm-sms 0,16
 }
-step_ddp-accum() {
-  "${M[@]}" "${XL[@]}" --grad-dtype bf16 --grad-accum 4 --ddp none,bucketed --bucket-mb 25 --shard-optimizer none,zero1 \
-    --comm-engine "$ENGINES" --out "$R/ddp_accum_np$NP.h5" --overwrite
+step_ce-ddp-fp32() {
+  xl_ddp ddp_fp32 --grad-dtype fp32 --ddp none,bucketed --bucket-mb 25 --comm-engine "${ENGINES:-nccl,ce}"
 }
-step_torch-ddp() {
-  "${M[@]}" -x PYTHONUNBUFFERED -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=29500 \
+step_ce-ddp-accum() {
+  xl_ddp ddp_accum --grad-dtype bf16 --grad-accum 4 --ddp none,bucketed --bucket-mb 25 \
+    --shard-optimizer none,zero1 --comm-engine "${ENGINES:-nccl,ce}"
+}
+step_ce-torch-ddp() {
+  "${MPIRUN[@]}" -x PYTHONUNBUFFERED -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=29500 \
     python3 scripts/compare_torch_ddp.py --model xl --precision bf16 --strategies none,ddp --steps 5 --warmup 2 \
-    --out "$R/torch_ddp_np$NP.h5" --overwrite
+    --out "$RESULTS/torch_ddp_np$NP.h5" --overwrite
 }
-step_split-nodes() {
-  PARATRAIN_TEST_SPLIT_NODES=2 "${M[@]}" -x PARATRAIN_TEST_SPLIT_NODES -x PARATRAIN_TEST_COMM_ENGINE=auto \
-    paratrain_tests_dist --gtest_color=no --gtest_filter='*SplitNodes*:*Nccl*' &&
-    PARATRAIN_TEST_SPLIT_NODES=2 "${M[@]}" -x PARATRAIN_TEST_SPLIT_NODES "${XL[@]}" --grad-dtype bf16 \
-      --ddp none,bucketed --bucket-mb 25 --comm-engine auto --out "$R/ddp_split_np$NP.h5" --overwrite
+step_ce-split-nodes() {
+  export PARATRAIN_TEST_SPLIT_NODES=2
+  "${MPIRUN[@]}" -x PARATRAIN_TEST_SPLIT_NODES -x PARATRAIN_TEST_COMM_ENGINE=auto paratrain_tests_dist \
+    --gtest_color=no --gtest_filter='*SplitNodes*:*Nccl*' &&
+    NCCL_DEBUG=INFO "${MPIRUN[@]}" -x PARATRAIN_TEST_SPLIT_NODES -x NCCL_DEBUG paratrain bench allreduce \
+      --comm-engine auto --sizes 64M,1G --out "$RESULTS/split_allreduce_np$NP.h5" --overwrite |
+    grep -E "via NET|via P2P|via SHM|busbw" | sort | uniq -c &&
+    "${MPIRUN[@]}" -x PARATRAIN_TEST_SPLIT_NODES paratrain bench ddp --model xl --precision bf16 --attention flash \
+      --warmup 2 --steps 5 --grad-dtype bf16 --ddp none,bucketed --bucket-mb 25 --comm-engine auto \
+      --out "$RESULTS/split_ddp_np$NP.h5" --overwrite
 }
 
-for arg in "$@"; do
-  name=${arg%%:*}
-  secs=300
-  [[ $arg == *:* ]] && secs=${arg##*:}
-  start=$(date +%s)
-  timeout "$secs" bash -c "$(declare -f step_$name); $(declare -p M XL R NP ENGINES); step_$name" >"$R/$name.log" 2>&1
-  rc=$?
-  line="$name rc=$rc $(($(date +%s) - start))s"
-  echo "$line" | tee -a "$OUT/summary.txt"
-  grep -E "ms/step|busbw|PASSED|FAILED|passed|error" "$R/$name.log" | tail -40
-done
+run_steps "$@"
