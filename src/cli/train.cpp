@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 
 #include "cli/ddp_options.h"
@@ -100,6 +101,17 @@ std::string nonfinite_advice(int64_t step, int64_t first_step, bool from_checkpo
   std::snprintf(buf, sizeof buf, "the run diverged: try a smaller --lr (this step's was %.3g)%s", lr,
                 grad_clip > 0 ? "" : " or a --grad-clip (it is off)");
   return buf;
+}
+
+// Runs write() after an earlier failure `why`: "" when it works or fails the same way, else
+// "; and <its error>" for the one error line.
+std::string also_failed(const std::function<void()>& write, const std::string& why) {
+  try {
+    write();
+  } catch (const std::exception& e) {
+    if (error_text(e) != why) return "; and " + error_text(e);
+  }
+  return "";
 }
 
 }  // namespace
@@ -411,9 +423,20 @@ int run_train(const std::vector<std::string>& args) {
   int64_t stopped_after = 0;       // a signal stopped the run after this step (when `stopped`)
   bool stopped = false;
   Eta eta(start_step, t.steps);
-  auto fail = [&](const std::string& status) {
-    log.event("end", {{"status", status}, {"last_step", last_step}, {"final_loss", last_loss}}, "");
-    rec.commit(status, last_step, last_loss);
+  // Called while `e` is being handled: keeps what was measured (the record of the completed steps,
+  // marked as failed) and rethrows e. A record or log that cannot be written either (the same
+  // full disk) is named in the one error, after e.
+  auto fail = [&](const std::exception& e, const std::string& during) {
+    const std::string why = error_text(e), status = "failed: " + during + why;
+    const std::string also =
+        also_failed(
+            [&] {
+              log.event("end", {{"status", status}, {"last_step", last_step}, {"final_loss", last_loss}}, "");
+            },
+            why) +
+        also_failed([&] { rec.commit(status, last_step, last_loss); }, why);
+    if (!also.empty()) PT_FAIL(why + also);
+    throw;
   };
   try {
     // A signal during start-up: stop before the first step (record and checkpoint as at any step).
@@ -485,17 +508,13 @@ int run_train(const std::vector<std::string>& args) {
       std::fflush(stdout);
     }
   } catch (const std::exception& e) {
-    // Keep what was measured: the record of the completed steps, marked as failed.
-    fail("failed: " + error_text(e));
-    throw;
+    fail(e, "");
   }
   if (!t.save.empty()) {
     try {
       save(last_step);
     } catch (const std::exception& e) {
-      // The steps ran: keep their record, with the failure in it.
-      fail("failed: final checkpoint: " + error_text(e));
-      throw;
+      fail(e, "final checkpoint: ");  // the steps ran: their record is kept
     }
   }
   const std::string stop_reason =

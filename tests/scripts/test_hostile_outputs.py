@@ -1,0 +1,148 @@
+"""The hostile-input suite's cases that need more than one command (issue 47): faults under the
+files a run writes or reads while it works, and files that belong to someone else. Each runs the
+real binary in a fresh directory and asserts the exit code, the one error line, and what is on
+disk afterwards: the files the run must not touch unchanged, no temporary file left.
+
+- A full disk under a checkpoint, record or --log-file: PARATRAIN_FAULT=disk-full:PATH (any
+  machine: the file's writes fail with ENOSPC), and a real full tmpfs where this runs as root.
+- A token file truncated by another process between two steps (PARATRAIN_FAULT=signal:N:SIGSTOP
+  holds the run after step N while the test truncates the file).
+"""
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import time
+
+import h5py
+import pytest
+
+from test_hostile_inputs import BIN, SAMPLE, TIMEOUT_S, TINY
+
+pytestmark = pytest.mark.skipif(not os.path.exists(BIN), reason=f"no paratrain binary at {BIN}")
+
+TRAIN = [BIN, "train", *TINY, "--data", SAMPLE]
+
+
+def run(args, tmp, env=None):
+    return subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=TIMEOUT_S, cwd=tmp,
+                          env=dict(os.environ, **(env or {})))
+
+
+def sha(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def error_line(proc):
+    """The one error line (asserted to be the whole of stderr) of a failed run."""
+    lines = [l for l in proc.stderr.splitlines() if l.strip()]
+    assert proc.returncode == 1, f"exit {proc.returncode}\n{proc.stderr}"
+    assert len(lines) == 1, f"expected one line on stderr:\n{proc.stderr}"
+    return lines[0]
+
+
+def status(path):
+    with h5py.File(path, "r") as f:
+        s = f.attrs["status"]
+        return (s.decode() if isinstance(s, bytes) else str(s)), [int(x) for x in f["train_steps"]["step"]]
+
+
+def no_temporary_files(*dirs):
+    for d in dirs:
+        left = [n for n in os.listdir(d) if ".tmp." in n]
+        assert not left, f"temporary files left in {d}: {left}"
+
+
+def seed_checkpoint(tmp, path):
+    """A whole checkpoint at step 2: the 'last good' one."""
+    proc = run([*TRAIN, "--steps", "2", "--save", path, "--out", tmp / "seed.h5"], tmp)
+    assert proc.returncode == 0, proc.stderr
+    os.remove(tmp / "seed.h5")
+
+
+# ---- A full disk ----------------------------------------------------------------------------------
+def test_injected_full_disk_under_the_checkpoint_keeps_the_last_one_and_the_record(tmp_path):
+    ck, rec = tmp_path / "ck.h5", tmp_path / "r.h5"
+    seed_checkpoint(tmp_path, ck)
+    before = sha(ck)
+    proc = run([*TRAIN, "--resume", ck, "--steps", "4", "--save", ck, "--save-every", "1", "--out", rec], tmp_path,
+               env={"PARATRAIN_FAULT": f"disk-full:{ck}"})
+    line = error_line(proc)
+    assert str(ck) in line and "No space left on device" in line, line
+    assert sha(ck) == before  # the last good checkpoint, untouched
+    s, steps = status(rec)
+    assert s.startswith("failed") and "No space left on device" in s and steps == [3], (s, steps)  # step 3 ran, its checkpoint failed
+    no_temporary_files(tmp_path)
+
+
+def test_injected_full_disk_under_the_record_is_one_line_and_the_checkpoint_is_written(tmp_path):
+    ck, rec = tmp_path / "ck.h5", tmp_path / "r.h5"
+    proc = run([*TRAIN, "--steps", "2", "--save", ck, "--out", rec], tmp_path, env={"PARATRAIN_FAULT": f"disk-full:{rec}"})
+    line = error_line(proc)
+    assert f"results file '{rec}'" in line and "No space left on device" in line, line
+    assert not rec.exists() and ck.exists()
+    no_temporary_files(tmp_path)
+
+
+def test_injected_full_disk_under_both_names_both_in_one_line(tmp_path):
+    ck, rec = tmp_path / "ck.h5", tmp_path / "r.h5"
+    proc = run([*TRAIN, "--steps", "2", "--save", ck, "--out", rec], tmp_path,
+               env={"PARATRAIN_FAULT": f"disk-full:{ck};disk-full:{rec}"})
+    line = error_line(proc)
+    assert f"checkpoint '{ck}' not written: No space left on device" in line, line
+    assert f"results file '{rec}' not written: No space left on device" in line, line
+    assert not ck.exists() and not rec.exists()
+    no_temporary_files(tmp_path)
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 2 MiB tmpfs at tmp_path/small (root only: CI runs as root), unmounted afterwards."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root (the injected-fault tests cover the same paths)")
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def fill(mnt, kib):
+    with open(mnt / "filler", "wb") as f:
+        f.write(b"\0" * (kib * 1024))
+
+
+# Free space left on the 2 MiB disk, KiB: from room for a small record down to nothing at all.
+FREE_KIB = [1024, 48, 16, 8, 4, 0]
+
+
+@pytest.mark.parametrize("free_kib", FREE_KIB)
+def test_real_full_disk_under_the_checkpoint(free_kib, small_disk, tmp_path):
+    fill(small_disk, 2048 - free_kib)
+    ck, rec = small_disk / "ck.h5", tmp_path / "r.h5"
+    proc = run([*TRAIN, "--steps", "2", "--save", ck, "--out", rec], tmp_path)
+    line = error_line(proc)  # never a segfault at exit (rc 139), never HDF5's stack
+    assert f"checkpoint '{ck}' not written: No space left on device" == line.split("error: ", 1)[1], line
+    assert status(rec)[0].startswith("failed: final checkpoint")
+    assert sorted(os.listdir(small_disk)) == ["filler"]
+
+
+@pytest.mark.parametrize("free_kib", FREE_KIB)
+def test_real_full_disk_under_the_record(free_kib, small_disk, tmp_path):
+    fill(small_disk, 2048 - free_kib)
+    ck, rec = tmp_path / "ck.h5", small_disk / "r.h5"
+    proc = run([*TRAIN, "--steps", "2", "--save", ck, "--out", rec], tmp_path)
+    if proc.returncode == 0:  # it fitted
+        assert status(rec)[0] == "completed"
+    else:
+        line = error_line(proc)
+        assert f"results file '{rec}' not written: No space left on device" in line, line
+        assert not rec.exists()
+    assert ck.exists()
+    no_temporary_files(small_disk, tmp_path)
