@@ -146,3 +146,21 @@ def test_real_full_disk_under_the_record(free_kib, small_disk, tmp_path):
         assert not rec.exists()
     assert ck.exists()
     no_temporary_files(small_disk, tmp_path)
+
+
+def test_injected_full_disk_under_the_log_file_is_an_error_not_a_silent_exit_0(tmp_path):
+    log, rec = tmp_path / "log.jsonl", tmp_path / "r.h5"
+    proc = run([*TRAIN, "--steps", "2", "--log-file", log, "--out", rec], tmp_path,
+               env={"PARATRAIN_FAULT": f"disk-full:{log}"})
+    line = error_line(proc)
+    assert f"--log-file '{log}'" in line and "No space left on device" in line, line
+
+
+def test_real_full_disk_under_the_log_file_ends_the_run_with_its_record(small_disk, tmp_path):
+    fill(small_disk, 2044)  # room for a few lines of the log
+    log, rec = small_disk / "log.jsonl", tmp_path / "r.h5"
+    proc = run([*TRAIN, "--steps", "200", "--log-file", log, "--out", rec], tmp_path)
+    line = error_line(proc)
+    assert f"--log-file '{log}'" in line and "No space left on device" in line, line
+    s, steps = status(rec)
+    assert s.startswith("failed") and "--log-file" in s and 0 < len(steps) < 200, (s, steps)
