@@ -38,7 +38,7 @@ std::vector<Fault> parse(const std::string& spec) {
     const std::vector<std::string> f = split(entry, ':');
     const std::string bad =
         "PARATRAIN_FAULT: cannot read '" + entry +
-        "' (nan-grad:STEP:PARAM, pause-in-checkpoint:SECONDS, signal:STEP:SIGTERM|SIGINT|SIGUSR1 or "
+        "' (nan-grad:STEP:PARAM, pause-in-checkpoint:SECONDS, signal:STEP:SIGTERM|SIGINT|SIGUSR1|SIGSTOP or "
         "disk-full:PATH)";
     Fault fault;
     fault.kind = f[0];
@@ -50,7 +50,11 @@ std::vector<Fault> parse(const std::string& spec) {
         fault.seconds = std::stod(f[1]);
       } else if (f[0] == "signal" && f.size() == 3) {
         fault.step = std::stoll(f[1]);
-        fault.signal = f[2] == "SIGTERM" ? SIGTERM : f[2] == "SIGINT" ? SIGINT : f[2] == "SIGUSR1" ? SIGUSR1 : 0;
+        fault.signal = f[2] == "SIGTERM"   ? SIGTERM
+                       : f[2] == "SIGINT"  ? SIGINT
+                       : f[2] == "SIGUSR1" ? SIGUSR1
+                       : f[2] == "SIGSTOP" ? SIGSTOP
+                                           : 0;
         if (fault.signal == 0) PT_FAIL(bad);
       } else {
         PT_FAIL(bad);

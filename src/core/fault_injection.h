@@ -8,7 +8,9 @@
 //                             written, optimizer state not), after saying so on stderr
 //   signal:STEP:NAME          rank 0 alone raises signal NAME (SIGTERM, SIGINT, SIGUSR1) on
 //                             itself during step STEP (train), so the run stops after it: a
-//                             preemption that reaches one rank only (STEP 0: during start-up)
+//                             preemption that reaches one rank only (STEP 0: during start-up).
+//                             SIGSTOP holds the process after step STEP until a SIGCONT, so a
+//                             test can change the files it uses between two steps
 //   disk-full:PATH            writes to the output file PATH (as named on the command line: a
 //                             checkpoint, results file or --log-file) fail with ENOSPC, as on a
 //                             full disk: its descriptor becomes /dev/full's

@@ -164,3 +164,46 @@ def test_real_full_disk_under_the_log_file_ends_the_run_with_its_record(small_di
     assert f"--log-file '{log}'" in line and "No space left on device" in line, line
     s, steps = status(rec)
     assert s.startswith("failed") and "--log-file" in s and 0 < len(steps) < 200, (s, steps)
+
+
+# ---- A token file changed under a run -------------------------------------------------------------
+def wait_until_stopped(proc):
+    """Until the process is stopped (SIGSTOP): its state in /proc/PID/stat is 'T'."""
+    deadline = time.time() + TIMEOUT_S
+    while time.time() < deadline:
+        assert proc.poll() is None, f"exited {proc.returncode} before stopping:\n{proc.communicate()[1]}"
+        with open(f"/proc/{proc.pid}/stat") as f:
+            if f.read().rsplit(")", 1)[1].split()[0] == "T":
+                return
+        time.sleep(0.02)
+    raise AssertionError("the run never stopped itself")
+
+
+@pytest.mark.parametrize("change", ["truncated", "rewritten"])
+def test_a_token_file_changed_between_two_steps_is_one_line_and_the_record_is_kept(change, tmp_path):
+    data, rec = tmp_path / "tokens.npy", tmp_path / "r.h5"
+    shutil.copy(SAMPLE, data)
+    # The run stops itself after step 2 (SIGSTOP); the file changes; SIGCONT lets it read step 3.
+    proc = subprocess.Popen([BIN, "train", *TINY, "--data", str(data), "--steps", "5", "--out", str(rec)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                            env=dict(os.environ, PARATRAIN_FAULT="signal:2:SIGSTOP"))
+    try:
+        wait_until_stopped(proc)
+        if change == "truncated":
+            os.truncate(data, os.path.getsize(data) // 2)
+        else:  # the same size, other tokens: only the modification time tells
+            with open(data, "r+b") as f:
+                f.seek(-64, os.SEEK_END)
+                f.write(bytes(64))
+            st = os.stat(data)
+            os.utime(data, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+        proc.send_signal(signal.SIGCONT)
+        _, err = proc.communicate(timeout=TIMEOUT_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    fake = subprocess.CompletedProcess(proc.args, proc.returncode, "", err)
+    line = error_line(fake)  # not SIGBUS (rc 135)
+    assert f"token file '{data}' changed while training" in line, line
+    s, steps = status(rec)
+    assert s.startswith("failed") and steps == [1, 2], (s, steps)
