@@ -118,6 +118,8 @@ RunLog::RunLog(const LogOptions& o, bool root) : root_(root), jsonl_(o.format ==
     PT_CHECK(fd >= 0, "--log-file '" + path_ + "': cannot open it for appending: " + std::strerror(errno));
     ::close(fd);
   } else {
+    const std::string link = io::broken_link(path_);
+    PT_CHECK(link.empty(), "--log-file '" + path_ + "' is " + link + "; give the file itself");
     io::check_output_path(path_, false, "--log-file");
   }
 }

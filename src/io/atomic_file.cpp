@@ -97,6 +97,16 @@ int remove_stale_temp_files(const std::string& path) {
   return removed;
 }
 
+std::string broken_link(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISLNK(st.st_mode) || ::stat(path.c_str(), &st) == 0) return "";
+  if (errno == ELOOP) return "a symbolic link that never reaches a file (a loop)";
+  std::string target(4096, '\0');
+  const ssize_t n = ::readlink(path.c_str(), target.data(), target.size());
+  target.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  return "a symbolic link to '" + target + "', which does not exist";
+}
+
 void check_output_path(const std::string& path, bool overwrite, const std::string& what) {
   PT_CHECK(!path.empty(), what + ": empty file name");
   const std::string w = what + " '" + path + "'";
@@ -105,6 +115,9 @@ void check_output_path(const std::string& path, bool overwrite, const std::strin
     refuse_non_regular(path, w);
     PT_CHECK(overwrite, w + " already exists (pass --overwrite to replace it)");
   }
+  // A link that names nothing is still a file this run did not make: writing would replace it.
+  const std::string link = broken_link(path);
+  PT_CHECK(link.empty() || overwrite, w + " is " + link + "; not replaced (pass --overwrite to replace the link)");
   const std::string dir = parent_dir(path);
   PT_CHECK(::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode), w + ": directory '" + dir + "' does not exist");
   // Probe with a real file: permission bits alone lie (root, read-only mounts, quotas).

@@ -10,9 +10,14 @@ namespace pt::io {
 
 // Fails with one clear message (naming `what`, e.g. "results file") when `path` exists and
 // overwrite is false, exists and is not a regular file (a directory, FIFO, device or socket
-// is never replaced), or its directory is missing or not writable. Call it before any work so
-// a long run never loses its output at the end.
+// is never replaced), is a symbolic link to nothing (or a loop) and overwrite is false, or its
+// directory is missing or not writable. Call it before any work so a long run never loses its
+// output at the end.
 void check_output_path(const std::string& path, bool overwrite, const std::string& what);
+
+// "" unless `path` is a symbolic link that reaches no file; then what it is, for an error ("a
+// symbolic link to 'x.h5', which does not exist", or a loop).
+std::string broken_link(const std::string& path);
 
 // What a path that is not a regular file is ("a directory", "a FIFO (named pipe)", "a
 // character device", ...), for errors that refuse it; "a regular file" for one.

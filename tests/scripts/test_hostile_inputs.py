@@ -126,6 +126,15 @@ def _negative_second_moment(f):
     d[...] = v
 
 
+def _dangling(tmp):
+    os.symlink("missing.h5", os.path.join(tmp, "link.h5"))
+
+
+def _loop(tmp):
+    os.symlink("loop_b.h5", os.path.join(tmp, "loop_a.h5"))
+    os.symlink("loop_a.h5", os.path.join(tmp, "loop_b.h5"))
+
+
 SETUPS = {
     "tokens": _tokens, "keep": _keep, "fifo": _fifo, "chardev": _chardev, "dir": _dir, "raw32": _raw32, "u32npy": _u32npy,
     "llmc": _llmc, "llmc_v9": lambda t: _llmc(t, 9), "empty": _empty, "ckpt": _checkpoint,
@@ -134,6 +143,7 @@ SETUPS = {
     "ckpt_negative_v": lambda t: _checkpoint(t, _negative_second_moment),
     "ckpt_negative_step": lambda t: _checkpoint(t, _negative_step),
     "ckpt_nan_lr": lambda t: _checkpoint(t, _nan_lr_config),
+    "dangling": _dangling, "loop": _loop,
 }
 
 
@@ -283,6 +293,16 @@ CASES = [
     ("resume-auto-without-save", C1, [*TRAIN, "--resume", "auto", "--out", "{tmp}/r.h5"], dict(ERR, words=["--resume auto", "--save"])),
     ("save-exists", C3, [*TRAIN, "--save", "{tmp}/keep.h5", "--out", "{tmp}/r.h5"],
      dict(ERR, setup=["keep"], words=["already exists"])),
+    # Issue 47: a link to nothing is a file the run did not make, refused before any work.
+    ("out-dangling-symlink", C3, [*TRAIN, "--out", "{tmp}/link.h5"],
+     dict(ERR, setup=["dangling"], words=["results file", "link.h5", "symbolic link to 'missing.h5'", "--overwrite"])),
+    ("out-symlink-loop", C3, [*TRAIN, "--out", "{tmp}/loop_a.h5"], dict(ERR, setup=["loop"], words=["loop_a.h5", "never reaches a file (a loop)"])),
+    ("save-dangling-symlink", C3, [*TRAIN, "--save", "{tmp}/link.h5", "--out", "{tmp}/r.h5"],
+     dict(ERR, setup=["dangling"], words=["--save", "link.h5", "symbolic link"])),
+    ("log-file-dangling-symlink", C3, [*TRAIN, "--log-file", "{tmp}/link.h5", "--out", "{tmp}/r.h5"],
+     dict(ERR, setup=["dangling"], words=["--log-file", "symbolic link to 'missing.h5'"])),
+    ("log-file-symlink-loop", C3, [*TRAIN, "--log-file", "{tmp}/loop_a.h5", "--out", "{tmp}/r.h5"],
+     dict(ERR, setup=["loop"], words=["--log-file", "never reaches a file (a loop)"])),
     # ---- class 4: every input read right or refused, without blocking -------------------------------
     ("data-fifo", C4, [*TRAIN_NODATA, "--data", "{tmp}/pipe.h5", "--out", "{tmp}/r.h5"],
      dict(ERR, setup=["fifo"], words=["FIFO", "regular file"])),
