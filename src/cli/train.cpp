@@ -318,12 +318,17 @@ int run_train(const std::vector<std::string>& args) {
   }
   io::BatchSampler sampler(tokens, sc);
   TrainRecord rec(run.out, run.overwrite, !t.resume.empty(), start_step, resume_from, rt.world_size());
-  // Every file this run writes, checked before any work: a long run never finds out at its end.
+  // Every file this run writes, checked (and on rank 0 taken: io::OutputLock) before any work: a
+  // long run never finds out at its end.
+  std::unique_ptr<io::OutputLock> save_lock;
   if (!t.save.empty()) {
     PT_CHECK(!same_file(t.save, rec.path()),
              "--save " + t.save + " and --out " + rec.path() + " name the same file; a run writes each of them");
     PT_CHECK(!same_file(t.save, t.data), "--save " + t.save + " is the token file --data reads");
-    if (rt.is_root()) io::check_output_path(t.save, run.overwrite || !t.resume.empty(), "checkpoint (--save)");
+    if (rt.is_root()) {
+      save_lock = std::make_unique<io::OutputLock>(t.save, "checkpoint (--save)");
+      io::check_output_path(t.save, run.overwrite || !t.resume.empty(), "checkpoint (--save)");
+    }
   }
   PT_CHECK(!same_file(rec.path(), t.data), "--out " + rec.path() + " is the token file --data reads");
   if (!log_opt.file.empty())

@@ -4,7 +4,12 @@
 // temporary file (core/interrupt.h); one left by SIGKILL or a crash is removed by the next run
 // that writes the same path on the same host.
 #include <functional>
+#include <memory>
 #include <string>
+
+namespace pt::interrupt {
+class TempFile;
+}
 
 namespace pt::io {
 
@@ -37,5 +42,28 @@ int remove_stale_temp_files(const std::string& path);
 // error rethrown; path is never half-written.
 void write_atomically(const std::string& path, bool replace, const std::string& what,
                       const std::function<void(const std::string& tmp)>& write);
+
+// An output taken by one run when it starts, not when it is written: the run holds
+// "<path>.lock" with an open-file-description lock (fcntl F_OFD_SETLK) for its lifetime and
+// removes it at its end. A second run started with the same --out or --save fails at once,
+// before any work, naming the process that holds it. The kernel drops the lock of a process that
+// dies (SIGKILL too), so a lock file left behind is simply taken by the next run; so is one still
+// held for an earlier run of the same Slurm job (a requeue after its node died, before the file
+// server let go). Where the file system has no locks, none is taken.
+class OutputLock {
+ public:
+  // Takes the lock of `path` or fails with one error naming `what` ("results file") and the
+  // holder. A directory that does not exist or cannot be written takes no lock (the output's
+  // own check, check_output_path, names that).
+  OutputLock(const std::string& path, const std::string& what);
+  ~OutputLock();
+  OutputLock(const OutputLock&) = delete;
+  OutputLock& operator=(const OutputLock&) = delete;
+
+ private:
+  std::string lock_path_;
+  int fd_ = -1;
+  std::unique_ptr<interrupt::TempFile> removed_on_signal_;  // a signal that ends the run removes it
+};
 
 }  // namespace pt::io

@@ -128,7 +128,9 @@ RunRecord::RunRecord(const std::string& subcommand, const std::string& path, boo
   // Only rank 0 writes, so only rank 0 checks: a slower rank must not find rank 0's file.
   int rank = 0;
   if (mpi_usable()) PT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
-  if (rank == 0) check_output_path(path_, overwrite_, "results file");
+  if (rank != 0) return;
+  lock_ = std::make_unique<OutputLock>(path_, "results file");
+  check_output_path(path_, overwrite_, "results file");
 }
 
 void RunRecord::erase_attr(const std::string& key) {

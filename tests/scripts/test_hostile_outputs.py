@@ -7,6 +7,8 @@ disk afterwards: the files the run must not touch unchanged, no temporary file l
   machine: the file's writes fail with ENOSPC), and a real full tmpfs where this runs as root.
 - A token file truncated by another process between two steps (PARATRAIN_FAULT=signal:N:SIGSTOP
   holds the run after step N while the test truncates the file).
+- Two runs started with the same --out or --save: the second fails at start (the first is held
+  after a step the same way).
 """
 import hashlib
 import os
@@ -207,3 +209,52 @@ def test_a_token_file_changed_between_two_steps_is_one_line_and_the_record_is_ke
     assert f"token file '{data}' changed while training" in line, line
     s, steps = status(rec)
     assert s.startswith("failed") and steps == [1, 2], (s, steps)
+
+
+# ---- Outputs taken when a run starts -------------------------------------------------------------
+def hold_after_step(args, tmp, step=1, env=None):
+    """A run started with `args`, held (SIGSTOP) after step `step` with its outputs taken."""
+    proc = subprocess.Popen([str(a) for a in args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=tmp, env=dict(os.environ, PARATRAIN_FAULT=f"signal:{step}:SIGSTOP", **(env or {})))
+    wait_until_stopped(proc)
+    return proc
+
+
+def finish(proc):
+    proc.send_signal(signal.SIGCONT)
+    out, err = proc.communicate(timeout=TIMEOUT_S)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def test_a_second_run_with_the_same_outputs_fails_at_start_and_the_first_finishes(tmp_path):
+    ck, rec = tmp_path / "ck.h5", tmp_path / "r.h5"
+    first = hold_after_step([*TRAIN, "--steps", "3", "--save", ck, "--out", rec], tmp_path)
+    try:
+        for save, out, taken in [(tmp_path / "ck2.h5", rec, f"results file '{rec}'"),
+                                 (ck, tmp_path / "r2.h5", f"checkpoint (--save) '{ck}'")]:
+            second = run([*TRAIN, "--steps", "3", "--save", save, "--out", out], tmp_path)
+            line = error_line(second)
+            assert taken in line and "being written by another run" in line and f"pid {first.pid}" in line, line
+            assert "step" not in second.stdout, second.stdout  # refused before any work
+        assert not (tmp_path / "ck2.h5").exists() and not (tmp_path / "r2.h5").exists()
+    finally:
+        done = finish(first)
+    assert done.returncode == 0, done.stderr
+    assert status(rec) == ("completed", [1, 2, 3])
+    assert sorted(os.listdir(tmp_path)) == ["ck.h5", "r.h5"]  # no lock file left
+
+
+def test_an_earlier_run_of_the_same_slurm_job_does_not_hold_its_outputs(tmp_path):
+    rec = tmp_path / "r.h5"
+    first = hold_after_step([*TRAIN, "--steps", "3", "--out", rec], tmp_path,
+                            env={"SLURM_JOB_ID": "4242", "SLURM_RESTART_COUNT": "0"})
+    try:
+        # Another step of the same run of the job: refused; the job's next run (a requeue): goes on.
+        same = run([*TRAIN, "--steps", "2", "--out", rec], tmp_path, env={"SLURM_JOB_ID": "4242", "SLURM_RESTART_COUNT": "0"})
+        assert "being written by another run" in error_line(same)
+        requeued = run([*TRAIN, "--steps", "2", "--out", rec, "--overwrite"], tmp_path,
+                       env={"SLURM_JOB_ID": "4242", "SLURM_RESTART_COUNT": "1"})
+        assert requeued.returncode == 0, requeued.stderr
+    finally:
+        first.kill()
+        first.communicate(timeout=TIMEOUT_S)
