@@ -114,9 +114,15 @@ RunLog::RunLog(const LogOptions& o, bool root) : root_(root), jsonl_(o.format ==
   if (::stat(path_.c_str(), &st) == 0) {
     PT_CHECK(S_ISREG(st.st_mode),
              "--log-file '" + path_ + "' is " + io::file_kind(st.st_mode) + "; the log must be a regular file");
-    const int fd = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+    const int fd = ::open(path_.c_str(), O_RDWR | O_APPEND | O_CLOEXEC);
     PT_CHECK(fd >= 0, "--log-file '" + path_ + "': cannot open it for appending: " + std::strerror(errno));
+    // Only a log is appended to: an HDF5 file, a token file or any other file is left alone.
+    char first = '{';
+    const ssize_t n = ::pread(fd, &first, 1, 0);
     ::close(fd);
+    PT_CHECK(n <= 0 || first == '{', "--log-file '" + path_ +
+                                         "' exists and is not a progress log (its JSON lines start with '{'): give "
+                                         "a new file, or the log of an earlier run to continue");
   } else {
     const std::string link = io::broken_link(path_);
     PT_CHECK(link.empty(), "--log-file '" + path_ + "' is " + link + "; give the file itself");

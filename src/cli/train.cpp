@@ -12,6 +12,7 @@
 #include "cli/options.h"
 #include "cli/run_log.h"
 #include "cli/subcommands.h"
+#include "cli/train_outputs.h"
 #include "cli/train_record.h"
 #include "cli/train_resume.h"
 #include "core/build_info.h"
@@ -80,14 +81,6 @@ StepConsensus agree_after_step(double loss, bool stop_requested) {
   // Bounded by --comm-timeout like every wait for the other ranks.
   const std::vector<double> sum = parallel::sum_over_ranks(std::vector<double>{loss, stop_requested ? 1.0 : 0.0});
   return {sum[0] / parallel::Runtime::get().world_size(), sum[1] > 0};
-}
-
-// Whether two paths name one file: the same path once made absolute and normal, or (both
-// existing) the same inode.
-bool same_file(const std::string& a, const std::string& b) {
-  std::error_code ec;
-  if (std::filesystem::equivalent(a, b, ec)) return true;
-  return std::filesystem::absolute(a).lexically_normal() == std::filesystem::absolute(b).lexically_normal();
 }
 
 // The advice for a non-finite loss or gradient at `step` (1-based), fitting its likely cause.
@@ -317,24 +310,20 @@ int run_train(const std::vector<std::string>& args) {
                   rt.world_size(), static_cast<long long>(w->second));
   }
   io::BatchSampler sampler(tokens, sc);
-  TrainRecord rec(run.out, run.overwrite, !t.resume.empty(), start_step, resume_from, rt.world_size());
   // Every file this run writes, checked (and on rank 0 taken: io::OutputLock) before any work: a
-  // long run never finds out at its end.
+  // long run never finds out at its end, and never replaces a file that is not its own.
+  const std::string out = run.out.empty() ? io::default_output_name("train") : run.out;
+  refuse_shared_names({t.data, resume_from, t.init_from, t.save, out, log_opt.file});
+  const std::string resumed_run_id = resume_from.empty() ? "" : run_id_of(resumed);
+  const std::string run_id = resumed_run_id.empty() ? new_run_id() : resumed_run_id;
+  TrainRecord rec(out, run.overwrite, !t.resume.empty(), start_step, resume_from, resumed_run_id, run_id,
+                  rt.world_size());
   std::unique_ptr<io::OutputLock> save_lock;
-  if (!t.save.empty()) {
-    PT_CHECK(!same_file(t.save, rec.path()),
-             "--save " + t.save + " and --out " + rec.path() + " name the same file; a run writes each of them");
-    PT_CHECK(!same_file(t.save, t.data), "--save " + t.save + " is the token file --data reads");
-    if (rt.is_root()) {
-      save_lock = std::make_unique<io::OutputLock>(t.save, "checkpoint (--save)");
-      io::check_output_path(t.save, run.overwrite || !t.resume.empty(), "checkpoint (--save)");
-    }
+  bool replace_save = run.overwrite;  // whether the first checkpoint may replace a file at --save
+  if (!t.save.empty() && rt.is_root()) {
+    save_lock = std::make_unique<io::OutputLock>(t.save, "checkpoint (--save)");
+    replace_save = check_save_target(t.save, run.overwrite, resume_from, resumed_run_id);
   }
-  PT_CHECK(!same_file(rec.path(), t.data), "--out " + rec.path() + " is the token file --data reads");
-  if (!log_opt.file.empty())
-    for (const auto& [other, flag] : {std::pair{rec.path(), "--out"}, {t.save, "--save"}, {t.data, "--data"}})
-      PT_CHECK(other.empty() || !same_file(log_opt.file, other),
-               "--log-file " + log_opt.file + " and " + flag + " " + other + " name the same file");
 
   // ---- build ---------------------------------------------------------------------------------
   Context ctx(device, precision);
@@ -388,10 +377,12 @@ int run_train(const std::vector<std::string>& args) {
     add_run_config(info, *vm);
     info.text["config.data"] = t.data;  // the resolved path (the default when --data was left out)
     info.text["data.identity"] = tokens.identity();
+    info.text["run.id"] = run_id;
     // Every rank takes part: a sharded optimizer's state is gathered to rank 0.
     const WholeOptimizerState state =
         gather_optimizer_state(*optimizer, ctx, lm.store().grad_numel(), ddp.shard == "none");
-    if (rt.is_root()) io::save_checkpoint(t.save, lm.store(), ctx, &optimizer->config(), &state, info);
+    if (rt.is_root()) io::save_checkpoint(t.save, lm.store(), ctx, &optimizer->config(), &state, info, replace_save);
+    replace_save = true;  // the file is this run's now
     log.event("checkpoint", {{"step", steps_done}, {"path", t.save}}, "");
   };
 

@@ -77,7 +77,7 @@ void save_checkpoint(const std::string& path, const ParamStore& params, Context&
 }
 
 void save_checkpoint(const std::string& path, const ParamStore& params, Context& ctx, const OptimizerConfig* opt_cfg,
-                     const WholeOptimizerState* state, const CheckpointInfo& info) {
+                     const WholeOptimizerState* state, const CheckpointInfo& info, bool replace) {
   PT_CHECK(params.finalized(), "save_checkpoint: the parameter store is not finalized");
   PT_CHECK((opt_cfg == nullptr) == (state == nullptr), "save_checkpoint: optimizer configuration without state");
   const std::vector<float> host = params.params_to_host(ctx);  // (numel) fp32, flat
@@ -142,7 +142,7 @@ void save_checkpoint(const std::string& path, const ParamStore& params, Context&
       }
     }
   };
-  write_atomically(path, true, "checkpoint", [&](const std::string& tmp) {
+  write_atomically(path, replace, "checkpoint", [&](const std::string& tmp) {
     h5::write_file(tmp, what_of(path), [&](hid_t file) { write_checkpoint(file); });
   });
 }

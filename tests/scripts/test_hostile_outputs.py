@@ -9,6 +9,8 @@ disk afterwards: the files the run must not touch unchanged, no temporary file l
   holds the run after step N while the test truncates the file).
 - Two runs started with the same --out or --save: the second fails at start (the first is held
   after a step the same way).
+- What --resume may replace: its own checkpoint and record (refusals of other files are rows of
+  test_hostile_inputs.py's CASES).
 """
 import hashlib
 import os
@@ -258,3 +260,21 @@ def test_an_earlier_run_of_the_same_slurm_job_does_not_hold_its_outputs(tmp_path
     finally:
         first.kill()
         first.communicate(timeout=TIMEOUT_S)
+
+
+# ---- Files that belong to this run, or to another ----
+def test_a_resumed_run_replaces_its_own_checkpoint_and_continues_its_own_record(tmp_path):
+    ck, rec, backup = tmp_path / "ck.h5", tmp_path / "r.h5", tmp_path / "backup.h5"
+    assert run([*TRAIN, "--steps", "2", "--save", ck, "--out", rec], tmp_path).returncode == 0
+    shutil.copy(ck, backup)
+    again = run([BIN, "train", "--resume", ck, "--steps", "4", "--save", ck, "--out", rec], tmp_path)
+    assert again.returncode == 0, again.stderr
+    # From an older copy of the same run: the run's checkpoint and record are still its own.
+    older = run([BIN, "train", "--resume", backup, "--steps", "5", "--save", ck, "--out", rec], tmp_path)
+    assert older.returncode == 0, older.stderr
+    assert status(rec) == ("completed", [1, 2, 3, 4, 5])
+    with h5py.File(rec, "r") as f:
+        run_id = f.attrs["run_id"]
+        assert len(f["train_segments"]) == 3
+    with h5py.File(ck, "r") as f:
+        assert f.attrs["run.id"] == run_id and int(f.attrs["step"]) == 5
