@@ -41,6 +41,9 @@ add_test(NAME scripts_reference_model COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh te
 # Hostile input and faults (issue 15): the real binary on bad flags, files and ranks; exit code,
 # message and an untouched disk asserted for each case.
 pt_binary_script_test(scripts_hostile_inputs test_hostile_inputs.py)
+# Its cases that take more than one command (issue 47): a full disk (injected, and a real tmpfs
+# as root), a token file truncated during training, outputs that belong to another run.
+pt_binary_script_test(scripts_hostile_outputs test_hostile_outputs.py)
 # Faults during a run: signals inside a checkpoint write and between steps, SIGKILL, an injected
 # NaN gradient (PARATRAIN_FAULT); the checkpoint stays whole, no temporary file stays behind.
 pt_binary_script_test(scripts_faults test_faults.py)
@@ -87,7 +90,7 @@ add_test(NAME scripts_gpu_steps COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_gpu
 add_test(NAME scripts_slurm COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_slurm.py)
 set_tests_properties(scripts_slurm PROPERTIES LABELS "scripts;slurm" TIMEOUT 900 RUN_SERIAL TRUE)
 
-set(PT_SCRIPTS_TESTS scripts_hostile_inputs scripts_faults scripts_compare_runs scripts_resume scripts_slurm_templates scripts_report_synthetic scripts_report_synthetic_comm scripts_report_real scripts_schema_doc scripts_ddp_events_real scripts_compare_torch
+set(PT_SCRIPTS_TESTS scripts_hostile_inputs scripts_hostile_outputs scripts_faults scripts_compare_runs scripts_resume scripts_slurm_templates scripts_report_synthetic scripts_report_synthetic_comm scripts_report_real scripts_schema_doc scripts_ddp_events_real scripts_compare_torch
     scripts_compare_torch_ddp scripts_compare_torch_cli scripts_reference_model scripts_check_format scripts_ptx_diff
     scripts_ncu_stalls scripts_kernel_trace scripts_docs scripts_help_texts scripts_gpu_steps scripts_lint)
 set_tests_properties(${PT_SCRIPTS_TESTS} PROPERTIES LABELS scripts TIMEOUT 600)

@@ -12,6 +12,7 @@
 #include <iostream>
 
 #include "core/error.h"
+#include "core/fault_injection.h"
 #include "io/atomic_file.h"
 
 namespace pt::cli {
@@ -113,26 +114,36 @@ RunLog::RunLog(const LogOptions& o, bool root) : root_(root), jsonl_(o.format ==
   if (::stat(path_.c_str(), &st) == 0) {
     PT_CHECK(S_ISREG(st.st_mode),
              "--log-file '" + path_ + "' is " + io::file_kind(st.st_mode) + "; the log must be a regular file");
-    const int fd = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+    const int fd = ::open(path_.c_str(), O_RDWR | O_APPEND | O_CLOEXEC);
     PT_CHECK(fd >= 0, "--log-file '" + path_ + "': cannot open it for appending: " + std::strerror(errno));
+    // Only a log is appended to: an HDF5 file, a token file or any other file is left alone.
+    char first = '{';
+    const ssize_t n = ::pread(fd, &first, 1, 0);
     ::close(fd);
+    PT_CHECK(n <= 0 || first == '{', "--log-file '" + path_ +
+                                         "' exists and is not a progress log (its JSON lines start with '{'): give "
+                                         "a new file, or the log of an earlier run to continue");
   } else {
+    const std::string link = io::broken_link(path_);
+    PT_CHECK(link.empty(), "--log-file '" + path_ + "' is " + link + "; give the file itself");
     io::check_output_path(path_, false, "--log-file");
   }
 }
 
-std::FILE* RunLog::file() {
-  if (!file_ && !path_.empty()) {
-    const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    PT_CHECK(fd >= 0, "--log-file '" + path_ + "': cannot open it for appending: " + std::strerror(errno));
-    file_ = ::fdopen(fd, "a");
-    PT_CHECK(file_ != nullptr, "--log-file '" + path_ + "': " + std::strerror(errno));
+int RunLog::file() {
+  if (fd_ < 0 && !path_.empty()) {
+    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    PT_CHECK(fd_ >= 0, "--log-file '" + path_ + "': cannot open it for appending: " + std::strerror(errno));
+    if (fault::disk_full(path_)) {  // PARATRAIN_FAULT=disk-full:PATH only
+      const int err = fault::make_disk_full(fd_);
+      PT_CHECK(err == 0, std::string("PARATRAIN_FAULT disk-full: ") + std::strerror(err));
+    }
   }
-  return file_;
+  return fd_;
 }
 
 RunLog::~RunLog() {
-  if (file_) std::fclose(file_);
+  if (fd_ >= 0) ::close(fd_);
 }
 
 double RunLog::elapsed_s() const { return now_s() - t0_; }
@@ -145,9 +156,23 @@ void RunLog::event(const std::string& event, LogFields fields, const std::string
     std::cout << line << std::endl;
   else if (!text.empty())
     std::cout << text << std::endl;
-  if (std::FILE* f = file()) {
-    std::fputs((line + "\n").c_str(), f);
-    std::fflush(f);
+  if (file() >= 0) {
+    // A log that cannot be written (a full disk) ends the run with an error, once: the events
+    // after it (the run's end) go to stdout only.
+    const std::string text_line = line + "\n";
+    for (size_t done = 0; done < text_line.size();) {
+      const ssize_t n = ::write(fd_, text_line.data() + done, text_line.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        const std::string why = n < 0 ? std::strerror(errno) : "nothing written";
+        ::close(fd_);
+        fd_ = -1;
+        const std::string path = path_;
+        path_.clear();
+        PT_FAIL("--log-file '" + path + "': cannot write: " + why);
+      }
+      done += static_cast<size_t>(n);
+    }
   }
 }
 

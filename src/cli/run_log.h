@@ -41,16 +41,17 @@ class RunLog {
 
   // One event: `text` on stdout in text format (nothing when empty), the JSON object on
   // stdout in jsonl format, and the JSON object in --log-file. "time" and "elapsed_s" (since
-  // this RunLog was made) are added to `fields`. Flushed at once.
+  // this RunLog was made) are added to `fields`. Flushed at once. A --log-file that cannot be
+  // written (a full disk) throws an error naming it, once; later events skip it.
   void event(const std::string& event, LogFields fields, const std::string& text);
   double elapsed_s() const;
   bool jsonl() const { return jsonl_; }
 
  private:
-  std::FILE* file();  // opened at the first event
+  int file();  // --log-file's descriptor, opened at the first event; -1 without one
   bool root_, jsonl_;
-  std::string path_;  // --log-file on rank 0
-  std::FILE* file_ = nullptr;
+  std::string path_;  // --log-file on rank 0 ("" once it could not be written)
+  int fd_ = -1;
   double t0_;
 };
 

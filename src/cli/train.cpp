@@ -5,12 +5,14 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 
 #include "cli/ddp_options.h"
 #include "cli/options.h"
 #include "cli/run_log.h"
 #include "cli/subcommands.h"
+#include "cli/train_outputs.h"
 #include "cli/train_record.h"
 #include "cli/train_resume.h"
 #include "core/build_info.h"
@@ -81,14 +83,6 @@ StepConsensus agree_after_step(double loss, bool stop_requested) {
   return {sum[0] / parallel::Runtime::get().world_size(), sum[1] > 0};
 }
 
-// Whether two paths name one file: the same path once made absolute and normal, or (both
-// existing) the same inode.
-bool same_file(const std::string& a, const std::string& b) {
-  std::error_code ec;
-  if (std::filesystem::equivalent(a, b, ec)) return true;
-  return std::filesystem::absolute(a).lexically_normal() == std::filesystem::absolute(b).lexically_normal();
-}
-
 // The advice for a non-finite loss or gradient at `step` (1-based), fitting its likely cause.
 std::string nonfinite_advice(int64_t step, int64_t first_step, bool from_checkpoint, double lr, double grad_clip) {
   if (step == first_step && from_checkpoint)
@@ -100,6 +94,17 @@ std::string nonfinite_advice(int64_t step, int64_t first_step, bool from_checkpo
   std::snprintf(buf, sizeof buf, "the run diverged: try a smaller --lr (this step's was %.3g)%s", lr,
                 grad_clip > 0 ? "" : " or a --grad-clip (it is off)");
   return buf;
+}
+
+// Runs write() after an earlier failure `why`: "" when it works or fails the same way, else
+// "; and <its error>" for the one error line.
+std::string also_failed(const std::function<void()>& write, const std::string& why) {
+  try {
+    write();
+  } catch (const std::exception& e) {
+    if (error_text(e) != why) return "; and " + error_text(e);
+  }
+  return "";
 }
 
 }  // namespace
@@ -299,19 +304,20 @@ int run_train(const std::vector<std::string>& args) {
                   rt.world_size(), static_cast<long long>(w->second));
   }
   io::BatchSampler sampler(tokens, sc);
-  TrainRecord rec(run.out, run.overwrite, !t.resume.empty(), start_step, resume_from, rt.world_size());
-  // Every file this run writes, checked before any work: a long run never finds out at its end.
-  if (!t.save.empty()) {
-    PT_CHECK(!same_file(t.save, rec.path()),
-             "--save " + t.save + " and --out " + rec.path() + " name the same file; a run writes each of them");
-    PT_CHECK(!same_file(t.save, t.data), "--save " + t.save + " is the token file --data reads");
-    if (rt.is_root()) io::check_output_path(t.save, run.overwrite || !t.resume.empty(), "checkpoint (--save)");
+  // Every file this run writes, checked (and on rank 0 taken: io::OutputLock) before any work: a
+  // long run never finds out at its end, and never replaces a file that is not its own.
+  const std::string out = run.out.empty() ? io::default_output_name("train") : run.out;
+  refuse_shared_names({t.data, resume_from, t.init_from, t.save, out, log_opt.file});
+  const std::string resumed_run_id = resume_from.empty() ? "" : run_id_of(resumed);
+  const std::string run_id = resumed_run_id.empty() ? new_run_id() : resumed_run_id;
+  TrainRecord rec(out, run.overwrite, !t.resume.empty(), start_step, resume_from, resumed_run_id, run_id,
+                  rt.world_size());
+  std::unique_ptr<io::OutputLock> save_lock;
+  bool replace_save = run.overwrite;  // whether the first checkpoint may replace a file at --save
+  if (!t.save.empty() && rt.is_root()) {
+    save_lock = std::make_unique<io::OutputLock>(t.save, "checkpoint (--save)");
+    replace_save = check_save_target(t.save, run.overwrite, resume_from, resumed_run_id);
   }
-  PT_CHECK(!same_file(rec.path(), t.data), "--out " + rec.path() + " is the token file --data reads");
-  if (!log_opt.file.empty())
-    for (const auto& [other, flag] : {std::pair{rec.path(), "--out"}, {t.save, "--save"}, {t.data, "--data"}})
-      PT_CHECK(other.empty() || !same_file(log_opt.file, other),
-               "--log-file " + log_opt.file + " and " + flag + " " + other + " name the same file");
 
   // ---- build ---------------------------------------------------------------------------------
   Context ctx(device, precision);
@@ -366,10 +372,12 @@ int run_train(const std::vector<std::string>& args) {
     add_run_config(info, *vm);
     info.text["config.data"] = t.data;  // the resolved path (the default when --data was left out)
     info.text["data.identity"] = tokens.identity();
+    info.text["run.id"] = run_id;
     // Every rank takes part: a sharded optimizer's state is gathered to rank 0.
     const WholeOptimizerState state =
         gather_optimizer_state(*optimizer, ctx, lm.store().grad_numel(), ddp.shard == "none");
-    if (rt.is_root()) io::save_checkpoint(t.save, lm.store(), ctx, &optimizer->config(), &state, info);
+    if (rt.is_root()) io::save_checkpoint(t.save, lm.store(), ctx, &optimizer->config(), &state, info, replace_save);
+    replace_save = true;  // the file is this run's now
     log.event("checkpoint", {{"step", steps_done}, {"path", t.save}}, "");
   };
 
@@ -406,9 +414,20 @@ int run_train(const std::vector<std::string>& args) {
   int64_t stopped_after = 0;       // a signal stopped the run after this step (when `stopped`)
   bool stopped = false;
   Eta eta(start_step, t.steps);
-  auto fail = [&](const std::string& status) {
-    log.event("end", {{"status", status}, {"last_step", last_step}, {"final_loss", last_loss}}, "");
-    rec.commit(status, last_step, last_loss);
+  // Called while `e` is being handled: keeps what was measured (the record of the completed steps,
+  // marked as failed) and rethrows e. A record or log that cannot be written either (the same
+  // full disk) is named in the one error, after e.
+  auto fail = [&](const std::exception& e, const std::string& during) {
+    const std::string why = error_text(e), status = "failed: " + during + why;
+    const std::string also =
+        also_failed(
+            [&] {
+              log.event("end", {{"status", status}, {"last_step", last_step}, {"final_loss", last_loss}}, "");
+            },
+            why) +
+        also_failed([&] { rec.commit(status, last_step, last_loss); }, why);
+    if (!also.empty()) PT_FAIL(why + also);
+    throw;
   };
   try {
     // A signal during start-up: stop before the first step (record and checkpoint as at any step).
@@ -480,17 +499,13 @@ int run_train(const std::vector<std::string>& args) {
       std::fflush(stdout);
     }
   } catch (const std::exception& e) {
-    // Keep what was measured: the record of the completed steps, marked as failed.
-    fail("failed: " + error_text(e));
-    throw;
+    fail(e, "");
   }
   if (!t.save.empty()) {
     try {
       save(last_step);
     } catch (const std::exception& e) {
-      // The steps ran: keep their record, with the failure in it.
-      fail("failed: final checkpoint: " + error_text(e));
-      throw;
+      fail(e, "final checkpoint: ");  // the steps ran: their record is kept
     }
   }
   const std::string stop_reason =

@@ -51,24 +51,36 @@ std::string utc_now() {
   return buf;
 }
 
-// Whether `out` is a record this run continues: with --resume, an existing train record. An
-// existing file of another kind is refused unless --overwrite replaces it.
-bool continues(const std::string& out, bool overwrite, bool resumed) {
+// Whether `out` is a record this run continues: with --resume, an existing train record of the
+// same run (its run_id is the one the checkpoint holds; "" on both sides for files written before
+// run ids). Anything else that exists is refused unless --overwrite replaces it.
+bool continues(const std::string& out, bool overwrite, bool resumed, const std::string& resumed_from,
+               const std::string& resumed_run_id) {
   std::error_code ec;
   if (!resumed || out.empty() || !std::filesystem::exists(out, ec) || overwrite) return false;
   const auto kind = io::read_record_text(out, "subcommand");
   PT_CHECK(kind && *kind == "train", "--out " + out +
                                          " exists and is not the record of a train run, so a resumed "
                                          "run cannot continue it: give another --out, or --overwrite to replace it");
+  PT_CHECK(!resumed_from.empty(), "--out " + out +
+                                      " exists, and this run starts afresh (--resume auto found no checkpoint), so "
+                                      "it is not this run's record: give another --out, or --overwrite to replace it");
+  const std::string id = io::read_record_text(out, "run_id").value_or("");
+  PT_CHECK(id == resumed_run_id, "--out " + out + " is the record of another run (run id " +
+                                     (id.empty() ? "none" : id) + "; the checkpoint " + resumed_from + " is of " +
+                                     (resumed_run_id.empty() ? "a run without one" : "run " + resumed_run_id) +
+                                     "): a resumed run continues only its own record: give another --out, or "
+                                     "--overwrite to replace it");
   return true;
 }
 
 }  // namespace
 
 TrainRecord::TrainRecord(const std::string& out, bool overwrite, bool resumed, int64_t start_step,
-                         const std::string& resumed_from, int world_size)
+                         const std::string& resumed_from, const std::string& resumed_run_id, const std::string& run_id,
+                         int world_size)
     : root_(parallel::Runtime::get().is_root()),
-      continuing_(root_ && continues(out, overwrite, resumed)),
+      continuing_(root_ && continues(out, overwrite, resumed, resumed_from, resumed_run_id)),
       record_("train", out, overwrite || continuing_),
       steps_(steps_schema()),
       segments_(segments_schema()) {
@@ -103,6 +115,7 @@ TrainRecord::TrainRecord(const std::string& out, bool overwrite, bool resumed, i
       .set("slurm_job_id", env_or("SLURM_JOB_ID", ""))
       .set("slurm_restart_count", static_cast<int64_t>(std::stoll(env_or("SLURM_RESTART_COUNT", "0"))));
   if (!resumed_from.empty()) record_.set_attr("resumed_from", resumed_from);
+  record_.set_attr("run_id", run_id);
 }
 
 void TrainRecord::add_step(int64_t step, double loss, double lr, double grad_norm, double step_ms,

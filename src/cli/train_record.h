@@ -1,10 +1,12 @@
 #pragma once
 // The record of `train` (docs/HDF5_SCHEMA.md): one row per step in /train_steps and one per
 // segment in /train_segments — the part of a run one process ran: the first, then each resume.
-// A resumed run (--resume, also `--resume auto` starting afresh) whose --out is the record of a
-// train run continues it instead of being refused because it exists: the rows of the steps up to
-// the one it starts from are kept (later ones, which it runs again, are dropped) and so are the
-// earlier segments. Rank 0 reads and writes; the other ranks hold an empty record.
+// A resumed run whose --out is its own record (the same run id as the checkpoint it resumes
+// from: cli/train_outputs.h) continues it instead of being refused because it exists: the rows
+// of the steps up to the one it starts from are kept (later ones, which it runs again, are
+// dropped) and so are the earlier segments. Another run's record, or any record when `--resume
+// auto` starts afresh, is refused unless --overwrite replaces it. Rank 0 reads and writes; the
+// other ranks hold an empty record.
 #include <cstdint>
 #include <string>
 
@@ -16,9 +18,10 @@ namespace pt::cli {
 class TrainRecord {
  public:
   // start_step: the step this process starts after (0 for a fresh start); resumed: --resume was
-  // given; resumed_from: the checkpoint ("" when starting afresh).
+  // given; resumed_from: the checkpoint ("" when starting afresh) and resumed_run_id its run id;
+  // run_id: this run's, stored as the record's "run_id".
   TrainRecord(const std::string& out, bool overwrite, bool resumed, int64_t start_step, const std::string& resumed_from,
-              int world_size);
+              const std::string& resumed_run_id, const std::string& run_id, int world_size);
 
   io::RunRecord& record() { return record_; }
   const std::string& path() const { return record_.path(); }

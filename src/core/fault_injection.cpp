@@ -1,8 +1,10 @@
 #include "core/fault_injection.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <sstream>
@@ -26,10 +28,18 @@ std::vector<Fault> parse(const std::string& spec) {
   std::vector<Fault> faults;
   for (const std::string& entry : split(spec, ';')) {
     if (entry.empty()) continue;
+    if (entry.rfind("disk-full:", 0) == 0 && entry.size() > 10) {  // a path may hold ':'
+      Fault fault;
+      fault.kind = "disk-full";
+      fault.path = entry.substr(10);
+      faults.push_back(fault);
+      continue;
+    }
     const std::vector<std::string> f = split(entry, ':');
     const std::string bad =
         "PARATRAIN_FAULT: cannot read '" + entry +
-        "' (nan-grad:STEP:PARAM, pause-in-checkpoint:SECONDS or signal:STEP:SIGTERM|SIGINT|SIGUSR1)";
+        "' (nan-grad:STEP:PARAM, pause-in-checkpoint:SECONDS, signal:STEP:SIGTERM|SIGINT|SIGUSR1|SIGSTOP or "
+        "disk-full:PATH)";
     Fault fault;
     fault.kind = f[0];
     try {
@@ -40,7 +50,11 @@ std::vector<Fault> parse(const std::string& spec) {
         fault.seconds = std::stod(f[1]);
       } else if (f[0] == "signal" && f.size() == 3) {
         fault.step = std::stoll(f[1]);
-        fault.signal = f[2] == "SIGTERM" ? SIGTERM : f[2] == "SIGINT" ? SIGINT : f[2] == "SIGUSR1" ? SIGUSR1 : 0;
+        fault.signal = f[2] == "SIGTERM"   ? SIGTERM
+                       : f[2] == "SIGINT"  ? SIGINT
+                       : f[2] == "SIGUSR1" ? SIGUSR1
+                       : f[2] == "SIGSTOP" ? SIGSTOP
+                                           : 0;
         if (fault.signal == 0) PT_FAIL(bad);
       } else {
         PT_FAIL(bad);
@@ -67,6 +81,20 @@ const Fault* find(const std::string& kind) {
   for (const Fault& f : faults())
     if (f.kind == kind) return &f;
   return nullptr;
+}
+
+bool disk_full(const std::string& file) {
+  for (const Fault& f : faults())
+    if (f.kind == "disk-full" && (file == f.path || file.rfind(f.path + ".tmp.", 0) == 0)) return true;
+  return false;
+}
+
+int make_disk_full(int fd) {
+  const int full = ::open("/dev/full", O_WRONLY | O_CLOEXEC);
+  if (full < 0) return errno;
+  const int err = ::dup2(full, fd) < 0 ? errno : 0;
+  ::close(full);
+  return err;
 }
 
 void pause_if_asked(const std::string& kind, const std::string& what) {

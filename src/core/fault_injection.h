@@ -8,7 +8,12 @@
 //                             written, optimizer state not), after saying so on stderr
 //   signal:STEP:NAME          rank 0 alone raises signal NAME (SIGTERM, SIGINT, SIGUSR1) on
 //                             itself during step STEP (train), so the run stops after it: a
-//                             preemption that reaches one rank only (STEP 0: during start-up)
+//                             preemption that reaches one rank only (STEP 0: during start-up).
+//                             SIGSTOP holds the process after step STEP until a SIGCONT, so a
+//                             test can change the files it uses between two steps
+//   disk-full:PATH            writes to the output file PATH (as named on the command line: a
+//                             checkpoint, results file or --log-file) fail with ENOSPC, as on a
+//                             full disk: its descriptor becomes /dev/full's
 //
 // Unset, nothing changes. A malformed entry is an error at the first lookup.
 #include <cstdint>
@@ -22,10 +27,18 @@ struct Fault {
   std::string param;   // nan-grad
   double seconds = 0;  // pause-in-checkpoint
   int signal = 0;      // signal
+  std::string path;    // disk-full
 };
 
 // The entry of this kind in PARATRAIN_FAULT, or nullptr.
 const Fault* find(const std::string& kind);
+
+// Whether a disk-full entry names `file`, or `file` is a temporary file of one it names
+// ("<PATH>.tmp.<host>.<pid>", io/atomic_file.h).
+bool disk_full(const std::string& file);
+// Makes writes to `fd` fail with ENOSPC (dup2 of /dev/full onto it). Returns 0, or the errno
+// of what failed (no exception: file drivers call it).
+int make_disk_full(int fd);
 
 // pause-in-checkpoint, when asked for: one line on stderr naming `what`, then the pause.
 void pause_if_asked(const std::string& kind, const std::string& what);

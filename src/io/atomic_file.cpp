@@ -6,10 +6,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <map>
 
 #include "core/error.h"
 #include "core/interrupt.h"
@@ -97,6 +100,16 @@ int remove_stale_temp_files(const std::string& path) {
   return removed;
 }
 
+std::string broken_link(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISLNK(st.st_mode) || ::stat(path.c_str(), &st) == 0) return "";
+  if (errno == ELOOP) return "a symbolic link that never reaches a file (a loop)";
+  std::string target(4096, '\0');
+  const ssize_t n = ::readlink(path.c_str(), target.data(), target.size());
+  target.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  return "a symbolic link to '" + target + "', which does not exist";
+}
+
 void check_output_path(const std::string& path, bool overwrite, const std::string& what) {
   PT_CHECK(!path.empty(), what + ": empty file name");
   const std::string w = what + " '" + path + "'";
@@ -105,6 +118,9 @@ void check_output_path(const std::string& path, bool overwrite, const std::strin
     refuse_non_regular(path, w);
     PT_CHECK(overwrite, w + " already exists (pass --overwrite to replace it)");
   }
+  // A link that names nothing is still a file this run did not make: writing would replace it.
+  const std::string link = broken_link(path);
+  PT_CHECK(link.empty() || overwrite, w + " is " + link + "; not replaced (pass --overwrite to replace the link)");
   const std::string dir = parent_dir(path);
   PT_CHECK(::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode), w + ": directory '" + dir + "' does not exist");
   // Probe with a real file: permission bits alone lie (root, read-only mounts, quotas).
@@ -144,6 +160,87 @@ void write_atomically(const std::string& path, bool replace, const std::string& 
     ::unlink(tmp.c_str());
     throw;
   }
+}
+
+namespace {
+
+std::string env_or_empty(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+// Who holds a lock: "key=value" lines the holder wrote into the lock file.
+std::map<std::string, std::string> read_holder(int fd) {
+  std::map<std::string, std::string> holder;
+  char buf[1024] = {};
+  const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+  std::string text(buf, n > 0 ? static_cast<size_t>(n) : 0);
+  for (size_t at = 0; at < text.size();) {
+    const size_t end = std::min(text.find('\n', at), text.size()), eq = text.find('=', at);
+    if (eq < end) holder[text.substr(at, eq - at)] = text.substr(eq + 1, end - eq - 1);
+    at = end + 1;
+  }
+  return holder;
+}
+
+// A lock held for an earlier run of this Slurm job: the job was requeued (its restart count
+// differs), so that run has ended, wherever its lock still lingers.
+bool earlier_run_of_this_job(std::map<std::string, std::string>& holder) {
+  const std::string job = env_or_empty("SLURM_JOB_ID");
+  return !job.empty() && holder["slurm_job_id"] == job &&
+         holder["slurm_restart_count"] != env_or_empty("SLURM_RESTART_COUNT");
+}
+
+}  // namespace
+
+OutputLock::OutputLock(const std::string& path, const std::string& what) : lock_path_(path + ".lock") {
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    const int fd = ::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return;
+    struct flock whole {};
+    whole.l_type = F_WRLCK;
+    whole.l_whence = SEEK_SET;
+    int rc = ::fcntl(fd, F_OFD_SETLK, &whole);
+    if (rc != 0 && errno == EINVAL) rc = ::fcntl(fd, F_SETLK, &whole);  // a kernel before OFD locks
+    const int err = rc == 0 ? 0 : errno;
+    if (err != 0 && err != EAGAIN && err != EACCES) {  // this file system has no locks
+      ::close(fd);
+      ::unlink(lock_path_.c_str());
+      return;
+    }
+    if (err != 0) {
+      std::map<std::string, std::string> holder = read_holder(fd);
+      ::close(fd);
+      PT_CHECK(earlier_run_of_this_job(holder), what + " '" + path + "' is being written by another run (pid " +
+                                                    holder["pid"] + " on " + holder["host"] + "; lock file '" +
+                                                    lock_path_ +
+                                                    "'): give this run another file, or wait for that run to end");
+      return;  // that run is over: go on without the lock
+    }
+    // Locked, but the file may no longer be the one at lock_path_: its last holder removes it.
+    struct stat ours {
+    }, named{};
+    if (::fstat(fd, &ours) != 0 || ::stat(lock_path_.c_str(), &named) != 0 || ours.st_ino != named.st_ino ||
+        ours.st_dev != named.st_dev) {
+      ::close(fd);
+      continue;
+    }
+    const std::string holder = "pid=" + std::to_string(static_cast<long>(::getpid())) + "\nhost=" + this_host() +
+                               "\nslurm_job_id=" + env_or_empty("SLURM_JOB_ID") +
+                               "\nslurm_restart_count=" + env_or_empty("SLURM_RESTART_COUNT") + "\n";
+    // For the error of a run that finds the file locked; the lock holds without it too.
+    const bool described = ::ftruncate(fd, 0) == 0 && ::pwrite(fd, holder.data(), holder.size(), 0) > 0;
+    (void)described;
+    fd_ = fd;
+    removed_on_signal_ = std::make_unique<interrupt::TempFile>(lock_path_);
+    return;
+  }
+}
+
+OutputLock::~OutputLock() {
+  if (fd_ < 0) return;
+  ::unlink(lock_path_.c_str());  // before the lock goes: a run waiting on this file tries again
+  ::close(fd_);
 }
 
 }  // namespace pt::io

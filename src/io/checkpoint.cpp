@@ -77,7 +77,7 @@ void save_checkpoint(const std::string& path, const ParamStore& params, Context&
 }
 
 void save_checkpoint(const std::string& path, const ParamStore& params, Context& ctx, const OptimizerConfig* opt_cfg,
-                     const WholeOptimizerState* state, const CheckpointInfo& info) {
+                     const WholeOptimizerState* state, const CheckpointInfo& info, bool replace) {
   PT_CHECK(params.finalized(), "save_checkpoint: the parameter store is not finalized");
   PT_CHECK((opt_cfg == nullptr) == (state == nullptr), "save_checkpoint: optimizer configuration without state");
   const std::vector<float> host = params.params_to_host(ctx);  // (numel) fp32, flat
@@ -100,8 +100,7 @@ void save_checkpoint(const std::string& path, const ParamStore& params, Context&
                           std::to_string(i) + " (the run diverged)");
     }
 
-  write_atomically(path, true, "checkpoint", [&](const std::string& tmp) {
-    h5::Id file = h5::create_file(tmp);
+  auto write_checkpoint = [&](hid_t file) {
     std::vector<std::string> names;
     for (const auto& up : params.params()) {
       const Parameter& p = *up;
@@ -142,8 +141,9 @@ void save_checkpoint(const std::string& path, const ParamStore& params, Context&
         }
       }
     }
-    PT_H5_CHECK(H5Fflush(file, H5F_SCOPE_GLOBAL));
-    file.reset();
+  };
+  write_atomically(path, replace, "checkpoint", [&](const std::string& tmp) {
+    h5::write_file(tmp, what_of(path), [&](hid_t file) { write_checkpoint(file); });
   });
 }
 

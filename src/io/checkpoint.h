@@ -27,12 +27,13 @@ struct CheckpointInfo {
   std::map<std::string, double> reals;
 };
 
-// Writes `path` atomically (temp file + rename; an existing file is replaced: use
-// check_output_path first to refuse one). opt_cfg/state may be null (weights only); `state` is
-// the whole-model optimizer state (rank 0's gather_optimizer_state), stored as
-// /optimizer/<kind>, which any sharding and rank count can resume from.
+// Writes `path` atomically (temp file + rename; an existing file is replaced when `replace`,
+// else refused: use check_output_path first to refuse one before any work). opt_cfg/state may
+// be null (weights only); `state` is the whole-model optimizer state (rank 0's
+// gather_optimizer_state), stored as /optimizer/<kind>, which any sharding and rank count can
+// resume from.
 void save_checkpoint(const std::string& path, const ParamStore& params, Context& ctx, const OptimizerConfig* opt_cfg,
-                     const WholeOptimizerState* state, const CheckpointInfo& info);
+                     const WholeOptimizerState* state, const CheckpointInfo& info, bool replace = true);
 // The same for an optimizer that holds its whole state in this process (opt may be null).
 void save_checkpoint(const std::string& path, const ParamStore& params, Context& ctx, Optimizer* opt,
                      const CheckpointInfo& info);

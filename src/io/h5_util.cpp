@@ -6,6 +6,8 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/fault_injection.h"
+#include "io/h5_output_driver.h"
 
 namespace pt::io::h5 {
 
@@ -15,11 +17,28 @@ QuietErrors::QuietErrors() {
 }
 QuietErrors::~QuietErrors() { H5Eset_auto2(H5E_DEFAULT, func_, data_); }
 
-Id create_file(const std::string& path) {
+void write_file(const std::string& path, const std::string& what, const std::function<void(hid_t file)>& body) {
+  // A failed system call is kept by the driver rather than reported to HDF5 (h5_output_driver.h),
+  // so closing the file works whatever happened, and the failure is told after it.
+  int first_errno = 0;
+  auto failed = [&] { PT_FAIL(what + " not written: " + std::strerror(first_errno)); };
   Id fapl(PT_H5_CHECK(H5Pcreate(H5P_FILE_ACCESS)), H5Pclose);
+  use_output_driver(fapl, &first_errno, fault::disk_full(path));
   PT_H5_CHECK(H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_V18));
   PT_H5_CHECK(H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG));
-  return Id(PT_H5_CHECK(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl)), H5Fclose);
+  const hid_t file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+  if (file < 0 && first_errno != 0) failed();
+  PT_H5_CHECK(file);
+  try {
+    body(file);
+  } catch (const std::exception&) {
+    H5Fclose(file);
+    if (first_errno != 0) failed();  // the cause of what body saw
+    throw;
+  }
+  const herr_t closed = H5Fclose(file);  // flushes and syncs
+  if (first_errno != 0) failed();
+  PT_H5_CHECK(closed);
 }
 
 Id open_file_readonly(const std::string& path, const std::string& what) {

@@ -4,6 +4,7 @@
 #include <hdf5.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -54,9 +55,13 @@ class QuietErrors {
   void* data_ = nullptr;
 };
 
-// New file (truncating) in the 1.8 format: dense attribute storage (no 64 KiB header cap),
-// readable by every h5py; objects are closed with the file (H5F_CLOSE_STRONG).
-Id create_file(const std::string& path);
+// Writes a new file at `path` (truncating one there): body(file) fills it, then it is closed
+// and synced to disk. The 1.8 format: dense attribute storage (no 64 KiB header cap), readable
+// by every h5py; objects left open are closed with the file (H5F_CLOSE_STRONG). A failed system
+// call under it (a full disk, a quota, an I/O error) is one error naming `what` ("checkpoint
+// 'ck.h5'") and the cause, e.g. "No space left on device"; `path` is then half-written (write
+// it as a temporary file: io/atomic_file.h).
+void write_file(const std::string& path, const std::string& what, const std::function<void(hid_t file)>& body);
 // Opens an existing HDF5 file read-only; `what` names it in errors ("checkpoint 'x.h5'").
 Id open_file_readonly(const std::string& path, const std::string& what);
 

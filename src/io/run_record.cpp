@@ -129,7 +129,9 @@ RunRecord::RunRecord(const std::string& subcommand, const std::string& path, boo
   // Only rank 0 writes, so only rank 0 checks: a slower rank must not find rank 0's file.
   int rank = 0;
   if (mpi_usable()) PT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
-  if (rank == 0) check_output_path(path_, overwrite_, "results file");
+  if (rank != 0) return;
+  lock_ = std::make_unique<OutputLock>(path_, "results file");
+  check_output_path(path_, overwrite_, "results file");
 }
 
 void RunRecord::erase_attr(const std::string& key) {
@@ -258,8 +260,7 @@ void RunRecord::commit() {
   for (const auto& t : tables_) t.validate();
   // After the first commit the file is ours: later commits replace it.
   const bool replace = overwrite_ || committed_once_;
-  write_atomically(path_, replace, "results file", [&](const std::string& tmp) {
-    h5::Id file = h5::create_file(tmp);
+  auto write_record = [&](hid_t file) {
     h5::write_attr(file, "subcommand", subcommand_);
     h5::write_attr(file, "schema_version", kSchemaVersion);
     h5::write_attr(file, "start_time", start_time_);
@@ -285,8 +286,9 @@ void RunRecord::commit() {
       h5::write_strings(file, d.path, d.values);
       describe(d.path, d.description);
     }
-    PT_H5_CHECK(H5Fflush(file, H5F_SCOPE_GLOBAL));
-    file.reset();  // closed before the rename: the moved file is complete
+  };
+  write_atomically(path_, replace, "results file", [&](const std::string& tmp) {
+    h5::write_file(tmp, "results file '" + path_ + "'", write_record);  // closed before the rename
   });
   committed_once_ = true;
 }

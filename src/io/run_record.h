@@ -4,9 +4,11 @@
 // datasets; timelines are plain datasets. Rank 0 writes it atomically (temp file + rename).
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "io/atomic_file.h"
 #include "io/table.h"
 
 namespace pt {
@@ -18,9 +20,10 @@ namespace pt::io {
 class RunRecord {
  public:
   // `path` empty → "<subcommand>-<YYYYmmdd-HHMMSS>.h5" in the working directory. Fails at
-  // once (before any work) if the file exists and overwrite is false, or its directory is
-  // not writable, so a long sweep never loses its results at the end. Under MPI only rank 0
-  // (the writer) checks; construct it on every rank or on rank 0 alone.
+  // once (before any work) if the file exists and overwrite is false, its directory is not
+  // writable, or another run holds it (OutputLock, held until this record is destroyed), so a
+  // long sweep never loses its results at the end. Under MPI only rank 0 (the writer) checks;
+  // construct it on every rank or on rank 0 alone.
   RunRecord(const std::string& subcommand, const std::string& path, bool overwrite);
 
   const std::string& path() const { return path_; }
@@ -57,6 +60,7 @@ class RunRecord {
   struct Dataset;
   std::string subcommand_, path_;
   bool overwrite_;
+  std::unique_ptr<OutputLock> lock_;  // rank 0
   std::map<std::string, std::string> str_attrs_;
   std::map<std::string, int64_t> int_attrs_;
   std::map<std::string, double> dbl_attrs_;

@@ -206,6 +206,22 @@ uint64_t mix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+// The file's identity (TokenFile::identity) from its bytes.
+std::string hash_identity(const unsigned char* bytes, size_t size, int64_t count, DType dtype) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  auto mix = [&](size_t from, size_t n) {
+    for (size_t i = from; i < from + n && i < size; ++i) h = (h ^ bytes[i]) * 1099511628211ull;
+  };
+  constexpr size_t kPiece = size_t(64) << 10;
+  mix(0, kPiece);
+  mix(size / 2, kPiece);
+  mix(size > kPiece ? size - kPiece : 0, kPiece);
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "%zu bytes, %lld %s tokens, hash %016llx", size, static_cast<long long>(count),
+                dtype_name(dtype), static_cast<unsigned long long>(h));
+  return buf;
+}
+
 }  // namespace
 
 namespace {
@@ -235,11 +251,14 @@ TokenFile::TokenFile(const std::string& path, int64_t vocab_size, BinTokens head
     ::close(fd);
     PT_FAIL(what + ": is empty");
   }
+  opened_size_ = st.st_size;
+  opened_mtime_ = st.st_mtim;
+  fd_ = fd;  // kept for reading batches (TokenFile::read)
   map_ = ::mmap(nullptr, map_bytes_, PROT_READ, MAP_PRIVATE, fd, 0);
-  const int map_errno = errno;
-  ::close(fd);  // the mapping keeps the file
   if (map_ == MAP_FAILED) {
+    const int map_errno = errno;
     map_ = nullptr;
+    ::close(fd_);
     PT_FAIL(what + ": cannot memory-map: " + std::strerror(map_errno));
   }
   try {
@@ -307,43 +326,54 @@ TokenFile::TokenFile(const std::string& path, int64_t vocab_size, BinTokens head
       case DType::I32: check_range<int32_t>(data_, count_, vocab_, what); break;
       default: check_range<int64_t>(data_, count_, vocab_, what); break;
     }
+    identity_ = hash_identity(static_cast<const unsigned char*>(map_), map_bytes_, count_, dtype_);
+    data_offset_ = static_cast<size_t>(data_ - static_cast<const unsigned char*>(map_));
   } catch (...) {
     ::munmap(map_, map_bytes_);
-    map_ = nullptr;
+    ::close(fd_);
     throw;
   }
+  // Checked: from here batches are read with pread, which reports a file another process
+  // truncated as a short read, where a mapping would kill the process with SIGBUS.
+  ::munmap(map_, map_bytes_);
+  map_ = nullptr;
+  data_ = nullptr;
 }
 
-TokenFile::~TokenFile() {
-  if (map_) ::munmap(map_, map_bytes_);
+TokenFile::~TokenFile() { ::close(fd_); }
+
+void TokenFile::check_unchanged() const {
+  struct stat st {};
+  PT_CHECK(::fstat(fd_, &st) == 0, "token file '" + path_ + "': " + std::strerror(errno));
+  PT_CHECK(st.st_size == opened_size_, "token file '" + path_ + "' changed while training: it is now " +
+                                           std::to_string(st.st_size) + " bytes, " + std::to_string(opened_size_) +
+                                           " when the run opened it (truncated or rewritten by another process)");
+  PT_CHECK(st.st_mtim.tv_sec == opened_mtime_.tv_sec && st.st_mtim.tv_nsec == opened_mtime_.tv_nsec,
+           "token file '" + path_ + "' changed while training: another process wrote to it (its modification " +
+               "time is not the one it had when the run opened it)");
 }
 
 void TokenFile::read(int64_t start, int64_t n, int32_t* out) const {
   PT_CHECK(start >= 0 && n >= 0 && start + n <= count_, "token file '" + path_ + "': read of [" +
                                                             std::to_string(start) + ", " + std::to_string(start + n) +
                                                             ") is outside its " + std::to_string(count_) + " tokens");
-  switch (dtype_) {
-    case DType::U16: convert<uint16_t>(data_, start, n, out); break;
-    case DType::U32: convert<uint32_t>(data_, start, n, out); break;
-    case DType::I32: convert<int32_t>(data_, start, n, out); break;
-    default: convert<int64_t>(data_, start, n, out); break;
+  const size_t elem = dtype_size(dtype_), bytes = static_cast<size_t>(n) * elem;
+  std::vector<unsigned char> buf(bytes);
+  const off_t at = static_cast<off_t>(data_offset_ + static_cast<size_t>(start) * elem);
+  for (size_t done = 0; done < bytes;) {
+    const ssize_t got = ::pread(fd_, buf.data() + done, bytes - done, at + static_cast<off_t>(done));
+    if (got < 0 && errno == EINTR) continue;
+    PT_CHECK(got >= 0, "token file '" + path_ + "': cannot read: " + std::strerror(errno));
+    if (got == 0) check_unchanged();  // names the change; a file of the same size would be a bug here
+    PT_CHECK(got > 0, "token file '" + path_ + "' ended early while training (changed by another process)");
+    done += static_cast<size_t>(got);
   }
-}
-
-std::string TokenFile::identity() const {
-  const auto* bytes = static_cast<const unsigned char*>(map_);
-  uint64_t h = 1469598103934665603ull;  // FNV-1a
-  auto mix = [&](size_t from, size_t n) {
-    for (size_t i = from; i < from + n && i < map_bytes_; ++i) h = (h ^ bytes[i]) * 1099511628211ull;
-  };
-  constexpr size_t kPiece = size_t(64) << 10;
-  mix(0, kPiece);
-  mix(map_bytes_ / 2, kPiece);
-  mix(map_bytes_ > kPiece ? map_bytes_ - kPiece : 0, kPiece);
-  char buf[128];
-  std::snprintf(buf, sizeof buf, "%zu bytes, %lld %s tokens, hash %016llx", map_bytes_, static_cast<long long>(count_),
-                dtype_name(dtype_), static_cast<unsigned long long>(h));
-  return buf;
+  switch (dtype_) {
+    case DType::U16: convert<uint16_t>(buf.data(), 0, n, out); break;
+    case DType::U32: convert<uint32_t>(buf.data(), 0, n, out); break;
+    case DType::I32: convert<int32_t>(buf.data(), 0, n, out); break;
+    default: convert<int64_t>(buf.data(), 0, n, out); break;
+  }
 }
 
 int64_t TokenFile::token(int64_t i) const {
@@ -386,11 +416,13 @@ int64_t BatchSampler::window_start(int64_t step, int64_t j) const {
 }
 
 void BatchSampler::fill(int64_t step, int32_t* inputs, int32_t* targets) const {
+  data_.check_unchanged();
   const int64_t T = cfg_.context_length, rows = local_batch();
+  std::vector<int32_t> window(static_cast<size_t>(T + 1));
   for (int64_t r = 0; r < rows; ++r) {
-    const int64_t s = window_start(step, cfg_.rank * rows + r);
-    data_.read(s, T, inputs + r * T);
-    data_.read(s + 1, T, targets + r * T);
+    data_.read(window_start(step, cfg_.rank * rows + r), T + 1, window.data());
+    std::copy(window.begin(), window.end() - 1, inputs + r * T);
+    std::copy(window.begin() + 1, window.end(), targets + r * T);
   }
 }
 

@@ -1,10 +1,13 @@
 #pragma once
-// Token files, memory-mapped and validated once at open, and the batch sampler that cuts
+// Token files, validated once at open and read with pread, and the batch sampler that cuts
 // (input, target) windows. Formats: .npy (1-D <u2, <u4, <i4 or <i8); llm.c's .bin (a header
 // of 256 int32: magic, version, token count; gpt-2's uint16 and llama-3's uint32 tokens);
 // a headerless .bin of raw little-endian tokens, uint16 as nanoGPT writes them unless
 // --bin-dtype uint32 says otherwise.
+#include <sys/types.h>
+
 #include <cstdint>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -17,7 +20,8 @@ enum class BinTokens { U16, U32 };
 BinTokens bin_tokens_from_name(const std::string& name);  // "uint16" | "uint32"
 const char* bin_tokens_name(BinTokens b);
 
-// A read-only memory map of a token file. Opening refuses anything but a regular file (a FIFO
+// A token file, checked once at open (through a memory map) and read with pread after that.
+// Opening refuses anything but a regular file (a FIFO
 // would block, a device never end), checks the format and scans every token once: each must
 // lie in [0, vocab_size). A headerless file read as uint16 whose every second value is 0 is
 // refused as what it plainly is, uint32 tokens. Errors name the file and what is wrong.
@@ -35,18 +39,28 @@ class TokenFile {
   int64_t token(int64_t i) const;
   // The file's identity for comparing ranks (and, later, resumed runs): its byte size, token
   // type and count, and a 64-bit FNV-1a hash of its first, middle and last 64 KiB.
-  std::string identity() const;
-  // out[k] = token(start + k) for k < n.
+  const std::string& identity() const { return identity_; }
+  // out[k] = token(start + k) for k < n, read from the file (pread: a file another process
+  // truncated is an error naming it, never a SIGBUS).
   void read(int64_t start, int64_t n, int32_t* out) const;
+  // Fails, naming the file, when its size or modification time is not what they were at open:
+  // another process truncated or rewrote it while this run trains on it.
+  void check_unchanged() const;
 
  private:
   std::string path_;
   int64_t vocab_ = 0;
   DType dtype_ = DType::U16;
   int64_t count_ = 0;
+  int fd_ = -1;
+  off_t opened_size_ = 0;
+  struct timespec opened_mtime_ {};
+  size_t data_offset_ = 0;  // of the first token (after the header)
+  std::string identity_;
+  // Only while the constructor checks the file:
   void* map_ = nullptr;  // whole file
   size_t map_bytes_ = 0;
-  const unsigned char* data_ = nullptr;  // first token (after the .npy header)
+  const unsigned char* data_ = nullptr;  // first token
 };
 
 enum class Sampling { Random, Sequential };

@@ -57,5 +57,31 @@ TEST(IoAtomicFile, StaleTemporaryFilesOfDeadProcessesOnThisHostAreRemoved) {
   EXPECT_FALSE(fs::exists(temp_path_for(path)));
 }
 
+// A link that reaches no file is a file the run did not make: refused unless --overwrite (which
+// replaces the link, never a file it might come to name).
+TEST(IoAtomicFile, SymbolicLinksToNothingAreRefusedAsOutputs) {
+  const std::string dir = test::scratch_dir("atomic_links");
+  const std::string dangling = dir + "/r.h5", loop = dir + "/a.h5", target = dir + "/t.h5";
+  fs::create_symlink("missing.h5", dangling);
+  fs::create_symlink("b.h5", loop);
+  fs::create_symlink("a.h5", dir + "/b.h5");
+  fs::create_symlink("t.h5", dir + "/ok.h5");
+  touch(target);
+  EXPECT_EQ(broken_link(dangling), "a symbolic link to 'missing.h5', which does not exist");
+  EXPECT_NE(broken_link(loop).find("loop"), std::string::npos);
+  EXPECT_EQ(broken_link(dir + "/ok.h5"), "");
+  EXPECT_EQ(broken_link(target), "");
+  EXPECT_EQ(broken_link(dir + "/none.h5"), "");
+  for (const auto& path : {dangling, loop}) {
+    const std::string msg = test::error_of([&] { check_output_path(path, false, "results file"); });
+    EXPECT_NE(msg.find("symbolic link"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("--overwrite"), std::string::npos) << msg;
+    check_output_path(path, true, "results file");
+  }
+  write_atomically(dangling, true, "results file", [](const std::string& tmp) { touch(tmp); });
+  EXPECT_FALSE(fs::is_symlink(dangling));
+  EXPECT_FALSE(fs::exists(dir + "/missing.h5"));
+}
+
 }  // namespace
 }  // namespace pt::io

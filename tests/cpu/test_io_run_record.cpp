@@ -24,10 +24,11 @@ using namespace pt::test::h5read;
 using test::error_of;
 
 // Files in `dir` other than `keep` (a leftover temporary would show up here).
+// Files in `dir` but `keep` and the lock file of a record still alive ("<keep>.lock").
 std::vector<std::string> other_files(const std::string& dir, const std::string& keep) {
   std::vector<std::string> out;
   for (const auto& e : fs::directory_iterator(dir))
-    if (e.path().filename() != keep) out.push_back(e.path().filename().string());
+    if (e.path().filename() != keep && e.path().extension() != ".lock") out.push_back(e.path().filename().string());
   return out;
 }
 
@@ -228,6 +229,25 @@ TEST(IoRunRecord, AFileThatAppearsMeanwhileIsNotClobbered) {
   in >> a >> b;
   EXPECT_EQ(a + " " + b, "other job");
   EXPECT_TRUE(other_files(dir, "run.h5").empty()) << "temporary file left behind";
+}
+
+// Two runs started with the same output: the second is refused when it starts, before any work,
+// not when it writes at its end; the name is free again once the first is done.
+TEST(IoRunRecord, AnOutputIsTakenWhenTheRunStarts) {
+  const std::string dir = test::scratch_dir("rr_taken");
+  const std::string path = dir + "/run.h5";
+  {
+    RunRecord first("t", path, false);
+    EXPECT_TRUE(fs::exists(path + ".lock"));
+    const std::string msg = error_of([&] { RunRecord second("t", path, true); });
+    EXPECT_NE(msg.find("being written by another run"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("pid " + std::to_string(::getpid())), std::string::npos) << msg;
+    first.commit();
+  }
+  EXPECT_FALSE(fs::exists(path + ".lock"));
+  RunRecord again("t", path, true);
+  again.commit();
+  EXPECT_TRUE(other_files(dir, "run.h5").empty());
 }
 
 TEST(IoRunRecord, FailedCommitLeavesNothingBehind) {

@@ -3,8 +3,10 @@
 // determinism, sequential order and rank slicing.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <map>
@@ -201,6 +203,27 @@ TEST_F(IoTokenFile, PathsThatAreNotRegularFilesAreRefusedAtOnceByKind) {
   EXPECT_ERROR_HAS(TokenFile(path("pipe.bin"), 10), "pipe.bin", "FIFO", "regular file");
   EXPECT_ERROR_HAS(TokenFile("/dev/zero", 10), "/dev/zero", "character device");
   EXPECT_ERROR_HAS(TokenFile(dir_, 10), "a directory");
+}
+
+// Another process truncating or rewriting the file under a run: reads and the sampler's check
+// before each step fail naming the file, where a memory map would have raised SIGBUS.
+TEST_F(IoTokenFile, AFileChangedAfterOpeningIsAnErrorNamingIt) {
+  const std::vector<uint16_t> ids(4096, 7);
+  write_npy(path("t.npy"), ids, "<u2");
+  TokenFile f(path("t.npy"), 10);
+  std::vector<int32_t> out(16);
+  f.read(4000, 16, out.data());
+  EXPECT_EQ(out[0], 7);
+  ASSERT_EQ(::truncate(path("t.npy").c_str(), 1024), 0);
+  EXPECT_ERROR_HAS(f.read(4000, 16, out.data()), "t.npy", "changed while training", "now 1024 bytes");
+  EXPECT_ERROR_HAS(f.check_unchanged(), "t.npy", "changed while training");
+
+  write_npy(path("u.npy"), ids, "<u2");
+  TokenFile g(path("u.npy"), 10);
+  g.check_unchanged();
+  const struct timespec later[2] = {{0, UTIME_OMIT}, {1, 0}};  // the same size, another time
+  ASSERT_EQ(::utimensat(AT_FDCWD, path("u.npy").c_str(), later, 0), 0);
+  EXPECT_ERROR_HAS(g.check_unchanged(), "u.npy", "changed while training", "modification time");
 }
 
 // ---- sampler ----------------------------------------------------------------------------

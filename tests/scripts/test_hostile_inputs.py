@@ -126,6 +126,21 @@ def _negative_second_moment(f):
     d[...] = v
 
 
+def _dangling(tmp):
+    os.symlink("missing.h5", os.path.join(tmp, "link.h5"))
+
+
+def _loop(tmp):
+    os.symlink("loop_b.h5", os.path.join(tmp, "loop_a.h5"))
+    os.symlink("loop_a.h5", os.path.join(tmp, "loop_b.h5"))
+
+
+def _other_record(tmp):
+    """The record (other.h5) and checkpoint (other_ck.h5) of another run."""
+    subprocess.run([BIN, *[a.replace("{sample}", SAMPLE) for a in TRAIN], "--save", os.path.join(tmp, "other_ck.h5"),
+                    "--out", os.path.join(tmp, "other.h5")], check=True, capture_output=True, timeout=TIMEOUT_S)
+
+
 SETUPS = {
     "tokens": _tokens, "keep": _keep, "fifo": _fifo, "chardev": _chardev, "dir": _dir, "raw32": _raw32, "u32npy": _u32npy,
     "llmc": _llmc, "llmc_v9": lambda t: _llmc(t, 9), "empty": _empty, "ckpt": _checkpoint,
@@ -134,6 +149,7 @@ SETUPS = {
     "ckpt_negative_v": lambda t: _checkpoint(t, _negative_second_moment),
     "ckpt_negative_step": lambda t: _checkpoint(t, _negative_step),
     "ckpt_nan_lr": lambda t: _checkpoint(t, _nan_lr_config),
+    "dangling": _dangling, "loop": _loop, "other_record": _other_record,
 }
 
 
@@ -283,6 +299,39 @@ CASES = [
     ("resume-auto-without-save", C1, [*TRAIN, "--resume", "auto", "--out", "{tmp}/r.h5"], dict(ERR, words=["--resume auto", "--save"])),
     ("save-exists", C3, [*TRAIN, "--save", "{tmp}/keep.h5", "--out", "{tmp}/r.h5"],
      dict(ERR, setup=["keep"], words=["already exists"])),
+    # Issue 47: a run writes only files it created, its own, or what --overwrite lets it replace;
+    # and it knows before any work (links to nothing, files it reads).
+    ("out-dangling-symlink", C3, [*TRAIN, "--out", "{tmp}/link.h5"],
+     dict(ERR, setup=["dangling"], words=["results file", "link.h5", "symbolic link to 'missing.h5'", "--overwrite"])),
+    ("out-symlink-loop", C3, [*TRAIN, "--out", "{tmp}/loop_a.h5"], dict(ERR, setup=["loop"], words=["loop_a.h5", "never reaches a file (a loop)"])),
+    ("save-dangling-symlink", C3, [*TRAIN, "--save", "{tmp}/link.h5", "--out", "{tmp}/r.h5"],
+     dict(ERR, setup=["dangling"], words=["--save", "link.h5", "symbolic link"])),
+    ("log-file-dangling-symlink", C3, [*TRAIN, "--log-file", "{tmp}/link.h5", "--out", "{tmp}/r.h5"],
+     dict(ERR, setup=["dangling"], words=["--log-file", "symbolic link to 'missing.h5'"])),
+    ("log-file-symlink-loop", C3, [*TRAIN, "--log-file", "{tmp}/loop_a.h5", "--out", "{tmp}/r.h5"],
+     dict(ERR, setup=["loop"], words=["--log-file", "never reaches a file (a loop)"])),
+    ("log-file-is-the-resumed-checkpoint", C3,
+     ["train", "--resume", "{tmp}/ck.h5", "--steps", "4", "--log-file", "{tmp}/ck.h5", "--out", "{tmp}/r.h5"],
+     dict(ERR, setup=["ckpt"], words=["--log-file", "ck.h5"])),
+    ("log-file-is-the-init-from-checkpoint", C3, [*TRAIN, "--init-from", "{tmp}/ck.h5", "--log-file", "{tmp}/ck.h5",
+                                                  "--out", "{tmp}/r.h5"],
+     dict(ERR, setup=["ckpt"], words=["--log-file", "ck.h5"])),
+    ("log-file-is-not-a-log", C3, [*TRAIN, "--log-file", "{tmp}/keep.h5", "--out", "{tmp}/r.h5"],
+     dict(ERR, setup=["keep"], words=["--log-file", "keep.h5", "not a progress log"])),
+    ("out-is-the-resumed-checkpoint", C3,
+     ["train", "--resume", "{tmp}/ck.h5", "--steps", "4", "--out", "{tmp}/ck.h5", "--overwrite"],
+     dict(ERR, setup=["ckpt"], words=["--out", "ck.h5", "the checkpoint --resume reads"])),
+    ("resume-save-is-an-unrelated-file", C3,
+     ["train", "--resume", "{tmp}/ck.h5", "--steps", "4", "--save", "{tmp}/keep.h5", "--out", "{tmp}/r.h5"],
+     dict(ERR, setup=["ckpt", "keep"], words=["keep.h5", "not a checkpoint of the run", "--overwrite"])),
+    ("resume-save-is-another-runs-checkpoint", C3,
+     ["train", "--resume", "{tmp}/ck.h5", "--steps", "4", "--save", "{tmp}/other_ck.h5", "--out", "{tmp}/r.h5"],
+     dict(ERR, setup=["ckpt", "other_record"], words=["other_ck.h5", "--overwrite"])),
+    ("resume-out-is-another-runs-record", C3, ["train", "--resume", "{tmp}/ck.h5", "--steps", "4", "--out", "{tmp}/other.h5"],
+     dict(ERR, setup=["ckpt", "other_record"], words=["other.h5", "record of another run", "--overwrite"])),
+    ("resume-auto-afresh-over-an-existing-record", C3,
+     [*TRAIN, "--resume", "auto", "--save", "{tmp}/new_ck.h5", "--out", "{tmp}/other.h5"],
+     dict(ERR, setup=["other_record"], words=["other.h5", "starts afresh", "--overwrite"])),
     # ---- class 4: every input read right or refused, without blocking -------------------------------
     ("data-fifo", C4, [*TRAIN_NODATA, "--data", "{tmp}/pipe.h5", "--out", "{tmp}/r.h5"],
      dict(ERR, setup=["fifo"], words=["FIFO", "regular file"])),
