@@ -139,9 +139,7 @@ int run_bench_allreduce(const std::vector<std::string>& args) {
   desc.add_options()
       ("backend", po::value(&backend_word)->default_value(backend_word),
        "nccl (GPU buffers), mpi (host buffers), or auto: nccl when this rank has a GPU")
-      ("comm-engine", po::value(&engine_words)->multitoken(),
-       "nccl backend: engines to time (default nccl), each with its own communicator: nccl, ce or "
-       "auto (buffers registered, so ce moves all_reduce, reduce_scatter and all_gather)")
+      ("comm-engine", po::value(&engine_words)->multitoken(), "engines to time (default nccl): nccl, ce or auto")
       ("sizes", po::value(&size_words)->multitoken(),
        "message sizes in bytes, K/M/G = 2^10/2^20/2^30 (default 1M,10M,100M,1G)")
       ("collectives", po::value(&collective_words)->multitoken(),

@@ -45,6 +45,7 @@
 #include "parallel/comm_trace.h"
 #include "parallel/communicator.h"
 #include "parallel/runtime.h"
+#include "parallel/stream_work.h"
 
 namespace pt::parallel {
 
@@ -106,21 +107,6 @@ struct Region {
 
 class CeCommunicator;
 
-class CeWork : public Work {
- public:
-  CeWork(CeCommunicator& comm, cudaEvent_t done, std::string op) : comm_(comm), done_(done), op_(std::move(op)) {}
-  ~CeWork() override;
-  void wait() override;
-  bool test() override;
-  void synchronize() override;
-
- private:
-  CeCommunicator& comm_;
-  cudaEvent_t done_;
-  std::string op_;
-  bool waited_ = false;
-};
-
 class CeRegistration : public Registration {
  public:
   CeRegistration(CeCommunicator& comm, char* base) : comm_(comm), base_(base) {}
@@ -131,7 +117,7 @@ class CeRegistration : public Registration {
   char* base_;
 };
 
-class CeCommunicator : public Communicator {
+class CeCommunicator : public Communicator, public StreamWorkOwner {
  public:
   CeCommunicator(Context& ctx, int comm_sms)
       : Communicator(ctx.device(), 0, 1), ctx_(ctx), nccl_(make_nccl_communicator(ctx, 0)) {
@@ -175,7 +161,6 @@ class CeCommunicator : public Communicator {
     for (auto& [base, region] : regions_)
       for (int q = 0; q < world_; ++q)
         if (q != rank_ && region.at[q]) cudaIpcCloseMemHandle(region.at[q]);
-    for (cudaEvent_t e : free_events_) cudaEventDestroy(e);
     for (auto& pair : pulled_)
       for (cudaEvent_t e : pair)
         if (e) cudaEventDestroy(e);
@@ -259,8 +244,8 @@ class CeCommunicator : public Communicator {
   void poll() override { nccl_->poll(); }
 
   // Host-side bounded wait for `e`, polling NCCL's asynchronous errors meanwhile.
-  void wait_event_host(cudaEvent_t e, const std::string& op) {
-    bounded_wait([&] { return event_done(e); },
+  void wait_event_host(cudaEvent_t e, const std::string& op) override {
+    bounded_wait([&] { return event_done(e, op); },
                  [&](double s) {
                    comm_fatal(op, "not complete after " + std::to_string(static_cast<int>(s)) +
                                       " s (limit PARATRAIN_COMM_TIMEOUT_S=" + std::to_string(comm_timeout_s()) +
@@ -268,7 +253,7 @@ class CeCommunicator : public Communicator {
                  });
   }
 
-  bool event_done(cudaEvent_t e) {
+  bool event_done(cudaEvent_t e, const std::string& /*op*/) override {
     nccl_->poll();
     const cudaError_t rc = cudaEventQuery(e);
     if (rc == cudaErrorNotReady) return false;
@@ -276,8 +261,8 @@ class CeCommunicator : public Communicator {
     return true;
   }
 
-  void make_compute_wait(cudaEvent_t e) { PT_CUDA_CHECK(cudaStreamWaitEvent(ctx_.stream(), e, 0)); }
-  void recycle(cudaEvent_t e) { free_events_.push_back(e); }
+  void make_compute_wait(cudaEvent_t e) override { PT_CUDA_CHECK(cudaStreamWaitEvent(ctx_.stream(), e, 0)); }
+  EventPool& events() override { return events_; }
 
  private:
   static bool summable(const Tensor& t) { return t.dtype() == DType::F32 || t.dtype() == DType::BF16; }
@@ -298,7 +283,8 @@ class CeCommunicator : public Communicator {
     CUdeviceptr base = 0;
     size_t bytes = 0;
     cu_check(driver().range(&base, &bytes, reinterpret_cast<CUdeviceptr>(t.data())), "cuMemGetAddressRange");
-    char* key = reinterpret_cast<char*>(base);
+    // The base as a pointer, by the tensor's offset in its allocation (no integer-to-pointer cast).
+    char* key = static_cast<char*>(t.data()) - (reinterpret_cast<CUdeviceptr>(t.data()) - base);
     struct Announce {
       cudaIpcMemHandle_t handle;
       uint64_t bytes;
@@ -394,12 +380,12 @@ class CeCommunicator : public Communicator {
       wait_flag(complete_, kDone, q, k);
     }
     if (traced_end != nullptr) PT_CUDA_CHECK(cudaEventRecord(traced_end, complete_));
-    cudaEvent_t done = take_event();
+    cudaEvent_t done = events_.take();
     PT_CUDA_CHECK(cudaEventRecord(done, complete_));
-    cudaEvent_t tracked = take_event();
+    cudaEvent_t tracked = events_.take();
     PT_CUDA_CHECK(cudaEventRecord(tracked, complete_));
     pending_.push_back({range, tracked});
-    return std::make_unique<CeWork>(*this, done, std::move(op));
+    return std::make_unique<StreamWork>(*this, done, std::move(op));
   }
 
   // The main stream waits for every incomplete collective whose memory overlaps `range` (two
@@ -408,7 +394,7 @@ class CeCommunicator : public Communicator {
     for (auto it = pending_.begin(); it != pending_.end();) {
       const cudaError_t rc = cudaEventQuery(it->second);
       if (rc == cudaSuccess) {
-        recycle(it->second);
+        events_.recycle(it->second);
         it = pending_.erase(it);
         continue;
       }
@@ -509,24 +495,6 @@ class CeCommunicator : public Communicator {
     staging_ = Tensor::empty({(bytes + 3) / 4}, DType::U32, device_, "ce_staging", MemCategory::Workspace);
   }
 
-  cudaEvent_t take_event() {
-    if (free_events_.empty()) {
-      cudaEvent_t e;
-      PT_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-      return e;
-    }
-    cudaEvent_t e = free_events_.back();
-    free_events_.pop_back();
-    return e;
-  }
-
-  void wait_stream_host(cudaStream_t s, const std::string& op) {
-    cudaEvent_t e = take_event();
-    PT_CUDA_CHECK(cudaEventRecord(e, s));
-    wait_event_host(e, op);
-    recycle(e);
-  }
-
   Context& ctx_;
   std::unique_ptr<Communicator> nccl_;  // every collective the copy engines do not take
   int sum_blocks_ = 16;
@@ -534,7 +502,7 @@ class CeCommunicator : public Communicator {
   std::vector<cudaStream_t> copy_;                  // by peer rank: its pulls (one copy engine queue each)
   std::vector<std::array<cudaEvent_t, 2>> pulled_;  // by peer rank and staging slot
   cudaEvent_t ready_ = nullptr, fork_ = nullptr, summed_[2] = {nullptr, nullptr};
-  std::vector<cudaEvent_t> free_events_;
+  EventPool events_;
   Tensor flags_;                         // (kMilestones, world) uint32: [kind][p], from peer p
   std::vector<CUdeviceptr> peer_flags_;  // by peer rank: that peer's flag array, mapped here
   cudaStream_t complete_ = nullptr;      // collectives' completions, in order
@@ -545,30 +513,6 @@ class CeCommunicator : public Communicator {
 };
 
 CeRegistration::~CeRegistration() { comm_.unregister(base_); }
-
-CeWork::~CeWork() {
-  if (!waited_) {
-    try {
-      wait();
-    } catch (const std::exception& e) {
-      comm_fatal(op_, std::string("could not order the compute stream after it: ") + e.what());
-    }
-  }
-  comm_.recycle(done_);
-}
-
-void CeWork::wait() {
-  if (waited_) return;
-  comm_.make_compute_wait(done_);
-  waited_ = true;
-}
-
-bool CeWork::test() { return comm_.event_done(done_); }
-
-void CeWork::synchronize() {
-  comm_.wait_event_host(done_, op_);
-  wait();
-}
 
 }  // namespace
 

@@ -10,6 +10,7 @@
 #include "parallel/bounded_wait.h"
 #include "parallel/comm_trace.h"
 #include "parallel/communicator.h"
+#include "parallel/stream_work.h"
 
 namespace pt::parallel {
 
@@ -32,24 +33,7 @@ std::string describe_op(const char* op, const Tensor& t) {
   return std::string("nccl ") + op + " (" + std::to_string(t.numel()) + " " + dtype_name(t.dtype()) + ")";
 }
 
-class NcclCommunicator;
-
-class NcclWork : public Work {
- public:
-  NcclWork(NcclCommunicator& comm, cudaEvent_t done, std::string op) : comm_(comm), done_(done), op_(std::move(op)) {}
-  ~NcclWork() override;
-  void wait() override;
-  bool test() override;
-  void synchronize() override;
-
- private:
-  NcclCommunicator& comm_;
-  cudaEvent_t done_;  // recorded on the communication stream after the collective
-  std::string op_;
-  bool waited_ = false;
-};
-
-class NcclCommunicator : public Communicator {
+class NcclCommunicator : public Communicator, public StreamWorkOwner {
  public:
   NcclCommunicator(Context& ctx, int comm_sms) : Communicator(ctx.device(), 0, 1), ctx_(ctx) {
     PT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
@@ -91,7 +75,6 @@ class NcclCommunicator : public Communicator {
       ncclCommFinalize(comm_);
       ncclCommDestroy(comm_);
     }
-    for (cudaEvent_t e : free_events_) cudaEventDestroy(e);
     if (ready_) cudaEventDestroy(ready_);
     if (stream_) cudaStreamDestroy(stream_);
   }
@@ -157,12 +140,12 @@ class NcclCommunicator : public Communicator {
   void poll() override { check_async("nccl poll"); }
 
   // Host-side bounded wait for `e`, polling NCCL's asynchronous error state meanwhile.
-  void wait_event_host(cudaEvent_t e, const std::string& op) {
+  void wait_event_host(cudaEvent_t e, const std::string& op) override {
     bounded_wait([&] { return event_done(e, op); }, [&](double s) { timeout(op, s); });
   }
 
   // True when `e` has completed; aborts on an asynchronous NCCL error.
-  bool event_done(cudaEvent_t e, const std::string& op) {
+  bool event_done(cudaEvent_t e, const std::string& op) override {
     check_async(op);
     const cudaError_t rc = cudaEventQuery(e);
     if (rc == cudaErrorNotReady) return false;
@@ -194,8 +177,8 @@ class NcclCommunicator : public Communicator {
     comm_fatal(op, reason);
   }
 
-  void make_compute_wait(cudaEvent_t e) { PT_CUDA_CHECK(cudaStreamWaitEvent(ctx_.stream(), e, 0)); }
-  void recycle(cudaEvent_t e) { free_events_.push_back(e); }
+  void make_compute_wait(cudaEvent_t e) override { PT_CUDA_CHECK(cudaStreamWaitEvent(ctx_.stream(), e, 0)); }
+  EventPool& events() override { return events_; }
 
  private:
   // `big` is the collective's largest buffer (named in errors, and in the trace); root -1 when
@@ -220,60 +203,17 @@ class NcclCommunicator : public Communicator {
       if (rc != ncclSuccess) fail(op, std::string("NCCL returned ") + ncclGetErrorString(rc));
     }
     if (traced_end != nullptr) PT_CUDA_CHECK(cudaEventRecord(traced_end, stream_));
-    cudaEvent_t done = take_event();
+    cudaEvent_t done = events_.take();
     PT_CUDA_CHECK(cudaEventRecord(done, stream_));
-    return std::make_unique<NcclWork>(*this, done, std::move(op));
-  }
-
-  cudaEvent_t take_event() {
-    if (free_events_.empty()) {
-      cudaEvent_t e;
-      PT_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-      return e;
-    }
-    cudaEvent_t e = free_events_.back();
-    free_events_.pop_back();
-    return e;
-  }
-
-  void wait_stream_host(cudaStream_t s, const std::string& op) {
-    cudaEvent_t e = take_event();
-    PT_CUDA_CHECK(cudaEventRecord(e, s));
-    wait_event_host(e, op);
-    recycle(e);
+    return std::make_unique<StreamWork>(*this, done, std::move(op));
   }
 
   Context& ctx_;
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
-  cudaEvent_t ready_ = nullptr;           // compute-stream position a collective waits for
-  std::vector<cudaEvent_t> free_events_;  // completion events for reuse
+  cudaEvent_t ready_ = nullptr;  // compute-stream position a collective waits for
+  EventPool events_;             // completion events for reuse
 };
-
-NcclWork::~NcclWork() {
-  // A handle dropped without wait() still orders the compute stream after the collective.
-  if (!waited_) {
-    try {
-      wait();
-    } catch (const std::exception& e) {
-      comm_fatal(op_, std::string("could not order the compute stream after it: ") + e.what());
-    }
-  }
-  comm_.recycle(done_);
-}
-
-void NcclWork::wait() {
-  if (waited_) return;
-  comm_.make_compute_wait(done_);
-  waited_ = true;
-}
-
-bool NcclWork::test() { return comm_.event_done(done_, op_); }
-
-void NcclWork::synchronize() {
-  comm_.wait_event_host(done_, op_);
-  wait();
-}
 
 }  // namespace
 
