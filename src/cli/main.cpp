@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "core/exit_codes.h"
 #include "core/interrupt.h"
+#include "io/h5_errors.h"
 #include "parallel/runtime.h"
 
 namespace {
@@ -43,6 +44,7 @@ int main(int argc, char** argv) {
   int rc = 0;
   try {
     verbose = pt::env::choice("PARATRAIN_VERBOSE", "1", "0").value_or(false) || verbose;
+    pt::io::set_hdf5_error_printing(verbose);
     rc = pt::cli::dispatch(pt::cli::top_level_subcommands(), "paratrain", args);
   } catch (const boost::program_options::error& e) {
     // A usage error is the same on every rank: report once, exit 2 everywhere.
