@@ -22,6 +22,7 @@
 #include <cstring>
 #include <utility>
 
+#include "core/env.h"
 #include "core/error.h"
 #include "cuda/common.cuh"
 
@@ -46,10 +47,7 @@ __device__ __forceinline__ void begin_chained_kernel() {
 // Whether the current device takes chained launches: compute capability 9.0 or later, and not
 // switched off by PT_CHAINED_LAUNCH=off.
 inline bool chained_launch_available() {
-  static const bool env_off = [] {
-    const char* v = std::getenv("PT_CHAINED_LAUNCH");
-    return v && std::strcmp(v, "off") == 0;
-  }();
+  static const bool env_off = !env::choice("PT_CHAINED_LAUNCH", "on", "off").value_or(true);
   return !env_off && device_attribute<cudaDevAttrComputeCapabilityMajor>() >= 9;
 }
 

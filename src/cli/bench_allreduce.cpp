@@ -44,6 +44,7 @@ int64_t parse_bytes(const std::string& word) {
   }
   const auto v = parse_number(s, /*integer=*/false);
   PT_CHECK(v.has_value() && *v > 0, "--sizes: '" + word + "' is not a size (examples: 4096, 64K, 1M, 1G)");
+  PT_CHECK(*v * static_cast<double>(scale) <= 0x1p62, "--sizes: '" + word + "' is too large (at most 2^62 bytes)");
   const auto bytes = static_cast<int64_t>(*v * static_cast<double>(scale));
   PT_CHECK(bytes >= 4, "--sizes: '" + word + "' is smaller than one fp32 element");
   return bytes;

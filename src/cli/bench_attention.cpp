@@ -15,6 +15,8 @@
 // forward+backward passes, each timed alone with CUDA events and synchronised; medians
 // reported. A configuration that runs out of memory is recorded as OOM with the bytes asked for,
 // and the sweep goes on.
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -282,6 +284,27 @@ void add_row(io::ResultTable& t, const Config& c, const Measurement& m) {
       .set("oom_request_bytes", m.oom_request);
 }
 
+// A configuration that could never be measured is refused before anything is allocated: one
+// whose element counts overflow 64 bits, or whose inputs, staged on the host as doubles
+// (bench::bench_values: q, k, v and dO), exceed this machine's memory. One that merely does not
+// fit the device is measured as OOM.
+void check_sizes(const Sweep& s) {
+  auto largest = [](const std::vector<int64_t>& v) { return *std::max_element(v.begin(), v.end()); };
+  const int64_t B = largest(s.batch), H = largest(s.heads), T = largest(s.seq), D = largest(s.head_dim);
+  const std::string sizes = "--batch " + std::to_string(B) + " --heads " + std::to_string(H) + " --seq " +
+                            std::to_string(T) + " --head-dim " + std::to_string(D);
+  int64_t rows = 0, n = 0, staged = 0, scores = 0;  // B·H·T, B·H·T·D, its bytes staged, naive's B·H·T·T
+  const bool overflow = __builtin_mul_overflow(B, H, &rows) || __builtin_mul_overflow(rows, T, &rows) ||
+                        __builtin_mul_overflow(rows, D, &n) || __builtin_mul_overflow(n, int64_t{4 * 8}, &staged) ||
+                        __builtin_mul_overflow(rows, T, &scores);
+  PT_CHECK(!overflow, "bench attention: " + sizes + " is too large: its tensors' element counts overflow 64 bits");
+  const double host = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
+  PT_CHECK(host <= 0 || static_cast<double>(staged) <= host,
+           "bench attention: " + sizes + " is too large: its inputs take " +
+               std::to_string(static_cast<double>(staged) / 1e9) + " GB as doubles on the host before they reach " +
+               "the device, and this machine has " + std::to_string(host / 1e9) + " GB");
+}
+
 void check_sweep(const Sweep& s, const Context& ctx) {
   const std::set<std::string> impls{"flash", "naive"};
   for (const auto& i : s.impls) PT_CHECK(impls.count(i), "--impl: '" + i + "' is not naive or flash");
@@ -297,6 +320,7 @@ void check_sweep(const Sweep& s, const Context& ctx) {
              "--head-dim: 16, 32, 64, 80 or 128 (got " + std::to_string(d) + ")");
   for (const auto* list : {&s.batch, &s.heads, &s.seq})
     for (int64_t x : *list) PT_CHECK(x > 0, "bench attention: sizes must be positive (got " + std::to_string(x) + ")");
+  check_sizes(s);
   PT_CHECK(s.dout == "ones" || s.dout == "randn", "--dout must be ones or randn (got '" + s.dout + "')");
   PT_CHECK(s.layout == "heads" || s.layout == "model", "--layout must be heads or model (got '" + s.layout + "')");
   if (s.layout == "model")

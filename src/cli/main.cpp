@@ -12,9 +12,11 @@
 
 #include "cli/subcommands.h"
 #include "core/build_info.h"
+#include "core/env.h"
 #include "core/error.h"
 #include "core/exit_codes.h"
 #include "core/interrupt.h"
+#include "io/h5_errors.h"
 #include "parallel/runtime.h"
 
 namespace {
@@ -32,8 +34,7 @@ int main(int argc, char** argv) {
   auto& rt = pt::parallel::Runtime::init(&argc, &argv);
   pt::interrupt::install(rt.is_root());
   std::vector<std::string> args;
-  const char* env_verbose = std::getenv("PARATRAIN_VERBOSE");
-  bool verbose = env_verbose && std::string(env_verbose) == "1";
+  bool verbose = false;
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--verbose")
       verbose = true;  // global: every subcommand
@@ -42,6 +43,8 @@ int main(int argc, char** argv) {
   }
   int rc = 0;
   try {
+    verbose = pt::env::choice("PARATRAIN_VERBOSE", "1", "0").value_or(false) || verbose;
+    pt::io::set_hdf5_error_printing(verbose);
     rc = pt::cli::dispatch(pt::cli::top_level_subcommands(), "paratrain", args);
   } catch (const boost::program_options::error& e) {
     // A usage error is the same on every rank: report once, exit 2 everywhere.

@@ -21,6 +21,12 @@ std::string spellings_help(const boost::program_options::options_description& de
 // and the option's --help says what it means).
 void check_option_values(const boost::program_options::variables_map& vm);
 
+// Refuses, naming the option, an integer word outside the range of the type its option parses
+// into: `--seed -1` (an unsigned option would wrap it to 2^64 - 1), `--iters 4294967298`.
+// Before po::store, which would wrap or call it merely invalid.
+void check_integer_words(const boost::program_options::options_description& desc,
+                         const boost::program_options::parsed_options& parsed);
+
 // Refuses any word on the command line that belongs to no option ("train --steps 2 50", or
 // "--overwrite false": switches take no value).
 void refuse_stray_words(const std::vector<std::string>& stray);

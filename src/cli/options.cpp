@@ -29,13 +29,19 @@ std::optional<po::variables_map> parse_or_help(const po::options_description& de
     }
   std::vector<std::string> args = given;
   apply_spellings(desc, args);
-  const po::parsed_options parsed = po::command_line_parser(args).options(desc).run();
+  // No prefix guessing: `--over` is not --overwrite, nor `--warmup` --warmup-steps. Every option is
+  // spelled out (cli/option_rules.h lists the other spellings a concept has).
+  namespace style = po::command_line_style;
+  const po::parsed_options parsed =
+      po::command_line_parser(args).options(desc).style(style::default_style & ~style::allow_guessing).run();
   refuse_stray_words(po::collect_unrecognized(parsed.options, po::include_positional));
+  check_integer_words(desc, parsed);
   po::variables_map vm;
   po::store(parsed, vm);
   po::notify(vm);
   check_option_values(vm);
   if (vm.count("comm-timeout")) parallel::set_comm_timeout_s(vm["comm-timeout"].as<double>());
+  parallel::comm_timeout_s();  // PARATRAIN_COMM_TIMEOUT_S: malformed is an error here, on one rank or many
   check_ranks_agree(vm);
   return vm;
 }
@@ -248,9 +254,13 @@ std::vector<T> parse_number_list(const std::vector<std::string>& words, const ch
   std::vector<T> out;
   for (const auto& s : split_list(words)) {
     const auto v = parse_number(s, integer);
-    PT_CHECK(v.has_value(), std::string("--") + flag + ": '" + s + "' is not " + (integer ? "an integer" : "a number"));
+    PT_CHECK(v.has_value(),
+             std::string("--") + flag + ": '" + s + "' is not " +
+                 (integer ? "an integer from " + std::to_string(INT64_MIN) + " to " + std::to_string(INT64_MAX)
+                          : std::string("a number")));
     check_numeric(flag, *v);
-    out.push_back(static_cast<T>(*v));
+    // An integer taken as parsed, not through the double (exact beyond 2^53).
+    out.push_back(integer ? static_cast<T>(std::stoll(s)) : static_cast<T>(*v));
   }
   return out;
 }

@@ -1,13 +1,16 @@
 #include "cli/subcommands.h"
 
+#include <boost/program_options/errors.hpp>
+
 #include <iostream>
 
 #include "core/build_info.h"
-#include "core/error.h"
 #include "core/exit_codes.h"
 #include "io/library_versions.h"
 
 namespace pt::cli {
+
+namespace po = boost::program_options;
 
 namespace {
 // "benchmarks: model, attention, ..." from the bench table itself.
@@ -59,9 +62,13 @@ int dispatch(const std::vector<Subcommand>& table, const std::string& prefix, co
     std::cout << io::version_report();
     return 0;
   }
-  for (const auto& s : table)
+  std::string names;
+  for (const auto& s : table) {
     if (args[0] == s.name) return s.run(std::vector<std::string>(args.begin() + 1, args.end()));
-  PT_FAIL("unknown command '" + args[0] + "' for " + prefix + " (see " + prefix + " --help)");
+    names += (names.empty() ? "" : ", ") + std::string(s.name);
+  }
+  // A command-line error like an unknown option: exit code 2, one line.
+  throw po::error("unknown command '" + args[0] + "' for " + prefix + " (its commands: " + names + ")");
 }
 
 }  // namespace pt::cli

@@ -107,9 +107,7 @@ std::string also_failed(const std::function<void()>& write, const std::string& w
   return "";
 }
 
-}  // namespace
-
-int run_train(const std::vector<std::string>& args) {
+int train(const std::vector<std::string>& args, AdoptedOptions& adopted_from) {
   TrainOptions t;
   RunOptions run;
   DdpOptions ddp_opt;
@@ -203,18 +201,16 @@ int run_train(const std::vector<std::string>& args) {
       resumed = io::read_checkpoint_info(resume_from);
       const std::vector<std::string> adopted = options_from_checkpoint(desc, *vm, resumed, resume_from);
       if (!adopted.empty()) {
+        adopted_from.set(resume_from, adopted);
         std::vector<std::string> all = args;
         all.insert(all.end(), adopted.begin(), adopted.end());
         try {
           vm = parse_or_help(desc, all, usage);
         } catch (const std::exception& e) {
-          // The command line parsed; so what fails is a value the checkpoint holds: name its attribute.
-          const std::string why = error_text(e);
-          std::string attr = "config.<option>";
-          for (size_t i = 0; i < adopted.size(); i += 2)
-            if (why.find(adopted[i] + " ") != std::string::npos || why.find(adopted[i] + "'") != std::string::npos)
-              attr = "config." + adopted[i].substr(2);
-          PT_FAIL("--resume " + resume_from + ": the checkpoint's attribute " + attr + " is not usable: " + why);
+          // The command line parsed; so what fails is a value the checkpoint holds.
+          adopted_from.blame_checkpoint(e);
+          PT_FAIL("--resume " + resume_from +
+                  ": a config.* attribute of the checkpoint is not usable: " + error_text(e));
         }
       }
     }
@@ -320,6 +316,7 @@ int run_train(const std::vector<std::string>& args) {
   }
 
   // ---- build ---------------------------------------------------------------------------------
+  adopted_from.clear();  // errors from here on name their own files
   Context ctx(device, precision);
   ctx.set_grad_dtype(grad_dtype);
   ctx.set_residual_dtype(residual_dtype);
@@ -350,7 +347,14 @@ int run_train(const std::vector<std::string>& args) {
            "--update-sms keeps SMs for the update under the forward, and this run has none: it needs "
            "--update-overlap on or auto (one process, a GPU, --fused on, no --cuda-graph, no sharded optimizer)");
   // The checkpoint holds the whole optimizer state; each rank reads the part it updates.
-  if (!resume_from.empty()) io::load_optimizer_state(resume_from, *optimizer, ctx, lm.store().grad_numel());
+  if (!resume_from.empty()) {
+    io::load_optimizer_state(resume_from, *optimizer, ctx, lm.store().grad_numel());
+    // train makes one update a step (a skipped non-finite step counts too): the counts agree.
+    PT_CHECK(optimizer->steps_taken() == start_step,
+             "--resume " + resume_from + ": the optimizer's 'step' (" + std::to_string(optimizer->steps_taken()) +
+                 " updates) differs from the run's 'step' (" + std::to_string(start_step) +
+                 "); train makes one update a step, so the file is damaged or pieced together");
+  }
   TrainStep step_fn(lm, *optimizer, *dp.sync, static_cast<float>(t.grad_clip));
   if (use_graph) step_fn.enable_cuda_graph(ctx);
   NanGradInjector injected_fault(ctx, lm.store());  // PARATRAIN_FAULT=nan-grad:STEP:PARAM only
@@ -529,6 +533,18 @@ int run_train(const std::vector<std::string>& args) {
              {"exit_code", static_cast<int64_t>(stopped ? kExitStopped : kExitOk)}},
             summary);
   return stopped ? kExitStopped : kExitOk;
+}
+
+}  // namespace
+
+int run_train(const std::vector<std::string>& args) {
+  AdoptedOptions adopted_from;  // the options taken from a --resume checkpoint
+  try {
+    return train(args, adopted_from);
+  } catch (const std::exception& e) {
+    adopted_from.blame_checkpoint(e);
+    throw;
+  }
 }
 
 }  // namespace pt::cli

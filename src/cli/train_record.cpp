@@ -1,9 +1,11 @@
 #include "cli/train_record.h"
 
+#include <cstdint>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
 
+#include "core/env.h"
 #include "core/error.h"
 #include "io/record_reader.h"
 #include "parallel/runtime.h"
@@ -35,11 +37,6 @@ io::ResultTable segments_schema() {
       .add_string("slurm_job_id", "SLURM_JOB_ID (empty outside Slurm)")
       .add_int("slurm_restart_count", "SLURM_RESTART_COUNT: how often Slurm requeued the job (0 outside Slurm)");
   return t;
-}
-
-std::string env_or(const char* name, const std::string& fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? v : fallback;
 }
 
 std::string utc_now() {
@@ -112,8 +109,8 @@ TrainRecord::TrainRecord(const std::string& out, bool overwrite, bool resumed, i
       .set("started", utc_now())
       .set("resumed_from", resumed_from)
       .set("world_size", static_cast<int64_t>(world_size))
-      .set("slurm_job_id", env_or("SLURM_JOB_ID", ""))
-      .set("slurm_restart_count", static_cast<int64_t>(std::stoll(env_or("SLURM_RESTART_COUNT", "0"))));
+      .set("slurm_job_id", env::text("SLURM_JOB_ID").value_or(""))
+      .set("slurm_restart_count", env::integer("SLURM_RESTART_COUNT", 0, INT64_MAX).value_or(0));
   if (!resumed_from.empty()) record_.set_attr("resumed_from", resumed_from);
   record_.set_attr("run_id", run_id);
 }

@@ -65,6 +65,19 @@ std::vector<std::string> options_from_checkpoint(const po::options_description& 
   return adopt;
 }
 
+void AdoptedOptions::blame_checkpoint(const std::exception& e) const {
+  const std::string why = error_text(e);
+  for (size_t i = 0; i + 1 < words_.size(); i += 2) {
+    const std::string& flag = words_[i];
+    const std::string& value = words_[i + 1];
+    const bool named = why.find(flag + " ") != std::string::npos || why.find(flag + "'") != std::string::npos ||
+                       (!value.empty() && why.find("'" + value + "'") != std::string::npos);
+    if (named)
+      PT_FAIL("--resume " + checkpoint_ + ": the checkpoint's attribute config." + flag.substr(2) + " ('" + value +
+              "') is not usable: " + why);
+  }
+}
+
 void check_same_data(const io::CheckpointInfo& info, const std::string& identity, const std::string& data_path,
                      const std::string& checkpoint_path) {
   const auto it = info.text.find("data.identity");

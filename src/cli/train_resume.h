@@ -40,6 +40,25 @@ void add_run_config(io::CheckpointInfo& info, const po::variables_map& vm);
 std::vector<std::string> options_from_checkpoint(const po::options_description& desc, const po::variables_map& vm,
                                                  const io::CheckpointInfo& info, const std::string& path);
 
+// The options a resumed run took from its checkpoint (options_from_checkpoint's words), until its
+// work starts: an error then that names one of them ("--lr") or quotes its value ("unknown model
+// size 'x'") is the checkpoint's fault, and is reported naming the file and the attribute.
+class AdoptedOptions {
+ public:
+  void set(const std::string& checkpoint, const std::vector<std::string>& words) {
+    checkpoint_ = checkpoint;
+    words_ = words;
+  }
+  void clear() { words_.clear(); }
+  // Throws e again as "--resume FILE: the checkpoint's attribute config.NAME is not usable: ..."
+  // when it fits an adopted option; returns otherwise.
+  void blame_checkpoint(const std::exception& e) const;
+
+ private:
+  std::string checkpoint_;
+  std::vector<std::string> words_;
+};
+
 // The data file's identity as the checkpoint stored it ("data.identity"), compared with the
 // file this run reads: one error naming both when they differ. No-op for older checkpoints.
 void check_same_data(const io::CheckpointInfo& info, const std::string& identity, const std::string& data_path,

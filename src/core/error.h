@@ -1,5 +1,6 @@
 #pragma once
-// Error type and return-code checks for CUDA, cuBLAS, NCCL, MPI and HDF5: every failure names file and line.
+// Error type and return-code checks for CUDA, cuBLAS, NCCL and MPI (HDF5's: io/h5_util.h): every
+// failure names file and line.
 #include <stdexcept>
 #include <string>
 
@@ -8,8 +9,8 @@ namespace pt {
 // Thrown for every failure the program reports. what() is the message and, when known, the
 // source location ("msg (file.cpp:123)"): what records and logs keep. main() prints one line:
 // the message alone for a failure of the user's input (PT_CHECK, PT_FAIL), the location too
-// for a failed library call (the PT_*_CHECK macros of CUDA, cuBLAS, NCCL, MPI, HDF5: an
-// internal error) or under --verbose.
+// for a failed library call (the PT_*_CHECK macros of CUDA, cuBLAS, NCCL, MPI and, in
+// io/h5_util.h, HDF5: an internal error) or under --verbose.
 class Error : public std::runtime_error {
  public:
   explicit Error(const std::string& msg, const std::string& where = "", bool internal = false)
@@ -70,11 +71,3 @@ std::string mpi_error_string(int code);
 #define PT_CUBLAS_CHECK(expr) PT_LIBRARY_CHECK(expr, #expr, "cuBLAS", ::pt::cublas_error_string)
 #define PT_NCCL_CHECK(expr) PT_LIBRARY_CHECK(expr, #expr, "NCCL", ::pt::nccl_error_string)
 #define PT_MPI_CHECK(expr) PT_LIBRARY_CHECK(expr, #expr, "MPI", ::pt::mpi_error_string)
-
-// HDF5 C API calls return a negative value on failure.
-#define PT_H5_CHECK(expr)                                                                              \
-  ([&]() {                                                                                             \
-    auto pt_rc_ = (expr);                                                                              \
-    if (pt_rc_ < 0) ::pt::fail_internal_at(__FILE__, __LINE__, std::string("HDF5 error in ") + #expr); \
-    return pt_rc_;                                                                                     \
-  }())

@@ -7,7 +7,7 @@ namespace pt {
 enum ExitCode : int {
   kExitOk = 0,
   kExitError = 1,        // the one error line says what (input, file, rank, or a library call)
-  kExitUsage = 2,        // the command line itself: unknown option, missing value
+  kExitUsage = 2,        // the command line itself: unknown command or option, missing value
   kExitOutOfMemory = 3,  // a device allocation failed even after the cache was emptied
   kExitStopped = 75,     // stopped by SIGTERM/SIGINT/SIGUSR1 at a step boundary, state saved
 };
@@ -20,7 +20,7 @@ struct ExitCodeInfo {
 inline constexpr ExitCodeInfo kExitCodes[] = {
     {kExitOk, "finished"},
     {kExitError, "an error: one line on stderr names the input, file, rank or library call"},
-    {kExitUsage, "the command line: an unknown option, a missing or malformed value"},
+    {kExitUsage, "the command line: an unknown command or option, a missing or malformed value"},
     {kExitOutOfMemory, "out of device memory"},
     {kExitStopped, "stopped early by SIGTERM, SIGINT or SIGUSR1 at a step boundary; the record is "
                    "written and, with --save, the checkpoint (resume with --resume)"},

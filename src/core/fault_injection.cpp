@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <sstream>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -22,6 +23,21 @@ std::vector<std::string> split(const std::string& s, char sep) {
   std::stringstream ss(s);
   for (std::string item; std::getline(ss, item, sep);) out.push_back(item);
   return out;
+}
+
+// The whole word as a number (std::stoll and std::stod stop at the first stray character:
+// "2x" would be 2); throws std::invalid_argument otherwise.
+int64_t whole_int(const std::string& w) {
+  size_t used = 0;
+  const long long v = std::stoll(w, &used);
+  if (used != w.size()) throw std::invalid_argument(w);
+  return v;
+}
+double whole_number(const std::string& w) {
+  size_t used = 0;
+  const double v = std::stod(w, &used);
+  if (used != w.size()) throw std::invalid_argument(w);
+  return v;
 }
 
 std::vector<Fault> parse(const std::string& spec) {
@@ -44,12 +60,12 @@ std::vector<Fault> parse(const std::string& spec) {
     fault.kind = f[0];
     try {
       if (f[0] == "nan-grad" && f.size() == 3) {
-        fault.step = std::stoll(f[1]);
+        fault.step = whole_int(f[1]);
         fault.param = f[2];
       } else if (f[0] == "pause-in-checkpoint" && f.size() == 2) {
-        fault.seconds = std::stod(f[1]);
+        fault.seconds = whole_number(f[1]);
       } else if (f[0] == "signal" && f.size() == 3) {
-        fault.step = std::stoll(f[1]);
+        fault.step = whole_int(f[1]);
         fault.signal = f[2] == "SIGTERM"   ? SIGTERM
                        : f[2] == "SIGINT"  ? SIGINT
                        : f[2] == "SIGUSR1" ? SIGUSR1

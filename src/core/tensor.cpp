@@ -44,8 +44,12 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, const std::
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, const std::string& name, MemCategory category) {
   for (int64_t d : shape) PT_CHECK(d >= 0, "negative dimension in shape " + shape_str(shape));
-  size_t bytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
-  auto storage = std::make_shared<Storage>(bytes, device.kind, name, category);
+  // A size that overflows would allocate a wrapped-around, smaller buffer: refuse it, named.
+  int64_t bytes = static_cast<int64_t>(dtype_size(dtype));
+  for (int64_t d : shape)
+    PT_CHECK(!__builtin_mul_overflow(bytes, d, &bytes),
+             "tensor '" + name + "' of shape " + shape_str(shape) + " is too large: its size overflows 64 bits");
+  auto storage = std::make_shared<Storage>(static_cast<size_t>(bytes), device.kind, name, category);
   Tensor t = view_of(storage->ptr(), shape, dtype, device);
   t.storage_ = std::move(storage);
   return t;

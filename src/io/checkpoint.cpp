@@ -29,6 +29,7 @@ int64_t first_nonfinite_index(const T* v, int64_t n) {
 // 2: optimizer state as whole-model tensors /optimizer/<kind> (1: one per range, <kind>.<i>),
 // and the run's configuration (config.*) for --resume.
 constexpr int64_t kFormatVersion = 2;
+constexpr const char* kFormat = "paratrain-checkpoint";
 constexpr size_t kMaxListedProblems = 6;
 
 std::string what_of(const std::string& path) { return "checkpoint '" + path + "'"; }
@@ -60,6 +61,42 @@ hid_t native_type_of(DType t) {
   PT_CHECK(t == DType::F32 || t == DType::F64,
            std::string("checkpoint: optimizer state must be fp32 or fp64, got ") + dtype_name(t));
   return t == DType::F32 ? H5T_NATIVE_FLOAT : H5T_NATIVE_DOUBLE;
+}
+
+// A file that says what it is must say paratrain-checkpoint, of a version this program reads (1
+// or 2); one that says nothing (a PyTorch state_dict saved with h5py) is judged by its tensors.
+void check_format(hid_t file, const std::string& path) {
+  if (h5::has_attr(file, "format")) {
+    const std::string format = h5::read_string_attr(file, "format");
+    PT_CHECK(format == kFormat, what_of(path) + " is a '" + format + "' file, not a " + kFormat);
+    PT_CHECK(h5::has_attr(file, "format_version"), what_of(path) + " has no attribute 'format_version'");
+  }
+  if (h5::has_attr(file, "format_version")) {
+    const int64_t v = h5::read_int_attr(file, "format_version");
+    PT_CHECK(v >= 1 && v <= kFormatVersion, what_of(path) + " has format_version " + std::to_string(v) +
+                                                "; this program reads versions 1 to " + std::to_string(kFormatVersion) +
+                                                " (a newer paratrain wrote it?)");
+  }
+}
+
+// The open checkpoint at `path`, its format checked.
+h5::Id open_checkpoint(const std::string& path) {
+  h5::Id file = h5::open_file_readonly(path, what_of(path));
+  check_format(file, path);
+  return file;
+}
+
+// "int64", "float16", "strings", ...: what a dataset holds, for errors.
+std::string stored_type(hid_t dset) {
+  h5::Id type(PT_H5_CHECK(H5Dget_type(dset)), H5Tclose);
+  const size_t bits = 8 * H5Tget_size(type);
+  switch (H5Tget_class(type)) {
+    case H5T_INTEGER: return (H5Tget_sign(type) == H5T_SGN_NONE ? "uint" : "int") + std::to_string(bits);
+    case H5T_FLOAT: return "float" + std::to_string(bits);
+    case H5T_STRING: return "strings";
+    case H5T_COMPOUND: return "a compound type";
+    default: return "a non-numeric type";
+  }
 }
 
 herr_t collect_attr_name(hid_t, const char* name, const H5A_info_t*, void* names) {
@@ -108,7 +145,7 @@ void save_checkpoint(const std::string& path, const ParamStore& params, Context&
       h5::write_dataset(file, p.name, values, p.shape);
       names.push_back(p.name);
     }
-    h5::write_attr(file, "format", std::string("paratrain-checkpoint"));
+    h5::write_attr(file, "format", std::string(kFormat));
     h5::write_attr(file, "format_version", kFormatVersion);
     h5::write_attr(file, "program_version", std::string(program_version()));
     h5::write_attr(file, "git_revision", std::string(git_revision()));
@@ -149,7 +186,7 @@ void save_checkpoint(const std::string& path, const ParamStore& params, Context&
 
 void load_weights(const std::string& path, ParamStore& params, Context& ctx) {
   PT_CHECK(params.finalized(), "load_weights: the parameter store is not finalized");
-  h5::Id file = h5::open_file_readonly(path, what_of(path));
+  h5::Id file = open_checkpoint(path);
   std::vector<float> host(static_cast<size_t>(params.numel()));  // (numel) fp32, flat
   std::vector<std::string> problems;
   for (const auto& up : params.params()) {
@@ -165,10 +202,12 @@ void load_weights(const std::string& path, ParamStore& params, Context& ctx) {
       continue;
     }
     if (!is_float_dataset(d)) {
-      problems.push_back("tensor '" + p.name + "' is not floating point (fp32 or fp64 expected)");
+      problems.push_back("tensor '" + p.name + "' holds " + stored_type(d) + ", not floating point (fp32 or fp64)");
       continue;
     }
-    if (p.numel > 0) PT_H5_CHECK(H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, host.data() + p.offset));
+    if (p.numel > 0)
+      h5::read_dataset(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, host.data() + p.offset,
+                       what_of(path) + ": tensor '" + p.name + "'");
   }
   if (!problems.empty()) fail_with(what_of(path) + " does not match the model", problems);
   for (const auto& up : params.params()) {
@@ -184,7 +223,7 @@ void load_weights(const std::string& path, ParamStore& params, Context& ctx) {
 }
 
 void load_optimizer_state(const std::string& path, Optimizer& opt, Context& ctx, int64_t trainable_numel) {
-  h5::Id file = h5::open_file_readonly(path, what_of(path));
+  h5::Id file = open_checkpoint(path);
   h5::Id group;
   {
     h5::QuietErrors quiet;
@@ -214,9 +253,14 @@ void load_optimizer_state(const std::string& path, Optimizer& opt, Context& ctx,
       continue;
     }
     const Shape found = h5::dataset_shape(d);
-    if (found != Shape{trainable_numel} || !is_float_dataset(d)) {
+    if (found != Shape{trainable_numel}) {
       problems.push_back("state '" + name + "' has shape " + shape_str(found) + ", expected " +
-                         shape_str({trainable_numel}) + " floats (the state of another model?)");
+                         shape_str({trainable_numel}) + " (the state of another model?)");
+      continue;
+    }
+    if (!is_float_dataset(d)) {
+      problems.push_back("state '" + name + "' has dtype " + stored_type(d) +
+                         ", expected floating point (fp32 or fp64)");
       continue;
     }
     const int64_t n = p.values.numel();
@@ -226,7 +270,7 @@ void load_optimizer_state(const std::string& path, Optimizer& opt, Context& ctx,
     const hsize_t start[1] = {static_cast<hsize_t>(p.grad_begin)}, count[1] = {static_cast<hsize_t>(n)};
     PT_H5_CHECK(H5Sselect_hyperslab(space, H5S_SELECT_SET, start, nullptr, count, nullptr));
     h5::Id memspace(PT_H5_CHECK(H5Screate_simple(1, count, nullptr)), H5Sclose);
-    PT_H5_CHECK(H5Dread(d, mem, memspace, space, H5P_DEFAULT, host[i].data()));
+    h5::read_dataset(d, mem, memspace, space, host[i].data(), what_of(path) + ": optimizer state '" + name + "'");
   }
   if (!problems.empty()) fail_with(what_of(path) + ": optimizer state does not match", problems);
   for (size_t i = 0; i < pieces.size(); ++i) {
@@ -266,7 +310,7 @@ void load_optimizer_state(const std::string& path, Optimizer& opt, Context& ctx,
 }
 
 CheckpointInfo read_checkpoint_info(const std::string& path) {
-  h5::Id file = h5::open_file_readonly(path, what_of(path));
+  h5::Id file = open_checkpoint(path);
   std::vector<std::string> names;
   hsize_t idx = 0;
   PT_H5_CHECK(H5Aiterate2(file, H5_INDEX_NAME, H5_ITER_INC, &idx, collect_attr_name, &names));

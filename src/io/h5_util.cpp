@@ -8,8 +8,111 @@
 #include "core/error.h"
 #include "core/fault_injection.h"
 #include "io/h5_output_driver.h"
+#include "io/h5_errors.h"
+
+namespace pt::io {
+
+void set_hdf5_error_printing(bool verbose) {
+  if (!verbose) PT_H5_CHECK(H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr));  // verbose: HDF5's default prints
+}
+
+}  // namespace pt::io
 
 namespace pt::io::h5 {
+
+namespace {
+
+// What fail_call takes from HDF5's error stack: the innermost message, and an operating-system
+// error with its file where HDF5's file driver reported one ("..., filename = 'x.h5', ...,
+// errno = 28, error message = 'No space left on device', ...").
+struct StackCause {
+  std::string innermost, file, os_error;
+  bool writing = false;
+};
+
+std::string quoted_field(const std::string& desc, const std::string& key) {
+  const size_t at = desc.find(key + " = '");
+  if (at == std::string::npos) return "";
+  const size_t from = at + key.size() + 4, to = desc.find('\'', from);
+  return to == std::string::npos ? "" : desc.substr(from, to - from);
+}
+
+herr_t collect_cause(unsigned n, const H5E_error2_t* e, void* data) {
+  auto& c = *static_cast<StackCause*>(data);
+  const std::string desc = e->desc ? e->desc : "";
+  if (n == 0) c.innermost = std::string(e->func_name ? e->func_name : "?") + ": " + desc;
+  if (c.os_error.empty()) {
+    c.os_error = quoted_field(desc, "error message");
+    if (!c.os_error.empty()) {
+      c.file = quoted_field(desc, "filename");
+      c.writing = desc.find("write") != std::string::npos;
+    }
+  }
+  return 0;
+}
+
+// What the current error stack says, cleared for the next call.
+StackCause take_cause() {
+  StackCause cause;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, collect_cause, &cause);
+  H5Eclear2(H5E_DEFAULT);
+  return cause;
+}
+
+}  // namespace
+
+void fail_call(const char* file, int line, const char* expr) {
+  const StackCause cause = take_cause();
+  if (!cause.os_error.empty())
+    fail_at(file, line,
+            std::string(cause.writing ? "cannot write '" : "cannot read '") + cause.file + "': " + cause.os_error);
+  fail_internal_at(file, line,
+                   std::string("HDF5 error in ") + expr + (cause.innermost.empty() ? "" : ": " + cause.innermost));
+}
+
+namespace {
+// Refuses, naming `what`, a dataset stored through a filter this library cannot decode: before a
+// read that would fail deep inside HDF5.
+void check_filters(hid_t dset, const std::string& what) {
+  Id dcpl(PT_H5_CHECK(H5Dget_create_plist(dset)), H5Pclose);
+  const int n = PT_H5_CHECK(H5Pget_nfilters(dcpl));
+  for (int i = 0; i < n; ++i) {
+    unsigned flags = 0, config = 0;
+    size_t nvalues = 0;
+    char name[256] = {0};
+    const H5Z_filter_t id =
+        H5Pget_filter2(dcpl, static_cast<unsigned>(i), &flags, &nvalues, nullptr, sizeof name, name, &config);
+    PT_H5_CHECK(id);
+    htri_t avail;
+    {
+      QuietErrors quiet;  // "not available" is the answer sought, not an error to print
+      avail = H5Zfilter_avail(id);
+    }
+    unsigned info = 0;
+    const bool decodes = avail > 0 && H5Zget_filter_info(id, &info) >= 0 && (info & H5Z_FILTER_CONFIG_DECODE_ENABLED);
+    PT_CHECK(decodes, what + " is stored through the HDF5 filter '" + std::string(name[0] ? name : "unnamed") +
+                          "' (id " + std::to_string(id) +
+                          "), which this program's HDF5 cannot decode: rewrite it uncompressed or with gzip");
+  }
+}
+}  // namespace
+
+void read_dataset(hid_t dset, hid_t mem_type, hid_t mem_space, hid_t file_space, void* buf, const std::string& what) {
+  check_filters(dset, what);
+  if (H5Dread(dset, mem_type, mem_space, file_space, H5P_DEFAULT, buf) >= 0) return;
+  const StackCause cause = take_cause();
+  PT_FAIL(what + " cannot be read (" + (cause.os_error.empty() ? cause.innermost : cause.os_error) +
+          "): the file is damaged or truncated");
+}
+
+std::string where(hid_t obj) {
+  char buf[4096] = {0};
+  const ssize_t n = H5Fget_name(obj, buf, sizeof buf);
+  std::string out = "'" + std::string(n > 0 ? buf : "?") + "'";
+  const ssize_t m = H5Iget_name(obj, buf, sizeof buf);
+  if (m > 0 && std::string(buf) != "/") out += " " + std::string(buf);
+  return out;
+}
 
 QuietErrors::QuietErrors() {
   PT_H5_CHECK(H5Eget_auto2(H5E_DEFAULT, &func_, &data_));
@@ -126,8 +229,15 @@ void put_dataset(hid_t file, const std::string& path, hid_t type, const std::vec
   put_raw(file, path, type, values.data(), shape);
 }
 
+// An attribute read into one value must hold one: a list would overrun the buffer.
+void check_one_value(hid_t attr, hid_t obj, const std::string& name) {
+  Id space(PT_H5_CHECK(H5Aget_space(attr)), H5Sclose);
+  PT_CHECK(PT_H5_CHECK(H5Sget_simple_extent_npoints(space)) == 1,
+           where(obj) + ": attribute '" + name + "' is not a single value");
+}
+
 Id open_attr(hid_t obj, const std::string& name) {
-  PT_CHECK(has_attr(obj, name), "attribute '" + name + "' is missing");
+  PT_CHECK(has_attr(obj, name), where(obj) + ": attribute '" + name + "' is missing");
   return Id(PT_H5_CHECK(H5Aopen(obj, name.c_str(), H5P_DEFAULT)), H5Aclose);
 }
 
@@ -190,11 +300,13 @@ bool has_attr(hid_t obj, const std::string& name) { return PT_H5_CHECK(H5Aexists
 std::string read_string_attr(hid_t obj, const std::string& name) {
   Id attr = open_attr(obj, name);
   Id type(PT_H5_CHECK(H5Aget_type(attr)), H5Tclose);
-  PT_CHECK(H5Tget_class(type) == H5T_STRING, "attribute '" + name + "' is not a string");
-  Id space(PT_H5_CHECK(H5Aget_space(attr)), H5Sclose);
-  PT_CHECK(PT_H5_CHECK(H5Sget_simple_extent_npoints(space)) == 1, "attribute '" + name + "' is not a scalar");
+  PT_CHECK(H5Tget_class(type) == H5T_STRING, where(obj) + ": attribute '" + name + "' is not a string");
+  check_one_value(attr, obj, name);
+  // Read in the attribute's own character set: HDF5 converts no ASCII string to UTF-8 or back.
+  const H5T_cset_t cset = H5Tget_cset(type);
   if (PT_H5_CHECK(H5Tis_variable_str(type)) > 0) {
     Id mem = vlen_string_type();
+    PT_H5_CHECK(H5Tset_cset(mem, cset));
     char* p = nullptr;
     PT_H5_CHECK(H5Aread(attr, mem, &p));
     std::string s = p ? p : "";
@@ -203,6 +315,7 @@ std::string read_string_attr(hid_t obj, const std::string& name) {
   }
   const size_t width = H5Tget_size(type);
   Id mem = fixed_string_type(width);
+  PT_H5_CHECK(H5Tset_cset(mem, cset));
   std::string s(width, '\0');
   PT_H5_CHECK(H5Aread(attr, mem, s.data()));
   s.resize(std::strlen(s.c_str()));  // null padding or termination
@@ -212,7 +325,8 @@ std::string read_string_attr(hid_t obj, const std::string& name) {
 int64_t read_int_attr(hid_t obj, const std::string& name) {
   Id attr = open_attr(obj, name);
   Id type(PT_H5_CHECK(H5Aget_type(attr)), H5Tclose);
-  PT_CHECK(H5Tget_class(type) == H5T_INTEGER, "attribute '" + name + "' is not an integer");
+  PT_CHECK(H5Tget_class(type) == H5T_INTEGER, where(obj) + ": attribute '" + name + "' is not an integer");
+  check_one_value(attr, obj, name);
   int64_t v = 0;
   PT_H5_CHECK(H5Aread(attr, H5T_NATIVE_INT64, &v));
   return v;
@@ -222,7 +336,8 @@ double read_double_attr(hid_t obj, const std::string& name) {
   Id attr = open_attr(obj, name);
   Id type(PT_H5_CHECK(H5Aget_type(attr)), H5Tclose);
   const H5T_class_t c = H5Tget_class(type);
-  PT_CHECK(c == H5T_FLOAT || c == H5T_INTEGER, "attribute '" + name + "' is not a number");
+  PT_CHECK(c == H5T_FLOAT || c == H5T_INTEGER, where(obj) + ": attribute '" + name + "' is not a number");
+  check_one_value(attr, obj, name);
   double v = 0;
   PT_H5_CHECK(H5Aread(attr, H5T_NATIVE_DOUBLE, &v));
   return v;

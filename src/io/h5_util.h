@@ -10,6 +10,29 @@
 
 namespace pt::io::h5 {
 
+// HDF5 C API calls return a negative value on failure; fail_call reports it.
+#define PT_H5_CHECK(expr)                                               \
+  ([&]() {                                                              \
+    auto pt_rc_ = (expr);                                               \
+    if (pt_rc_ < 0) ::pt::io::h5::fail_call(__FILE__, __LINE__, #expr); \
+    return pt_rc_;                                                      \
+  }())
+
+// The failure of an HDF5 call, in one line from HDF5's error stack (which HDF5 prints itself only
+// under --verbose: set_hdf5_error_printing): an operating-system error HDF5 met writing or reading
+// a file (the disk full, the file too large, an I/O error) as "cannot write 'FILE': <errno text>",
+// a user-facing error; anything else as an internal one naming the call and HDF5's innermost
+// message.
+[[noreturn]] void fail_call(const char* file, int line, const char* expr);
+
+// H5Dread, its failure one user-facing error naming `what` and the cause: a filter this library
+// cannot decode (an lzf- or blosc-compressed tensor from h5py's plugins), checked first, or a
+// damaged or truncated file (a checksum that does not match, a chunk cut short).
+void read_dataset(hid_t dset, hid_t mem_type, hid_t mem_space, hid_t file_space, void* buf, const std::string& what);
+
+// "'FILE' /PATH" of an open object (a file, group, dataset or attribute's parent), for errors.
+std::string where(hid_t obj);
+
 // Owns one hid_t and closes it with the matching H5?close (errors on close are ignored:
 // destructors must not throw, and the write that matters was already checked).
 class Id {

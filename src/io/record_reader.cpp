@@ -44,6 +44,10 @@ bool read_table_rows(const std::string& path, ResultTable& into) {
   h5::Id dset(PT_H5_CHECK(H5Dopen2(file, name.c_str(), H5P_DEFAULT)), H5Dclose);
   h5::Id ftype(PT_H5_CHECK(H5Dget_type(dset)), H5Tclose);
   PT_CHECK(H5Tget_class(ftype) == H5T_COMPOUND, "'" + path + "': " + name + " is not a table");
+  // A table is a 1-D list of rows: another shape would be read flattened, its rows out of order.
+  const auto dims = h5::dataset_shape(dset);
+  PT_CHECK(dims.size() == 1, "'" + path + "': table " + name + " is " + std::to_string(dims.size()) +
+                                 "-D; a table is 1-D, one row per entry (the file was not written by paratrain)");
   h5::Id space(PT_H5_CHECK(H5Dget_space(dset)), H5Sclose);
   const auto rows = static_cast<size_t>(PT_H5_CHECK(H5Sget_simple_extent_npoints(space)));
   // Each column read on its own through a one-member compound type: HDF5 matches it by name.
@@ -61,8 +65,13 @@ bool read_table_rows(const std::string& path, ResultTable& into) {
     PT_CHECK(ok, "'" + path + "': column '" + cols[c].name + "' of " + name + " has another type");
     h5::Id field;
     if (cols[c].type == ColumnType::String) {
+      // Fixed-length strings, read in their own character set (HDF5 converts neither to the other).
+      PT_CHECK(PT_H5_CHECK(H5Tis_variable_str(mtype)) == 0, "'" + path + "': column '" + cols[c].name + "' of " + name +
+                                                                " holds variable-length strings, not the "
+                                                                "fixed-length ones paratrain writes");
       width[c] = H5Tget_size(mtype);
       field = h5::fixed_string_type(width[c]);
+      PT_H5_CHECK(H5Tset_cset(field, H5Tget_cset(mtype)));
     }
     const hid_t ftype_c = cols[c].type == ColumnType::Int      ? H5T_NATIVE_INT64
                           : cols[c].type == ColumnType::Double ? H5T_NATIVE_DOUBLE
@@ -70,7 +79,7 @@ bool read_table_rows(const std::string& path, ResultTable& into) {
     h5::Id mem(PT_H5_CHECK(H5Tcreate(H5T_COMPOUND, width[c])), H5Tclose);
     PT_H5_CHECK(H5Tinsert(mem, cols[c].name.c_str(), 0, ftype_c));
     data[c].assign(width[c] * rows, '\0');
-    if (rows > 0) PT_H5_CHECK(H5Dread(dset, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, data[c].data()));
+    if (rows > 0) h5::read_dataset(dset, mem, H5S_ALL, H5S_ALL, data[c].data(), "'" + path + "': table " + name);
   }
   for (size_t r = 0; r < rows; ++r) {
     auto row = into.add_row();

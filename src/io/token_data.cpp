@@ -169,8 +169,10 @@ struct LlmcFormat {
 constexpr LlmcFormat kLlmcFormats[] = {{20240520, 1, DType::U16, "gpt-2"}, {20240801, 7, DType::U32, "llama-3"}};
 constexpr size_t kLlmcHeaderBytes = 256 * 4;
 
+// The llm.c format whose magic the file starts with, whatever its length (a file too short for the
+// header is refused as such, not read as raw tokens).
 const LlmcFormat* llmc_format_of_magic(const unsigned char* p, size_t bytes) {
-  if (bytes < kLlmcHeaderBytes) return nullptr;
+  if (bytes < 4) return nullptr;
   for (const LlmcFormat& f : kLlmcFormats)
     if (static_cast<int32_t>(le_u32(p)) == f.magic) return &f;
   return nullptr;
@@ -263,7 +265,12 @@ TokenFile::TokenFile(const std::string& path, int64_t vocab_size, BinTokens head
   }
   try {
     const auto* bytes = static_cast<const unsigned char*>(map_);
-    const bool npy = ends_with(path, ".npy") || (!ends_with(path, ".bin") && has_npy_magic(bytes, map_bytes_));
+    // The format by content first (docs/HDF5_SCHEMA.md, "Token files"): the NumPy magic, then an
+    // llm.c magic, whatever the name; a name ending in .npy must have the NumPy magic; only a file
+    // with neither magic and a name ending in .bin is headerless raw tokens.
+    const bool npy_magic = has_npy_magic(bytes, map_bytes_);
+    const LlmcFormat* llmc = npy_magic ? nullptr : llmc_format_of_magic(bytes, map_bytes_);
+    const bool npy = npy_magic || (!llmc && ends_with(path, ".npy"));  // the latter: refused, magic missing
     // A whole number of elements of `dtype_` from `offset` on, `count_` of them.
     auto take_raw = [&](size_t offset, const std::string& format) {
       const size_t have = map_bytes_ - offset, elem = dtype_size(dtype_);
@@ -289,7 +296,11 @@ TokenFile::TokenFile(const std::string& path, int64_t vocab_size, BinTokens head
       PT_CHECK(have == need,
                what + ": " + std::to_string(have - need) + " unexpected bytes after the array the header describes");
       data_ = bytes + h.data_offset;
-    } else if (const LlmcFormat* f = llmc_format_of_magic(bytes, map_bytes_); f && ends_with(path, ".bin")) {
+    } else if (const LlmcFormat* f = llmc) {
+      PT_CHECK(map_bytes_ >= kLlmcHeaderBytes, what + ": starts with llm.c's magic " + std::to_string(f->magic) + " (" +
+                                                   f->model + " tokens) but is " + std::to_string(map_bytes_) +
+                                                   " bytes, shorter than its " + std::to_string(kLlmcHeaderBytes) +
+                                                   "-byte header: a truncated file");
       const int32_t version = static_cast<int32_t>(le_u32(bytes + 4)),
                     promised = static_cast<int32_t>(le_u32(bytes + 8));
       PT_CHECK(version == f->version, what + ": llm.c token file (magic " + std::to_string(f->magic) + ", " + f->model +

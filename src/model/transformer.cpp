@@ -80,6 +80,24 @@ void TransformerConfig::validate() const {
   PT_CHECK(d_head() % 2 == 0,
            "the head dimension d_model/num_heads = " + std::to_string(d_head()) + " must be even for RoPE");
   PT_CHECK(rope_theta > 0, "rope_theta must be positive");
+  // The parameter count in 64 bits (num_params' sum, each product checked): a model whose size
+  // overflows would be built from wrapped-around sizes.
+  bool fits = true;
+  auto mul = [&](int64_t a, int64_t b) {
+    int64_t r = 0;
+    fits = fits && !__builtin_mul_overflow(a, b, &r);
+    return r;
+  };
+  auto add = [&](int64_t a, int64_t b) {
+    int64_t r = 0;
+    fits = fits && !__builtin_add_overflow(a, b, &r);
+    return r;
+  };
+  const int64_t per_layer = add(add(mul(mul(4, d_model), d_model), mul(mul(3, d_model), d_ff)), mul(2, d_model));
+  add(add(mul(mul(2, vocab_size), d_model), mul(num_layers, per_layer)), d_model);
+  PT_CHECK(fits, "the model is too large: its parameter count overflows 64-bit integers (--vocab-size " +
+                     std::to_string(vocab_size) + ", --d-model " + std::to_string(d_model) + ", --num-layers " +
+                     std::to_string(num_layers) + ", --d-ff " + std::to_string(d_ff) + ")");
   PT_CHECK(attention != AttentionImpl::Flash || ops::flash_attention_supports_head_dim(d_head()),
            "flash attention covers head dimensions " + ops::flash_head_dims_text() + "; this model's is " +
                std::to_string(d_head()) + " (use --attention naive)");

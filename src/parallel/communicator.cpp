@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "core/accelerator_specs.h"
+#include "core/env.h"
 #include "core/error.h"
 #include "parallel/runtime.h"
 
@@ -45,18 +46,10 @@ void set_comm_timeout_s(double seconds) {
 }
 
 double comm_timeout_s() {
-  if (timeout_override > 0) return timeout_override;
-  // Read once: every rank must agree for the whole run, and a bad value fails at the first use.
-  static const double timeout = [] {
-    const char* env = std::getenv("PARATRAIN_COMM_TIMEOUT_S");
-    if (env == nullptr || *env == '\0') return 300.0;
-    char* end = nullptr;
-    double v = std::strtod(env, &end);
-    PT_CHECK(end != env && *end == '\0' && std::isfinite(v) && v > 0,
-             std::string("PARATRAIN_COMM_TIMEOUT_S must be a positive number of seconds (got '") + env + "')");
-    return v;
-  }();
-  return timeout;
+  // Read once, and always (parse_or_help asks at start-up): every rank must agree for the whole
+  // run, and a malformed value is an error even where --comm-timeout overrides it.
+  static const double from_env = env::positive_number("PARATRAIN_COMM_TIMEOUT_S", "seconds").value_or(300.0);
+  return timeout_override > 0 ? timeout_override : from_env;
 }
 
 void comm_fatal(const std::string& op, const std::string& reason) {

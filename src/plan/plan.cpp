@@ -127,6 +127,21 @@ void validate(const Job& j) {
                                          std::to_string(m.num_layers) + " layers");
   parallel::strategy(j.strategy);  // names every strategy when the name is unknown
   PT_CHECK(j.bucket_mb >= 0, "plan: --bucket-mb must be >= 0");
+  // The byte counts below are int64: a job whose memory a device could exceed 2^60 bytes (an
+  // upper bound, in double: every parameter's 16 bytes, every activation at 4 bytes, the naive
+  // scores, the logits) is refused before any of them could overflow.
+  const double B = static_cast<double>(j.batch), T = static_cast<double>(m.context_length),
+               C = static_cast<double>(m.d_model), F = static_cast<double>(m.d_ff),
+               V = static_cast<double>(m.vocab_size), H = static_cast<double>(m.num_heads),
+               L = static_cast<double>(m.num_layers);
+  const double params = 2 * V * C + L * (4 * C * C + 3 * C * F + 2 * C) + C;
+  const double activations = L * B * T * (16 * C + 6 * F + 4 + H * T) * 4 + B * T * (3 * C + V + 1) * 4;
+  PT_CHECK(params * 16 + activations < 0x1p60,
+           "plan: the job is too large to plan: a device's memory could exceed 2^60 bytes (--batch-size " +
+               std::to_string(j.batch) + ", --context-length " + std::to_string(m.context_length) + ", --d-model " +
+               std::to_string(m.d_model) + ", --num-layers " + std::to_string(m.num_layers) + ", --num-heads " +
+               std::to_string(m.num_heads) + ", --d-ff " + std::to_string(m.d_ff) + ", --vocab-size " +
+               std::to_string(m.vocab_size) + ")");
 }
 
 }  // namespace

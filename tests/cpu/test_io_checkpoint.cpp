@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iterator>
 #include <limits>
+#include <optional>
 
 #include "common/test_util.h"
 #include "core/error.h"
@@ -278,6 +279,95 @@ TEST(IoCheckpoint, BadFilesAndOptimizerMismatch) {
   msg = error_of([&] { load_optimizer_state(dir + "/ck.h5", bigger, ctx, m.store.grad_numel() + 1); });
   EXPECT_NE(msg.find("'exp_avg' has shape"), std::string::npos) << msg;
   EXPECT_NE(msg.find("'exp_avg_sq'"), std::string::npos) << msg;
+}
+
+// Attribute `name` of the object at `obj_path` in an existing file, replaced by an int64 or a
+// string (or removed when both are absent): how a hostile or damaged file is made.
+void set_attr(const std::string& file, const std::string& obj_path, const std::string& name,
+              std::optional<int64_t> number, std::optional<std::string> text = std::nullopt) {
+  hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  hid_t obj = H5Oopen(f, obj_path.c_str(), H5P_DEFAULT);
+  ASSERT_GE(obj, 0);
+  if (H5Aexists(obj, name.c_str()) > 0) ASSERT_GE(H5Adelete(obj, name.c_str()), 0);
+  hid_t space = H5Screate(H5S_SCALAR);
+  if (number) {
+    hid_t a = H5Acreate2(obj, name.c_str(), H5T_STD_I64LE, space, H5P_DEFAULT, H5P_DEFAULT);
+    EXPECT_GE(H5Awrite(a, H5T_NATIVE_INT64, &*number), 0);
+    H5Aclose(a);
+  } else if (text) {
+    hid_t type = H5Tcopy(H5T_C_S1);
+    H5Tset_size(type, text->size());
+    hid_t a = H5Acreate2(obj, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT);
+    EXPECT_GE(H5Awrite(a, type, text->data()), 0);
+    H5Aclose(a);
+    H5Tclose(type);
+  }
+  H5Sclose(space);
+  H5Oclose(obj);
+  H5Fclose(f);
+}
+
+// A file that says it is something else, or a newer format, or whose optimizer has no step count,
+// is refused with one error naming the file; an integer-typed moment is named by its dtype, not a
+// shape that matches.
+TEST(IoCheckpoint, ForeignNewerOrInconsistentFilesAreRefusedNamingTheFile) {
+  Context ctx(Device::cpu());
+  const std::string dir = test::scratch_dir("ckpt_hostile");
+  TinyModel m(ctx);
+  FakeAdam opt(ctx, m.store.grad_numel());
+  const std::string good = dir + "/good.h5";
+  save_checkpoint(good, m.store, ctx, &opt, CheckpointInfo{});
+  auto copy = [&](const std::string& name) {
+    const std::string p = dir + "/" + name;
+    fs::copy_file(good, p, fs::copy_options::overwrite_existing);
+    return p;
+  };
+  auto expect_refused = [&](const std::string& p, std::initializer_list<const char*> words) {
+    for (const std::string& msg :
+         {error_of([&] { load_weights(p, m.store, ctx); }), error_of([&] { read_checkpoint_info(p); }),
+          error_of([&] { load_optimizer_state(p, opt, ctx, m.store.grad_numel()); })})
+      for (const char* w : words) EXPECT_NE(msg.find(w), std::string::npos) << "'" << w << "' not in: " << msg;
+  };
+  const std::string v99 = copy("v99.h5");
+  set_attr(v99, "/", "format_version", 99);
+  expect_refused(v99, {"v99.h5", "format_version 99"});
+  const std::string v0 = copy("v0.h5");
+  set_attr(v0, "/", "format_version", 0);
+  expect_refused(v0, {"v0.h5", "format_version 0"});
+  const std::string foreign = copy("foreign.h5");
+  set_attr(foreign, "/", "format", std::nullopt, std::string("keras-weights"));
+  expect_refused(foreign, {"foreign.h5", "'keras-weights'"});
+  const std::string unversioned = copy("unversioned.h5");
+  set_attr(unversioned, "/", "format_version", std::nullopt);
+  expect_refused(unversioned, {"unversioned.h5", "format_version"});
+
+  const std::string no_step = copy("no_step.h5");
+  set_attr(no_step, "/optimizer", "step", std::nullopt);
+  std::string msg = error_of([&] { load_optimizer_state(no_step, opt, ctx, m.store.grad_numel()); });
+  EXPECT_NE(msg.find("no_step.h5"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'step' is missing"), std::string::npos) << msg;
+
+  // exp_avg rewritten as int64 of the right length.
+  const std::string ints = copy("ints.h5");
+  {
+    hid_t f = H5Fopen(ints.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    ASSERT_GE(f, 0);
+    ASSERT_GE(H5Ldelete(f, "optimizer/exp_avg", H5P_DEFAULT), 0);
+    const hsize_t n = static_cast<hsize_t>(m.store.grad_numel());
+    std::vector<int64_t> zeros(n, 0);
+    hid_t space = H5Screate_simple(1, &n, nullptr);
+    hid_t d = H5Dcreate2(f, "optimizer/exp_avg", H5T_STD_I64LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    EXPECT_GE(H5Dwrite(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, zeros.data()), 0);
+    H5Dclose(d);
+    H5Sclose(space);
+    H5Fclose(f);
+  }
+  msg = error_of([&] { load_optimizer_state(ints, opt, ctx, m.store.grad_numel()); });
+  EXPECT_NE(msg.find("ints.h5"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'exp_avg' has dtype int64"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("has shape"), std::string::npos) << msg;
+  EXPECT_NO_THROW(load_optimizer_state(good, opt, ctx, m.store.grad_numel()));
 }
 
 // A diverged state is never written: the save fails naming the tensor and the checkpoint

@@ -180,6 +180,33 @@ TEST_F(IoTokenFile, ReadsLlmcHeaderedBinFiles) {
   EXPECT_ERROR_HAS(TokenFile(path("count.bin"), 50257), "count.bin", "promises 9 tokens but 5 follow");
 }
 
+// The format comes from the content first (docs/HDF5_SCHEMA.md, "Token files"): a magic decides,
+// whatever the name; only a file with no magic and a name ending in .bin is raw tokens.
+TEST_F(IoTokenFile, FormatIsRecognisedByContentBeforeName) {
+  const std::vector<uint16_t> ids = {7, 8, 9, 10, 11};
+  write_npy(path("npy.bin"), ids, "<u2");  // a .npy renamed: not its header bytes as tokens
+  TokenFile npy(path("npy.bin"), 65536);
+  ASSERT_EQ(npy.size(), 5);
+  EXPECT_EQ(npy.token(0), 7);
+  const std::string llmc = llmc_bin(20240520, 1, 5, bytes_of(ids));
+  for (const char* name : {"gpt2.dat", "gpt2.npy", "gpt2.tokens"}) {
+    std::ofstream(path(name), std::ios::binary) << llmc;
+    TokenFile f(path(name), 50257);
+    ASSERT_EQ(f.size(), 5) << name;
+    EXPECT_EQ(f.token(4), 11) << name;
+  }
+  // llm.c's magic in a file too short for its header: refused, not read as 200 raw tokens.
+  std::ofstream(path("short.bin"), std::ios::binary) << llmc.substr(0, 400);
+  EXPECT_ERROR_HAS(TokenFile(path("short.bin"), 65536), "short.bin", "llm.c", "400 bytes", "1024-byte header");
+  std::ofstream(path("magic_only.bin"), std::ios::binary) << llmc.substr(0, 4);
+  EXPECT_ERROR_HAS(TokenFile(path("magic_only.bin"), 65536), "magic_only.bin", "1024-byte header");
+  // No magic: raw tokens for .bin only.
+  std::ofstream(path("raw.bin"), std::ios::binary) << bytes_of(ids);
+  EXPECT_EQ(TokenFile(path("raw.bin"), 100).size(), 5);
+  std::ofstream(path("raw.npy"), std::ios::binary) << bytes_of(ids);
+  EXPECT_ERROR_HAS(TokenFile(path("raw.npy"), 100), "raw.npy", "magic");
+}
+
 TEST_F(IoTokenFile, HeaderlessBinIsUint16UnlessToldUint32AndPlainUint32IsRefusedAsUint16) {
   std::vector<uint32_t> ids(20000);
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = uint32_t(1 + i % 9000);
