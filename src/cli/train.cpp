@@ -20,6 +20,7 @@
 #include "core/interrupt.h"
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
+#include "io/input_file.h"
 #include "io/token_data.h"
 #include "model/transformer.h"
 #include "optim/deferred_update.h"
@@ -220,6 +221,8 @@ int run_train(const std::vector<std::string>& args) {
       }
     }
   }
+  if (!t.init_from.empty())  // read after the build: refused now if it can never be read
+    io::require_regular_file(t.init_from, "--init-from '" + t.init_from + "'", "a checkpoint");
   RunLog log(log_opt, rt.is_root());
   const int64_t start_step = resume_from.empty() ? 0 : resumed.step;
   if (!resume_from.empty() && start_step >= t.steps) {

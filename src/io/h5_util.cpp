@@ -1,11 +1,10 @@
 #include "io/h5_util.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <cstring>
 
 #include "core/error.h"
+#include "io/input_file.h"
 
 namespace pt::io::h5 {
 
@@ -23,9 +22,7 @@ Id create_file(const std::string& path) {
 }
 
 Id open_file_readonly(const std::string& path, const std::string& what) {
-  struct stat st {};
-  PT_CHECK(::stat(path.c_str(), &st) == 0, what + ": cannot open: " + std::strerror(errno));
-  PT_CHECK(!S_ISDIR(st.st_mode), what + ": is a directory, not a file");
+  require_regular_file(path, what, "it");
   QuietErrors quiet;
   const htri_t is_h5 = H5Fis_hdf5(path.c_str());
   PT_CHECK(is_h5 > 0, what + ": not an HDF5 file (or unreadable)");

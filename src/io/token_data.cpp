@@ -14,7 +14,7 @@
 #include <map>
 
 #include "core/error.h"
-#include "io/atomic_file.h"
+#include "io/input_file.h"
 
 namespace pt::io {
 
@@ -219,11 +219,10 @@ TokenFile::TokenFile(const std::string& path, int64_t vocab_size, BinTokens head
     : path_(path), vocab_(vocab_size) {
   const std::string what = "token file '" + path + "'";
   PT_CHECK(vocab_size > 0, what + ": vocabulary size must be positive");
-  // Refuse what is not a regular file before opening it: opening a FIFO blocks until a writer
-  // comes, and a device has no end. O_NONBLOCK and the fstat below cover a path swapped since.
+  // Refused before it is opened (io/input_file.h); O_NONBLOCK and the fstat below cover a path
+  // swapped since.
+  require_regular_file(path, what, "a token file");
   struct stat st {};
-  PT_CHECK(::stat(path.c_str(), &st) == 0, what + ": cannot open: " + std::strerror(errno));
-  PT_CHECK(S_ISREG(st.st_mode), what + ": is " + file_kind(st.st_mode) + "; a token file must be a regular file");
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK);
   PT_CHECK(fd >= 0, what + ": cannot open: " + std::strerror(errno));
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
