@@ -263,7 +263,23 @@ int run_train(const std::vector<std::string>& args) {
   cfg.attention = attention_impl_from_name(attn);
   cfg.recompute = recompute_from_name(t.recompute);
   cfg.fused = parse_on_off(t.fused, "fused");
-  cfg.validate();
+  try {
+    cfg.validate();
+  } catch (const std::exception& e) {
+    if (resume_from.empty()) throw;
+    PT_FAIL("--resume " + resume_from + ": the checkpoint's model configuration is not usable: " + error_text(e));
+  }
+  int64_t step_rows = 0;  // sequences per step: grad-accum micro-batches of --batch-size
+  PT_CHECK(!__builtin_mul_overflow(t.batch_size, t.grad_accum, &step_rows),
+           "--batch-size " + std::to_string(t.batch_size) + " × --grad-accum " + std::to_string(t.grad_accum) +
+               " sequences per step is too many to count");
+  // Before anything is built or read: an absurd size fails here, at once.
+  check_memory_floor(cfg, t.batch_size / rt.world_size(), dtype_size(grad_dtype),
+                     precision == Precision::BF16 && device.is_cuda(), device,
+                     resume_from.empty()
+                         ? "the size comes from --num-layers, --d-model, --d-ff, --vocab-size, --batch-size and "
+                           "--context-length"
+                         : "the size comes from the configuration of the checkpoint " + resume_from);
   const bool use_graph = parse_on_off(t.cuda_graph, "cuda-graph");
   PT_CHECK(!use_graph || device.is_cuda(), "--cuda-graph on needs a GPU (this run is on the CPU)");
   PT_CHECK(!use_graph || rt.world_size() == 1,
@@ -292,7 +308,7 @@ int run_train(const std::vector<std::string>& args) {
   // One path may name different files on different nodes: the ranks compare what they read.
   check_same_on_every_rank(tokens.identity(), "the token file '" + t.data + "'");
   io::SamplerConfig sc;
-  sc.global_batch = t.batch_size * t.grad_accum;  // the step's rows; micro-batch i takes its i-th share
+  sc.global_batch = step_rows;  // micro-batch i takes its i-th share
   sc.context_length = cfg.context_length;
   sc.sampling = io::sampling_from_name(t.sampling);
   sc.seed = run.seed;
@@ -408,7 +424,7 @@ int run_train(const std::vector<std::string>& args) {
   const int64_t local_rows = sampler.local_batch();
   Tensor h_ids = Tensor::empty({local_rows, cfg.context_length}, DType::I32, Device::cpu(), "batch_ids");
   Tensor h_tg = Tensor::empty({local_rows, cfg.context_length}, DType::I32, Device::cpu(), "batch_targets");
-  const double tokens_per_step = static_cast<double>(t.batch_size * t.grad_accum * cfg.context_length);
+  const double tokens_per_step = static_cast<double>(step_rows) * static_cast<double>(cfg.context_length);
   double last_loss = NAN;
   int64_t last_step = start_step;  // the last step completed
   int64_t stopped_after = 0;       // a signal stopped the run after this step (when `stopped`)

@@ -365,9 +365,9 @@ BatchSampler::BatchSampler(const TokenFile& data, const SamplerConfig& cfg) : da
   PT_CHECK(cfg.global_batch % cfg.world == 0, "--batch-size " + std::to_string(cfg.global_batch) +
                                                   " is not divisible by the number of ranks (" +
                                                   std::to_string(cfg.world) + "); the global batch is split evenly");
-  PT_CHECK(data.size() >= cfg.context_length + 1,
+  PT_CHECK(data.size() > cfg.context_length,  // (not size >= T + 1: T may be as large as int64_t goes)
            "token file '" + data.path() + "' has " + std::to_string(data.size()) + " tokens; context length " +
-               std::to_string(cfg.context_length) + " needs at least " + std::to_string(cfg.context_length + 1));
+               std::to_string(cfg.context_length) + " needs more than " + std::to_string(cfg.context_length));
 }
 
 int64_t BatchSampler::window_start(int64_t step, int64_t j) const {
