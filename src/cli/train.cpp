@@ -148,7 +148,8 @@ int run_train(const std::vector<std::string>& args) {
       ("min-lr", po::value(&t.min_lr)->default_value(t.min_lr), "final learning rate (default lr/10)")
       ("warmup-steps", po::value(&t.warmup_steps)->default_value(t.warmup_steps), "linear warm-up steps")
       ("cosine-steps", po::value(&t.cosine_steps)->default_value(t.cosine_steps),
-       "end of the cosine decay (0: --steps)")
+       "end of the cosine decay (0: --steps); a resumed run keeps its checkpoint's unless this is given "
+       "again (a warning says so)")
       ("weight-decay", po::value(&t.weight_decay)->default_value(t.weight_decay), "AdamW/SGD weight decay")
       ("beta1", po::value(&t.beta1)->default_value(t.beta1), "AdamW beta1")
       ("beta2", po::value(&t.beta2)->default_value(t.beta2), "AdamW beta2")
@@ -186,6 +187,7 @@ int run_train(const std::vector<std::string>& args) {
   const std::string usage = "paratrain train [options]   (mpirun -np N paratrain train ... for data parallelism)";
   auto vm = parse_or_help(desc, args, usage);
   if (!vm) return 0;
+  const bool cosine_given = vm->count("cosine-steps") && !(*vm)["cosine-steps"].defaulted();
 
   // ---- --resume: the checkpoint's configuration for every option not given again ---------------
   auto& rt = parallel::Runtime::get();
@@ -299,7 +301,15 @@ int run_train(const std::vector<std::string>& args) {
   const double min_lr = t.min_lr < 0 ? t.lr / 10 : t.min_lr;
   PT_CHECK(min_lr <= t.lr, "--min-lr " + std::to_string(t.min_lr) + " is above --lr " + std::to_string(t.lr) +
                                ": the schedule decays from --lr down to --min-lr");
-  const int64_t cosine_steps = t.cosine_steps > 0 ? t.cosine_steps : t.steps;
+  const ScheduleLength schedule =
+      schedule_length(t.cosine_steps, cosine_given, t.steps, resume_from.empty() ? nullptr : &resumed);
+  const int64_t cosine_steps = schedule.steps;
+  if (rt.is_root() && !resume_from.empty()) {
+    const std::string note = schedule_notice(schedule, start_step, t.steps, resumed, [&](int64_t step, int64_t end) {
+      return cosine_lr(step, t.lr, min_lr, t.warmup_steps, end);
+    });
+    if (!note.empty()) std::fprintf(stderr, "paratrain: %s\n", note.c_str());
+  }
   if (t.data.empty()) t.data = default_data_path();
   PT_CHECK(t.on_nonfinite == "stop" || t.on_nonfinite == "skip",
            "--on-nonfinite must be stop or skip, not '" + t.on_nonfinite + "'");
@@ -388,6 +398,7 @@ int run_train(const std::vector<std::string>& args) {
     info.reals = {{"model.rope_theta", cfg.rope_theta}};
     io::add_sampler_state(info, sc);
     add_run_config(info, *vm);
+    info.text["config.cosine-steps"] = std::to_string(cosine_steps);  // resolved: a resumed run keeps it
     info.text["config.data"] = t.data;  // the resolved path (the default when --data was left out)
     info.text["data.identity"] = tokens.identity();
     // Every rank takes part: a sharded optimizer's state is gathered to rank 0.
