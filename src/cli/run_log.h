@@ -45,6 +45,10 @@ class RunLog {
   void event(const std::string& event, LogFields fields, const std::string& text);
   double elapsed_s() const;
   bool jsonl() const { return jsonl_; }
+  // "" while standard output takes what is written to it, else why it does not ("Broken pipe":
+  // its reader has gone, SIGPIPE being ignored; "No space left on device"). Flushes it first.
+  // Always "" on ranks other than 0. train stops on it as on a signal; the others keep going.
+  std::string stdout_failure();
 
  private:
   std::FILE* file();  // opened at the first event
@@ -52,6 +56,7 @@ class RunLog {
   std::string path_;  // --log-file on rank 0
   std::FILE* file_ = nullptr;
   double t0_;
+  int stdout_errno_ = 0;  // the first failed write to stdout
 };
 
 // Elapsed and remaining time for `total` units of work (steps, configurations) of which the

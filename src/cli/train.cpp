@@ -17,6 +17,7 @@
 #include "core/context.h"
 #include "core/error.h"
 #include "core/exit_codes.h"
+#include "core/fault_injection.h"
 #include "core/interrupt.h"
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
@@ -71,7 +72,8 @@ std::string default_data_path() {
 }
 
 // What the ranks agree on after each step, in one all-reduce: the mean loss, and whether any
-// rank was asked to stop (a signal reaches one rank, or all: they stop at the same step).
+// rank was asked to stop (a signal reaches one rank, or all; rank 0's standard output fails):
+// they stop at the same step.
 struct StepConsensus {
   double mean_loss = 0;
   bool stop = false;
@@ -162,7 +164,8 @@ int run_train(const std::vector<std::string>& args) {
        "skip goes on to the next batch (the optimizer's step count still advances)");
   ckpt.add_options()
       ("save", po::value(&t.save), "write a checkpoint (HDF5) here at the end, and when a signal "
-                                 "(SIGTERM, SIGUSR1, SIGINT) stops the run early")
+                                 "(SIGTERM, SIGUSR1, SIGINT, SIGHUP) or a closed standard output "
+                                 "stops the run early")
       ("save-every", po::value(&t.save_every)->default_value(0), "also every N steps (needs --save; 0: only at the end)")
       ("init-from", po::value(&t.init_from), "start from this checkpoint's weights (a PyTorch state_dict "
                                              "saved with h5py in the same layout loads too)")
@@ -192,9 +195,6 @@ int run_train(const std::vector<std::string>& args) {
   // ---- --resume: the checkpoint's configuration for every option not given again ---------------
   auto& rt = parallel::Runtime::get();
   PT_CHECK(t.init_from.empty() || t.resume.empty(), "--init-from and --resume contradict each other: pick one");
-  // From here a first SIGTERM/SIGINT/SIGUSR1 asks for a stop at the next step boundary (one
-  // arriving during start-up stops the run before its first step), a second ends it at once.
-  const interrupt::GracefulScope graceful;
   std::string resume_from;  // the checkpoint this run continues; "" for a fresh start
   io::CheckpointInfo resumed;
   if (!t.resume.empty()) {
@@ -349,6 +349,7 @@ int run_train(const std::vector<std::string>& args) {
                "--log-file " + log_opt.file + " and " + flag + " " + other + " name the same file");
 
   // ---- build ---------------------------------------------------------------------------------
+  fault::pause_if_asked("pause-in-start-up", "train's start-up");  // PARATRAIN_FAULT only
   Context ctx(device, precision);
   ctx.set_grad_dtype(grad_dtype);
   ctx.set_residual_dtype(residual_dtype);
@@ -440,19 +441,22 @@ int run_train(const std::vector<std::string>& args) {
   int64_t last_step = start_step;  // the last step completed
   int64_t stopped_after = 0;       // a signal stopped the run after this step (when `stopped`)
   bool stopped = false;
+  int64_t saved_step = -1;  // the step of the checkpoint written last by this process
+  // Whether this rank asks to stop: a signal, or (rank 0) a standard output that no longer takes
+  // the progress lines (its reader has gone): both stop the run as cleanly as a time limit.
+  auto stop_wanted = [&] { return interrupt::requested() != 0 || !log.stdout_failure().empty(); };
   Eta eta(start_step, t.steps);
   auto fail = [&](const std::string& status) {
     log.event("end", {{"status", status}, {"last_step", last_step}, {"final_loss", last_loss}}, "");
     rec.commit(status, last_step, last_loss);
   };
+  // Start-up ends here. Until now a signal ended the process at once (nothing to save, and
+  // start-up may be blocked); from here a first SIGTERM/SIGINT/SIGUSR1/SIGHUP asks for a stop at
+  // the next step boundary, a second ends it at once (core/interrupt.h).
+  raise_injected_signal(0, rt.is_root());  // PARATRAIN_FAULT=signal:0:NAME only
+  const interrupt::GracefulScope graceful;
   try {
-    // A signal during start-up: stop before the first step (record and checkpoint as at any step).
-    raise_injected_signal(0, rt.is_root());  // PARATRAIN_FAULT=signal:0:NAME only
-    if (agree_after_step(0, interrupt::requested() != 0).stop) {
-      stopped = true;
-      stopped_after = start_step;
-    }
-    for (int64_t s = start_step; s < t.steps && !stopped; ++s) {
+    for (int64_t s = start_step; s < t.steps; ++s) {
       const auto t0 = std::chrono::steady_clock::now();
       sampler.fill(s, h_ids.data_as<int32_t>(), h_tg.data_as<int32_t>());
       Tensor ids = device.is_cuda() ? h_ids.to(device, ctx) : h_ids;
@@ -461,7 +465,7 @@ int run_train(const std::vector<std::string>& args) {
       injected_fault.before_step(s + 1);
       StepOutputs out = step_fn.run(ctx, ids, tg, static_cast<float>(lr), static_cast<int>(t.grad_accum));
       raise_injected_signal(s + 1, rt.is_root());  // PARATRAIN_FAULT=signal:STEP:NAME only
-      const StepConsensus agreed = agree_after_step(out.loss.to_host_f64(ctx)[0], interrupt::requested() != 0);
+      const StepConsensus agreed = agree_after_step(out.loss.to_host_f64(ctx)[0], stop_wanted());
       const double loss = agreed.mean_loss;  // waits for the step
       const double gnorm = std::sqrt(out.grad_sumsq.to_host_f64(ctx)[0]);
       const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -510,7 +514,14 @@ int run_train(const std::vector<std::string>& args) {
       }
       if (t.save_every > 0 && (s + 1) % t.save_every == 0 && s + 1 < t.steps) {
         save(s + 1);
+        saved_step = s + 1;
         rec.commit("running", last_step, last_loss);
+        // A signal during that write stops the run here, on the checkpoint just written.
+        if (agree_after_step(0, stop_wanted()).stop) {
+          stopped = true;
+          stopped_after = s + 1;
+          break;
+        }
       }
       std::fflush(stdout);
     }
@@ -519,7 +530,7 @@ int run_train(const std::vector<std::string>& args) {
     fail("failed: " + error_text(e));
     throw;
   }
-  if (!t.save.empty()) {
+  if (!t.save.empty() && saved_step != last_step) {
     try {
       save(last_step);
     } catch (const std::exception& e) {
@@ -528,8 +539,11 @@ int run_train(const std::vector<std::string>& args) {
       throw;
     }
   }
-  const std::string stop_reason =
-      interrupt::requested() ? interrupt::signal_name(interrupt::requested()) : std::string("a signal on another rank");
+  const std::string stdout_failure = log.stdout_failure();
+  const std::string stop_reason = interrupt::requested() ? interrupt::signal_name(interrupt::requested())
+                                  : !stdout_failure.empty()
+                                      ? "a write error on standard output (" + stdout_failure + ")"
+                                      : std::string("a signal on another rank");
   const std::string status = stopped ? "interrupted: " + stop_reason + " after step " + std::to_string(stopped_after) +
                                            " of " + std::to_string(t.steps)
                                      : std::string("completed");
@@ -548,6 +562,8 @@ int run_train(const std::vector<std::string>& args) {
              {"save", t.save},
              {"exit_code", static_cast<int64_t>(stopped ? kExitStopped : kExitOk)}},
             summary);
+  // Standard output has gone: the summary (where the results are, how to continue) goes to stderr.
+  if (!stdout_failure.empty()) std::fprintf(stderr, "paratrain: %s\n", summary.c_str());
   return stopped ? kExitStopped : kExitOk;
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/interrupt.h"
 
 namespace pt::fault {
 
@@ -27,20 +28,21 @@ std::vector<Fault> parse(const std::string& spec) {
   for (const std::string& entry : split(spec, ';')) {
     if (entry.empty()) continue;
     const std::vector<std::string> f = split(entry, ':');
-    const std::string bad =
-        "PARATRAIN_FAULT: cannot read '" + entry +
-        "' (nan-grad:STEP:PARAM, pause-in-checkpoint:SECONDS or signal:STEP:SIGTERM|SIGINT|SIGUSR1)";
+    const std::string bad = "PARATRAIN_FAULT: cannot read '" + entry +
+                            "' (nan-grad:STEP:PARAM, pause-in-checkpoint:SECONDS, pause-in-start-up:SECONDS or "
+                            "signal:STEP:SIGTERM|SIGINT|SIGUSR1|SIGHUP)";
     Fault fault;
     fault.kind = f[0];
     try {
       if (f[0] == "nan-grad" && f.size() == 3) {
         fault.step = std::stoll(f[1]);
         fault.param = f[2];
-      } else if (f[0] == "pause-in-checkpoint" && f.size() == 2) {
+      } else if ((f[0] == "pause-in-checkpoint" || f[0] == "pause-in-start-up") && f.size() == 2) {
         fault.seconds = std::stod(f[1]);
       } else if (f[0] == "signal" && f.size() == 3) {
         fault.step = std::stoll(f[1]);
-        fault.signal = f[2] == "SIGTERM" ? SIGTERM : f[2] == "SIGINT" ? SIGINT : f[2] == "SIGUSR1" ? SIGUSR1 : 0;
+        for (int sig : {SIGTERM, SIGINT, SIGUSR1, SIGHUP})
+          if (f[2] == interrupt::signal_name(sig)) fault.signal = sig;
         if (fault.signal == 0) PT_FAIL(bad);
       } else {
         PT_FAIL(bad);

@@ -6,9 +6,12 @@
 //                             gradient becomes NaN (train)
 //   pause-in-checkpoint:SEC   a checkpoint write pauses SEC seconds half-way (parameters
 //                             written, optimizer state not), after saying so on stderr
-//   signal:STEP:NAME          rank 0 alone raises signal NAME (SIGTERM, SIGINT, SIGUSR1) on
-//                             itself during step STEP (train), so the run stops after it: a
-//                             preemption that reaches one rank only (STEP 0: during start-up)
+//   pause-in-start-up:SEC     train's start-up pauses SEC seconds before the model is built,
+//                             after saying so on stderr: a start-up that takes long or blocks
+//   signal:STEP:NAME          rank 0 alone raises signal NAME (SIGTERM, SIGINT, SIGUSR1, SIGHUP)
+//                             on itself during step STEP (train), so the run stops after it: a
+//                             preemption that reaches one rank only (STEP 0: during start-up,
+//                             which ends the process at once)
 //
 // Unset, nothing changes. A malformed entry is an error at the first lookup.
 #include <cstdint>
@@ -17,10 +20,10 @@
 namespace pt::fault {
 
 struct Fault {
-  std::string kind;    // "nan-grad", "pause-in-checkpoint"
+  std::string kind;    // "nan-grad", "pause-in-checkpoint", "pause-in-start-up", "signal"
   int64_t step = 0;    // nan-grad, signal
   std::string param;   // nan-grad
-  double seconds = 0;  // pause-in-checkpoint
+  double seconds = 0;  // pause-in-checkpoint, pause-in-start-up
   int signal = 0;      // signal
 };
 

@@ -10,7 +10,7 @@ namespace pt::interrupt {
 
 namespace {
 
-constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGUSR1};
+constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGUSR1, SIGHUP};
 constexpr size_t kPathMax = 4096;
 
 std::atomic<int> g_requested{0};
@@ -26,6 +26,7 @@ const char* name_of(int sig) {
     case SIGINT: return "SIGINT";
     case SIGTERM: return "SIGTERM";
     case SIGUSR1: return "SIGUSR1";
+    case SIGHUP: return "SIGHUP";
     default: return "a signal";
   }
 }
@@ -62,6 +63,7 @@ void install(bool announce) {
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;  // file writes in progress go on; the loop polls requested()
   for (int sig : kStopSignals) ::sigaction(sig, &sa, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
 }
 
 int requested() { return g_requested.load(); }
