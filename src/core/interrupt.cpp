@@ -62,7 +62,13 @@ void install(bool announce) {
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;  // file writes in progress go on; the loop polls requested()
-  for (int sig : kStopSignals) ::sigaction(sig, &sa, nullptr);
+  for (int sig : kStopSignals) {
+    // A SIGHUP ignored when the process started (nohup) stays ignored: closing the terminal is
+    // then meant not to stop the run.
+    struct sigaction old {};
+    if (sig == SIGHUP && ::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+    ::sigaction(sig, &sa, nullptr);
+  }
   ::signal(SIGPIPE, SIG_IGN);
 }
 

@@ -1,7 +1,8 @@
 #pragma once
 // What SIGINT, SIGTERM, SIGUSR1 and SIGHUP do (one place): Slurm sends SIGTERM at a time limit
 // or preemption (and SIGUSR1 ahead of it with `--signal`), mpirun forwards SIGUSR1 to every
-// rank, a user at a terminal sends SIGINT, and closing that terminal (or an ssh session) SIGHUP.
+// rank, a user at a terminal sends SIGINT, and closing that terminal (or an ssh session) SIGHUP
+// (unless SIGHUP was ignored when the process started, as under nohup: then it stays ignored).
 //
 // - Inside a GracefulScope (train from its first step on) the first signal only records itself:
 //   the owner polls requested() and stops at the next safe point (a step boundary, or the end of

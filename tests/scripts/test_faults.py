@@ -280,6 +280,16 @@ def test_sighup_between_steps_stops_like_sigterm(tmp_path):
     assert checkpoint_step_and_finite(ck) == (3, True)
 
 
+def test_sighup_stays_ignored_under_nohup(tmp_path):
+    # nohup starts the process with SIGHUP ignored: closing the terminal must not stop the run.
+    rec = str(tmp_path / "r.h5")
+    proc = subprocess.run([*TRAIN, "--steps", "5", "--out", rec], capture_output=True, text=True, timeout=TIMEOUT_S,
+                          env=dict(os.environ, PARATRAIN_FAULT="signal:3:SIGHUP"),
+                          preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+    assert proc.returncode == 0, f"{proc.returncode}\n{proc.stderr}"
+    assert record_status(rec) == ("completed", 5)
+
+
 def test_a_signal_during_the_final_checkpoint_write_lets_the_run_finish(tmp_path):
     # After the last step nothing is left to stop: the checkpoint is finished, the run completed.
     ck, rec = str(tmp_path / "ck.h5"), str(tmp_path / "r.h5")
