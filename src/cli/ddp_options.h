@@ -32,12 +32,11 @@ inline constexpr const char* kCommSmsHelp =
 // --comm-engine's help (add_ddp_options).
 inline constexpr const char* kCommEngineHelp =
     "nccl, ce (copy engines over NVLink) or auto (ce when all ranks share a node)";
-across nodes always nccl ";
 
-    // --grad-comm's help (add_ddp_options).
-    inline constexpr const char* kGradCommHelp =
-        "gradients on the wire: fp32, or bf16 (as DDP's bf16_compress_hook: summed in bf16, averaged "
-        "in fp32, half the bytes)";
+// --grad-comm's help (add_ddp_options).
+inline constexpr const char* kGradCommHelp =
+    "gradients on the wire: fp32, or bf16 (as DDP's bf16_compress_hook: summed in bf16, averaged "
+    "in fp32, half the bytes)";
 
 // --zero1-prefetch's help (add_ddp_options).
 inline constexpr const char* kZero1PrefetchHelp =

@@ -156,6 +156,7 @@ void RunLog::event(const std::string& event, LogFields fields, const std::string
     std::cout << line << std::endl;
   else if (!text.empty())
     std::cout << text << std::endl;
+  if (!std::cout && stdout_errno_ == 0) stdout_errno_ = errno ? errno : EIO;  // the write's own errno
   if (file() >= 0) {
     // A log that cannot be written (a full disk) ends the run with an error, once: the events
     // after it (the run's end) go to stdout only.
@@ -174,6 +175,15 @@ void RunLog::event(const std::string& event, LogFields fields, const std::string
       done += static_cast<size_t>(n);
     }
   }
+}
+
+std::string RunLog::stdout_failure() {
+  if (root_ && stdout_errno_ == 0) {
+    errno = 0;
+    const bool flushed = std::fflush(stdout) == 0;
+    if (!flushed || std::ferror(stdout) || !std::cout) stdout_errno_ = errno ? errno : EIO;
+  }
+  return stdout_errno_ ? std::strerror(stdout_errno_) : "";
 }
 
 Eta::Eta(int64_t first, int64_t total) : first_(first), total_(total) {}

@@ -46,6 +46,10 @@ class RunLog {
   void event(const std::string& event, LogFields fields, const std::string& text);
   double elapsed_s() const;
   bool jsonl() const { return jsonl_; }
+  // "" while standard output takes what is written to it, else why it does not ("Broken pipe":
+  // its reader has gone, SIGPIPE being ignored; "No space left on device"). Flushes it first.
+  // Always "" on ranks other than 0. train stops on it as on a signal; the others keep going.
+  std::string stdout_failure();
 
  private:
   int file();  // --log-file's descriptor, opened at the first event; -1 without one
@@ -53,6 +57,7 @@ class RunLog {
   std::string path_;  // --log-file on rank 0 ("" once it could not be written)
   int fd_ = -1;
   double t0_;
+  int stdout_errno_ = 0;  // the first failed write to stdout
 };
 
 // Elapsed and remaining time for `total` units of work (steps, configurations) of which the

@@ -19,9 +19,11 @@
 #include "core/context.h"
 #include "core/error.h"
 #include "core/exit_codes.h"
+#include "core/fault_injection.h"
 #include "core/interrupt.h"
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
+#include "io/input_file.h"
 #include "io/token_data.h"
 #include "model/transformer.h"
 #include "optim/deferred_update.h"
@@ -72,7 +74,8 @@ std::string default_data_path() {
 }
 
 // What the ranks agree on after each step, in one all-reduce: the mean loss, and whether any
-// rank was asked to stop (a signal reaches one rank, or all: they stop at the same step).
+// rank was asked to stop (a signal reaches one rank, or all; rank 0's standard output fails):
+// they stop at the same step.
 struct StepConsensus {
   double mean_loss = 0;
   bool stop = false;
@@ -148,7 +151,8 @@ int train(const std::vector<std::string>& args, AdoptedOptions& adopted_from) {
       ("min-lr", po::value(&t.min_lr)->default_value(t.min_lr), "final learning rate (default lr/10)")
       ("warmup-steps", po::value(&t.warmup_steps)->default_value(t.warmup_steps), "linear warm-up steps")
       ("cosine-steps", po::value(&t.cosine_steps)->default_value(t.cosine_steps),
-       "end of the cosine decay (0: --steps)")
+       "end of the cosine decay (0: --steps); a resumed run keeps its checkpoint's unless this is given "
+       "again (a warning says so)")
       ("weight-decay", po::value(&t.weight_decay)->default_value(t.weight_decay), "AdamW/SGD weight decay")
       ("beta1", po::value(&t.beta1)->default_value(t.beta1), "AdamW beta1")
       ("beta2", po::value(&t.beta2)->default_value(t.beta2), "AdamW beta2")
@@ -160,7 +164,8 @@ int train(const std::vector<std::string>& args, AdoptedOptions& adopted_from) {
        "(exit 1), skip goes on");
   ckpt.add_options()
       ("save", po::value(&t.save), "write a checkpoint (HDF5) here at the end, and when a signal "
-                                 "(SIGTERM, SIGUSR1, SIGINT) stops the run early")
+                                 "(SIGTERM, SIGUSR1, SIGINT, SIGHUP) or a closed standard output "
+                                 "stops the run early")
       ("save-every", po::value(&t.save_every)->default_value(0), "also every N steps (needs --save; 0: only at the end)")
       ("init-from", po::value(&t.init_from), "start from this checkpoint's weights (a PyTorch state_dict "
                                              "saved with h5py in the same layout loads too)")
@@ -182,13 +187,11 @@ int train(const std::vector<std::string>& args, AdoptedOptions& adopted_from) {
   const std::string usage = "paratrain train [options]   (mpirun -np N paratrain train ... for data parallelism)";
   auto vm = parse_or_help(desc, args, usage);
   if (!vm) return 0;
+  const bool cosine_given = vm->count("cosine-steps") && !(*vm)["cosine-steps"].defaulted();
 
   // ---- --resume: the checkpoint's configuration for every option not given again ---------------
   auto& rt = parallel::Runtime::get();
   PT_CHECK(t.init_from.empty() || t.resume.empty(), "--init-from and --resume contradict each other: pick one");
-  // From here a first SIGTERM/SIGINT/SIGUSR1 asks for a stop at the next step boundary (one
-  // arriving during start-up stops the run before its first step), a second ends it at once.
-  const interrupt::GracefulScope graceful;
   std::string resume_from;  // the checkpoint this run continues; "" for a fresh start
   io::CheckpointInfo resumed;
   if (!t.resume.empty()) {
@@ -215,6 +218,8 @@ int train(const std::vector<std::string>& args, AdoptedOptions& adopted_from) {
       }
     }
   }
+  if (!t.init_from.empty())  // read after the build: refused now if it can never be read
+    io::require_regular_file(t.init_from, "--init-from '" + t.init_from + "'", "a checkpoint");
   RunLog log(log_opt, rt.is_root());
   const int64_t start_step = resume_from.empty() ? 0 : resumed.step;
   if (!resume_from.empty() && start_step >= t.steps) {
@@ -255,7 +260,23 @@ int train(const std::vector<std::string>& args, AdoptedOptions& adopted_from) {
   cfg.attention = attention_impl_from_name(attn);
   cfg.recompute = recompute_from_name(t.recompute);
   cfg.fused = parse_on_off(t.fused, "fused");
-  cfg.validate();
+  try {
+    cfg.validate();
+  } catch (const std::exception& e) {
+    if (resume_from.empty()) throw;
+    PT_FAIL("--resume " + resume_from + ": the checkpoint's model configuration is not usable: " + error_text(e));
+  }
+  int64_t step_rows = 0;  // sequences per step: grad-accum micro-batches of --batch-size
+  PT_CHECK(!__builtin_mul_overflow(t.batch_size, t.grad_accum, &step_rows),
+           "--batch-size " + std::to_string(t.batch_size) + " × --grad-accum " + std::to_string(t.grad_accum) +
+               " sequences per step is too many to count");
+  // Before anything is built or read: an absurd size fails here, at once.
+  check_memory_floor(cfg, t.batch_size / rt.world_size(), dtype_size(grad_dtype),
+                     precision == Precision::BF16 && device.is_cuda(), device,
+                     resume_from.empty()
+                         ? "the size comes from --num-layers, --d-model, --d-ff, --vocab-size, --batch-size and "
+                           "--context-length"
+                         : "the size comes from the configuration of the checkpoint " + resume_from);
   const bool use_graph = parse_on_off(t.cuda_graph, "cuda-graph");
   PT_CHECK(!use_graph || device.is_cuda(), "--cuda-graph on needs a GPU (this run is on the CPU)");
   PT_CHECK(!use_graph || rt.world_size() == 1,
@@ -275,7 +296,15 @@ int train(const std::vector<std::string>& args, AdoptedOptions& adopted_from) {
   const double min_lr = t.min_lr < 0 ? t.lr / 10 : t.min_lr;
   PT_CHECK(min_lr <= t.lr, "--min-lr " + std::to_string(t.min_lr) + " is above --lr " + std::to_string(t.lr) +
                                ": the schedule decays from --lr down to --min-lr");
-  const int64_t cosine_steps = t.cosine_steps > 0 ? t.cosine_steps : t.steps;
+  const ScheduleLength schedule =
+      schedule_length(t.cosine_steps, cosine_given, t.steps, resume_from.empty() ? nullptr : &resumed);
+  const int64_t cosine_steps = schedule.steps;
+  if (rt.is_root() && !resume_from.empty()) {
+    const std::string note = schedule_notice(schedule, start_step, t.steps, resumed, [&](int64_t step, int64_t end) {
+      return cosine_lr(step, t.lr, min_lr, t.warmup_steps, end);
+    });
+    if (!note.empty()) std::fprintf(stderr, "paratrain: %s\n", note.c_str());
+  }
   if (t.data.empty()) t.data = default_data_path();
   PT_CHECK(t.on_nonfinite == "stop" || t.on_nonfinite == "skip",
            "--on-nonfinite must be stop or skip, not '" + t.on_nonfinite + "'");
@@ -284,7 +313,7 @@ int train(const std::vector<std::string>& args, AdoptedOptions& adopted_from) {
   // One path may name different files on different nodes: the ranks compare what they read.
   check_same_on_every_rank(tokens.identity(), "the token file '" + t.data + "'");
   io::SamplerConfig sc;
-  sc.global_batch = t.batch_size * t.grad_accum;  // the step's rows; micro-batch i takes its i-th share
+  sc.global_batch = step_rows;  // micro-batch i takes its i-th share
   sc.context_length = cfg.context_length;
   sc.sampling = io::sampling_from_name(t.sampling);
   sc.seed = run.seed;
@@ -316,7 +345,8 @@ int train(const std::vector<std::string>& args, AdoptedOptions& adopted_from) {
   }
 
   // ---- build ---------------------------------------------------------------------------------
-  adopted_from.clear();  // errors from here on name their own files
+  adopted_from.clear();                                            // errors from here on name their own files
+  fault::pause_if_asked("pause-in-start-up", "train's start-up");  // PARATRAIN_FAULT only
   Context ctx(device, precision);
   ctx.set_grad_dtype(grad_dtype);
   ctx.set_residual_dtype(residual_dtype);
@@ -374,6 +404,7 @@ int train(const std::vector<std::string>& args, AdoptedOptions& adopted_from) {
     info.reals = {{"model.rope_theta", cfg.rope_theta}};
     io::add_sampler_state(info, sc);
     add_run_config(info, *vm);
+    info.text["config.cosine-steps"] = std::to_string(cosine_steps);  // resolved: a resumed run keeps it
     info.text["config.data"] = t.data;  // the resolved path (the default when --data was left out)
     info.text["data.identity"] = tokens.identity();
     info.text["run.id"] = run_id;
@@ -412,11 +443,15 @@ int train(const std::vector<std::string>& args, AdoptedOptions& adopted_from) {
   const int64_t local_rows = sampler.local_batch();
   Tensor h_ids = Tensor::empty({local_rows, cfg.context_length}, DType::I32, Device::cpu(), "batch_ids");
   Tensor h_tg = Tensor::empty({local_rows, cfg.context_length}, DType::I32, Device::cpu(), "batch_targets");
-  const double tokens_per_step = static_cast<double>(t.batch_size * t.grad_accum * cfg.context_length);
+  const double tokens_per_step = static_cast<double>(step_rows) * static_cast<double>(cfg.context_length);
   double last_loss = NAN;
   int64_t last_step = start_step;  // the last step completed
   int64_t stopped_after = 0;       // a signal stopped the run after this step (when `stopped`)
   bool stopped = false;
+  int64_t saved_step = -1;  // the step of the checkpoint written last by this process
+  // Whether this rank asks to stop: a signal, or (rank 0) a standard output that no longer takes
+  // the progress lines (its reader has gone): both stop the run as cleanly as a time limit.
+  auto stop_wanted = [&] { return interrupt::requested() != 0 || !log.stdout_failure().empty(); };
   Eta eta(start_step, t.steps);
   // Called while `e` is being handled: keeps what was measured (the record of the completed steps,
   // marked as failed) and rethrows e. A record or log that cannot be written either (the same
@@ -433,14 +468,13 @@ int train(const std::vector<std::string>& args, AdoptedOptions& adopted_from) {
     if (!also.empty()) PT_FAIL(why + also);
     throw;
   };
+  // Start-up ends here. Until now a signal ended the process at once (nothing to save, and
+  // start-up may be blocked); from here a first SIGTERM/SIGINT/SIGUSR1/SIGHUP asks for a stop at
+  // the next step boundary, a second ends it at once (core/interrupt.h).
+  raise_injected_signal(0, rt.is_root());  // PARATRAIN_FAULT=signal:0:NAME only
+  const interrupt::GracefulScope graceful;
   try {
-    // A signal during start-up: stop before the first step (record and checkpoint as at any step).
-    raise_injected_signal(0, rt.is_root());  // PARATRAIN_FAULT=signal:0:NAME only
-    if (agree_after_step(0, interrupt::requested() != 0).stop) {
-      stopped = true;
-      stopped_after = start_step;
-    }
-    for (int64_t s = start_step; s < t.steps && !stopped; ++s) {
+    for (int64_t s = start_step; s < t.steps; ++s) {
       const auto t0 = std::chrono::steady_clock::now();
       sampler.fill(s, h_ids.data_as<int32_t>(), h_tg.data_as<int32_t>());
       Tensor ids = device.is_cuda() ? h_ids.to(device, ctx) : h_ids;
@@ -449,7 +483,7 @@ int train(const std::vector<std::string>& args, AdoptedOptions& adopted_from) {
       injected_fault.before_step(s + 1);
       StepOutputs out = step_fn.run(ctx, ids, tg, static_cast<float>(lr), static_cast<int>(t.grad_accum));
       raise_injected_signal(s + 1, rt.is_root());  // PARATRAIN_FAULT=signal:STEP:NAME only
-      const StepConsensus agreed = agree_after_step(out.loss.to_host_f64(ctx)[0], interrupt::requested() != 0);
+      const StepConsensus agreed = agree_after_step(out.loss.to_host_f64(ctx)[0], stop_wanted());
       const double loss = agreed.mean_loss;  // waits for the step
       const double gnorm = std::sqrt(out.grad_sumsq.to_host_f64(ctx)[0]);
       const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -498,22 +532,32 @@ int train(const std::vector<std::string>& args, AdoptedOptions& adopted_from) {
       }
       if (t.save_every > 0 && (s + 1) % t.save_every == 0 && s + 1 < t.steps) {
         save(s + 1);
+        saved_step = s + 1;
         rec.commit("running", last_step, last_loss);
+        // A signal during that write stops the run here, on the checkpoint just written.
+        if (agree_after_step(0, stop_wanted()).stop) {
+          stopped = true;
+          stopped_after = s + 1;
+          break;
+        }
       }
       std::fflush(stdout);
     }
   } catch (const std::exception& e) {
     fail(e, "");
   }
-  if (!t.save.empty()) {
+  if (!t.save.empty() && saved_step != last_step) {
     try {
       save(last_step);
     } catch (const std::exception& e) {
       fail(e, "final checkpoint: ");  // the steps ran: their record is kept
     }
   }
-  const std::string stop_reason =
-      interrupt::requested() ? interrupt::signal_name(interrupt::requested()) : std::string("a signal on another rank");
+  const std::string stdout_failure = log.stdout_failure();
+  const std::string stop_reason = interrupt::requested() ? interrupt::signal_name(interrupt::requested())
+                                  : !stdout_failure.empty()
+                                      ? "a write error on standard output (" + stdout_failure + ")"
+                                      : std::string("a signal on another rank");
   const std::string status = stopped ? "interrupted: " + stop_reason + " after step " + std::to_string(stopped_after) +
                                            " of " + std::to_string(t.steps)
                                      : std::string("completed");
@@ -532,6 +576,8 @@ int train(const std::vector<std::string>& args, AdoptedOptions& adopted_from) {
              {"save", t.save},
              {"exit_code", static_cast<int64_t>(stopped ? kExitStopped : kExitOk)}},
             summary);
+  // Standard output has gone: the summary (where the results are, how to continue) goes to stderr.
+  if (!stdout_failure.empty()) std::fprintf(stderr, "paratrain: %s\n", summary.c_str());
   return stopped ? kExitStopped : kExitOk;
 }
 

@@ -2,6 +2,7 @@
 // `train --resume`: a checkpoint carries the whole run configuration, so `--resume FILE` alone
 // continues the run exactly, and any option given again with another value is refused (issue
 // 14's exact resume). `--resume auto` continues from the --save file when there is one.
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -20,8 +21,8 @@ namespace pt::cli {
 // for bit the same. --update-sms changes which SMs GEMMs run on, and so perhaps their cuBLAS
 // algorithms: the same computation, rounded in another order. --comm-engine changes what moves
 // the gradients: with 2 ranks the same sums, with more the same sums in another order.)
-inline constexpr const char* kResumeMayChange[] = {"steps",          "log-every",  "save-every", "cuda-graph",
-                                                   "update-overlap", "update-sms", "comm-engine"};
+inline constexpr const char* kResumeMayChange[] = {"steps",      "cosine-steps",   "log-every",  "save-every",
+                                                   "cuda-graph", "update-overlap", "update-sms", "comm-engine"};
 inline constexpr const char* kResumeNotRestored[] = {
     "log-format", "log-file", "save", "out", "overwrite", "resume", "init-from", "comm-timeout", "allow-gpu-sharing"};
 
@@ -58,6 +59,25 @@ class AdoptedOptions {
   std::string checkpoint_;
   std::vector<std::string> words_;
 };
+
+// The length of the learning-rate schedule (the step its cosine decay ends at): --cosine-steps,
+// or --steps when that is 0. A resumed run keeps its checkpoint's length, whatever --steps says
+// now (the schedule of `--steps 10` continued with `--steps 20` stays that of 10 steps), unless
+// --cosine-steps is given again (cosine_given): then `changed_from` is the checkpoint's length
+// when the new one differs, for a warning. A checkpoint saves the resolved length as
+// config.cosine-steps; one saved before (0 there) had its run's --steps as its length.
+struct ScheduleLength {
+  int64_t steps = 0;
+  int64_t changed_from = 0;  // 0: unchanged
+};
+ScheduleLength schedule_length(int64_t cosine_steps, bool cosine_given, int64_t steps,
+                               const io::CheckpointInfo* resumed);
+// One line for a resumed run (rank 0 prints it on stderr), or "": a warning when `s` changed the
+// schedule, or a note when --steps now runs past the end of the checkpoint's schedule (the
+// extra steps at the final learning rate). lr(step, end): the learning rate of a step
+// (1-based) in a schedule whose decay ends at `end`.
+std::string schedule_notice(const ScheduleLength& s, int64_t start_step, int64_t steps,
+                            const io::CheckpointInfo& resumed, const std::function<double(int64_t, int64_t)>& lr);
 
 // The data file's identity as the checkpoint stored it ("data.identity"), compared with the
 // file this run reads: one error naming both when they differ. No-op for older checkpoints.

@@ -24,6 +24,11 @@ struct Device {
 // (never throws: the CPU path must work on machines without CUDA).
 int cuda_device_count();
 
+// The most memory this process can hold on `d`, in bytes: a GPU's total memory, or for the CPU
+// the host's physical memory lowered by a cgroup memory limit (a Slurm job's) and by
+// RLIMIT_AS/RLIMIT_DATA. What a model needs is checked against it before anything is built.
+double memory_capacity_bytes(const Device& d);
+
 // Precision of a run (PyTorch terms): fp32 = true FP32 GEMMs (TF32 off); tf32 = FP32 storage
 // with TF32 tensor-core GEMMs; bf16 = mixed: FP32 master weights, gradients and optimizer
 // state, BF16 GEMM operands with FP32 accumulation, norms/softmax/loss in FP32.

@@ -9,7 +9,7 @@ enum ExitCode : int {
   kExitError = 1,        // the one error line says what (input, file, rank, or a library call)
   kExitUsage = 2,        // the command line itself: unknown command or option, missing value
   kExitOutOfMemory = 3,  // a device allocation failed even after the cache was emptied
-  kExitStopped = 75,     // stopped by SIGTERM/SIGINT/SIGUSR1 at a step boundary, state saved
+  kExitStopped = 75,     // stopped by a signal or a closed stdout at a step boundary, state saved
 };
 
 struct ExitCodeInfo {
@@ -22,10 +22,11 @@ inline constexpr ExitCodeInfo kExitCodes[] = {
     {kExitError, "an error: one line on stderr names the input, file, rank or library call"},
     {kExitUsage, "the command line: an unknown command or option, a missing or malformed value"},
     {kExitOutOfMemory, "out of device memory"},
-    {kExitStopped, "stopped early by SIGTERM, SIGINT or SIGUSR1 at a step boundary; the record is "
-                   "written and, with --save, the checkpoint (resume with --resume)"},
-    {130, "ended at once by a second signal (128 + the signal: 130 SIGINT, 143 SIGTERM); "
-          "temporary files removed"},
+    {kExitStopped, "train stopped early at a step boundary by SIGTERM, SIGINT, SIGUSR1, SIGHUP or a "
+                   "closed standard output; the record is written and, with --save, the checkpoint "
+                   "(resume with --resume)"},
+    {130, "ended at once by a second signal, or by one during start-up or outside train (128 + the "
+          "signal: 129 SIGHUP, 130 SIGINT, 143 SIGTERM); temporary files removed, nothing else written"},
 };
 
 }  // namespace pt

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/interrupt.h"
 
 namespace pt::fault {
 
@@ -52,25 +53,22 @@ std::vector<Fault> parse(const std::string& spec) {
       continue;
     }
     const std::vector<std::string> f = split(entry, ':');
-    const std::string bad =
-        "PARATRAIN_FAULT: cannot read '" + entry +
-        "' (nan-grad:STEP:PARAM, pause-in-checkpoint:SECONDS, signal:STEP:SIGTERM|SIGINT|SIGUSR1|SIGSTOP or "
-        "disk-full:PATH)";
+    const std::string bad = "PARATRAIN_FAULT: cannot read '" + entry +
+                            "' (nan-grad:STEP:PARAM, pause-in-checkpoint:SECONDS, pause-in-start-up:SECONDS, "
+                            "signal:STEP:SIGTERM|SIGINT|SIGUSR1|SIGHUP|SIGSTOP or disk-full:PATH)";
     Fault fault;
     fault.kind = f[0];
     try {
       if (f[0] == "nan-grad" && f.size() == 3) {
         fault.step = whole_int(f[1]);
         fault.param = f[2];
-      } else if (f[0] == "pause-in-checkpoint" && f.size() == 2) {
+      } else if ((f[0] == "pause-in-checkpoint" || f[0] == "pause-in-start-up") && f.size() == 2) {
         fault.seconds = whole_number(f[1]);
       } else if (f[0] == "signal" && f.size() == 3) {
         fault.step = whole_int(f[1]);
-        fault.signal = f[2] == "SIGTERM"   ? SIGTERM
-                       : f[2] == "SIGINT"  ? SIGINT
-                       : f[2] == "SIGUSR1" ? SIGUSR1
-                       : f[2] == "SIGSTOP" ? SIGSTOP
-                                           : 0;
+        for (int sig : {SIGTERM, SIGINT, SIGUSR1, SIGHUP})
+          if (f[2] == interrupt::signal_name(sig)) fault.signal = sig;
+        if (f[2] == "SIGSTOP") fault.signal = SIGSTOP;
         if (fault.signal == 0) PT_FAIL(bad);
       } else {
         PT_FAIL(bad);

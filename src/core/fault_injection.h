@@ -6,11 +6,14 @@
 //                             gradient becomes NaN (train)
 //   pause-in-checkpoint:SEC   a checkpoint write pauses SEC seconds half-way (parameters
 //                             written, optimizer state not), after saying so on stderr
-//   signal:STEP:NAME          rank 0 alone raises signal NAME (SIGTERM, SIGINT, SIGUSR1) on
-//                             itself during step STEP (train), so the run stops after it: a
-//                             preemption that reaches one rank only (STEP 0: during start-up).
-//                             SIGSTOP holds the process after step STEP until a SIGCONT, so a
-//                             test can change the files it uses between two steps
+//   pause-in-start-up:SEC     train's start-up pauses SEC seconds before the model is built,
+//                             after saying so on stderr: a start-up that takes long or blocks
+//   signal:STEP:NAME          rank 0 alone raises signal NAME (SIGTERM, SIGINT, SIGUSR1, SIGHUP)
+//                             on itself during step STEP (train), so the run stops after it: a
+//                             preemption that reaches one rank only (STEP 0: during start-up,
+//                             which ends the process at once). SIGSTOP holds the process after
+//                             step STEP until a SIGCONT, so a test can change the files it uses
+//                             between two steps
 //   disk-full:PATH            writes to the output file PATH (as named on the command line: a
 //                             checkpoint, results file or --log-file) fail with ENOSPC, as on a
 //                             full disk: its descriptor becomes /dev/full's
@@ -22,10 +25,10 @@
 namespace pt::fault {
 
 struct Fault {
-  std::string kind;    // "nan-grad", "pause-in-checkpoint"
+  std::string kind;    // "nan-grad", "pause-in-checkpoint", "pause-in-start-up", "signal"
   int64_t step = 0;    // nan-grad, signal
   std::string param;   // nan-grad
-  double seconds = 0;  // pause-in-checkpoint
+  double seconds = 0;  // pause-in-checkpoint, pause-in-start-up
   int signal = 0;      // signal
   std::string path;    // disk-full
 };

@@ -10,7 +10,7 @@ namespace pt::interrupt {
 
 namespace {
 
-constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGUSR1};
+constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGUSR1, SIGHUP};
 constexpr size_t kPathMax = 4096;
 
 std::atomic<int> g_requested{0};
@@ -26,6 +26,7 @@ const char* name_of(int sig) {
     case SIGINT: return "SIGINT";
     case SIGTERM: return "SIGTERM";
     case SIGUSR1: return "SIGUSR1";
+    case SIGHUP: return "SIGHUP";
     default: return "a signal";
   }
 }
@@ -61,7 +62,14 @@ void install(bool announce) {
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;  // file writes in progress go on; the loop polls requested()
-  for (int sig : kStopSignals) ::sigaction(sig, &sa, nullptr);
+  for (int sig : kStopSignals) {
+    // A SIGHUP ignored when the process started (nohup) stays ignored: closing the terminal is
+    // then meant not to stop the run.
+    struct sigaction old {};
+    if (sig == SIGHUP && ::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+    ::sigaction(sig, &sa, nullptr);
+  }
+  ::signal(SIGPIPE, SIG_IGN);
 }
 
 int requested() { return g_requested.load(); }

@@ -1,13 +1,18 @@
 #pragma once
-// What SIGINT, SIGTERM and SIGUSR1 do (one place): Slurm sends SIGTERM at a time limit or
-// preemption (and SIGUSR1 ahead of it with `--signal`), mpirun forwards SIGUSR1 to every rank,
-// a user at a terminal sends SIGINT.
+// What SIGINT, SIGTERM, SIGUSR1 and SIGHUP do (one place): Slurm sends SIGTERM at a time limit
+// or preemption (and SIGUSR1 ahead of it with `--signal`), mpirun forwards SIGUSR1 to every
+// rank, a user at a terminal sends SIGINT, and closing that terminal (or an ssh session) SIGHUP
+// (unless SIGHUP was ignored when the process started, as under nohup: then it stays ignored).
 //
-// - Inside a GracefulScope (train's step loop) the first signal only records itself: the owner
-//   polls requested() and stops at the next safe point (a step boundary), writing what it must
-//   (checkpoint, run record). A checkpoint being written when it arrives is finished.
-// - A second signal, or any outside a GracefulScope, ends the process at once: every registered
-//   temporary file is removed (only async-signal-safe calls) and the exit code is 128 + signal.
+// - Inside a GracefulScope (train from its first step on) the first signal only records itself:
+//   the owner polls requested() and stops at the next safe point (a step boundary, or the end of
+//   the checkpoint being written), writing what it must (checkpoint, run record).
+// - A second signal, or any outside a GracefulScope (train's start-up, every other command),
+//   ends the process at once: every registered temporary file is removed (only
+//   async-signal-safe calls) and the exit code is 128 + signal. Start-up has nothing to save, and
+//   may be blocked (a file system, another rank), so it is never waited for.
+// - SIGPIPE is ignored: a write to a pipe whose reader has gone fails with EPIPE instead of
+//   killing the process without a record; train stops on it as on a signal (cli/run_log.h).
 //
 // SIGKILL cannot be caught: its temporary files are found and removed by the next run that
 // writes the same output (io::write_atomically).
@@ -19,9 +24,9 @@ namespace pt::interrupt {
 // signal does (rank 0 only, so a job prints it once).
 void install(bool announce);
 
-// The first stop signal received (SIGINT, SIGTERM, SIGUSR1), or 0.
+// The first stop signal received (SIGINT, SIGTERM, SIGUSR1, SIGHUP), or 0.
 int requested();
-// "SIGTERM", "SIGINT", "SIGUSR1", or "signal N".
+// "SIGTERM", "SIGINT", "SIGUSR1", "SIGHUP", or "signal N".
 std::string signal_name(int sig);
 
 // While one lives, a first signal asks for a stop instead of ending the process.

@@ -43,12 +43,14 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, const std::
 }
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, const std::string& name, MemCategory category) {
-  for (int64_t d : shape) PT_CHECK(d >= 0, "negative dimension in shape " + shape_str(shape));
-  // A size that overflows would allocate a wrapped-around, smaller buffer: refuse it, named.
+  // The size in bytes must fit: an absurd shape (from hostile options) is refused here instead
+  // of wrapping around to a small allocation.
   int64_t bytes = static_cast<int64_t>(dtype_size(dtype));
-  for (int64_t d : shape)
+  for (int64_t d : shape) {
+    PT_CHECK(d >= 0, "negative dimension in shape " + shape_str(shape));
     PT_CHECK(!__builtin_mul_overflow(bytes, d, &bytes),
-             "tensor '" + name + "' of shape " + shape_str(shape) + " is too large: its size overflows 64 bits");
+             "tensor '" + name + "' of shape " + shape_str(shape) + " is too large to allocate (its size overflows)");
+  }
   auto storage = std::make_shared<Storage>(static_cast<size_t>(bytes), device.kind, name, category);
   Tensor t = view_of(storage->ptr(), shape, dtype, device);
   t.storage_ = std::move(storage);

@@ -1,4 +1,5 @@
 #include "io/h5_output_driver.h"
+#include "io/h5_util.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

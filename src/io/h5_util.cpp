@@ -1,14 +1,12 @@
 #include "io/h5_util.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <cstring>
 
 #include "core/error.h"
 #include "core/fault_injection.h"
-#include "io/h5_output_driver.h"
 #include "io/h5_errors.h"
+#include "io/h5_output_driver.h"
 
 namespace pt::io {
 
@@ -17,6 +15,7 @@ void set_hdf5_error_printing(bool verbose) {
 }
 
 }  // namespace pt::io
+#include "io/input_file.h"
 
 namespace pt::io::h5 {
 
@@ -145,9 +144,7 @@ void write_file(const std::string& path, const std::string& what, const std::fun
 }
 
 Id open_file_readonly(const std::string& path, const std::string& what) {
-  struct stat st {};
-  PT_CHECK(::stat(path.c_str(), &st) == 0, what + ": cannot open: " + std::strerror(errno));
-  PT_CHECK(!S_ISDIR(st.st_mode), what + ": is a directory, not a file");
+  require_regular_file(path, what, "it");
   QuietErrors quiet;
   const htri_t is_h5 = H5Fis_hdf5(path.c_str());
   PT_CHECK(is_h5 > 0, what + ": not an HDF5 file (or unreadable)");

@@ -7,12 +7,15 @@
 
 #include "core/error.h"
 #include "io/h5_util.h"
+#include "io/input_file.h"
 
 namespace pt::io {
 
 namespace {
-// Opens `path` read-only, or an invalid id when it is not an HDF5 file (quietly).
+// Opens `path` read-only, or an invalid id when it is not an HDF5 file (quietly). Anything but a
+// regular file is refused before HDF5 opens it (io/input_file.h).
 h5::Id try_open(const std::string& path) {
+  require_regular_file(path, "record '" + path + "'", "a record");
   h5::QuietErrors quiet;
   if (H5Fis_hdf5(path.c_str()) <= 0) return {};
   const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);

@@ -14,7 +14,7 @@
 #include <map>
 
 #include "core/error.h"
-#include "io/atomic_file.h"
+#include "io/input_file.h"
 
 namespace pt::io {
 
@@ -237,11 +237,10 @@ TokenFile::TokenFile(const std::string& path, int64_t vocab_size, BinTokens head
     : path_(path), vocab_(vocab_size) {
   const std::string what = "token file '" + path + "'";
   PT_CHECK(vocab_size > 0, what + ": vocabulary size must be positive");
-  // Refuse what is not a regular file before opening it: opening a FIFO blocks until a writer
-  // comes, and a device has no end. O_NONBLOCK and the fstat below cover a path swapped since.
+  // Refused before it is opened (io/input_file.h); O_NONBLOCK and the fstat below cover a path
+  // swapped since.
+  require_regular_file(path, what, "a token file");
   struct stat st {};
-  PT_CHECK(::stat(path.c_str(), &st) == 0, what + ": cannot open: " + std::strerror(errno));
-  PT_CHECK(S_ISREG(st.st_mode), what + ": is " + file_kind(st.st_mode) + "; a token file must be a regular file");
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK);
   PT_CHECK(fd >= 0, what + ": cannot open: " + std::strerror(errno));
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -407,9 +406,9 @@ BatchSampler::BatchSampler(const TokenFile& data, const SamplerConfig& cfg) : da
   PT_CHECK(cfg.global_batch % cfg.world == 0, "--batch-size " + std::to_string(cfg.global_batch) +
                                                   " is not divisible by the number of ranks (" +
                                                   std::to_string(cfg.world) + "); the global batch is split evenly");
-  PT_CHECK(data.size() >= cfg.context_length + 1,
+  PT_CHECK(data.size() > cfg.context_length,  // (not size >= T + 1: T may be as large as int64_t goes)
            "token file '" + data.path() + "' has " + std::to_string(data.size()) + " tokens; context length " +
-               std::to_string(cfg.context_length) + " needs at least " + std::to_string(cfg.context_length + 1));
+               std::to_string(cfg.context_length) + " needs more than " + std::to_string(cfg.context_length));
 }
 
 int64_t BatchSampler::window_start(int64_t step, int64_t j) const {

@@ -29,7 +29,7 @@ Tensor Parameter::data_lowp() const {
 
 Parameter& ParamStore::add(const std::string& name, const Shape& shape, bool trainable) {
   PT_CHECK(!finalized_, "ParamStore::add('" + name + "') after finalize");
-  PT_CHECK(find(name) == nullptr, "duplicate parameter name '" + name + "'");
+  PT_CHECK(by_name_.count(name) == 0, "duplicate parameter name '" + name + "'");
   auto p = std::make_unique<Parameter>();
   p->name = name;
   p->shape = shape;
@@ -44,13 +44,13 @@ Parameter& ParamStore::add(const std::string& name, const Shape& shape, bool tra
     grad_numel_ += p->numel;
   }
   params_.push_back(std::move(p));
+  by_name_.emplace(name, params_.back().get());
   return *params_.back();
 }
 
 Parameter* ParamStore::find(const std::string& name) const {
-  for (const auto& p : params_)
-    if (p->name == name) return p.get();
-  return nullptr;
+  const auto it = by_name_.find(name);
+  return it == by_name_.end() ? nullptr : it->second;
 }
 
 void ParamStore::finalize(Context& ctx, bool lowp_mirror, DType dtype) {

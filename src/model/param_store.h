@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/context.h"
@@ -96,7 +97,7 @@ class ParamStore {
   const std::vector<std::unique_ptr<Parameter>>& params() const { return params_; }
   Parameter& operator[](size_t i) const { return *params_.at(i); }
   size_t size() const { return params_.size(); }
-  Parameter* find(const std::string& name) const;  // nullptr if absent
+  Parameter* find(const std::string& name) const;  // nullptr if absent; constant time
 
   int64_t numel() const { return numel_; }             // all parameters
   int64_t grad_numel() const { return grad_numel_; }   // trainable parameters
@@ -166,6 +167,7 @@ class ParamStore {
  private:
   int micro_batches_ = 1;  // of the current step (zero_grad)
   std::vector<std::unique_ptr<Parameter>> params_;
+  std::unordered_map<std::string, Parameter*> by_name_;  // building a model of L layers is O(L)
   bool finalized_ = false;
   Device device_;
   DType dtype_ = DType::F32;

@@ -2,6 +2,7 @@
 #include "core/enum_names.h"
 
 #include <cmath>
+#include <cstdio>
 #include <iterator>
 #include <random>
 #include <utility>
@@ -70,6 +71,13 @@ TransformerConfig TransformerConfig::named(const std::string& size) {
   PT_FAIL("unknown model size '" + size + "' (known: " + known + ")");
 }
 
+namespace {
+long double exact_num_params(const TransformerConfig& c) {
+  const long double C = c.d_model, F = c.d_ff, V = c.vocab_size, L = c.num_layers;
+  return 2 * V * C + L * (4 * C * C + 3 * C * F + 2 * C) + C;
+}
+}  // namespace
+
 void TransformerConfig::validate() const {
   PT_CHECK(vocab_size > 0, "vocab_size must be positive");
   PT_CHECK(context_length > 0, "context_length must be positive");
@@ -80,24 +88,14 @@ void TransformerConfig::validate() const {
   PT_CHECK(d_head() % 2 == 0,
            "the head dimension d_model/num_heads = " + std::to_string(d_head()) + " must be even for RoPE");
   PT_CHECK(rope_theta > 0, "rope_theta must be positive");
-  // The parameter count in 64 bits (num_params' sum, each product checked): a model whose size
-  // overflows would be built from wrapped-around sizes.
-  bool fits = true;
-  auto mul = [&](int64_t a, int64_t b) {
-    int64_t r = 0;
-    fits = fits && !__builtin_mul_overflow(a, b, &r);
-    return r;
-  };
-  auto add = [&](int64_t a, int64_t b) {
-    int64_t r = 0;
-    fits = fits && !__builtin_add_overflow(a, b, &r);
-    return r;
-  };
-  const int64_t per_layer = add(add(mul(mul(4, d_model), d_model), mul(mul(3, d_model), d_ff)), mul(2, d_model));
-  add(add(mul(mul(2, vocab_size), d_model), mul(num_layers, per_layer)), d_model);
-  PT_CHECK(fits, "the model is too large: its parameter count overflows 64-bit integers (--vocab-size " +
-                     std::to_string(vocab_size) + ", --d-model " + std::to_string(d_model) + ", --num-layers " +
-                     std::to_string(num_layers) + ", --d-ff " + std::to_string(d_ff) + ")");
+  // num_params() counts in int64_t: a shape whose count would not fit is refused before anything
+  // multiplies its sizes (the count in long double cannot overflow).
+  char count[32];
+  std::snprintf(count, sizeof count, "%.3Lg", exact_num_params(*this));
+  PT_CHECK(exact_num_params(*this) < 0x1p62L, "the model is too large to count: vocab_size " +
+                                                  std::to_string(vocab_size) + ", d_model " + std::to_string(d_model) +
+                                                  ", num_layers " + std::to_string(num_layers) + " and d_ff " +
+                                                  std::to_string(d_ff) + " give " + count + " parameters");
   PT_CHECK(attention != AttentionImpl::Flash || ops::flash_attention_supports_head_dim(d_head()),
            "flash attention covers head dimensions " + ops::flash_head_dims_text() + "; this model's is " +
                std::to_string(d_head()) + " (use --attention naive)");
@@ -127,6 +125,40 @@ std::vector<ParamShape> transformer_param_shapes(const TransformerConfig& cfg) {
 int64_t TransformerConfig::num_params() const {
   const int64_t per_layer = 4 * d_model * d_model + 3 * d_model * d_ff + 2 * d_model;
   return 2 * vocab_size * d_model + num_layers * per_layer + d_model;
+}
+
+MemoryFloor training_memory_floor(const TransformerConfig& cfg, int64_t rows, size_t grad_bytes, bool lowp_mirror) {
+  MemoryFloor f;
+  f.parameters = static_cast<double>(exact_num_params(cfg));
+  const double logits = static_cast<double>(rows) * static_cast<double>(cfg.context_length) *
+                        static_cast<double>(cfg.vocab_size) * (lowp_mirror ? 2 : 4);
+  f.device_bytes = f.parameters * (4.0 + static_cast<double>(grad_bytes) + (lowp_mirror ? 2 : 0)) + logits;
+  f.host_bytes = static_cast<double>(kHostBytesPerLayer) * static_cast<double>(cfg.num_layers);
+  return f;
+}
+
+void check_memory_floor(const TransformerConfig& cfg, int64_t rows, size_t grad_bytes, bool lowp_mirror,
+                        const Device& device, const std::string& source) {
+  const MemoryFloor f = training_memory_floor(cfg, rows, grad_bytes, lowp_mirror);
+  const double host = memory_capacity_bytes(Device::cpu());
+  const double dev = device.is_cpu() ? host : memory_capacity_bytes(device);
+  auto gib = [](double bytes) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.3g GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+    return std::string(buf);
+  };
+  char params[32];
+  std::snprintf(params, sizeof params, "%.4g", f.parameters);
+  const std::string shape = "the model (" + std::to_string(cfg.num_layers) + " layers, d_model " +
+                            std::to_string(cfg.d_model) + ", d_ff " + std::to_string(cfg.d_ff) + ", vocabulary " +
+                            std::to_string(cfg.vocab_size) + ": " + params + " parameters)";
+  const double need = device.is_cpu() ? f.device_bytes + f.host_bytes : f.device_bytes;
+  PT_CHECK(need <= dev, shape + " needs at least " + gib(need) +
+                            " for its weights, gradients and one micro-batch's logits, more than the " + gib(dev) +
+                            " of " + device.str() + ": " + source);
+  PT_CHECK(f.host_bytes <= host, shape + " needs at least " + gib(f.host_bytes) +
+                                     " of host memory for its layers' records, more than the " + gib(host) +
+                                     " this process may use: " + source);
 }
 
 double TransformerConfig::train_flops_per_token(int64_t seq_len) const {

@@ -61,6 +61,26 @@ struct TransformerConfig {
   double train_flops_per_token(int64_t seq_len) const;
 };
 
+// The least memory that training `cfg` holds on one rank, whatever the optimizer and its
+// sharding: on the device, fp32 weights, their gradients (grad_bytes each), the bf16 copy
+// (lowp_mirror) and the logits of one micro-batch of `rows` sequences; on the host, the records
+// of each layer's parameters and modules. In floating point: absurd sizes give large numbers,
+// never an overflow.
+struct MemoryFloor {
+  double parameters = 0;
+  double device_bytes = 0;
+  double host_bytes = 0;
+};
+// A lower bound of the host memory one layer's records take (its parameters' names and views,
+// its modules), whatever its width.
+inline constexpr int64_t kHostBytesPerLayer = 2048;
+MemoryFloor training_memory_floor(const TransformerConfig& cfg, int64_t rows, size_t grad_bytes, bool lowp_mirror);
+// Refuses, with one line ending in `source` (where the shape came from: the options, a checkpoint), a
+// model whose floor exceeds what `device` (and the host) can hold (core/device.h): checked
+// before anything is built, so an absurd size fails at once instead of building for minutes.
+void check_memory_floor(const TransformerConfig& cfg, int64_t rows, size_t grad_bytes, bool lowp_mirror,
+                        const Device& device, const std::string& source);
+
 class TransformerBlock;  // model/transformer.cpp
 
 // The model's parameters from its shape alone, in registration (state_dict) order, every one

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 
 #include "core/context_memory.h"
@@ -23,11 +24,25 @@ constexpr EnumName<Sharding> kShardings[] = {{Sharding::None, "none"},
                                              {Sharding::Zero2, "zero2"},
                                              {Sharding::Zero3, "zero3"}};
 
+// Bytes and calls are counted in int64_t: a job whose figure (one tensor, a memory category
+// summed over layers and micro-batches, a collective's calls or bytes) reaches this is refused as
+// too large to count, computed in double before any product could overflow.
+constexpr double kMaxCounted = 0x1p58;
+
+int64_t counted(double n) {
+  if (n < kMaxCounted) return static_cast<int64_t>(n);
+  char figure[32];
+  std::snprintf(figure, sizeof figure, "%.3g", n);
+  PT_FAIL(std::string("plan: the job needs ") + figure +
+          " bytes (or calls) of one kind per device, too many to count: lower --batch-size, --grad-accum, "
+          "--context-length or the model's size");
+}
+
 // The tracking allocator's accounting of one allocation (core/allocator.cpp).
 struct Rounding {
   int64_t granularity;
   int64_t operator()(double bytes) const {
-    const auto b = static_cast<int64_t>(std::ceil(bytes));
+    const int64_t b = counted(std::ceil(bytes));
     return b <= 0 ? 0 : (b + granularity - 1) / granularity * granularity;
   }
 };
@@ -53,30 +68,31 @@ Activations activations(const TransformerConfig& m, int64_t batch, bool lowp, do
   const double B = static_cast<double>(batch), T = static_cast<double>(m.context_length);
   const double N = B * T, C = static_cast<double>(m.d_model), F = static_cast<double>(m.d_ff / tp),
                V = static_cast<double>(m.vocab_size), H = static_cast<double>(m.num_heads / tp);
-  const double Cl = C / tp;            // the tensor-parallel share of q/k/v and attention output columns
-  const double a = lowp ? 2 : 4;       // GEMM activations: bf16 in bf16 mode, else fp32
-  int64_t block = r(N * C * residual)  // the block's output (the next block's input), the residual stream
-                  + r(N * 4)           // ln1's rstd
-                  + r(N * 3 * Cl * a)  // q, k (rotated), v
-                  + r(N * Cl * a)      // attention output
-                  + (m.attention == AttentionImpl::Flash ? r(B * H * T * 4)       // logsumexp
-                                                         : r(B * H * T * T * a))  // softmax
-                  + r(N * C * residual)                                           // h = x + attention branch
-                  + r(N * 4)                                                      // ln2's rstd
-                  + 2 * r(N * F * a);                                             // SwiGLU inputs h1, h3
-  if (m.recompute != Recompute::All) block += 2 * r(N * C * a);                   // ln1 and ln2 outputs
-  if (m.recompute == Recompute::Off) block += r(N * F * a);                       // SwiGLU product
-  const int64_t layers = m.num_layers / pp;
-  const int64_t head = r(N * C * residual)                        // the embedding output (block 0's input)
-                       + r(N * 4) + r(N * C * a) + r(N * V * a);  // ln_final rstd, its output, logits
+  const double Cl = C / tp;       // the tensor-parallel share of q/k/v and attention output columns
+  const double a = lowp ? 2 : 4;  // GEMM activations: bf16 in bf16 mode, else fp32
+  // Summed in double (each term is a counted int64_t), then counted: no sum overflows.
+  double block = r(N * C * residual)  // the block's output (the next block's input), the residual stream
+                 + r(N * 4)           // ln1's rstd
+                 + r(N * 3 * Cl * a)  // q, k (rotated), v
+                 + r(N * Cl * a)      // attention output
+                 + (m.attention == AttentionImpl::Flash ? r(B * H * T * 4)       // logsumexp
+                                                        : r(B * H * T * T * a))  // softmax
+                 + r(N * C * residual)                                           // h = x + attention branch
+                 + r(N * 4)                                                      // ln2's rstd
+                 + 2 * r(N * F * a);                                             // SwiGLU inputs h1, h3
+  if (m.recompute != Recompute::All) block += 2 * r(N * C * a);                  // ln1 and ln2 outputs
+  if (m.recompute == Recompute::Off) block += r(N * F * a);                      // SwiGLU product
+  const double layers = static_cast<double>(m.num_layers / pp);
+  const double head = r(N * C * residual)                        // the embedding output (block 0's input)
+                      + r(N * 4) + r(N * C * a) + r(N * V * a);  // ln_final rstd, its output, logits
   Activations out;
-  out.saved = layers * block + head;
+  out.saved = counted(layers * block + head);
   // Backward's two largest moments: the lm_head's input gradient beside the logits, or the
   // last block's SwiGLU gradients (dy cast, dg, dh1, dh3) once the logits are gone.
-  const int64_t at_head = out.saved + r(N * C * a);
-  const int64_t at_ffn =
-      out.saved - r(N * V * a) - r(N * C * a) - r(N * 4) + (lowp ? r(N * C * a) : 0) + 3 * r(N * F * a);
-  out.peak = std::max(at_head, at_ffn);
+  const double at_head = static_cast<double>(out.saved) + r(N * C * a);
+  const double at_ffn = static_cast<double>(out.saved) - r(N * V * a) - r(N * C * a) - r(N * 4) +
+                        (lowp ? r(N * C * a) : 0) + 3.0 * r(N * F * a);
+  out.peak = counted(std::max(at_head, at_ffn));
   return out;
 }
 
@@ -123,6 +139,10 @@ void validate(const Job& j) {
   PT_CHECK(m.num_heads % j.tp == 0 && m.d_ff % j.tp == 0, "plan: tensor-parallel degree " + std::to_string(j.tp) +
                                                               " must divide the heads (" + std::to_string(m.num_heads) +
                                                               ") and d_ff (" + std::to_string(m.d_ff) + ")");
+  // The parameters are laid out one by one (buckets, shards): a bound on the layers keeps plan instant.
+  PT_CHECK(m.num_layers <= kMaxPlanLayers, "plan: --num-layers " + std::to_string(m.num_layers) + " is above the " +
+                                               std::to_string(kMaxPlanLayers) +
+                                               " layers plan lays out (the deepest models have a few hundred)");
   PT_CHECK(m.num_layers % j.pp == 0, "plan: pipeline degree " + std::to_string(j.pp) + " must divide the " +
                                          std::to_string(m.num_layers) + " layers");
   parallel::strategy(j.strategy);  // names every strategy when the name is unknown
@@ -197,8 +217,8 @@ Result plan(const Job& job, const Cluster& cluster) {
   const Activations act = activations(m, job.batch, lowp, residual_bytes, r, job.tp, job.pp);
   // 1F1B pipelining keeps up to pp micro-batches of a stage's activations alive.
   const int64_t in_flight = job.pp > 1 ? std::min<int64_t>(job.pp, job.grad_accum) : 1;
-  mem.activations = act.peak + (in_flight - 1) * act.saved;
-  mem.activations_saved = act.saved * in_flight;
+  mem.activations = counted(act.peak + static_cast<double>(in_flight - 1) * act.saved);
+  mem.activations_saved = counted(static_cast<double>(act.saved) * in_flight);
   // cuBLAS's workspace, GPUs only (core/context_memory.h).
   mem.workspace = cluster.cpu || cluster.device.cc_major == 0 ? 0 : int64_t(kCublasWorkspaceBytes);
   for (int rc = 0; rc < kNumRecompute; ++rc)
@@ -209,7 +229,7 @@ Result plan(const Job& job, const Cluster& cluster) {
       const bool flash_ok = m.d_model % m.num_heads == 0 && cuda::flash_covers_head_dim(m.d_head());
       if (at == 0 && !flash_ok) continue;
       const Activations x = activations(alt, job.batch, lowp, residual_bytes, r, job.tp, job.pp);
-      mem.activations_by_choice[rc][at] = x.peak + (in_flight - 1) * x.saved;
+      mem.activations_by_choice[rc][at] = counted(x.peak + static_cast<double>(in_flight - 1) * x.saved);
     }
 
   // ---- communication, per optimizer step ----
@@ -217,7 +237,7 @@ Result plan(const Job& job, const Cluster& cluster) {
   const int n = job.dp;
   const double ring = n > 1 ? 2.0 * (n - 1) / n : 0, half = n > 1 ? double(n - 1) / n : 0;
   auto add = [&](const char* name, const char* what, int64_t calls, double bytes, double factor, double gbps) {
-    Collective c{name, what, calls, static_cast<int64_t>(bytes), factor, 0.0};
+    Collective c{name, what, calls, counted(bytes), factor, 0.0};
     c.seconds = gbps > 0 ? bytes * factor / (gbps * 1e9) : 0;
     res.comm.push_back(c);
   };
@@ -263,14 +283,14 @@ Result plan(const Job& job, const Cluster& cluster) {
     }
   }
   const double a = lowp ? 2 : 4;
-  const double N = static_cast<double>(job.batch * m.context_length);
+  const double N = static_cast<double>(job.batch) * static_cast<double>(m.context_length);
   if (job.tp > 1) {  // Megatron: 2 all-reduces of (N, C) per layer in forward, 2 in backward
     const double t = job.tp;
-    add("all_reduce", "tensor-parallel activations", 4 * m.num_layers / job.pp * job.grad_accum,
+    add("all_reduce", "tensor-parallel activations", counted(4.0 * (m.num_layers / job.pp) * job.grad_accum),
         4.0 * m.num_layers / job.pp * N * m.d_model * a * job.grad_accum, 2.0 * (t - 1) / t, cluster.device.link_gbps);
   }
   if (job.pp > 1)  // each micro-batch's activations forward and their gradients back, per stage boundary
-    add("p2p", "pipeline activations", 2 * job.grad_accum, 2.0 * N * m.d_model * a * job.grad_accum, 1.0,
+    add("p2p", "pipeline activations", counted(2.0 * job.grad_accum), 2.0 * N * m.d_model * a * job.grad_accum, 1.0,
         bandwidth_gbps(job, cluster, job.pp));
 
   // ---- time ----

@@ -95,8 +95,10 @@ struct Result {
 
 // Throws pt::Error with one clear message for a layout that does not fit the model (tp not
 // dividing the heads or d_ff, pp not dividing the layers), a device count that is not a
-// multiple of tp·pp, or values out of range.
+// multiple of tp·pp, or values out of range: more than kMaxPlanLayers layers, or memory too
+// large to count in bytes (an absurd batch or context).
 Result plan(const Job& job, const Cluster& cluster);
+inline constexpr int64_t kMaxPlanLayers = 100000;
 
 // Cluster presets by name: every accelerator of core/accelerators.tsv ("h100-sxm", "tpu-v5p",
 // ...) with its node size and network; throws naming the known ones.

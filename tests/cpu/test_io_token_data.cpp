@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <limits>
 #include <map>
 
 #include "common/test_util.h"
@@ -363,7 +364,10 @@ TEST_F(IoSampler, RejectsBadConfigurations) {
   EXPECT_ERROR_HAS(BatchSampler(*file_, c), "--batch-size 4 is not divisible by the number of ranks (3)");
   c = config(Sampling::Random);
   c.context_length = n_;
-  EXPECT_ERROR_HAS(BatchSampler(*file_, c), "data.npy", "has 1000 tokens", "needs at least 1001");
+  EXPECT_ERROR_HAS(BatchSampler(*file_, c), "data.npy", "has 1000 tokens", "needs more than 1000");
+  c.context_length = std::numeric_limits<int64_t>::max();  // T + 1 would overflow: still refused
+  EXPECT_ERROR_HAS(BatchSampler(*file_, c), "has 1000 tokens", "needs more than 9223372036854775807");
+  c.context_length = n_;
   c.context_length = n_ - 1;  // exactly T + 1 tokens: one window
   BatchSampler one(*file_, c);
   EXPECT_EQ(one.window_start(5, 2), 0);

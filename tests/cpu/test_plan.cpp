@@ -197,6 +197,30 @@ TEST(Plan, FitAndTheSmallestDeviceCount) {
   EXPECT_FALSE(plan::plan(j, c).fits);
 }
 
+// Absurd sizes (issue 47) are refused at once: a layer count plan would lay out for minutes, and
+// a batch or context whose memory no longer fits int64_t (it wrapped to a negative total that
+// "fit" before).
+TEST(Plan, AbsurdSizesAreRefusedInsteadOfOverflowing) {
+  plan::Job j = job_of(small_config(), 1, "none", plan::Sharding::None);
+  j.model.num_layers = 100000000;
+  EXPECT_NE(error_of([&] { plan::plan(j, plan::cluster_preset("cpu")); }).find("above the 100000 layers"),
+            std::string::npos);
+  for (auto [batch, context] : {std::pair<int64_t, int64_t>{int64_t{1} << 62, 4}, {1000000000, 1000000000}}) {
+    j = job_of(small_config(), 1, "none", plan::Sharding::None);
+    j.batch = batch;
+    j.model.context_length = context;
+    EXPECT_NE(error_of([&] { plan::plan(j, plan::cluster_preset("h100-sxm")); }).find("too many to count"),
+              std::string::npos)
+        << batch << " × " << context;
+  }
+  j = job_of(small_config(), 2, "bucketed", plan::Sharding::None);
+  j.dp = 1;
+  j.pp = 2;
+  j.grad_accum = int64_t{1} << 62;
+  EXPECT_NE(error_of([&] { plan::plan(j, plan::cluster_preset("h100-sxm")); }).find("too many to count"),
+            std::string::npos);
+}
+
 TEST(Plan, BadLayoutsAreOneClearError) {
   const TransformerConfig m = small_config();
   plan::Job j = job_of(m, 1, "none", plan::Sharding::None);

@@ -125,6 +125,19 @@ def _nan_lr_config(f):
     f.attrs["config.lr"] = "nan"
 
 
+def _config(key, value):
+    def poison(f):
+        f.attrs["config." + key] = value
+    return poison
+
+
+def _socket(tmp):
+    import socket
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(os.path.join(tmp, "sock.h5"))  # the file stays after the socket is closed
+    s.close()
+
+
 def _negative_second_moment(f):
     d = f["optimizer/exp_avg_sq"]
     v = d[...]
@@ -156,6 +169,11 @@ SETUPS = {
     "ckpt_negative_step": lambda t: _checkpoint(t, _negative_step),
     "ckpt_nan_lr": lambda t: _checkpoint(t, _nan_lr_config),
     "dangling": _dangling, "loop": _loop, "other_record": _other_record,
+    "socket": _socket,
+    "ckpt_1e8_layers": lambda t: _checkpoint(t, _config("num-layers", "100000000")),
+    "ckpt_2p62_layers": lambda t: _checkpoint(t, _config("num-layers", "4611686018427387904")),
+    "ckpt_huge_vocab": lambda t: _checkpoint(t, _config("vocab-size", "1099511627776")),
+    "ckpt_huge_context": lambda t: _checkpoint(t, _config("context-length", "1152921504606846976")),
 }
 
 
@@ -183,6 +201,7 @@ def _one_error_line(stderr):
 
 
 C1, C2, C3, C4, C5, C6 = ("1 flags", "2 non-finite", "3 outputs", "4 inputs", "5 ranks agree", "6 one message")
+C7 = "7 hangs and sizes"
 ERR = dict(rc=1)
 
 CASES = [
@@ -369,6 +388,57 @@ CASES = [
      dict(rc="nonzero", ranks=2, words=["--lr must be > 0"], absent=[".cpp:"], check_stderr=_one_error_line)),
     ("user-error-without-source-location", C6, [*TRAIN_BASE, "--steps", "0"], dict(ERR, words=["--steps"], absent=[".cpp:"])),
     ("verbose-shows-source-location", C6, [*TRAIN_BASE, "--steps", "0", "--verbose"], dict(ERR, words=["--steps", ".cpp:"])),
+]
+
+# ---- class 7 (issue 47 D): no input makes a run hang or work without bound -----------------------
+# A checkpoint or record that is not a regular file is refused before anything opens it (opening a
+# FIFO blocks until a writer comes); a model too large to count or to hold is refused before it
+# is built (building one layer after another took minutes). TIMEOUT_S makes a hang a failure.
+RESUME = ["train", "--steps", "4", "--out", "{tmp}/r.h5"]
+SIZED = ["train", "--model", "tiny", "--num-heads", "2", "--device", "cpu", "--data", "{sample}", "--steps", "2"]
+TOO_LARGE = dict(ERR, words=["the model (", "GiB", "more than the"])
+CASES += [
+    ("resume-fifo", C7, [*TRAIN, "--resume", "{tmp}/pipe.h5", "--out", "{tmp}/r.h5"],
+     dict(ERR, setup=["fifo"], words=["pipe.h5", "FIFO", "regular file"])),
+    ("init-from-fifo", C7, [*TRAIN, "--init-from", "{tmp}/pipe.h5", "--out", "{tmp}/r.h5"],
+     dict(ERR, setup=["fifo"], words=["--init-from", "pipe.h5", "FIFO", "regular file"])),
+    ("resume-auto-save-fifo", C7, [*TRAIN, "--resume", "auto", "--save", "{tmp}/pipe.h5", "--out", "{tmp}/r.h5"],
+     dict(ERR, setup=["fifo"], words=["pipe.h5", "FIFO"])),
+    ("resume-device", C7, [*TRAIN, "--resume", "{tmp}/dev.h5", "--out", "{tmp}/r.h5"],
+     dict(ERR, setup=["chardev"], words=["dev.h5", "character device"])),
+    ("init-from-dev-zero", C7, [*TRAIN, "--init-from", "/dev/zero", "--out", "{tmp}/r.h5"],
+     dict(ERR, words=["/dev/zero", "character device"])),
+    ("resume-directory", C7, [*TRAIN, "--resume", "{tmp}/adir", "--out", "{tmp}/r.h5"],
+     dict(ERR, setup=["dir"], words=["adir", "directory"])),
+    ("init-from-socket", C7, [*TRAIN, "--init-from", "{tmp}/sock.h5", "--out", "{tmp}/r.h5"],
+     dict(ERR, setup=["socket"], words=["sock.h5", "socket"])),
+    ("resume-record-is-fifo", C7, ["train", "--steps", "4", "--resume", "{tmp}/ck.h5", "--out", "{tmp}/pipe.h5"],
+     dict(ERR, setup=["ckpt", "fifo"], words=["pipe.h5", "FIFO"])),
+    ("layers-2-to-the-62", C7, [*SIZED, "--num-layers", "4611686018427387904"],
+     dict(ERR, words=["too large to count", "num_layers 4611686018427387904"])),
+    ("layers-1e8", C7, [*SIZED, "--num-layers", "100000000", "--out", "{tmp}/r.h5"],
+     dict(TOO_LARGE, words=[*TOO_LARGE["words"], "100000000 layers", "--num-layers"])),
+    ("d-model-huge", C7, [*SIZED, "--d-model", "1099511627776"], dict(ERR, words=["too large to count", "d_model"])),
+    ("d-ff-huge", C7, [*SIZED, "--d-ff", "1125899906842624"], TOO_LARGE),
+    ("vocab-huge", C7, [*SIZED, "--vocab-size", "1099511627776"], TOO_LARGE),
+    ("context-huge", C7, [*SIZED, "--context-length", "4611686018427387904"], dict(TOO_LARGE, words=["--context-length"])),
+    ("batch-huge", C7, [*SIZED, "--batch-size", "4611686018427387904"], dict(TOO_LARGE, words=["--batch-size"])),
+    ("batch-times-accum-overflows", C7, [*SIZED, "--batch-size", "1099511627776", "--grad-accum", "1099511627776"],
+     dict(ERR, words=["--batch-size", "--grad-accum", "too many"])),
+    ("checkpoint-1e8-layers", C7, RESUME + ["--resume", "{tmp}/ck.h5"],
+     dict(TOO_LARGE, setup=["ckpt_1e8_layers"], words=[*TOO_LARGE["words"], "100000000 layers", "ck.h5"])),
+    ("checkpoint-2-to-the-62-layers", C7, RESUME + ["--resume", "{tmp}/ck.h5"],
+     dict(ERR, setup=["ckpt_2p62_layers"], words=["ck.h5", "too large to count"])),
+    ("checkpoint-huge-vocab", C7, RESUME + ["--resume", "{tmp}/ck.h5"],
+     dict(TOO_LARGE, setup=["ckpt_huge_vocab"], words=[*TOO_LARGE["words"], "ck.h5"])),
+    ("checkpoint-huge-context", C7, RESUME + ["--resume", "{tmp}/ck.h5"],
+     dict(TOO_LARGE, setup=["ckpt_huge_context"], words=[*TOO_LARGE["words"], "ck.h5"])),
+    ("bench-ddp-layers-1e8", C7, ["bench", "ddp", "--device", "cpu", "--num-layers", "100000000"],
+     dict(TOO_LARGE, words=[*TOO_LARGE["words"], "--num-layers"])),
+    ("plan-layers-1e8", C7, ["plan", "--model", "tiny", "--num-layers", "100000000"],
+     dict(ERR, words=["plan", "--num-layers", "100000"])),
+    ("plan-context-overflows", C7, ["plan", "--model", "tiny", "--batch-size", "1000000000", "--context-length",
+                                    "1000000000"], dict(ERR, words=["plan", "too many to count"])),
 ]
 
 
@@ -692,4 +762,4 @@ def test_hostile_input(case_id, cls, argv, expect, tmp_path):
 
 def test_the_suite_covers_every_class_with_sixty_cases():
     assert len(CASES) >= 60
-    assert {c[1] for c in CASES} == {C1, C2, C3, C4, C5, C6}
+    assert {c[1] for c in CASES} == {C1, C2, C3, C4, C5, C6, C7}

@@ -245,3 +245,56 @@ def test_benchmarks_report_configuration_k_of_n_and_json_lines_that_match_the_re
         table = f["allreduce"][()]
     assert [e["busbw_GBps"] for e in configs] == list(table["busbw_GBps"])
     assert events[0]["event"] == "start" and events[-1] == {**events[-1], "event": "end", "configurations": 4}
+
+
+# ---- the learning-rate schedule keeps its length across resumes (issue 47 I) -------------------
+SCHEDULE = [*MODEL, *QUIET, "--lr", "0.003"]  # --warmup-steps 2; --min-lr: lr/10
+
+
+def lrs(path):
+    with h5py.File(path, "r") as f:
+        t = f["train_steps"][()]
+        return dict(zip(t["step"].tolist(), t["lr"].tolist()))
+
+
+def test_a_longer_resumed_run_keeps_the_schedule_and_says_so(tmp_path):
+    # --steps 10, then --resume --steps 20: the decay still ends at step 10 (no jump back up at
+    # step 11); steps 11-20 run at the final learning rate, and a note says how to stretch it.
+    ck, rec = str(tmp_path / "ck.h5"), str(tmp_path / "r.h5")
+    run(1, [*SCHEDULE, "--steps", "10", "--save", ck, "--out", rec])
+    proc = run(1, ["--resume", ck, "--steps", "20", "--save", ck, "--out", rec])
+    notes = [l for l in proc.stderr.splitlines() if "schedule" in l]
+    assert len(notes) == 1 and "note: --steps 20" in notes[0] and "--cosine-steps 20" in notes[0], proc.stderr
+    lr = lrs(rec)
+    assert sorted(lr) == list(range(1, 21))
+    assert all(lr[s] == pytest.approx(3e-4) for s in range(10, 21)), lr
+    assert all(lr[s] >= lr[s + 1] for s in range(2, 20)), "the learning rate never rises after warm-up"
+    # And the checkpoint keeps that length for the next resume: no note, no change.
+    again = run(1, ["--resume", ck, "--steps", "22", "--out", rec])
+    assert lrs(rec)[22] == pytest.approx(3e-4) and "warning" not in again.stderr
+
+
+def test_cosine_steps_given_again_changes_the_schedule_with_one_warning(tmp_path):
+    full = str(tmp_path / "full.h5")
+    run(1, [*SCHEDULE, "--steps", "20", "--out", full])  # the schedule of 20 steps from the start
+    ck, rec = str(tmp_path / "ck.h5"), str(tmp_path / "r.h5")
+    run(1, [*SCHEDULE, "--steps", "10", "--save", ck, "--out", rec])
+    proc = run(1, ["--resume", ck, "--steps", "20", "--cosine-steps", "20", "--out", rec])
+    warnings = [l for l in proc.stderr.splitlines() if "warning" in l]
+    assert len(warnings) == 1, proc.stderr
+    assert "--cosine-steps 20 changes the learning-rate schedule" in warnings[0] and "ended at step 10" in warnings[0]
+    lr, lr_full = lrs(rec), lrs(full)
+    for s in range(11, 21):
+        assert lr[s] == pytest.approx(lr_full[s]), s  # the new schedule from step 11 on
+
+
+def test_a_checkpoint_from_before_the_schedule_was_saved_keeps_its_runs_length(tmp_path):
+    # Checkpoints written before this change stored config.cosine-steps as given (0: --steps);
+    # their schedule's length is the --steps of the run that saved them.
+    ck, rec = str(tmp_path / "ck.h5"), str(tmp_path / "r.h5")
+    run(1, [*SCHEDULE, "--steps", "6", "--save", ck, "--out", rec])
+    with h5py.File(ck, "r+") as f:
+        f.attrs["config.cosine-steps"] = "0"
+    run(1, ["--resume", ck, "--steps", "12", "--out", rec])
+    lr = lrs(rec)
+    assert all(lr[s] == pytest.approx(3e-4) for s in range(6, 13)), lr
