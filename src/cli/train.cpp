@@ -163,9 +163,8 @@ int train(const std::vector<std::string>& args, AdoptedOptions& adopted_from) {
        "a NaN or infinite loss or gradient norm never updates the weights: stop ends the run "
        "(exit 1), skip goes on");
   ckpt.add_options()
-      ("save", po::value(&t.save), "write a checkpoint (HDF5) here at the end, and when a signal "
-                                 "(SIGTERM, SIGUSR1, SIGINT, SIGHUP) or a closed standard output "
-                                 "stops the run early")
+      ("save", po::value(&t.save), "write a checkpoint (HDF5) here at the end, and when a signal or a "
+                                 "closed stdout stops the run early")
       ("save-every", po::value(&t.save_every)->default_value(0), "also every N steps (needs --save; 0: only at the end)")
       ("init-from", po::value(&t.init_from), "start from this checkpoint's weights (a PyTorch state_dict "
                                              "saved with h5py in the same layout loads too)")

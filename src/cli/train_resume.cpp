@@ -69,6 +69,7 @@ std::vector<std::string> options_from_checkpoint(const po::options_description& 
 
 void AdoptedOptions::blame_checkpoint(const std::exception& e) const {
   const std::string why = error_text(e);
+  if (why.rfind("--resume " + checkpoint_ + ":", 0) == 0) return;  // blamed already
   for (size_t i = 0; i + 1 < words_.size(); i += 2) {
     const std::string& flag = words_[i];
     const std::string& value = words_[i + 1];

@@ -60,8 +60,8 @@ def no_temporary_files(*dirs):
 
 
 def seed_checkpoint(tmp, path):
-    """A whole checkpoint at step 2: the 'last good' one."""
-    proc = run([*TRAIN, "--steps", "2", "--save", path, "--out", tmp / "seed.h5"], tmp)
+    """A whole checkpoint at step 2 of a schedule of 8 (so resumed runs print no schedule note)."""
+    proc = run([*TRAIN, "--steps", "2", "--cosine-steps", "8", "--save", path, "--out", tmp / "seed.h5"], tmp)
     assert proc.returncode == 0, proc.stderr
     os.remove(tmp / "seed.h5")
 
