@@ -54,8 +54,9 @@ if ((${#files[@]} == 0)); then
   for f in "$tree"/cuda/*.cu; do files+=("cuda/$(basename "$f")"); done
 fi
 
-# The kernels include "core/…", "ops/…" and "cuda/…" as the ops layer sees them (the build's
-# layers/ops directory of links): one such include root per side.
+# The kernels include "core/…" and "cuda/…" as the build's include roots show them (its
+# layers/LAYER directories of links); every folder of src/ is linked too, so an older tree whose
+# kernels include a layer above still compiles: one such include root per side.
 include_root() {  # TREE DIR
   mkdir -p "$2"
   ln -s "$1/cuda" "$2/cuda"
