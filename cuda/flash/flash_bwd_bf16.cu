@@ -13,10 +13,10 @@
 // default is docs/FLASH_ATTENTION.md's table.
 #include <algorithm>
 
-#include "cuda/flash_dq_fixed.cuh"
-#include "cuda/flash_mma.cuh"
-#include "cuda/flash_params.h"
-#include "cuda/flash_softmax.cuh"
+#include "cuda/flash/flash_dq_fixed.cuh"
+#include "cuda/flash/flash_mma.cuh"
+#include "cuda/flash/flash_params.h"
+#include "cuda/flash/flash_softmax.cuh"
 
 namespace pt::cuda {
 namespace flash {
@@ -60,7 +60,7 @@ struct DeltaTraits {
   static_assert(kHeadDim % 8 == 0 && kPacks <= 32, "delta: whole 16-byte packs, at most 32 a row");
 };
 //
-// With dQ in fixed point (p.dq_row_exp set: tiles "…/fxp", cuda/flash_dq_fixed.cuh) the kernel
+// With dQ in fixed point (p.dq_row_exp set: tiles "…/fxp", cuda/flash/flash_dq_fixed.cuh) the kernel
 // also writes each query row's bound exponent from Σ dO², and folds max |K| and max Σ V² of its
 // key rows into the head's two words (atomicMax on fp32 bits, once a block; the launcher zeroed
 // them and runs max(Tq, Tk) rows). K and V are read only for this: 67 MB more at the leaderboard's

@@ -15,10 +15,10 @@
 // then summed in an order that varies from run to run (not bit-for-bit reproducible); dK, dV are.
 // Tiles "…/fxp" (WgmmaTiles::dq_fixed_point, warp-specialised dK/dV pass only) hold the buffer as
 // 32-bit fixed point instead and add by integer reductions: reproducible (flash_dq_fixed.cuh).
-#include "cuda/flash_dq_fixed.cuh"
-#include "cuda/flash_params.h"
-#include "cuda/flash_softmax.cuh"
-#include "cuda/flash_wgmma.cuh"
+#include "cuda/flash/flash_dq_fixed.cuh"
+#include "cuda/flash/flash_params.h"
+#include "cuda/flash/flash_softmax.cuh"
+#include "cuda/flash/flash_wgmma.cuh"
 
 namespace pt::cuda {
 namespace flash {

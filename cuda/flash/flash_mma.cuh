@@ -18,8 +18,8 @@
 #include <cstdint>
 
 #include "cuda/common.cuh"
-#include "cuda/flash_common.cuh"
-#include "cuda/flash_params.h"
+#include "cuda/flash/flash_common.cuh"
+#include "cuda/flash/flash_params.h"
 
 namespace pt::cuda::flash {
 
