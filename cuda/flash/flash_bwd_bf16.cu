@@ -185,22 +185,12 @@ __global__ void __launch_bounds__(DkDvTraits<kHeadDim>::kThreads) flash_bwd_dkdv
   const int64_t bh = static_cast<int64_t>(b) * p.heads + h;
 
   const HeadRows<bf16> rows(p, b, h, 0, n0);
-  const bf16* d_o = head_row<const bf16>(p.dout, p.do_s, b, h);
-  const float* lse = p.lse + bh * tq;
-  const float* delta = p.delta + bh * tq;
+  const DkDvQueries<kBlockM, kThreads, PaddedTileCopy<kBlockM, kHeadDim, kThreads>> queries(p, rows.q, b, h, bh, tq);
 
   const QueryTiles<kBlockM, kBlockN, kCausal> tiles(n0, tq);
   const int m_begin = tiles.m_begin, m_blocks = tiles.m_blocks;
 
-  auto load_query_tile = [&](int i, int stage) {
-    const int m0 = i * kBlockM;
-    load_tile_async<kBlockM, kHeadDim, kThreads>(sQ + stage * kBlockM * kLd, rows.q + m0 * p.q_s.row, p.q_s.row,
-                                                 tq - m0);
-    load_tile_async<kBlockM, kHeadDim, kThreads>(sdO + stage * kBlockM * kLd, d_o + m0 * p.do_s.row, p.do_s.row,
-                                                 tq - m0);
-    load_vec_async<kBlockM, kThreads>(sL + stage * kBlockM, lse + m0, tq - m0);
-    load_vec_async<kBlockM, kThreads>(sDelta + stage * kBlockM, delta + m0, tq - m0);
-  };
+  auto load_query_tile = [&](int i, int stage) { queries.fetch(sQ, sdO, sL, sDelta, i, stage); };
 
   load_tile_async<kBlockN, kHeadDim, kThreads>(sK, rows.k, p.k_s.row, tk - n0);
   load_tile_async<kBlockN, kHeadDim, kThreads>(sV, rows.v, p.v_s.row, tk - n0);
