@@ -105,10 +105,9 @@ void cross_entropy(cudaStream_t s, Tensor& loss, Tensor* dlogits, const Tensor& 
   PT_CUDA_CHECK_LAUNCH();
 }
 
-void mse_loss(cudaStream_t s, Tensor& loss, Tensor* dpred, const Tensor& pred, const Tensor& target,
-              ops::Reduction reduction) {
+void mse_loss(cudaStream_t s, Tensor& loss, Tensor* dpred, const Tensor& pred, const Tensor& target, bool mean) {
   const int64_t n = pred.numel();
-  const float inv_norm = reduction == ops::Reduction::Mean ? 1.0f / float(n) : 1.0f;
+  const float inv_norm = mean ? 1.0f / float(n) : 1.0f;
   PT_CUDA_CHECK(cudaMemsetAsync(loss.data(), 0, sizeof(float), s));
   dispatch_float(pred.dtype(), [&](auto ptag) {
     using TP = typename decltype(ptag)::type;

@@ -5,7 +5,6 @@
 #include <cuda_runtime_api.h>
 
 #include "core/tensor.h"
-#include "ops/loss.h"
 
 namespace pt::cuda {
 
@@ -14,8 +13,8 @@ namespace pt::cuda {
 // host check possible).
 void cross_entropy(cudaStream_t s, Tensor& loss, Tensor* dlogits, const Tensor& logits, const Tensor& targets,
                    float grad_scale);
-// pred, target fp32|bf16, same numel; dpred (optional) pred's dtype; loss fp32 (1).
-void mse_loss(cudaStream_t s, Tensor& loss, Tensor* dpred, const Tensor& pred, const Tensor& target,
-              ops::Reduction reduction);
+// pred, target fp32|bf16, same numel; dpred (optional) pred's dtype; loss fp32 (1): the mean
+// of the squared differences when `mean`, else their sum.
+void mse_loss(cudaStream_t s, Tensor& loss, Tensor* dpred, const Tensor& pred, const Tensor& target, bool mean);
 
 }  // namespace pt::cuda

@@ -30,12 +30,12 @@ cudaDataType_t cuda_type(DType t) {
   }
 }
 // True FP32 unless the run asked for TF32; bf16 operands always accumulate in fp32.
-cublasComputeType_t compute_type(const Context& ctx, const ops::GemmDesc& g) {
+cublasComputeType_t compute_type(const Context& ctx, const GemmDesc& g) {
   return (g.ab_dtype == DType::F32 && ctx.precision() == Precision::TF32) ? CUBLAS_COMPUTE_32F_FAST_TF32
                                                                           : CUBLAS_COMPUTE_32F;
 }
 
-void cublas_matmul(Context& ctx, const ops::GemmDesc& g) {
+void cublas_matmul(Context& ctx, const GemmDesc& g) {
   const cudaDataType_t ab = cuda_type(g.ab_dtype), c = cuda_type(g.c_dtype);
   // cublasGemmEx reads C where it writes it: a separate C input is copied there first (2-D).
   if (g.c_in) {
@@ -70,7 +70,7 @@ uint32_t alignment(const void* p, int64_t batch_stride, DType t) {
 }
 
 // Where the GEMM reads C: c_in when set (always apart from the output), else the output.
-const void* c_read(const ops::GemmDesc& g) { return g.c_in ? g.c_in : g.c; }
+const void* c_read(const GemmDesc& g) { return g.c_in ? g.c_in : g.c; }
 
 // cuBLASLt descriptors of g in matmul's column-major view (A_lt = B, B_lt = A, C_lt = Cᵀ) and
 // the preference its heuristic is asked with; they depend on the shape, not on the pointers.
@@ -102,7 +102,7 @@ void set_pref(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttribute
   PT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &value, sizeof(value)));
 }
 
-void describe(const Context& ctx, const ops::GemmDesc& g, LtProblem& p) {
+void describe(const Context& ctx, const GemmDesc& g, LtProblem& p) {
   PT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.op, compute_type(ctx, g), CUDA_R_32F));
   const cublasOperation_t ta = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, tb = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   PT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
@@ -143,7 +143,7 @@ std::vector<cublasLtMatmulHeuristicResult_t> candidates(Context& ctx, const LtPr
 }
 
 // d: the output (g.c, or the autotuner's scratch); C is read from c_read(g) when it is elsewhere.
-cublasStatus_t lt_matmul(Context& ctx, const LtProblem& p, const cublasLtMatmulAlgo_t& algo, const ops::GemmDesc& g,
+cublasStatus_t lt_matmul(Context& ctx, const LtProblem& p, const cublasLtMatmulAlgo_t& algo, const GemmDesc& g,
                          void* d) {
   const void* c = g.c_in ? g.c_in : d;
   return cublasLtMatmul(ctx.cublaslt(), p.op, &g.alpha, g.b, p.a, g.a, p.b, &g.beta, c, p.c, d, p.c, &algo,
@@ -159,7 +159,7 @@ struct Plan {
 // Everything the choice depends on: device, shape, layouts, types, SM target, alignments and
 // whether C is read (beta ≠ 0 changes the fastest kernel).
 using PlanKey = std::array<int64_t, 20>;
-PlanKey plan_key(const Context& ctx, const ops::GemmDesc& g) {
+PlanKey plan_key(const Context& ctx, const GemmDesc& g) {
   // clang-format off
   return {ctx.device().index, g.batch, g.m, g.n, g.k, g.trans_a, g.trans_b, static_cast<int64_t>(g.ab_dtype),
           static_cast<int64_t>(g.c_dtype), g.lda, g.ldb, g.ldc, g.stride_a, g.stride_b, g.stride_c,
@@ -171,7 +171,7 @@ PlanKey plan_key(const Context& ctx, const ops::GemmDesc& g) {
 }
 
 // Elements from C's first to one past its last, the size of a scratch copy.
-int64_t c_extent(const ops::GemmDesc& g) { return (g.batch - 1) * g.stride_c + (g.m - 1) * g.ldc + g.n; }
+int64_t c_extent(const GemmDesc& g) { return (g.batch - 1) * g.stride_c + (g.m - 1) * g.ldc + g.n; }
 
 // A cuBLASLt candidate must beat cuBLAS by this factor in the idle timing to be kept: near-ties
 // keep the default, so runs differ less, and smaller leads did not hold in the step
@@ -182,7 +182,7 @@ constexpr double kCublasHeadStart = 0.97;
 // cuBLAS with kCublasHeadStart. C is a scratch buffer when beta ≠ 0 (the real C must be read
 // once, by the real call); when the scratch cannot be had the shape stays with cuBLAS. Lt: the
 // heuristic's first choice, untimed (tests reach cuBLASLt with it).
-Plan choose(Context& ctx, const ops::GemmDesc& g, GemmSelect select) {
+Plan choose(Context& ctx, const GemmDesc& g, GemmSelect select) {
   Plan plan;
   auto p = std::make_unique<LtProblem>();
   describe(ctx, g, *p);
@@ -205,7 +205,7 @@ Plan choose(Context& ctx, const ops::GemmDesc& g, GemmSelect select) {
   std::unique_ptr<void, void (*)(void*)> scratch_guard(scratch, [](void* q) {
     if (q) TrackingAllocator::instance().release(q);
   });
-  ops::GemmDesc probe = g;
+  GemmDesc probe = g;
   if (scratch) probe.c = scratch;
   constexpr int kIters = 5;
   auto run_cublas = [&] { cublas_matmul(ctx, probe); };
@@ -231,7 +231,7 @@ Plan choose(Context& ctx, const ops::GemmDesc& g, GemmSelect select) {
 
 // One plan per key and selection mode for the process (a rank drives one device; the lock
 // only guards against test threads).
-const Plan& plan_for(Context& ctx, const ops::GemmDesc& g) {
+const Plan& plan_for(Context& ctx, const GemmDesc& g) {
   static std::mutex mutex;
   static std::map<std::pair<PlanKey, GemmSelect>, Plan> plans;
   std::lock_guard<std::mutex> lock(mutex);
@@ -246,7 +246,7 @@ const Plan& plan_for(Context& ctx, const ops::GemmDesc& g) {
 // parallel job would time its way into its own kernel. Ranks holding the same data must compute
 // the same gradients to the last bit where nothing averages them (the sharded-optimizer tests
 // hold the toy models to rtol 1e-7, which Adam turns a last-bit difference into breaking).
-bool worth_tuning(const ops::GemmDesc& g) {
+bool worth_tuning(const GemmDesc& g) {
   return 2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k) *
              static_cast<double>(g.batch) >=
          1073741824.0;
@@ -254,7 +254,7 @@ bool worth_tuning(const ops::GemmDesc& g) {
 
 }  // namespace
 
-void matmul(Context& ctx, const ops::GemmDesc& g) {
+void matmul(Context& ctx, const GemmDesc& g) {
   if (ctx.gemm_select() == GemmSelect::Cublas) return cublas_matmul(ctx, g);
   if (ctx.gemm_select() == GemmSelect::Autotune && !worth_tuning(g)) return cublas_matmul(ctx, g);
   const Plan& plan = plan_for(ctx, g);
@@ -262,7 +262,7 @@ void matmul(Context& ctx, const ops::GemmDesc& g) {
   PT_CUBLAS_CHECK(lt_matmul(ctx, *plan.lt, plan.algo, g, g.c));
 }
 
-std::vector<double> time_cublaslt_algos(Context& ctx, const ops::GemmDesc& g, int max_algos, int iters) {
+std::vector<double> time_cublaslt_algos(Context& ctx, const GemmDesc& g, int max_algos, int iters) {
   LtProblem p;
   describe(ctx, g, p);
   std::vector<double> ms;
@@ -276,11 +276,11 @@ std::vector<double> time_cublaslt_algos(Context& ctx, const ops::GemmDesc& g, in
   return ms;
 }
 
-double time_cublas(Context& ctx, const ops::GemmDesc& g, int iters) {
+double time_cublas(Context& ctx, const GemmDesc& g, int iters) {
   return time_runs(ctx, iters, [&] { cublas_matmul(ctx, g); });
 }
 
-double time_matmul(Context& ctx, const ops::GemmDesc& g, int iters) {
+double time_matmul(Context& ctx, const GemmDesc& g, int iters) {
   return time_runs(ctx, iters, [&] { matmul(ctx, g); });
 }
 

@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "core/context.h"
-#include "ops/gemm_desc.h"
+#include "core/gemm_desc.h"
 
 namespace pt::cuda {
 
@@ -11,15 +11,15 @@ namespace pt::cuda {
 // column-major Cᵀ = op(B)ᵀ·op(A)ᵀ, which reads the same memory with no copies. The call is
 // cuBLAS's or cuBLASLt's as ctx.gemm_select() says (core/context.h); under Autotune the first
 // GEMM of each shape is timed (host-synchronising, once per shape and process).
-void matmul(Context& ctx, const ops::GemmDesc& g);
+void matmul(Context& ctx, const GemmDesc& g);
 
 // The same GEMM through cuBLASLt: its heuristic's candidate algorithms for g (at most
 // max_algos, the heuristic's first choice first), each timed over `iters` runs after two
 // untimed ones on ctx's stream; milliseconds per run, +inf for a candidate that failed to run.
 // Runs g (writes C); for `paratrain bench gemm`.
-std::vector<double> time_cublaslt_algos(Context& ctx, const ops::GemmDesc& g, int max_algos, int iters);
+std::vector<double> time_cublaslt_algos(Context& ctx, const GemmDesc& g, int max_algos, int iters);
 // The plain cuBLAS call, and matmul as ctx selects it, timed the same way, ms per run.
-double time_cublas(Context& ctx, const ops::GemmDesc& g, int iters);
-double time_matmul(Context& ctx, const ops::GemmDesc& g, int iters);
+double time_cublas(Context& ctx, const GemmDesc& g, int iters);
+double time_matmul(Context& ctx, const GemmDesc& g, int iters);
 
 }  // namespace pt::cuda

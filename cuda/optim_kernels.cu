@@ -18,11 +18,7 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kUpdatePack = 4;  // fp32 elements per thread in adamw_kernel and sgd_kernel
 
-// The scalars of one AdamW step, formed on the host in double as torch forms them; a CUDA
-// graph's update reads them from device memory (hd) instead.
-using AdamWScalars = ops::AdamWStepScalars;
-
-// A global-norm clip folded into an update (ops::GradClip) as the kernels see it: the squared
+// A global-norm clip folded into an update (GradClip) as the kernels see it: the squared
 // norm in fp32 or fp64 on the device, or neither (no clip).
 struct ClipScalars {
   const float* sumsq_f32 = nullptr;
@@ -41,14 +37,14 @@ __device__ __forceinline__ float clip_coefficient(const ClipScalars& c) {
 }
 
 // The update's guard: a non-finite squared norm (a NaN or Inf gradient somewhere) leaves
-// every element as it is (ops::GradClip).
+// every element as it is (GradClip).
 __device__ __forceinline__ bool update_allowed(const ClipScalars& c) {
   if (c.sumsq_f32) return isfinite(*c.sumsq_f32);
   if (c.sumsq_f64) return isfinite(*c.sumsq_f64);
   return true;
 }
 
-ClipScalars clip_scalars(const ops::GradClip& clip) {
+ClipScalars clip_scalars(const GradClip& clip) {
   ClipScalars c;
   if (!clip.sumsq) return c;
   if (clip.sumsq->dtype() == DType::F64)
@@ -72,10 +68,10 @@ __device__ __forceinline__ int64_t group_start() {
 
 // G: the gradient's type (fp32, or bf16 with --grad-dtype bf16: read as float, the same arithmetic).
 template <int N, typename G>
-__global__ void adamw_kernel(int64_t n, AdamWScalars hv, const AdamWScalars* hd, ClipScalars clip, float* p, const G* g,
-                             float* m, float* v, __nv_bfloat16* p_lowp) {
+__global__ void adamw_kernel(int64_t n, AdamWStepScalars hv, const AdamWStepScalars* hd, ClipScalars clip, float* p,
+                             const G* g, float* m, float* v, __nv_bfloat16* p_lowp) {
   if (!update_allowed(clip)) return;
-  const AdamWScalars h = hd ? *hd : hv;
+  const AdamWStepScalars h = hd ? *hd : hv;
   const float coef = clip_coefficient(clip);
   for (int64_t c = group_start<N>(); c + N <= n; c += group_stride<N>()) {
     float pv[N], gv[N], mv[N], vv[N];
@@ -168,10 +164,9 @@ void packed_then_tail(int64_t n, bool aligned, Launch&& launch) {
 
 }  // namespace
 
-void adamw_step(cudaStream_t s, Tensor& p, const Tensor& g, Tensor& m, Tensor& v, const ops::AdamWHyper& h,
-                Tensor* p_lowp, const ops::GradClip& clip, const void* device_scalars) {
-  const AdamWScalars sc = device_scalars ? AdamWScalars{} : ops::adamw_step_scalars(h);
-  const auto* hd = static_cast<const AdamWScalars*>(device_scalars);
+void adamw_step(cudaStream_t s, Tensor& p, const Tensor& g, Tensor& m, Tensor& v, const AdamWStepScalars& sc,
+                Tensor* p_lowp, const GradClip& clip, const void* device_scalars) {
+  const auto* hd = static_cast<const AdamWStepScalars*>(device_scalars);
   float *pp = p.data_as<float>(), *pm = m.data_as<float>(), *pv = v.data_as<float>();
   __nv_bfloat16* lowp = p_lowp ? static_cast<__nv_bfloat16*>(p_lowp->data()) : nullptr;
   dispatch_grad(g, [&](auto gtag) {
@@ -188,8 +183,8 @@ void adamw_step(cudaStream_t s, Tensor& p, const Tensor& g, Tensor& m, Tensor& v
 }
 
 void sgd_step(cudaStream_t s, Tensor& p, const Tensor& g, float lr, float weight_decay, Tensor* p_lowp,
-              const ops::GradClip& clip, const void* device_scalars) {
-  const float* lr_device = device_scalars ? &static_cast<const ops::SgdStepScalars*>(device_scalars)->lr : nullptr;
+              const GradClip& clip, const void* device_scalars) {
+  const float* lr_device = device_scalars ? &static_cast<const SgdStepScalars*>(device_scalars)->lr : nullptr;
   float* pp = p.data_as<float>();
   __nv_bfloat16* lowp = p_lowp ? static_cast<__nv_bfloat16*>(p_lowp->data()) : nullptr;
   dispatch_grad(g, [&](auto gtag) {

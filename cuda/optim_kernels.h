@@ -3,18 +3,18 @@
 // range each; the norm and clip read and write device scalars only (no host sync).
 #include <cuda_runtime_api.h>
 
+#include "core/optim_params.h"
 #include "core/tensor.h"
-#include "ops/optim_kernels.h"
 
 namespace pt::cuda {
 
 // p, g, m, v fp32 1-D; p_lowp (optional) bf16; clip (optional) read on the device;
-// device_scalars (optional): ops::AdamWStepScalars / ops::SgdStepScalars read on the device
-// instead of h's / lr (CUDA graphs).
-void adamw_step(cudaStream_t s, Tensor& p, const Tensor& g, Tensor& m, Tensor& v, const ops::AdamWHyper& h,
-                Tensor* p_lowp, const ops::GradClip& clip, const void* device_scalars);
+// device_scalars (optional): AdamWStepScalars / SgdStepScalars read on the device instead of
+// sc / lr (CUDA graphs).
+void adamw_step(cudaStream_t s, Tensor& p, const Tensor& g, Tensor& m, Tensor& v, const AdamWStepScalars& sc,
+                Tensor* p_lowp, const GradClip& clip, const void* device_scalars);
 void sgd_step(cudaStream_t s, Tensor& p, const Tensor& g, float lr, float weight_decay, Tensor* p_lowp,
-              const ops::GradClip& clip, const void* device_scalars);
+              const GradClip& clip, const void* device_scalars);
 // x fp32|bf16; sumsq fp32|fp64 (one element). Block partial sums, then one atomic per block.
 void squared_norm_accumulate(cudaStream_t s, Tensor& sumsq, const Tensor& x);
 // x fp32|bf16; sumsq fp32|fp64 read on the device.

@@ -12,7 +12,7 @@
 #     --base-tree DIR  or a directory holding the same layout (src/, cuda/)
 #     --tree DIR       the "after" side (default: this checkout's working tree)
 #     --arch LIST      compute capabilities, comma-separated (default 90a,80)
-#     FILE.cu          paths relative to the trees (default: every cuda/*.cu of the after side)
+#     FILE.cu          paths relative to the trees (default: every .cu under cuda/ of the after side)
 # Exit status: 0 when every file is identical or has the same instructions, 1 when one differs,
 # 2 on a usage error or when a side does not compile (its errors are printed).
 set -uo pipefail
@@ -51,11 +51,12 @@ if [[ -z $base_tree ]]; then
 fi
 [[ -d $base_tree/cuda ]] || { echo "ptx_diff: $base_tree has no cuda/ directory" >&2; exit 2; }
 if ((${#files[@]} == 0)); then
-  for f in "$tree"/cuda/*.cu; do files+=("cuda/$(basename "$f")"); done
+  mapfile -t files < <(cd "$tree" && find cuda -name '*.cu' | sort)
 fi
 
-# The kernels include "core/…", "ops/…" and "cuda/…" as the ops layer sees them (the build's
-# layers/ops directory of links): one such include root per side.
+# The kernels include "core/…" and "cuda/…" as the build's include roots show them (its
+# layers/LAYER directories of links); every folder of src/ is linked too, so an older tree whose
+# kernels include a layer above still compiles: one such include root per side.
 include_root() {  # TREE DIR
   mkdir -p "$2"
   ln -s "$1/cuda" "$2/cuda"

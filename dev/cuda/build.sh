@@ -25,7 +25,7 @@ for p in "${programs[@]}"; do
   flags=(-O3 -std=c++17 -arch=sm_90a)
   if [[ $p == rmsnorm_variants ]]; then
     [[ -f $build/libparatrain.so ]] || { echo "dev/cuda/build.sh: $p links $build/libparatrain.so: build it first" >&2; exit 2; }
-    flags+=(-I"$build/layers/ops" -isystem=/usr/include/hdf5/serial --expt-relaxed-constexpr -Xcompiler -fPIC
+    flags+=(-I"$build/layers/cuda" -isystem=/usr/include/hdf5/serial --expt-relaxed-constexpr -Xcompiler -fPIC
       -L"$build" -lparatrain)
   fi
   echo "nvcc ${flags[*]} -o $out/$p $src"

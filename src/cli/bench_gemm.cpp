@@ -14,11 +14,11 @@
 #include "cli/subcommands.h"
 #include "core/context.h"
 #include "core/error.h"
+#include "core/gemm_desc.h"
 #include "cuda/matmul.h"
 #include "io/run_record.h"
 #include "io/table.h"
 #include "model/transformer.h"
-#include "ops/gemm_desc.h"
 #include "parallel/runtime.h"
 
 namespace pt::cli {
@@ -116,7 +116,7 @@ int run_bench_gemm(const std::vector<std::string>& args) {
     Tensor b = bench::filled(ctx, {s.batch * s.k * s.n}, ab, bench::bench_values(s.batch * s.k * s.n, 2), "gemm_b");
     Tensor c = Tensor::zeros({s.batch * s.m * s.n}, c_dtype, ctx, "gemm_c");
     // clang-format off
-    ops::GemmDesc g{s.batch, s.m, s.n, s.k, s.trans_a, s.trans_b, ab, c_dtype, 1.0f, 0.0f,
+    GemmDesc g{s.batch, s.m, s.n, s.k, s.trans_a, s.trans_b, ab, c_dtype, 1.0f, 0.0f,
                     a.data(), s.trans_a ? s.m : s.k, s.m * s.k,
                     b.data(), s.trans_b ? s.k : s.n, s.k * s.n,
                     c.data(), s.n, s.m * s.n};

@@ -491,7 +491,7 @@ int train(const std::vector<std::string>& args, AdoptedOptions& adopted_from) {
       last_step = s + 1;
       eta.unit_done();
       if (!std::isfinite(loss) || !std::isfinite(gnorm)) {
-        // The update read the same norm and changed nothing (ops::GradClip's guard).
+        // The update read the same norm and changed nothing (GradClip's guard).
         const ParamStore::NonFinite bad = lm.store().first_nonfinite(ctx, /*grads=*/true);
         const std::string what = "step " + std::to_string(s + 1) + ": the loss is " + std::to_string(loss) +
                                  " and the gradient norm " + std::to_string(gnorm) +

@@ -20,8 +20,8 @@ enum class FlashKernels : uint8_t { Auto, MmaSync, Wgmma };
 // with FlashAttention-3's bulk reductions; dq_warpgroups is then unused). dq_fixed_point (with
 // dq_accumulate, in the warp-specialised dK/dV pass only): the buffer holds dQ as 32-bit fixed point
 // and the pass adds by integer reductions, whose sum does not depend on their order, so dQ is the
-// same bit for bit from run to run (cuda/flash_dq_fixed.cuh). *_warp_specialized:
-// that pass in FlashAttention-3's design (cuda/flash_fwd_ws.cu, flash_bwd_ws.cu): a TMA producer
+// same bit for bit from run to run (cuda/flash/flash_dq_fixed.cuh). *_warp_specialized:
+// that pass in FlashAttention-3's design (cuda/flash/flash_fwd_ws.cu, flash_bwd_ws.cu): a TMA producer
 // warpgroup and that many math warpgroups (forward 2 or 3 with 128 keys per stage; backward 2).
 struct WgmmaTiles {
   int fwd_warpgroups = 2, fwd_block_n = 64, dkdv_warpgroups = 2, dq_warpgroups = 2;

@@ -13,7 +13,7 @@
 #include "core/enum_names.h"
 #include "core/error.h"
 #include "core/profiler.h"
-#include "cuda/flash_params.h"
+#include "cuda/flash/flash_params.h"
 
 namespace pt::ops {
 

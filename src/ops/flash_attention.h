@@ -6,7 +6,7 @@
 
 #include "core/context.h"
 #include "core/tensor.h"
-#include "cuda/flash_params.h"
+#include "cuda/flash/flash_params.h"
 #include "ops/rope.h"
 
 namespace pt::ops {

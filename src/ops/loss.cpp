@@ -79,7 +79,10 @@ void mse_loss(Context& ctx, Tensor& loss, Tensor* dpred, const Tensor& pred, con
   cost.read(pred).read(target).write(loss);
   if (dpred) cost.write(*dpred);
   OpScope scope(ctx, "mse_loss", OpFamily::Loss, cost);
-  PT_OP_DISPATCH(ctx, mse_loss, loss, dpred, pred, target, reduction);
+  if (ctx.is_cuda())
+    cuda::mse_loss(ctx.stream(), loss, dpred, pred, target, reduction == Reduction::Mean);
+  else
+    cpu::mse_loss(loss, dpred, pred, target, reduction);
 }
 
 }  // namespace pt::ops

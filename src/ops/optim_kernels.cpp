@@ -110,9 +110,11 @@ void adamw_step(Context& ctx, Tensor& p, const Tensor& g, Tensor& m, Tensor& v, 
   if (p_lowp) cost.write(*p_lowp);
   if (clip.sumsq) cost.read(*clip.sumsq);
   const void* scalars = device.scalars ? device.scalars->data() : nullptr;
+  // Device scalars replace the host's: the GPU reads the step's values from them.
+  const AdamWStepScalars sc = scalars ? AdamWStepScalars{} : adamw_step_scalars(h);
   run_optimizer_op(
       ctx, stream, "adamw_step", cost,
-      [&](cudaStream_t s) { cuda::adamw_step(s, p, g, m, v, h, p_lowp, clip, scalars); },
+      [&](cudaStream_t s) { cuda::adamw_step(s, p, g, m, v, sc, p_lowp, clip, scalars); },
       [&] { cpu::adamw_step(p, g, m, v, h, p_lowp, clip); });
 }
 

@@ -2,6 +2,7 @@
 // Optimizer arithmetic over flat fp32 ranges (gradients fp32 or bf16): AdamW, SGD, gradient norm
 // and clipping.
 #include "core/context.h"
+#include "core/optim_params.h"
 #include "core/tensor.h"
 
 namespace pt::ops {
@@ -15,20 +16,8 @@ struct AdamWHyper {
   int64_t step = 1;  // 1-based count of updates including this one (bias correction)
 };
 
-// One AdamW step's scalars as the kernels use them, formed on the host in double as torch
-// forms them. A CUDA graph's update reads them from device memory (written before each replay:
-// Optimizer::stage_step) instead of keeping the captured step's values.
-struct AdamWStepScalars {
-  float decay;      // 1 − lr·wd
-  float step_size;  // lr / (1 − β1^t)
-  float bc2_sqrt;   // sqrt(1 − β2^t)
-  float one_minus_beta1, beta2, one_minus_beta2, eps;
-};
+// The scalars of one step as the update kernels read them (core/optim_params.h).
 AdamWStepScalars adamw_step_scalars(const AdamWHyper& h);
-// SGD's: the learning rate (weight decay is fixed).
-struct SgdStepScalars {
-  float lr;
-};
 
 // Update scalars in device memory (GPU only): when set, the update kernels read the step's
 // scalars from here (AdamWStepScalars or SgdStepScalars, bytes at least their size) and ignore
@@ -36,19 +25,6 @@ struct SgdStepScalars {
 struct DeviceScalars {
   const Tensor* scalars = nullptr;
 };
-
-// Global-norm clipping folded into an update: when sumsq is set, every gradient is read as
-// g · min(1, max_norm / (sqrt(sumsq) + 1e-6)), the value clip_by_norm would have stored, and
-// the gradient buffer is left as it is (one pass over it fewer than clip_by_norm + update).
-// max_norm = +inf folds no clip (the coefficient is 1) but keeps the guard: when sumsq is set
-// and not finite the update changes nothing (no parameter, moment or bf16 copy is written),
-// so a non-finite gradient never reaches the parameters; the caller, which reads the norm
-// after the step, reports it.
-struct GradClip {
-  const Tensor* sumsq = nullptr;  // 1-element fp32|fp64 on the device of the update
-  float max_norm = 0;             // > 0 (+inf: guard only) when sumsq is set
-};
-inline constexpr float kNoClip = __builtin_huge_valf();  // GradClip::max_norm: guard, no clip
 
 // torch.optim.AdamW exactly: p ← p·(1 − lr·wd); m ← β1·m + (1−β1)·g; v ← β2·v + (1−β2)·g²;
 // p ← p − lr/(1−β1^t) · m / (sqrt(v)/sqrt(1−β2^t) + eps). p, g, m, v: 1-D, same length and

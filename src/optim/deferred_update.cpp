@@ -69,7 +69,7 @@ void DeferredUpdateOptimizer::step(Context& ctx, float lr) {
   ++steps_;
   pending_ = true;
   pending_lr_ = lr;
-  const ops::GradClip clip = folded_clip();
+  const GradClip clip = folded_clip();
   if (clip.sumsq) clip_in_flight_ = *clip.sumsq;
   hand_folded_clip_to(*inner_);
   // Timed per kernel, or asked to: the update is the optimizer phase's, in order.

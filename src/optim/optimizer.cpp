@@ -118,9 +118,9 @@ Tensor Optimizer::clip_grad_norm(Context& ctx, float max_norm) {
   reduce_sumsq(ctx, sumsq);
   drop_folded_clip();
   // The next step() always reads the norm: to clip (fused, max_norm > 0) and to leave every
-  // parameter as it is when the norm is not finite (ops::GradClip's guard).
+  // parameter as it is when the norm is not finite (GradClip's guard).
   clip_sumsq_ = sumsq;
-  clip_max_norm_ = max_norm > 0 && cfg_.fused ? max_norm : ops::kNoClip;
+  clip_max_norm_ = max_norm > 0 && cfg_.fused ? max_norm : kNoClip;
   if (max_norm > 0 && !cfg_.fused)
     for (FlatRange& r : ranges_) ops::clip_by_norm(ctx, r.grad, sumsq, max_norm);
   return sumsq;
@@ -150,10 +150,10 @@ void Optimizer::stage_step(Context& ctx, float lr) {
     ops::AdamWHyper h = cfg_.adamw;
     h.lr = lr;
     h.step = steps_ + 1;
-    const ops::AdamWStepScalars s = ops::adamw_step_scalars(h);
+    const AdamWStepScalars s = ops::adamw_step_scalars(h);
     PT_CUDA_CHECK(cudaMemcpyAsync(device_scalars_.data(), &s, sizeof s, cudaMemcpyHostToDevice, ctx.stream()));
   } else {
-    const ops::SgdStepScalars s{lr};
+    const SgdStepScalars s{lr};
     PT_CUDA_CHECK(cudaMemcpyAsync(device_scalars_.data(), &s, sizeof s, cudaMemcpyHostToDevice, ctx.stream()));
   }
   staged_ = true;

@@ -93,7 +93,7 @@ class Optimizer {
   // squared norm over ranks first (reduce_sumsq), so every rank clips by the global norm.
   // Returns the pre-clip squared norm: a 1-element fp32 tensor on the device (no host sync).
   // Fused (OptimizerConfig::fused), the clip itself is folded into the next step(), which reads
-  // each gradient scaled by the coefficient (ops::GradClip): the parameters are those of
+  // each gradient scaled by the coefficient (GradClip): the parameters are those of
   // clip-then-step, but the gradient buffer keeps its unclipped values and is read once instead
   // of three times. Unfused, the gradient ranges are scaled here, in place.
   Tensor clip_grad_norm(Context& ctx, float max_norm);
@@ -127,7 +127,7 @@ class Optimizer {
  protected:
   // The clip clip_grad_norm folded into this step (no clip when none), and its release at the
   // end of step(); a wrapping optimizer hands its clip to the optimizer it wraps.
-  ops::GradClip folded_clip() const { return {clip_sumsq_.defined() ? &clip_sumsq_ : nullptr, clip_max_norm_}; }
+  GradClip folded_clip() const { return {clip_sumsq_.defined() ? &clip_sumsq_ : nullptr, clip_max_norm_}; }
   void drop_folded_clip() { clip_sumsq_ = Tensor(); }
   void hand_folded_clip_to(Optimizer& inner) {
     inner.clip_sumsq_ = clip_sumsq_;
@@ -164,7 +164,7 @@ class Optimizer {
 
  private:
   Tensor clip_sumsq_;      // (1) fp32 on the device; undefined: no clip pending
-  Tensor device_scalars_;  // (bytes) on the device: ops::AdamWStepScalars or SgdStepScalars
+  Tensor device_scalars_;  // (bytes) on the device: AdamWStepScalars or SgdStepScalars
   bool staged_ = false;    // stage_step wrote the next step's scalars
   float clip_max_norm_ = 0;
   std::unique_ptr<GradNormOverlap> norm_overlap_;  // null unless overlap_norm_with_backward

@@ -8,7 +8,7 @@
 #include "core/context_memory.h"
 #include "core/enum_names.h"
 #include "core/error.h"
-#include "cuda/flash_params.h"
+#include "cuda/flash/flash_params.h"
 #include "optim/sharded_optimizer.h"
 #include "parallel/grad_sync.h"
 #include "parallel/strategies.h"

@@ -8,7 +8,7 @@
 
 #include "common/test_util.h"
 #include "core/error.h"
-#include "cuda/flash_params.h"
+#include "cuda/flash/flash_params.h"
 #include "ops/flash_attention.h"
 #include "test_flash_reference.h"
 
@@ -306,7 +306,7 @@ TEST(FlashCpu, DefaultWgmmaTilesFollowHeadDimLengthAndRows) {
   EXPECT_EQ(name(pinned, 64, 512, 1), "1x64/1/acc");
 }
 
-// The order the GPU kernels' blocks take their tiles in (cuda/flash_params.h): every (tile, head,
+// The order the GPU kernels' blocks take their tiles in (cuda/flash/flash_params.h): every (tile, head,
 // batch) exactly once; within a group of (batch, head) pairs, every pair's longest tile before any
 // pair's next (the last tile for query passes, the first for dK/dV); groups one after another;
 // group 1 is the plain head-by-head order. A partial last group (pairs not a multiple) included.

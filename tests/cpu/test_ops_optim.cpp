@@ -107,7 +107,7 @@ TEST(GradNorm, SquaredNormAccumulatesAndClipScales) {
   PT_EXPECT_ALLCLOSE(host(ctx, y), a, 0, 0);
 }
 
-// A clip folded into the update (ops::GradClip) gives exactly clip_by_norm followed by the
+// A clip folded into the update (GradClip) gives exactly clip_by_norm followed by the
 // plain update, and leaves the gradient buffer unscaled.
 TEST(GradClip, FoldedIntoAdamWAndSgdEqualsClipThenStep) {
   Context ctx(Device::cpu());
@@ -118,7 +118,7 @@ TEST(GradClip, FoldedIntoAdamWAndSgdEqualsClipThenStep) {
     Tensor g = f32(ctx, {n}, g0);
     ops::squared_norm_accumulate(ctx, sumsq, g);
     const float max_norm = float(std::sqrt(host(ctx, sumsq)[0]) / 3);  // clips by about 1/3
-    const ops::GradClip clip{&sumsq, max_norm};
+    const GradClip clip{&sumsq, max_norm};
     ops::AdamWHyper h;
     h.lr = 0.05f;
     // Folded.
@@ -147,7 +147,7 @@ TEST(GradClip, FoldedIntoAdamWAndSgdEqualsClipThenStep) {
   EXPECT_THROW(ops::sgd_step(ctx, p, g, 0.1f, 0.0f, nullptr, {&bad, 0.0f}), Error);  // max_norm 0
 }
 
-// The guard (ops::GradClip): a non-finite folded squared norm leaves parameters, moments and
+// The guard (GradClip): a non-finite folded squared norm leaves parameters, moments and
 // the bf16 copy exactly as they were, whether it clips (max_norm finite) or only guards
 // (kNoClip); a finite one with kNoClip is the plain update.
 TEST(GradClip, NonFiniteNormLeavesEverythingAsItWas) {
@@ -156,7 +156,7 @@ TEST(GradClip, NonFiniteNormLeavesEverythingAsItWas) {
   const auto p0 = randn(n, 70), g0 = randn(n, 71);
   ops::AdamWHyper h;
   for (double bad : {std::nan(""), HUGE_VAL})
-    for (float max_norm : {1.0f, ops::kNoClip}) {
+    for (float max_norm : {1.0f, kNoClip}) {
       Tensor sumsq = f32(ctx, {1}, {bad});
       Tensor p = f32(ctx, {n}, p0), g = f32(ctx, {n}, g0), m = f32(ctx, {n}, std::vector<double>(n, 0.1)),
              v = f32(ctx, {n}, std::vector<double>(n, 0.2));
@@ -169,7 +169,7 @@ TEST(GradClip, NonFiniteNormLeavesEverythingAsItWas) {
     }
   Tensor finite = f32(ctx, {1}, {4.0});
   Tensor p = f32(ctx, {n}, p0), g = f32(ctx, {n}, g0), pr = f32(ctx, {n}, p0);
-  ops::sgd_step(ctx, p, g, 0.1f, 0.0f, nullptr, {&finite, ops::kNoClip});
+  ops::sgd_step(ctx, p, g, 0.1f, 0.0f, nullptr, {&finite, kNoClip});
   ops::sgd_step(ctx, pr, g, 0.1f, 0.0f);
   EXPECT_EQ(host(ctx, p), host(ctx, pr)) << "kNoClip with a finite norm is the plain update";
 }

@@ -343,7 +343,7 @@ TEST(FlashGpu, SinglePassBackwardAccumulatesDq) {
   check_wgmma_variants({"1x64/1/acc", "1x64/2/acc", "2x128/1/acc", "2x128/2/acc", "ws2x128/ws2/acc"}, 8000);
 }
 
-// The single pass with dQ in 32-bit fixed point (tiles "ws2x128/ws2/fxp", cuda/flash_dq_fixed.cuh)
+// The single pass with dQ in 32-bit fixed point (tiles "ws2x128/ws2/fxp", cuda/flash/flash_dq_fixed.cuh)
 // on every variant shape against the fp64 reference.
 TEST(FlashGpu, FixedPointDqSinglePass) {
   PT_REQUIRE_GPU();

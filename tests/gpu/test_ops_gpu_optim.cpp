@@ -97,7 +97,7 @@ TEST(GpuOptim, PackedAndScalarPathsAndFoldedClipAgreeBitForBit) {
         *t = fresh;
       }
     if (!fold) ops::clip_by_norm(gpu, gv, sumsq, max_norm);
-    const ops::GradClip clip = fold ? ops::GradClip{&sumsq, max_norm} : ops::GradClip{};
+    const GradClip clip = fold ? GradClip{&sumsq, max_norm} : GradClip{};
     if (sgd)
       ops::sgd_step(gpu, pv, gv, 0.1f, 0.01f, nullptr, clip);
     else
@@ -134,7 +134,7 @@ TEST(GpuOptim, Bf16GradientsUpdateAsTheirFp32Values) {
     for (bool clip : {false, true}) {
       SCOPED_TRACE("offset " + std::to_string(off) + (clip ? ", clip" : ""));
       const int64_t len = n - off;
-      const ops::GradClip gc{clip ? &sumsq : nullptr, 0.5f};
+      const GradClip gc{clip ? &sumsq : nullptr, 0.5f};
       std::vector<Tensor> p(2), m(2), v(2), lowp(2), ps(2);
       for (int k = 0; k < 2; ++k) {
         p[k] = make_tensor(gpu, {n}, DType::F32, randn(n, 82));
@@ -159,7 +159,7 @@ TEST(GpuOptim, NonFiniteNormLeavesEverythingAsItWas) {
   Context gpu(Device::cuda(0));
   for (int64_t n : {int64_t(4096), int64_t(1003)})
     for (DType acc : {DType::F32, DType::F64})
-      for (float max_norm : {1.0f, ops::kNoClip}) {
+      for (float max_norm : {1.0f, kNoClip}) {
         const auto p0 = randn(n, 80);
         Tensor sumsq = make_tensor(gpu, {1}, acc, {std::nan("")});
         Tensor p = make_tensor(gpu, {n}, DType::F32, p0), g = make_tensor(gpu, {n}, DType::F32, randn(n, 81));

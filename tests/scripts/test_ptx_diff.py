@@ -1,7 +1,8 @@
 """scripts/ptx_diff.sh on two trees of its own making (a kernel that includes a header through the
-ops layer's include root): the same source is identical, a renamed local is identical, two stores
-swapped are the same instructions, a changed constant is DIFFERENT (exit 1), a side that does
-not compile exits 2 naming it, and a git revision works as the base. Skipped without nvcc."""
+include root the build gives cuda/): the same source is identical, a renamed local is identical,
+two stores swapped are the same instructions, a kernel in a folder under cuda/ is compared by
+default, a changed constant is DIFFERENT (exit 1), a side that does not compile exits 2 naming it,
+and a git revision works as the base. Skipped without nvcc."""
 import os
 import shutil
 import subprocess
@@ -61,6 +62,16 @@ def test_two_stores_swapped_are_the_same_instructions(tmp_path):
     proc = ptx_diff("--base-tree", base, "--tree", make_tree(tmp_path / "tree", swapped))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "same instructions" in proc.stdout, proc.stdout
+
+
+def test_kernels_in_folders_under_cuda_are_compared_by_default(tmp_path):
+    base, tree = make_tree(tmp_path / "base"), make_tree(tmp_path / "tree")
+    for root in (base, tree):
+        os.makedirs(root / "cuda" / "flash")
+        (root / "cuda" / "flash" / "f.cu").write_text(KERNEL)
+    proc = ptx_diff("--base-tree", base, "--tree", tree)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "cuda/flash/f.cu" in proc.stdout and "cuda/k.cu" in proc.stdout, proc.stdout
 
 
 def test_a_changed_constant_in_an_included_header_is_different(tmp_path):

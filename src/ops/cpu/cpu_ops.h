@@ -2,8 +2,8 @@
 // CPU reference implementations behind the public ops (arguments already validated by the
 // public function): plain loops templated on float and double, accumulating in the storage
 // type; GEMM through CBLAS. Only ops/*.cpp include this.
+#include "core/gemm_desc.h"
 #include "core/tensor.h"
-#include "ops/gemm_desc.h"
 #include "ops/loss.h"
 #include "ops/optim_kernels.h"
 

@@ -21,7 +21,7 @@ double clip_coefficient(const Tensor& sumsq, float max_norm) {
   return std::min(1.0, double(max_norm) / (std::sqrt(s) + 1e-6));
 }
 
-// The update's guard (ops::GradClip): false when a folded squared norm is not finite.
+// The update's guard (GradClip): false when a folded squared norm is not finite.
 bool update_allowed(const GradClip& clip) {
   if (!clip.sumsq) return true;
   double s = 0;

@@ -83,7 +83,7 @@ struct FlashParams {
   float* delta = nullptr;      // (B, H, Tq) contiguous workspace: rowsum(dO ∘ O)
   // tiles.dq_accumulate only: (B, H, ceil(Tq / 64), 64 · D) fp32 workspace, zeroed by the
   // launcher; each 64-query tile in the wgmma accumulator's fragment order (flash_bwd_wgmma.cu).
-  // With tiles.dq_fixed_point it holds int32 instead (cuda/flash_dq_fixed.cuh), and two more
+  // With tiles.dq_fixed_point it holds int32 instead (cuda/flash/flash_dq_fixed.cuh), and two more
   // int32 arrays follow it in the same workspace (flash_dq_workspace_numel): each query row's
   // bound exponent (B, H, Tq) and each head's two bounds (B, H, 2), written by the delta kernel.
   float* dq_accum = nullptr;

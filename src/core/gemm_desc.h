@@ -1,11 +1,12 @@
 #pragma once
-// A validated, row-major, (batched) GEMM as both backends receive it from ops::matmul:
+// A validated, row-major, (batched) GEMM as both backends (cuda/matmul.h, the CPU's) receive it
+// from ops::matmul:
 // C[i] = alpha · op(A[i]) · op(B[i]) + beta · C[i] for i < batch (beta · c_in when c_in is set).
 #include <cstdint>
 
 #include "core/dtype.h"
 
-namespace pt::ops {
+namespace pt {
 
 struct GemmDesc {
   int64_t batch, m, n, k;  // op(A) (m, k), op(B) (k, n), C (m, n)
@@ -27,4 +28,4 @@ struct GemmDesc {
   const void* c_in = nullptr;
 };
 
-}  // namespace pt::ops
+}  // namespace pt

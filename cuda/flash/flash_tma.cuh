@@ -15,7 +15,7 @@
 
 #include <cstdint>
 
-#include "cuda/flash_wgmma.cuh"
+#include "cuda/flash/flash_wgmma.cuh"
 
 namespace pt::cuda::flash {
 

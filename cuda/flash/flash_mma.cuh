@@ -18,8 +18,8 @@
 #include <cstdint>
 
 #include "cuda/common.cuh"
-#include "cuda/flash_common.cuh"
-#include "cuda/flash_params.h"
+#include "cuda/flash/flash_common.cuh"
+#include "cuda/flash/flash_params.h"
 
 namespace pt::cuda::flash {
 
@@ -167,6 +167,33 @@ __device__ __forceinline__ void load_vec_async(float* dst, const float* src, int
     if (kRows % kThreads == 0 || r < kRows) cp_async_4(dst + r, r < valid_rows ? src + r : src, r < valid_rows);
   }
 }
+
+// The query side of a dK/dV block (the mma.sync and wgmma passes): its head's Q rows (from the
+// block's HeadRows), dO, L and Δ. fetch(…, i, s) copies query tile i (kBlockM rows from i·kBlockM,
+// zero past the last) into stage s of the double-buffered sQ and sdO through the kernel family's
+// tile copy (Copy::kStageElems apart) and of sL and sDelta (kBlockM apart).
+template <int kBlockM, int kThreads, class Copy>
+struct DkDvQueries {
+  const FlashParams& p;
+  const bf16 *q, *d_o;
+  const float *lse, *delta;
+  int tq;
+  __device__ __forceinline__ DkDvQueries(const FlashParams& p, const bf16* q, int b, int h, int64_t bh, int tq)
+      : p(p),
+        q(q),
+        d_o(head_row<const bf16>(p.dout, p.do_s, b, h)),
+        lse(p.lse + bh * tq),
+        delta(p.delta + bh * tq),
+        tq(tq) {}
+  __device__ __forceinline__ void fetch(bf16* sQ, bf16* sdO, float* sL, float* sDelta, int i, int s) const {
+    const int m0 = i * kBlockM;
+    const Copy copy;
+    copy(sQ + s * Copy::kStageElems, q + m0 * p.q_s.row, p.q_s.row, tq - m0);
+    copy(sdO + s * Copy::kStageElems, d_o + m0 * p.do_s.row, p.do_s.row, tq - m0);
+    load_vec_async<kBlockM, kThreads>(sL + s * kBlockM, lse + m0, tq - m0);
+    load_vec_async<kBlockM, kThreads>(sDelta + s * kBlockM, delta + m0, tq - m0);
+  }
+};
 
 // A fragments of a 16 × 16 block at (0, k0) of a row-major padded shared tile.
 __device__ __forceinline__ void load_a_frag(uint32_t (&a)[4], const bf16* tile, int ld, int k0) {

@@ -17,7 +17,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "cuda/flash_mma.cuh"
+#include "cuda/flash/flash_mma.cuh"
 
 // wgmma, setmaxnreg and the bulk copies are sm_90a instructions: the wgmma kernels' bodies are
 // compiled into the sm_90a image of a multi-architecture build alone (and parsed, not compiled,

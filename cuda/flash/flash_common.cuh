@@ -4,7 +4,7 @@
 // the strided (B, H, T, D) views of FlashParams.
 #include "cuda/chained_launch.cuh"
 #include "cuda/common.cuh"
-#include "cuda/flash_params.h"
+#include "cuda/flash/flash_params.h"
 
 namespace pt::cuda {
 

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "cuda/flash_tma.cuh"
+#include "cuda/flash/flash_tma.cuh"
 
 namespace pt::cuda::flash {
 

@@ -7,8 +7,8 @@
 // in their plainest form: 128 threads, 32 × 32 tiles in shared memory, four lanes (a quad)
 // per tile row, each lane owning every fourth score column and every fourth output column.
 #include "cuda/common.cuh"
-#include "cuda/flash_common.cuh"
-#include "cuda/flash_params.h"
+#include "cuda/flash/flash_common.cuh"
+#include "cuda/flash/flash_params.h"
 
 namespace pt::cuda {
 namespace flash_fp32 {

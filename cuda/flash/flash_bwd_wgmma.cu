@@ -15,10 +15,10 @@
 // then summed in an order that varies from run to run (not bit-for-bit reproducible); dK, dV are.
 // Tiles "…/fxp" (WgmmaTiles::dq_fixed_point, warp-specialised dK/dV pass only) hold the buffer as
 // 32-bit fixed point instead and add by integer reductions: reproducible (flash_dq_fixed.cuh).
-#include "cuda/flash_dq_fixed.cuh"
-#include "cuda/flash_params.h"
-#include "cuda/flash_softmax.cuh"
-#include "cuda/flash_wgmma.cuh"
+#include "cuda/flash/flash_dq_fixed.cuh"
+#include "cuda/flash/flash_params.h"
+#include "cuda/flash/flash_softmax.cuh"
+#include "cuda/flash/flash_wgmma.cuh"
 
 namespace pt::cuda {
 namespace flash {
@@ -103,21 +103,11 @@ __global__ void __launch_bounds__(DkDvWgmmaTraits<kHeadDim, kWarpgroups, kAccumu
   const int key0 = n0 + wg * 64 + warp_in_wg * 16;  // this warp's 16 keys
 
   const HeadRows<bf16> rows(p, b, h, 0, n0);
-  const bf16* d_o = head_row<const bf16>(p.dout, p.do_s, b, h);
-  const float* lse = p.lse + bh * tq;
-  const float* delta = p.delta + bh * tq;
+  const DkDvQueries<kBlockM, kThreads, Sw128TileCopy<kBlockM, kHeadDim, kThreads>> queries(p, rows.q, b, h, bh, tq);
 
   const QueryTiles<kBlockM, kBlockN, kCausal> tiles(n0, tq);
   const int m_begin = tiles.m_begin, m_blocks = tiles.m_blocks;
-  auto load_query_tile = [&](int i, int stage) {
-    const int m0 = i * kBlockM;
-    load_tile_sw128<kBlockM, kHeadDim, kThreads>(sQ + stage * kBlockM * kHeadDim, rows.q + m0 * p.q_s.row, p.q_s.row,
-                                                 tq - m0);
-    load_tile_sw128<kBlockM, kHeadDim, kThreads>(sdO + stage * kBlockM * kHeadDim, d_o + m0 * p.do_s.row, p.do_s.row,
-                                                 tq - m0);
-    load_vec_async<kBlockM, kThreads>(sL + stage * kBlockM, lse + m0, tq - m0);
-    load_vec_async<kBlockM, kThreads>(sDelta + stage * kBlockM, delta + m0, tq - m0);
-  };
+  auto load_query_tile = [&](int i, int stage) { queries.fetch(sQ, sdO, sL, sDelta, i, stage); };
 
   load_tile_sw128<kBlockN, kHeadDim, kThreads>(sK, rows.k, p.k_s.row, tk - n0);
   load_tile_sw128<kBlockN, kHeadDim, kThreads>(sV, rows.v, p.v_s.row, tk - n0);

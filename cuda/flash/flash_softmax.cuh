@@ -4,7 +4,7 @@
 // accumulators have one layout: a thread holds rows g and g+8 of its warp's 16-row strip and, in
 // each 8-column tile j, columns 8j + 2t and 8j + 2t + 1 (acc[j][e]: row g + 8·(e/2), column
 // 8j + 2t + e%2).
-#include "cuda/flash_mma.cuh"
+#include "cuda/flash/flash_mma.cuh"
 
 namespace pt::cuda::flash {
 

@@ -4,9 +4,9 @@
 // tile feeds 64 rows instead of 16). The warpgroups of a block share the K/V tiles, copied in with
 // cp.async two stages deep. Head dimensions 64 and 128; tile shapes chosen at run time among the
 // compiled ones (FlashParams::tiles).
-#include "cuda/flash_params.h"
-#include "cuda/flash_softmax.cuh"
-#include "cuda/flash_wgmma.cuh"
+#include "cuda/flash/flash_params.h"
+#include "cuda/flash/flash_softmax.cuh"
+#include "cuda/flash/flash_wgmma.cuh"
 
 namespace pt::cuda {
 namespace flash {

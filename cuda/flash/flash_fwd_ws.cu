@@ -16,9 +16,9 @@
 #include <string>
 
 #include "core/error.h"
-#include "cuda/flash_params.h"
-#include "cuda/flash_softmax.cuh"
-#include "cuda/flash_tma.cuh"
+#include "cuda/flash/flash_params.h"
+#include "cuda/flash/flash_softmax.cuh"
+#include "cuda/flash/flash_tma.cuh"
 
 namespace pt::cuda {
 namespace flash {

@@ -2,9 +2,9 @@
 // One thread block per (query tile, head, batch); each warp owns 16 query rows and runs
 // Algorithm 1 on them: S = Q·Kᵀ, online softmax (running max m, running sum l), O += P·V,
 // with the next K/V tile copied in (cp.async, two stages) while the current one is used.
-#include "cuda/flash_mma.cuh"
-#include "cuda/flash_params.h"
-#include "cuda/flash_softmax.cuh"
+#include "cuda/flash/flash_mma.cuh"
+#include "cuda/flash/flash_params.h"
+#include "cuda/flash/flash_softmax.cuh"
 
 namespace pt::cuda {
 namespace flash {

@@ -13,10 +13,10 @@
 // default is docs/FLASH_ATTENTION.md's table.
 #include <algorithm>
 
-#include "cuda/flash_dq_fixed.cuh"
-#include "cuda/flash_mma.cuh"
-#include "cuda/flash_params.h"
-#include "cuda/flash_softmax.cuh"
+#include "cuda/flash/flash_dq_fixed.cuh"
+#include "cuda/flash/flash_mma.cuh"
+#include "cuda/flash/flash_params.h"
+#include "cuda/flash/flash_softmax.cuh"
 
 namespace pt::cuda {
 namespace flash {
@@ -60,7 +60,7 @@ struct DeltaTraits {
   static_assert(kHeadDim % 8 == 0 && kPacks <= 32, "delta: whole 16-byte packs, at most 32 a row");
 };
 //
-// With dQ in fixed point (p.dq_row_exp set: tiles "…/fxp", cuda/flash_dq_fixed.cuh) the kernel
+// With dQ in fixed point (p.dq_row_exp set: tiles "…/fxp", cuda/flash/flash_dq_fixed.cuh) the kernel
 // also writes each query row's bound exponent from Σ dO², and folds max |K| and max Σ V² of its
 // key rows into the head's two words (atomicMax on fp32 bits, once a block; the launcher zeroed
 // them and runs max(Tq, Tk) rows). K and V are read only for this: 67 MB more at the leaderboard's
@@ -185,22 +185,12 @@ __global__ void __launch_bounds__(DkDvTraits<kHeadDim>::kThreads) flash_bwd_dkdv
   const int64_t bh = static_cast<int64_t>(b) * p.heads + h;
 
   const HeadRows<bf16> rows(p, b, h, 0, n0);
-  const bf16* d_o = head_row<const bf16>(p.dout, p.do_s, b, h);
-  const float* lse = p.lse + bh * tq;
-  const float* delta = p.delta + bh * tq;
+  const DkDvQueries<kBlockM, kThreads, PaddedTileCopy<kBlockM, kHeadDim, kThreads>> queries(p, rows.q, b, h, bh, tq);
 
   const QueryTiles<kBlockM, kBlockN, kCausal> tiles(n0, tq);
   const int m_begin = tiles.m_begin, m_blocks = tiles.m_blocks;
 
-  auto load_query_tile = [&](int i, int stage) {
-    const int m0 = i * kBlockM;
-    load_tile_async<kBlockM, kHeadDim, kThreads>(sQ + stage * kBlockM * kLd, rows.q + m0 * p.q_s.row, p.q_s.row,
-                                                 tq - m0);
-    load_tile_async<kBlockM, kHeadDim, kThreads>(sdO + stage * kBlockM * kLd, d_o + m0 * p.do_s.row, p.do_s.row,
-                                                 tq - m0);
-    load_vec_async<kBlockM, kThreads>(sL + stage * kBlockM, lse + m0, tq - m0);
-    load_vec_async<kBlockM, kThreads>(sDelta + stage * kBlockM, delta + m0, tq - m0);
-  };
+  auto load_query_tile = [&](int i, int stage) { queries.fetch(sQ, sdO, sL, sDelta, i, stage); };
 
   load_tile_async<kBlockN, kHeadDim, kThreads>(sK, rows.k, p.k_s.row, tk - n0);
   load_tile_async<kBlockN, kHeadDim, kThreads>(sV, rows.v, p.v_s.row, tk - n0);
