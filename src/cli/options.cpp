@@ -107,7 +107,7 @@ void add_run_options(po::options_description& desc, RunOptions& o, const char* d
   }
   desc.add_options()
       ("comm-timeout", po::value<double>(),
-       "seconds a wait for the other ranks may take before the job is aborted (default: "
+       "seconds to wait for the other ranks before the job is aborted (default: "
        "PARATRAIN_COMM_TIMEOUT_S, else 300)")
       ("out", po::value(&o.out), "HDF5 results file (default: <subcommand>-<time>.h5)")
       ("overwrite", po::bool_switch(&o.overwrite), "replace --out if it exists")
