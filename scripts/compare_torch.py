@@ -14,7 +14,7 @@ model with torch.compile (its backward follows); the loss and AdamW (PyTorch's d
 run as in eager. Out-of-memory configurations are recorded with status "oom" and the sweep goes on.
 
 Run it in the same job as paratrain, on the same GPU:
-    build/paratrain bench model --sizes small,medium,large,xl,2.7b --contexts 512 --precisions fp32,bf16 \\
+    build/paratrain bench model --model small,medium,large,xl,2.7b --context-length 512 --precision fp32,bf16 \\
         --attention flash --out results/paratrain_model.h5
     python3 scripts/compare_torch.py --out results/torch_model.h5
     scripts/report results/paratrain_model.h5 results/torch_model.h5 --out results/report
@@ -39,11 +39,11 @@ VARIANTS = ("eager", "compile")
 
 def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sizes", default=",".join(REFERENCE_SIZES), help=f"comma list of {', '.join(SIZES)}")
-    ap.add_argument("--contexts", default="512", help="comma list of context lengths")
+    ap.add_argument("--model", dest="sizes", default=",".join(REFERENCE_SIZES), help=f"comma list of {', '.join(SIZES)}")
+    ap.add_argument("--context-length", dest="contexts", default="512", help="comma list of context lengths")
     ap.add_argument("--batch-size", type=int, default=4, help="sequences per step")
     ap.add_argument("--vocab-size", type=int, default=10000)
-    ap.add_argument("--precisions", default="fp32,bf16", help="comma list of fp32 (TF32 off), bf16 (autocast)")
+    ap.add_argument("--precision", dest="precisions", default="fp32,bf16", help="comma list of fp32 (TF32 off), bf16 (autocast)")
     ap.add_argument("--variants", default="eager,compile", help="comma list of eager, compile (torch.compile)")
     ap.add_argument("--attention", default="naive",
                     help="naive (scores materialised, as the reference) or sdpa (F.scaled_dot_product_attention)")
@@ -56,13 +56,13 @@ def parse_args(argv):
     try:
         args.contexts = [int(c) for c in split_list(args.contexts)]
     except ValueError:
-        ap.error(f"--contexts: not a list of integers: {args.contexts}")
-    check_choices(ap, "sizes", args.sizes, SIZES, "size")
-    check_choices(ap, "precisions", args.precisions, ("fp32", "bf16"), "precision")
+        ap.error(f"--context-length: not a list of integers: {args.contexts}")
+    check_choices(ap, "model", args.sizes, SIZES, "size")
+    check_choices(ap, "precision", args.precisions, ("fp32", "bf16"), "precision")
     check_choices(ap, "variants", args.variants, VARIANTS, "variant")
     check_attention(ap, args.attention)
     if args.steps < 1 or args.warmup < 0 or args.batch_size < 1 or not all(c > 0 for c in args.contexts):
-        ap.error("--steps and --batch-size must be >= 1, --warmup >= 0, contexts positive")
+        ap.error("--steps and --batch-size must be >= 1, --warmup >= 0, --context-length positive")
     resolve_out(ap, args, "torch_model")
     return args
 

@@ -55,8 +55,8 @@ def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="xl", help=f"named size: {', '.join(SIZES)}")
     ap.add_argument("--vocab-size", type=int, default=10000)
-    ap.add_argument("--context", type=int, default=512)
-    ap.add_argument("--batch", type=int, default=4, help="sequences per rank per step")
+    ap.add_argument("--context-length", dest="context", type=int, default=512)
+    ap.add_argument("--batch-size", dest="batch", type=int, default=4, help="sequences per rank per step")
     ap.add_argument("--attention", default="naive", help="naive (as bench ddp's default) or sdpa")
     ap.add_argument("--precision", default="fp32,bf16", help="comma list of fp32 (TF32 off), bf16 (autocast)")
     ap.add_argument("--strategies", default=",".join(STRATEGIES), help=f"comma list of {', '.join(STRATEGIES)}")
@@ -72,7 +72,7 @@ def parse_args(argv):
         ap.error("--strategies and --precision need at least one value")
     check_attention(ap, args.attention)
     if args.steps < 1 or args.warmup < 0 or args.batch < 1 or args.context < 1 or args.vocab_size < 1:
-        ap.error("--steps, --batch, --context and --vocab-size must be >= 1, --warmup >= 0")
+        ap.error("--steps, --batch-size, --context-length and --vocab-size must be >= 1, --warmup >= 0")
     if not args.bucket_mb > 0:
         ap.error(f"--bucket-mb must be positive (got {args.bucket_mb})")
     resolve_out(ap, args, "torch_ddp")

@@ -109,7 +109,7 @@ step_flash-sanitizers() {
 
 # ---- the benchmarks the docs quote ------------------------------------------------------------
 step_model-small() {
-  paratrain bench model --sizes small --contexts 128,512 --precisions fp32,bf16 --attention naive,flash \
+  paratrain bench model --model small --context-length 128,512 --precision fp32,bf16 --attention naive,flash \
     --warmup 3 --steps 10 --breakdown --memory-profile --out "$RESULTS/model_small.h5" --overwrite
 }
 step_model-xl() {
@@ -130,7 +130,7 @@ step_model-sizes() {
 }
 step_gemm-xl() {
   for p in fp32 bf16; do
-    paratrain bench gemm --model xl --context 512 --batch 4 --precision $p --out "$RESULTS/gemm_xl_$p.h5" --overwrite || return
+    paratrain bench gemm --model xl --context-length 512 --batch-size 4 --precision $p --out "$RESULTS/gemm_xl_$p.h5" --overwrite || return
   done
 }
 step_roofline() {
@@ -141,7 +141,7 @@ step_roofline() {
 step_small-graph() {
   local g
   for g in fp32 bf16; do
-    paratrain bench model --sizes small --contexts 512 --precisions bf16 --attention flash --grad-dtype "$g" \
+    paratrain bench model --model small --context-length 512 --precision bf16 --attention flash --grad-dtype "$g" \
       --cuda-graph on --warmup 3 --steps 30 --out "$RESULTS/small_graph_$g.h5" --overwrite || return
   done
 }
@@ -174,7 +174,7 @@ step_mfu-accum() {
   done
 }
 step_flash-d80() {
-  paratrain bench attention --impl flash,naive --dtype bf16 --batch 4 --heads 32 --seq 512,4096 \
+  paratrain bench attention --attention flash,naive --precision bf16 --batch-size 4 --num-heads 32 --context-length 512,4096 \
     --head-dim 64,80 --causal 1 --out "$RESULTS/flash_d80.h5" --overwrite || return
   local lib
   lib=$(ldd "$(command -v paratrain)" | awk '/libparatrain/ {print $3}')
@@ -186,8 +186,8 @@ step_flash-sweep-ws() {
   local both=1x64/1/1,ws2x128/ws2/ws2,ws2x128/ws2/acc  # each default's rows (ops/flash_attention.cpp)
   for d in 64:$both 128:$both; do
     tiles=${d#*:} d=${d%%:*}
-    paratrain bench attention --impl flash --dtype bf16 --batch 1 --heads 1 --seq $seq --head-dim "$d" --causal 1 \
-      --flash-kernels wgmma --wgmma-tiles "$tiles" --iters 10 --warmup 2 --out "$RESULTS/flash_sweep_d$d.h5" \
+    paratrain bench attention --attention flash --precision bf16 --batch-size 1 --num-heads 1 --context-length $seq --head-dim "$d" --causal 1 \
+      --flash-kernels wgmma --wgmma-tiles "$tiles" --steps 10 --warmup 2 --out "$RESULTS/flash_sweep_d$d.h5" \
       --overwrite || return
   done
 }
@@ -203,15 +203,15 @@ step_portable-small() {
   local tag=${BUILD_TAG:-build} k
   for k in auto mma; do
     [ $k = mma ] && ! paratrain --version | grep -q '90a' && continue
-    paratrain bench model --sizes small --contexts 512 --precisions bf16 --attention flash --warmup 5 --steps 30 \
+    paratrain bench model --model small --context-length 512 --precision bf16 --attention flash --warmup 5 --steps 30 \
       --flash-kernels $k --out "$RESULTS/portable_small_${tag}_$k.h5" --overwrite || return
   done
 }
 
 # ---- several GPUs -----------------------------------------------------------------------------
 step_collectives() {
-  "${MPIRUN[@]}" paratrain bench allreduce --backend nccl --collectives all_reduce,reduce_scatter,all_gather,broadcast \
-    --sizes 1M,10M,100M,1G --out "$RESULTS/collectives_$NP.h5" --overwrite
+  "${MPIRUN[@]}" paratrain bench allreduce --backend nccl --collective all_reduce,reduce_scatter,all_gather,broadcast \
+    --bytes 1M,10M,100M,1G --out "$RESULTS/collectives_$NP.h5" --overwrite
 }
 step_plan-xl() {
   "${MPIRUN[@]}" paratrain bench ddp --model xl --precision bf16 --attention flash --ddp none,bucketed \
@@ -232,14 +232,14 @@ step_torch-ddp-xl() {
 
 # ---- PyTorch and the other peers ----------------------------------------------------------------
 torch_model() {
-  python3 scripts/compare_torch.py --sizes "$1" --contexts 512 --precisions fp32,bf16 --variants eager \
+  python3 scripts/compare_torch.py --model "$1" --context-length 512 --precision fp32,bf16 --variants eager \
     --warmup 2 --steps 5 --out "$RESULTS/torch_model_${1//,/_}.h5" --overwrite
 }
 step_torch-model-xl() { torch_model xl; }
 step_torch-model-2.7b() { torch_model 2.7b; }
 step_torch-model-sizes() { torch_model small,medium,large,xl,2.7b; }
 torch_compile() {
-  python3 scripts/compare_torch.py --sizes "$1" --contexts 512 --precisions "${COMPILE_PRECISIONS:-bf16}" --variants compile \
+  python3 scripts/compare_torch.py --model "$1" --context-length 512 --precision "${COMPILE_PRECISIONS:-bf16}" --variants compile \
     --warmup 2 --steps 5 --out "$RESULTS/torch_compile_${1//,/_}.h5" --overwrite
 }
 for _s in small medium large xl 2.7b; do eval "step_torch-compile-$_s() { torch_compile $_s; }"; done
@@ -248,7 +248,7 @@ unset _s
 # reference model) at every named size, then PyTorch eager fp32 at the same sizes, one call.
 step_fp32-sizes() {
   bench_model fp32_sizes small,medium,large,xl,2.7b fp32 naive &&
-  python3 scripts/compare_torch.py --sizes small,medium,large,xl,2.7b --contexts 512 --precisions fp32 --variants eager \
+  python3 scripts/compare_torch.py --model small,medium,large,xl,2.7b --context-length 512 --precision fp32 --variants eager \
     --warmup 2 --steps 5 --out "$RESULTS/torch_fp32_sizes.h5" --overwrite
 }
 step_peers-xl() {
@@ -285,8 +285,8 @@ step_fa3-peer() {
   for k in $(seq "${FA3_ROUNDS:-2}"); do
     for d in 64 128; do
       for det in on off; do
-        paratrain bench attention --impl flash --dtype bf16 --batch 1 --heads 16 --seq 16384 --head-dim "$d" \
-          --causal 1 --dout ones --iters 20 --deterministic "$det" ${FA3_TILES:+--wgmma-tiles "$FA3_TILES"} \
+        paratrain bench attention --attention flash --precision bf16 --batch-size 1 --num-heads 16 --context-length 16384 --head-dim "$d" \
+          --causal 1 --dout ones --steps 20 --deterministic "$det" ${FA3_TILES:+--wgmma-tiles "$FA3_TILES"} \
           --out "$RESULTS/fa3_peer_lb_d${d}_${det}_$k.h5" --overwrite | grep "^flash " || return
       done
       "$bin" --batch 1 --heads 16 --seq 16384 --head-dim "$d" --iters 20 || return
@@ -302,8 +302,8 @@ step_fa3-peer() {
   local sections=(--section SpeedOfLight --section ComputeWorkloadAnalysis --section Occupancy --section WarpStateStats
     --section LaunchStats --metrics sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active)
   ncu --csv --page raw --print-units base --kernel-name regex:flash_fwd_ws --launch-count 1 "${sections[@]}" \
-    paratrain bench attention --impl flash --dtype bf16 --batch 1 --heads 16 --seq 16384 --head-dim 64 --causal 1 \
-    --dout ones --warmup 0 --iters 1 --flash-kernels wgmma --wgmma-tiles "${FA3_NCU_TILES:-ws3x128/ws2/fxp}" \
+    paratrain bench attention --attention flash --precision bf16 --batch-size 1 --num-heads 16 --context-length 16384 --head-dim 64 --causal 1 \
+    --dout ones --warmup 0 --steps 1 --flash-kernels wgmma --wgmma-tiles "${FA3_NCU_TILES:-ws3x128/ws2/fxp}" \
     --out "$RESULTS/ncu_fa3_peer_paratrain.h5" --overwrite >"$RESULTS/ncu_fa3_peer_paratrain_fwd64.csv" || return
   ncu --csv --page raw --print-units base --kernel-name-base demangled --kernel-name regex:FlashAttnFwdSm90 \
     --launch-count 1 "${sections[@]}" "$bin" --batch 1 --heads 16 --seq 16384 --head-dim 64 --warmup 0 --iters 1 \

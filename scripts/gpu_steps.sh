@@ -90,7 +90,7 @@ run_steps() {
 bench_model() {
   local name=$1 size=$2 prec=$3 attn=$4
   shift 4
-  paratrain bench model --sizes "$size" --contexts 512 --precisions "$prec" --attention "$attn" \
+  paratrain bench model --model "$size" --context-length 512 --precision "$prec" --attention "$attn" \
     --warmup "${BENCH_WARMUP:-2}" --steps "${BENCH_STEPS:-5}" "$@" --out "$RESULTS/$name.h5" --overwrite
 }
 # ab_model NAME SIZE STEPS [extra flags...]: bf16 flash, 3 warm-up steps: the A/B steps' runs.
@@ -104,7 +104,7 @@ ab_model() {
 xl_1024() {
   local name=$1 batch=$2
   shift 2
-  paratrain bench model --sizes xl --contexts 1024 --precisions bf16 --attention flash --batch-size "$batch" \
+  paratrain bench model --model xl --context-length 1024 --precision bf16 --attention flash --batch-size "$batch" \
     --grad-dtype "${GRAD_DTYPE:-fp32}" "$@" --out "$RESULTS/$name.h5" --overwrite
 }
 # llm.c's working point: micro-batch 16 × 1024 with --grad-accum 16 (262 144 tokens a step), which
@@ -118,7 +118,7 @@ accum_16() {
 # Causal bf16 flash timings with dO = ones: RECORD B H SEQ D TILES [more bench attention options]; in
 # FLASH_LAYOUT's layout when set (heads or model: bench attention --layout).
 flash_times() {
-  paratrain bench attention --impl flash --dtype bf16 --batch "$2" --heads "$3" --seq "$4" --head-dim "$5" \
+  paratrain bench attention --attention flash --precision bf16 --batch-size "$2" --num-heads "$3" --context-length "$4" --head-dim "$5" \
     --causal 1 --dout ones --flash-kernels wgmma --wgmma-tiles "$6" ${FLASH_LAYOUT:+--layout "$FLASH_LAYOUT"} \
     --out "$RESULTS/$1.h5" --overwrite "${@:7}"
 }

@@ -85,12 +85,12 @@ case "$PT_MODE" in
     PT_STEPS=${PT_STEPS:-2}
     PT_MODEL_FLAGS=${PT_MODEL_FLAGS:---batch-size 2 --breakdown --memory-profile}
     PT_ATTN_STUDIES=${PT_ATTN_STUDIES:-naive flash}
-    PT_ATTN_FLAGS=${PT_ATTN_FLAGS:---batch 1 --heads 1 --seq 32,64 --head-dim 16 --dtype fp32 --warmup 1 --iters 2}
+    PT_ATTN_FLAGS=${PT_ATTN_FLAGS:---batch-size 1 --num-heads 1 --context-length 32,64 --head-dim 16 --precision fp32 --warmup 1 --steps 2}
     PT_ALLREDUCE_RANKS=${PT_ALLREDUCE_RANKS:-2}
-    PT_ALLREDUCE_FLAGS=${PT_ALLREDUCE_FLAGS:---backend mpi --sizes 64K,1M --iters 3 --warmup 1}
+    PT_ALLREDUCE_FLAGS=${PT_ALLREDUCE_FLAGS:---backend mpi --bytes 64K,1M --steps 3 --warmup 1}
     PT_DDP_RANKS=${PT_DDP_RANKS:-2}
     PT_DDP_PRECISIONS=${PT_DDP_PRECISIONS:-fp32}
-    PT_DDP_FLAGS=${PT_DDP_FLAGS:---model tiny --context 32 --batch 2 --ddp none,flat,bucketed --bucket-mb 0,1 --shard-optimizer zero1 --steps 2 --warmup 1}
+    PT_DDP_FLAGS=${PT_DDP_FLAGS:---model tiny --context-length 32 --batch-size 2 --ddp none,flat,bucketed --bucket-mb 0,1 --shard-optimizer zero1 --steps 2 --warmup 1}
     PT_TRAIN_RANKS=${PT_TRAIN_RANKS:-1}
     PT_TRAIN_FLAGS=${PT_TRAIN_FLAGS:---model tiny --context-length 32 --batch-size 2 --steps 5}
     PT_SAVE_EVERY=${PT_SAVE_EVERY:-50}

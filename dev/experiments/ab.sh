@@ -49,7 +49,7 @@ alternate() {
   for k in 1 2; do
     for size in small xl; do
       for v in $values; do
-        paratrain bench model --sizes "$size" --contexts 512 --precisions bf16 --attention flash "$flag" "$v" \
+        paratrain bench model --model "$size" --context-length 512 --precision bf16 --attention flash "$flag" "$v" \
           --warmup 3 --steps "$steps" --out "$RESULTS/${name}_${size}_${v}_$k.h5" --overwrite || return
       done
     done
@@ -155,7 +155,7 @@ step_grad-dtype() {
   alternate grad --grad-dtype "fp32 bf16" 10 || return
   for g in fp32 bf16; do
     bench_model "grad_roofline_xl_$g" xl bf16 flash --grad-dtype "$g" --breakdown || return
-    paratrain bench model --sizes small --contexts 512 --precisions bf16 --attention flash --grad-dtype "$g" \
+    paratrain bench model --model small --context-length 512 --precision bf16 --attention flash --grad-dtype "$g" \
       --cuda-graph on --warmup 3 --steps 20 --out "$RESULTS/grad_graph_small_$g.h5" --overwrite || return
   done
 }
@@ -201,7 +201,7 @@ step_model-long() {
   for k in 1 2; do
     for t in --deterministic=off --deterministic=on --wgmma-tiles=1x64/1/1; do
       echo "== $t, round $k"
-      paratrain bench model --sizes xl --contexts 2048 --batch-size 1 --precisions bf16 --attention flash \
+      paratrain bench model --model xl --context-length 2048 --batch-size 1 --precision bf16 --attention flash \
         --grad-dtype bf16 --warmup 2 --steps 5 "$t" --out "$RESULTS/model_long_${t//[\/=-]/_}_$k.h5" --overwrite ||
         return
     done

@@ -43,9 +43,9 @@ PY
   return $rc
 }
 step_clocks-xl() {
-  clocks paratrain bench model --sizes xl --contexts 512 --precisions bf16 --attention flash --grad-dtype bf16 \
+  clocks paratrain bench model --model xl --context-length 512 --precision bf16 --attention flash --grad-dtype bf16 \
     --warmup 3 --steps 20 --out "$RESULTS/clocks_xl.h5" --overwrite &&
-  clocks paratrain bench gemm --model xl --context 512 --batch 4 --precision bf16 --out "$RESULTS/clocks_gemm.h5" --overwrite
+  clocks paratrain bench gemm --model xl --context-length 512 --batch-size 4 --precision bf16 --out "$RESULTS/clocks_gemm.h5" --overwrite
 }
 # The clocks while the leaderboard case runs (CLOCKS_FLASH_D, default 128; each tile set of
 # CLOCKS_FLASH_TILES alone, CLOCKS_FLASH_ITERS timed passes of each loop, default 300; the forward
@@ -55,7 +55,7 @@ step_clocks-flash() {
   local t d=${CLOCKS_FLASH_D:-128}
   for t in ${CLOCKS_FLASH_TILES:-ws2x128/ws2/acc ws2x128/ws2/ws2}; do
     echo "== tiles $t, d $d"
-    clocks flash_times "clocks_flash_d${d}_${t//\//_}" 1 16 16384 "$d" "$t" --iters "${CLOCKS_FLASH_ITERS:-300}" || return
+    clocks flash_times "clocks_flash_d${d}_${t//\//_}" 1 16 16384 "$d" "$t" --steps "${CLOCKS_FLASH_ITERS:-300}" || return
   done
 }
 # The clocks at llm.c's working point (XL 16 x 1024, bf16 gradients, --grad-accum 4), then while the
@@ -66,7 +66,7 @@ step_clocks-accum() {
   GRAD_DTYPE=bf16 clocks xl_1024 clocks_accum 16 --recompute on --grad-accum 4 --warmup 1 --steps 1 || return
   for t in 1x64/1/1 ws2x128/ws2/ws2; do
     echo "== tiles $t, model layout"
-    FLASH_LAYOUT=model clocks flash_times "clocks_attn_${t//\//_}" 16 25 1024 64 "$t" --iters 300 || return
+    FLASH_LAYOUT=model clocks flash_times "clocks_attn_${t//\//_}" 16 25 1024 64 "$t" --steps 300 || return
   done
 }
 

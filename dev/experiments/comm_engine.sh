@@ -37,7 +37,7 @@ step_ce-tests() {
 }
 step_ce-collectives() {
   "${MPIRUN[@]}" paratrain bench allreduce --comm-engine "${ENGINES:-nccl,ce}" \
-    --collectives all_reduce,reduce_scatter,all_gather --sizes 1M,4M,16M,64M,256M,1G \
+    --collective all_reduce,reduce_scatter,all_gather --bytes 1M,4M,16M,64M,256M,1G \
     --out "$RESULTS/allreduce_np$NP.h5" --overwrite
 }
 step_ce-ddp-bf16() {
@@ -64,7 +64,7 @@ step_ce-split-nodes() {
   "${MPIRUN[@]}" -x PARATRAIN_TEST_SPLIT_NODES -x PARATRAIN_TEST_COMM_ENGINE=auto paratrain_tests_dist \
     --gtest_color=no --gtest_filter='*SplitNodes*:*Nccl*' &&
     NCCL_DEBUG=INFO "${MPIRUN[@]}" -x PARATRAIN_TEST_SPLIT_NODES -x NCCL_DEBUG paratrain bench allreduce \
-      --comm-engine auto --sizes 64M,1G --out "$RESULTS/split_allreduce_np$NP.h5" --overwrite |
+      --comm-engine auto --bytes 64M,1G --out "$RESULTS/split_allreduce_np$NP.h5" --overwrite |
     grep -E "via NET|via P2P|via SHM|busbw" | sort | uniq -c &&
     "${MPIRUN[@]}" -x PARATRAIN_TEST_SPLIT_NODES paratrain bench ddp --model xl --precision bf16 --attention flash \
       --warmup 2 --steps 5 --grad-dtype bf16 --ddp none,bucketed --bucket-mb 25 --comm-engine auto \

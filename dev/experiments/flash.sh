@@ -124,7 +124,7 @@ step_flash-acc() {
   paratrain bench attention --study leaderboard --flash-kernels wgmma \
     --wgmma-tiles 1x64/1/1,1x64/1/acc,1x64/2/acc,2x64/2/acc,1x128/1/acc --out "$RESULTS/flash_acc_lb.h5" --overwrite &&
   python3 scripts/bench_attention_torch.py --paratrain-h5 "$RESULTS/flash_acc_lb.h5" &&
-  paratrain bench attention --impl flash --dtype bf16 --batch 1 --heads 16 --seq 2048,8192,16384 --head-dim 64,128 \
+  paratrain bench attention --attention flash --precision bf16 --batch-size 1 --num-heads 16 --context-length 2048,8192,16384 --head-dim 64,128 \
     --causal 1 --dout ones --flash-kernels wgmma --wgmma-tiles 1x64/1/1,2x128/2/1,1x64/1/acc,2x128/2/acc,2x128/1/acc \
     --out "$RESULTS/flash_acc_sweep.h5" --overwrite
 }

@@ -68,7 +68,7 @@ ncu_step() {
   # shellcheck disable=SC2086
   ncu --csv --page raw --print-units base --launch-count "${NCU_LAUNCHES:-1200}" --kernel-name regex:"$regex" \
     --nvtx --nvtx-include "measured step/" --metrics "$metrics" ${NCU_FLAGS:-} \
-    paratrain bench model --sizes "$size" --contexts 512 --precisions bf16 --attention flash --grad-dtype bf16 \
+    paratrain bench model --model "$size" --context-length 512 --precision bf16 --attention flash --grad-dtype bf16 \
     --warmup 1 --steps 1 --out "$RESULTS/ncu_${name}_$size.h5" --overwrite >"$csv" || return
   ncu_step_table "$csv"
 }
@@ -100,8 +100,8 @@ step_ncu-flash() {
     ncu --csv --page raw --print-units base --kernel-name regex:'flash' --launch-count 8 \
       --section SpeedOfLight --section ComputeWorkloadAnalysis --section Occupancy --section WarpStateStats \
       --section LaunchStats --metrics sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active \
-      paratrain bench attention --impl flash --dtype bf16 --batch "$b" --heads "$h" --seq "$t" --head-dim "$d" \
-      --causal 1 --dout ones --warmup 1 --iters 1 ${NCU_TILES:+--flash-kernels wgmma --wgmma-tiles "$NCU_TILES"} \
+      paratrain bench attention --attention flash --precision bf16 --batch-size "$b" --num-heads "$h" --context-length "$t" --head-dim "$d" \
+      --causal 1 --dout ones --warmup 1 --steps 1 ${NCU_TILES:+--flash-kernels wgmma --wgmma-tiles "$NCU_TILES"} \
       --out "$RESULTS/ncu_flash_$name.h5" --overwrite \
       >"$RESULTS/ncu_flash_$name.csv" || return
     grep -c '^"[0-9]' "$RESULTS/ncu_flash_$name.csv"
@@ -116,8 +116,8 @@ step_ncu-source() {
     IFS=: read -r name re b h t d tiles <<<"$spec"
     ncu --kernel-name regex:"$re" --launch-count 1 --section SourceCounters --section WarpStateStats \
       --import-source no -f -o "$RESULTS/ncu_source_$name" \
-      paratrain bench attention --impl flash --dtype bf16 --batch "$b" --heads "$h" --seq "$t" --head-dim "$d" \
-      --causal 1 --dout ones --warmup 0 --iters 1 --flash-kernels wgmma --wgmma-tiles "$tiles" \
+      paratrain bench attention --attention flash --precision bf16 --batch-size "$b" --num-heads "$h" --context-length "$t" --head-dim "$d" \
+      --causal 1 --dout ones --warmup 0 --steps 1 --flash-kernels wgmma --wgmma-tiles "$tiles" \
       --out "$RESULTS/ncu_source_$name.h5" --overwrite || return
     ncu --import "$RESULTS/ncu_source_$name.ncu-rep" --page source --csv --print-source sass \
       >"$RESULTS/ncu_source_$name.csv" || return

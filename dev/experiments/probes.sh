@@ -43,7 +43,7 @@ step_dev-variants() {
 }
 step_nccl-channels() {
   NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,TUNING "${MPIRUN[@]}" -x NCCL_DEBUG -x NCCL_DEBUG_SUBSYS \
-    paratrain bench allreduce --sizes 1G --out "$RESULTS/allreduce_2.h5" --overwrite 2>&1 |
+    paratrain bench allreduce --bytes 1G --out "$RESULTS/allreduce_2.h5" --overwrite 2>&1 |
     grep -E "channels|nChannels|Channel 0|Connected all|NCCL version" | head -40
 }
 

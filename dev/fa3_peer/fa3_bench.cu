@@ -1,7 +1,7 @@
 // FlashAttention-3 (Dao-AILab/flash-attention, hopper/) as issue 18's peer, without PyTorch:
 // its own forward and backward launchers (run_mha_fwd_ / run_mha_bwd_, instantiated from its
 // hopper/instantiations files by dev/build_fa3.sh) called on the leaderboard-style case, timed as
-// `paratrain bench attention` times: warm-up forward+backward passes, then --iters forward passes,
+// `paratrain bench attention` times: warm-up forward+backward passes, then --steps forward passes,
 // backward passes and forward+backward passes, each timed alone with CUDA events and synchronised;
 // medians. Inputs as paratrain's benchmark draws them (unit-variance uniform q, k, v; dO = ones or
 // the same uniform), layout (B, T, H, d) contiguous, bf16, causal or not.

@@ -54,7 +54,7 @@ def _ddp_table(rec, df):
 
 
 def allreduce_defaults(df):
-    """A copy of a /allreduce table; files from before --collectives timed the all-reduce alone."""
+    """A copy of a /allreduce table; files from before --collective timed the all-reduce alone."""
     df = df.copy()
     df["collective"] = df["collective"].fillna("all_reduce") if "collective" in df else "all_reduce"
     return df

@@ -43,10 +43,10 @@ int64_t parse_bytes(const std::string& word) {
     if (scale != 1) s.pop_back();
   }
   const auto v = parse_number(s, /*integer=*/false);
-  PT_CHECK(v.has_value() && *v > 0, "--sizes: '" + word + "' is not a size (examples: 4096, 64K, 1M, 1G)");
-  PT_CHECK(*v * static_cast<double>(scale) <= 0x1p62, "--sizes: '" + word + "' is too large (at most 2^62 bytes)");
+  PT_CHECK(v.has_value() && *v > 0, "--bytes: '" + word + "' is not a size (examples: 4096, 64K, 1M, 1G)");
+  PT_CHECK(*v * static_cast<double>(scale) <= 0x1p62, "--bytes: '" + word + "' is too large (at most 2^62 bytes)");
   const auto bytes = static_cast<int64_t>(*v * static_cast<double>(scale));
-  PT_CHECK(bytes >= 4, "--sizes: '" + word + "' is smaller than one fp32 element");
+  PT_CHECK(bytes >= 4, "--bytes: '" + word + "' is smaller than one fp32 element");
   return bytes;
 }
 
@@ -107,7 +107,7 @@ const CollectiveBench& collective(const std::string& name) {
     if (name == c.name) return c;
     known += std::string(known.empty() ? "" : ", ") + c.name;
   }
-  PT_FAIL("--collectives: unknown collective '" + name + "' (expected " + known + ")");
+  PT_FAIL("--collective: unknown collective '" + name + "' (expected " + known + ")");
 }
 
 // One correctness round: fill, run, compare. Returns the wrong elements on this rank.
@@ -141,16 +141,16 @@ int run_bench_allreduce(const std::vector<std::string>& args) {
       ("backend", po::value(&backend_word)->default_value(backend_word),
        "nccl (GPU buffers), mpi (host buffers), or auto: nccl when this rank has a GPU")
       ("comm-engine", po::value(&engine_words)->multitoken(), "engines to time (default nccl): nccl, ce or auto")
-      ("sizes", po::value(&size_words)->multitoken(),
+      ("bytes", po::value(&size_words)->multitoken(),
        "message sizes in bytes, K/M/G = 2^10/2^20/2^30 (default 1M,10M,100M,1G)")
-      ("collectives", po::value(&collective_words)->multitoken(),
+      ("collective", po::value(&collective_words)->multitoken(),
        "all_reduce, reduce_scatter, all_gather, broadcast (default all_reduce); a list times each")
-      ("iters", po::value(&iters)->default_value(iters), "timed iterations per size")
+      ("steps", po::value(&iters)->default_value(iters), "timed iterations per size")
       ("warmup", po::value(&warmup)->default_value(warmup), "untimed iterations per size first");
   // clang-format on
   auto vm = parse_or_help(desc, args, "mpirun -np N paratrain bench allreduce [options]   (one rank per GPU)");
   if (!vm) return 0;
-  PT_CHECK(iters >= 1, "--iters must be at least 1");
+  PT_CHECK(iters >= 1, "--steps must be at least 1");
   PT_CHECK(warmup >= 0, "--warmup must be >= 0");
   std::vector<int64_t> sizes;
   for (const auto& w : split_list(size_words.empty() ? std::vector<std::string>{"1M,10M,100M,1G"} : size_words))

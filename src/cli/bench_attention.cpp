@@ -11,7 +11,7 @@
 // backward turning dq and dk back by RoPE's inverse as it stores them.
 // Protocol per configuration and implementation: one forward, then the memory in use (the
 // inputs, outputs and what the forward saved for backward: memory just before backward); then
-// `--warmup` forward+backward passes; then `--iters` timed forward passes, backward passes and
+// `--warmup` forward+backward passes; then `--steps` timed forward passes, backward passes and
 // forward+backward passes, each timed alone with CUDA events and synchronised; medians
 // reported. A configuration that runs out of memory is recorded as OOM with the bytes asked for,
 // and the sweep goes on.
@@ -291,8 +291,8 @@ void add_row(io::ResultTable& t, const Config& c, const Measurement& m) {
 void check_sizes(const Sweep& s) {
   auto largest = [](const std::vector<int64_t>& v) { return *std::max_element(v.begin(), v.end()); };
   const int64_t B = largest(s.batch), H = largest(s.heads), T = largest(s.seq), D = largest(s.head_dim);
-  const std::string sizes = "--batch " + std::to_string(B) + " --heads " + std::to_string(H) + " --seq " +
-                            std::to_string(T) + " --head-dim " + std::to_string(D);
+  const std::string sizes = "--batch-size " + std::to_string(B) + " --num-heads " + std::to_string(H) +
+                            " --context-length " + std::to_string(T) + " --head-dim " + std::to_string(D);
   int64_t rows = 0, n = 0, staged = 0, scores = 0;  // B·H·T, B·H·T·D, its bytes staged, naive's B·H·T·T
   const bool overflow = __builtin_mul_overflow(B, H, &rows) || __builtin_mul_overflow(rows, T, &rows) ||
                         __builtin_mul_overflow(rows, D, &n) || __builtin_mul_overflow(n, int64_t{4 * 8}, &staged) ||
@@ -307,13 +307,13 @@ void check_sizes(const Sweep& s) {
 
 void check_sweep(const Sweep& s, const Context& ctx) {
   const std::set<std::string> impls{"flash", "naive"};
-  for (const auto& i : s.impls) PT_CHECK(impls.count(i), "--impl: '" + i + "' is not naive or flash");
+  for (const auto& i : s.impls) PT_CHECK(impls.count(i), "--attention: '" + i + "' is not naive or flash");
   for (const auto& d : s.dtypes) {
     const DType t = dtype_from_name(d);
     if (ctx.is_cuda())
-      PT_CHECK(t == DType::BF16 || t == DType::F32, "--dtype on the GPU: bf16 or fp32 (got " + d + ")");
+      PT_CHECK(t == DType::BF16 || t == DType::F32, "--precision on the GPU: bf16 or fp32 (got " + d + ")");
     else
-      PT_CHECK(t == DType::F32 || t == DType::F64, "--dtype on the CPU: fp32 or fp64 (got " + d + ")");
+      PT_CHECK(t == DType::F32 || t == DType::F64, "--precision on the CPU: fp32 or fp64 (got " + d + ")");
   }
   for (int64_t d : s.head_dim)
     PT_CHECK(ops::flash_attention_supports_head_dim(d),
@@ -325,7 +325,7 @@ void check_sweep(const Sweep& s, const Context& ctx) {
   PT_CHECK(s.layout == "heads" || s.layout == "model", "--layout must be heads or model (got '" + s.layout + "')");
   if (s.layout == "model")
     for (const auto& i : s.impls)
-      PT_CHECK(i == "flash", "--layout model times flash attention only (got --impl " + i +
+      PT_CHECK(i == "flash", "--layout model times flash attention only (got --attention " + i +
                                  "; the model's naive path turns dq, dk back in a pass of its own)");
 }
 
@@ -339,7 +339,7 @@ int run_bench_attention(const std::vector<std::string>& args) {
   Protocol pr;
   po::options_description desc("paratrain bench attention");
   LogOptions log_opt;
-  add_run_options(desc, ro);
+  add_run_options(desc, ro, nullptr);  // --precision is the list of element types below
   add_gemm_option(desc, ro);
   add_deterministic_option(desc, ro);
   add_log_options(desc, log_opt);
@@ -348,37 +348,37 @@ int run_bench_attention(const std::vector<std::string>& args) {
       ("study", po::value(&study)->default_value(study),
        "preset: naive (naive attention sweep), flash (flash against naive, B 1, causal) or "
        "leaderboard (B 1, 16 heads, T 16384, d 64)")
-      ("impl", po::value(&impl_w)->multitoken(), "implementations: naive,flash (overrides the study's)")
-      ("dtype", po::value(&dtype_w)->multitoken(), "element types: bf16,fp32 (GPU) or fp32,fp64 (CPU)")
-      ("batch", po::value(&batch_w)->multitoken(), "batch sizes")
-      ("heads", po::value(&heads_w)->multitoken(), "head counts")
-      ("seq", po::value(&seq_w)->multitoken(), "sequence lengths")
+      ("attention", po::value(&impl_w)->multitoken(), "implementations: naive,flash (overrides the study's)")
+      ("precision", po::value(&dtype_w)->multitoken(), "element types: bf16,fp32 (GPU) or fp32,fp64 (CPU)")
+      ("batch-size", po::value(&batch_w)->multitoken(), "batch sizes")
+      ("num-heads", po::value(&heads_w)->multitoken(), "head counts")
+      ("context-length", po::value(&seq_w)->multitoken(), "sequence lengths")
       ("head-dim", po::value(&dim_w)->multitoken(), "head dimensions (16, 32, 64, 80, 128)")
       ("causal", po::value(&causal_s), "causal mask: 1/0 (overrides the study's)")
       ("dout", po::value(&dout), "upstream gradient: randn or ones (as o.sum().backward())")
       ("layout", po::value(&layout),
        "heads (default: each tensor (B, H, T, D)) or model (the transformer's fused QKV buffer and "
-       "RoPE; --impl flash)")
+       "RoPE; --attention flash)")
       ("flash-kernels", po::value(&kernels_w)->multitoken(),
        "bf16 flash kernels to time: auto, mma, wgmma (a list compares them; default auto)")
       ("wgmma-tiles", po::value(&tiles_w)->multitoken(),
        "wgmma tile shapes to time, F/K/Q each, e.g. 1x64/1/1,ws2x128/ws2/fxp "
        "(docs/FLASH_ATTENTION.md)")
       ("warmup", po::value(&pr.warmup)->default_value(pr.warmup), "untimed forward+backward passes first")
-      ("iters", po::value(&pr.iters)->default_value(pr.iters), "timed passes per phase (forward, backward, both)")
+      ("steps", po::value(&pr.iters)->default_value(pr.iters), "timed passes per phase (forward, backward, both)")
       ("budget-ms", po::value(&pr.budget_ms)->default_value(pr.budget_ms),
-       "stop a phase's timed passes once they add up to this many ms (0: always --iters)");
+       "stop a phase's timed passes once they add up to this many ms (0: always --steps)");
   // clang-format on
   auto vm = parse_or_help(desc, args, "paratrain bench attention [options]");
   if (!vm) return 0;
-  PT_CHECK(pr.iters > 0 && pr.warmup >= 0, "--iters must be positive and --warmup not negative");
+  PT_CHECK(pr.iters > 0 && pr.warmup >= 0, "--steps must be positive and --warmup not negative");
 
   Sweep s = preset(study);
   if (!impl_w.empty()) s.impls = split_list(impl_w);
   if (!dtype_w.empty()) s.dtypes = split_list(dtype_w);
-  if (!batch_w.empty()) s.batch = parse_int_list(batch_w, "batch");
-  if (!heads_w.empty()) s.heads = parse_int_list(heads_w, "heads");
-  if (!seq_w.empty()) s.seq = parse_int_list(seq_w, "seq");
+  if (!batch_w.empty()) s.batch = parse_int_list(batch_w, "batch-size");
+  if (!heads_w.empty()) s.heads = parse_int_list(heads_w, "num-heads");
+  if (!seq_w.empty()) s.seq = parse_int_list(seq_w, "context-length");
   if (!dim_w.empty()) s.head_dim = parse_int_list(dim_w, "head-dim");
   if (!causal_s.empty()) {
     PT_CHECK(causal_s == "1" || causal_s == "0" || causal_s == "true" || causal_s == "false",

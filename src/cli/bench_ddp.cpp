@@ -272,8 +272,8 @@ int run_bench_ddp(const std::vector<std::string>& args) {
       ("num-heads", po::value(&num_heads)->default_value(0), "override the number of heads (0: keep)")
       ("d-ff", po::value(&d_ff)->default_value(0), "override d_ff (0: keep)")
       ("vocab-size", po::value(&vocab)->default_value(0), "override the vocabulary (0: keep)")
-      ("context", po::value(&context)->default_value(context), "sequence length")
-      ("batch", po::value(&batch)->default_value(batch), "sequences per rank per micro-batch")
+      ("context-length", po::value(&context)->default_value(context), "sequence length")
+      ("batch-size", po::value(&batch)->default_value(batch), "sequences per rank per micro-batch")
       ("grad-accum", po::value(&grad_accum)->default_value(grad_accum),
        "micro-batches per step into the same gradients, synchronised once, in the last")
       ("attention", po::value(&attention)->default_value(attention), "naive or flash")
@@ -299,7 +299,7 @@ int run_bench_ddp(const std::vector<std::string>& args) {
   auto vm = parse_or_help(desc, args, "mpirun -np N paratrain bench ddp [options]   (one rank per GPU)");
   if (!vm) return 0;
   PT_CHECK(steps >= 1 && warmup >= 1, "--steps and --warmup must be at least 1");
-  PT_CHECK(context >= 1 && batch >= 1, "--context and --batch must be positive");
+  PT_CHECK(context >= 1 && batch >= 1, "--context-length and --batch-size must be positive");
   const auto ddps = split_list(ddp_words.empty() ? parallel::grad_sync_names() : ddp_words);
   const auto buckets =
       parse_double_list(bucket_words.empty() ? std::vector<std::string>{"1,10,100,1000"} : bucket_words, "bucket-mb");
@@ -336,7 +336,8 @@ int run_bench_ddp(const std::vector<std::string>& args) {
   const Device device = resolve_device(run);
   check_memory_floor(
       cfg, batch, dtype_size(grad_dtype), precision_from_name(run.precision) == Precision::BF16 && device.is_cuda(),
-      device, "the size comes from --model, --num-layers, --d-model, --d-ff, --vocab-size, --batch and --context");
+      device,
+      "the size comes from --model, --num-layers, --d-model, --d-ff, --vocab-size, --batch-size and --context-length");
   BenchSweep sweep("bench ddp", run, log_opt, static_cast<int64_t>(plan.size()));
   io::RunRecord& record = sweep.record();  // --out checked now, not after the sweep
   Context ctx(device, precision_from_name(run.precision));

@@ -68,16 +68,16 @@ int run_bench_gemm(const std::vector<std::string>& args) {
   // clang-format off
   desc.add_options()
       ("model", po::value(&size)->default_value(size), "named size whose GEMM shapes to time")
-      ("context", po::value(&context)->default_value(context), "sequence length")
-      ("batch", po::value(&batch)->default_value(batch), "sequences per step")
+      ("context-length", po::value(&context)->default_value(context), "sequence length")
+      ("batch-size", po::value(&batch)->default_value(batch), "sequences per step")
       ("algos", po::value(&algos)->default_value(algos), "cuBLASLt heuristic candidates to time per shape")
-      ("iters", po::value(&iters)->default_value(iters), "timed runs per candidate");
+      ("steps", po::value(&iters)->default_value(iters), "timed runs per candidate");
   // clang-format on
   add_gemm_option(desc, run);
   auto vm = parse_or_help(desc, args, "paratrain bench gemm [options]   (one GPU)");
   if (!vm) return 0;
   PT_CHECK(algos >= 1 && iters >= 1 && context >= 1 && batch >= 1,
-           "--algos, --iters, --context and --batch must be >= 1");
+           "--algos, --steps, --context-length and --batch-size must be >= 1");
   const Device device = resolve_device(run);
   PT_CHECK(device.is_cuda(), "bench gemm times cuBLAS kernels: it needs a GPU");
   TransformerConfig cfg = TransformerConfig::named(size);

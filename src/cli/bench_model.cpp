@@ -22,11 +22,11 @@ int run_bench_model(const std::vector<std::string>& args) {
   po::options_description desc("paratrain bench model options");
   // clang-format off
   desc.add_options()
-      ("sizes", po::value(&sizes)->multitoken()->default_value(sizes, "small"),
+      ("model", po::value(&sizes)->multitoken()->default_value(sizes, "small"),
        "model sizes: tiny small medium large xl 2.7b (list)")
-      ("contexts", po::value(&contexts)->multitoken()->default_value(contexts, "128,256,512,1024"),
+      ("context-length", po::value(&contexts)->multitoken()->default_value(contexts, "128,256,512,1024"),
        "context lengths (list)")
-      ("precisions", po::value(&precisions)->multitoken()->default_value(precisions, "fp32,bf16"),
+      ("precision", po::value(&precisions)->multitoken()->default_value(precisions, "fp32,bf16"),
        "fp32, tf32, bf16 (list)")
       ("attention", po::value(&attention)->multitoken()->default_value(attention, "naive,flash"),
        "naive, flash (list)")
@@ -62,7 +62,7 @@ int run_bench_model(const std::vector<std::string>& args) {
   auto vm = parse_or_help(desc, args, "paratrain bench model [options]");
   if (!vm) return 0;
   o.sizes = split_list(sizes);
-  o.contexts = parse_int_list(contexts, "contexts");
+  o.contexts = parse_int_list(contexts, "context-length");
   o.precisions.clear();
   for (const auto& p : split_list(precisions)) o.precisions.push_back(precision_from_name(p));
   o.attention = split_list(attention);
@@ -77,10 +77,10 @@ int run_bench_model(const std::vector<std::string>& args) {
   const bool has_bf16 = std::count(o.precisions.begin(), o.precisions.end(), Precision::BF16) > 0;
   o.grad_dtype = grad_dtype_of(run);
   PT_CHECK(o.grad_dtype == DType::F32 || has_bf16,
-           "--grad-dtype bf16 applies to the bf16 configurations, and --precisions has none");
+           "--grad-dtype bf16 applies to the bf16 configurations, and --precision has none");
   o.residual_dtype = residual_dtype_of(run);
   PT_CHECK(o.residual_dtype == DType::F32 || has_bf16,
-           "--residual-dtype bf16 applies to the bf16 configurations, and --precisions has none");
+           "--residual-dtype bf16 applies to the bf16 configurations, and --precision has none");
   o.seed = run.seed;
   o.gemm = gemm_select_from_name(run.gemm);
   o.flash = flash_choice_of(run);

@@ -18,16 +18,22 @@ namespace po = boost::program_options;
 
 namespace {
 
-// One concept, its spellings: the first is the one the docs use.
-const std::vector<std::vector<std::string>> kSpellings = {
-    {"context-length", "context", "contexts", "seq"},  // tokens per sequence, T
-    {"batch-size", "batch"},                           // sequences per step
-    {"precision", "precisions", "dtype"},
-    {"num-heads", "heads"},
-    {"attention", "impl"},
-    {"steps", "iters"},  // measured (bench) or trained (train) steps
-    {"sizes", "size"},
-    {"collectives", "collective"},
+// Spellings that no option has any more, each with the names that replaced it: the one the
+// subcommand knows goes in the hint. Every concept has one spelling in every subcommand, and an
+// option that sweeps takes a comma list under that same name.
+const std::vector<std::pair<std::string, std::vector<std::string>>> kRetired = {
+    {"context", {"context-length"}},
+    {"contexts", {"context-length"}},
+    {"seq", {"context-length"}},
+    {"batch", {"batch-size"}},
+    {"iters", {"steps"}},
+    {"dtype", {"precision"}},
+    {"precisions", {"precision"}},
+    {"impl", {"attention"}},
+    {"heads", {"num-heads"}},
+    {"sizes", {"model", "bytes"}},
+    {"size", {"model", "bytes"}},
+    {"collectives", {"collective"}},
 };
 
 // A numeric option's range, in the type its value is used in. min_open / max_open: the bound
@@ -63,19 +69,13 @@ constexpr NumericRule non_negative(const char* name, bool fp32) {
 
 const NumericRule kNumericRules[] = {
     count("steps"),
-    size32("iters"),  // bench: an int
     size32("warmup", 0),
     count("warmup-steps", 0),
     size32("batch-size"),
-    size32("batch"),
     size32("context-length"),
-    size32("context"),
-    size32("contexts"),
-    size32("seq"),
     size32("d-model"),
     size32("num-layers"),
     size32("num-heads"),
-    size32("heads"),
     size32("d-ff"),
     size32("head-dim"),
     size32("vocab-size", 1, kZeroOk),  // token ids are int32; bench ddp: 0 keeps the size's vocabulary
@@ -92,7 +92,7 @@ const NumericRule kNumericRules[] = {
     size32("grad-accum"),
     non_negative("bucket-mb", kFp64),         // 0: one bucket per parameter
     positive("peak-tflops", kFp64, kZeroOk),  // 0: from the device
-    positive("budget-ms", kFp64, kZeroOk),    // 0: always --iters
+    positive("budget-ms", kFp64, kZeroOk),    // 0: always --steps
     positive("comm-timeout", kFp64),
     size32("devices"),
     size32("tp"),
@@ -149,35 +149,19 @@ bool numeric_value(const boost::any& v, double& out) {
 
 }  // namespace
 
-void apply_spellings(const po::options_description& desc, std::vector<std::string>& args) {
-  for (std::string& a : args) {
-    if (a.rfind("--", 0) != 0 || a.size() < 3) continue;
+void refuse_retired_spellings(const po::options_description& desc, const std::vector<std::string>& args) {
+  for (const std::string& a : args) {
+    if (a.rfind("--", 0) != 0) continue;
     const size_t eq = a.find('=');
     const std::string name = a.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
     if (desc.find_nothrow(name, false)) continue;
-    for (const auto& group : kSpellings) {
-      if (std::find(group.begin(), group.end(), name) == group.end()) continue;
-      for (const std::string& known : group)
-        if (desc.find_nothrow(known, false)) {
-          a = "--" + known + (eq == std::string::npos ? "" : a.substr(eq));
-          break;
-        }
+    for (const auto& [old, replacements] : kRetired) {
+      if (name != old) continue;
+      for (const std::string& now : replacements)
+        if (desc.find_nothrow(now, false))
+          throw po::error("--" + old + " is spelled --" + now + " now (one spelling per concept in every subcommand)");
     }
   }
-}
-
-std::string spellings_help(const po::options_description& desc) {
-  std::string out;
-  for (const auto& group : kSpellings)
-    for (const std::string& known : group) {
-      if (!desc.find_nothrow(known, false)) continue;
-      std::string others;
-      for (const std::string& s : group)
-        if (s != known && !desc.find_nothrow(s, false)) others += (others.empty() ? "--" : ", --") + s;
-      if (!others.empty()) out += "  --" + known + " is also spelled " + others + "\n";
-      break;
-    }
-  return out;
 }
 
 void check_numeric(const std::string& flag, double value) {
@@ -243,7 +227,7 @@ void refuse_stray_words(const std::vector<std::string>& stray) {
   std::string words;
   for (const std::string& w : stray) words += (words.empty() ? "'" : ", '") + w + "'";
   PT_FAIL("unexpected " + std::string(stray.size() == 1 ? "word " : "words ") + words +
-          " on the command line: every value follows its --option (lists take commas: --sizes small,xl), "
+          " on the command line: every value follows its --option (lists take commas: --model small,xl), "
           "and switches such as --overwrite take no value");
 }
 

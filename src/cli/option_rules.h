@@ -9,11 +9,10 @@
 
 namespace pt::cli {
 
-// The spellings of one concept; a subcommand that knows one of them accepts the others
-// (`bench model --context-length 512` means its `--contexts 512`; a list takes the singular
-// and the plural). Rewrites args in place; returns the "also accepted" lines for --help.
-void apply_spellings(const boost::program_options::options_description& desc, std::vector<std::string>& args);
-std::string spellings_help(const boost::program_options::options_description& desc);
+// Refuses, as a usage error (exit 2), a spelling an option had before every concept got one
+// name in every subcommand (`bench gemm --context 512`: --context-length), naming the one that replaced it.
+void refuse_retired_spellings(const boost::program_options::options_description& desc,
+                              const std::vector<std::string>& args);
 
 // Refuses, with one line naming the option: an empty value given for a text or list option;
 // a numeric option given a non-finite value or one outside its range (kNumericRules in
@@ -22,7 +21,7 @@ std::string spellings_help(const boost::program_options::options_description& de
 void check_option_values(const boost::program_options::variables_map& vm);
 
 // Refuses, naming the option, an integer word outside the range of the type its option parses
-// into: `--seed -1` (an unsigned option would wrap it to 2^64 - 1), `--iters 4294967298`.
+// into: `--seed -1` (an unsigned option would wrap it to 2^64 - 1), `--steps 4294967298`.
 // Before po::store, which would wrap or call it merely invalid.
 void check_integer_words(const boost::program_options::options_description& desc,
                          const boost::program_options::parsed_options& parsed);

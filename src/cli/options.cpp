@@ -21,19 +21,15 @@ std::optional<po::variables_map> parse_or_help(const po::options_description& de
                                                const std::vector<std::string>& given, const std::string& usage_line) {
   for (const auto& a : given)
     if (a == "--help" || a == "-h") {
-      const std::string spellings = spellings_help(desc);
-      std::cout << "usage: " << usage_line << "\n\n"
-                << desc << "\n"
-                << (spellings.empty() ? "" : "Other spellings:\n" + spellings + "\n");
+      std::cout << "usage: " << usage_line << "\n\n" << desc << "\n";
       return std::nullopt;
     }
-  std::vector<std::string> args = given;
-  apply_spellings(desc, args);
+  refuse_retired_spellings(desc, given);
   // No prefix guessing: `--over` is not --overwrite, nor `--warmup` --warmup-steps. Every option is
-  // spelled out (cli/option_rules.h lists the other spellings a concept has).
+  // spelled out, in the one spelling its concept has in every subcommand.
   namespace style = po::command_line_style;
   const po::parsed_options parsed =
-      po::command_line_parser(args).options(desc).style(style::default_style & ~style::allow_guessing).run();
+      po::command_line_parser(given).options(desc).style(style::default_style & ~style::allow_guessing).run();
   refuse_stray_words(po::collect_unrecognized(parsed.options, po::include_positional));
   check_integer_words(desc, parsed);
   po::variables_map vm;
@@ -111,7 +107,7 @@ void add_run_options(po::options_description& desc, RunOptions& o, const char* d
   }
   desc.add_options()
       ("comm-timeout", po::value<double>(),
-       "seconds a wait for the other ranks may take before the job is aborted (default: "
+       "seconds to wait for the other ranks before the job is aborted (default: "
        "PARATRAIN_COMM_TIMEOUT_S, else 300)")
       ("out", po::value(&o.out), "HDF5 results file (default: <subcommand>-<time>.h5)")
       ("overwrite", po::bool_switch(&o.overwrite), "replace --out if it exists")

@@ -115,8 +115,8 @@ inline constexpr const char* kGradDtypeHelp =
 
 // --residual-dtype's help (train, bench model, bench ddp).
 inline constexpr const char* kResidualDtypeHelp =
-    "residual stream type: fp32, or bf16 with --precision bf16 on a GPU, as llm.c keeps it (its "
-    "gradient stays fp32)";
+    "residual stream type: fp32, or bf16 with --precision bf16 on a GPU, as llm.c keeps it "
+    "(gradient: fp32)";
 
 // --gemm's help (train, bench model, bench gemm, bench ddp).
 inline constexpr const char* kGemmHelp =

@@ -16,8 +16,8 @@ using namespace pt::test::h5read;
 TEST(BenchCollectives, EveryCollectiveChecksItsResultAndScalesBusBandwidth) {
   const std::string out = scratch_dir("bench_collectives") + "/c.h5";
   const CliResult r =
-      run_paratrain_mpi(3, "bench allreduce --backend mpi --collectives all_reduce,reduce_scatter,all_gather,broadcast "
-                           "--sizes 4K,100K --iters 2 --warmup 1 --out " +
+      run_paratrain_mpi(3, "bench allreduce --backend mpi --collective all_reduce,reduce_scatter,all_gather,broadcast "
+                           "--bytes 4K,100K --steps 2 --warmup 1 --out " +
                                out);
   ASSERT_EQ(r.rc, 0) << r.output;
   Handle f = open_file(out);
@@ -38,7 +38,7 @@ TEST(BenchCollectives, EveryCollectiveChecksItsResultAndScalesBusBandwidth) {
     EXPECT_NEAR(busbw[i] / algbw[i], factor, 1e-9) << names[i];
   }
   const CliResult bad = run_paratrain_mpi(
-      2, "bench allreduce --backend mpi --collectives gather --out " + scratch_dir("bench_collectives_bad") + "/x.h5");
+      2, "bench allreduce --backend mpi --collective gather --out " + scratch_dir("bench_collectives_bad") + "/x.h5");
   EXPECT_NE(bad.rc, 0);
   EXPECT_NE(bad.output.find("unknown collective 'gather'"), std::string::npos) << bad.output;
 }

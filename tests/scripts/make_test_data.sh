@@ -30,15 +30,15 @@ run() {  # name, command...
   exit 1
 }
 
-run model "$bin" bench model --device cpu --sizes tiny --contexts 32,64 --precisions fp32 \
+run model "$bin" bench model --device cpu --model tiny --context-length 32,64 --precision fp32 \
   --attention naive,flash --warmup 0,1 --steps 2 --batch-size 2 --breakdown --memory-profile \
   --out "$out/model.h5"
-run attention "$bin" bench attention --device cpu --study flash --seq 32,64 --head-dim 16,32 --dtype fp32 \
-  --batch 1 --heads 2 --warmup 1 --iters 2 --out "$out/attention.h5"
-run allreduce "${mpi[@]}" "$bin" bench allreduce --backend mpi --sizes 4K,64K,1M --iters 3 --warmup 1 \
-  --collectives all_reduce,reduce_scatter,all_gather,broadcast \
+run attention "$bin" bench attention --device cpu --study flash --context-length 32,64 --head-dim 16,32 --precision fp32 \
+  --batch-size 1 --num-heads 2 --warmup 1 --steps 2 --out "$out/attention.h5"
+run allreduce "${mpi[@]}" "$bin" bench allreduce --backend mpi --bytes 4K,64K,1M --steps 3 --warmup 1 \
+  --collective all_reduce,reduce_scatter,all_gather,broadcast \
   --out "$out/allreduce.h5"
-run ddp "${mpi[@]}" "$bin" bench ddp --device cpu --model tiny --context 32 --batch 2 \
+run ddp "${mpi[@]}" "$bin" bench ddp --device cpu --model tiny --context-length 32 --batch-size 2 \
   --ddp none,naive,flat,overlap,bucketed --bucket-mb 0,0.1,1,10 --shard-optimizer broadcast,zero1 \
   --grad-comm fp32,bf16 --zero1-prefetch on,off --steps 2 --warmup 1 --out "$out/ddp.h5"
 run train "$bin" train --device cpu --model tiny --context-length 32 --batch-size 2 --steps 6 \

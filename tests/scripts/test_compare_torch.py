@@ -20,7 +20,7 @@ def test_parameter_count_of_the_small_model():
 def test_row_arithmetic():
     sys.path.insert(0, SCRIPTS)
     import compare_torch as ct
-    args = ct.parse_args(["--sizes", "xl", "--out", "/nonexistent/x.h5"])
+    args = ct.parse_args(["--model", "xl", "--out", "/nonexistent/x.h5"])
     measured = {"forward_ms_mean": 50.0, "forward_ms_sd": 1.0, "backward_ms_mean": 100.0, "backward_ms_sd": 1.0,
                 "optimizer_ms_mean": 16.0, "optimizer_ms_sd": 0.5, "step_ms_mean": 166.0, "step_ms_sd": 2.0,
                 "first_step_ms": 900.0, "peak_memory_bytes": 40 << 30}

@@ -18,14 +18,13 @@ def test_help_without_torch(tmp_path, script, words):
     assert "usage:" in proc.stdout and all(w in proc.stdout for w in words), proc.stdout
 
 
-# Refusals both scripts share, with each script's spelling of the option (default --<key>).
-SHARED = [("size", "huge", "unknown size 'huge'"), ("precision", "fp16", "unknown precision 'fp16'"),
+# Refusals both scripts share, spelled alike in both (and as paratrain spells them).
+SHARED = [("model", "huge", "unknown size 'huge'"), ("precision", "fp16", "unknown precision 'fp16'"),
           ("attention", "flash", "--attention must be naive or sdpa"), ("steps", "0", "--steps")]
-SPELLING = {MODEL: {"size": "--sizes", "precision": "--precisions"}, DDP: {"size": "--model", "precision": "--precision"}}
-OWN = [(MODEL, ["--variants", "jit"], "unknown variant 'jit'"), (MODEL, ["--contexts", "5x"], "--contexts"),
+OWN = [(MODEL, ["--variants", "jit"], "unknown variant 'jit'"), (MODEL, ["--context-length", "5x"], "--context-length"),
        (DDP, ["--strategies", "fsdp"], "unknown strategy 'fsdp'"), (DDP, ["--strategies", ","], "at least one value"),
        (DDP, ["--bucket-mb", "0"], "--bucket-mb must be positive")]
-BAD = [(s, [SPELLING[s].get(key, f"--{key}"), value], message) for s in (MODEL, DDP) for key, value, message in SHARED]
+BAD = [(s, [f"--{key}", value], message) for s in (MODEL, DDP) for key, value, message in SHARED]
 
 
 @pytest.mark.parametrize("script, args, message", BAD + OWN)

@@ -215,7 +215,7 @@ def test_sigusr1_to_mpirun_stops_every_rank_at_the_same_step(tmp_path):
 
 def test_a_signal_outside_training_ends_at_once_without_leftovers(tmp_path):
     # bench has no step boundary to stop at: the first signal ends it, exit 128 + signal.
-    proc = start([BIN, "bench", "model", "--sizes", "tiny", "--precisions", "fp32", "--attention", "naive",
+    proc = start([BIN, "bench", "model", "--model", "tiny", "--precision", "fp32", "--attention", "naive",
                   "--steps", "100000", "--warmup", "0", "--device", "cpu", "--out", str(tmp_path / "b.h5")], {}, tmp_path)
     time.sleep(1.5)
     proc.send_signal(signal.SIGTERM)
@@ -342,7 +342,7 @@ def test_train_piped_into_head_exits_75_not_141(tmp_path):
 
 def test_a_bench_whose_stdout_closes_goes_on_and_writes_its_record(tmp_path):
     out = str(tmp_path / "b.h5")
-    cmd = " ".join([BIN, "bench", "model", "--sizes", "tiny", "--contexts", "16,32,64", "--precisions", "fp32",
+    cmd = " ".join([BIN, "bench", "model", "--model", "tiny", "--context-length", "16,32,64", "--precision", "fp32",
                     "--attention", "naive", "--steps", "1", "--warmup", "0", "--device", "cpu", "--out", out])
     proc = subprocess.run(["bash", "-c", "set -o pipefail; " + cmd + " | head -1"], capture_output=True, text=True,
                           timeout=TIMEOUT_S, cwd=tmp_path)

@@ -89,7 +89,7 @@ def test_a_step_runs_logs_and_packs_its_results(tmp_path):
     assert proc.returncode == 0, proc.stderr
     calls = log.read_text().splitlines()
     assert calls[0] == "paratrain_tests_gpu --gtest_color=no gpu="
-    assert calls[1].startswith("paratrain bench model --sizes xl --contexts 512 --precisions fp32 --attention naive")
+    assert calls[1].startswith("paratrain bench model --model xl --context-length 512 --precision fp32 --attention naive")
     assert f"--out {tmp_path}/results/model_xl_fp32.h5 --overwrite" in calls[1]
     summary = (tmp_path / "out" / "summary.txt").read_text().splitlines()
     assert [line.split()[:2] for line in summary[:2]] == [["gpu-tests", "rc=0"], ["model-xl", "rc=0"]]

@@ -189,7 +189,7 @@ def test_resume_auto_starts_afresh_then_finishes_and_a_requeue_after_the_end_doe
 def test_a_resumed_run_never_continues_a_record_of_another_kind(tmp_path):
     ck = _checkpoint(tmp_path)
     other = str(tmp_path / "bench.h5")
-    subprocess.run([BIN, "bench", "model", "--sizes", "tiny", "--contexts", "16", "--precisions", "fp32", "--attention",
+    subprocess.run([BIN, "bench", "model", "--model", "tiny", "--context-length", "16", "--precision", "fp32", "--attention",
                     "naive", "--warmup", "0", "--steps", "1", "--batch-size", "1", "--device", "cpu", "--out", other],
                    check=True, capture_output=True, timeout=TIMEOUT_S)
     before = sha(other)
@@ -226,7 +226,7 @@ def test_jsonl_lines_parse_and_match_the_record(tmp_path):
 
 def test_benchmarks_report_configuration_k_of_n_and_json_lines_that_match_the_record(tmp_path):
     out = str(tmp_path / "bm.h5")
-    text = subprocess.run([BIN, "bench", "model", "--sizes", "tiny", "--contexts", "16,32", "--precisions", "fp32",
+    text = subprocess.run([BIN, "bench", "model", "--model", "tiny", "--context-length", "16,32", "--precision", "fp32",
                            "--attention", "naive", "--warmup", "0,1", "--steps", "1", "--batch-size", "1", "--device", "cpu",
                            "--out", out], capture_output=True, text=True, timeout=TIMEOUT_S, check=True).stdout
     lines = [l for l in text.splitlines() if l.startswith("[")]
@@ -234,8 +234,8 @@ def test_benchmarks_report_configuration_k_of_n_and_json_lines_that_match_the_re
     assert all("elapsed " in l and "eta " in l for l in lines)
     # JSON lines from 2 MPI ranks: rank 0 alone writes them.
     log, rec = str(tmp_path / "ar.jsonl"), str(tmp_path / "ar.h5")
-    proc = subprocess.run([*MPI, "2", BIN, "bench", "allreduce", "--backend", "mpi", "--sizes", "64K,1M", "--collectives",
-                           "all_reduce,broadcast", "--iters", "2", "--warmup", "1", "--out", rec, "--log-format", "jsonl",
+    proc = subprocess.run([*MPI, "2", BIN, "bench", "allreduce", "--backend", "mpi", "--bytes", "64K,1M", "--collective",
+                           "all_reduce,broadcast", "--steps", "2", "--warmup", "1", "--out", rec, "--log-format", "jsonl",
                            "--log-file", log], capture_output=True, text=True, timeout=TIMEOUT_S, check=True)
     events = [json.loads(l) for l in proc.stdout.splitlines()]
     assert events == [json.loads(l) for l in open(log)]
