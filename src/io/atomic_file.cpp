@@ -14,6 +14,7 @@
 #include <cstring>
 #include <map>
 
+#include "core/env.h"
 #include "core/error.h"
 #include "core/interrupt.h"
 
@@ -164,10 +165,7 @@ void write_atomically(const std::string& path, bool replace, const std::string& 
 
 namespace {
 
-std::string env_or_empty(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
-}
+std::string env_or_empty(const char* name) { return env::text(name).value_or(""); }
 
 // Who holds a lock: "key=value" lines the holder wrote into the lock file.
 std::map<std::string, std::string> read_holder(int fd) {

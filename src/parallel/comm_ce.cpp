@@ -91,7 +91,8 @@ void cu_check(CUresult rc, const std::string& what) {
 
 // Milestone kinds (the rows of each rank's flag array).
 enum Milestone : int { kReady = 0, kReduced = 1, kDone = 2, kMilestones = 3 };
-constexpr int64_t kPieceBytes = int64_t(8) << 20;  // a pull's size: staging stays small, pulls stay long
+constexpr int64_t kPieceBytes =
+    int64_t(8) << 20;  // a multiple of every element size  // a pull's size: staging stays small, pulls stay long
 
 // Rank r's chunk of n elements: [n·r/W, n·(r+1)/W).
 int64_t chunk_begin(int64_t n, int r, int world) { return n * r / world; }
@@ -147,6 +148,9 @@ class CeCommunicator : public Communicator, public StreamWorkOwner {
     PT_CUDA_CHECK(cudaMemsetAsync(flags_.data(), 0, flags_.nbytes(), stream_));
     PT_CUDA_CHECK(cudaStreamSynchronize(stream_));
     open_region(flags_, "ce flags", /*is_flags=*/true);
+    // Two slots of one kPieceBytes piece per peer, whatever the element type: allocated once.
+    staging_ =
+        Tensor::empty({2 * (world_ - 1) * kPieceBytes / 4}, DType::U32, device_, "ce_staging", MemCategory::Workspace);
     nccl_->barrier();
   }
 
@@ -440,7 +444,6 @@ class CeCommunicator : public Communicator, public StreamWorkOwner {
     const int64_t c0 = lo + chunk_begin(n, rank_, world_), c1 = lo + chunk_begin(n, rank_ + 1, world_);
     const size_t esize = dtype_size(t.dtype());
     const int64_t piece = std::max<int64_t>(1, kPieceBytes / int64_t(esize));
-    ensure_staging(2 * (world_ - 1) * piece * int64_t(esize));
     fork();
     for (int q = 0; q < world_; ++q)
       if (q != rank_) wait_flag(copy_[q], kReady, q, k);
@@ -486,13 +489,6 @@ class CeCommunicator : public Communicator, public StreamWorkOwner {
                                       size_t(c1 - c0) * esize, cudaMemcpyDeviceToDevice, copy_[q]));
       finish_reading(q, k);
     }
-  }
-
-  void ensure_staging(int64_t bytes) {
-    if (staging_.defined() && int64_t(staging_.nbytes()) >= bytes) return;
-    // The old slots may still be read by queued work: let it finish first.
-    if (staging_.defined()) PT_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    staging_ = Tensor::empty({(bytes + 3) / 4}, DType::U32, device_, "ce_staging", MemCategory::Workspace);
   }
 
   Context& ctx_;

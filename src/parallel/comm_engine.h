@@ -14,7 +14,6 @@ namespace pt::parallel {
 enum class CommEngine { NCCL, CE, Auto };
 CommEngine comm_engine_from_name(const std::string& name);  // "nccl" | "ce" | "auto"; throws on others
 const char* comm_engine_name(CommEngine e);
-const char* comm_engine_names_text();  // "nccl, ce or auto"
 
 // The copy engines cannot serve these ranks (another node, no peer mapping, no stream memory
 // operations): --comm-engine auto falls back to NCCL, ce stops with the reason.

@@ -26,7 +26,6 @@ constexpr EnumName<CommEngine> kEngines[] = {
 
 CommEngine comm_engine_from_name(const std::string& name) { return enum_from_name(kEngines, name, "--comm-engine"); }
 const char* comm_engine_name(CommEngine e) { return enum_name(kEngines, e); }
-const char* comm_engine_names_text() { return "nccl, ce or auto"; }
 
 Backend backend_from_name(const std::string& name) {
   return enum_from_name(kBackends, name, "the communication backend");

@@ -11,6 +11,7 @@
 #include <string>
 #include <thread>
 
+#include "core/env.h"
 #include "core/error.h"
 
 namespace pt::parallel {
@@ -19,15 +20,7 @@ namespace {
 std::unique_ptr<Runtime> g_runtime;
 
 // PARATRAIN_TEST_SPLIT_NODES (runtime.h): 1 when unset.
-int test_split_nodes() {
-  const char* env = std::getenv("PARATRAIN_TEST_SPLIT_NODES");
-  if (env == nullptr || *env == '\0') return 1;
-  char* end = nullptr;
-  const long v = std::strtol(env, &end, 10);
-  PT_CHECK(end != env && *end == '\0' && v >= 1 && v <= 1024,
-           std::string("PARATRAIN_TEST_SPLIT_NODES must be a whole number from 1 to 1024 (got '") + env + "')");
-  return static_cast<int>(v);
-}
+int test_split_nodes() { return static_cast<int>(env::integer("PARATRAIN_TEST_SPLIT_NODES", 1, 1024).value_or(1)); }
 }  // namespace
 
 Runtime& Runtime::init(int* argc, char*** argv) {
