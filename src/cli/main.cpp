@@ -31,7 +31,15 @@ void write_line(const std::string& line) {
 
 int main(int argc, char** argv) {
   pt::set_invocation(argc, argv);
-  auto& rt = pt::parallel::Runtime::init(&argc, &argv);
+  try {
+    pt::parallel::Runtime::init(&argc, &argv);
+  } catch (const std::exception& e) {  // a malformed PARATRAIN_TEST_SPLIT_NODES, say
+    if (pt::parallel::Runtime::initialized() && pt::parallel::Runtime::get().world_size() > 1)
+      pt::parallel::Runtime::get().abort("error: " + pt::error_text(e, false));
+    write_line("paratrain: error: " + pt::error_text(e, false));
+    return pt::kExitError;
+  }
+  auto& rt = pt::parallel::Runtime::get();
   pt::interrupt::install(rt.is_root());
   std::vector<std::string> args;
   bool verbose = false;
