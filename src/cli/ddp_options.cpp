@@ -65,4 +65,16 @@ DdpOptions resolve_ddp_options(const DdpOptions& o, int world) {
   return r;
 }
 
+DataParallelConfig data_parallel_config(const DdpOptions& resolved) {
+  DataParallelConfig c;
+  c.ddp = &parallel::strategy(resolved.ddp);
+  c.bucket_mb = resolved.bucket_mb;
+  c.shard = shard_mode_from_name(resolved.shard);
+  c.comm_sms = parse_comm_sms(resolved.comm_sms);
+  c.comm_engine = parallel::comm_engine_from_name(resolved.comm_engine);
+  c.grad_comm = parallel::grad_comm_from_name(resolved.grad_comm);
+  c.zero1_prefetch = parse_on_off(resolved.zero1_prefetch, "zero1-prefetch");
+  return c;
+}
+
 }  // namespace pt::cli

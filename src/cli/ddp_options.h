@@ -8,6 +8,7 @@
 
 #include "parallel/communicator.h"
 #include "parallel/grad_sync.h"
+#include "train/data_parallel.h"
 
 namespace pt::cli {
 
@@ -50,5 +51,9 @@ void add_ddp_options(boost::program_options::options_description& desc, DdpOptio
 // none, --grad-comm becomes fp32 (it has nothing to compress).
 // Throws pt::Error for unknown names, a negative bucket size, or sharding with --ddp none.
 DdpOptions resolve_ddp_options(const DdpOptions& o, int world);
+
+// Resolved options (resolve_ddp_options) as the library takes them: --ddp as its entry of
+// parallel::strategies().
+DataParallelConfig data_parallel_config(const DdpOptions& resolved);
 
 }  // namespace pt::cli

@@ -42,14 +42,6 @@ std::optional<po::variables_map> parse_or_help(const po::options_description& de
   return vm;
 }
 
-void check_same_on_every_rank(const std::string& value, const std::string& what) {
-  if (parallel::Runtime::get().world_size() <= 1) return;
-  const std::vector<std::string> all = parallel::all_gather_strings(value);
-  for (size_t r = 1; r < all.size(); ++r)
-    PT_CHECK(all[r] == all[0],
-             what + " differs between ranks: rank 0 has " + all[0] + ", rank " + std::to_string(r) + " has " + all[r]);
-}
-
 void check_ranks_agree(const po::variables_map& vm) {
   const auto& rt = parallel::Runtime::get();
   if (rt.world_size() <= 1) return;

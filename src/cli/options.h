@@ -10,6 +10,7 @@
 
 #include "core/context.h"
 #include "core/device.h"
+#include "parallel/host_collectives.h"
 
 namespace pt::cli {
 
@@ -26,9 +27,8 @@ std::optional<po::variables_map> parse_or_help(const po::options_description& de
 // once, on every rank, when any rank's options differ from rank 0's, naming the first option
 // that differs.
 void check_ranks_agree(const po::variables_map& vm);
-// The same for one value every rank must share (collective): `what` names it in the error,
-// e.g. "the token file 'data.npy'".
-void check_same_on_every_rank(const std::string& value, const std::string& what);
+// The same for one value every rank must share: parallel::check_same_on_every_rank.
+using parallel::check_same_on_every_rank;
 
 // Options every run shares; filled by add_run_options and read by resolve_run_options.
 struct RunOptions {

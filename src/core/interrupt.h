@@ -12,7 +12,7 @@
 //   async-signal-safe calls) and the exit code is 128 + signal. Start-up has nothing to save, and
 //   may be blocked (a file system, another rank), so it is never waited for.
 // - SIGPIPE is ignored: a write to a pipe whose reader has gone fails with EPIPE instead of
-//   killing the process without a record; train stops on it as on a signal (cli/run_log.h).
+//   killing the process without a record; train stops on it as on a signal (io/run_log.h).
 //
 // SIGKILL cannot be caught: its temporary files are found and removed by the next run that
 // writes the same output (io::write_atomically).

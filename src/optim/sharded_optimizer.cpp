@@ -171,38 +171,4 @@ void BroadcastShardedOptimizer::reduce_sumsq(Context& ctx, Tensor& sumsq) {
   comm_.all_reduce(sumsq, parallel::ReduceOp::Sum);
 }
 
-// ---- assembly -------------------------------------------------------------------------
-
-DataParallel make_data_parallel(Context& ctx, ParamStore& store, parallel::Communicator* comm, const std::string& ddp,
-                                double bucket_mb, ShardMode shard, const OptimizerConfig& cfg,
-                                parallel::GradComm grad_comm, bool zero1_prefetch, UpdateOverlap update_overlap,
-                                bool cuda_graph) {
-  DataParallel dp;
-  const auto params = trainable_params(store);
-  if (shard == ShardMode::None) {
-    dp.sync = parallel::make_grad_sync(ddp, ctx, store, comm, bucket_mb, grad_comm);
-    // Several ranks: auto stays off until the overlap is measured and tested beside NCCL's
-    // collectives on several GPUs; on runs it.
-    const UpdateOverlap overlap = comm && update_overlap == UpdateOverlap::Auto ? UpdateOverlap::Off : update_overlap;
-    dp.optimizer = make_update_optimizer(cfg, ctx, store, overlap, cuda_graph);
-    return dp;
-  }
-  PT_CHECK(update_overlap != UpdateOverlap::On,
-           std::string("--update-overlap on cannot run with --shard-optimizer ") + shard_mode_name(shard) +
-               " (the sharded update exchanges parameters after it): use --update-overlap off or auto");
-  PT_CHECK(comm != nullptr,
-           std::string("--shard-optimizer ") + shard_mode_name(shard) + " needs a communicator (several ranks)");
-  PT_CHECK(ddp != "none", std::string("--shard-optimizer ") + shard_mode_name(shard) +
-                              " needs averaged gradients; it cannot run with --ddp none");
-  if (shard == ShardMode::Broadcast) {
-    dp.sync = parallel::make_grad_sync(ddp, ctx, store, comm, bucket_mb, grad_comm);
-    dp.optimizer = std::make_unique<BroadcastShardedOptimizer>(cfg, ctx, *comm, per_parameter_ranges(params));
-  } else {
-    auto layout = parallel::zero1_layout(ddp, store, comm->world_size(), bucket_mb);
-    dp.sync = parallel::make_zero1_sync(ddp, ctx, store, *comm, layout, grad_comm);
-    dp.optimizer = std::make_unique<Zero1Optimizer>(cfg, ctx, *comm, store, layout, zero1_prefetch);
-  }
-  return dp;
-}
-
 }  // namespace pt

@@ -68,25 +68,4 @@ class BroadcastShardedOptimizer : public Optimizer {
   std::vector<Run> runs_;  // the broadcasts after each step, in buffer order
 };
 
-// What a data-parallel run needs: the gradient-sync strategy and the optimizer.
-//   shard none:      make_grad_sync(ddp) + the ordinary optimizer over all trainable ranges,
-//                    its update deferred under the next forward as update_overlap and
-//                    cuda_graph allow (make_update_optimizer; auto is off with a communicator,
-//                    on is refused for the sharded modes)
-//   shard broadcast: make_grad_sync(ddp) + BroadcastShardedOptimizer
-//   shard zero1:     on one parallel::zero1_layout(ddp, bucket_mb): parallel::Zero1Sync (naive/flat: one
-//                    reduce-scatter after backward; overlap/bucketed: one per bucket, during
-//                    backward) + Zero1Optimizer (its all-gathers prefetched for the next
-//                    forward unless zero1_prefetch is false)
-// Sharding needs a communicator and gradient averaging (ddp "none" is rejected). grad_comm
-// (--grad-comm) reaches the gradient sync of every mode; the parameter exchange stays fp32.
-struct DataParallel {
-  std::unique_ptr<parallel::GradSync> sync;
-  std::unique_ptr<Optimizer> optimizer;
-};
-DataParallel make_data_parallel(Context& ctx, ParamStore& store, parallel::Communicator* comm, const std::string& ddp,
-                                double bucket_mb, ShardMode shard, const OptimizerConfig& cfg,
-                                parallel::GradComm grad_comm = parallel::GradComm::FP32, bool zero1_prefetch = true,
-                                UpdateOverlap update_overlap = UpdateOverlap::Off, bool cuda_graph = false);
-
 }  // namespace pt

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "parallel/bounded_wait.h"
 #include "parallel/communicator.h"
+#include "parallel/runtime.h"
 
 namespace pt::parallel {
 
@@ -209,6 +210,14 @@ void gather_pieces_to_root(std::vector<char>& whole, const std::vector<BytePiece
         comm_fatal("host gather of optimizer state to rank 0",
                    "not complete after " + std::to_string(static_cast<int>(s)) + " s");
       });
+}
+
+void check_same_on_every_rank(const std::string& value, const std::string& what) {
+  if (Runtime::get().world_size() <= 1) return;
+  const std::vector<std::string> all = all_gather_strings(value);
+  for (size_t r = 1; r < all.size(); ++r)
+    PT_CHECK(all[r] == all[0],
+             what + " differs between ranks: rank 0 has " + all[0] + ", rank " + std::to_string(r) + " has " + all[r]);
 }
 
 }  // namespace pt::parallel

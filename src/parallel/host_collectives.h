@@ -25,6 +25,10 @@ RankSpread spread_over_ranks(double v);
 // MPI is not running (before init, after finalize).
 std::vector<std::string> all_gather_strings(const std::string& mine);
 
+// With several ranks (collective): the job ends at once, on every rank, when a rank's `value`
+// differs from rank 0's; `what` names it in the error, e.g. "the token file 'data.npy'".
+void check_same_on_every_rank(const std::string& value, const std::string& what);
+
 // Every rank's list on rank 0, in rank order (lengths may differ between ranks); the other
 // ranks get an empty result. Strings must not contain NUL bytes.
 std::vector<std::vector<double>> gather_to_root(const std::vector<double>& mine);

@@ -15,6 +15,7 @@
 #include "optim/optimizer_state.h"
 #include "optim/sharded_optimizer.h"
 #include "parallel/grad_sync.h"
+#include "train/data_parallel.h"
 #include "train/train_step.h"
 
 namespace pt {

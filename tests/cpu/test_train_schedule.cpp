@@ -4,14 +4,14 @@
 
 #include <string>
 
-#include "cli/train_resume.h"
 #include "optim/optimizer.h"
+#include "train/resume.h"
 
 namespace pt {
 namespace {
 
-using cli::schedule_length;
-using cli::schedule_notice;
+using train::schedule_length;
+using train::schedule_notice;
 
 io::CheckpointInfo checkpoint(const std::string& cosine_steps, const std::string& steps) {
   io::CheckpointInfo info;
@@ -32,7 +32,7 @@ TEST(ResumeSchedule, AFreshRunTakesCosineStepsOrSteps) {
 TEST(ResumeSchedule, AResumedRunKeepsItsCheckpointsLengthWhateverStepsSays) {
   const io::CheckpointInfo ck = checkpoint("10", "10");
   // Not given: cosine_steps holds the adopted value, but the checkpoint's is what counts.
-  const cli::ScheduleLength s = schedule_length(10, false, 20, &ck);
+  const train::ScheduleLength s = schedule_length(10, false, 20, &ck);
   EXPECT_EQ(s.steps, 10);
   EXPECT_EQ(s.changed_from, 0);
   const std::string note = schedule_notice(s, 10, 20, ck, lr);
@@ -44,7 +44,7 @@ TEST(ResumeSchedule, AResumedRunKeepsItsCheckpointsLengthWhateverStepsSays) {
 
 TEST(ResumeSchedule, CosineStepsGivenAgainChangesItWithAWarning) {
   const io::CheckpointInfo ck = checkpoint("10", "10");
-  const cli::ScheduleLength s = schedule_length(20, true, 20, &ck);
+  const train::ScheduleLength s = schedule_length(20, true, 20, &ck);
   EXPECT_EQ(s.steps, 20);
   EXPECT_EQ(s.changed_from, 10);
   const std::string w = schedule_notice(s, 10, 20, ck, lr);

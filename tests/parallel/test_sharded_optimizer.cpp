@@ -14,6 +14,7 @@
 #include "parallel/dist_util.h"
 #include "parallel/host_collectives.h"
 #include "toy_training.h"
+#include "train/data_parallel.h"
 
 namespace pt::test {
 namespace {

@@ -11,6 +11,7 @@
 #include "parallel/dist_util.h"
 #include "parallel/grad_sync.h"
 #include "parallel/strategies.h"
+#include "train/data_parallel.h"
 #include "train/train_step.h"
 
 namespace pt::test {

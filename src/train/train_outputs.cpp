@@ -1,4 +1,4 @@
-#include "cli/train_outputs.h"
+#include "train/train_outputs.h"
 
 #include <sys/stat.h>
 
@@ -10,7 +10,7 @@
 #include "core/error.h"
 #include "io/atomic_file.h"
 
-namespace pt::cli {
+namespace pt::train {
 
 namespace {
 
@@ -87,4 +87,4 @@ bool check_save_target(const std::string& save, bool overwrite, const std::strin
   return overwrite || own;
 }
 
-}  // namespace pt::cli
+}  // namespace pt::train

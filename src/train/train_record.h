@@ -2,7 +2,7 @@
 // The record of `train` (docs/HDF5_SCHEMA.md): one row per step in /train_steps and one per
 // segment in /train_segments — the part of a run one process ran: the first, then each resume.
 // A resumed run whose --out is its own record (the same run id as the checkpoint it resumes
-// from: cli/train_outputs.h) continues it instead of being refused because it exists: the rows
+// from: train/train_outputs.h) continues it instead of being refused because it exists: the rows
 // of the steps up to the one it starts from are kept (later ones, which it runs again, are
 // dropped) and so are the earlier segments. Another run's record, or any record when `--resume
 // auto` starts afresh, is refused unless --overwrite replaces it. Rank 0 reads and writes; the
@@ -13,7 +13,7 @@
 #include "io/run_record.h"
 #include "io/table.h"
 
-namespace pt::cli {
+namespace pt::train {
 
 class TrainRecord {
  public:
@@ -42,4 +42,4 @@ class TrainRecord {
   size_t segment_row_ = 0;  // this process's row of segments_
 };
 
-}  // namespace pt::cli
+}  // namespace pt::train

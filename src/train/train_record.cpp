@@ -1,4 +1,4 @@
-#include "cli/train_record.h"
+#include "train/train_record.h"
 
 #include <cstdint>
 #include <cstdlib>
@@ -10,7 +10,7 @@
 #include "io/record_reader.h"
 #include "parallel/runtime.h"
 
-namespace pt::cli {
+namespace pt::train {
 
 namespace {
 
@@ -154,4 +154,4 @@ void TrainRecord::commit(const std::string& status, int64_t last_step, double fi
   if (root_) record_.commit();
 }
 
-}  // namespace pt::cli
+}  // namespace pt::train

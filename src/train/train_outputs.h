@@ -8,7 +8,7 @@
 
 #include "io/checkpoint.h"
 
-namespace pt::cli {
+namespace pt::train {
 
 // A new run id: 32 hex digits from the system's random source.
 std::string new_run_id();
@@ -33,4 +33,4 @@ void refuse_shared_names(const TrainFiles& f);
 bool check_save_target(const std::string& save, bool overwrite, const std::string& resumed_from,
                        const std::string& resumed_run_id);
 
-}  // namespace pt::cli
+}  // namespace pt::train

@@ -1,0 +1,56 @@
+#pragma once
+// Data parallelism assembled: the gradient-sync strategy (parallel/) and the optimizer that
+// goes with it (optim/), one choice made in one place for train and bench ddp.
+#include <memory>
+#include <string>
+
+#include "core/context.h"
+#include "optim/deferred_update.h"
+#include "optim/optimizer.h"
+#include "optim/sharded_optimizer.h"
+#include "parallel/comm_engine.h"
+#include "parallel/communicator.h"
+#include "parallel/grad_sync.h"
+#include "parallel/strategies.h"
+
+namespace pt {
+
+// --ddp, --bucket-mb, --shard-optimizer, --comm-sms, --comm-engine, --grad-comm and
+// --zero1-prefetch, resolved (cli/ddp_options.h turns the options into it).
+struct DataParallelConfig {
+  const parallel::StrategySpec* ddp = &parallel::strategy("none");  // an entry of parallel::strategies()
+  double bucket_mb = parallel::kDefaultBucketMB;
+  ShardMode shard = ShardMode::None;
+  int comm_sms = parallel::kCommSmsAuto;  // NCCL's CTAs a collective (kCommSmsAuto: by GPU)
+  parallel::CommEngine comm_engine = parallel::CommEngine::NCCL;
+  parallel::GradComm grad_comm = parallel::GradComm::FP32;
+  bool zero1_prefetch = true;
+};
+
+// What a data-parallel run needs: the gradient-sync strategy and the optimizer.
+//   shard none:      make_grad_sync(ddp) + the ordinary optimizer over all trainable ranges,
+//                    its update deferred under the next forward as update_overlap and
+//                    cuda_graph allow (make_update_optimizer; auto is off with a communicator,
+//                    on is refused for the sharded modes)
+//   shard broadcast: make_grad_sync(ddp) + BroadcastShardedOptimizer
+//   shard zero1:     on one parallel::zero1_layout(ddp, bucket_mb): parallel::Zero1Sync (naive/flat: one
+//                    reduce-scatter after backward; overlap/bucketed: one per bucket, during
+//                    backward) + Zero1Optimizer (its all-gathers prefetched for the next
+//                    forward unless zero1_prefetch is false)
+// Sharding needs a communicator and gradient averaging (ddp "none" is rejected). grad_comm
+// (--grad-comm) reaches the gradient sync of every mode; the parameter exchange stays fp32.
+struct DataParallel {
+  std::unique_ptr<parallel::GradSync> sync;
+  std::unique_ptr<Optimizer> optimizer;
+};
+DataParallel make_data_parallel(Context& ctx, ParamStore& store, parallel::Communicator* comm, const std::string& ddp,
+                                double bucket_mb, ShardMode shard, const OptimizerConfig& cfg,
+                                parallel::GradComm grad_comm = parallel::GradComm::FP32, bool zero1_prefetch = true,
+                                UpdateOverlap update_overlap = UpdateOverlap::Off, bool cuda_graph = false);
+
+// The same from a resolved configuration.
+DataParallel make_data_parallel(Context& ctx, ParamStore& store, parallel::Communicator* comm,
+                                const DataParallelConfig& dp, const OptimizerConfig& cfg, UpdateOverlap update_overlap,
+                                bool cuda_graph);
+
+}  // namespace pt
