@@ -279,7 +279,7 @@ int run_bench_ddp(const std::vector<std::string>& args) {
       ("attention", po::value(&attention)->default_value(attention), "naive or flash")
       ("optimizer", po::value(&optimizer)->default_value(optimizer), "adamw or sgd")
       ("ddp", po::value(&ddp_words)->multitoken(),
-       "strategies to time (default none,naive,flat,overlap,bucketed); none is the floor")
+       ("strategies to time (default: all of " + parallel::strategy_names_text() + "); none is the floor").c_str())
       ("bucket-mb", po::value(&bucket_words)->multitoken(),
        "bucket caps for bucketed, MiB (default 1,10,100,1000; 0 = one bucket per parameter)")
       ("shard-optimizer", po::value(&shard_words)->multitoken(),

@@ -14,7 +14,7 @@ void add_ddp_options(po::options_description& desc, DdpOptions& o) {
   // clang-format off
   desc.add_options()
       ("ddp", po::value(&o.ddp)->default_value(o.ddp),
-       "gradient sync: none, naive, flat, overlap, bucketed, or auto (bucketed with several ranks)")
+       ("gradient sync: auto (bucketed with several ranks), " + parallel::strategy_names_text()).c_str())
       ("bucket-mb", po::value(&o.bucket_mb)->default_value(o.bucket_mb),
        "bucketed: cap per bucket in MiB of fp32 gradients (PyTorch DDP's 25); 0: a bucket per "
        "parameter")
