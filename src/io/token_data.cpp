@@ -265,7 +265,7 @@ TokenFile::TokenFile(const std::string& path, int64_t vocab_size, BinTokens head
   }
   try {
     const auto* bytes = static_cast<const unsigned char*>(map_);
-    // The format by content first (docs/HDF5_SCHEMA.md, "Token files"): the NumPy magic, then an
+    // The format by content first (data/README.md, "Token formats"): the NumPy magic, then an
     // llm.c magic, whatever the name; a name ending in .npy must have the NumPy magic; only a file
     // with neither magic and a name ending in .bin is headerless raw tokens.
     const bool npy_magic = has_npy_magic(bytes, map_bytes_);

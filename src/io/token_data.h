@@ -1,10 +1,10 @@
 #pragma once
-// Token files, validated once at open and read with pread, and the batch sampler that cuts
-// (input, target) windows. Formats, recognised by content first (docs/HDF5_SCHEMA.md, "Token
-// files"): .npy (1-D <u2, <u4, <i4 or <i8) by its magic; llm.c's .bin (a header of 256 int32:
-// magic, version, token count; gpt-2's uint16 and llama-3's uint32 tokens) by its magic; and,
-// with neither magic, a file named .bin as raw little-endian tokens, uint16 as nanoGPT writes
-// them unless --bin-dtype uint32 says otherwise.
+// Token files, validated once at open and read with pread (or from a memory map), the batch
+// sampler that cuts (input, target) windows, and the validation batches. Formats, recognised by
+// content first (data/README.md, "Token formats"): .npy (1-D <u2, <u4, <i4 or <i8) by its magic;
+// llm.c's .bin (a header of 256 int32: magic, version, token count; gpt-2's uint16 and llama-3's
+// uint32 tokens) by its magic; and, with neither magic, a file named .bin as raw little-endian
+// tokens, uint16 as nanoGPT writes them unless --bin-dtype uint32 says otherwise.
 #include <sys/types.h>
 
 #include <cstdint>

@@ -181,7 +181,7 @@ TEST_F(IoTokenFile, ReadsLlmcHeaderedBinFiles) {
   EXPECT_ERROR_HAS(TokenFile(path("count.bin"), 50257), "count.bin", "promises 9 tokens but 5 follow");
 }
 
-// The format comes from the content first (docs/HDF5_SCHEMA.md, "Token files"): a magic decides,
+// The format comes from the content first (data/README.md, "Token formats"): a magic decides,
 // whatever the name; only a file with no magic and a name ending in .bin is raw tokens.
 TEST_F(IoTokenFile, FormatIsRecognisedByContentBeforeName) {
   const std::vector<uint16_t> ids = {7, 8, 9, 10, 11};
