@@ -23,16 +23,6 @@ using test::bytes_of;
 using test::write_npy;
 using test::write_npy_raw;
 
-using test::error_of;
-
-#define EXPECT_ERROR_HAS(stmt, ...)                                                           \
-  do {                                                                                        \
-    const std::string msg_ = error_of([&] { stmt; });                                         \
-    EXPECT_FALSE(msg_.empty()) << "no error from " #stmt;                                     \
-    for (const char* part_ : {__VA_ARGS__})                                                   \
-      EXPECT_NE(msg_.find(part_), std::string::npos) << "'" << part_ << "' not in: " << msg_; \
-  } while (0)
-
 class IoTokenFile : public ::testing::Test {
  protected:
   void SetUp() override { dir_ = test::scratch_dir(::testing::UnitTest::GetInstance()->current_test_info()->name()); }

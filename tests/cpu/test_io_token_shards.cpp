@@ -19,15 +19,6 @@ namespace pt::io {
 namespace {
 
 using test::bytes_of;
-using test::error_of;
-
-#define EXPECT_ERROR_HAS(stmt, ...)                                                           \
-  do {                                                                                        \
-    const std::string msg_ = error_of([&] { stmt; });                                         \
-    EXPECT_FALSE(msg_.empty()) << "no error from " #stmt;                                     \
-    for (const char* part_ : {__VA_ARGS__})                                                   \
-      EXPECT_NE(msg_.find(part_), std::string::npos) << "'" << part_ << "' not in: " << msg_; \
-  } while (0)
 
 constexpr int64_t kVocab = 5000;
 
