@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "io/input_file.h"
+#include "io/sha256.h"
 
 namespace pt::io {
 
@@ -233,7 +234,7 @@ constexpr EnumName<BinTokens> kBinTokens[] = {{BinTokens::U16, "uint16"}, {BinTo
 BinTokens bin_tokens_from_name(const std::string& name) { return enum_from_name(kBinTokens, name, "--bin-dtype"); }
 const char* bin_tokens_name(BinTokens b) { return enum_name(kBinTokens, b); }
 
-TokenFile::TokenFile(const std::string& path, int64_t vocab_size, BinTokens headerless)
+TokenFile::TokenFile(const std::string& path, int64_t vocab_size, BinTokens headerless, TokenAccess access, bool sha256)
     : path_(path), vocab_(vocab_size) {
   const std::string what = "token file '" + path + "'";
   PT_CHECK(vocab_size > 0, what + ": vocabulary size must be positive");
@@ -264,7 +265,7 @@ TokenFile::TokenFile(const std::string& path, int64_t vocab_size, BinTokens head
   }
   try {
     const auto* bytes = static_cast<const unsigned char*>(map_);
-    // The format by content first (docs/HDF5_SCHEMA.md, "Token files"): the NumPy magic, then an
+    // The format by content first (data/README.md, "Token formats"): the NumPy magic, then an
     // llm.c magic, whatever the name; a name ending in .npy must have the NumPy magic; only a file
     // with neither magic and a name ending in .bin is headerless raw tokens.
     const bool npy_magic = has_npy_magic(bytes, map_bytes_);
@@ -337,11 +338,17 @@ TokenFile::TokenFile(const std::string& path, int64_t vocab_size, BinTokens head
       default: check_range<int64_t>(data_, count_, vocab_, what); break;
     }
     identity_ = hash_identity(static_cast<const unsigned char*>(map_), map_bytes_, count_, dtype_);
+    if (sha256) sha256_ = sha256_hex(map_, map_bytes_);
     data_offset_ = static_cast<size_t>(data_ - static_cast<const unsigned char*>(map_));
   } catch (...) {
     ::munmap(map_, map_bytes_);
     ::close(fd_);
     throw;
+  }
+  if (access == TokenAccess::Mapped) {  // read from the map from now on; no descriptor held
+    ::close(fd_);
+    fd_ = -1;
+    return;
   }
   // Checked: from here batches are read with pread, which reports a file another process
   // truncated as a short read, where a mapping would kill the process with SIGBUS.
@@ -350,11 +357,16 @@ TokenFile::TokenFile(const std::string& path, int64_t vocab_size, BinTokens head
   data_ = nullptr;
 }
 
-TokenFile::~TokenFile() { ::close(fd_); }
+TokenFile::~TokenFile() {
+  if (map_) ::munmap(map_, map_bytes_);
+  if (fd_ >= 0) ::close(fd_);
+}
 
 void TokenFile::check_unchanged() const {
   struct stat st {};
-  PT_CHECK(::fstat(fd_, &st) == 0, "token file '" + path_ + "': " + std::strerror(errno));
+  // A mapped file has no descriptor: its path is checked (a file replaced under it is a change).
+  PT_CHECK((fd_ >= 0 ? ::fstat(fd_, &st) : ::stat(path_.c_str(), &st)) == 0,
+           "token file '" + path_ + "': " + std::strerror(errno));
   PT_CHECK(st.st_size == opened_size_, "token file '" + path_ + "' changed while training: it is now " +
                                            std::to_string(st.st_size) + " bytes, " + std::to_string(opened_size_) +
                                            " when the run opened it (truncated or rewritten by another process)");
@@ -367,6 +379,15 @@ void TokenFile::read(int64_t start, int64_t n, int32_t* out) const {
   PT_CHECK(start >= 0 && n >= 0 && start + n <= count_, "token file '" + path_ + "': read of [" +
                                                             std::to_string(start) + ", " + std::to_string(start + n) +
                                                             ") is outside its " + std::to_string(count_) + " tokens");
+  if (data_) {  // TokenAccess::Mapped
+    switch (dtype_) {
+      case DType::U16: convert<uint16_t>(data_, start, n, out); break;
+      case DType::U32: convert<uint32_t>(data_, start, n, out); break;
+      case DType::I32: convert<int32_t>(data_, start, n, out); break;
+      default: convert<int64_t>(data_, start, n, out); break;
+    }
+    return;
+  }
   const size_t elem = dtype_size(dtype_), bytes = static_cast<size_t>(n) * elem;
   std::vector<unsigned char> buf(bytes);
   const off_t at = static_cast<off_t>(data_offset_ + static_cast<size_t>(start) * elem);
@@ -399,7 +420,7 @@ constexpr EnumName<Sampling> kSamplings[] = {{Sampling::Random, "random"}, {Samp
 Sampling sampling_from_name(const std::string& name) { return enum_from_name(kSamplings, name, "--sampling"); }
 const char* sampling_name(Sampling s) { return enum_name(kSamplings, s); }
 
-BatchSampler::BatchSampler(const TokenFile& data, const SamplerConfig& cfg) : data_(data), cfg_(cfg) {
+BatchSampler::BatchSampler(const TokenSource& data, const SamplerConfig& cfg) : data_(data), cfg_(cfg) {
   PT_CHECK(cfg.global_batch > 0, "--batch-size must be positive");
   PT_CHECK(cfg.context_length > 0, "--context-length must be positive");
   PT_CHECK(cfg.world >= 1 && cfg.rank >= 0 && cfg.rank < cfg.world, "sampler: bad rank/world");
@@ -407,7 +428,7 @@ BatchSampler::BatchSampler(const TokenFile& data, const SamplerConfig& cfg) : da
                                                   " is not divisible by the number of ranks (" +
                                                   std::to_string(cfg.world) + "); the global batch is split evenly");
   PT_CHECK(data.size() > cfg.context_length,  // (not size >= T + 1: T may be as large as int64_t goes)
-           "token file '" + data.path() + "' has " + std::to_string(data.size()) + " tokens; context length " +
+           data.what() + " has " + std::to_string(data.size()) + " tokens; context length " +
                std::to_string(cfg.context_length) + " needs more than " + std::to_string(cfg.context_length));
 }
 
@@ -444,6 +465,60 @@ TokenBatch BatchSampler::batch(int64_t step) const {
   b.targets.resize(b.inputs.size());
   fill(step, b.inputs.data(), b.targets.data());
   return b;
+}
+
+}  // namespace pt::io
+
+namespace pt::io {
+
+namespace {
+SamplerConfig validation_config(int64_t global_batch, int64_t context_length, int rank, int world) {
+  SamplerConfig c;
+  c.global_batch = global_batch;
+  c.context_length = context_length;
+  c.sampling = Sampling::Sequential;
+  c.rank = rank;
+  c.world = world;
+  return c;
+}
+}  // namespace
+
+ValidationBatches::ValidationBatches(const TokenSource& data, int64_t global_batch, int64_t context_length,
+                                     int64_t max_tokens, int rank, int world)
+    : sampler_(data, validation_config(global_batch, context_length, rank, world)) {
+  PT_CHECK(max_tokens >= 0, "--eval-tokens must not be negative");
+  const int64_t T = context_length, B = global_batch;
+  // Window k needs tokens up to k·T + T, so the source holds (n − 1) / T windows; batch i is
+  // step i of the sequential sampler, whose windows then never wrap.
+  const int64_t windows = (data.size() - 1) / T;
+  const int64_t budget = max_tokens > 0 ? max_tokens / T : windows;
+  count_ = std::min(windows, budget) / B;
+  const std::string batch = std::to_string(B) + " × " + std::to_string(T);
+  PT_CHECK(windows >= B, "validation data " + data.what() + " has " + std::to_string(data.size()) +
+                             " tokens, less than one batch of " + batch + " (it needs " + std::to_string(B * T + 1) +
+                             ")");
+  PT_CHECK(count_ > 0, "--eval-tokens " + std::to_string(max_tokens) + " is less than one validation batch of " +
+                           batch + " = " + std::to_string(B * T) + " tokens");
+}
+
+void ValidationBatches::check(int64_t i) const {
+  PT_CHECK(i >= 0 && i < count_,
+           "validation batch " + std::to_string(i) + " is outside [0, " + std::to_string(count_) + ")");
+}
+
+int64_t ValidationBatches::window_start(int64_t i, int64_t j) const {
+  check(i);
+  return sampler_.window_start(i, j);
+}
+
+void ValidationBatches::fill(int64_t i, int32_t* inputs, int32_t* targets) const {
+  check(i);
+  sampler_.fill(i, inputs, targets);
+}
+
+TokenBatch ValidationBatches::batch(int64_t i) const {
+  check(i);
+  return sampler_.batch(i);
 }
 
 }  // namespace pt::io

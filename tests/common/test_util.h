@@ -87,3 +87,12 @@ std::string source_path(const std::string& relative);
 std::string scratch_dir(const std::string& test_name);
 
 }  // namespace pt::test
+
+// Expects `stmt` to throw a pt::Error whose message holds every one of the strings that follow.
+#define EXPECT_ERROR_HAS(stmt, ...)                                                           \
+  do {                                                                                        \
+    const std::string msg_ = ::pt::test::error_of([&] { stmt; });                             \
+    EXPECT_FALSE(msg_.empty()) << "no error from " #stmt;                                     \
+    for (const char* part_ : {__VA_ARGS__})                                                   \
+      EXPECT_NE(msg_.find(part_), std::string::npos) << "'" << part_ << "' not in: " << msg_; \
+  } while (0)

@@ -23,16 +23,6 @@ using test::bytes_of;
 using test::write_npy;
 using test::write_npy_raw;
 
-using test::error_of;
-
-#define EXPECT_ERROR_HAS(stmt, ...)                                                           \
-  do {                                                                                        \
-    const std::string msg_ = error_of([&] { stmt; });                                         \
-    EXPECT_FALSE(msg_.empty()) << "no error from " #stmt;                                     \
-    for (const char* part_ : {__VA_ARGS__})                                                   \
-      EXPECT_NE(msg_.find(part_), std::string::npos) << "'" << part_ << "' not in: " << msg_; \
-  } while (0)
-
 class IoTokenFile : public ::testing::Test {
  protected:
   void SetUp() override { dir_ = test::scratch_dir(::testing::UnitTest::GetInstance()->current_test_info()->name()); }
@@ -181,7 +171,7 @@ TEST_F(IoTokenFile, ReadsLlmcHeaderedBinFiles) {
   EXPECT_ERROR_HAS(TokenFile(path("count.bin"), 50257), "count.bin", "promises 9 tokens but 5 follow");
 }
 
-// The format comes from the content first (docs/HDF5_SCHEMA.md, "Token files"): a magic decides,
+// The format comes from the content first (data/README.md, "Token formats"): a magic decides,
 // whatever the name; only a file with no magic and a name ending in .bin is raw tokens.
 TEST_F(IoTokenFile, FormatIsRecognisedByContentBeforeName) {
   const std::vector<uint16_t> ids = {7, 8, 9, 10, 11};
