@@ -9,7 +9,7 @@ import subprocess
 
 import numpy as np
 import pytest
-from conftest import REPO
+from conftest import REPO, run_without_torch
 from hf_check import default_tokens, max_rel_error, paratrain_logits
 from safetensors.numpy import load_file
 
@@ -155,3 +155,10 @@ def test_refusals(checkpoint, tmp_path):
     paratrain("export", "--checkpoint", checkpoint, "--out", out, "--overwrite", "--dtype", "bf16")
     assert json.loads((out / "config.json").read_text())["torch_dtype"] == "bfloat16"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["hf"]
+
+
+@pytest.mark.parametrize("script", ["hf_check.py", "sample.py"])
+def test_scripts_help_without_torch(script, tmp_path):
+    assert run_without_torch(script, ["--help"], tmp_path).returncode == 0
+    proc = run_without_torch(script, [tmp_path], tmp_path)  # a required option missing
+    assert proc.returncode == 2 and "required" in proc.stderr
