@@ -19,7 +19,7 @@ done
 # ---- system packages (apt) -------------------------------------------------------------------
 packages=(cmake ninja-build g++ openmpi-bin libopenmpi-dev libhdf5-dev hdf5-tools
           libboost-program-options-dev libopenblas-dev libgtest-dev python3-venv
-          libssl-dev nlohmann-json3-dev  # SHA-256 and manifest.json of token shards (src/io/token_shards.*)
+          libssl-dev nlohmann-json3-dev  # SHA-256 of token shards; JSON: manifests, the Hugging Face export
           clang-format      # the format check (scripts/check_format.sh, ctest test `format`)
           clang-tidy        # the C++ lint, the same version (scripts/check_tidy.sh, ctest test `clang-tidy`)
           slurm-wlm munge)  # slurm-wlm, munge: the local-Slurm test of the sweep scripts

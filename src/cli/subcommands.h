@@ -14,10 +14,11 @@ struct Subcommand {
   SubcommandFn run;
 };
 
-int run_train(const std::vector<std::string>& args);  // cli/train.cpp
-int run_bench(const std::vector<std::string>& args);  // cli/subcommands.cpp: bench <what> (bench_table.cpp)
-int run_demo(const std::vector<std::string>& args);   // cli/demo.cpp: demo <what>
-int run_plan(const std::vector<std::string>& args);   // cli/plan.cpp
+int run_train(const std::vector<std::string>& args);   // cli/train.cpp
+int run_bench(const std::vector<std::string>& args);   // cli/subcommands.cpp: bench <what> (bench_table.cpp)
+int run_demo(const std::vector<std::string>& args);    // cli/demo.cpp: demo <what>
+int run_plan(const std::vector<std::string>& args);    // cli/plan.cpp
+int run_export(const std::vector<std::string>& args);  // cli/export.cpp
 
 // `paratrain bench <what>`: one entry per benchmark.
 int run_bench_model(const std::vector<std::string>& args);      // cli/bench_model.cpp

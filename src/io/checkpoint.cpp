@@ -184,41 +184,48 @@ void save_checkpoint(const std::string& path, const ParamStore& params, Context&
   });
 }
 
-void load_weights(const std::string& path, ParamStore& params, Context& ctx) {
-  PT_CHECK(params.finalized(), "load_weights: the parameter store is not finalized");
+void read_tensors(const std::string& path, const std::vector<std::pair<std::string, Shape>>& wanted,
+                  const std::function<void(size_t index, const std::vector<float>& values)>& each) {
   h5::Id file = open_checkpoint(path);
-  std::vector<float> host(static_cast<size_t>(params.numel()));  // (numel) fp32, flat
+  std::vector<h5::Id> datasets;
   std::vector<std::string> problems;
-  for (const auto& up : params.params()) {
-    const Parameter& p = *up;
-    h5::Id d = try_open_dataset(file, p.name);
-    if (d < 0) {
-      problems.push_back("tensor '" + p.name + "' is missing (expected shape " + shape_str(p.shape) + ")");
-      continue;
-    }
-    const Shape found = h5::dataset_shape(d);
-    if (found != p.shape) {
-      problems.push_back("tensor '" + p.name + "' has shape " + shape_str(found) + ", expected " + shape_str(p.shape));
-      continue;
-    }
-    if (!is_float_dataset(d)) {
-      problems.push_back("tensor '" + p.name + "' holds " + stored_type(d) + ", not floating point (fp32 or fp64)");
-      continue;
-    }
-    if (p.numel > 0)
-      h5::read_dataset(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, host.data() + p.offset,
-                       what_of(path) + ": tensor '" + p.name + "'");
+  for (const auto& [name, shape] : wanted) {
+    h5::Id d = try_open_dataset(file, name);
+    if (d < 0)
+      problems.push_back("tensor '" + name + "' is missing (expected shape " + shape_str(shape) + ")");
+    else if (const Shape found = h5::dataset_shape(d); found != shape)
+      problems.push_back("tensor '" + name + "' has shape " + shape_str(found) + ", expected " + shape_str(shape));
+    else if (!is_float_dataset(d))
+      problems.push_back("tensor '" + name + "' holds " + stored_type(d) + ", not floating point (fp32 or fp64)");
+    datasets.push_back(std::move(d));
   }
   if (!problems.empty()) fail_with(what_of(path) + " does not match the model", problems);
-  for (const auto& up : params.params()) {
-    const Parameter& p = *up;
-    const int64_t i = first_nonfinite_index(host.data() + p.offset, p.numel);
-    if (i >= 0)
-      problems.push_back("tensor '" + p.name + "' holds " + std::to_string(host[size_t(p.offset + i)]) +
-                         " at element " + std::to_string(i));
+  std::vector<float> values;
+  for (size_t k = 0; k < wanted.size(); ++k) {
+    const auto& [name, shape] = wanted[k];
+    int64_t numel = 1;
+    for (const int64_t s : shape) numel *= s;
+    values.assign(static_cast<size_t>(numel), 0.0f);
+    if (numel > 0)
+      h5::read_dataset(datasets[k], H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, values.data(),
+                       what_of(path) + ": tensor '" + name + "'");
+    if (const int64_t i = first_nonfinite_index(values.data(), numel); i >= 0)
+      problems.push_back("tensor '" + name + "' holds " + std::to_string(values[size_t(i)]) + " at element " +
+                         std::to_string(i));
+    each(k, values);
   }
   if (!problems.empty())
     fail_with(what_of(path) + " holds non-finite weights (a diverged run saved it, or the file is damaged)", problems);
+}
+
+void load_weights(const std::string& path, ParamStore& params, Context& ctx) {
+  PT_CHECK(params.finalized(), "load_weights: the parameter store is not finalized");
+  std::vector<std::pair<std::string, Shape>> wanted;
+  for (const auto& up : params.params()) wanted.emplace_back(up->name, up->shape);
+  std::vector<float> host(static_cast<size_t>(params.numel()));  // (numel) fp32, flat
+  read_tensors(path, wanted, [&](size_t k, const std::vector<float>& values) {
+    std::copy(values.begin(), values.end(), host.begin() + params.params()[k]->offset);
+  });
   params.params_from_host(ctx, host);  // also refreshes the bf16 mirror
 }
 

@@ -3,8 +3,11 @@
 // per parameter at the root, named and shaped as in PyTorch; optimizer state in /optimizer;
 // the step, the data sampler's state and the model configuration as root attributes.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/context.h"
 #include "io/token_data.h"
@@ -43,6 +46,14 @@ void save_checkpoint(const std::string& path, const ParamStore& params, Context&
 // non-float tensors give one error naming each, with expected and found shapes; nothing is
 // changed then. Datasets the model does not have are ignored. Refreshes the bf16 mirror.
 void load_weights(const std::string& path, ParamStore& params, Context& ctx);
+
+// The tensors `wanted` (name, shape) of `path` as fp32, one at a time in the order given, to
+// `each(index into wanted, values)`: a model's size in host memory is never needed at once.
+// Missing, mis-shaped or non-float tensors give one error naming each, before any is read;
+// non-finite values one error naming each after the last (`each` has seen them by then: a
+// caller writes where a failure leaves nothing, or keeps what it read until the end).
+void read_tensors(const std::string& path, const std::vector<std::pair<std::string, Shape>>& wanted,
+                  const std::function<void(size_t index, const std::vector<float>& values)>& each);
 
 // Loads /optimizer into `opt`: the slice of each whole-model state tensor (of
 // trainable_numel elements) that its Optimizer::state_pieces() hold (a sharded optimizer reads
