@@ -267,10 +267,11 @@ TEST_P(ShardedDetailTest, GradCommReachesEveryShardingMode) {
   }
 }
 
-// With a bf16 mirror ZeRO-1 gathers the mirror, not the fp32 master: every step's loss, the
-// fp32 parameters (after a whole-buffer read) and the mirror equal unsharded bucketed training
-// on the tiny Transformer. Its RMSNorm weights are read in fp32 by every rank; were their
-// updates not shared, the next forward would differ at once.
+// With a bf16 mirror ZeRO-1 gathers the mirror, not the fp32 master. The tiny Transformer's
+// RMSNorm weights are read in fp32 by every rank: after each step every rank holds their owner's
+// updated values, bit for bit, with no whole-buffer read in between. The losses, the fp32
+// parameters and the mirror follow unsharded bucketed training (to a flipped bf16 rounding: the
+// two schedules' updates may differ in the last fp32 bit).
 TEST_P(ShardedDetailTest, Zero1GathersTheBf16MirrorAndEqualsUnshardedTraining) {
   if (!ctx().is_cuda()) GTEST_SKIP() << "a bf16 parameter mirror exists on CUDA only";
   PT_REQUIRE_EXACT_AVERAGE(world());
@@ -303,16 +304,23 @@ TEST_P(ShardedDetailTest, Zero1GathersTheBf16MirrorAndEqualsUnshardedTraining) {
       dp.sync->finish(ctx());
       dp.optimizer->step(ctx(), 0.01f);
       losses[m].push_back(loss.to_host_f64(ctx())[0]);
+      int read_in_fp32 = 0;
+      for (const auto& p : model.store().params()) {
+        if (!p->reads_master) continue;
+        ++read_in_fp32;
+        const auto v = p->data().to_host_f64(ctx());  // the parameter alone: no whole-buffer read
+        EXPECT_TRUE(mpi_all_true(v == mpi_bcast_from_root(v))) << p->name << " differs between ranks, step " << step;
+      }
+      EXPECT_EQ(read_in_fp32, 2 * tcfg.num_layers + 1) << "two norms a block and the final one";
     }
     master[m] = params_f64(ctx(), model.store());  // a whole-buffer read: gathers the fp32 master
     mirror[m] = model.store().flat_lowp().to_host_f64(ctx());
+    EXPECT_TRUE(mpi_all_true(master[m] == mpi_bcast_from_root(master[m]))) << "ranks' parameters disagree";
     EXPECT_TRUE(mpi_all_true(mirror[m] == mpi_bcast_from_root(mirror[m]))) << "ranks' mirrors disagree";
   }
-  // With 2 ranks every sum is a + b in either schedule: bit for bit.
-  const double tol = world() == 2 ? 0.0 : 1e-6;
-  PT_EXPECT_ALLCLOSE(losses[1], losses[0], tol, 0);
-  PT_EXPECT_ALLCLOSE(master[1], master[0], tol, 0);
-  PT_EXPECT_ALLCLOSE(mirror[1], mirror[0], tol, 0);
+  PT_EXPECT_ALLCLOSE(losses[1], losses[0], 1e-4, 0);
+  PT_EXPECT_ALLCLOSE(master[1], master[0], 1e-3, 1e-5);
+  PT_EXPECT_ALLCLOSE(mirror[1], mirror[0], 1e-2, 1e-4);
 }
 
 // --zero1-prefetch: step() leaves the all-gathers of every bucket in flight and the next forward
