@@ -70,8 +70,7 @@ void Zero1Optimizer::step(Context& ctx, float lr) {
     gather_packed(ctx);
     return;
   }
-  if (gather_mirror_) {
-    cast_own_chunks(ctx);
+  if (gather_mirror_) {             // the update wrote this rank's chunks of the mirror (Optimizer::cast_mirrors)
     share_master_read_params(ctx);  // first: the gathers would queue it behind them
     master_stale_ = true;
   }
@@ -107,13 +106,6 @@ void Zero1Optimizer::start_gathers_in_place() {
   Tensor params = flat.narrow(0, param_shift_, layout_->numel);
   gathers_ = all_gather_chunks(params);
   next_ = 0;
-}
-
-void Zero1Optimizer::cast_own_chunks(Context& ctx) {
-  for (const auto& [lo, hi] : layout_->owned(comm_.rank())) {
-    Tensor lowp = store_.flat_lowp().narrow(0, param_shift_ + lo, hi - lo);
-    ops::cast(ctx, lowp, store_.flat_params().narrow(0, param_shift_ + lo, hi - lo));
-  }
 }
 
 // Each element has one owner: the others contribute zeros, so the sum is the owner's value exactly.

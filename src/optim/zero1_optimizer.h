@@ -27,7 +27,7 @@ namespace pt {
 // read). Between steps only the compute stream may be synchronised with: waiting for the
 // communicator too would move the gathers' cost out of the step that pays it.
 // With a bf16 mirror (in place only) the gathers move the mirror, 2 bytes a parameter instead of
-// 4: each rank casts its own updated chunks, and nothing re-casts after a gather. The fp32 master
+// 4: the update writes the mirror of this rank's chunks, and nothing re-casts after a gather. The fp32 master
 // outside this rank's chunks is then stale. What reads it is served apart: the parameters some
 // module reads in fp32 (ParamRead::Master: the norm weights, a few thousand elements a layer)
 // get one small all-reduce per step before the gathers, and a whole-buffer read (a checkpoint,
@@ -70,9 +70,8 @@ class Zero1Optimizer : public Optimizer, public ParamReadListener {
   void wait_gathers_below(int64_t end);
   // This rank's chunks of `buf` (numel elements in gradient order) to everyone.
   std::vector<Gather> all_gather_chunks(Tensor& buf);
-  // bf16-mirror gathers: the mirror of this rank's chunks from its fp32 values; the fp32
-  // parameters read as Master to every rank; the whole fp32 master (before a whole-buffer read).
-  void cast_own_chunks(Context& ctx);
+  // bf16-mirror gathers: the fp32 parameters read as Master to every rank; the whole fp32
+  // master (before a whole-buffer read).
   void share_master_read_params(Context& ctx);
   void gather_master(Context& ctx);
 
