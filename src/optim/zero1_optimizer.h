@@ -27,8 +27,8 @@ namespace pt {
 // read). Between steps only the compute stream may be synchronised with: waiting for the
 // communicator too would move the gathers' cost out of the step that pays it.
 // With a bf16 mirror (in place only) the gathers move the mirror, 2 bytes a parameter instead of
-// 4: the update writes the mirror of this rank's chunks, and nothing re-casts after a gather. The fp32 master
-// outside this rank's chunks is then stale. What reads it is served apart: the parameters some
+// 4: the update writes the mirror of this rank's chunks, and nothing re-casts after a gather.
+// The fp32 master outside this rank's chunks is then stale. What reads it is served apart: the parameters some
 // module reads in fp32 (ParamRead::Master: the norm weights, a few thousand elements a layer)
 // get one small all-reduce per step before the gathers, and a whole-buffer read (a checkpoint,
 // a host copy) first all-gathers the fp32 master once.
