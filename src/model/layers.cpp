@@ -268,7 +268,7 @@ void Embedding::backward(Context& ctx, const Tensor& dout) {
 
 RMSNorm::RMSNorm(ParamStore& store, const std::string& name, int64_t dim, float eps)
     : store_(store), weight_(&store.add(name + ".weight", {dim})), eps_(eps) {
-  store.add_use(*weight_, GradWrite::Overwrite);
+  store.add_use(*weight_, GradWrite::Overwrite, ParamRead::Master);
 }
 
 Tensor RMSNorm::forward(Context& ctx, const Tensor& x, DType out_dtype) {

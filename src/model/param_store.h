@@ -22,6 +22,12 @@ enum class GradWrite : uint8_t {
   Overwrite,  // writes or adds, as ParamStore::grad_beta says (a GEMM with beta 0 or 1)
 };
 
+// Which copy of a parameter a module reads under mixed precision.
+enum class ParamRead : uint8_t {
+  Operand,  // the copy in the operand dtype: the bf16 mirror when there is one (GEMMs, lookups)
+  Master,   // the fp32 values even in bf16 runs (RMSNorm's weight)
+};
+
 struct Parameter {
   std::string name;  // PyTorch state_dict name, e.g. "layers.0.attn.q_proj.weight"
   Shape shape;       // PyTorch's shape, row-major
@@ -29,9 +35,10 @@ struct Parameter {
   int64_t offset = 0;        // element offset in the flat parameter buffer
   int64_t grad_offset = -1;  // element offset in the flat gradient buffer; -1 when frozen
   bool trainable = true;
-  int index = 0;        // registration order
-  int uses = 0;         // how many module call sites read it per forward (tied: 2)
-  int adding_uses = 0;  // of those, how many can only add into the gradient (GradWrite::Add)
+  int index = 0;              // registration order
+  int uses = 0;               // how many module call sites read it per forward (tied: 2)
+  int adding_uses = 0;        // of those, how many can only add into the gradient (GradWrite::Add)
+  bool reads_master = false;  // some use reads the fp32 values even when a bf16 mirror exists
 
   Tensor data() const;       // view into the flat parameter buffer (fp32; fp64 in CPU tests)
   Tensor grad() const;       // view into the flat gradient buffer (undefined if frozen): fp32|bf16|fp64
@@ -80,9 +87,12 @@ class ParamStore {
   // is read by two modules and so has uses == 2 (its gradient is final after the second).
   // `write` says whether that module's backward can write its contribution instead of adding
   // it: a parameter all of whose uses can is not zeroed by zero_grad (see grad_beta).
-  void add_use(Parameter& p, GradWrite write = GradWrite::Add) {
+  // `read` says which copy it reads: a scheme that refreshes only the mirror (ZeRO-1's bf16
+  // gather) must still deliver fp32 values of the parameters some module reads as Master.
+  void add_use(Parameter& p, GradWrite write = GradWrite::Add, ParamRead read = ParamRead::Operand) {
     ++p.uses;
     if (write == GradWrite::Add) ++p.adding_uses;
+    if (read == ParamRead::Master) p.reads_master = true;
   }
 
   // Allocates the flat buffers on ctx's device (parameters and gradients zeroed). With

@@ -2,6 +2,8 @@
 // at the end of the step or prefetched for the next forward (zero1_optimizer.h).
 #include "optim/zero1_optimizer.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "core/profiler.h"
 #include "ops/elementwise.h"
@@ -30,6 +32,18 @@ Zero1Optimizer::Zero1Optimizer(const OptimizerConfig& cfg, Context& ctx, paralle
   if (prefetch_) store.set_read_listener(this);
   // In-place gathers into the parameter buffer may then run on the copy engines.
   if (param_shift_ >= 0 && store.numel() > 0) registration_ = comm.register_buffer(store.flat_params());
+  gather_mirror_ = param_shift_ >= 0 && store.has_lowp() && layout_->world > 1;
+  if (gather_mirror_) {
+    lowp_registration_ = comm.register_buffer(store.flat_lowp());
+    int64_t packed = 0;
+    for (const auto& p : store.params()) {
+      if (!p->trainable || !p->reads_master) continue;
+      master_read_.push_back({p->grad_offset, p->grad_offset + p->numel});
+      packed += p->numel;
+    }
+    if (packed > 0)
+      master_packed_ = Tensor::empty({packed}, DType::F32, store.device(), "zero1_master_read", MemCategory::Other);
+  }
 }
 
 Zero1Optimizer::~Zero1Optimizer() {
@@ -55,6 +69,10 @@ void Zero1Optimizer::step(Context& ctx, float lr) {
   if (param_shift_ < 0) {
     gather_packed(ctx);
     return;
+  }
+  if (gather_mirror_) {             // the update wrote this rank's chunks of the mirror (Optimizer::cast_mirrors)
+    share_master_read_params(ctx);  // first: the gathers would queue it behind them
+    master_stale_ = true;
   }
   start_gathers_in_place();
   if (prefetch_) {
@@ -84,9 +102,41 @@ std::vector<Zero1Optimizer::Gather> Zero1Optimizer::all_gather_chunks(Tensor& bu
 // Trainable parameters are [shift, shift + numel) of the parameter buffer, in gradient order:
 // gather straight into it.
 void Zero1Optimizer::start_gathers_in_place() {
-  Tensor params = store_.flat_params().narrow(0, param_shift_, layout_->numel);
+  Tensor flat = gather_mirror_ ? store_.flat_lowp() : store_.flat_params();
+  Tensor params = flat.narrow(0, param_shift_, layout_->numel);
   gathers_ = all_gather_chunks(params);
   next_ = 0;
+}
+
+// Each element has one owner: the others contribute zeros, so the sum is the owner's value exactly.
+void Zero1Optimizer::share_master_read_params(Context& ctx) {
+  if (!master_packed_.defined()) return;
+  fill_zero(ctx, master_packed_.data(), master_packed_.device().kind, master_packed_.nbytes());
+  const auto owned = layout_->owned(comm_.rank());
+  Tensor params = store_.flat_params().narrow(0, param_shift_, layout_->numel);
+  auto for_each_overlap = [&](auto&& fn) {
+    int64_t at = 0;
+    for (const auto& [plo, phi] : master_read_) {
+      for (const auto& [olo, ohi] : owned) {
+        const int64_t lo = std::max(plo, olo), hi = std::min(phi, ohi);
+        if (lo < hi) fn(params.narrow(0, lo, hi - lo), master_packed_.narrow(0, at + lo - plo, hi - lo));
+      }
+      at += phi - plo;
+    }
+  };
+  for_each_overlap([&](const Tensor& param, Tensor packed) { packed.copy_from(param, ctx); });
+  comm_.all_reduce(master_packed_, parallel::ReduceOp::Sum);
+  int64_t at = 0;
+  for (const auto& [plo, phi] : master_read_) {
+    params.narrow(0, plo, phi - plo).copy_from(master_packed_.narrow(0, at, phi - plo), ctx);
+    at += phi - plo;
+  }
+}
+
+void Zero1Optimizer::gather_master(Context& ctx) {
+  Tensor params = store_.flat_params().narrow(0, param_shift_, layout_->numel);
+  for (Gather& g : all_gather_chunks(params)) g.work->wait();
+  master_stale_ = false;
 }
 
 void Zero1Optimizer::wait_gathers_below(int64_t end) {
@@ -97,7 +147,7 @@ void Zero1Optimizer::wait_gathers_below(int64_t end) {
     Gather& g = gathers_[next_];
     g.work->wait();
     g.work.reset();
-    if (mirror) {  // one cast over the whole range: this rank's chunk gets the values it has
+    if (mirror && !gather_mirror_) {  // one cast over the whole range: this rank's chunk gets the values it has
       Tensor lowp = store_.flat_lowp().narrow(0, param_shift_ + g.lo, g.hi - g.lo);
       ops::cast(ctx_, lowp, store_.flat_params().narrow(0, param_shift_ + g.lo, g.hi - g.lo));
     }
@@ -113,7 +163,10 @@ void Zero1Optimizer::before_read(const Parameter& p) {
   if (p.trainable) wait_gathers_below(p.grad_offset + p.numel);
 }
 
-void Zero1Optimizer::before_read_all() { wait_gathers_below(layout_->numel); }
+void Zero1Optimizer::before_read_all() {
+  wait_gathers_below(layout_->numel);
+  if (master_stale_) gather_master(ctx_);
+}
 
 // Frozen parameters sit between trainable ones: pack this rank's chunks in gradient order,
 // gather the packed buffer, unpack every part and refresh the bf16 copies of other ranks' chunks.

@@ -26,6 +26,12 @@ namespace pt {
 // the whole buffer is read. The next step() waits for any left (parameters the forward never
 // read). Between steps only the compute stream may be synchronised with: waiting for the
 // communicator too would move the gathers' cost out of the step that pays it.
+// With a bf16 mirror (in place only) the gathers move the mirror, 2 bytes a parameter instead of
+// 4: the update writes the mirror of this rank's chunks, and nothing re-casts after a gather.
+// The fp32 master outside this rank's chunks is then stale. What reads it is served apart: the parameters some
+// module reads in fp32 (ParamRead::Master: the norm weights, a few thousand elements a layer)
+// get one small all-reduce per step before the gathers, and a whole-buffer read (a checkpoint,
+// a host copy) first all-gathers the fp32 master once.
 class Zero1Optimizer : public Optimizer, public ParamReadListener {
  public:
   Zero1Optimizer(const OptimizerConfig& cfg, Context& ctx, parallel::Communicator& comm, ParamStore& store,
@@ -40,6 +46,8 @@ class Zero1Optimizer : public Optimizer, public ParamReadListener {
   const parallel::Zero1Layout& layout() const { return *layout_; }
   // Whether step() leaves its gathers for the next forward (prefetch, in place).
   bool prefetches() const { return prefetch_; }
+  // Whether step() gathers the bf16 mirror (2 bytes a parameter) rather than the fp32 master.
+  bool gathers_mirror() const { return gather_mirror_; }
   // Parameter gathers started by step() and not yet waited for.
   bool parameters_in_flight() const override { return next_ < gathers_.size(); }
 
@@ -62,6 +70,10 @@ class Zero1Optimizer : public Optimizer, public ParamReadListener {
   void wait_gathers_below(int64_t end);
   // This rank's chunks of `buf` (numel elements in gradient order) to everyone.
   std::vector<Gather> all_gather_chunks(Tensor& buf);
+  // bf16-mirror gathers: the fp32 parameters read as Master to every rank; the whole fp32
+  // master (before a whole-buffer read).
+  void share_master_read_params(Context& ctx);
+  void gather_master(Context& ctx);
 
   parallel::Communicator& comm_;
   ParamStore& store_;
@@ -73,6 +85,13 @@ class Zero1Optimizer : public Optimizer, public ParamReadListener {
   size_t next_ = 0;                         // gathers_[next_ …] are still in flight
   Tensor packed_;                           // (numel) fp32 staging for the packed gather
   parallel::RegistrationPtr registration_;  // the parameter buffer's (in-place gathers only)
+  // bf16-mirror gathers (in place with a mirror). master_read_: ranges (gradient order) of the
+  // parameters read as Master, packed into master_packed_ (fp32) for their all-reduce.
+  bool gather_mirror_ = false;
+  bool master_stale_ = false;  // fp32 outside this rank's chunks is older than the mirror
+  std::vector<std::pair<int64_t, int64_t>> master_read_;
+  Tensor master_packed_;
+  parallel::RegistrationPtr lowp_registration_;
 };
 
 }  // namespace pt

@@ -9,6 +9,7 @@
 #include "common/test_util.h"
 #include "core/error.h"
 #include "io/checkpoint.h"
+#include "model/transformer.h"
 #include "optim/optimizer_state.h"
 #include "optim/sharded_optimizer.h"
 #include "parallel/dist_util.h"
@@ -265,6 +266,65 @@ TEST_P(ShardedDetailTest, GradCommReachesEveryShardingMode) {
         PT_EXPECT_ALLCLOSE(p, unsharded, 1e-7, 0);
     }
   }
+}
+
+// With a bf16 mirror ZeRO-1 gathers the mirror, not the fp32 master. The tiny Transformer's
+// RMSNorm weights are read in fp32 by every rank: after each step every rank holds their owner's
+// updated values, bit for bit, with no whole-buffer read in between; the gathered mirror is the
+// bf16 rounding of the fp32 parameters. Losses and parameters follow unsharded bucketed training
+// (SGD: the two schedules' averages may differ in the last bit, which AdamW's normalisation
+// would amplify on near-zero gradients; a flipped bf16 rounding stays within the tolerances).
+TEST_P(ShardedDetailTest, Zero1GathersTheBf16MirrorAndEqualsUnshardedTraining) {
+  if (!ctx().is_cuda()) GTEST_SKIP() << "a bf16 parameter mirror exists on CUDA only";
+  PT_REQUIRE_EXACT_AVERAGE(world());
+  struct PrecisionGuard {
+    Context& c;
+    Precision was;
+    ~PrecisionGuard() { c.set_precision(was); }
+  } guard{ctx(), ctx().precision()};
+  ctx().set_precision(Precision::BF16);
+  const TransformerConfig tcfg = test_transformer(97, 16, 32, 2, 4, 64);
+  auto cfg = config(OptimizerKind::SGD);
+  constexpr int kRows = 2, kSeq = 16;
+  std::vector<std::vector<double>> losses(2), master(2), mirror(2);
+  for (ShardMode mode : {ShardMode::None, ShardMode::Zero1}) {
+    SCOPED_TRACE(shard_mode_name(mode));
+    const size_t m = mode == ShardMode::None ? 0 : 1;
+    TransformerLM model(tcfg, ctx());
+    ASSERT_TRUE(model.store().has_lowp());
+    model.init_weights(ctx(), 21);
+    auto dp = make_data_parallel(ctx(), model.store(), &comm(), "bucketed", 0.002, mode, cfg);
+    if (mode == ShardMode::Zero1) EXPECT_TRUE(dynamic_cast<const Zero1Optimizer&>(*dp.optimizer).gathers_mirror());
+    for (int step = 0; step < 4; ++step) {
+      const uint64_t seed = 700 + 10 * uint64_t(step) + uint64_t(rank());  // each rank its own rows
+      const auto ids = random_ids(kRows * kSeq, int32_t(tcfg.vocab_size), seed);
+      const auto tgt = random_ids(kRows * kSeq, int32_t(tcfg.vocab_size), seed + 5);
+      model.store().zero_grad(ctx());
+      dp.sync->begin_step(ctx());
+      Tensor loss = model.forward(ctx(), make_ids(ctx(), {kRows, kSeq}, ids), make_ids(ctx(), {kRows, kSeq}, tgt));
+      model.backward(ctx());
+      dp.sync->finish(ctx());
+      dp.optimizer->step(ctx(), 0.01f);
+      losses[m].push_back(loss.to_host_f64(ctx())[0]);
+      int read_in_fp32 = 0;
+      for (const auto& p : model.store().params()) {
+        if (!p->reads_master) continue;
+        ++read_in_fp32;
+        const auto v = p->data().to_host_f64(ctx());  // the parameter alone: no whole-buffer read
+        EXPECT_TRUE(mpi_all_true(v == mpi_bcast_from_root(v))) << p->name << " differs between ranks, step " << step;
+      }
+      EXPECT_EQ(read_in_fp32, 2 * tcfg.num_layers + 1) << "two norms a block and the final one";
+    }
+    master[m] = params_f64(ctx(), model.store());  // a whole-buffer read: gathers the fp32 master
+    mirror[m] = model.store().flat_lowp().to_host_f64(ctx());
+    EXPECT_TRUE(mpi_all_true(master[m] == mpi_bcast_from_root(master[m]))) << "ranks' parameters disagree";
+    EXPECT_TRUE(mpi_all_true(mirror[m] == mpi_bcast_from_root(mirror[m]))) << "ranks' mirrors disagree";
+    for (size_t i = 0; i < master[m].size(); ++i)
+      ASSERT_EQ(mirror[m][i], double(round_to_bf16(float(master[m][i])))) << "element " << i;
+  }
+  PT_EXPECT_ALLCLOSE(losses[1], losses[0], 1e-4, 0);
+  PT_EXPECT_ALLCLOSE(master[1], master[0], 1e-3, 1e-5);
+  PT_EXPECT_ALLCLOSE(mirror[1], mirror[0], 1e-2, 1e-4);
 }
 
 // --zero1-prefetch: step() leaves the all-gathers of every bucket in flight and the next forward
