@@ -11,6 +11,8 @@
 #                 (default $PT_REPO/results)
 #   PT_PYTHON     Python with h5py/pandas/matplotlib for the report (default .venv, else python3)
 #   PT_MODE       gpu | cpu
+#   PT_DEVICE_FLAGS  paratrain's device option in every job (default --device cuda: a node without
+#                 a usable GPU fails the job at once; cpu mode --device cpu)
 #   PT_OVERWRITE  1: replace result files that exist (paratrain --overwrite); train starts over
 #                 instead of resuming from its checkpoint
 #   PT_SIZES PT_CONTEXTS PT_PRECISIONS   the model sweep (job array over their product)
@@ -52,7 +54,9 @@ PT_OVERWRITE=${PT_OVERWRITE:-0}
 
 case "$PT_MODE" in
   gpu)
-    PT_DEVICE_FLAGS=${PT_DEVICE_FLAGS:-}
+    # --device cuda, never auto: a job on a node without a usable GPU stops at once with one line
+    # instead of spending its time limit on the CPU
+    PT_DEVICE_FLAGS=${PT_DEVICE_FLAGS:---device cuda}
     PT_SIZES=${PT_SIZES:-small medium large xl 2.7b}
     PT_CONTEXTS=${PT_CONTEXTS:-128 256 512 1024}
     PT_PRECISIONS=${PT_PRECISIONS:-fp32 bf16}

@@ -417,8 +417,8 @@ int train(const std::vector<std::string>& args, AdoptedOptions& adopted_from) {
 
   const std::string banner =
       "train: " + t.model + " (" + std::to_string(cfg.num_params()) + " parameters) on " +
-      std::to_string(rt.world_size()) + " × " + device.str() + ", " + precision_name(precision) + ", " + attn +
-      " attention, ddp " + ddp.ddp + ", sharding " + ddp.shard + ", grad comm " + ddp.grad_comm +
+      std::to_string(rt.world_size()) + " × " + device_banner(device, run) + ", " + precision_name(precision) + ", " +
+      attn + " attention, ddp " + ddp.ddp + ", sharding " + ddp.shard + ", grad comm " + ddp.grad_comm +
       (dynamic_cast<DeferredUpdateOptimizer*>(optimizer) ? ", update under the next forward" : "") + ", batch " +
       std::to_string(t.batch_size) + " × " + std::to_string(cfg.context_length) + " tokens" +
       (t.grad_accum > 1 ? " × " + std::to_string(t.grad_accum) + " micro-batches" : "") + ", " + t.sampling +

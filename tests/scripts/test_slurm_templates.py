@@ -215,22 +215,23 @@ exit "${FAKE_SCONTROL_RC:-0}"
 """
 
 
-def run_train_template(tmp_path, send=None, restart=None, fake_rc=0, run_s=0, scontrol_rc=0, **settings):
-    """Runs slurm/train.sbatch with bash as the batch shell of job 42; `send` (a signal) goes to
-    that shell once the step runs. Returns (exit code, srun's arguments, signals srun got,
-    scontrol calls, stderr)."""
+def run_train_template(tmp_path, send=None, restart=None, fake_rc=0, run_s=0, scontrol_rc=0, script=TRAIN,
+                       **settings):
+    """Runs slurm/train.sbatch (or another template: `script`) with bash as the batch shell of job
+    42; `send` (a signal) goes to that shell once the step runs. Returns (exit code, srun's
+    arguments, signals srun got, scontrol calls, stderr)."""
     fake = tmp_path / "fake"
     fake.mkdir(exist_ok=True)
     for name, text in (("srun", FAKE_SRUN), ("scontrol", FAKE_SCONTROL)):
         (fake / name).write_text(text)
         (fake / name).chmod(0o755)
     out = tmp_path / "out"
-    env = clean_env(PATH=f"{fake}:{os.environ['PATH']}", FAKE_DIR=fake, FAKE_RC=fake_rc, FAKE_RUN_S=run_s,
-                    FAKE_SCONTROL_RC=scontrol_rc, PT_REPO=REPO, PT_MODE="cpu", PT_BIN="/bin/true", PT_OUT=out,
-                    SLURM_JOB_ID=42, SLURM_NTASKS=2, **settings)
+    env = clean_env(**{"PATH": f"{fake}:{os.environ['PATH']}", "FAKE_DIR": fake, "FAKE_RC": fake_rc,
+                       "FAKE_RUN_S": run_s, "FAKE_SCONTROL_RC": scontrol_rc, "PT_REPO": REPO, "PT_MODE": "cpu",
+                       "PT_BIN": "/bin/true", "PT_OUT": out, "SLURM_JOB_ID": 42, "SLURM_NTASKS": 2, **settings})
     if restart is not None:
         env["SLURM_RESTART_COUNT"] = str(restart)
-    proc = subprocess.Popen(["bash", TRAIN], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(["bash", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     if send is not None:
         deadline = time.time() + 20
         while not (fake / "srun.started").exists():
@@ -296,3 +297,19 @@ def test_checkpoint_resume_and_overwrite_arguments_of_first_and_requeued_runs(tm
     for overwrite in (0, 1):
         args = run_train_template(tmp_path, restart=2, PT_OVERWRITE=overwrite)[1]
         assert tail(args) == common + ["--resume", "auto"], args
+
+
+# ---- GPU mode never falls back to the CPU ---------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["model", "attention", "allreduce", "ddp", "train"])
+def test_every_gpu_job_asks_paratrain_for_cuda_so_a_node_without_a_gpu_fails_at_once(tmp_path, name):
+    script = os.path.join(REPO, "slurm", f"{name}.sbatch")
+    rc, args, _, _, err = run_train_template(tmp_path, script=script, PT_MODE="gpu")
+    assert rc == 0, err
+    assert args[args.index("/bin/true") + 1] in ("bench", "train"), args
+    i = args.index("--device")
+    assert args[i + 1] == "cuda", args
+    assert args.count("--device") == 1, args
+    # the CPU test sweep keeps its CPU
+    _, args, _, _, err = run_train_template(tmp_path, script=script, PT_MODE="cpu")
+    assert args[args.index("--device") + 1] == "cpu", (args, err)
