@@ -5,10 +5,11 @@
 # switches the defaults to tiny CPU configurations (the CI test). sbatch passes the submitting
 # shell's environment to the job, so `PT_SIZES="small xl" slurm/submit_all.sh` is enough.
 #
-#   PT_REPO       repository root (default: the directory above this file / the submit dir)
-#   PT_BIN        paratrain binary (default $PT_REPO/build/paratrain)
+#   PT_REPO       the directory above slurm/: the repository root, or <prefix>/share/paratrain of
+#                 an installed tree (default: the directory above this file)
+#   PT_BIN        paratrain binary (default $PT_REPO/build/paratrain; installed: <prefix>/bin/paratrain)
 #   PT_OUT        results directory: one HDF5 file per job, logs/, checkpoints/, report/
-#                 (default $PT_REPO/results)
+#                 (default $PT_REPO/results; installed: results/ in the submit directory)
 #   PT_PYTHON     Python with h5py/pandas/matplotlib for the report (default .venv, else python3)
 #   PT_MODE       gpu | cpu
 #   PT_DEVICE_FLAGS  paratrain's device option in every job (default --device cuda: a node without
@@ -45,8 +46,13 @@ if [[ -z "${PT_REPO:-}" ]]; then
   fi
 fi
 PT_MODE=${PT_MODE:-gpu}
-PT_BIN=${PT_BIN:-$PT_REPO/build/paratrain}
-PT_OUT=${PT_OUT:-$PT_REPO/results}
+if [[ -f "$PT_REPO/CMakeLists.txt" ]]; then  # the repository: its build, results/ beside it
+  PT_BIN=${PT_BIN:-$PT_REPO/build/paratrain}
+  PT_OUT=${PT_OUT:-$PT_REPO/results}
+else  # an installed tree, <prefix>/share/paratrain (often read-only): results where submitted
+  PT_BIN=${PT_BIN:-$(cd "$PT_REPO/../.." && pwd)/bin/paratrain}
+  PT_OUT=${PT_OUT:-${SLURM_SUBMIT_DIR:-$PWD}/results}
+fi
 if [[ -z "${PT_PYTHON:-}" ]]; then
   if [[ -x "$PT_REPO/.venv/bin/python" ]]; then PT_PYTHON=$PT_REPO/.venv/bin/python; else PT_PYTHON=python3; fi
 fi
