@@ -5,12 +5,15 @@
 # switches the defaults to tiny CPU configurations (the CI test). sbatch passes the submitting
 # shell's environment to the job, so `PT_SIZES="small xl" slurm/submit_all.sh` is enough.
 #
-#   PT_REPO       repository root (default: the directory above this file / the submit dir)
-#   PT_BIN        paratrain binary (default $PT_REPO/build/paratrain)
+#   PT_REPO       the directory above slurm/: the repository root, or <prefix>/share/paratrain of
+#                 an installed tree (default: the directory above this file)
+#   PT_BIN        paratrain binary (default $PT_REPO/build/paratrain; installed: <prefix>/bin/paratrain)
 #   PT_OUT        results directory: one HDF5 file per job, logs/, checkpoints/, report/
-#                 (default $PT_REPO/results)
+#                 (default $PT_REPO/results; installed: results/ in the submit directory)
 #   PT_PYTHON     Python with h5py/pandas/matplotlib for the report (default .venv, else python3)
 #   PT_MODE       gpu | cpu
+#   PT_DEVICE_FLAGS  paratrain's device option in every job (default --device cuda: a node without
+#                 a usable GPU fails the job at once; cpu mode --device cpu)
 #   PT_OVERWRITE  1: replace result files that exist (paratrain --overwrite); train starts over
 #                 instead of resuming from its checkpoint
 #   PT_SIZES PT_CONTEXTS PT_PRECISIONS   the model sweep (job array over their product)
@@ -43,8 +46,13 @@ if [[ -z "${PT_REPO:-}" ]]; then
   fi
 fi
 PT_MODE=${PT_MODE:-gpu}
-PT_BIN=${PT_BIN:-$PT_REPO/build/paratrain}
-PT_OUT=${PT_OUT:-$PT_REPO/results}
+if [[ -f "$PT_REPO/CMakeLists.txt" ]]; then  # the repository: its build, results/ beside it
+  PT_BIN=${PT_BIN:-$PT_REPO/build/paratrain}
+  PT_OUT=${PT_OUT:-$PT_REPO/results}
+else  # an installed tree, <prefix>/share/paratrain (often read-only): results where submitted
+  PT_BIN=${PT_BIN:-$(cd "$PT_REPO/../.." && pwd)/bin/paratrain}
+  PT_OUT=${PT_OUT:-${SLURM_SUBMIT_DIR:-$PWD}/results}
+fi
 if [[ -z "${PT_PYTHON:-}" ]]; then
   if [[ -x "$PT_REPO/.venv/bin/python" ]]; then PT_PYTHON=$PT_REPO/.venv/bin/python; else PT_PYTHON=python3; fi
 fi
@@ -52,7 +60,9 @@ PT_OVERWRITE=${PT_OVERWRITE:-0}
 
 case "$PT_MODE" in
   gpu)
-    PT_DEVICE_FLAGS=${PT_DEVICE_FLAGS:-}
+    # --device cuda, never auto: a job on a node without a usable GPU stops at once with one line
+    # instead of spending its time limit on the CPU
+    PT_DEVICE_FLAGS=${PT_DEVICE_FLAGS:---device cuda}
     PT_SIZES=${PT_SIZES:-small medium large xl 2.7b}
     PT_CONTEXTS=${PT_CONTEXTS:-128 256 512 1024}
     PT_PRECISIONS=${PT_PRECISIONS:-fp32 bf16}

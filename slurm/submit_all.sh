@@ -6,8 +6,10 @@
 #                       [--account A] [--time T] [--dry-run]
 #
 #   --cpu          tiny CPU configurations (PT_MODE=cpu): the CI test, or a laptop
-#   --out DIR      results directory (PT_OUT; default <repo>/results)
-#   --bin PATH     paratrain binary (PT_BIN; default <repo>/build/paratrain)
+#   --out DIR      results directory (PT_OUT; default <repo>/results; from an installed tree
+#                  ./results)
+#   --bin PATH     paratrain binary (PT_BIN; default <repo>/build/paratrain; from an installed
+#                  tree <prefix>/bin/paratrain)
 #   --only LIST    comma list of model,attention,allreduce,ddp,train (default: all)
 #   --partition P, --account A, --time T   passed to every sbatch
 #   --dry-run      print the sbatch commands (on stderr) instead of submitting
@@ -20,7 +22,7 @@
 # submitted (one line, exit 2).
 set -euo pipefail
 
-PT_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+PT_REPO=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.." && pwd)  # the repository or <prefix>/share/paratrain
 export PT_REPO
 only="model,attention,allreduce,ddp,train"
 partition="" account="" dry_run=0

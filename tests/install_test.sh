@@ -1,9 +1,12 @@
 #!/bin/bash
 # The installed tree is complete and relocatable: install the build into a temporary prefix,
 # move the whole tree elsewhere, and run it from there (no build or source tree involved).
-#   tests/install_test.sh BUILD_DIR
+#   tests/install_test.sh BUILD_DIR           the program, its library, the data and the report
+#   tests/install_test.sh BUILD_DIR slurm     the installed Slurm scripts on a real local Slurm
+#                                             (tests/install_slurm.sh; exit 77 without Slurm)
 set -euo pipefail
-build=${1:?usage: install_test.sh BUILD_DIR}
+build=${1:?usage: install_test.sh BUILD_DIR [slurm]}
+src=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "install_test: $*" >&2; exit 1; }
@@ -11,6 +14,16 @@ fail() { echo "install_test: $*" >&2; exit 1; }
 cmake --install "$build" --prefix "$work/first" >"$work/install.log" 2>&1 || { cat "$work/install.log"; fail "cmake --install failed"; }
 mv "$work/first" "$work/moved"
 p=$work/moved
+# A Python with the report's packages: the project's .venv, else Debian's (as run_pytest.sh picks)
+py=""
+for candidate in "$src/.venv/bin/python" /usr/bin/python3; do
+  if [ -x "$candidate" ] && "$candidate" -c 'import h5py, pandas, matplotlib' 2>/dev/null; then py=$candidate; break; fi
+done
+if [ "${2:-}" = slurm ]; then
+  # shellcheck source=tests/install_slurm.sh
+  source "$src/tests/install_slurm.sh"
+  exit 0
+fi
 for f in bin/paratrain bin/paratrain-report bin/paratrain-prepare share/paratrain/scripts/prepare_data.py lib/libparatrain.so share/paratrain/scripts/report \
          share/paratrain/scripts/paratrain_report/__init__.py share/paratrain/scripts/paratrain_report/accelerators.tsv \
          share/paratrain/slurm/train.sbatch \
@@ -21,7 +34,6 @@ done
 # RUNPATH: the library through $ORIGIN, nothing from the build or source tree.
 runpath=$(readelf -d "$p/bin/paratrain" | sed -n 's/.*(RUNPATH).*\[\(.*\)\]/\1/p')
 case "$runpath" in *'$ORIGIN/../lib'*) ;; *) fail "bin/paratrain's RUNPATH lacks \$ORIGIN/../lib: '$runpath'" ;; esac
-src=$(cd "$(dirname "$0")/.." && pwd)
 for f in bin/paratrain lib/libparatrain.so; do
   rp=$(readelf -d "$p/$f" | sed -n 's/.*R\(UN\)\{0,1\}PATH.*\[\(.*\)\]/\2/p')
   case "$rp" in *"$(cd "$build" && pwd)"*|*"$src"*) fail "$f's RUNPATH points into the build or source tree: $rp" ;; esac
@@ -36,11 +48,10 @@ grep -q "cuda architectures" "$work/version.txt" || fail "--version does not nam
 [ -s "$work/run.h5" ] || fail "train wrote no record"
 grep -q "share/paratrain/data/sample_tokens.npy" "$work/train.log" "$work/run.h5" ||
   fail "train did not use the installed sample data"
-# The installed report finds its package through the bin/ link (with the project's Python
-# environment, which has h5py and pandas).
-py="$src/.venv/bin/python"
-if [ -x "$py" ]; then
-  "$py" "$p/bin/paratrain-report" "$work/run.h5" --out "$work/report" >"$work/report.log" 2>&1 ||
+# The installed report, found on PATH, finds its package through the bin/ link (with a Python
+# that has h5py and pandas first on PATH: its interpreter is `env python3`).
+if [ -n "$py" ]; then
+  PATH="$p/bin:$(dirname "$py"):$PATH" paratrain-report "$work/run.h5" --out "$work/report" >"$work/report.log" 2>&1 ||
     { cat "$work/report.log"; fail "the installed paratrain-report failed on the moved tree's record"; }
   ls "$work/report" | grep -q . || fail "the installed paratrain-report wrote nothing"
 fi

@@ -2,6 +2,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdio>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
@@ -188,7 +189,13 @@ Device resolve_device(const RunOptions& o) {
   for (size_t r = 0; r < bus_ids.size(); ++r)
     if (bus_ids[r] == "cpu") bus_ids[r] = "cpu:" + std::to_string(r);  // CPU ranks never collide
   parallel::check_distinct_gpus(hosts, bus_ids, o.allow_gpu_sharing);
+  if (n == 0 && device == "auto" && rt.is_root())
+    std::fprintf(stderr, "WARNING: no usable GPU: --device auto runs on the CPU (--device cuda stops instead)\n");
   return chosen;
+}
+
+std::string device_banner(const Device& d, const RunOptions& o) {
+  return d.is_cpu() && o.device == "auto" ? "cpu (NO GPU: --device auto fell back to the CPU)" : d.str();
 }
 
 std::map<std::string, std::string> options_as_strings(const po::variables_map& vm) {

@@ -70,8 +70,11 @@ void apply_flash_options(Context& ctx, const RunOptions& o);
 // The device of this rank: cpu; cuda (a GPU, or an error); auto (a GPU when one is visible, else
 // the CPU). Which GPU: parallel::choose_gpu's rule over the visible GPUs and the node's local
 // ranks. Collective (every rank calls it at start-up): two ranks of one host on one GPU are
-// refused unless o.allow_gpu_sharing.
+// refused unless o.allow_gpu_sharing. An auto that finds no GPU warns on rank 0's stderr: a GPU
+// job that landed on a node without one would otherwise spend its whole time limit on the CPU.
 Device resolve_device(const RunOptions& o);
+// The device as a run's first line names it: d.str(), and loudly so when auto fell back to the CPU.
+std::string device_banner(const Device& d, const RunOptions& o);
 
 // Every option's value as text (defaults included), for the HDF5 record's attributes.
 std::map<std::string, std::string> options_as_strings(const po::variables_map& vm);

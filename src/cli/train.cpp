@@ -118,6 +118,7 @@ void fill_config(train::TrainConfig& c, const TrainWords& w, const RunOptions& r
   c.ddp = data_parallel_config(resolve_ddp_options(ddp, rt.world_size()));
   c.precision = precision_from_name(run.precision);
   c.device = resolve_device(run);
+  c.device_banner = device_banner(c.device, run);
   c.grad_dtype = grad_dtype_for_precision(run);
   c.residual_dtype = residual_dtype_for_precision(run);
   TransformerConfig& m = c.model;

@@ -70,6 +70,7 @@ struct TrainConfig {
 
   // ---- how it runs
   Device device = Device::cpu();
+  std::string device_banner;  // how the first line names the device (loudly a CPU that auto fell back to)
   Precision precision = Precision::FP32;
   DType grad_dtype = DType::F32, residual_dtype = DType::F32;
   GemmSelect gemm = GemmSelect::Autotune;

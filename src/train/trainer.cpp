@@ -264,9 +264,10 @@ void Trainer::log_start() {
   const TrainConfig& c = cfg_;
   const std::string banner =
       "train: " + c.model_name + " (" + std::to_string(c.model.num_params()) + " parameters) on " +
-      std::to_string(rt_.world_size()) + " × " + c.device.str() + ", " + precision_name(c.precision) + ", " +
-      attention_impl_name(c.model.attention) + " attention, ddp " + c.ddp.ddp->name + ", sharding " +
-      shard_mode_name(c.ddp.shard) + ", grad comm " + parallel::grad_comm_name(c.ddp.grad_comm) +
+      std::to_string(rt_.world_size()) + " × " + (c.device_banner.empty() ? c.device.str() : c.device_banner) + ", " +
+      precision_name(c.precision) + ", " + attention_impl_name(c.model.attention) + " attention, ddp " +
+      c.ddp.ddp->name + ", sharding " + shard_mode_name(c.ddp.shard) + ", grad comm " +
+      parallel::grad_comm_name(c.ddp.grad_comm) +
       (dynamic_cast<DeferredUpdateOptimizer*>(dp_.optimizer.get()) ? ", update under the next forward" : "") +
       ", batch " + std::to_string(c.batch_size) + " × " + std::to_string(c.model.context_length) + " tokens" +
       (c.grad_accum > 1 ? " × " + std::to_string(c.grad_accum) + " micro-batches" : "") + ", " +

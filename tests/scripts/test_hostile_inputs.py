@@ -699,6 +699,38 @@ CASES += [
 ]
 
 
+# Issue 48: a GPU job never trains on the CPU unnoticed. CUDA_VISIBLE_DEVICES="" hides every GPU,
+# so these rows mean the same on a machine with one.
+NO_GPU = {"CUDA_VISIBLE_DEVICES": ""}
+AUTO = [a for a in TINY if a not in ("--device", "cpu")]  # TINY without --device cpu
+
+
+def _only_line(stderr):
+    assert len(stderr.splitlines()) == 1, f"expected one line on stderr, got:\n{stderr}"
+
+
+def _one_warning(stderr):
+    assert stderr.count("WARNING: no usable GPU") == 1, f"expected the warning once (rank 0):\n{stderr}"
+
+
+CASES += [
+    ("device-cuda-without-gpu", C1, ["train", *AUTO, "--data", "{sample}", "--steps", "2", "--device", "cuda",
+                                     "--out", "{tmp}/r.h5"],
+     dict(ERR, env=NO_GPU, words=["--device cuda", "no CUDA device"], check_stderr=_only_line)),
+    ("bench-device-cuda-without-gpu", C1, [*BENCH_MODEL[:-2], "--device", "cuda", "--out", "{tmp}/b.h5"],
+     dict(ERR, env=NO_GPU, words=["--device cuda", "no CUDA device"], check_stderr=_only_line)),
+    ("device-auto-without-gpu-says-cpu-loudly", C6, ["train", *AUTO, "--data", "{sample}", "--steps", "1",
+                                                     "--out", "{tmp}/r.h5"],
+     dict(rc=0, env=NO_GPU, created=["r.h5"], words=["WARNING: no usable GPU", "--device auto", "CPU"],
+          stdout_words=["on 1 × cpu (NO GPU: --device auto fell back to the CPU)"], check_stderr=_only_line)),
+    ("device-auto-without-gpu-warns-once-on-two-ranks", C6, ["train", *AUTO, "--data", "{sample}", "--steps", "1",
+                                                             "--out", "{tmp}/r.h5"],
+     dict(rc=0, ranks=2, env=NO_GPU, created=["r.h5"], stdout_words=["on 2 × cpu (NO GPU"], check_stderr=_one_warning)),
+    ("device-cpu-says-nothing", C6, [*TRAIN_BASE, "--steps", "1", "--out", "{tmp}/r.h5"],
+     dict(rc=0, env=NO_GPU, created=["r.h5"], absent=["WARNING", "NO GPU"], stdout_words=["on 1 × cpu,"])),
+]
+
+
 
 def _snapshot(tmp):
     out = {}

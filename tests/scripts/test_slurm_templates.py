@@ -3,9 +3,11 @@ PT_GPUS_PER_NODE / PT_NODES / PT_GPU_BIND into --nodes, --ntasks-per-node and GP
 layouts it refuses (one line, exit 2, nothing submitted), the srun line of slurm/common.sh, and
 slurm/train.sbatch's signal handling run by bash against a stand-in srun and scontrol: SIGUSR1
 reaches the job step, exit 75 requeues the job, SIGTERM never does, and the resume/overwrite
-arguments of a first run and of a requeued one."""
+arguments of a first run and of a requeued one; GPU mode's --device cuda in every job; and where a
+template finds common.sh and the program in an installed tree."""
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -215,22 +217,24 @@ exit "${FAKE_SCONTROL_RC:-0}"
 """
 
 
-def run_train_template(tmp_path, send=None, restart=None, fake_rc=0, run_s=0, scontrol_rc=0, **settings):
-    """Runs slurm/train.sbatch with bash as the batch shell of job 42; `send` (a signal) goes to
-    that shell once the step runs. Returns (exit code, srun's arguments, signals srun got,
-    scontrol calls, stderr)."""
+def run_train_template(tmp_path, send=None, restart=None, fake_rc=0, run_s=0, scontrol_rc=0, script=TRAIN,
+                       **settings):
+    """Runs slurm/train.sbatch (or another template: `script`) with bash as the batch shell of job
+    42; `send` (a signal) goes to that shell once the step runs. Returns (exit code, srun's
+    arguments, signals srun got, scontrol calls, stderr)."""
     fake = tmp_path / "fake"
     fake.mkdir(exist_ok=True)
     for name, text in (("srun", FAKE_SRUN), ("scontrol", FAKE_SCONTROL)):
         (fake / name).write_text(text)
         (fake / name).chmod(0o755)
     out = tmp_path / "out"
-    env = clean_env(PATH=f"{fake}:{os.environ['PATH']}", FAKE_DIR=fake, FAKE_RC=fake_rc, FAKE_RUN_S=run_s,
-                    FAKE_SCONTROL_RC=scontrol_rc, PT_REPO=REPO, PT_MODE="cpu", PT_BIN="/bin/true", PT_OUT=out,
-                    SLURM_JOB_ID=42, SLURM_NTASKS=2, **settings)
+    settings = {"PATH": f"{fake}:{os.environ['PATH']}", "FAKE_DIR": fake, "FAKE_RC": fake_rc, "FAKE_RUN_S": run_s,
+                "FAKE_SCONTROL_RC": scontrol_rc, "PT_REPO": REPO, "PT_MODE": "cpu", "PT_BIN": "/bin/true",
+                "PT_OUT": out, "SLURM_JOB_ID": 42, "SLURM_NTASKS": 2, **settings}
+    env = clean_env(**{k: v for k, v in settings.items() if v is not None})  # None: left unset
     if restart is not None:
         env["SLURM_RESTART_COUNT"] = str(restart)
-    proc = subprocess.Popen(["bash", TRAIN], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(["bash", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     if send is not None:
         deadline = time.time() + 20
         while not (fake / "srun.started").exists():
@@ -296,3 +300,54 @@ def test_checkpoint_resume_and_overwrite_arguments_of_first_and_requeued_runs(tm
     for overwrite in (0, 1):
         args = run_train_template(tmp_path, restart=2, PT_OVERWRITE=overwrite)[1]
         assert tail(args) == common + ["--resume", "auto"], args
+
+
+# ---- GPU mode never falls back to the CPU ---------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["model", "attention", "allreduce", "ddp", "train"])
+def test_every_gpu_job_asks_paratrain_for_cuda_so_a_node_without_a_gpu_fails_at_once(tmp_path, name):
+    script = os.path.join(REPO, "slurm", f"{name}.sbatch")
+    rc, args, _, _, err = run_train_template(tmp_path, script=script, PT_MODE="gpu")
+    assert rc == 0, err
+    assert args[args.index("/bin/true") + 1] in ("bench", "train"), args
+    i = args.index("--device")
+    assert args[i + 1] == "cuda", args
+    assert args.count("--device") == 1, args
+    # the CPU test sweep keeps its CPU
+    _, args, _, _, err = run_train_template(tmp_path, script=script, PT_MODE="cpu")
+    assert args[args.index("--device") + 1] == "cpu", (args, err)
+
+
+# ---- where a template finds common.sh and the program ---------------------------------------------
+
+def installed_tree(tmp_path):
+    """A stand-in installed tree P: P/bin/paratrain (a script) and P/share/paratrain/slurm (the
+    repository's templates). Returns P."""
+    prefix = tmp_path / "prefix"
+    shutil.copytree(os.path.join(REPO, "slurm"), prefix / "share" / "paratrain" / "slurm")
+    (prefix / "bin").mkdir()
+    (prefix / "bin" / "paratrain").write_text("#!/bin/sh\n")
+    (prefix / "bin" / "paratrain").chmod(0o755)
+    return prefix
+
+
+def test_an_installed_template_finds_common_sh_and_the_program_through_the_paratrain_on_path(tmp_path):
+    prefix = installed_tree(tmp_path)
+    submit_dir = tmp_path / "submitted_here"
+    submit_dir.mkdir()
+    fake = tmp_path / "fake"  # run_train_template's stand-in srun goes first on PATH
+    rc, args, _, _, err = run_train_template(
+        tmp_path, script=str(prefix / "share" / "paratrain" / "slurm" / "train.sbatch"), PT_REPO=None, PT_BIN=None,
+        PT_OUT=None, SLURM_SUBMIT_DIR=submit_dir, PATH=f"{fake}:{prefix / 'bin'}:{os.environ['PATH']}")
+    assert rc == 0, err
+    assert str(prefix / "bin" / "paratrain") in args, args
+    assert args[args.index("--out") + 1] == str(submit_dir / "results" / "train_n2.h5"), args
+
+
+def test_a_template_that_finds_no_common_sh_says_where_it_looked_in_one_line(tmp_path):
+    prefix = installed_tree(tmp_path)
+    rc, args, _, _, err = run_train_template(
+        tmp_path, script=str(prefix / "share" / "paratrain" / "slurm" / "train.sbatch"), PT_REPO=None, PT_BIN=None,
+        SLURM_SUBMIT_DIR=tmp_path, PATH=f"{tmp_path / 'fake'}:/usr/bin:/bin")  # no paratrain anywhere
+    assert rc != 0 and args == [], err
+    assert len(err.splitlines()) == 1 and "slurm/common.sh" in err and "PATH" in err, err
