@@ -11,7 +11,7 @@ fail() { echo "install_test: $*" >&2; exit 1; }
 cmake --install "$build" --prefix "$work/first" >"$work/install.log" 2>&1 || { cat "$work/install.log"; fail "cmake --install failed"; }
 mv "$work/first" "$work/moved"
 p=$work/moved
-for f in bin/paratrain bin/paratrain-report bin/paratrain-prepare share/paratrain/scripts/prepare_data.py lib/libparatrain.so share/paratrain/scripts/report \
+for f in bin/paratrain bin/paratrain-report bin/paratrain-prepare share/paratrain/scripts/prepare_data.py share/paratrain/scripts/sample.py share/paratrain/scripts/llama_numpy.py lib/libparatrain.so share/paratrain/scripts/report \
          share/paratrain/scripts/paratrain_report/__init__.py share/paratrain/scripts/paratrain_report/accelerators.tsv \
          share/paratrain/slurm/train.sbatch \
          share/paratrain/data/sample_tokens.npy share/doc/paratrain/LICENSE share/doc/paratrain/README.md \
