@@ -24,7 +24,7 @@ if [ "${2:-}" = slurm ]; then
   source "$src/tests/install_slurm.sh"
   exit 0
 fi
-for f in bin/paratrain bin/paratrain-report bin/paratrain-prepare share/paratrain/scripts/prepare_data.py lib/libparatrain.so share/paratrain/scripts/report \
+for f in bin/paratrain bin/paratrain-report bin/paratrain-prepare share/paratrain/scripts/prepare_data.py share/paratrain/scripts/sample.py share/paratrain/scripts/llama_numpy.py lib/libparatrain.so share/paratrain/scripts/report \
          share/paratrain/scripts/paratrain_report/__init__.py share/paratrain/scripts/paratrain_report/accelerators.tsv \
          share/paratrain/slurm/train.sbatch \
          share/paratrain/data/sample_tokens.npy share/doc/paratrain/LICENSE share/doc/paratrain/README.md \

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from conftest import REPO, run_without_torch
 from hf_check import default_tokens, max_rel_error, paratrain_logits
-from safetensors.numpy import load_file
+from llama_numpy import load, logits
 
 BIN = os.environ.get("PARATRAIN_BIN", os.path.join(REPO, "build", "paratrain"))
 SAMPLE = os.path.join(REPO, "data", "sample_tokens.npy")
@@ -35,51 +35,10 @@ def checkpoint(tmp_path_factory):
     return ck
 
 
-def rms_norm(x, w, eps):
-    return w * (x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps))
-
-
-def rotate_half(x):
-    half = x.shape[-1] // 2
-    return np.concatenate([-x[..., half:], x[..., :half]], axis=-1)
-
-
-def llama_logits(cfg, w, ids):
-    """LlamaForCausalLM's logits (T, V) in fp64, as transformers computes them."""
-    C, H = cfg["hidden_size"], cfg["num_attention_heads"]
-    D = cfg.get("head_dim", C // H)
-    assert cfg["num_key_value_heads"] == H and not cfg["tie_word_embeddings"] and cfg["hidden_act"] == "silu"
-    eps, T = cfg["rms_norm_eps"], len(ids)
-    inv_freq = 1.0 / cfg["rope_theta"] ** (np.arange(0, D, 2) / D)
-    angles = np.outer(np.arange(T), inv_freq)
-    cos, sin = np.cos(np.concatenate([angles, angles], -1)), np.sin(np.concatenate([angles, angles], -1))
-    mask = np.triu(np.full((T, T), -np.inf), 1)
-    x = w["model.embed_tokens.weight"][ids]
-    for layer in range(cfg["num_hidden_layers"]):
-        p = lambda name: w[f"model.layers.{layer}.{name}.weight"]
-        h = rms_norm(x, p("input_layernorm"), eps)
-        q, k, v = ((h @ p(f"self_attn.{n}_proj").T).reshape(T, H, D).transpose(1, 0, 2) for n in "qkv")
-        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
-        s = q @ k.transpose(0, 2, 1) / np.sqrt(D) + mask
-        prob = np.exp(s - s.max(-1, keepdims=True))
-        prob /= prob.sum(-1, keepdims=True)
-        x = x + (prob @ v).transpose(1, 0, 2).reshape(T, H * D) @ p("self_attn.o_proj").T
-        h = rms_norm(x, p("post_attention_layernorm"), eps)
-        gate, up = h @ p("mlp.gate_proj").T, h @ p("mlp.up_proj").T
-        x = x + (gate / (1 + np.exp(-gate)) * up) @ p("mlp.down_proj").T
-    return rms_norm(x, w["model.norm.weight"], eps) @ w["lm_head.weight"].T
-
-
-def load_export(out):
-    with open(out / "config.json") as f:
-        cfg = json.load(f)
-    return cfg, {k: v.astype(np.float64) for k, v in load_file(str(out / "model.safetensors")).items()}
-
-
 def test_exported_logits_match_paratrain(checkpoint, tmp_path):
     out = tmp_path / "hf"
     paratrain("export", "--checkpoint", checkpoint, "--format", "hf", "--out", out)
-    cfg, w = load_export(out)
+    cfg, w = load(str(out))
     assert cfg["architectures"] == ["LlamaForCausalLM"] and cfg["torch_dtype"] == "float32"
     assert (cfg["hidden_size"], cfg["intermediate_size"], cfg["num_hidden_layers"], cfg["num_attention_heads"],
             cfg["vocab_size"], cfg["max_position_embeddings"]) == (32, 64, 2, 2, 10000, 16)
@@ -89,7 +48,7 @@ def test_exported_logits_match_paratrain(checkpoint, tmp_path):
     tokens = default_tokens(cfg["vocab_size"], cfg["max_position_embeddings"])
     want = paratrain_logits(BIN, str(checkpoint), tokens)
     assert want.shape == (16, 10000)
-    assert max_rel_error(llama_logits(cfg, w, tokens), want) <= 1e-4
+    assert max_rel_error(logits(cfg, w, tokens), want) <= 1e-4
 
     # Without the RoPE row permutation of q and k (undone here), the logits differ: the check
     # above sees it.
@@ -100,14 +59,14 @@ def test_exported_logits_match_paratrain(checkpoint, tmp_path):
     for name in list(w):
         if name.endswith(("q_proj.weight", "k_proj.weight")):
             w[name] = w[name][np.concatenate(heads)]
-    assert max_rel_error(llama_logits(cfg, w, tokens), want) > 1e-2
+    assert max_rel_error(logits(cfg, w, tokens), want) > 1e-2
 
 
 def test_bf16_export_and_tokenizer(checkpoint, tmp_path):
     fp32, bf16 = tmp_path / "fp32", tmp_path / "bf16"
     paratrain("export", "--checkpoint", checkpoint, "--out", fp32)
     paratrain("export", "--checkpoint", checkpoint, "--out", bf16, "--dtype", "bf16", "--tokenizer", TOKENIZER)
-    cfg, w32 = load_export(fp32)
+    cfg, w32 = load(str(fp32))
     with open(bf16 / "config.json") as f:
         cfg16 = json.load(f)
     assert cfg16["torch_dtype"] == "bfloat16" and cfg16["bos_token_id"] == cfg16["eos_token_id"] == 0
@@ -155,6 +114,29 @@ def test_refusals(checkpoint, tmp_path):
     paratrain("export", "--checkpoint", checkpoint, "--out", out, "--overwrite", "--dtype", "bf16")
     assert json.loads((out / "config.json").read_text())["torch_dtype"] == "bfloat16"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["hf"]
+
+
+def test_greedy_sample_follows_paratrain_logits(checkpoint, tmp_path):
+    """scripts/sample.py without torch (its NumPy backend), greedy: each new token is the argmax
+    of paratrain's own logits for the text so far."""
+    from tokenizers import Tokenizer
+
+    out = tmp_path / "hf"
+    paratrain("export", "--checkpoint", checkpoint, "--out", out, "--tokenizer", TOKENIZER)
+    tok = Tokenizer.from_file(TOKENIZER)
+    prompt = "Once upon a time"
+    ids = tok.encode(prompt).ids
+    for _ in range(4):
+        ids.append(int(np.argmax(paratrain_logits(BIN, str(checkpoint), ids)[-1])))
+    proc = run_without_torch("sample.py", [out, "--prompt", prompt, "--max-new-tokens", 4, "--temperature", 0],
+                             tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == tok.decode(ids, skip_special_tokens=True).strip()
+    # A folder without tokenizer.json: one line, exit 1.
+    bare = tmp_path / "bare"
+    paratrain("export", "--checkpoint", checkpoint, "--out", bare)
+    proc = run_without_torch("sample.py", [bare, "--prompt", prompt], tmp_path)
+    assert proc.returncode == 1 and "tokenizer.json" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
 @pytest.mark.parametrize("script", ["hf_check.py", "sample.py"])
