@@ -122,6 +122,9 @@ class Optimizer {
   // the next forward waits for them itself, so between steps a benchmark synchronises with the
   // compute stream only — waiting for the communicator would hide what the gathers cost.
   virtual bool parameters_in_flight() const { return false; }
+  // Bytes of parameters this rank's buffer sends or receives per step (a sharded optimizer's
+  // broadcasts or gathers; 0 for one that updates every parameter itself).
+  virtual int64_t parameter_bytes_communicated() const { return 0; }
   const OptimizerConfig& config() const { return cfg_; }
 
  protected:

@@ -167,6 +167,12 @@ std::vector<Optimizer::StatePiece> BroadcastShardedOptimizer::state_pieces() {
 
 int64_t BroadcastShardedOptimizer::state_bytes() const { return inner_ ? inner_->state_bytes() : 0; }
 
+int64_t BroadcastShardedOptimizer::parameter_bytes_communicated() const {
+  int64_t n = 0;
+  for (const auto& run : runs_) n += static_cast<int64_t>(run.range.param.nbytes());
+  return n;
+}
+
 void BroadcastShardedOptimizer::reduce_sumsq(Context& ctx, Tensor& sumsq) {
   comm_.all_reduce(sumsq, parallel::ReduceOp::Sum);
 }

@@ -45,6 +45,7 @@ class BroadcastShardedOptimizer : public Optimizer {
   std::vector<std::pair<std::string, Tensor>> state() override;
   std::vector<StatePiece> state_pieces() override;
   int64_t state_bytes() const override;
+  int64_t parameter_bytes_communicated() const override;  // every broadcast parameter, fp32
 
   int owner_of(size_t unit) const { return owner_.at(unit); }
   const std::vector<int64_t>& elements_per_rank() const { return load_; }

@@ -199,6 +199,10 @@ std::vector<Optimizer::StatePiece> Zero1Optimizer::state_pieces() {
 
 int64_t Zero1Optimizer::state_bytes() const { return inner_ ? inner_->state_bytes() : 0; }
 
+int64_t Zero1Optimizer::parameter_bytes_communicated() const {
+  return layout_->numel * static_cast<int64_t>(gather_mirror_ ? 2 : sizeof(float));
+}
+
 void Zero1Optimizer::reduce_sumsq(Context& ctx, Tensor& sumsq) { comm_.all_reduce(sumsq, parallel::ReduceOp::Sum); }
 
 }  // namespace pt

@@ -43,6 +43,8 @@ class Zero1Optimizer : public Optimizer, public ParamReadListener {
   std::vector<std::pair<std::string, Tensor>> state() override;
   std::vector<StatePiece> state_pieces() override;
   int64_t state_bytes() const override;
+  // Every trainable parameter once per step: 2 bytes each when the mirror is gathered, else 4.
+  int64_t parameter_bytes_communicated() const override;
   const parallel::Zero1Layout& layout() const { return *layout_; }
   // Whether step() leaves its gathers for the next forward (prefetch, in place).
   bool prefetches() const { return prefetch_; }

@@ -269,7 +269,9 @@ Result plan(const Job& job, const Cluster& cluster) {
         add("reduce_scatter", "gradients", static_cast<int64_t>(layout.buckets.size()),
             static_cast<double>(layout.tail_begin) * grad_wire, half, dp_bw);
         if (tail > 0) add("all_reduce", "gradient tail", 1, tail * grad_wire, ring, dp_bw);
-        add("all_gather", "parameters", static_cast<int64_t>(layout.buckets.size()), local * 4, half, dp_bw);
+        // With a bf16 mirror the gathers move the mirror (optim/zero1_optimizer.h).
+        add("all_gather", "parameters", static_cast<int64_t>(layout.buckets.size()), local * (lowp ? 2 : 4), half,
+            dp_bw);
         break;
       }
       case Sharding::Zero2:

@@ -159,10 +159,16 @@ TEST(Plan, CommunicationAndTimeByHand) {
     b.precision = Precision::FP32;
     EXPECT_THROW(plan::plan(b, c), Error);
   }
+  // bf16: the all-gather moves the bf16 mirror (2 bytes a parameter); fp32 gathers fp32.
   j.sharding = plan::Sharding::Zero1;
   int64_t total = 0;
   for (const auto& col : plan::plan(j, c).comm) total += col.bytes;
+  EXPECT_EQ(total, n * 4 + n * 2);
+  j.precision = Precision::FP32;
+  total = 0;
+  for (const auto& col : plan::plan(j, c).comm) total += col.bytes;
   EXPECT_EQ(total, 2 * n * 4);
+  j.precision = Precision::BF16;
   j.sharding = plan::Sharding::None;
   j.dp = 64;
   EXPECT_NEAR(plan::plan(j, c).comm[0].seconds, n * 4 * 2.0 * 63 / 64 / 50e9, 1e-12);
