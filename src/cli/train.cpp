@@ -62,16 +62,14 @@ void declare_options(po::options_description& desc, train::TrainConfig& c, Train
       ("update-sms", po::value(&c.update_sms)->default_value(c.update_sms), kUpdateSmsHelp);
   data.add_options()
       ("data", po::value(&c.data),
-       "token data: a file (.npy, llm.c's .bin, a headerless .bin), a glob, a directory, a manifest.json, "
-       "or several of these comma-separated, read as one stream (default: data/sample_tokens.npy)")
+       "token data: a file, glob, directory or manifest, or a comma list of them (default: "
+       "data/sample_tokens.npy)")
       ("val-data", po::value(&c.val_data),
-       "validation data, named as --data (a manifest: its val list); evaluated every --eval-every steps "
-       "and after the last (default with --eval-every: the val list of a --data manifest)")
+       "validation data, as --data (a manifest: its val list; default with --eval-every: --data's)")
       ("eval-every", po::value(&c.eval_every)->default_value(c.eval_every),
-       "validation loss every N steps (0: only after the last step, when there is validation data)")
+       "validation loss every N steps and after the last (0: only after the last)")
       ("eval-tokens", po::value(&c.eval_tokens)->default_value(c.eval_tokens),
-       "validation input tokens per evaluation, in whole batches of --batch-size × --context-length "
-       "(0: 8 batches; at most the whole set)")
+       "validation tokens per evaluation, in whole batches (0: 8 batches)")
       ("bin-dtype", po::value(&w.bin_dtype)->default_value(w.bin_dtype),
        "uint16 | uint32: the tokens of a headerless .bin (nanoGPT writes uint16)")
       ("sampling", po::value(&w.sampling)->default_value(w.sampling),
