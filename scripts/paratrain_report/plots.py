@@ -412,16 +412,22 @@ def memory_timelines(rec, out_dir, max_plots=24):
 
 
 def training_loss(rec, out_dir):
+    """Each run's training loss per step, and its validation loss (/eval) as markers on a dashed
+    line of the same colour."""
     df = rec.table("train_steps")
     if df is None:
         return []
+    evals = rec.table("eval")
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for file, g in df.groupby("file", sort=False):
         g = g.sort_values("step")
-        ax.plot(g["step"], g["loss"], lw=1, label=file)
+        (line,) = ax.plot(g["step"], g["loss"], lw=1, label=file)
+        e = evals[evals["file"] == file].sort_values("step") if evals is not None else None
+        if e is not None and not e.empty:
+            ax.plot(e["step"], e["val_loss"], "o--", ms=4, lw=1, color=line.get_color(), label=f"{file} (validation)")
     ax.set_xlabel("step")
-    ax.set_ylabel("training loss (nats)")
-    ax.set_title("Training loss")
+    ax.set_ylabel("loss (nats)")
+    ax.set_title("Training loss" + (" and validation loss" if evals is not None else ""))
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7)
     return [_save(fig, out_dir, "training_loss.png")]

@@ -32,6 +32,7 @@ REQUIRED_COLUMNS = {
     "ddp_torch": ["ddp", "bucket_mb", "ranks", "precision", "step_ms"],
     "ddp_events": ["ddp", "bucket_mb", "shard", "rank", "stream", "name", "start_ms", "end_ms"],
     "train_steps": ["step", "loss", "step_ms"],
+    "eval": ["step", "val_loss"],
     "torch_model": ["size", "context_length", "batch_size", "precision", "variant", "status",
                     "step_ms_mean"],
     "accumulation": ["case", "sum"],

@@ -301,23 +301,30 @@ def attention(rec, df):
 @_from_table("train_steps", attrs=("precision", "status", "model.parameters", "command_line"))
 def training(rec, df):
     rows = []
+    evals = rec.table("eval")
     for file, g in df.groupby("file", sort=False):
         g = g.sort_values("step")
+        e = evals[evals["file"] == file].sort_values("step") if evals is not None else None
         later = g.iloc[1:] if len(g) > 1 else g  # the first step carries one-time costs
         rows.append({"file": file, "world_size": g["world_size"].iloc[0], "precision": g["precision"].iloc[0],
                      "parameters": g["model.parameters"].iloc[0], "steps": len(g),
                      "first_loss": g["loss"].iloc[0], "final_loss": g["loss"].iloc[-1], "min_loss": g["loss"].min(),
+                     "final_val_loss": e["val_loss"].iloc[-1] if e is not None and len(e) else np.nan,
                      "step_ms": later["step_ms"].mean(),
                      "tokens_per_s": later["tokens_per_s"].mean() if "tokens_per_s" in g else np.nan,
                      "final_lr": g["lr"].iloc[-1] if "lr" in g else np.nan, "status": g["status"].iloc[0]})
     out = pd.DataFrame(rows)
+    if out["final_val_loss"].isna().all():  # no run evaluated: no empty column
+        out = out.drop(columns="final_val_loss")
     cols = _keep([Column("file", "run"), Column("world_size", "ranks"), Column("precision", "precision"),
                   Column("parameters", "parameters", "{:,.0f}"), Column("steps", "steps"),
                   Column("first_loss", "first loss", "{:.4f}"), Column("final_loss", "final loss", "{:.4f}"),
-                  Column("min_loss", "min loss", "{:.4f}"), Column("step_ms", "step ms", "{:.2f}"),
+                  Column("min_loss", "min loss", "{:.4f}"), Column("final_val_loss", "final val loss", "{:.4f}"),
+                  Column("step_ms", "step ms", "{:.2f}"),
                   Column("tokens_per_s", "tokens/s", "{:,.0f}"), Column("final_lr", "final lr", "{:.2e}"),
                   Column("status", "status")], out)
-    desc = ("`paratrain train` runs: loss at the first and last step, the lowest loss, and the mean "
+    desc = ("`paratrain train` runs: loss at the first and last step, the lowest loss, the last validation "
+            "loss (/eval), and the mean "
             "step time and throughput without the first step.")
     return [Section("training", "Training runs", desc, cols, out)]
 

@@ -89,6 +89,8 @@ const NumericRule kNumericRules[] = {
     count("cosine-steps", 1, kZeroOk),  // 0: --steps
     count("save-every", 1, kZeroOk),    // 0: only at the end
     count("log-every"),
+    count("eval-every", 1, kZeroOk),   // 0: only after the last step
+    count("eval-tokens", 1, kZeroOk),  // 0: eight batches
     size32("grad-accum"),
     non_negative("bucket-mb", kFp64),         // 0: one bucket per parameter
     positive("peak-tflops", kFp64, kZeroOk),  // 0: from the device

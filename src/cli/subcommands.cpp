@@ -29,6 +29,7 @@ const std::vector<Subcommand>& top_level_subcommands() {
       {"train", "train the Transformer LM on a token file", run_train},
       {"bench", bench_summary(), run_bench},
       {"demo", "small experiments: accumulation (see 'paratrain demo --help')", run_demo},
+      {"eval", "the validation loss of a checkpoint (see 'paratrain eval --help')", run_eval},
       {"export", "a checkpoint as a Hugging Face Llama folder (see 'paratrain export --help')", run_export},
       {"plan", "memory, communication and step time of any model on any cluster (no GPU needed)", run_plan},
   };

@@ -19,6 +19,7 @@ int run_bench(const std::vector<std::string>& args);   // cli/subcommands.cpp: b
 int run_demo(const std::vector<std::string>& args);    // cli/demo.cpp: demo <what>
 int run_plan(const std::vector<std::string>& args);    // cli/plan.cpp
 int run_export(const std::vector<std::string>& args);  // cli/export.cpp
+int run_eval(const std::vector<std::string>& args);    // cli/eval.cpp
 
 // `paratrain bench <what>`: one entry per benchmark.
 int run_bench_model(const std::vector<std::string>& args);      // cli/bench_model.cpp

@@ -61,8 +61,15 @@ void declare_options(po::options_description& desc, train::TrainConfig& c, Train
       ("update-overlap", po::value(&w.update_overlap)->default_value(w.update_overlap), kUpdateOverlapHelp)
       ("update-sms", po::value(&c.update_sms)->default_value(c.update_sms), kUpdateSmsHelp);
   data.add_options()
-      ("data", po::value(&c.data), "token file: .npy, llm.c's .bin, or a headerless .bin of raw tokens "
-                                   "(default: data/sample_tokens.npy)")
+      ("data", po::value(&c.data),
+       "token data: a file, glob, directory or manifest, or a comma list of them (default: "
+       "data/sample_tokens.npy)")
+      ("val-data", po::value(&c.val_data),
+       "validation data, as --data (a manifest: its val list; default with --eval-every: --data's)")
+      ("eval-every", po::value(&c.eval_every)->default_value(c.eval_every),
+       "validation loss every N steps and after the last (0: only after the last)")
+      ("eval-tokens", po::value(&c.eval_tokens)->default_value(c.eval_tokens),
+       "validation tokens per evaluation, in whole batches (0: 8 batches)")
       ("bin-dtype", po::value(&w.bin_dtype)->default_value(w.bin_dtype),
        "uint16 | uint32: the tokens of a headerless .bin (nanoGPT writes uint16)")
       ("sampling", po::value(&w.sampling)->default_value(w.sampling),

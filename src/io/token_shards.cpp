@@ -65,6 +65,18 @@ std::string read_text_file(const std::string& path, const std::string& what) {
 
 }  // namespace
 
+std::vector<std::string> data_specs(const std::string& value) {
+  std::error_code ec;
+  if (value.find(',') == std::string::npos || fs::exists(value, ec)) return {value};
+  std::vector<std::string> out;
+  for (size_t at = 0;;) {
+    const size_t comma = value.find(',', at);
+    out.push_back(value.substr(at, comma == std::string::npos ? std::string::npos : comma - at));
+    if (comma == std::string::npos) return out;
+    at = comma + 1;
+  }
+}
+
 TokenShards::TokenShards(const std::vector<std::string>& specs, int64_t vocab_size, BinTokens headerless,
                          ShardSplit split)
     : vocab_(vocab_size) {

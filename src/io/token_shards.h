@@ -23,6 +23,10 @@ struct ShardInfo {
   std::string sha256;  // of the whole file, 64 hex digits
 };
 
+// The specs of one --data or --val-data value: its comma-separated parts, or the whole value when
+// it names an existing path (a file name with a comma in it).
+std::vector<std::string> data_specs(const std::string& value);
+
 class TokenShards final : public TokenSource {
  public:
   // Each spec, in order, is one of:

@@ -14,7 +14,8 @@ namespace pt::train {
 
 // How --resume treats each option of train: every option not listed here must be given again
 // with the checkpoint's value or not at all (then the checkpoint's is used). These may change:
-// how far to run and how often to log and save (the checkpoint's when not given), and where to
+// how far to run and how often to log, save and evaluate, and on what (the checkpoint's when not
+// given: evaluation never changes training), and where to
 // write and how to run the job (never restored; --init-from neither: a resumed run's weights are
 // the checkpoint's). --data may name another path to the same file: it is compared by the file's
 // identity (size, token type and count, content hashes) instead of its path.
@@ -23,7 +24,8 @@ namespace pt::train {
 // algorithms: the same computation, rounded in another order. --comm-engine changes what moves
 // the gradients: with 2 ranks the same sums, with more the same sums in another order.)
 inline constexpr const char* kResumeMayChange[] = {"steps",      "cosine-steps",   "log-every",  "save-every",
-                                                   "cuda-graph", "update-overlap", "update-sms", "comm-engine"};
+                                                   "cuda-graph", "update-overlap", "update-sms", "comm-engine",
+                                                   "eval-every", "eval-tokens",    "val-data"};
 inline constexpr const char* kResumeNotRestored[] = {
     "log-format", "log-file", "save", "out", "overwrite", "resume", "init-from", "comm-timeout", "allow-gpu-sharing"};
 

@@ -40,11 +40,18 @@ struct TrainConfig {
   TransformerConfig model = TransformerConfig::named("tiny");
 
   // ---- data
-  std::string data;  // the token file; "" → data/sample_tokens.npy, else the installed sample
+  // The token data: a file, glob, directory or manifest, or several comma-separated
+  // (io::data_specs); "" → data/sample_tokens.npy, else the installed sample.
+  std::string data;
   io::BinTokens bin_dtype = io::BinTokens::U16;
   io::Sampling sampling = io::Sampling::Random;
   int64_t batch_size = 16;  // global sequences of one micro-batch
   int64_t grad_accum = 1;   // micro-batches per optimizer step
+
+  // ---- validation (train/evaluate.h)
+  std::string val_data;     // as --data; "" → the val list of a --data manifest when eval_every > 0
+  int64_t eval_every = 0;   // steps; 0: only after the last step (with val_data)
+  int64_t eval_tokens = 0;  // input tokens per evaluation; 0: kDefaultEvalBatches batches
 
   // ---- optimisation
   int64_t steps = 200;

@@ -4,11 +4,14 @@
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
+#include <map>
+#include <variant>
 
 #include "core/env.h"
 #include "core/error.h"
 #include "io/record_reader.h"
 #include "parallel/runtime.h"
+#include "train/evaluate.h"
 
 namespace pt::train {
 
@@ -23,6 +26,28 @@ io::ResultTable steps_schema() {
       .add_double("step_ms", "wall time of the step, ms", 2)
       .add_double("tokens_per_s", "global tokens of the step / step_ms, tokens per second", 0);
   return t;
+}
+
+// Appends row r of `from` to `into` (the same columns), a cell named in `replaced` changed.
+void copy_row(const io::ResultTable& from, size_t r, io::ResultTable& into,
+              const std::map<std::string, io::Value>& replaced = {}) {
+  auto row = into.add_row();
+  for (size_t c = 0; c < from.columns().size(); ++c) {
+    const std::string& name = from.columns()[c].name;
+    const auto it = replaced.find(name);
+    std::visit([&](const auto& v) { row.set(name, v); }, it != replaced.end() ? it->second : from.at(r, c));
+  }
+}
+
+// Appends to `into` (empty, made by `schema`) the rows of its table in the record at `out` whose
+// step is at most `last_step`: the rows a continued run keeps. Returns how many.
+size_t keep_rows_up_to(const std::string& out, io::ResultTable (*schema)(), io::ResultTable& into, int64_t last_step) {
+  io::ResultTable old = schema();
+  io::read_table_rows(out, old);
+  const auto step_col = static_cast<size_t>(old.column_index("step"));
+  for (size_t r = 0; r < old.rows(); ++r)
+    if (std::get<int64_t>(old.at(r, step_col)) <= last_step) copy_row(old, r, into);
+  return into.rows();
 }
 
 io::ResultTable segments_schema() {
@@ -80,24 +105,12 @@ TrainRecord::TrainRecord(const std::string& out, bool overwrite, bool resumed, i
       continuing_(root_ && continues(out, overwrite, resumed, resumed_from, resumed_run_id)),
       record_("train", out, overwrite || continuing_),
       steps_(steps_schema()),
-      segments_(segments_schema()) {
+      segments_(segments_schema()),
+      evals_(eval_table()),
+      shards_(data_shards_table()) {
   if (continuing_) {
-    io::ResultTable old = steps_schema();
-    io::read_table_rows(out, old);
-    const int step_col = old.column_index("step");
-    for (size_t r = 0; r < old.rows(); ++r) {
-      if (std::get<int64_t>(old.at(r, static_cast<size_t>(step_col))) > start_step) continue;
-      auto row = steps_.add_row();
-      for (size_t c = 0; c < old.columns().size(); ++c) {
-        const io::Value& v = old.at(r, c);
-        const std::string& name = old.columns()[c].name;
-        if (const auto* i = std::get_if<int64_t>(&v))
-          row.set(name, *i);
-        else
-          row.set(name, std::get<double>(v));
-      }
-      ++continued_rows_;
-    }
+    continued_rows_ = keep_rows_up_to(out, steps_schema, steps_, start_step);
+    keep_rows_up_to(out, eval_table, evals_, start_step);
     io::read_table_rows(out, segments_);
   }
   segment_row_ = segments_.rows();
@@ -126,31 +139,37 @@ void TrainRecord::add_step(int64_t step, double loss, double lr, double grad_nor
       .set("tokens_per_s", tokens_per_s);
 }
 
+void TrainRecord::add_eval(int64_t step, double val_loss, int64_t tokens, double ms) {
+  evals_.add_row().set("step", step).set("val_loss", val_loss).set("tokens", tokens).set("ms", ms);
+}
+
+bool TrainRecord::has_eval(int64_t step) const {
+  for (size_t r = 0; r < evals_.rows(); ++r)
+    if (std::get<int64_t>(evals_.at(r, 0)) == step) return true;
+  return false;
+}
+
+void TrainRecord::set_data(const io::TokenShards& train, const io::TokenShards* val) {
+  shards_ = data_shards_table();
+  add_shards(shards_, "train", train);
+  if (val) add_shards(shards_, "val", *val);
+  record_.set_attr("data.identity", train.identity());
+}
+
 void TrainRecord::commit(const std::string& status, int64_t last_step, double final_loss) {
   // A ResultTable row cannot be edited in place: rebuild the segments with this one updated.
   io::ResultTable segments = segments_schema();
-  for (size_t r = 0; r < segments_.rows(); ++r) {
-    auto row = segments.add_row();
-    for (size_t c = 0; c < segments_.columns().size(); ++c) {
-      const std::string& name = segments_.columns()[c].name;
-      const io::Value& v = segments_.at(r, c);
-      if (r == segment_row_ && name == "last_step")
-        row.set(name, last_step);
-      else if (r == segment_row_ && name == "status")
-        row.set(name, status);
-      else if (const auto* i = std::get_if<int64_t>(&v))
-        row.set(name, *i);
-      else if (const auto* d = std::get_if<double>(&v))
-        row.set(name, *d);
-      else
-        row.set(name, std::get<std::string>(v));
-    }
-  }
+  for (size_t r = 0; r < segments_.rows(); ++r)
+    copy_row(segments_, r, segments,
+             r == segment_row_ ? std::map<std::string, io::Value>{{"last_step", last_step}, {"status", status}}
+                               : std::map<std::string, io::Value>{});
   segments_ = segments;
   record_.set_attr("status", status);
   record_.set_attr("final_loss", final_loss);
   record_.add_table(steps_);
   record_.add_table(segments_);
+  if (evals_.rows() > 0) record_.add_table(evals_);
+  if (shards_.rows() > 0) record_.add_table(shards_);
   if (root_) record_.commit();
 }
 

@@ -1,10 +1,11 @@
 #pragma once
-// The record of `train` (docs/HDF5_SCHEMA.md): one row per step in /train_steps and one per
-// segment in /train_segments — the part of a run one process ran: the first, then each resume.
+// The record of `train` (docs/HDF5_SCHEMA.md): one row per step in /train_steps, one per
+// evaluation in /eval, one per shard of its token data in /data_shards, and one per segment in
+// /train_segments — the part of a run one process ran: the first, then each resume.
 // A resumed run whose --out is its own record (the same run id as the checkpoint it resumes
 // from: train/train_outputs.h) continues it instead of being refused because it exists: the rows
 // of the steps up to the one it starts from are kept (later ones, which it runs again, are
-// dropped) and so are the earlier segments. Another run's record, or any record when `--resume
+// dropped), and so are their evaluations and the earlier segments. Another run's record, or any record when `--resume
 // auto` starts afresh, is refused unless --overwrite replaces it. Rank 0 reads and writes; the
 // other ranks hold an empty record.
 #include <cstdint>
@@ -12,6 +13,7 @@
 
 #include "io/run_record.h"
 #include "io/table.h"
+#include "io/token_shards.h"
 
 namespace pt::train {
 
@@ -29,7 +31,13 @@ class TrainRecord {
   size_t continued_rows() const { return continued_rows_; }
 
   void add_step(int64_t step, double loss, double lr, double grad_norm, double step_ms, double tokens_per_s);
-  // Sets the status attribute and this segment's last step and status, then writes the file
+  void add_eval(int64_t step, double val_loss, int64_t tokens, double ms);
+  bool has_eval(int64_t step) const;  // a row of /eval at that step (continued or added)
+  // The shards of the training data and of the validation data (null: none), and the data's
+  // identity as the root attribute data.identity.
+  void set_data(const io::TokenShards& train,
+                const io::TokenShards*
+                    val);  // Sets the status attribute and this segment's last step and status, then writes the file
   // (rank 0; a no-op on the others). final_loss: the last finite mean loss.
   void commit(const std::string& status, int64_t last_step, double final_loss);
 
@@ -37,7 +45,7 @@ class TrainRecord {
   bool root_;
   bool continuing_;  // rank 0: --out is a record this run continues
   io::RunRecord record_;
-  io::ResultTable steps_, segments_;
+  io::ResultTable steps_, segments_, evals_, shards_;
   size_t continued_rows_ = 0;
   size_t segment_row_ = 0;  // this process's row of segments_
 };

@@ -15,6 +15,7 @@
 #include "io/input_file.h"
 #include "optim/optimizer_state.h"
 #include "parallel/host_collectives.h"
+#include "train/evaluate.h"
 #include "train/resume.h"
 #include "train/train_outputs.h"
 
@@ -91,6 +92,7 @@ Trainer::Trainer(TrainConfig cfg)
   validate();
   plan_schedule();
   open_data();
+  open_val_data();
   take_outputs();
 }
 
@@ -158,13 +160,13 @@ void Trainer::plan_schedule() {
   }
 }
 
-// The token file and this rank's sampler (a resumed run continues the checkpoint's data order).
+// The token data and this rank's sampler (a resumed run continues the checkpoint's data order).
 void Trainer::open_data() {
   TrainConfig& c = cfg_;
   if (c.data.empty()) c.data = default_data_path();
-  tokens_ = std::make_unique<io::TokenFile>(c.data, c.model.vocab_size, c.bin_dtype);
+  tokens_ = std::make_unique<io::TokenShards>(io::data_specs(c.data), c.model.vocab_size, c.bin_dtype);
   // One path may name different files on different nodes: the ranks compare what they read.
-  parallel::check_same_on_every_rank(tokens_->identity(), "the token file '" + c.data + "'");
+  parallel::check_same_on_every_rank(tokens_->identity(), "the " + tokens_->what());
   io::SamplerConfig& sc = sampler_cfg_;
   sc.global_batch = step_rows_;  // micro-batch i takes its i-th share
   sc.context_length = c.model.context_length;
@@ -184,6 +186,24 @@ void Trainer::open_data() {
   sampler_ = std::make_unique<io::BatchSampler>(*tokens_, sc);
 }
 
+// The validation set and this rank's rows of its batches: --val-data, or the val list of a
+// --data manifest when --eval-every asks for evaluations without naming a set.
+void Trainer::open_val_data() {
+  TrainConfig& c = cfg_;
+  if (c.val_data.empty() && c.eval_every > 0) {
+    PT_CHECK(!tokens_->manifest().empty(),
+             "--eval-every needs validation data: --val-data, or a --data manifest with a \"val\" list");
+    c.val_data = tokens_->manifest();
+  }
+  if (c.val_data.empty()) return;
+  val_tokens_ = std::make_unique<io::TokenShards>(io::data_specs(c.val_data), c.model.vocab_size, c.bin_dtype,
+                                                  io::ShardSplit::Val);
+  parallel::check_same_on_every_rank(val_tokens_->identity(), "the validation " + val_tokens_->what());
+  val_batches_ = std::make_unique<io::ValidationBatches>(
+      *val_tokens_, c.batch_size, c.model.context_length,
+      eval_token_budget(c.eval_tokens, c.batch_size, c.model.context_length), rt_.rank(), rt_.world_size());
+}
+
 // Every file this run writes, checked (and on rank 0 taken: io::OutputLock) before any work: a
 // long run never finds out at its end, and never replaces a file that is not its own.
 void Trainer::take_outputs() {
@@ -194,6 +214,7 @@ void Trainer::take_outputs() {
   run_id_ = resumed_run_id.empty() ? new_run_id() : resumed_run_id;
   rec_ = std::make_unique<TrainRecord>(c.out, c.overwrite, !c.resume.empty(), start_step_, c.resumed.path,
                                        resumed_run_id, run_id_, rt_.world_size());
+  rec_->set_data(*tokens_, val_tokens_.get());
   replace_save_ = c.overwrite;
   if (!c.save.empty() && rt_.is_root()) {
     save_lock_ = std::make_unique<io::OutputLock>(c.save, "checkpoint (--save)");
@@ -272,6 +293,10 @@ void Trainer::log_start() {
       ", batch " + std::to_string(c.batch_size) + " × " + std::to_string(c.model.context_length) + " tokens" +
       (c.grad_accum > 1 ? " × " + std::to_string(c.grad_accum) + " micro-batches" : "") + ", " +
       io::sampling_name(c.sampling) + " sampling of " + c.data + " (" + std::to_string(tokens_->size()) + " tokens)" +
+      (val_batches_
+           ? "; validation loss on " + std::to_string(val_batches_->count()) + " batches of " + c.val_data +
+                 (c.eval_every > 0 ? " every " + std::to_string(c.eval_every) + " steps and" : "") + " at the end"
+           : "") +
       (c.resumed.empty() ? "" : "; resuming " + c.resumed.path + " after step " + std::to_string(start_step_));
   log_.event("start",
              {{"command", std::string("train")},
@@ -299,6 +324,9 @@ void Trainer::train_loop() {
   raise_injected_signal(0, rt_.is_root());  // PARATRAIN_FAULT=signal:0:NAME only
   const interrupt::GracefulScope graceful;
   try {
+    // A run stopped right after a step due for evaluation skipped it: its resume makes it up.
+    const bool eval_due = val_batches_ && cfg_.eval_every > 0 && start_step_ % cfg_.eval_every == 0;
+    if (eval_due && start_step_ > 0 && !rec_->has_eval(start_step_)) run_eval(start_step_);
     for (int64_t s = start_step_; s < cfg_.steps; ++s) {
       if (train_step(s) || after_step(s)) {
         stopped_ = true;
@@ -382,9 +410,11 @@ void Trainer::log_step(int64_t s, double loss, double lr, double gnorm, double m
 }
 
 // The work every N steps, after a step that did not stop the run: each kind of periodic work
-// (a checkpoint now; an evaluation would go beside it) with its own interval.
+// with its own interval. The evaluation comes first, so the record committed with a checkpoint
+// holds it.
 bool Trainer::after_step(int64_t s) {
   const int64_t done = s + 1;
+  if (val_batches_ && ((cfg_.eval_every > 0 && done % cfg_.eval_every == 0) || done == cfg_.steps)) run_eval(done);
   if (cfg_.save_every > 0 && done % cfg_.save_every == 0 && done < cfg_.steps) {
     save_checkpoint(done);
     rec_->commit("running", last_step_, last_loss_);
@@ -421,6 +451,19 @@ void Trainer::save_checkpoint(int64_t steps_done) {
   replace_save_ = true;  // the file is this run's now
   saved_step_ = steps_done;
   log_.event("checkpoint", {{"step", steps_done}, {"path", c.save}}, "");
+}
+
+void Trainer::run_eval(int64_t steps_done) {
+  const EvalResult r = evaluate(*lm_, *ctx_, *val_batches_);
+  rec_->add_eval(steps_done, r.loss, r.tokens, r.ms);
+  char line[192];
+  std::snprintf(line, sizeof line, "eval %6lld/%lld | val loss %.4f | %lld tokens in %lld batches | %.1f ms",
+                static_cast<long long>(steps_done), static_cast<long long>(cfg_.steps), r.loss,
+                static_cast<long long>(r.tokens), static_cast<long long>(r.batches), r.ms);
+  log_.event(
+      "eval",
+      {{"step", steps_done}, {"val_loss", r.loss}, {"tokens", r.tokens}, {"batches", r.batches}, {"eval_ms", r.ms}},
+      line);
 }
 
 // Called while `e` is being handled: keeps what was measured (the record of the completed steps,

@@ -16,6 +16,7 @@
 #include "io/atomic_file.h"
 #include "io/run_log.h"
 #include "io/token_data.h"
+#include "io/token_shards.h"
 #include "model/transformer.h"
 #include "parallel/communicator.h"
 #include "parallel/runtime.h"
@@ -41,6 +42,7 @@ class Trainer {
   void validate();
   void plan_schedule();
   void open_data();
+  void open_val_data();
   void take_outputs();
   // run()
   void build();
@@ -51,6 +53,7 @@ class Trainer {
   void log_step(int64_t s, double loss, double lr, double gnorm, double ms);
   bool after_step(int64_t s);  // periodic work after step s+1; true to stop
   void save_checkpoint(int64_t steps_done);
+  void run_eval(int64_t steps_done);  // the validation loss after that step: record, log
   [[noreturn]] void fail(const std::exception& e, const std::string& during);
   int finish();
   double tokens_per_step() const {
@@ -65,7 +68,9 @@ class Trainer {
   double min_lr_ = 0;
   int64_t cosine_steps_ = 0;  // the schedule's length
   int64_t step_rows_ = 0;     // sequences per step: grad-accum micro-batches of --batch-size
-  std::unique_ptr<io::TokenFile> tokens_;
+  std::unique_ptr<io::TokenShards> tokens_;
+  std::unique_ptr<io::TokenShards> val_tokens_;  // null: no evaluation
+  std::unique_ptr<io::ValidationBatches> val_batches_;
   io::SamplerConfig sampler_cfg_;
   std::unique_ptr<io::BatchSampler> sampler_;
   std::string run_id_;

@@ -121,6 +121,17 @@ TEST_F(IoTokenShards, EverySpellingOfTheSetGivesTheSameBatchesFromTheSeed) {
   EXPECT_NE(reordered.identity(), glob.identity());
 }
 
+TEST_F(IoTokenShards, ACommaSeparatedValueIsAListUnlessItNamesAFile) {
+  const std::string list = shard(0) + "," + shard(1) + "," + shard(2) + "," + shard(3);
+  EXPECT_EQ(data_specs(list), (std::vector<std::string>{shard(0), shard(1), shard(2), shard(3)}));
+  EXPECT_EQ(TokenShards(data_specs(list), kVocab).identity(), TokenShards({path("set")}, kVocab).identity());
+  EXPECT_EQ(data_specs(shard(0)), std::vector<std::string>{shard(0)});
+  write(path("a,b.bin"), llmc_shard(shards_[0]));  // a file whose name holds a comma is one file
+  EXPECT_EQ(data_specs(path("a,b.bin")), std::vector<std::string>{path("a,b.bin")});
+  EXPECT_EQ(data_specs("x,,y"), (std::vector<std::string>{"x", "", "y"}));
+  EXPECT_THROW(TokenShards(data_specs(shard(0) + ","), kVocab), Error);  // an empty part
+}
+
 TEST_F(IoTokenShards, ARestoredSamplerStateContinuesTheStreamExactly) {
   TokenShards set({path("set")}, kVocab);
   const SamplerConfig run = config(Sampling::Random, 77);

@@ -42,7 +42,7 @@ run ddp "${mpi[@]}" "$bin" bench ddp --device cpu --model tiny --context-length 
   --ddp none,naive,flat,overlap,bucketed --bucket-mb 0,0.1,1,10 --shard-optimizer broadcast,zero1 \
   --grad-comm fp32,bf16 --zero1-prefetch on,off --steps 2 --warmup 1 --out "$out/ddp.h5"
 run train "$bin" train --device cpu --model tiny --context-length 32 --batch-size 2 --steps 6 \
-  --out "$out/train.h5"
+  --val-data "$(dirname "$0")/../../data/sample_tokens.npy" --eval-every 3 --eval-tokens 256 --out "$out/train.h5"
 run accumulation "$bin" demo accumulation --out "$out/accumulation.h5"
 run plan "$bin" plan --model tiny --cluster cpu --precision fp32 --devices 2 --shard-optimizer zero1 --out "$out/plan.h5"
 ls -l "$out"

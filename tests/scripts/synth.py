@@ -222,13 +222,17 @@ def ddp_events(ranks):
 
 # ---- train, PyTorch reference --------------------------------------------------------------
 
-def train_file(path, steps=20, first_loss=9.2, final_loss=5.0):
+def train_file(path, steps=20, first_loss=9.2, final_loss=5.0, val_losses=None):
+    """val_losses: {step: validation loss}, the /eval table (none when None)."""
     rows = []
     for i in range(steps):
         loss = first_loss + (final_loss - first_loss) * i / (steps - 1)
         rows.append({"step": i + 1, "loss": loss, "lr": 1e-3 * (1 - i / steps), "grad_norm": 1.0,
                      "step_ms": 500.0 if i == 0 else 100.0, "tokens_per_s": 1000.0 if i == 0 else 5000.0})
-    write_record(path, "train", {"train_steps": rows},
+    tables = {"train_steps": rows}
+    if val_losses:
+        tables["eval"] = [{"step": k, "val_loss": v, "tokens": 4096, "ms": 10.0} for k, v in val_losses.items()]
+    write_record(path, "train", tables,
                  attrs={"precision": "fp32", "status": "completed", "model.parameters": 2_000_000})
 
 

@@ -43,6 +43,11 @@ def _tokens(tmp):
     shutil.copy(SAMPLE, os.path.join(tmp, "tokens.npy"))
 
 
+def _small_val(tmp):
+    """A validation set of 20 tokens: more than one window (17), less than one batch of 4 × 16."""
+    np.save(os.path.join(tmp, "small.npy"), np.load(SAMPLE)[:20])
+
+
 def _keep(tmp):
     with open(os.path.join(tmp, "keep.h5"), "wb") as f:
         f.write(b"precious results")
@@ -161,7 +166,7 @@ def _other_record(tmp):
 
 
 SETUPS = {
-    "tokens": _tokens, "keep": _keep, "fifo": _fifo, "chardev": _chardev, "dir": _dir, "raw32": _raw32, "u32npy": _u32npy,
+    "tokens": _tokens, "small_val": _small_val, "keep": _keep, "fifo": _fifo, "chardev": _chardev, "dir": _dir, "raw32": _raw32, "u32npy": _u32npy,
     "llmc": _llmc, "llmc_v9": lambda t: _llmc(t, 9), "empty": _empty, "ckpt": _checkpoint,
     "ckpt_nan_weight": lambda t: _checkpoint(t, _poison_weight),
     "ckpt_inf_moment": lambda t: _checkpoint(t, _poison_moment),
@@ -254,6 +259,23 @@ CASES = [
     ("plan-devices-zero", C1, ["plan", "--devices", "0"], dict(ERR, words=["--devices", ">= 1"])),
     ("comm-timeout-zero", C1, [*TRAIN, "--comm-timeout", "0"], dict(ERR, words=["--comm-timeout"])),
     ("on-nonfinite-bad", C1, [*TRAIN, "--on-nonfinite", "maybe"], dict(ERR, words=["--on-nonfinite", "stop or skip"])),
+    ("eval-every-negative", C1, [*TRAIN, "--eval-every", "-1"], dict(ERR, words=["--eval-every"])),
+    ("eval-tokens-negative", C1, [*TRAIN, "--eval-tokens", "-5"], dict(ERR, words=["--eval-tokens"])),
+    ("eval-every-no-val-data", C1, [*TRAIN, "--eval-every", "1"], dict(ERR, words=["--eval-every", "--val-data"])),
+    ("eval-tokens-below-a-batch", C1, [*TRAIN, "--val-data", "{sample}", "--eval-tokens", "10"],
+     dict(ERR, words=["--eval-tokens 10", "less than one validation batch"])),
+    ("val-data-below-a-batch", C4, [*TRAIN, "--val-data", "{tmp}/small.npy", "--out", "{tmp}/r.h5"],
+     dict(ERR, setup=["small_val"], words=["small.npy", "20 tokens", "less than one batch"])),
+    ("val-data-missing", C4, [*TRAIN, "--val-data", "{tmp}/none.npy"], dict(ERR, words=["none.npy"])),
+    ("data-list-empty-part", C4, [*TRAIN_NODATA, "--data", "{sample},"], dict(ERR, words=["token data", "empty path"])),
+    ("eval-checkpoint-missing", C4, ["eval", "--checkpoint", "{tmp}/none.h5", "--data", "{sample}"],
+     dict(ERR, words=["--checkpoint", "none.h5"])),
+    ("eval-val-data-below-a-batch", C4, ["eval", "--checkpoint", "{tmp}/ck.h5", "--data", "{tmp}/small.npy",
+                                         "--device", "cpu"],
+     dict(ERR, setup=["ckpt", "small_val"], words=["small.npy", "less than one batch"])),
+    ("eval-out-exists", C3, ["eval", "--checkpoint", "{tmp}/ck.h5", "--data", "{sample}", "--device", "cpu",
+                             "--out", "{tmp}/keep.h5"],
+     dict(ERR, setup=["ckpt", "keep"], words=["keep.h5", "exists"])),
     ("bin-dtype-bad", C1, [*TRAIN, "--bin-dtype", "int8"], dict(ERR, words=["--bin-dtype", "int8"])),
     ("one-spelling-context-length", C1, [*BENCH_MODEL, "--context-length", "16", "--out", "{tmp}/b.h5"],
      dict(rc=0, created=["b.h5"])),

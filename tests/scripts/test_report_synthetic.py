@@ -257,7 +257,7 @@ def test_update_sms_runs_stay_apart(tmp_path, out_dir):
 
 def test_training_summary(tmp_path, out_dir):
     a, b = tmp_path / "run_a.h5", tmp_path / "run_b.h5"
-    synth.train_file(a, steps=20, first_loss=9.0, final_loss=4.0)
+    synth.train_file(a, steps=20, first_loss=9.0, final_loss=4.0, val_losses={10: 6.5, 20: 4.5})
     synth.train_file(b, steps=10, first_loss=9.0, final_loss=6.0)
     run_report([a, b], out_dir, "--plots")
     df = read_csv(out_dir, "training").set_index("file")
@@ -265,6 +265,8 @@ def test_training_summary(tmp_path, out_dir):
     assert df.loc["run_a.h5", "final_loss"] == pytest.approx(4.0)
     assert df.loc["run_a.h5", "min_loss"] == pytest.approx(4.0)
     assert df.loc["run_a.h5", "step_ms"] == pytest.approx(100.0)  # the first (slow) step left out
+    assert df.loc["run_a.h5", "final_val_loss"] == pytest.approx(4.5)  # /eval's last row
+    assert np.isnan(df.loc["run_b.h5", "final_val_loss"])  # a run without validation
     assert png_size(out_dir / "plots" / "training_loss.png")[0] > 300
 
 
