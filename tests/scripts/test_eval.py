@@ -84,10 +84,11 @@ def shards(tmp_path, tokens, manifest=True):
 def cross_entropy_reference(ck, val_tokens, windows, tmp_path):
     """The mean cross-entropy of windows k < `windows` (inputs tokens [kT, kT+T), targets one
     later) under the checkpoint's weights, through an independent NumPy Llama in fp64."""
-    from test_hf_export import llama_logits, load_export
+    from llama_numpy import load
+    from llama_numpy import logits as llama_logits
     out = tmp_path / "hf"
     paratrain("export", "--checkpoint", ck, "--format", "hf", "--out", out)
-    cfg, w = load_export(out)
+    cfg, w = load(str(out))
     total = 0.0
     for k in range(windows):
         ids, tg = val_tokens[k * T:k * T + T].astype(np.int64), val_tokens[k * T + 1:k * T + T + 1].astype(np.int64)
