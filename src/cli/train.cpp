@@ -101,7 +101,9 @@ void declare_options(po::options_description& desc, train::TrainConfig& c, Train
        "if it exists");
   add_ddp_options(parallel, ddp);
   general.add_options()("log-every", po::value(&c.log_every)->default_value(c.log_every),
-                        "progress line every N steps (rank 0)");
+                        "progress line every N steps (rank 0)")
+      ("peak-tflops", po::value(&c.peak_tflops)->default_value(c.peak_tflops),
+       "one device's dense peak for the progress line's MFU (0: the device's; none on the CPU)");
   // clang-format on
   add_log_options(general, c.log);
   add_run_options(general, run, "fp32");

@@ -22,8 +22,9 @@ namespace pt::train {
 // for bit the same. --update-sms changes which SMs GEMMs run on, and so perhaps their cuBLAS
 // algorithms: the same computation, rounded in another order. --comm-engine changes what moves
 // the gradients: with 2 ranks the same sums, with more the same sums in another order.)
-inline constexpr const char* kResumeMayChange[] = {"steps",      "cosine-steps",   "log-every",  "save-every",
-                                                   "cuda-graph", "update-overlap", "update-sms", "comm-engine"};
+inline constexpr const char* kResumeMayChange[] = {"steps",      "cosine-steps", "log-every",
+                                                   "save-every", "cuda-graph",   "update-overlap",
+                                                   "update-sms", "comm-engine",  "peak-tflops"};
 inline constexpr const char* kResumeNotRestored[] = {
     "log-format", "log-file", "save", "out", "overwrite", "resume", "init-from", "comm-timeout", "allow-gpu-sharing"};
 

@@ -83,6 +83,7 @@ struct TrainConfig {
   std::string out;  // the run record; "" → a default name
   bool overwrite = false;
   int64_t log_every = 1;
+  double peak_tflops = 0;  // one device's peak for MFU; 0: from the device (none on the CPU)
   io::LogOptions log;
   std::map<std::string, std::string> options;  // every option as text: the record's and the checkpoints'
 };

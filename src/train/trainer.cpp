@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <functional>
 
+#include "core/accelerator_specs.h"
+#include "core/allocator.h"
 #include "core/build_info.h"
 #include "core/error.h"
 #include "core/exit_codes.h"
@@ -65,6 +67,16 @@ std::string also_failed(const std::function<void()>& write, const std::string& w
   return "";
 }
 
+// "12.3/45.6 MiB" (or GiB from 1 GiB on): memory in use now and at its peak.
+std::string memory_text(int64_t in_use, int64_t peak) {
+  const bool gib = peak >= (int64_t{1} << 30);
+  const double unit = gib ? 1024.0 * 1024.0 * 1024.0 : 1024.0 * 1024.0;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f/%.*f %s", gib ? 2 : 1, in_use / unit, gib ? 2 : 1, peak / unit,
+                gib ? "GiB" : "MiB");
+  return buf;
+}
+
 // Whether this rank asks to stop: a signal, or (rank 0) a standard output that no longer takes
 // the progress lines (its reader has gone): both stop the run as cleanly as a time limit.
 bool stop_wanted(io::RunLog& log) { return interrupt::requested() != 0 || !log.stdout_failure().empty(); }
@@ -103,6 +115,8 @@ void Trainer::validate() {
   PT_CHECK(c.batch_size >= 1, "--batch-size must be at least 1");
   PT_CHECK(c.log_every >= 1, "--log-every must be at least 1");
   PT_CHECK(c.lr > 0, "--lr must be positive");
+  PT_CHECK(std::isfinite(c.peak_tflops) && c.peak_tflops >= 0 && c.peak_tflops < 1e9,
+           "--peak-tflops must be a TFLOP/s figure from 0 (the device's) up, not " + std::to_string(c.peak_tflops));
   PT_CHECK(c.warmup_steps >= 0 && c.save_every >= 0, "--warmup-steps and --save-every must be non-negative");
   PT_CHECK(c.save_every == 0 || !c.save.empty(), "--save-every needs --save FILE");
   PT_CHECK(c.batch_size % rt_.world_size() == 0, "--batch-size " + std::to_string(c.batch_size) +
@@ -262,6 +276,10 @@ void Trainer::build() {
 
 void Trainer::log_start() {
   const TrainConfig& c = cfg_;
+  // MFU counts the model's FLOPs (bench model's count: recomputation is not useful work) against
+  // the dense peak of one device for the precision; none on the CPU unless --peak-tflops gives one.
+  peak_tflops_ = c.peak_tflops > 0 ? c.peak_tflops : device_peak(c.device, c.precision).tflops;
+  flops_per_step_ = c.model.train_flops_per_token(c.model.context_length) * tokens_per_step();
   const std::string banner =
       "train: " + c.model_name + " (" + std::to_string(c.model.num_params()) + " parameters) on " +
       std::to_string(rt_.world_size()) + " × " + c.device.str() + ", " + precision_name(c.precision) + ", " +
@@ -283,7 +301,9 @@ void Trainer::log_start() {
               {"start_step", start_step_},
               {"resumed_from", c.resumed.path},
               {"out", rec_->path()},
-              {"save", c.save}},
+              {"save", c.save},
+              {"flops_per_step", flops_per_step_},
+              {"peak_tflops", peak_tflops_ > 0 ? peak_tflops_ : NAN}},
              banner);
 }
 
@@ -363,11 +383,16 @@ void Trainer::check_finite(int64_t s, double loss, double gnorm, double lr) {
 void Trainer::log_step(int64_t s, double loss, double lr, double gnorm, double ms) {
   const double elapsed = log_.elapsed_s();
   const double tokens_per_s = tokens_per_step() / (ms * 1e-3);
-  char line[256];
+  // Per device: each rank computes its share of the step's FLOPs in the step's time.
+  const double mfu = peak_tflops_ > 0 ? flops_per_step_ / rt_.world_size() / (ms * 1e-3) / (peak_tflops_ * 1e12) : NAN;
+  const MemoryStats mem = TrackingAllocator::instance().stats(cfg_.device.kind);  // this rank's (rank 0)
+  char mfu_text[32] = "";
+  if (std::isfinite(mfu)) std::snprintf(mfu_text, sizeof mfu_text, " | MFU %.1f%%", mfu * 100);
+  char line[320];
   std::snprintf(line, sizeof line,
-                "step %6lld/%lld | loss %.4f | lr %.2e | grad norm %.3f | %8.0f tok/s | %.1f ms | %s",
+                "step %6lld/%lld | loss %.4f | lr %.2e | grad norm %.3f | %8.0f tok/s | %.1f ms%s | mem %s | %s",
                 static_cast<long long>(s + 1), static_cast<long long>(cfg_.steps), loss, lr, gnorm, tokens_per_s, ms,
-                eta_->text(elapsed).c_str());
+                mfu_text, memory_text(mem.in_use, mem.peak).c_str(), eta_->text(elapsed).c_str());
   log_.event("step",
              {{"step", s + 1},
               {"steps", cfg_.steps},
@@ -376,6 +401,9 @@ void Trainer::log_step(int64_t s, double loss, double lr, double gnorm, double m
               {"grad_norm", gnorm},
               {"step_ms", ms},
               {"tokens_per_s", tokens_per_s},
+              {"mfu", mfu},
+              {"memory_bytes", mem.in_use},
+              {"memory_peak_bytes", mem.peak},
               {"eta_s", eta_->eta_s(elapsed)}},
              line);
 }

@@ -89,6 +89,8 @@ class Trainer {
   bool stopped_ = false;
   int64_t saved_step_ = -1;  // the step of the checkpoint this process wrote last
   std::unique_ptr<io::Eta> eta_;
+  double flops_per_step_ = 0;  // the model's, of the whole step (all ranks)
+  double peak_tflops_ = 0;     // one device's dense peak; 0: unknown (no MFU)
 };
 
 }  // namespace pt::train
