@@ -60,6 +60,8 @@ struct TrainConfig {
 
   // ---- checkpoints
   std::string save;        // "" : none
+  std::string save_dir;    // step checkpoints and a pointer here (train/checkpoint_dir.h); "" : none
+  int64_t keep_last = 0;   // the newest step checkpoints --save-dir keeps; 0: all
   int64_t save_every = 0;  // 0: only at the end
   std::string init_from;   // start from these weights
   std::string resume;      // as given: "", a file, or "auto"

@@ -118,7 +118,12 @@ void Trainer::validate() {
   PT_CHECK(std::isfinite(c.peak_tflops) && c.peak_tflops >= 0 && c.peak_tflops < 1e9,
            "--peak-tflops must be a TFLOP/s figure from 0 (the device's) up, not " + std::to_string(c.peak_tflops));
   PT_CHECK(c.warmup_steps >= 0 && c.save_every >= 0, "--warmup-steps and --save-every must be non-negative");
-  PT_CHECK(c.save_every == 0 || !c.save.empty(), "--save-every needs --save FILE");
+  PT_CHECK(c.save.empty() || c.save_dir.empty(),
+           "--save and --save-dir contradict each other: --save keeps one checkpoint file, --save-dir a history "
+           "of them; pick one");
+  PT_CHECK(c.save_every == 0 || saves(), "--save-every needs --save FILE or --save-dir DIR");
+  PT_CHECK(c.keep_last >= 0, "--keep-last must be non-negative (0 keeps every checkpoint)");
+  PT_CHECK(c.keep_last == 0 || !c.save_dir.empty(), "--keep-last needs --save-dir DIR");
   PT_CHECK(c.batch_size % rt_.world_size() == 0, "--batch-size " + std::to_string(c.batch_size) +
                                                      " is not divisible by the " + std::to_string(rt_.world_size()) +
                                                      " ranks");
@@ -213,6 +218,9 @@ void Trainer::take_outputs() {
     save_lock_ = std::make_unique<io::OutputLock>(c.save, "checkpoint (--save)");
     replace_save_ = check_save_target(c.save, c.overwrite, c.resumed.path, resumed_run_id);
   }
+  if (!c.save_dir.empty() && rt_.is_root())
+    save_dir_ = std::make_unique<CheckpointDir>(c.save_dir, c.keep_last, c.overwrite, c.resumed.path, start_step_,
+                                                c.resume == "auto", run_id_);
 }
 
 int Trainer::run() {
@@ -289,7 +297,8 @@ void Trainer::log_start() {
       ", batch " + std::to_string(c.batch_size) + " × " + std::to_string(c.model.context_length) + " tokens" +
       (c.grad_accum > 1 ? " × " + std::to_string(c.grad_accum) + " micro-batches" : "") + ", " +
       io::sampling_name(c.sampling) + " sampling of " + c.data + " (" + std::to_string(tokens_->size()) + " tokens)" +
-      (c.resumed.empty() ? "" : "; resuming " + c.resumed.path + " after step " + std::to_string(start_step_));
+      (c.resumed.empty() ? "" : "; resuming " + c.resumed.path + " after step " + std::to_string(start_step_)) +
+      (c.resumed.empty() && c.resume == "auto" ? "; --resume auto found no checkpoint: starting afresh" : "");
   log_.event("start",
              {{"command", std::string("train")},
               {"model", c.model_name},
@@ -301,7 +310,7 @@ void Trainer::log_start() {
               {"start_step", start_step_},
               {"resumed_from", c.resumed.path},
               {"out", rec_->path()},
-              {"save", c.save},
+              {"save", c.save.empty() ? c.save_dir : c.save},
               {"flops_per_step", flops_per_step_},
               {"peak_tflops", peak_tflops_ > 0 ? peak_tflops_ : NAN}},
              banner);
@@ -329,7 +338,7 @@ void Trainer::train_loop() {
   } catch (const std::exception& e) {
     fail(e, "");
   }
-  if (!cfg_.save.empty() && saved_step_ != last_step_) {
+  if (saves() && saved_step_ != last_step_) {
     try {
       save_checkpoint(last_step_);
     } catch (const std::exception& e) {
@@ -444,10 +453,18 @@ void Trainer::save_checkpoint(int64_t steps_done) {
   Optimizer& optimizer = *dp_.optimizer;
   const WholeOptimizerState state =
       gather_optimizer_state(optimizer, *ctx_, lm_->store().grad_numel(), c.ddp.shard == ShardMode::None);
-  if (rt_.is_root()) io::save_checkpoint(c.save, lm_->store(), *ctx_, &optimizer.config(), &state, info, replace_save_);
+  // A step checkpoint of --save-dir replaces what CheckpointDir let the run replace at start-up.
+  const std::string path =
+      c.save_dir.empty() ? c.save : (std::filesystem::path(c.save_dir) / step_checkpoint_name(steps_done)).string();
+  if (rt_.is_root()) {
+    io::save_checkpoint(path, lm_->store(), *ctx_, &optimizer.config(), &state, info,
+                        replace_save_ || save_dir_ != nullptr);
+    if (save_dir_) save_dir_->saved(steps_done);
+  }
   replace_save_ = true;  // the file is this run's now
   saved_step_ = steps_done;
-  log_.event("checkpoint", {{"step", steps_done}, {"path", c.save}}, "");
+  saved_path_ = path;
+  log_.event("checkpoint", {{"step", steps_done}, {"path", path}}, "");
 }
 
 // Called while `e` is being handled: keeps what was measured (the record of the completed steps,
@@ -481,14 +498,15 @@ int Trainer::finish() {
   if (stopped_)
     summary = "stopped by " + stop_reason + " after step " + std::to_string(stopped_after_) + " of " +
               std::to_string(c.steps) + "\n";
-  summary += "results: " + rec_->path() + (c.save.empty() ? "" : ", checkpoint: " + c.save);
+  summary += "results: " + rec_->path() + (saved_path_.empty() ? "" : ", checkpoint: " + saved_path_);
   if (stopped_ && !c.save.empty()) summary += "\ncontinue with: --resume " + c.save + " (or --resume auto)";
+  if (stopped_ && !c.save_dir.empty()) summary += "\ncontinue with: --resume auto --save-dir " + c.save_dir;
   log_.event("end",
              {{"status", status},
               {"last_step", last_step_},
               {"final_loss", last_loss_},
               {"out", rec_->path()},
-              {"save", c.save},
+              {"save", c.save_dir.empty() ? c.save : saved_path_},
               {"exit_code", static_cast<int64_t>(stopped_ ? kExitStopped : kExitOk)}},
              summary);
   // Standard output has gone: the summary (where the results are, how to continue) goes to stderr.

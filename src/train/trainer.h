@@ -19,6 +19,7 @@
 #include "model/transformer.h"
 #include "parallel/communicator.h"
 #include "parallel/runtime.h"
+#include "train/checkpoint_dir.h"
 #include "train/data_parallel.h"
 #include "train/injected_faults.h"
 #include "train/train_config.h"
@@ -71,7 +72,10 @@ class Trainer {
   std::string run_id_;
   std::unique_ptr<TrainRecord> rec_;
   std::unique_ptr<io::OutputLock> save_lock_;
-  bool replace_save_ = false;  // whether the next checkpoint may replace a file at --save
+  bool replace_save_ = false;                // whether the next checkpoint may replace a file at --save
+  std::unique_ptr<CheckpointDir> save_dir_;  // --save-dir (rank 0)
+  bool saves() const { return !cfg_.save.empty() || !cfg_.save_dir.empty(); }
+  std::string saved_path_;  // the checkpoint written last (for the summary)
 
   OptimizerConfig optimizer_cfg_;
   std::unique_ptr<Context> ctx_;
