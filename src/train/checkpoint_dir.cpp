@@ -63,6 +63,7 @@ int64_t step_of_name(const std::string& name) {
 std::vector<StepCheckpoint> list_step_checkpoints(const std::string& dir) {
   std::vector<StepCheckpoint> out;
   std::error_code ec;
+  if (!fs::exists(dir, ec) && !ec) return out;  // not made yet: a first run, with --resume auto too
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const int64_t step = step_of_name(it->path().filename().string());
     std::error_code kind_ec;
