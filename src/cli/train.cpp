@@ -97,15 +97,15 @@ void declare_options(po::options_description& desc, train::TrainConfig& c, Train
       ("save-every", po::value(&c.save_every)->default_value(0),
        "also every N steps (needs --save or --save-dir; 0: only at the end)")
       ("save-dir", po::value(&c.save_dir),
-       "keep a history instead: DIR/step_<N>.h5 per save and DIR/latest naming the newest; a fresh run "
-       "into a DIR holding checkpoints needs --overwrite (or --resume auto to continue them)")
+       "DIR/step_<N>.h5 per save, DIR/latest names the newest; a DIR holding some "
+       "needs --resume auto or --overwrite")
       ("keep-last", po::value(&c.keep_last)->default_value(c.keep_last),
        "with --save-dir: keep this run's newest K step checkpoints, remove its older ones (0: keep all)")
       ("init-from", po::value(&c.init_from), "start from this checkpoint's weights (a PyTorch state_dict "
                                              "saved with h5py in the same layout loads too)")
       ("resume", po::value(&c.resume),
-       "continue the run in this checkpoint exactly (options given again must agree); auto: --save "
-       "if it exists, or --save-dir's newest that loads (none: start afresh)");
+       "continue this checkpoint's run exactly (options given must agree); auto: "
+       "--save, or --save-dir's newest that loads");
   add_ddp_options(parallel, ddp);
   general.add_options()("log-every", po::value(&c.log_every)->default_value(c.log_every),
                         "progress line every N steps (rank 0)")
