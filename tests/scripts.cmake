@@ -50,6 +50,11 @@ pt_binary_script_test(scripts_faults test_faults.py)
 # Exact resume (every sharding, 2 ranks, a signal that reaches one rank), conflicting options
 # refused, another rank count, the data file's identity, JSON progress lines against the record.
 pt_binary_script_test(scripts_resume test_resume.py)
+# train's progress line: MFU against the model's FLOPs, the step time and the peak; memory.
+pt_binary_script_test(scripts_train_progress test_train_progress.py)
+# --save-dir: step checkpoints, keep-last, the pointer through a crash, --resume auto skipping a
+# damaged one and resuming exactly.
+pt_binary_script_test(scripts_checkpoint_dir test_checkpoint_dir.py)
 # scripts/prepare_data.py: text and JSONL to shards and a manifest (round trip, headers, split,
 # checksums, hostile input), and the binary training on a shard it wrote.
 pt_binary_script_test(scripts_prepare_data test_prepare_data.py)
@@ -100,7 +105,7 @@ add_test(NAME scripts_gpu_steps COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_gpu
 add_test(NAME scripts_slurm COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_slurm.py)
 set_tests_properties(scripts_slurm PROPERTIES LABELS "scripts;slurm" TIMEOUT 900 RUN_SERIAL TRUE)
 
-set(PT_SCRIPTS_TESTS scripts_eval scripts_hf_export scripts_hostile_inputs scripts_prepare_data scripts_hostile_outputs scripts_faults scripts_compare_runs scripts_resume scripts_slurm_templates scripts_report_synthetic scripts_report_synthetic_comm scripts_report_real scripts_schema_doc scripts_ddp_events_real scripts_compare_torch
+set(PT_SCRIPTS_TESTS scripts_eval scripts_train_progress scripts_checkpoint_dir scripts_hf_export scripts_hostile_inputs scripts_prepare_data scripts_hostile_outputs scripts_faults scripts_compare_runs scripts_resume scripts_slurm_templates scripts_report_synthetic scripts_report_synthetic_comm scripts_report_real scripts_schema_doc scripts_ddp_events_real scripts_compare_torch
     scripts_compare_torch_ddp scripts_compare_torch_cli scripts_reference_model scripts_check_format scripts_ptx_diff
     scripts_ncu_stalls scripts_kernel_trace scripts_docs scripts_help_texts scripts_gpu_steps scripts_lint)
 set_tests_properties(${PT_SCRIPTS_TESTS} PROPERTIES LABELS scripts TIMEOUT 600)

@@ -1,6 +1,7 @@
 // `paratrain train`: the options of a training run, turned into one train::TrainConfig for
 // train::Trainer (src/train/trainer.h), which runs it.
 
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -100,15 +101,23 @@ void declare_options(po::options_description& desc, train::TrainConfig& c, Train
   ckpt.add_options()
       ("save", po::value(&c.save), "write a checkpoint (HDF5) here at the end, and when a signal or a "
                                  "closed stdout stops the run early")
-      ("save-every", po::value(&c.save_every)->default_value(0), "also every N steps (needs --save; 0: only at the end)")
+      ("save-every", po::value(&c.save_every)->default_value(0),
+       "also every N steps (needs --save or --save-dir; 0: only at the end)")
+      ("save-dir", po::value(&c.save_dir),
+       "DIR/step_<N>.h5 per save, DIR/latest names the newest; a DIR holding some "
+       "needs --resume auto or --overwrite")
+      ("keep-last", po::value(&c.keep_last)->default_value(c.keep_last),
+       "with --save-dir: keep this run's newest K step checkpoints, remove its older ones (0: keep all)")
       ("init-from", po::value(&c.init_from), "start from this checkpoint's weights (a PyTorch state_dict "
                                              "saved with h5py in the same layout loads too)")
       ("resume", po::value(&c.resume),
-       "continue the run in this checkpoint exactly (options given again must agree); auto: --save "
-       "if it exists");
+       "continue this checkpoint's run exactly (options given must agree); auto: "
+       "--save, or --save-dir's newest that loads");
   add_ddp_options(parallel, ddp);
   general.add_options()("log-every", po::value(&c.log_every)->default_value(c.log_every),
-                        "progress line every N steps (rank 0)");
+                        "progress line every N steps (rank 0)")
+      ("peak-tflops", po::value(&c.peak_tflops)->default_value(c.peak_tflops),
+       "one device's dense peak for the progress line's MFU (0: the device's; none on the CPU)");
   // clang-format on
   add_log_options(general, c.log);
   add_run_options(general, run, "fp32");
@@ -168,11 +177,14 @@ int train(const std::vector<std::string>& args, AdoptedOptions& adopted_from) {
   // --resume: the checkpoint's configuration for every option not given again.
   PT_CHECK(c.init_from.empty() || c.resume.empty(), "--init-from and --resume contradict each other: pick one");
   if (!c.resume.empty()) {
-    const std::string path = train::resume_path(c.resume, c.save);
+    const bool root = parallel::Runtime::get().is_root();
+    const std::string path = train::resume_path(c.resume, c.save, c.save_dir, [&](const std::string& line) {
+      if (root) std::fprintf(stderr, "paratrain: warning: %s\n", line.c_str());
+    });
     // Every rank must make the same choice (a --save on a file system the nodes do not share).
     if (c.resume == "auto")
-      check_same_on_every_rank(path.empty() ? "absent" : "present",
-                               "whether the checkpoint " + c.save + " exists (--resume auto)");
+      check_same_on_every_rank(path.empty() ? "absent" : path,
+                               "the checkpoint --resume auto takes from " + (c.save.empty() ? c.save_dir : c.save));
     if (!path.empty()) {
       c.resumed = {path, io::read_checkpoint_info(path)};
       const std::vector<std::string> adopted = options_from_checkpoint(desc, *vm, c.resumed.info, path);

@@ -19,7 +19,9 @@ std::vector<std::string> options_from_checkpoint(const po::options_description& 
       // The default already gives the stored value (and a sentinel default, such as --min-lr's
       // -1 for "lr/10", must not be given explicitly).
       if (vm.count(name) && given.at(name) == stored) continue;
-      if (name == "save-every" && !vm.count("save")) continue;  // no checkpoint to save now
+      // No checkpoint to save now, or no directory to keep them in.
+      if (name == "save-every" && !vm.count("save") && !vm.count("save-dir")) continue;
+      if (name == "keep-last" && !vm.count("save-dir")) continue;
       adopt.push_back("--" + name);
       adopt.push_back(stored);
     } else if (name != "data" && !train::resume_may_change(name) && given.at(name) != stored) {

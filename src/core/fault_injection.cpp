@@ -55,6 +55,7 @@ std::vector<Fault> parse(const std::string& spec) {
     const std::vector<std::string> f = split(entry, ':');
     const std::string bad = "PARATRAIN_FAULT: cannot read '" + entry +
                             "' (nan-grad:STEP:PARAM, pause-in-checkpoint:SECONDS, pause-in-start-up:SECONDS, "
+                            "pause-before-pointer:SECONDS, "
                             "signal:STEP:SIGTERM|SIGINT|SIGUSR1|SIGHUP|SIGSTOP or disk-full:PATH)";
     Fault fault;
     fault.kind = f[0];
@@ -62,7 +63,8 @@ std::vector<Fault> parse(const std::string& spec) {
       if (f[0] == "nan-grad" && f.size() == 3) {
         fault.step = whole_int(f[1]);
         fault.param = f[2];
-      } else if ((f[0] == "pause-in-checkpoint" || f[0] == "pause-in-start-up") && f.size() == 2) {
+      } else if ((f[0] == "pause-in-checkpoint" || f[0] == "pause-in-start-up" || f[0] == "pause-before-pointer") &&
+                 f.size() == 2) {
         fault.seconds = whole_number(f[1]);
       } else if (f[0] == "signal" && f.size() == 3) {
         fault.step = whole_int(f[1]);

@@ -8,6 +8,8 @@
 //                             written, optimizer state not), after saying so on stderr
 //   pause-in-start-up:SEC     train's start-up pauses SEC seconds before the model is built,
 //                             after saying so on stderr: a start-up that takes long or blocks
+//   pause-before-pointer:SEC  with --save-dir, a pause after each step checkpoint is in place and
+//                             before the pointer to it is replaced: a crash between the two
 //   signal:STEP:NAME          rank 0 alone raises signal NAME (SIGTERM, SIGINT, SIGUSR1, SIGHUP)
 //                             on itself during step STEP (train), so the run stops after it: a
 //                             preemption that reaches one rank only (STEP 0: during start-up,
@@ -25,10 +27,10 @@
 namespace pt::fault {
 
 struct Fault {
-  std::string kind;    // "nan-grad", "pause-in-checkpoint", "pause-in-start-up", "signal"
+  std::string kind;    // "nan-grad", "pause-in-checkpoint", "pause-in-start-up", "pause-before-pointer", ...
   int64_t step = 0;    // nan-grad, signal
   std::string param;   // nan-grad
-  double seconds = 0;  // pause-in-checkpoint, pause-in-start-up
+  double seconds = 0;  // the pauses
   int signal = 0;      // signal
   std::string path;    // disk-full
 };

@@ -343,6 +343,54 @@ CheckpointInfo read_checkpoint_info(const std::string& path) {
   return info;
 }
 
+namespace {
+
+// Every dataset under the file, by path, for verify_checkpoint.
+herr_t collect_dataset(hid_t, const char* name, const H5O_info_t* info, void* names) {
+  if (info->type == H5O_TYPE_DATASET) static_cast<std::vector<std::string>*>(names)->push_back(name);
+  return 0;
+}
+
+// Reads a floating-point dataset in pieces of whole rows (dimension 0) of about `budget`
+// values, so a whole-model optimizer tensor never needs its size in host memory.
+void verify_float_dataset(hid_t d, const std::string& what) {
+  const Shape shape = h5::dataset_shape(d);
+  if (shape.empty()) return;
+  int64_t row = 1;
+  for (size_t i = 1; i < shape.size(); ++i) row *= shape[i];
+  constexpr int64_t kBudget = int64_t{1} << 24;
+  const int64_t rows_per_piece = std::max<int64_t>(1, kBudget / std::max<int64_t>(row, 1));
+  h5::Id file_space(PT_H5_CHECK(H5Dget_space(d)), H5Sclose);
+  std::vector<float> values;
+  for (int64_t r0 = 0; r0 < shape[0]; r0 += rows_per_piece) {
+    std::vector<hsize_t> start(shape.size(), 0), count(shape.begin(), shape.end());
+    start[0] = static_cast<hsize_t>(r0);
+    count[0] = static_cast<hsize_t>(std::min(rows_per_piece, shape[0] - r0));
+    const int64_t n = static_cast<int64_t>(count[0]) * row;
+    if (n == 0) continue;
+    values.resize(static_cast<size_t>(n));
+    PT_H5_CHECK(H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr));
+    const hsize_t mem_n = static_cast<hsize_t>(n);
+    h5::Id mem_space(PT_H5_CHECK(H5Screate_simple(1, &mem_n, nullptr)), H5Sclose);
+    h5::read_dataset(d, H5T_NATIVE_FLOAT, mem_space, file_space, values.data(), what);
+    if (const int64_t i = first_nonfinite_index(values.data(), n); i >= 0)
+      PT_FAIL(what + " holds " + std::to_string(values[size_t(i)]) + " at element " + std::to_string(r0 * row + i));
+  }
+}
+
+}  // namespace
+
+void verify_checkpoint(const std::string& path) {
+  read_checkpoint_info(path);
+  h5::Id file = open_checkpoint(path);
+  std::vector<std::string> names;
+  PT_H5_CHECK(H5Ovisit2(file, H5_INDEX_NAME, H5_ITER_NATIVE, collect_dataset, &names, H5O_INFO_BASIC));
+  for (const std::string& name : names) {
+    h5::Id d(PT_H5_CHECK(H5Dopen2(file, name.c_str(), H5P_DEFAULT)), H5Dclose);
+    if (is_float_dataset(d)) verify_float_dataset(d, what_of(path) + ": dataset '" + name + "'");
+  }
+}
+
 void add_sampler_state(CheckpointInfo& info, const SamplerConfig& cfg) {
   info.text["data.sampling"] = sampling_name(cfg.sampling);
   info.ints["data.seed"] = static_cast<int64_t>(cfg.seed);  // bit pattern of the uint64

@@ -64,6 +64,12 @@ void load_optimizer_state(const std::string& path, Optimizer& opt, Context& ctx,
 // The root attributes (step and every free-form attribute).
 CheckpointInfo read_checkpoint_info(const std::string& path);
 
+// Reads the whole of `path` as a load would, without a model: its format and attributes, and
+// every floating-point dataset (weights and optimizer state) in bounded pieces, each value
+// finite (a checkpoint is never written with a non-finite one). Throws naming the first
+// problem: a truncated or damaged file fails here rather than halfway through a resume.
+void verify_checkpoint(const std::string& path);
+
 // The sampler has no state but its config and the step (its windows are a function of
 // (seed, step)): these record it as "data.*" attributes, and restore sampling and seed.
 void add_sampler_state(CheckpointInfo& info, const SamplerConfig& cfg);

@@ -7,6 +7,7 @@
 #include <iterator>
 
 #include "core/error.h"
+#include "train/checkpoint_dir.h"
 
 namespace pt::train {
 
@@ -19,9 +20,14 @@ bool listed(const char* const (&list)[N], const std::string& name) {
 }
 }  // namespace
 
-std::string resume_path(const std::string& resume, const std::string& save) {
+std::string resume_path(const std::string& resume, const std::string& save, const std::string& save_dir,
+                        const std::function<void(const std::string&)>& warn) {
   if (resume != "auto") return resume;
-  PT_CHECK(!save.empty(), "--resume auto continues from the --save checkpoint when it exists: give --save FILE");
+  PT_CHECK(!save.empty() || !save_dir.empty(), "--resume auto continues from the --save checkpoint when it exists, "
+                                               "or the newest in --save-dir: give --save FILE or --save-dir DIR");
+  PT_CHECK(save.empty() || save_dir.empty(), "--save and --save-dir contradict each other: --save keeps one "
+                                             "checkpoint file, --save-dir a history of them; pick one");
+  if (!save_dir.empty()) return newest_good_checkpoint(save_dir, warn);
   std::error_code ec;
   return std::filesystem::exists(save, ec) ? save : std::string();
 }

@@ -23,15 +23,18 @@ namespace pt::train {
 // for bit the same. --update-sms changes which SMs GEMMs run on, and so perhaps their cuBLAS
 // algorithms: the same computation, rounded in another order. --comm-engine changes what moves
 // the gradients: with 2 ranks the same sums, with more the same sums in another order.)
-inline constexpr const char* kResumeMayChange[] = {"steps",      "cosine-steps",   "log-every",  "save-every",
-                                                   "cuda-graph", "update-overlap", "update-sms", "comm-engine",
-                                                   "eval-every", "eval-tokens",    "val-data"};
-inline constexpr const char* kResumeNotRestored[] = {
-    "log-format", "log-file", "save", "out", "overwrite", "resume", "init-from", "comm-timeout", "allow-gpu-sharing"};
+inline constexpr const char* kResumeMayChange[] = {
+    "steps",       "cosine-steps", "log-every",   "save-every", "cuda-graph",  "update-overlap", "update-sms",
+    "comm-engine", "eval-every",   "eval-tokens", "val-data",   "peak-tflops", "keep-last"};
+inline constexpr const char* kResumeNotRestored[] = {"log-format",   "log-file",         "save",   "save-dir",
+                                                     "out",          "overwrite",        "resume", "init-from",
+                                                     "comm-timeout", "allow-gpu-sharing"};
 
-// The checkpoint `--resume` names: "auto" → the --save file when it exists (else "": a fresh
-// start), any other value → itself.
-std::string resume_path(const std::string& resume, const std::string& save);
+// The checkpoint `--resume` names: "auto" → the --save file when it exists, or with --save-dir
+// the newest checkpoint there that loads (each one skipped goes to warn); else "": a fresh
+// start. Any other value → itself.
+std::string resume_path(const std::string& resume, const std::string& save, const std::string& save_dir,
+                        const std::function<void(const std::string&)>& warn);
 
 // Stores every option of `options` (name → value as text) but kResumeNotRestored as
 // "config.<name>" text attributes: the configuration a resumed run continues with.

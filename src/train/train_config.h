@@ -67,6 +67,8 @@ struct TrainConfig {
 
   // ---- checkpoints
   std::string save;        // "" : none
+  std::string save_dir;    // step checkpoints and a pointer here (train/checkpoint_dir.h); "" : none
+  int64_t keep_last = 0;   // the newest step checkpoints --save-dir keeps; 0: all
   int64_t save_every = 0;  // 0: only at the end
   std::string init_from;   // start from these weights
   std::string resume;      // as given: "", a file, or "auto"
@@ -91,6 +93,7 @@ struct TrainConfig {
   std::string out;  // the run record; "" → a default name
   bool overwrite = false;
   int64_t log_every = 1;
+  double peak_tflops = 0;  // one device's peak for MFU; 0: from the device (none on the CPU)
   io::LogOptions log;
   std::map<std::string, std::string> options;  // every option as text: the record's and the checkpoints'
 };

@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <functional>
 
+#include "core/accelerator_specs.h"
+#include "core/allocator.h"
 #include "core/build_info.h"
 #include "core/error.h"
 #include "core/exit_codes.h"
@@ -66,6 +68,16 @@ std::string also_failed(const std::function<void()>& write, const std::string& w
   return "";
 }
 
+// "12.3/45.6 MiB" (or GiB from 1 GiB on): memory in use now and at its peak.
+std::string memory_text(int64_t in_use, int64_t peak) {
+  const bool gib = peak >= (int64_t{1} << 30);
+  const double unit = gib ? 1024.0 * 1024.0 * 1024.0 : 1024.0 * 1024.0;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f/%.*f %s", gib ? 2 : 1, in_use / unit, gib ? 2 : 1, peak / unit,
+                gib ? "GiB" : "MiB");
+  return buf;
+}
+
 // Whether this rank asks to stop: a signal, or (rank 0) a standard output that no longer takes
 // the progress lines (its reader has gone): both stop the run as cleanly as a time limit.
 bool stop_wanted(io::RunLog& log) { return interrupt::requested() != 0 || !log.stdout_failure().empty(); }
@@ -105,8 +117,15 @@ void Trainer::validate() {
   PT_CHECK(c.batch_size >= 1, "--batch-size must be at least 1");
   PT_CHECK(c.log_every >= 1, "--log-every must be at least 1");
   PT_CHECK(c.lr > 0, "--lr must be positive");
+  PT_CHECK(std::isfinite(c.peak_tflops) && c.peak_tflops >= 0 && c.peak_tflops < 1e9,
+           "--peak-tflops must be a TFLOP/s figure from 0 (the device's) up, not " + std::to_string(c.peak_tflops));
   PT_CHECK(c.warmup_steps >= 0 && c.save_every >= 0, "--warmup-steps and --save-every must be non-negative");
-  PT_CHECK(c.save_every == 0 || !c.save.empty(), "--save-every needs --save FILE");
+  PT_CHECK(c.save.empty() || c.save_dir.empty(),
+           "--save and --save-dir contradict each other: --save keeps one checkpoint file, --save-dir a history "
+           "of them; pick one");
+  PT_CHECK(c.save_every == 0 || saves(), "--save-every needs --save FILE or --save-dir DIR");
+  PT_CHECK(c.keep_last >= 0, "--keep-last must be non-negative (0 keeps every checkpoint)");
+  PT_CHECK(c.keep_last == 0 || !c.save_dir.empty(), "--keep-last needs --save-dir DIR");
   PT_CHECK(c.batch_size % rt_.world_size() == 0, "--batch-size " + std::to_string(c.batch_size) +
                                                      " is not divisible by the " + std::to_string(rt_.world_size()) +
                                                      " ranks");
@@ -220,6 +239,9 @@ void Trainer::take_outputs() {
     save_lock_ = std::make_unique<io::OutputLock>(c.save, "checkpoint (--save)");
     replace_save_ = check_save_target(c.save, c.overwrite, c.resumed.path, resumed_run_id);
   }
+  if (!c.save_dir.empty() && rt_.is_root())
+    save_dir_ = std::make_unique<CheckpointDir>(c.save_dir, c.keep_last, c.overwrite, c.resumed.path, start_step_,
+                                                c.resume == "auto", run_id_);
 }
 
 int Trainer::run() {
@@ -283,6 +305,10 @@ void Trainer::build() {
 
 void Trainer::log_start() {
   const TrainConfig& c = cfg_;
+  // MFU counts the model's FLOPs (bench model's count: recomputation is not useful work) against
+  // the dense peak of one device for the precision; none on the CPU unless --peak-tflops gives one.
+  peak_tflops_ = c.peak_tflops > 0 ? c.peak_tflops : device_peak(c.device, c.precision).tflops;
+  flops_per_step_ = c.model.train_flops_per_token(c.model.context_length) * tokens_per_step();
   const std::string banner =
       "train: " + c.model_name + " (" + std::to_string(c.model.num_params()) + " parameters) on " +
       std::to_string(rt_.world_size()) + " × " + (c.device_banner.empty() ? c.device.str() : c.device_banner) + ", " +
@@ -297,7 +323,8 @@ void Trainer::log_start() {
            ? "; validation loss on " + std::to_string(val_batches_->count()) + " batches of " + c.val_data +
                  (c.eval_every > 0 ? " every " + std::to_string(c.eval_every) + " steps and" : "") + " at the end"
            : "") +
-      (c.resumed.empty() ? "" : "; resuming " + c.resumed.path + " after step " + std::to_string(start_step_));
+      (c.resumed.empty() ? "" : "; resuming " + c.resumed.path + " after step " + std::to_string(start_step_)) +
+      (c.resumed.empty() && c.resume == "auto" ? "; --resume auto found no checkpoint: starting afresh" : "");
   log_.event("start",
              {{"command", std::string("train")},
               {"model", c.model_name},
@@ -309,7 +336,9 @@ void Trainer::log_start() {
               {"start_step", start_step_},
               {"resumed_from", c.resumed.path},
               {"out", rec_->path()},
-              {"save", c.save}},
+              {"save", c.save.empty() ? c.save_dir : c.save},
+              {"flops_per_step", flops_per_step_},
+              {"peak_tflops", peak_tflops_ > 0 ? peak_tflops_ : NAN}},
              banner);
 }
 
@@ -338,7 +367,7 @@ void Trainer::train_loop() {
   } catch (const std::exception& e) {
     fail(e, "");
   }
-  if (!cfg_.save.empty() && saved_step_ != last_step_) {
+  if (saves() && saved_step_ != last_step_) {
     try {
       save_checkpoint(last_step_);
     } catch (const std::exception& e) {
@@ -392,11 +421,16 @@ void Trainer::check_finite(int64_t s, double loss, double gnorm, double lr) {
 void Trainer::log_step(int64_t s, double loss, double lr, double gnorm, double ms) {
   const double elapsed = log_.elapsed_s();
   const double tokens_per_s = tokens_per_step() / (ms * 1e-3);
-  char line[256];
+  // Per device: each rank computes its share of the step's FLOPs in the step's time.
+  const double mfu = peak_tflops_ > 0 ? flops_per_step_ / rt_.world_size() / (ms * 1e-3) / (peak_tflops_ * 1e12) : NAN;
+  const MemoryStats mem = TrackingAllocator::instance().stats(cfg_.device.kind);  // this rank's (rank 0)
+  char mfu_text[32] = "";
+  if (std::isfinite(mfu)) std::snprintf(mfu_text, sizeof mfu_text, " | MFU %.1f%%", mfu * 100);
+  char line[320];
   std::snprintf(line, sizeof line,
-                "step %6lld/%lld | loss %.4f | lr %.2e | grad norm %.3f | %8.0f tok/s | %.1f ms | %s",
+                "step %6lld/%lld | loss %.4f | lr %.2e | grad norm %.3f | %8.0f tok/s | %.1f ms%s | mem %s | %s",
                 static_cast<long long>(s + 1), static_cast<long long>(cfg_.steps), loss, lr, gnorm, tokens_per_s, ms,
-                eta_->text(elapsed).c_str());
+                mfu_text, memory_text(mem.in_use, mem.peak).c_str(), eta_->text(elapsed).c_str());
   log_.event("step",
              {{"step", s + 1},
               {"steps", cfg_.steps},
@@ -405,6 +439,9 @@ void Trainer::log_step(int64_t s, double loss, double lr, double gnorm, double m
               {"grad_norm", gnorm},
               {"step_ms", ms},
               {"tokens_per_s", tokens_per_s},
+              {"mfu", mfu},
+              {"memory_bytes", mem.in_use},
+              {"memory_peak_bytes", mem.peak},
               {"eta_s", eta_->eta_s(elapsed)}},
              line);
 }
@@ -447,10 +484,18 @@ void Trainer::save_checkpoint(int64_t steps_done) {
   Optimizer& optimizer = *dp_.optimizer;
   const WholeOptimizerState state =
       gather_optimizer_state(optimizer, *ctx_, lm_->store().grad_numel(), c.ddp.shard == ShardMode::None);
-  if (rt_.is_root()) io::save_checkpoint(c.save, lm_->store(), *ctx_, &optimizer.config(), &state, info, replace_save_);
+  // A step checkpoint of --save-dir replaces what CheckpointDir let the run replace at start-up.
+  const std::string path =
+      c.save_dir.empty() ? c.save : (std::filesystem::path(c.save_dir) / step_checkpoint_name(steps_done)).string();
+  if (rt_.is_root()) {
+    io::save_checkpoint(path, lm_->store(), *ctx_, &optimizer.config(), &state, info,
+                        replace_save_ || save_dir_ != nullptr);
+    if (save_dir_) save_dir_->saved(steps_done);
+  }
   replace_save_ = true;  // the file is this run's now
   saved_step_ = steps_done;
-  log_.event("checkpoint", {{"step", steps_done}, {"path", c.save}}, "");
+  saved_path_ = path;
+  log_.event("checkpoint", {{"step", steps_done}, {"path", path}}, "");
 }
 
 void Trainer::run_eval(int64_t steps_done) {
@@ -497,14 +542,15 @@ int Trainer::finish() {
   if (stopped_)
     summary = "stopped by " + stop_reason + " after step " + std::to_string(stopped_after_) + " of " +
               std::to_string(c.steps) + "\n";
-  summary += "results: " + rec_->path() + (c.save.empty() ? "" : ", checkpoint: " + c.save);
+  summary += "results: " + rec_->path() + (saved_path_.empty() ? "" : ", checkpoint: " + saved_path_);
   if (stopped_ && !c.save.empty()) summary += "\ncontinue with: --resume " + c.save + " (or --resume auto)";
+  if (stopped_ && !c.save_dir.empty()) summary += "\ncontinue with: --resume auto --save-dir " + c.save_dir;
   log_.event("end",
              {{"status", status},
               {"last_step", last_step_},
               {"final_loss", last_loss_},
               {"out", rec_->path()},
-              {"save", c.save},
+              {"save", c.save_dir.empty() ? c.save : saved_path_},
               {"exit_code", static_cast<int64_t>(stopped_ ? kExitStopped : kExitOk)}},
              summary);
   // Standard output has gone: the summary (where the results are, how to continue) goes to stderr.

@@ -20,6 +20,7 @@
 #include "model/transformer.h"
 #include "parallel/communicator.h"
 #include "parallel/runtime.h"
+#include "train/checkpoint_dir.h"
 #include "train/data_parallel.h"
 #include "train/injected_faults.h"
 #include "train/train_config.h"
@@ -76,7 +77,10 @@ class Trainer {
   std::string run_id_;
   std::unique_ptr<TrainRecord> rec_;
   std::unique_ptr<io::OutputLock> save_lock_;
-  bool replace_save_ = false;  // whether the next checkpoint may replace a file at --save
+  bool replace_save_ = false;                // whether the next checkpoint may replace a file at --save
+  std::unique_ptr<CheckpointDir> save_dir_;  // --save-dir (rank 0)
+  bool saves() const { return !cfg_.save.empty() || !cfg_.save_dir.empty(); }
+  std::string saved_path_;  // the checkpoint written last (for the summary)
 
   OptimizerConfig optimizer_cfg_;
   std::unique_ptr<Context> ctx_;
@@ -94,6 +98,8 @@ class Trainer {
   bool stopped_ = false;
   int64_t saved_step_ = -1;  // the step of the checkpoint this process wrote last
   std::unique_ptr<io::Eta> eta_;
+  double flops_per_step_ = 0;  // the model's, of the whole step (all ranks)
+  double peak_tflops_ = 0;     // one device's dense peak; 0: unknown (no MFU)
 };
 
 }  // namespace pt::train

@@ -165,7 +165,18 @@ def _other_record(tmp):
                     "--out", os.path.join(tmp, "other.h5")], check=True, capture_output=True, timeout=TIMEOUT_S)
 
 
+def _latest_dir(tmp):
+    os.makedirs(os.path.join(tmp, "D", "latest"))
+
+
+def _latest_foreign(tmp):
+    os.mkdir(os.path.join(tmp, "D"))
+    with open(os.path.join(tmp, "D", "latest"), "w") as f:
+        f.write("../../etc/passwd\nrun x\n")
+
+
 SETUPS = {
+    "latest_dir": _latest_dir, "latest_foreign": _latest_foreign,
     "tokens": _tokens, "small_val": _small_val, "keep": _keep, "fifo": _fifo, "chardev": _chardev, "dir": _dir, "raw32": _raw32, "u32npy": _u32npy,
     "llmc": _llmc, "llmc_v9": lambda t: _llmc(t, 9), "empty": _empty, "ckpt": _checkpoint,
     "ckpt_nan_weight": lambda t: _checkpoint(t, _poison_weight),
@@ -241,6 +252,14 @@ CASES = [
     ("layers-zero", C1, ["train", "--model", "tiny", "--device", "cpu", "--num-layers", "0"], dict(ERR, words=["--num-layers"])),
     ("log-every-zero", C1, [*TRAIN, "--log-every", "0"], dict(ERR, words=["--log-every"])),
     ("save-every-negative", C1, [*TRAIN, "--save-every", "-1"], dict(ERR, words=["--save-every"])),
+    ("keep-last-negative", C1, [*TRAIN, "--save-dir", "{tmp}/D", "--keep-last", "-1"], dict(ERR, words=["--keep-last"])),
+    ("keep-last-word", C1, [*TRAIN, "--save-dir", "{tmp}/D", "--keep-last", "three"], dict(rc=2, words=["--keep-last"])),
+    ("keep-last-without-save-dir", C1, [*TRAIN, "--keep-last", "2"], dict(ERR, words=["--keep-last", "--save-dir"])),
+    ("save-and-save-dir", C1, [*TRAIN, "--save", "{tmp}/ck.h5", "--save-dir", "{tmp}/D"],
+     dict(ERR, words=["--save", "--save-dir", "pick one"])),
+    ("resume-auto-without-save", C1, [*TRAIN, "--resume", "auto"], dict(ERR, words=["--resume auto", "--save-dir"])),
+    ("peak-tflops-nan", C2, [*TRAIN, "--peak-tflops", "nan"], dict(ERR, words=["--peak-tflops"])),
+    ("peak-tflops-negative", C1, [*TRAIN, "--peak-tflops", "-5"], dict(ERR, words=["--peak-tflops"])),
     ("min-lr-negative", C1, [*TRAIN, "--min-lr", "-0.5"], dict(ERR, words=["--min-lr"])),
     ("warmup-negative", C1, [*TRAIN, "--warmup-steps", "-1"], dict(ERR, words=["--warmup-steps"])),
     ("bench-contexts-zero", C1, [*BENCH_MODEL, "--context-length", "0"], dict(ERR, words=["--context-length", ">= 1"])),
@@ -299,6 +318,17 @@ CASES = [
     ("resume-nan-lr-in-checkpoint", C2, ["train", "--resume", "{tmp}/ck.h5", "--steps", "4", "--out", "{tmp}/r.h5"],
      dict(ERR, setup=["ckpt_nan_lr"], words=["ck.h5", "config.lr", "finite"])),
     # ---- class 3: every output checked before the work starts --------------------------------------
+    ("save-dir-is-a-file", C3, [*TRAIN, "--save-dir", "{tmp}/keep.h5", "--out", "{tmp}/r.h5"],
+     dict(ERR, setup=["keep"], words=["--save-dir", "not a directory"])),
+    ("save-dir-unwritable", C3, [*TRAIN, "--save-dir", "/proc/D", "--out", "{tmp}/r.h5"],
+     dict(ERR, words=["--save-dir", "cannot create"])),
+    ("save-dir-latest-is-a-directory", C3, [*TRAIN, "--save-dir", "{tmp}/D", "--out", "{tmp}/r.h5"],
+     dict(ERR, setup=["latest_dir"], words=["latest", "not a checkpoint pointer"])),
+    ("save-dir-latest-is-not-a-pointer", C3, [*TRAIN, "--save-dir", "{tmp}/D", "--out", "{tmp}/r.h5"],
+     dict(ERR, setup=["latest_foreign"], words=["latest", "not a checkpoint pointer", "--overwrite"])),
+    ("resume-auto-latest-is-not-a-pointer", C3,
+     [*TRAIN, "--save-dir", "{tmp}/D", "--resume", "auto", "--out", "{tmp}/r.h5"],
+     dict(ERR, setup=["latest_foreign"], words=["latest", "not a checkpoint pointer"])),
     ("save-missing-dir", C3, [*TRAIN, "--save", "{tmp}/nodir/ck.h5", "--out", "{tmp}/r.h5"],
      dict(ERR, words=["--save", "does not exist"])),
     ("save-unwritable-dir", C3, [*TRAIN, "--save", "/proc/ck.h5", "--out", "{tmp}/r.h5"],
