@@ -277,7 +277,8 @@ def parse_args(argv):
     v = p.add_mutually_exclusive_group()
     v.add_argument("--val-fraction", type=float, default=None, help="validation share of the tokens (default 0.05)")
     v.add_argument("--val-tokens", type=int, default=None, help="validation: the stream's first N tokens")
-    p.add_argument("--val-block", type=int, default=4096, help="block size in tokens of --val-fraction's split")
+    p.add_argument("--val-block", type=int, default=None,
+                   help="block size in tokens of --val-fraction's split (default 4096, less for small inputs)")
     p.add_argument("--shard-tokens", type=int, default=100_000_000, help="tokens per shard (default 1e8, as llm.c)")
     p.add_argument("--prefix", default="data", help="shard names: PREFIX_train_000000.bin, PREFIX_val_000000.bin")
     p.add_argument("--overwrite", action="store_true", help="replace the outputs of an earlier run in --out")
@@ -322,6 +323,10 @@ def prepare(args):
         if not os.path.isfile(f):
             fail(f"input '{f}' is not a regular file")
         total_bytes += os.path.getsize(f)
+    if args.val_fraction is not None and args.val_block is None:
+        # About 16 validation blocks on a small input (tokens estimated at 4 bytes each), so the
+        # default split is not empty; a large one gets 4096-token blocks.
+        args.val_block = min(4096, max(64, int(total_bytes / 4 * args.val_fraction / 16)))
     try:
         os.makedirs(out, exist_ok=True)
     except OSError as e:

@@ -30,9 +30,8 @@ def sample_numpy(args):
     tokenizer = Tokenizer.from_file(os.path.join(args.dir, "tokenizer.json"))
     cfg, weights = load(args.dir)
     ids = tokenizer.encode(args.prompt).ids or [cfg.get("bos_token_id", 0)]
-    ids = ids[-max(1, cfg["max_position_embeddings"] - args.max_new_tokens):]
     out = generate(cfg, weights, ids, args.max_new_tokens, args.temperature, np.random.default_rng(args.seed))
-    print(tokenizer.decode(out, skip_special_tokens=True))
+    print(args.prompt + tokenizer.decode(out[len(ids):], skip_special_tokens=True))
     return 0
 
 
@@ -69,7 +68,7 @@ def main(argv=None):
     sampling = {"do_sample": True, "temperature": args.temperature} if args.temperature > 0 else {"do_sample": False}
     with torch.no_grad():
         out = model.generate(ids, max_new_tokens=args.max_new_tokens, pad_token_id=tokenizer.eos_token_id, **sampling)
-    print(tokenizer.decode(out[0], skip_special_tokens=True))
+    print(args.prompt + tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True))
     return 0
 
 

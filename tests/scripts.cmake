@@ -65,6 +65,8 @@ pt_binary_script_test(scripts_eval test_eval.py)
 # `paratrain export`: a tiny trained checkpoint as a Hugging Face Llama folder, its logits from an
 # independent NumPy LlamaForCausalLM against paratrain's forward; bf16 weights, tokenizer, refusals.
 pt_binary_script_test(scripts_hf_export test_hf_export.py)
+# README's user path end to end: text files, shards, training with validation, eval, report, export, sample.
+pt_binary_script_test(scripts_user_path test_user_path.py)
 # scripts/compare_runs.py on tiny CPU runs: identical runs differ by nothing, refusals.
 pt_binary_script_test(scripts_compare_runs test_compare_runs.py)
 # The sbatch templates without Slurm: node/task/GPU layouts (submit_all.sh --dry-run), refusals,
@@ -105,7 +107,7 @@ add_test(NAME scripts_gpu_steps COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_gpu
 add_test(NAME scripts_slurm COMMAND ${PT_SCRIPTS_DIR}/run_pytest.sh test_slurm.py)
 set_tests_properties(scripts_slurm PROPERTIES LABELS "scripts;slurm" TIMEOUT 900 RUN_SERIAL TRUE)
 
-set(PT_SCRIPTS_TESTS scripts_eval scripts_train_progress scripts_checkpoint_dir scripts_hf_export scripts_hostile_inputs scripts_prepare_data scripts_hostile_outputs scripts_faults scripts_compare_runs scripts_resume scripts_slurm_templates scripts_report_synthetic scripts_report_synthetic_comm scripts_report_real scripts_schema_doc scripts_ddp_events_real scripts_compare_torch
+set(PT_SCRIPTS_TESTS scripts_user_path scripts_eval scripts_train_progress scripts_checkpoint_dir scripts_hf_export scripts_hostile_inputs scripts_prepare_data scripts_hostile_outputs scripts_faults scripts_compare_runs scripts_resume scripts_slurm_templates scripts_report_synthetic scripts_report_synthetic_comm scripts_report_real scripts_schema_doc scripts_ddp_events_real scripts_compare_torch
     scripts_compare_torch_ddp scripts_compare_torch_cli scripts_reference_model scripts_check_format scripts_ptx_diff
     scripts_ncu_stalls scripts_kernel_trace scripts_docs scripts_help_texts scripts_gpu_steps scripts_lint)
 set_tests_properties(${PT_SCRIPTS_TESTS} PROPERTIES LABELS scripts TIMEOUT 600)

@@ -126,12 +126,13 @@ def test_greedy_sample_follows_paratrain_logits(checkpoint, tmp_path):
     tok = Tokenizer.from_file(TOKENIZER)
     prompt = "Once upon a time"
     ids = tok.encode(prompt).ids
+    n_prompt = len(ids)
     for _ in range(4):
         ids.append(int(np.argmax(paratrain_logits(BIN, str(checkpoint), ids)[-1])))
     proc = run_without_torch("sample.py", [out, "--prompt", prompt, "--max-new-tokens", 4, "--temperature", 0],
                              tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == tok.decode(ids, skip_special_tokens=True).strip()
+    assert proc.stdout.strip() == (prompt + tok.decode(ids[n_prompt:], skip_special_tokens=True)).strip()
     # A folder without tokenizer.json: one line, exit 1.
     bare = tmp_path / "bare"
     paratrain("export", "--checkpoint", checkpoint, "--out", bare)
