@@ -13,7 +13,7 @@ mv "$work/first" "$work/moved"
 p=$work/moved
 for f in bin/paratrain bin/paratrain-report bin/paratrain-prepare share/paratrain/scripts/prepare_data.py lib/libparatrain.so share/paratrain/scripts/report \
          share/paratrain/scripts/paratrain_report/__init__.py share/paratrain/scripts/paratrain_report/accelerators.tsv \
-         share/paratrain/slurm/train.sbatch \
+         share/paratrain/slurm/train.sbatch share/paratrain/configs/tiny.ini share/paratrain/configs/xl.ini \
          share/paratrain/data/sample_tokens.npy share/doc/paratrain/LICENSE share/doc/paratrain/README.md \
          share/doc/paratrain/ARCHITECTURE.md; do
   [ -e "$p/$f" ] || fail "missing from the installed tree: $f"
@@ -36,6 +36,9 @@ grep -q "cuda architectures" "$work/version.txt" || fail "--version does not nam
 [ -s "$work/run.h5" ] || fail "train wrote no record"
 grep -q "share/paratrain/data/sample_tokens.npy" "$work/train.log" "$work/run.h5" ||
   fail "train did not use the installed sample data"
+"$p/bin/paratrain" train --config "$p/share/paratrain/configs/small.ini" --print-config >"$work/small.ini" ||
+  fail "the installed configs/small.ini does not parse"
+grep -q "^model = small" "$work/small.ini" || fail "--print-config of configs/small.ini names no model"
 # The installed report finds its package through the bin/ link (with the project's Python
 # environment, which has h5py and pandas).
 py="$src/.venv/bin/python"

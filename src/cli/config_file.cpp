@@ -119,8 +119,8 @@ void add_config_options(po::options_description& desc) {
   // clang-format off
   desc.add_options()
       (kConfig, po::value<std::string>(),
-       "read options from this file: name = value lines with the long names (configs/ has "
-       "examples); flags given too override it")
+       "options from this file: name = value lines, long names (examples: configs/); flags "
+       "override it")
       (kPrintConfig, po::bool_switch(), "print the effective configuration as a --config file and exit");
   // clang-format on
 }
