@@ -26,7 +26,7 @@ if [ "${2:-}" = slurm ]; then
 fi
 for f in bin/paratrain bin/paratrain-report bin/paratrain-prepare share/paratrain/scripts/prepare_data.py share/paratrain/scripts/sample.py share/paratrain/scripts/llama_numpy.py lib/libparatrain.so share/paratrain/scripts/report \
          share/paratrain/scripts/paratrain_report/__init__.py share/paratrain/scripts/paratrain_report/accelerators.tsv \
-         share/paratrain/slurm/train.sbatch \
+         share/paratrain/slurm/train.sbatch share/paratrain/configs/tiny.ini share/paratrain/configs/xl.ini \
          share/paratrain/data/sample_tokens.npy share/doc/paratrain/LICENSE share/doc/paratrain/README.md \
          share/doc/paratrain/ARCHITECTURE.md; do
   [ -e "$p/$f" ] || fail "missing from the installed tree: $f"
@@ -48,6 +48,9 @@ grep -q "cuda architectures" "$work/version.txt" || fail "--version does not nam
 [ -s "$work/run.h5" ] || fail "train wrote no record"
 grep -q "share/paratrain/data/sample_tokens.npy" "$work/train.log" "$work/run.h5" ||
   fail "train did not use the installed sample data"
+"$p/bin/paratrain" train --config "$p/share/paratrain/configs/small.ini" --print-config >"$work/small.ini" ||
+  fail "the installed configs/small.ini does not parse"
+grep -q "^model = small" "$work/small.ini" || fail "--print-config of configs/small.ini names no model"
 # The installed report, found on PATH, finds its package through the bin/ link (with a Python
 # that has h5py and pandas first on PATH: its interpreter is `env python3`).
 if [ -n "$py" ]; then

@@ -67,6 +67,9 @@ pt_binary_script_test(scripts_eval test_eval.py)
 pt_binary_script_test(scripts_hf_export test_hf_export.py)
 # README's user path end to end: text files, shards, training with validation, eval, report, export, sample.
 pt_binary_script_test(scripts_user_path test_user_path.py)
+# --config and --print-config: file values used and stored as flags are, flags override, the printed
+# configuration reads back the same, --resume with a file; every configs/*.ini parses, tiny.ini trains.
+pt_binary_script_test(scripts_config_file test_config_file.py)
 # scripts/compare_runs.py on tiny CPU runs: identical runs differ by nothing, refusals.
 pt_binary_script_test(scripts_compare_runs test_compare_runs.py)
 # The sbatch templates without Slurm: node/task/GPU layouts (submit_all.sh --dry-run), refusals,

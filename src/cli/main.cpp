@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/config_file.h"
 #include "cli/subcommands.h"
 #include "core/build_info.h"
 #include "core/env.h"
@@ -63,8 +64,11 @@ int main(int argc, char** argv) {
     write_line("paratrain: error: " + pt::error_text(e, verbose));
     rc = pt::kExitOutOfMemory;
   } catch (const std::exception& e) {
-    if (rt.world_size() > 1) rt.abort("error: " + pt::error_text(e, verbose));
-    write_line("paratrain: error: " + pt::error_text(e, verbose));
+    // An option that came from --config's file: the error names the file and the line too.
+    const std::string why = pt::error_text(e, verbose);
+    const std::string text = pt::cli::config_file_source(why) + why;
+    if (rt.world_size() > 1) rt.abort("error: " + text);
+    write_line("paratrain: error: " + text);
     rc = pt::kExitError;
   }
   rt.finalize();

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <type_traits>
 
+#include "cli/config_file.h"
 #include "cli/option_rules.h"
 #include "core/error.h"
 #include "ops/flash_attention.h"
@@ -19,7 +20,8 @@
 namespace pt::cli {
 
 std::optional<po::variables_map> parse_or_help(const po::options_description& desc,
-                                               const std::vector<std::string>& given, const std::string& usage_line) {
+                                               const std::vector<std::string>& given, const std::string& usage_line,
+                                               PrintConfig print) {
   for (const auto& a : given)
     if (a == "--help" || a == "-h") {
       std::cout << "usage: " << usage_line << "\n\n" << desc << "\n";
@@ -35,11 +37,14 @@ std::optional<po::variables_map> parse_or_help(const po::options_description& de
   check_integer_words(desc, parsed);
   po::variables_map vm;
   po::store(parsed, vm);
+  // Stored second, so the command line's values stay and the file's fill in the rest.
+  if (vm.count("config")) store_config_file(vm["config"].as<std::string>(), desc, vm);
   po::notify(vm);
   check_option_values(vm);
   if (vm.count("comm-timeout")) parallel::set_comm_timeout_s(vm["comm-timeout"].as<double>());
   parallel::comm_timeout_s();  // PARATRAIN_COMM_TIMEOUT_S: malformed is an error here, on one rank or many
   check_ranks_agree(vm);
+  if (print == PrintConfig::kNow && print_config_if_asked(desc, vm)) return std::nullopt;
   return vm;
 }
 
@@ -106,6 +111,7 @@ void add_run_options(po::options_description& desc, RunOptions& o, const char* d
       ("overwrite", po::bool_switch(&o.overwrite), "replace --out if it exists")
       ("seed", po::value(&o.seed)->default_value(o.seed), "random seed");
   // clang-format on
+  add_config_options(desc);
 }
 
 void add_gemm_option(po::options_description& desc, RunOptions& o) {
@@ -198,21 +204,28 @@ std::string device_banner(const Device& d, const RunOptions& o) {
   return d.is_cpu() && o.device == "auto" ? "cpu (NO GPU: --device auto fell back to the CPU)" : d.str();
 }
 
+std::optional<std::vector<std::string>> option_value_texts(const boost::any& v) {
+  std::vector<std::string> out;
+  auto text = [&](const auto& x) {
+    std::ostringstream o;
+    o << std::setprecision(15) << x;  // doubles as typed: "0.01"
+    out.push_back(o.str());
+  };
+  const bool known = visit_option_value<std::string, int, int64_t, uint64_t, double, float>(v, text) ||
+                     visit_option_value<bool>(v, [&](bool b) { out.emplace_back(b ? "true" : "false"); }) ||
+                     visit_option_value<std::vector<std::string>>(v, [&](const auto& vs) { out = vs; });
+  if (!known) return std::nullopt;
+  return out;
+}
+
 std::map<std::string, std::string> options_as_strings(const po::variables_map& vm) {
   std::map<std::string, std::string> out;
   for (const auto& [name, value] : vm) {
-    const boost::any& v = value.value();
-    std::ostringstream o;
-    o << std::setprecision(15);  // doubles as typed: "0.01"
-    auto words = [&](const std::vector<std::string>& vs) {
-      for (size_t i = 0; i < vs.size(); ++i) o << (i ? " " : "") << vs[i];
-    };
-    const bool known =
-        visit_option_value<std::string, int, int64_t, uint64_t, double, float>(v, [&](const auto& x) { o << x; }) ||
-        visit_option_value<bool>(v, [&](bool b) { o << (b ? "true" : "false"); }) ||
-        visit_option_value<std::vector<std::string>>(v, words);
-    if (!known) continue;
-    out[name] = o.str();
+    const auto texts = option_value_texts(value.value());
+    if (!texts) continue;
+    std::string joined;
+    for (size_t i = 0; i < texts->size(); ++i) joined += (i ? " " : "") + (*texts)[i];
+    out[name] = joined;
   }
   return out;
 }
@@ -267,6 +280,11 @@ std::vector<int64_t> parse_int_list(const std::vector<std::string>& words, const
 
 std::vector<double> parse_double_list(const std::vector<std::string>& words, const char* flag) {
   return parse_number_list<double>(words, flag);
+}
+
+bool error_names_option(const std::string& why, const std::string& flag, const std::string& value) {
+  return why.find(flag + " ") != std::string::npos || why.find(flag + "'") != std::string::npos ||
+         (!value.empty() && why.find("'" + value + "'") != std::string::npos);
 }
 
 bool parse_on_off(const std::string& word, const char* flag) {

@@ -16,12 +16,19 @@ namespace pt::cli {
 
 namespace po = boost::program_options;
 
-// Parses the arguments given against desc. Returns nullopt after printing help (exit 0 is then correct).
+// Who prints the configuration that --print-config asks for: parse_or_help at once, or the caller,
+// after it has filled in options from elsewhere (train --resume: the checkpoint's).
+enum class PrintConfig { kNow, kByCaller };
+
+// Parses the arguments given against desc. Returns nullopt after printing help, or the
+// configuration (--print-config, with PrintConfig::kNow): exit 0 is then correct.
 // Unknown or malformed options throw po::error, which main() reports with exit code 2. Then
+// --config's file (cli/config_file.h: every option it sets that the command line does not),
 // cli/option_rules.h's rules (spellings, stray words, empty values, numeric ranges), the
 // --comm-timeout of add_run_options, and check_ranks_agree.
 std::optional<po::variables_map> parse_or_help(const po::options_description& desc,
-                                               const std::vector<std::string>& given, const std::string& usage_line);
+                                               const std::vector<std::string>& given, const std::string& usage_line,
+                                               PrintConfig print = PrintConfig::kNow);
 
 // With several ranks (collective: every rank calls it, parse_or_help does): the job ends at
 // once, on every rank, when any rank's options differ from rank 0's, naming the first option
@@ -30,7 +37,7 @@ void check_ranks_agree(const po::variables_map& vm);
 // The same for one value every rank must share: parallel::check_same_on_every_rank.
 using parallel::check_same_on_every_rank;
 
-// Options every run shares; filled by add_run_options and read by resolve_run_options.
+// Options every run shares (and --config, --print-config); filled by add_run_options and read by resolve_run_options.
 struct RunOptions {
   std::string device = "auto";     // auto | cpu | cuda
   std::string precision = "fp32";  // fp32 | tf32 | bf16
@@ -78,6 +85,9 @@ std::string device_banner(const Device& d, const RunOptions& o);
 
 // Every option's value as text (defaults included), for the HDF5 record's attributes.
 std::map<std::string, std::string> options_as_strings(const po::variables_map& vm);
+// One option's value as text: one item, or a list option's items; nothing for a value of a type
+// no option of paratrain has.
+std::optional<std::vector<std::string>> option_value_texts(const boost::any& value);
 
 // "1,10,100" or repeated flags → list (po's multitoken vectors also accept "1 10 100").
 std::vector<std::string> split_list(const std::vector<std::string>& words);
@@ -85,6 +95,9 @@ std::vector<std::string> split_list(const std::vector<std::string>& words);
 std::optional<double> parse_number(const std::string& s, bool integer);
 std::vector<int64_t> parse_int_list(const std::vector<std::string>& words, const char* flag);
 std::vector<double> parse_double_list(const std::vector<std::string>& words, const char* flag);
+// Whether an error message names `flag` ("--lr 5 ...", "--data 'x': ...") or quotes `value`: an
+// option the error is about, when the option came from a file (a checkpoint, a config file).
+bool error_names_option(const std::string& why, const std::string& flag, const std::string& value);
 // "on" → true, "off" → false; anything else throws naming --flag.
 bool parse_on_off(const std::string& word, const char* flag);
 // --recompute's help (train, bench model and plan).

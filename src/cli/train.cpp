@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/config_file.h"
 #include "cli/ddp_options.h"
 #include "cli/options.h"
 #include "cli/run_log.h"
@@ -170,7 +171,7 @@ int train(const std::vector<std::string>& args, AdoptedOptions& adopted_from) {
   DdpOptions ddp;
   po::options_description desc("paratrain train options");
   declare_options(desc, c, w, run, ddp);
-  auto vm = parse_or_help(desc, args, kUsage);
+  auto vm = parse_or_help(desc, args, kUsage, PrintConfig::kByCaller);
   if (!vm) return 0;
   c.cosine_given = vm->count("cosine-steps") && !(*vm)["cosine-steps"].defaulted();
 
@@ -193,7 +194,7 @@ int train(const std::vector<std::string>& args, AdoptedOptions& adopted_from) {
         std::vector<std::string> all = args;
         all.insert(all.end(), adopted.begin(), adopted.end());
         try {
-          vm = parse_or_help(desc, all, kUsage);
+          vm = parse_or_help(desc, all, kUsage, PrintConfig::kByCaller);
         } catch (const std::exception& e) {
           // The command line parsed; so what fails is a value the checkpoint holds.
           adopted_from.blame_checkpoint(e);
@@ -202,7 +203,8 @@ int train(const std::vector<std::string>& args, AdoptedOptions& adopted_from) {
       }
     }
   }
-  if (!c.init_from.empty())  // read after the build: refused now if it can never be read
+  if (print_config_if_asked(desc, *vm)) return 0;  // with what --resume adopted
+  if (!c.init_from.empty())                        // read after the build: refused now if it can never be read
     io::require_regular_file(c.init_from, "--init-from '" + c.init_from + "'", "a checkpoint");
   fill_config(c, w, run, ddp, *vm);
   train::Trainer trainer(std::move(c));

@@ -49,9 +49,7 @@ void AdoptedOptions::blame_checkpoint(const std::exception& e) const {
   for (size_t i = 0; i + 1 < words_.size(); i += 2) {
     const std::string& flag = words_[i];
     const std::string& value = words_[i + 1];
-    const bool named = why.find(flag + " ") != std::string::npos || why.find(flag + "'") != std::string::npos ||
-                       (!value.empty() && why.find("'" + value + "'") != std::string::npos);
-    if (named)
+    if (error_names_option(why, flag, value))
       PT_FAIL("--resume " + checkpoint_ + ": the checkpoint's attribute config." + flag.substr(2) + " ('" + value +
               "') is not usable: " + why);
   }

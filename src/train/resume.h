@@ -18,7 +18,9 @@ namespace pt::train {
 // given: evaluation never changes training), and where to
 // write and how to run the job (never restored; --init-from neither: a resumed run's weights are
 // the checkpoint's). --data may name another path to the same file: it is compared by the file's
-// identity (size, token type and count, content hashes) instead of its path.
+// identity (size, token type and count, content hashes) instead of its path. --config neither:
+// the checkpoint holds every option its file set, as if given as a flag, so the file may be
+// gone or edited when the run resumes.
 // (--cuda-graph and --update-overlap change how the step is launched, not what it computes: bit
 // for bit the same. --update-sms changes which SMs GEMMs run on, and so perhaps their cuBLAS
 // algorithms: the same computation, rounded in another order. --comm-engine changes what moves
@@ -26,9 +28,9 @@ namespace pt::train {
 inline constexpr const char* kResumeMayChange[] = {
     "steps",       "cosine-steps", "log-every",   "save-every", "cuda-graph",  "update-overlap", "update-sms",
     "comm-engine", "eval-every",   "eval-tokens", "val-data",   "peak-tflops", "keep-last"};
-inline constexpr const char* kResumeNotRestored[] = {"log-format",   "log-file",         "save",   "save-dir",
-                                                     "out",          "overwrite",        "resume", "init-from",
-                                                     "comm-timeout", "allow-gpu-sharing"};
+inline constexpr const char* kResumeNotRestored[] = {"log-format",   "log-file",          "save",   "save-dir",
+                                                     "out",          "overwrite",         "resume", "init-from",
+                                                     "comm-timeout", "allow-gpu-sharing", "config", "print-config"};
 
 // The checkpoint `--resume` names: "auto" → the --save file when it exists, or with --save-dir
 // the newest checkpoint there that loads (each one skipped goes to warn); else "": a fresh

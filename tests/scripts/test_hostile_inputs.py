@@ -784,6 +784,61 @@ CASES += [
 
 
 
+# ---- issue 48: --config FILE, refused like the same flag, with the file and its line named ----------
+def _ini(text, name="run.ini"):
+    def make(tmp):
+        with open(os.path.join(tmp, name), "w") as f:
+            f.write(text)
+    return make
+
+
+SETUPS.update({
+    "ini_unknown": _ini("model = tiny\nlerning-rate = 1e-3\n"),
+    "ini_bad_number": _ini("# a comment\nlr = fast\n"),
+    "ini_lr_negative": _ini("lr = -1\n"),
+    "ini_twice": _ini("lr = 1e-3\nsteps = 2\nlr = 2e-3\n"),
+    "ini_section": _ini("[optimizer]\nlr = 1e-3\n"),
+    "ini_no_equals": _ini("model tiny\n"),
+    "ini_nested": _ini("config = other.ini\n"),
+    "ini_empty_value": _ini("out =\n"),
+    "ini_bad_choice": _ini("steps = 2\nattention = fancy\n"),
+    "ini_retired": _ini("context = 16\n"),
+    "ini_seed_negative": _ini("seed = -5\n"),
+    "ini_missing_data": _ini("data = gone.bin\n"),
+    "ini_bench_unknown": _ini("model = tiny\nwarmup-steps = 3\n"),
+})
+CFG = ["--config", "{tmp}/run.ini"]
+CASES += [
+    ("config-missing", C4, [*TRAIN, "--config", "{tmp}/nope.ini"],
+     dict(ERR, words=["--config", "nope.ini", "cannot open"], check_stderr=_one_error_line)),
+    ("config-directory", C4, [*TRAIN, "--config", "{tmp}/adir"],
+     dict(ERR, setup=["dir"], words=["--config", "adir", "directory", "regular file"])),
+    ("config-fifo", C4, [*TRAIN, "--config", "{tmp}/pipe.h5"], dict(ERR, setup=["fifo"], words=["pipe.h5", "FIFO"])),
+    ("config-unknown-key", C4, [*TRAIN, *CFG],
+     dict(USAGE, setup=["ini_unknown"], words=["--config", "run.ini' line 2", "unrecognised option 'lerning-rate'"])),
+    ("config-bad-number", C4, [*TRAIN, *CFG],
+     dict(USAGE, setup=["ini_bad_number"], words=["run.ini' line 2", "'fast'", "'lr'"])),
+    ("config-lr-negative", C4, [*TRAIN, *CFG],
+     dict(ERR, setup=["ini_lr_negative"], words=["run.ini' line 1", "--lr must be > 0"], check_stderr=_one_error_line)),
+    ("config-key-twice", C4, [*TRAIN, *CFG],
+     dict(USAGE, setup=["ini_twice"], words=["run.ini' line 3", "'lr' is given again", "line 1"])),
+    ("config-section", C4, [*TRAIN, *CFG], dict(USAGE, setup=["ini_section"], words=["line 1", "[optimizer]", "sections"])),
+    ("config-not-key-value", C4, [*TRAIN, *CFG], dict(USAGE, setup=["ini_no_equals"], words=["line 1", "'model tiny'"])),
+    ("config-names-config", C4, [*TRAIN, *CFG], dict(USAGE, setup=["ini_nested"], words=["line 1", "--config", "command line"])),
+    ("config-empty-value", C4, [*TRAIN, *CFG], dict(ERR, setup=["ini_empty_value"], words=["line 1", "'out'", "no value"])),
+    ("config-bad-choice", C4, [*TRAIN_BASE, *CFG],
+     dict(ERR, setup=["ini_bad_choice"], words=["run.ini' line 2", "fancy"], check_stderr=_one_error_line)),
+    ("config-retired-spelling", C4, [*TRAIN, *CFG], dict(USAGE, setup=["ini_retired"], words=["line 1", "--context-length"])),
+    ("config-seed-negative", C4, [*TRAIN, *CFG], dict(ERR, setup=["ini_seed_negative"], words=["line 1", "--seed -5", "out of range"])),
+    ("config-data-missing", C4, [*TRAIN_NODATA, *CFG, "--out", "{tmp}/r.h5"],
+     dict(ERR, setup=["ini_missing_data"], words=["run.ini' line 1", "gone.bin"], check_stderr=_one_error_line)),
+    ("config-bench-unknown-key", C4, [*BENCH_MODEL, *CFG],
+     dict(USAGE, setup=["ini_bench_unknown"], words=["run.ini' line 2", "'warmup-steps'"])),
+    ("print-config-unwritable-value", C1, [*TRAIN_NODATA, "--data", "{tmp}/a#b.bin", "--print-config"],
+     dict(ERR, words=["--print-config", "--data", "'#'"])),
+]
+
+
 def _snapshot(tmp):
     out = {}
     for root, _, files in os.walk(tmp):
