@@ -124,10 +124,10 @@ DdpBench::DdpBench(Context& ctx, const DdpBenchSetup& setup)
   model_.init_weights(ctx, setup.seed);
   // Each rank its own batch (as in data-parallel training); the same one every step.
   std::mt19937_64 rng(setup.seed + 1000 * static_cast<uint64_t>(parallel::Runtime::get().rank()));
-  Tensor host_ids = random_tokens(setup, rng, "ids");
-  Tensor host_targets = random_tokens(setup, rng, "targets");
-  ids_ = host_ids.to(ctx.device(), ctx);
-  targets_ = host_targets.to(ctx.device(), ctx);
+  host_ids_ = random_tokens(setup, rng, "ids");
+  host_targets_ = random_tokens(setup, rng, "targets");
+  ids_ = host_ids_.to(ctx.device(), ctx);
+  targets_ = host_targets_.to(ctx.device(), ctx);
 }
 
 DdpBench::~DdpBench() = default;

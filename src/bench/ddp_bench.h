@@ -72,6 +72,9 @@ class DdpBench {
   int comm_sms_ = 0;
   parallel::CommEngine engine_ = parallel::CommEngine::NCCL;
   TransformerLM model_;
+  // The host rows stay for the run: on the CPU they count in the memory columns, as they
+  // always have.
+  Tensor host_ids_, host_targets_;
   Tensor ids_, targets_;
 };
 

@@ -5,6 +5,7 @@
 #include <iostream>
 #include <sstream>
 #include <tuple>
+#include <utility>
 
 #include "cli/ddp_options.h"
 #include "cli/options.h"
@@ -115,6 +116,39 @@ void fill_tables(const plan::Result& r, io::ResultTable& memory, io::ResultTable
       .set("implemented", r.implemented ? "yes" : "no (estimate)");
 }
 
+struct PlanTables {
+  io::ResultTable memory, comm, time;
+};
+
+// The record's /plan_memory, /plan_comm and /plan_time of a plan.
+PlanTables plan_tables(const plan::Result& r) {
+  io::ResultTable memory("plan_memory", "memory per device by category (bytes as the tracking allocator counts them)");
+  memory.add_string("category", "what").add_int("bytes", "bytes per device").add_double("GB", "bytes / 1e9", 3);
+  io::ResultTable comm("plan_comm", "collectives per optimizer step, per device");
+  comm.add_string("collective", "all_reduce, reduce_scatter, all_gather, broadcast, p2p")
+      .add_string("what", "gradients, parameters, activations")
+      .add_int("calls", "calls per step")
+      .add_int("bytes", "this rank's buffer bytes per step (bench ddp's comm_MB counts these)")
+      .add_double("bus_factor", "bytes on the wire per buffer byte (nccl-tests' busbw factor)", 3)
+      .add_double("ms", "bytes × bus_factor / bandwidth", 3);
+  io::ResultTable time("plan_time", "roofline step time: compute at the dense peak, the optimizer at HBM speed, "
+                                    "communication not hidden behind backward");
+  time.add_int("devices", "devices in all")
+      .add_double("compute_ms", "FLOPs / dense peak", 3)
+      .add_double("optimizer_ms", "optimizer bytes / HBM bandwidth", 3)
+      .add_double("comm_ms", "all collectives", 3)
+      .add_double("exposed_comm_ms", "not hidden behind backward", 3)
+      .add_double("step_ms", "compute + optimizer + exposed communication (+ pipeline bubble)", 3)
+      .add_double("mfu", "FLOPs / (step × peak)", 3)
+      .add_int("hiding_batch", "smallest per-device batch whose backward hides the gradient sync (0: nothing to hide)")
+      .add_string("fits", "whether the memory total fits the device")
+      .add_int("min_devices_to_fit",
+               "smallest power-of-two data-parallel device count (× tp × pp) that fits; 0: none up to 65536")
+      .add_string("implemented", "yes: paratrain runs this layout; no: an estimate");
+  fill_tables(r, memory, comm, time);
+  return {std::move(memory), std::move(comm), std::move(time)};
+}
+
 }  // namespace
 
 int run_plan(const std::vector<std::string>& args) {
@@ -216,30 +250,8 @@ int run_plan(const std::vector<std::string>& args) {
   if (vm->count("inter-node-gbps")) positive("inter-node-gbps", cluster.inter_node_gbps = inter_gbps);
 
   const plan::Result r = plan::plan(job, cluster);
-  io::ResultTable memory("plan_memory", "memory per device by category (bytes as the tracking allocator counts them)");
-  memory.add_string("category", "what").add_int("bytes", "bytes per device").add_double("GB", "bytes / 1e9", 3);
-  io::ResultTable comm("plan_comm", "collectives per optimizer step, per device");
-  comm.add_string("collective", "all_reduce, reduce_scatter, all_gather, broadcast, p2p")
-      .add_string("what", "gradients, parameters, activations")
-      .add_int("calls", "calls per step")
-      .add_int("bytes", "this rank's buffer bytes per step (bench ddp's comm_MB counts these)")
-      .add_double("bus_factor", "bytes on the wire per buffer byte (nccl-tests' busbw factor)", 3)
-      .add_double("ms", "bytes × bus_factor / bandwidth", 3);
-  io::ResultTable time("plan_time", "roofline step time: compute at the dense peak, the optimizer at HBM speed, "
-                                    "communication not hidden behind backward");
-  time.add_int("devices", "devices in all")
-      .add_double("compute_ms", "FLOPs / dense peak", 3)
-      .add_double("optimizer_ms", "optimizer bytes / HBM bandwidth", 3)
-      .add_double("comm_ms", "all collectives", 3)
-      .add_double("exposed_comm_ms", "not hidden behind backward", 3)
-      .add_double("step_ms", "compute + optimizer + exposed communication (+ pipeline bubble)", 3)
-      .add_double("mfu", "FLOPs / (step × peak)", 3)
-      .add_int("hiding_batch", "smallest per-device batch whose backward hides the gradient sync (0: nothing to hide)")
-      .add_string("fits", "whether the memory total fits the device")
-      .add_int("min_devices_to_fit",
-               "smallest power-of-two data-parallel device count (× tp × pp) that fits; 0: none up to 65536")
-      .add_string("implemented", "yes: paratrain runs this layout; no: an estimate");
-  fill_tables(r, memory, comm, time);
+  PlanTables tables = plan_tables(r);
+  io::ResultTable &memory = tables.memory, &comm = tables.comm, &time = tables.time;
   if (format == "json") {
     print_json(r, std::cout);
   } else {
