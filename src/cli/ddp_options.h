@@ -46,8 +46,8 @@ inline constexpr const char* kZero1PrefetchHelp =
 
 // --shard-optimizer's help (add_ddp_strategy_options).
 inline constexpr const char* kShardOptimizerHelp =
-    "optimizer state: none, broadcast (owners step and broadcast) or zero1 (reduce-scatter, step, "
-    "all-gather); plan also sizes zero2 and zero3 (FSDP)";
+    "optimizer state: none, broadcast (owners step, broadcast), zero1 (reduce-scatter, step, "
+    "all-gather); plan also zero2, zero3";
 
 // Declares --ddp (default `ddp_default`), --bucket-mb, --shard-optimizer and --grad-comm, each
 // parsed into `o` when the variables map is notified (parse_or_help): --ddp into its entry of

@@ -61,10 +61,10 @@ int64_t Zero1Layout::owned_numel(int r) const {
   return n;
 }
 
-std::shared_ptr<const Zero1Layout> zero1_layout(const StrategySpec& spec, const ParamStore& store, int world,
+std::shared_ptr<const Zero1Layout> zero1_layout(const StrategySpec& ddp, const ParamStore& store, int world,
                                                 double bucket_mb) {
-  PT_CHECK(spec.buckets != BucketPolicy::None, "--shard-optimizer zero1 needs averaged gradients: not --ddp none");
-  return std::make_shared<Zero1Layout>(store, world, spec.zero1_bucket_mb(bucket_mb));
+  PT_CHECK(ddp.buckets != BucketPolicy::None, "--shard-optimizer zero1 needs averaged gradients: not --ddp none");
+  return std::make_shared<Zero1Layout>(store, world, ddp.zero1_bucket_mb(bucket_mb));
 }
 
 Zero1Sync::Zero1Sync(Context& ctx, ParamStore& store, Communicator& comm, std::shared_ptr<const Zero1Layout> layout,
