@@ -5,7 +5,9 @@
 #include <iostream>
 #include <sstream>
 #include <tuple>
+#include <utility>
 
+#include "cli/ddp_options.h"
 #include "cli/options.h"
 #include "cli/subcommands.h"
 #include "core/error.h"
@@ -114,15 +116,49 @@ void fill_tables(const plan::Result& r, io::ResultTable& memory, io::ResultTable
       .set("implemented", r.implemented ? "yes" : "no (estimate)");
 }
 
+struct PlanTables {
+  io::ResultTable memory, comm, time;
+};
+
+// The record's /plan_memory, /plan_comm and /plan_time of a plan.
+PlanTables plan_tables(const plan::Result& r) {
+  io::ResultTable memory("plan_memory", "memory per device by category (bytes as the tracking allocator counts them)");
+  memory.add_string("category", "what").add_int("bytes", "bytes per device").add_double("GB", "bytes / 1e9", 3);
+  io::ResultTable comm("plan_comm", "collectives per optimizer step, per device");
+  comm.add_string("collective", "all_reduce, reduce_scatter, all_gather, broadcast, p2p")
+      .add_string("what", "gradients, parameters, activations")
+      .add_int("calls", "calls per step")
+      .add_int("bytes", "this rank's buffer bytes per step (bench ddp's comm_MB counts these)")
+      .add_double("bus_factor", "bytes on the wire per buffer byte (nccl-tests' busbw factor)", 3)
+      .add_double("ms", "bytes × bus_factor / bandwidth", 3);
+  io::ResultTable time("plan_time", "roofline step time: compute at the dense peak, the optimizer at HBM speed, "
+                                    "communication not hidden behind backward");
+  time.add_int("devices", "devices in all")
+      .add_double("compute_ms", "FLOPs / dense peak", 3)
+      .add_double("optimizer_ms", "optimizer bytes / HBM bandwidth", 3)
+      .add_double("comm_ms", "all collectives", 3)
+      .add_double("exposed_comm_ms", "not hidden behind backward", 3)
+      .add_double("step_ms", "compute + optimizer + exposed communication (+ pipeline bubble)", 3)
+      .add_double("mfu", "FLOPs / (step × peak)", 3)
+      .add_int("hiding_batch", "smallest per-device batch whose backward hides the gradient sync (0: nothing to hide)")
+      .add_string("fits", "whether the memory total fits the device")
+      .add_int("min_devices_to_fit",
+               "smallest power-of-two data-parallel device count (× tp × pp) that fits; 0: none up to 65536")
+      .add_string("implemented", "yes: paratrain runs this layout; no: an estimate");
+  fill_tables(r, memory, comm, time);
+  return {std::move(memory), std::move(comm), std::move(time)};
+}
+
 }  // namespace
 
 int run_plan(const std::vector<std::string>& args) {
   std::string size = "xl", precision = "bf16", attention = "flash", recompute = "on";
-  std::string ddp = "bucketed", shard = "none", grad_comm = "fp32", grad_dtype = "fp32", residual_dtype = "fp32",
-              preset = "h100-sxm", format = "table", out;
+  std::string preset = "h100-sxm", format = "table", out;
+  DdpOptions ddp;
+  RunOptions storage;  // --grad-dtype and --residual-dtype
   int64_t d_model = 0, d_ff = 0, num_layers = 0, num_heads = 0, vocab = 0, context = 0;
   int64_t batch = 4, grad_accum = 1, devices = 1, tp = 1, pp = 1;
-  double bucket_mb = 25, memory_gb = 0, peak_tflops = 0, hbm_gbps = 0, link_gbps = 0, inter_gbps = 0;
+  double memory_gb = 0, peak_tflops = 0, hbm_gbps = 0, link_gbps = 0, inter_gbps = 0;
   int64_t gpus_per_node = 0;
   bool overwrite = false;
   std::string presets;
@@ -146,16 +182,6 @@ int run_plan(const std::vector<std::string>& args) {
       ("devices", po::value(&devices)->default_value(devices), "devices in all: data-parallel ranks × tp × pp")
       ("tp", po::value(&tp)->default_value(tp), "tensor-parallel degree (not implemented in paratrain: estimate)")
       ("pp", po::value(&pp)->default_value(pp), "pipeline stages (not implemented in paratrain: estimate)")
-      ("ddp", po::value(&ddp)->default_value(ddp), ("gradient sync: " + parallel::strategy_names_text()).c_str())
-      ("bucket-mb", po::value(&bucket_mb)->default_value(bucket_mb), "bucket cap (bucketed)")
-      ("shard-optimizer", po::value(&shard)->default_value(shard),
-       "none, broadcast, zero1; zero2 and zero3 (FSDP) are estimates of what paratrain does not run")
-      ("grad-comm", po::value(&grad_comm)->default_value(grad_comm), "fp32 or bf16 gradients on the wire")
-      ("grad-dtype", po::value(&grad_dtype)->default_value(grad_dtype),
-       "fp32 or bf16 gradients end to end (bf16 precision: half the gradient memory, bytes on the wire and "
-       "gradient reads of the optimizer)")
-      ("residual-dtype", po::value(&residual_dtype)->default_value(residual_dtype),
-       "fp32 or bf16 residual stream (bf16 precision: half its saved activations)")
       ("cluster", po::value(&preset)->default_value(preset), ("preset: " + presets).c_str())
       ("gpus-per-node", po::value(&gpus_per_node), "override the preset's devices per node")
       ("memory-gb", po::value(&memory_gb), "override the device memory (1e9 bytes)")
@@ -167,6 +193,9 @@ int run_plan(const std::vector<std::string>& args) {
       ("out", po::value(&out), "also write an HDF5 record here")
       ("overwrite", po::bool_switch(&overwrite), "replace --out if it exists");
   // clang-format on
+  // A plan sizes a job of several devices: bucketed unless --ddp says otherwise.
+  add_ddp_strategy_options(desc, ddp, "bucketed");
+  add_storage_dtype_options(desc, storage);
   auto vm = parse_or_help(desc, args, "paratrain plan [options]   (memory, communication and step time; no GPU)");
   if (!vm) return 0;
   PT_CHECK(format == "table" || format == "json", "--format must be table or json (got '" + format + "')");
@@ -196,13 +225,12 @@ int run_plan(const std::vector<std::string>& args) {
   job.tp = static_cast<int>(tp);
   job.pp = static_cast<int>(pp);
   job.dp = static_cast<int>(devices / (tp * pp));
-  job.strategy = ddp;
-  job.bucket_mb = bucket_mb;
-  job.sharding = plan::sharding_from_name(shard);
-  PT_CHECK(grad_comm == "fp32" || grad_comm == "bf16", "--grad-comm must be fp32 or bf16 (got '" + grad_comm + "')");
-  job.grad_comm_bf16 = grad_comm == "bf16";
-  job.grad_bf16 = grad_dtype_from_name(grad_dtype) == DType::BF16;
-  job.residual_bf16 = residual_dtype_from_name(residual_dtype) == DType::BF16;
+  job.strategy = ddp.ddp ? ddp.ddp->name : job.dp > 1 ? "bucketed" : "none";
+  job.bucket_mb = ddp.bucket_mb;
+  job.sharding = ddp.sharding;
+  job.grad_comm_bf16 = ddp.grad_comm == parallel::GradComm::BF16;
+  job.grad_bf16 = grad_dtype_of(storage) == DType::BF16;
+  job.residual_bf16 = residual_dtype_of(storage) == DType::BF16;
 
   plan::Cluster cluster = plan::cluster_preset(preset);
   auto positive = [&](const char* flag, double v) {
@@ -222,30 +250,8 @@ int run_plan(const std::vector<std::string>& args) {
   if (vm->count("inter-node-gbps")) positive("inter-node-gbps", cluster.inter_node_gbps = inter_gbps);
 
   const plan::Result r = plan::plan(job, cluster);
-  io::ResultTable memory("plan_memory", "memory per device by category (bytes as the tracking allocator counts them)");
-  memory.add_string("category", "what").add_int("bytes", "bytes per device").add_double("GB", "bytes / 1e9", 3);
-  io::ResultTable comm("plan_comm", "collectives per optimizer step, per device");
-  comm.add_string("collective", "all_reduce, reduce_scatter, all_gather, broadcast, p2p")
-      .add_string("what", "gradients, parameters, activations")
-      .add_int("calls", "calls per step")
-      .add_int("bytes", "this rank's buffer bytes per step (bench ddp's comm_MB counts these)")
-      .add_double("bus_factor", "bytes on the wire per buffer byte (nccl-tests' busbw factor)", 3)
-      .add_double("ms", "bytes × bus_factor / bandwidth", 3);
-  io::ResultTable time("plan_time", "roofline step time: compute at the dense peak, the optimizer at HBM speed, "
-                                    "communication not hidden behind backward");
-  time.add_int("devices", "devices in all")
-      .add_double("compute_ms", "FLOPs / dense peak", 3)
-      .add_double("optimizer_ms", "optimizer bytes / HBM bandwidth", 3)
-      .add_double("comm_ms", "all collectives", 3)
-      .add_double("exposed_comm_ms", "not hidden behind backward", 3)
-      .add_double("step_ms", "compute + optimizer + exposed communication (+ pipeline bubble)", 3)
-      .add_double("mfu", "FLOPs / (step × peak)", 3)
-      .add_int("hiding_batch", "smallest per-device batch whose backward hides the gradient sync (0: nothing to hide)")
-      .add_string("fits", "whether the memory total fits the device")
-      .add_int("min_devices_to_fit",
-               "smallest power-of-two data-parallel device count (× tp × pp) that fits; 0: none up to 65536")
-      .add_string("implemented", "yes: paratrain runs this layout; no: an estimate");
-  fill_tables(r, memory, comm, time);
+  PlanTables tables = plan_tables(r);
+  io::ResultTable &memory = tables.memory, &comm = tables.comm, &time = tables.time;
   if (format == "json") {
     print_json(r, std::cout);
   } else {
@@ -254,7 +260,8 @@ int run_plan(const std::vector<std::string>& args) {
               << r.job.model.vocab_size << "; " << r.job.model.num_params() << " parameters), context "
               << r.job.model.context_length << ", batch " << batch << " × " << grad_accum << " per device, "
               << precision << ", " << r.job.devices() << " × " << cluster.device.preset << " (dp " << r.job.dp
-              << ", tp " << tp << ", pp " << pp << "), --ddp " << ddp << ", sharding " << shard << "\n";
+              << ", tp " << tp << ", pp " << pp << "), --ddp " << r.job.strategy << ", sharding "
+              << plan::sharding_name(r.job.sharding) << "\n";
     for (const auto& n : r.notes) std::cout << "note: " << n << "\n";
     memory.print(std::cout);
     std::cout << "\n";

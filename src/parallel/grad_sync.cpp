@@ -198,12 +198,11 @@ class BucketedSync : public AveragingSync {
 
 }  // namespace
 
-std::unique_ptr<GradSync> make_grad_sync(const std::string& name, Context& ctx, ParamStore& store, Communicator* comm,
+std::unique_ptr<GradSync> make_grad_sync(const StrategySpec& spec, Context& ctx, ParamStore& store, Communicator* comm,
                                          double bucket_mb, GradComm grad_comm) {
   PT_CHECK(store.finalized(), "make_grad_sync: the ParamStore is not finalized");
-  const StrategySpec& spec = strategy(name);
   if (!spec.make) return std::make_unique<NoSync>();
-  PT_CHECK(comm != nullptr, "--ddp " + name + " needs a communicator");
+  PT_CHECK(comm != nullptr, std::string("--ddp ") + spec.name + " needs a communicator");
   return spec.make(ctx, store, *comm, bucket_mb, grad_comm);
 }
 

@@ -87,12 +87,14 @@ struct GradSpan {
 std::vector<GradSpan> grad_spans(const ParamStore& store);
 std::vector<Bucket> plan_buckets(const std::vector<GradSpan>& spans, double bucket_mb);
 
-// The strategy named `name` on a finalized store. Every strategy but `none` first makes rank
+struct StrategySpec;
+
+// The strategy `spec` (an entry of strategies()) on a finalized store. Every strategy but `none` first makes rank
 // 0's parameters (trainable or frozen) everyone's, then registers itself as the store's
 // gradient-ready listener; gradients are averaged (sum / world size), frozen parameters
 // skipped, a tied parameter synchronised once. bucket_mb is read by `bucketed` only; `none`
 // ignores grad_comm.
-std::unique_ptr<GradSync> make_grad_sync(const std::string& name, Context& ctx, ParamStore& store, Communicator* comm,
+std::unique_ptr<GradSync> make_grad_sync(const StrategySpec& spec, Context& ctx, ParamStore& store, Communicator* comm,
                                          double bucket_mb = kDefaultBucketMB, GradComm grad_comm = GradComm::FP32);
 
 // Rank 0's parameters to every rank (the whole flat buffer, frozen ones included), and the

@@ -61,11 +61,10 @@ int64_t Zero1Layout::owned_numel(int r) const {
   return n;
 }
 
-std::shared_ptr<const Zero1Layout> zero1_layout(const std::string& ddp, const ParamStore& store, int world,
+std::shared_ptr<const Zero1Layout> zero1_layout(const StrategySpec& ddp, const ParamStore& store, int world,
                                                 double bucket_mb) {
-  const StrategySpec& spec = strategy(ddp);
-  PT_CHECK(spec.buckets != BucketPolicy::None, "--shard-optimizer zero1 needs averaged gradients: not --ddp none");
-  return std::make_shared<Zero1Layout>(store, world, spec.zero1_bucket_mb(bucket_mb));
+  PT_CHECK(ddp.buckets != BucketPolicy::None, "--shard-optimizer zero1 needs averaged gradients: not --ddp none");
+  return std::make_shared<Zero1Layout>(store, world, ddp.zero1_bucket_mb(bucket_mb));
 }
 
 Zero1Sync::Zero1Sync(Context& ctx, ParamStore& store, Communicator& comm, std::shared_ptr<const Zero1Layout> layout,
@@ -115,14 +114,14 @@ void Zero1Sync::finish(Context& ctx) {
   bytes_ = coll_->take_bytes();
 }
 
-std::unique_ptr<GradSync> make_zero1_sync(const std::string& ddp, Context& ctx, ParamStore& store, Communicator& comm,
+std::unique_ptr<GradSync> make_zero1_sync(const StrategySpec& ddp, Context& ctx, ParamStore& store, Communicator& comm,
                                           std::shared_ptr<const Zero1Layout> layout, GradComm grad_comm) {
   PT_CHECK(store.finalized(), "make_zero1_sync: the ParamStore is not finalized");
-  const bool overlap = strategy(ddp).overlapped;
+  const bool overlap = ddp.overlapped;
   return std::make_unique<Zero1Sync>(ctx, store, comm, std::move(layout), overlap, grad_comm);
 }
 
-std::unique_ptr<GradSync> make_zero1_sync(const std::string& ddp, Context& ctx, ParamStore& store, Communicator& comm,
+std::unique_ptr<GradSync> make_zero1_sync(const StrategySpec& ddp, Context& ctx, ParamStore& store, Communicator& comm,
                                           double bucket_mb, GradComm grad_comm) {
   PT_CHECK(store.finalized(), "make_zero1_sync: the ParamStore is not finalized");
   return make_zero1_sync(ddp, ctx, store, comm, zero1_layout(ddp, store, comm.world_size(), bucket_mb), grad_comm);

@@ -45,9 +45,11 @@ struct Zero1Layout {
   int64_t owned_numel(int r) const;
 };
 
-// The layout a --ddp name implies under zero1: naive and flat, one bucket (one reduce-scatter
-// after backward); overlap, one parameter per bucket (bucket_mb 0); bucketed, bucket_mb.
-std::shared_ptr<const Zero1Layout> zero1_layout(const std::string& ddp, const ParamStore& store, int world,
+struct StrategySpec;
+
+// The layout a --ddp strategy (an entry of strategies()) implies under zero1: naive and flat, one bucket (one
+// reduce-scatter after backward); overlap, one parameter per bucket (bucket_mb 0); bucketed, bucket_mb.
+std::shared_ptr<const Zero1Layout> zero1_layout(const StrategySpec& ddp, const ParamStore& store, int world,
                                                 double bucket_mb);
 
 // What a ZeRO-1 sync is called in records: one reduce-scatter after backward, or one per
@@ -85,12 +87,12 @@ class Zero1Sync : public GradSync {
   int64_t bytes_ = 0;
 };
 
-// The ZeRO-1 schedule of a --ddp name (naive and flat: no overlap) on its layout.
-std::unique_ptr<GradSync> make_zero1_sync(const std::string& ddp, Context& ctx, ParamStore& store, Communicator& comm,
+// The ZeRO-1 schedule of a --ddp strategy (naive and flat: no overlap) on its layout.
+std::unique_ptr<GradSync> make_zero1_sync(const StrategySpec& ddp, Context& ctx, ParamStore& store, Communicator& comm,
                                           std::shared_ptr<const Zero1Layout> layout,
                                           GradComm grad_comm = GradComm::FP32);
 // The same on zero1_layout(ddp, store, world, bucket_mb).
-std::unique_ptr<GradSync> make_zero1_sync(const std::string& ddp, Context& ctx, ParamStore& store, Communicator& comm,
+std::unique_ptr<GradSync> make_zero1_sync(const StrategySpec& ddp, Context& ctx, ParamStore& store, Communicator& comm,
                                           double bucket_mb, GradComm grad_comm = GradComm::FP32);
 
 }  // namespace pt::parallel

@@ -167,9 +167,7 @@ void validate(const Job& j) {
 }  // namespace
 
 const char* sharding_name(Sharding s) { return enum_name(kShardings, s); }
-Sharding sharding_from_name(const std::string& name) {
-  return enum_from_name(kShardings, name, "plan: --shard-optimizer");
-}
+Sharding sharding_from_name(const std::string& name) { return enum_from_name(kShardings, name, "--shard-optimizer"); }
 bool sharding_runs_in_paratrain(Sharding s) { return s != Sharding::Zero2 && s != Sharding::Zero3; }
 
 Result plan(const Job& job, const Cluster& cluster) {

@@ -6,10 +6,10 @@
 
 namespace pt {
 
-DataParallel make_data_parallel(Context& ctx, ParamStore& store, parallel::Communicator* comm, const std::string& ddp,
-                                double bucket_mb, ShardMode shard, const OptimizerConfig& cfg,
-                                parallel::GradComm grad_comm, bool zero1_prefetch, UpdateOverlap update_overlap,
-                                bool cuda_graph) {
+DataParallel make_data_parallel(Context& ctx, ParamStore& store, parallel::Communicator* comm,
+                                const parallel::StrategySpec& ddp, double bucket_mb, ShardMode shard,
+                                const OptimizerConfig& cfg, parallel::GradComm grad_comm, bool zero1_prefetch,
+                                UpdateOverlap update_overlap, bool cuda_graph) {
   DataParallel dp;
   const auto params = trainable_params(store);
   if (shard == ShardMode::None) {
@@ -25,8 +25,8 @@ DataParallel make_data_parallel(Context& ctx, ParamStore& store, parallel::Commu
                " (the sharded update exchanges parameters after it): use --update-overlap off or auto");
   PT_CHECK(comm != nullptr,
            std::string("--shard-optimizer ") + shard_mode_name(shard) + " needs a communicator (several ranks)");
-  PT_CHECK(ddp != "none", std::string("--shard-optimizer ") + shard_mode_name(shard) +
-                              " needs averaged gradients; it cannot run with --ddp none");
+  PT_CHECK(ddp.buckets != parallel::BucketPolicy::None, std::string("--shard-optimizer ") + shard_mode_name(shard) +
+                                                            " needs averaged gradients; it cannot run with --ddp none");
   if (shard == ShardMode::Broadcast) {
     dp.sync = parallel::make_grad_sync(ddp, ctx, store, comm, bucket_mb, grad_comm);
     dp.optimizer = std::make_unique<BroadcastShardedOptimizer>(cfg, ctx, *comm, per_parameter_ranges(params));
@@ -41,8 +41,8 @@ DataParallel make_data_parallel(Context& ctx, ParamStore& store, parallel::Commu
 DataParallel make_data_parallel(Context& ctx, ParamStore& store, parallel::Communicator* comm,
                                 const DataParallelConfig& dp, const OptimizerConfig& cfg, UpdateOverlap update_overlap,
                                 bool cuda_graph) {
-  return make_data_parallel(ctx, store, comm, dp.ddp->name, dp.bucket_mb, dp.shard, cfg, dp.grad_comm,
-                            dp.zero1_prefetch, update_overlap, cuda_graph);
+  return make_data_parallel(ctx, store, comm, *dp.ddp, dp.bucket_mb, dp.shard, cfg, dp.grad_comm, dp.zero1_prefetch,
+                            update_overlap, cuda_graph);
 }
 
 }  // namespace pt

@@ -43,10 +43,11 @@ struct DataParallel {
   std::unique_ptr<parallel::GradSync> sync;
   std::unique_ptr<Optimizer> optimizer;
 };
-DataParallel make_data_parallel(Context& ctx, ParamStore& store, parallel::Communicator* comm, const std::string& ddp,
-                                double bucket_mb, ShardMode shard, const OptimizerConfig& cfg,
-                                parallel::GradComm grad_comm = parallel::GradComm::FP32, bool zero1_prefetch = true,
-                                UpdateOverlap update_overlap = UpdateOverlap::Off, bool cuda_graph = false);
+DataParallel make_data_parallel(Context& ctx, ParamStore& store, parallel::Communicator* comm,
+                                const parallel::StrategySpec& ddp, double bucket_mb, ShardMode shard,
+                                const OptimizerConfig& cfg, parallel::GradComm grad_comm = parallel::GradComm::FP32,
+                                bool zero1_prefetch = true, UpdateOverlap update_overlap = UpdateOverlap::Off,
+                                bool cuda_graph = false);
 
 // The same from a resolved configuration.
 DataParallel make_data_parallel(Context& ctx, ParamStore& store, parallel::Communicator* comm,

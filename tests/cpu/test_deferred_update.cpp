@@ -160,13 +160,13 @@ TEST(DeferredUpdate, RunsOnlyWhereItCan) {
   // What train and bench model build through: on is refused for the sharded optimizers and on the CPU.
   TransformerLM third(tiny_config(), ctx);
   EXPECT_NE(test::error_of([&] {
-              make_data_parallel(ctx, third.store(), nullptr, "naive", 25, ShardMode::Broadcast, oc,
+              make_data_parallel(ctx, third.store(), nullptr, parallel::strategy("naive"), 25, ShardMode::Broadcast, oc,
                                  parallel::GradComm::FP32, true, UpdateOverlap::On);
             }).find("--update-overlap on cannot run with --shard-optimizer broadcast"),
             std::string::npos);
   EXPECT_NE(test::error_of([&] {
-              make_data_parallel(ctx, third.store(), nullptr, "none", 25, ShardMode::None, oc, parallel::GradComm::FP32,
-                                 true, UpdateOverlap::On);
+              make_data_parallel(ctx, third.store(), nullptr, parallel::strategy("none"), 25, ShardMode::None, oc,
+                                 parallel::GradComm::FP32, true, UpdateOverlap::On);
             }).find("needs a GPU"),
             std::string::npos);
   oc.fused = false;

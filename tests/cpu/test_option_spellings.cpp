@@ -5,7 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
+#include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/test_util.h"
@@ -97,6 +100,53 @@ TEST(OptionSpellings, EverySubcommandAcceptsTheOneSpelling) {
     EXPECT_EQ(res.output.find("unrecognised"), std::string::npos) << c << ": " << res.output;
     EXPECT_EQ(res.output.find("is spelled"), std::string::npos) << c << ": " << res.output;
   }
+}
+
+// Each option's help text in `subcommand --help`, continuation lines joined with single spaces.
+std::map<std::string, std::string> help_texts(const std::string& subcommand) {
+  const test::CliResult res = test::run_paratrain(subcommand + " --help");
+  EXPECT_EQ(res.rc, 0) << subcommand << ": " << res.output;
+  std::map<std::string, std::string> out;
+  std::string current;
+  std::istringstream lines(res.output);
+  for (std::string line; std::getline(lines, line);) {
+    line.erase(line.find_last_not_of(' ') + 1);  // the wrapped lines' trailing spaces
+    if (line.rfind("  --", 0) == 0) {
+      size_t pos = line.find_first_of(" [", 4);
+      current = line.substr(4, pos - 4);
+      // The option column: "--name", " arg", " (=default)"; the help text follows.
+      if (line.compare(pos, 4, " arg") == 0) pos += 4;
+      if (line.compare(pos, 3, " (=") == 0) pos = line.find(')', pos) + 1;
+      const size_t text = line.find_first_not_of(' ', pos);
+      out[current] = text == std::string::npos ? "" : line.substr(text);
+    } else if (!current.empty() && line.rfind("      ", 0) == 0) {
+      std::string& text = out[current];
+      text += (text.empty() ? "" : " ") + line.substr(line.find_first_not_of(' '));
+    } else {
+      current.clear();
+    }
+  }
+  return out;
+}
+
+// An option that several subcommands declare from one shared group has one help text in all of
+// them (the benchmarks' list-valued forms of the data-parallel options are their own options).
+TEST(OptionSpellings, SharedOptionsHaveOneHelpTextInEverySubcommand) {
+  const std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>> groups = {
+      {{"ddp", "bucket-mb", "shard-optimizer", "grad-comm"}, {"train", "plan"}},
+      {{"grad-dtype", "residual-dtype"}, {"train", "plan", "bench model", "bench ddp"}},
+  };
+  std::map<std::string, std::map<std::string, std::string>> help;
+  for (const auto& [options, subcommands] : groups)
+    for (const std::string& sub : subcommands)
+      if (!help.count(sub)) help[sub] = help_texts(sub);
+  for (const auto& [options, subcommands] : groups)
+    for (const std::string& option : options) {
+      const std::string& first = help[subcommands.front()][option];
+      EXPECT_FALSE(first.empty()) << subcommands.front() << " --" << option;
+      for (const std::string& sub : subcommands)
+        EXPECT_EQ(help[sub][option], first) << "--" << option << " in " << sub << " and " << subcommands.front();
+    }
 }
 
 }  // namespace

@@ -1,13 +1,13 @@
 // The collective trace (dist/comm_trace.h), the gather of per-rank records to rank 0
 // (dist/host_collectives.h), and bench ddp's step timeline built from both
-// (cli/ddp_timeline.h) on a hand-built ParamStore and a fake backward.
+// (bench/ddp_timeline.h) on a hand-built ParamStore and a fake backward.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <map>
 #include <set>
 
-#include "cli/ddp_timeline.h"
+#include "bench/ddp_timeline.h"
 #include "common/test_util.h"
 #include "core/error.h"
 #include "parallel/comm_trace.h"
@@ -15,6 +15,7 @@
 #include "parallel/dist_util.h"
 #include "parallel/grad_sync.h"
 #include "parallel/host_collectives.h"
+#include "parallel/strategies.h"
 
 namespace pt::test {
 namespace {
@@ -171,14 +172,14 @@ class TimelineTest : public ::testing::TestWithParam<TimelineCase> {
 TEST_P(TimelineTest, PhasesInOrderBackwardPerModuleOneCommEventPerCollective) {
   const auto& c = GetParam();
   auto store = layered_store(ctx());
-  auto sync = parallel::make_grad_sync(c.ddp, ctx(), *store, &comm(), c.bucket_mb, c.grad_comm);
+  auto sync = parallel::make_grad_sync(parallel::strategy(c.ddp), ctx(), *store, &comm(), c.bucket_mb, c.grad_comm);
   const auto plan = c.ddp == "bucketed" ? parallel::plan_buckets(*store, c.bucket_mb) : std::vector<parallel::Bucket>{};
   const int r = parallel::Runtime::get().rank(), w = parallel::Runtime::get().world_size();
   const int64_t g = store->grad_numel();
   Tensor work = Tensor::empty({1 << 22}, DType::F32, ctx().device(), "optimizer stand-in");
-  std::vector<cli::TimelineEvent> events;
+  std::vector<bench::TimelineEvent> events;
   {
-    cli::StepTimeline timeline(ctx(), *store, comm(), plan);
+    bench::StepTimeline timeline(ctx(), *store, comm(), plan);
     store->zero_grad(ctx());
     sync->begin_step(ctx());
     const std::vector<float> mine(static_cast<size_t>(g), static_cast<float>(r + 1));
@@ -187,13 +188,13 @@ TEST_P(TimelineTest, PhasesInOrderBackwardPerModuleOneCommEventPerCollective) {
     timeline.begin();
     ASSERT_FALSE(store->listeners().empty());
     EXPECT_EQ(store->listeners().back(), &timeline);
-    timeline.mark(cli::StepTimeline::ForwardEnd);
+    timeline.mark(bench::StepTimeline::ForwardEnd);
     for (int i = static_cast<int>(store->size()) - 1; i >= 0; --i) store->grad_contributed((*store)[i]);
-    timeline.mark(cli::StepTimeline::BackwardEnd);
+    timeline.mark(bench::StepTimeline::BackwardEnd);
     sync->finish(ctx());
-    timeline.mark(cli::StepTimeline::SyncEnd);
+    timeline.mark(bench::StepTimeline::SyncEnd);
     fill_zero(ctx(), work.data(), ctx().device().kind, work.nbytes());  // the optimizer's time
-    timeline.mark(cli::StepTimeline::End);
+    timeline.mark(bench::StepTimeline::End);
     comm().synchronize();
     ctx().synchronize();
     events = timeline.finish();

@@ -11,6 +11,7 @@
 #include "parallel/communicator.h"
 #include "parallel/dist_util.h"
 #include "parallel/grad_sync.h"
+#include "parallel/strategies.h"
 #include "parallel/zero1.h"
 
 #include "parallel/grad_sync_fixture.h"
@@ -46,8 +47,8 @@ class SyncTest : public ::testing::TestWithParam<SyncCase> {
   std::unique_ptr<parallel::GradSync> make_sync(ParamStore& store, parallel::GradComm wire = parallel::GradComm::FP32) {
     const auto& c = GetParam();
     if (c.ddp.rfind("zero1_", 0) == 0)
-      return parallel::make_zero1_sync(c.ddp.substr(6), ctx(), store, comm(), c.bucket_mb, wire);
-    return parallel::make_grad_sync(c.ddp, ctx(), store, &comm(), c.bucket_mb, wire);
+      return parallel::make_zero1_sync(parallel::strategy(c.ddp.substr(6)), ctx(), store, comm(), c.bucket_mb, wire);
+    return parallel::make_grad_sync(parallel::strategy(c.ddp), ctx(), store, &comm(), c.bucket_mb, wire);
   }
 
   // A store whose ranks start from different parameters and the case's strategy on it, checked
@@ -71,7 +72,7 @@ class SyncTest : public ::testing::TestWithParam<SyncCase> {
     const auto& c = GetParam();
     if (c.ddp.rfind("zero1_", 0) == 0) {
       for (const auto& [lo, hi] :
-           parallel::zero1_layout(c.ddp.substr(6), *s.store, world(), c.bucket_mb)->owned(rank()))
+           parallel::zero1_layout(parallel::strategy(c.ddp.substr(6)), *s.store, world(), c.bucket_mb)->owned(rank()))
         for (int64_t i = lo; i < hi; ++i) s.mine.push_back(i);
     } else {
       for (int64_t i = 0; i < g; ++i) s.mine.push_back(i);

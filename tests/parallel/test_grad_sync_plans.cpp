@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "parallel/grad_sync.h"
+#include "parallel/strategies.h"
 #include "parallel/zero1.h"
 
 #include "parallel/grad_sync_fixture.h"
@@ -55,9 +56,9 @@ TEST(BucketPlan, CapGroupsNeighboursAndIsolatesLargeParameters) {
 TEST(GradSyncFactory, RejectsUnknownNamesAndMissingCommunicator) {
   Context ctx(Device::cpu());
   auto store = make_store(ctx);
-  EXPECT_THROW(parallel::make_grad_sync("ring", ctx, *store, nullptr), Error);
-  EXPECT_THROW(parallel::make_grad_sync("flat", ctx, *store, nullptr), Error);
-  EXPECT_STREQ(parallel::make_grad_sync("none", ctx, *store, nullptr)->name(), "none");
+  EXPECT_THROW(parallel::make_grad_sync(parallel::strategy("ring"), ctx, *store, nullptr), Error);
+  EXPECT_THROW(parallel::make_grad_sync(parallel::strategy("flat"), ctx, *store, nullptr), Error);
+  EXPECT_STREQ(parallel::make_grad_sync(parallel::strategy("none"), ctx, *store, nullptr)->name(), "none");
 }
 
 // What every ZeRO-1 layout must be: buckets tiling [0, tail_begin) in multiples of the world

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "parallel/communicator.h"
 #include "parallel/grad_sync.h"
+#include "parallel/strategies.h"
 #include "parallel/zero1.h"
 
 #include "parallel/grad_sync_fixture.h"
@@ -73,8 +74,8 @@ std::vector<RecordingComm::Call> record_step(const std::string& ddp, double mb, 
   Context ctx(Device::cpu());
   auto store = make_store(ctx);
   RecordingComm comm(*store);
-  auto sync = zero1 ? parallel::make_zero1_sync(ddp, ctx, *store, comm, mb)
-                    : parallel::make_grad_sync(ddp, ctx, *store, &comm, mb);
+  auto sync = zero1 ? parallel::make_zero1_sync(parallel::strategy(ddp), ctx, *store, comm, mb)
+                    : parallel::make_grad_sync(parallel::strategy(ddp), ctx, *store, &comm, mb);
   CountingListener counting(comm);
   store->add_listener(&counting);
   comm.calls.clear();  // the construction-time broadcast is checked elsewhere
@@ -146,7 +147,7 @@ TEST(GradSyncSchedule, EveryStrategyBroadcastsAllParametersAtConstruction) {
     Context ctx(Device::cpu());
     auto store = make_store(ctx);
     RecordingComm comm(*store);
-    auto sync = parallel::make_grad_sync(ddp, ctx, *store, &comm, 1);
+    auto sync = parallel::make_grad_sync(parallel::strategy(ddp), ctx, *store, &comm, 1);
     ASSERT_EQ(comm.calls.size(), 1u) << ddp;
     EXPECT_EQ(comm.calls[0].op, "broadcast");
     EXPECT_EQ(comm.calls[0].begin, 0);

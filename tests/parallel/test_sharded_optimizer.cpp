@@ -82,7 +82,7 @@ class ShardedTest : public ::testing::TestWithParam<ShardCase> {
     r.model->init_weights(ctx(), seed);
     r.reference->init_weights(ctx(), seed);
     r.cfg = config(c.kind);
-    r.dp = make_data_parallel(ctx(), r.model->store(), &comm(), c.ddp, bucket_mb, c.mode, r.cfg);
+    r.dp = make_data_parallel(ctx(), r.model->store(), &comm(), parallel::strategy(c.ddp), bucket_mb, c.mode, r.cfg);
     r.ref_opt = plain_optimizer(r.cfg, ctx(), r.reference->store());
     return r;
   }
@@ -164,7 +164,7 @@ TEST_P(ShardedTest, CheckpointHoldsTheWholeStateAndResumesIt) {
   ASSERT_TRUE(mpi_all_true(true));  // a barrier
   auto resumed = make_toy_model(c.model, ctx());
   resumed->init_weights(ctx(), 99);
-  auto dp2 = make_data_parallel(ctx(), resumed->store(), &comm(), c.ddp, 0.0025, c.mode, cfg);
+  auto dp2 = make_data_parallel(ctx(), resumed->store(), &comm(), parallel::strategy(c.ddp), 0.0025, c.mode, cfg);
   io::load_weights(path, resumed->store(), ctx());
   io::load_optimizer_state(path, *dp2.optimizer, ctx(), n);
   EXPECT_EQ(dp2.optimizer->steps_taken(), 3);
@@ -193,7 +193,7 @@ TEST_P(ShardedDetailTest, BroadcastAddsParameterGroupsAfterConstruction) {
   model->init_weights(ctx(), 8);
   reference->init_weights(ctx(), 8);
   const auto cfg = config(OptimizerKind::AdamW);
-  auto sync = parallel::make_grad_sync("overlap", ctx(), model->store(), &comm());
+  auto sync = parallel::make_grad_sync(parallel::strategy("overlap"), ctx(), model->store(), &comm());
   auto units = per_parameter_ranges(trainable_params(model->store()));
   ASSERT_EQ(units.size(), 3u);
   BroadcastShardedOptimizer opt(cfg, ctx(), comm(), {units[0]});
@@ -225,7 +225,7 @@ TEST_P(ShardedDetailTest, Zero1StateIsThisRanksPart) {
   auto model = make_toy_model("toy_tied", ctx());
   model->init_weights(ctx(), 9);
   const auto cfg = config(OptimizerKind::AdamW);
-  auto dp = make_data_parallel(ctx(), model->store(), &comm(), "flat", 25, ShardMode::Zero1, cfg);
+  auto dp = make_data_parallel(ctx(), model->store(), &comm(), parallel::strategy("flat"), 25, ShardMode::Zero1, cfg);
   auto full = plain_optimizer(cfg, ctx(), model->store());
   // Optimizers may allocate their state at the first step: take one with zero gradients.
   model->store().zero_grad(ctx());
@@ -250,7 +250,8 @@ TEST_P(ShardedDetailTest, GradCommReachesEveryShardingMode) {
       SCOPED_TRACE(std::string(shard_mode_name(mode)) + " " + ddp);
       auto model = make_toy_model("toy_tied", ctx());
       model->init_weights(ctx(), 12);
-      auto dp = make_data_parallel(ctx(), model->store(), &comm(), ddp, 0.0025, mode, cfg, parallel::GradComm::BF16);
+      auto dp = make_data_parallel(ctx(), model->store(), &comm(), parallel::strategy(ddp), 0.0025, mode, cfg,
+                                   parallel::GradComm::BF16);
       model->store().zero_grad(ctx());
       dp.sync->begin_step(ctx());
       toy_forward_backward(ctx(), *model, toy_rows(shuffled(16 * world(), 0), rank() * 16, 16, 5),
@@ -293,7 +294,7 @@ TEST_P(ShardedDetailTest, Zero1GathersTheBf16MirrorAndEqualsUnshardedTraining) {
     TransformerLM model(tcfg, ctx());
     ASSERT_TRUE(model.store().has_lowp());
     model.init_weights(ctx(), 21);
-    auto dp = make_data_parallel(ctx(), model.store(), &comm(), "bucketed", 0.002, mode, cfg);
+    auto dp = make_data_parallel(ctx(), model.store(), &comm(), parallel::strategy("bucketed"), 0.002, mode, cfg);
     if (mode == ShardMode::Zero1) EXPECT_TRUE(dynamic_cast<const Zero1Optimizer&>(*dp.optimizer).gathers_mirror());
     for (int step = 0; step < 4; ++step) {
       const uint64_t seed = 700 + 10 * uint64_t(step) + uint64_t(rank());  // each rank its own rows
@@ -337,8 +338,8 @@ TEST_P(ShardedDetailTest, Zero1PrefetchedGathersGiveTheParametersOfWaitingAtTheS
     SCOPED_TRACE(prefetch ? "prefetch on" : "prefetch off");
     auto model = make_toy_model("toy_tied", ctx());
     model->init_weights(ctx(), 13);
-    auto dp = make_data_parallel(ctx(), model->store(), &comm(), "bucketed", 0.0008, ShardMode::Zero1, cfg,
-                                 parallel::GradComm::FP32, prefetch);
+    auto dp = make_data_parallel(ctx(), model->store(), &comm(), parallel::strategy("bucketed"), 0.0008,
+                                 ShardMode::Zero1, cfg, parallel::GradComm::FP32, prefetch);
     const auto& opt = dynamic_cast<const Zero1Optimizer&>(*dp.optimizer);
     ASSERT_GT(opt.layout().buckets.size(), 2u) << "several buckets, so the forward waits for them in turn";
     EXPECT_EQ(opt.prefetches(), prefetch);
@@ -364,8 +365,11 @@ TEST_P(ShardedDetailTest, Zero1PrefetchedGathersGiveTheParametersOfWaitingAtTheS
 TEST_P(ShardedDetailTest, ContradictoryConfigurationsAreRejected) {
   auto model = make_toy_model("toy", ctx());
   const auto cfg = config(OptimizerKind::AdamW);
-  EXPECT_THROW(make_data_parallel(ctx(), model->store(), &comm(), "none", 25, ShardMode::Zero1, cfg), Error);
-  EXPECT_THROW(make_data_parallel(ctx(), model->store(), nullptr, "flat", 25, ShardMode::Broadcast, cfg), Error);
+  EXPECT_THROW(
+      make_data_parallel(ctx(), model->store(), &comm(), parallel::strategy("none"), 25, ShardMode::Zero1, cfg), Error);
+  EXPECT_THROW(
+      make_data_parallel(ctx(), model->store(), nullptr, parallel::strategy("flat"), 25, ShardMode::Broadcast, cfg),
+      Error);
   EXPECT_THROW(shard_mode_from_name("zero3"), Error);
 }
 
@@ -401,7 +405,7 @@ class Zero1LayoutTest : public BackendTest {
 
     OptimizerConfig cfg;
     cfg.kind = OptimizerKind::SGD;
-    auto dp = make_data_parallel(ctx(), store, &comm(), ddp, 25, ShardMode::Zero1, cfg);
+    auto dp = make_data_parallel(ctx(), store, &comm(), parallel::strategy(ddp), 25, ShardMode::Zero1, cfg);
     store.zero_grad(ctx());
     const auto mine = f32(randn(g, 70 + rank()));
     copy_bytes(ctx(), store.flat_grads().data(), store.device().kind, mine.data(), DeviceKind::CPU, mine.size() * 4);

@@ -8,6 +8,7 @@
 
 #include "parallel/dist_util.h"
 #include "parallel/grad_sync.h"
+#include "parallel/strategies.h"
 #include "toy_training.h"
 
 namespace pt::test {
@@ -61,7 +62,7 @@ class ToyDdpTest : public ::testing::TestWithParam<DdpCase> {
     reference->init_weights(ctx(), 100);  // rank 0's start, trained on the whole batch alone
     const auto frozen = frozen_values(ctx(), reference->store());
 
-    auto sync = parallel::make_grad_sync(c.ddp, ctx(), model->store(), &comm(), c.bucket_mb, wire);
+    auto sync = parallel::make_grad_sync(parallel::strategy(c.ddp), ctx(), model->store(), &comm(), c.bucket_mb, wire);
     const auto start = params_f64(ctx(), model->store());
     EXPECT_EQ(start, mpi_bcast_from_root(start)) << "every rank holds rank 0's weights";
     EXPECT_EQ(start, params_f64(ctx(), reference->store()));

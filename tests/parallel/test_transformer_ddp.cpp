@@ -57,7 +57,8 @@ TEST_P(TransformerDdpTest, TwoRanksEqualOneRankOverTenSteps) {
 
   OptimizerConfig opt_cfg;
   opt_cfg.kind = OptimizerKind::SGD;
-  auto dp = make_data_parallel(ctx(), model.store(), &comm(), c.ddp, c.bucket_mb, c.shard, opt_cfg, c.grad_comm);
+  auto dp = make_data_parallel(ctx(), model.store(), &comm(), parallel::strategy(c.ddp), c.bucket_mb, c.shard, opt_cfg,
+                               c.grad_comm);
   // fp32 sums in another order agree to rounding; bf16 gradients carry 8 significant bits
   // (after 10 steps the parameters differ by up to 2.5e-4, the updates by 0.2 %).
   const bool bf16 = c.grad_comm == parallel::GradComm::BF16;
@@ -124,7 +125,8 @@ TEST_P(TransformerDdpTest, AccumulatedMicroBatchesOverRanksEqualOneBatch) {
   reference.init_weights(ctx(), 11);
   OptimizerConfig opt_cfg;
   opt_cfg.kind = OptimizerKind::SGD;
-  auto dp = make_data_parallel(ctx(), model.store(), &comm(), c.ddp, c.bucket_mb, c.shard, opt_cfg, c.grad_comm);
+  auto dp = make_data_parallel(ctx(), model.store(), &comm(), parallel::strategy(c.ddp), c.bucket_mb, c.shard, opt_cfg,
+                               c.grad_comm);
   auto ref_opt = make_optimizer(opt_cfg, ctx(), contiguous_ranges(trainable_params(reference.store())));
   parallel::NoSync no_sync;
   TrainStep step(model, *dp.optimizer, *dp.sync, 0.0f), ref_step(reference, *ref_opt, no_sync, 0.0f);

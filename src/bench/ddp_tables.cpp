@@ -1,11 +1,11 @@
-#include "cli/bench_ddp_tables.h"
+#include "bench/ddp_tables.h"
 
 #include <limits>
 #include <utility>
 
 #include "parallel/strategies.h"
 
-namespace pt::cli {
+namespace pt::bench {
 
 namespace {
 
@@ -56,7 +56,7 @@ DdpMemPoint mem_point(int64_t total, const std::array<int64_t, kMemCategories>& 
 DdpTables ddp_tables(const std::vector<DdpResult>& results, const DdpRun& run) {
   double floor_ms = kNaN;
   for (const auto& r : results)
-    if (r.cfg.ddp == "none") floor_ms = r.step_ms;
+    if (r.cfg.ddp->buckets == parallel::BucketPolicy::None) floor_ms = r.step_ms;
 
   io::ResultTable table("ddp", "data-parallel training step per strategy, bucket cap and optimizer sharding");
   table
@@ -149,4 +149,4 @@ DdpTables ddp_tables(const std::vector<DdpResult>& results, const DdpRun& run) {
   return {std::move(table), std::move(events)};
 }
 
-}  // namespace pt::cli
+}  // namespace pt::bench

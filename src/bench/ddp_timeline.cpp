@@ -1,5 +1,5 @@
 // StepTimeline: marks and collective traces of one step turned into named intervals.
-#include "cli/ddp_timeline.h"
+#include "bench/ddp_timeline.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -8,7 +8,7 @@
 #include "core/error.h"
 #include "parallel/communicator.h"
 
-namespace pt::cli {
+namespace pt::bench {
 
 namespace {
 
@@ -208,4 +208,4 @@ std::string StepTimeline::describe_params(int64_t lo, int64_t hi) const {
   return "parameters [" + std::to_string(lo) + ", " + std::to_string(hi) + ")";
 }
 
-}  // namespace pt::cli
+}  // namespace pt::bench

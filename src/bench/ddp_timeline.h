@@ -19,7 +19,7 @@ namespace pt::parallel {
 class Communicator;
 }
 
-namespace pt::cli {
+namespace pt::bench {
 
 struct TimelineEvent {
   std::string stream;  // "compute" or "comm"
@@ -74,4 +74,4 @@ class StepTimeline : public GradReadyListener {
   std::vector<std::pair<const Parameter*, Mark>> ready_;  // in the order backward finished them
 };
 
-}  // namespace pt::cli
+}  // namespace pt::bench

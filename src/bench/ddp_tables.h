@@ -1,5 +1,5 @@
 #pragma once
-// `paratrain bench ddp`'s configurations and results, and the run record's tables made from them:
+// The DDP benchmark's configurations and results, and the run record's tables made from them:
 // /ddp (one row per configuration: time, exposed communication, bytes, memory) and /ddp_events
 // (every rank's timeline of one untimed step per configuration).
 #include <array>
@@ -7,18 +7,19 @@
 #include <string>
 #include <vector>
 
-#include "cli/ddp_timeline.h"
+#include "bench/ddp_timeline.h"
 #include "core/allocator.h"
 #include "io/table.h"
 #include "optim/sharded_optimizer.h"
 #include "parallel/comm_engine.h"
 #include "parallel/grad_sync.h"
+#include "parallel/strategies.h"
 
-namespace pt::cli {
+namespace pt::bench {
 
 struct DdpConfig {
-  std::string ddp;
-  double bucket_mb;  // NaN unless bucketed
+  const parallel::StrategySpec* ddp;  // an entry of parallel::strategies()
+  double bucket_mb;                   // NaN unless bucketed
   ShardMode shard;
   int comm_sms = 0;  // the communicator's --comm-sms as asked (parallel::kCommSmsAuto: auto)
   parallel::CommEngine engine = parallel::CommEngine::NCCL;  // --comm-engine as asked
@@ -64,4 +65,4 @@ struct DdpTables {
 // floor among them).
 DdpTables ddp_tables(const std::vector<DdpResult>& results, const DdpRun& run);
 
-}  // namespace pt::cli
+}  // namespace pt::bench
