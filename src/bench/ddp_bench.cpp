@@ -205,8 +205,7 @@ DdpResult DdpBench::run(const DdpConfig& c) {
       bytes = dp.sync->bytes_communicated();
     }
   }
-  // The sharded optimizers move every trainable parameter once per step as well.
-  if (c.shard != ShardMode::None) bytes += store.grad_numel() * static_cast<int64_t>(sizeof(float));
+  bytes += dp.optimizer->parameter_bytes_communicated();  // a sharded optimizer's broadcasts or gathers
 
   const auto step = parallel::spread_over_ranks(summarize(step_ms).mean);
   r.step_ms = step.mean;
