@@ -275,7 +275,7 @@ void check_bench_ddp(const std::string& path, const plan::Cluster& cluster) {
       d,
       {"bucket_mb", "ranks", "init_params_MB", "init_grads_MB", "init_optstate_MB", "before_step_acts_MB", "comm_MB"});
   TransformerConfig m = TransformerConfig::named(string_attr(f, "option.model"));
-  m.context_length = static_cast<int64_t>(option_number(f, "context"));
+  m.context_length = static_cast<int64_t>(option_number(f, "context-length"));
   m.attention = attention_impl_from_name(string_attr(f, "option.attention"));
   ASSERT_FALSE(ddp.empty());
   for (size_t i = 0; i < ddp.size(); ++i) {
@@ -283,7 +283,7 @@ void check_bench_ddp(const std::string& path, const plan::Cluster& cluster) {
     plan::Job j;
     j.model = m;
     j.precision = precision_from_name(precision[i]);
-    j.batch = static_cast<int64_t>(option_number(f, "batch"));
+    j.batch = static_cast<int64_t>(option_number(f, "batch-size"));
     j.dp = static_cast<int>(ranks[i]);
     j.sharding = plan::sharding_from_name(shard[i]);
     j.grad_comm_bf16 = grad_comm[i] == "bf16";

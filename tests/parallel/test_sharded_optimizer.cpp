@@ -323,7 +323,9 @@ TEST_P(ShardedDetailTest, Zero1GathersTheBf16MirrorAndEqualsUnshardedTraining) {
     for (size_t i = 0; i < master[m].size(); ++i)
       ASSERT_EQ(mirror[m][i], double(round_to_bf16(float(master[m][i])))) << "element " << i;
   }
-  PT_EXPECT_ALLCLOSE(losses[1], losses[0], 1e-4, 0);
+  // Losses of a bf16 forward: a weight whose bf16 rounding flipped moves the tiny model's loss by
+  // up to 2.2e-4 relative (seen on 2 x H200); a stale weight by far more.
+  PT_EXPECT_ALLCLOSE(losses[1], losses[0], 1e-3, 0);
   PT_EXPECT_ALLCLOSE(master[1], master[0], 1e-3, 1e-5);
   PT_EXPECT_ALLCLOSE(mirror[1], mirror[0], 1e-2, 1e-4);
 }
