@@ -2,13 +2,16 @@
 // LlamaForCausalLM folder (io/hf_export.h); --format logits writes paratrain's own fp32 logits
 // on the CPU for a few tokens as .npy, which scripts/hf_check.py and the export test compare with
 // the export's.
+#include <filesystem>
 #include <iostream>
 
 #include "cli/options.h"
 #include "cli/subcommands.h"
 #include "core/error.h"
 #include "io/atomic_file.h"
+#include "io/checkpoint.h"
 #include "io/hf_export.h"
+#include "io/token_shards.h"
 #include "model/transformer.h"
 
 namespace pt::cli {
@@ -50,7 +53,7 @@ int run_export(const std::vector<std::string>& args) {
        "hf: a Hugging Face LlamaForCausalLM folder; logits: the model's fp32 logits on --tokens (.npy, CPU)")
       ("out", po::value(&o.out)->required(), "the folder (hf) or .npy file (logits) to write")
       ("dtype", po::value(&dtype)->default_value(dtype), "fp32 or bf16 weights in model.safetensors")
-      ("tokenizer", po::value(&o.tokenizer), "a tokenizers JSON to put beside the weights as tokenizer.json")
+      ("tokenizer", po::value(&o.tokenizer), "a tokenizers JSON to put beside the weights as tokenizer.json (default: the one the run's data manifest names)")
       ("tokens", po::value(&tokens)->multitoken(), "logits: the token ids, one sequence (1,2,3)")
       ("overwrite", po::bool_switch(&o.overwrite), "replace --out if it exists");
   // clang-format on
@@ -67,6 +70,14 @@ int run_export(const std::vector<std::string>& args) {
     return 0;
   }
   PT_CHECK(tokens.empty(), "--tokens is for --format logits");
+  if (o.tokenizer.empty()) {  // a run on prepared data: the tokenizer its manifest names
+    const io::CheckpointInfo info = io::read_checkpoint_info(o.checkpoint);
+    const auto data = info.text.find("config.data");
+    if (data != info.text.end()) o.tokenizer = io::manifest_tokenizer(data->second);
+    if (!o.tokenizer.empty())
+      PT_CHECK(std::filesystem::is_regular_file(o.tokenizer),
+               "the run's manifest names the tokenizer '" + o.tokenizer + "', which is not there: pass --tokenizer");
+  }
   const int64_t n = io::export_hf(o);
   std::cout << "export: " << n << " tensors of " << o.checkpoint << " written to " << o.out << " (" << dtype
             << (o.tokenizer.empty() ? ", no tokenizer" : ", with tokenizer.json") << ")\n";

@@ -212,4 +212,25 @@ std::vector<ShardInfo> TokenShards::shards() const {
   return out;
 }
 
+std::string manifest_tokenizer(const std::string& value) {
+  for (const std::string& spec : data_specs(value)) {
+    std::error_code ec;
+    std::string file = spec;
+    if (fs::is_directory(spec, ec)) file = (fs::path(spec) / "manifest.json").string();
+    if (!has_suffix(file, ".json") || !fs::is_regular_file(file, ec)) continue;
+    const std::string what = "token manifest '" + file + "'";
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(read_text_file(file, what));
+    } catch (const nlohmann::json::exception& e) {
+      PT_FAIL(what + ": not JSON (" + e.what() + ")");
+    }
+    if (!j.contains("tokenizer") || !j["tokenizer"].is_object() || !j["tokenizer"].contains("file") ||
+        !j["tokenizer"]["file"].is_string())
+      return "";
+    return (fs::path(file).parent_path() / j["tokenizer"]["file"].get<std::string>()).string();
+  }
+  return "";
+}
+
 }  // namespace pt::io

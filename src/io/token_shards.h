@@ -26,6 +26,10 @@ struct ShardInfo {
 // The specs of one --data or --val-data value: its comma-separated parts, or the whole value when
 // it names an existing path (a file name with a comma in it).
 std::vector<std::string> data_specs(const std::string& value);
+// The tokenizer file the first manifest among `value`'s specs names, resolved beside it (a
+// manifest: a .json file, or a directory holding manifest.json), or "" when none names one; the
+// shards are not read. What `paratrain export` ships with a run trained on prepared data.
+std::string manifest_tokenizer(const std::string& value);
 
 class TokenShards final : public TokenSource {
  public:

@@ -52,8 +52,10 @@ def test_from_text_files_to_a_sampled_paragraph(tmp_path):
     plots = glob.glob(str(tmp_path / "report" / "**" / "training_loss.png"), recursive=True)
     assert plots and png_size(plots[0])[0] > 100
 
-    run([BIN, "export", "--checkpoint", "ck.h5", "--out", "my_hf", "--tokenizer", "my_data/tokenizer.json"], tmp_path)
+    # The tokenizer comes from the run's data manifest.
+    run([BIN, "export", "--checkpoint", "ck.h5", "--out", "my_hf"], tmp_path)
     assert {"config.json", "model.safetensors", "tokenizer.json"} <= set(os.listdir(tmp_path / "my_hf"))
+    assert (tmp_path / "my_hf" / "tokenizer.json").read_bytes() == (tmp_path / "my_data" / "tokenizer.json").read_bytes()
     proc = run([py, os.path.join(SCRIPTS, "sample.py"), "my_hf", "--prompt", "The data", "--max-new-tokens", 40,
                 "--backend", "numpy"], tmp_path)
     text = proc.stdout.strip()
