@@ -66,27 +66,14 @@ GemmDesc make_desc(const detail::ArgCheck& chk, Context& ctx, Tensor& c, const T
   for (int64_t v : {m, n, ka, batch, oa.ld, ob.ld, oc.ld})
     chk.require(v <= INT_MAX, "dimension or leading dimension beyond 2^31" + shapes());
 
-  GemmDesc g;
-  g.batch = batch;
-  g.m = m;
-  g.n = n;
-  g.k = ka;
-  g.trans_a = trans_a;
-  g.trans_b = trans_b;
-  g.ab_dtype = a.dtype();
-  g.c_dtype = c.dtype();
-  g.alpha = alpha;
-  g.beta = beta;
-  g.a = a.data();
-  g.lda = oa.ld;
-  g.stride_a = oa.batch_stride;
-  g.b = b.data();
-  g.ldb = ob.ld;
-  g.stride_b = ob.batch_stride;
-  g.c = c.data();
-  g.ldc = oc.ld;
-  g.stride_c = oc.batch_stride;
-  return g;
+  // In GemmDesc's order: dimensions, transposes, types, scalars, then each operand's pointer,
+  // leading dimension and batch stride.
+  // clang-format off
+  return GemmDesc{batch, m, n, ka, trans_a, trans_b, a.dtype(), c.dtype(), alpha, beta,
+                  a.data(), oa.ld, oa.batch_stride,
+                  b.data(), ob.ld, ob.batch_stride,
+                  c.data(), oc.ld, oc.batch_stride};
+  // clang-format on
 }
 
 }  // namespace

@@ -81,7 +81,7 @@ std::vector<int> broadcast_owners(const std::vector<int64_t>& numels, int world)
 
 BroadcastShardedOptimizer::BroadcastShardedOptimizer(const OptimizerConfig& cfg, Context& ctx,
                                                      parallel::Communicator& comm, const std::vector<FlatRange>& units)
-    : Optimizer(cfg, ctx), comm_(comm), load_(comm.world_size(), 0) {
+    : RankShardedOptimizer(cfg, ctx, comm), load_(comm.world_size(), 0) {
   std::vector<size_t> order(units.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(),
@@ -157,24 +157,10 @@ void BroadcastShardedOptimizer::step(Context& ctx, float lr) {
     if (run.owner != comm_.rank()) refresh_lowp(ctx, run.range);
 }
 
-std::vector<std::pair<std::string, Tensor>> BroadcastShardedOptimizer::state() {
-  return inner_ ? inner_->state() : std::vector<std::pair<std::string, Tensor>>{};
-}
-
-std::vector<Optimizer::StatePiece> BroadcastShardedOptimizer::state_pieces() {
-  return inner_ ? inner_->state_pieces() : std::vector<StatePiece>{};
-}
-
-int64_t BroadcastShardedOptimizer::state_bytes() const { return inner_ ? inner_->state_bytes() : 0; }
-
 int64_t BroadcastShardedOptimizer::parameter_bytes_communicated() const {
   int64_t n = 0;
   for (const auto& run : runs_) n += static_cast<int64_t>(run.range.param.nbytes());
   return n;
-}
-
-void BroadcastShardedOptimizer::reduce_sumsq(Context& ctx, Tensor& sumsq) {
-  comm_.all_reduce(sumsq, parallel::ReduceOp::Sum);
 }
 
 }  // namespace pt

@@ -9,6 +9,7 @@
 #include "core/context.h"
 #include "optim/deferred_update.h"
 #include "optim/optimizer.h"
+#include "optim/rank_sharded_optimizer.h"
 #include "optim/zero1_optimizer.h"
 #include "parallel/grad_sync.h"
 
@@ -35,33 +36,25 @@ std::vector<FlatRange> per_parameter_ranges(const std::vector<Parameter*>& param
 // Assignment: at construction a contiguous split of the units in buffer order, cut where the
 // running element count crosses k·total/world (so each owner broadcasts one run); units added
 // later go, largest first, to the least-loaded rank.
-class BroadcastShardedOptimizer : public Optimizer {
+class BroadcastShardedOptimizer : public RankShardedOptimizer {
  public:
   BroadcastShardedOptimizer(const OptimizerConfig& cfg, Context& ctx, parallel::Communicator& comm,
                             const std::vector<FlatRange>& units);
   void step(Context& ctx, float lr) override;
   // Each range is one unit (a parameter group added after construction).
   void add_ranges(const std::vector<FlatRange>& units) override;
-  std::vector<std::pair<std::string, Tensor>> state() override;
-  std::vector<StatePiece> state_pieces() override;
-  int64_t state_bytes() const override;
   int64_t parameter_bytes_communicated() const override;  // every broadcast parameter, fp32
 
   int owner_of(size_t unit) const { return owner_.at(unit); }
   const std::vector<int64_t>& elements_per_rank() const { return load_; }
 
- protected:
-  void reduce_sumsq(Context& ctx, Tensor& sumsq) override;
-
  private:
   void take(const std::vector<FlatRange>& units, const std::vector<int>& owners);
   void plan_broadcasts();
 
-  parallel::Communicator& comm_;
   std::vector<FlatRange> units_;
-  std::vector<int> owner_;            // by unit
-  std::vector<int64_t> load_;         // elements per rank
-  std::unique_ptr<Optimizer> inner_;  // over this rank's units; null while it owns none
+  std::vector<int> owner_;     // by unit
+  std::vector<int64_t> load_;  // elements per rank
   struct Run {
     FlatRange range;  // adjacent units of one owner, merged
     int owner;

@@ -12,7 +12,7 @@ namespace pt {
 
 Zero1Optimizer::Zero1Optimizer(const OptimizerConfig& cfg, Context& ctx, parallel::Communicator& comm,
                                ParamStore& store, std::shared_ptr<const parallel::Zero1Layout> layout, bool prefetch)
-    : Optimizer(cfg, ctx), comm_(comm), store_(store), layout_(std::move(layout)) {
+    : RankShardedOptimizer(cfg, ctx, comm), store_(store), layout_(std::move(layout)) {
   PT_CHECK(store.finalized(), "Zero1Optimizer: the ParamStore is not finalized");
   PT_CHECK(layout_->world == comm.world_size() && layout_->numel == store.grad_numel(),
            "Zero1Optimizer: the layout was made for another world size or store");
@@ -189,20 +189,8 @@ void Zero1Optimizer::gather_packed(Context& ctx) {
   refresh(at, n);
 }
 
-std::vector<std::pair<std::string, Tensor>> Zero1Optimizer::state() {
-  return inner_ ? inner_->state() : std::vector<std::pair<std::string, Tensor>>{};
-}
-
-std::vector<Optimizer::StatePiece> Zero1Optimizer::state_pieces() {
-  return inner_ ? inner_->state_pieces() : std::vector<StatePiece>{};
-}
-
-int64_t Zero1Optimizer::state_bytes() const { return inner_ ? inner_->state_bytes() : 0; }
-
 int64_t Zero1Optimizer::parameter_bytes_communicated() const {
   return layout_->numel * static_cast<int64_t>(gather_mirror_ ? 2 : sizeof(float));
 }
-
-void Zero1Optimizer::reduce_sumsq(Context& ctx, Tensor& sumsq) { comm_.all_reduce(sumsq, parallel::ReduceOp::Sum); }
 
 }  // namespace pt

@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "optim/optimizer.h"
+#include "optim/rank_sharded_optimizer.h"
 #include "parallel/communicator.h"
 #include "parallel/zero1.h"
 
@@ -32,7 +32,7 @@ namespace pt {
 // module reads in fp32 (ParamRead::Master: the norm weights, a few thousand elements a layer)
 // get one small all-reduce per step before the gathers, and a whole-buffer read (a checkpoint,
 // a host copy) first all-gathers the fp32 master once.
-class Zero1Optimizer : public Optimizer, public ParamReadListener {
+class Zero1Optimizer : public RankShardedOptimizer, public ParamReadListener {
  public:
   Zero1Optimizer(const OptimizerConfig& cfg, Context& ctx, parallel::Communicator& comm, ParamStore& store,
                  std::shared_ptr<const parallel::Zero1Layout> layout, bool prefetch = true);
@@ -40,9 +40,6 @@ class Zero1Optimizer : public Optimizer, public ParamReadListener {
   void step(Context& ctx, float lr) override;
   // The layout already covers every trainable parameter: adding ranges is an error.
   void add_ranges(const std::vector<FlatRange>& ranges) override;
-  std::vector<std::pair<std::string, Tensor>> state() override;
-  std::vector<StatePiece> state_pieces() override;
-  int64_t state_bytes() const override;
   // Every trainable parameter once per step: 2 bytes each when the mirror is gathered, else 4.
   int64_t parameter_bytes_communicated() const override;
   const parallel::Zero1Layout& layout() const { return *layout_; }
@@ -55,9 +52,6 @@ class Zero1Optimizer : public Optimizer, public ParamReadListener {
 
   void before_read(const Parameter& p) override;
   void before_read_all() override;
-
- protected:
-  void reduce_sumsq(Context& ctx, Tensor& sumsq) override;
 
  private:
   // One collective returning trainable elements [lo, hi) (gradient order) to every rank.
@@ -77,11 +71,9 @@ class Zero1Optimizer : public Optimizer, public ParamReadListener {
   void share_master_read_params(Context& ctx);
   void gather_master(Context& ctx);
 
-  parallel::Communicator& comm_;
   ParamStore& store_;
   std::shared_ptr<const parallel::Zero1Layout> layout_;
-  std::unique_ptr<Optimizer> inner_;  // over ranges_ (this rank's chunks); null if it owns none
-  int64_t param_shift_ = -1;          // offset − grad_offset when equal for all trainable params, else −1
+  int64_t param_shift_ = -1;  // offset − grad_offset when equal for all trainable params, else −1
   bool prefetch_ = false;
   std::vector<Gather> gathers_;             // this step's, ascending
   size_t next_ = 0;                         // gathers_[next_ …] are still in flight

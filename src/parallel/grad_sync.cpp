@@ -106,31 +106,26 @@ class AveragingSync : public GradSync {
   int64_t bytes_ = 0;
 };
 
-// After backward, one blocking all-reduce per parameter: nothing overlaps, every parameter
-// pays a collective's latency.
-class NaiveSync : public AveragingSync {
+// After backward, blocking all-reduces: nothing overlaps. Naive: one per parameter, each paying
+// a collective's latency. Flat: one over the whole flat gradient buffer (in fp32 without a
+// copy), one latency at the best bandwidth.
+template <bool kFlat>
+class BlockingSync : public AveragingSync {
  public:
   using AveragingSync::AveragingSync;
-  const char* name() const override { return "naive"; }
+  const char* name() const override { return kFlat ? "flat" : "naive"; }
   void finish(Context& ctx) override {
-    OpScope scope(ctx, "grad sync: naive", OpFamily::Communication);
-    for (Parameter* p : trainable_reversed()) coll_.all_reduce(p->grad())->wait();
+    OpScope scope(ctx, kFlat ? "grad sync: flat" : "grad sync: naive", OpFamily::Communication);
+    if (kFlat) {
+      if (store_.grad_numel() > 0) coll_.all_reduce(store_.flat_grads())->wait();
+    } else {
+      for (Parameter* p : trainable_reversed()) coll_.all_reduce(p->grad())->wait();
+    }
     end_step();
   }
 };
-
-// After backward, one all-reduce over the whole flat gradient buffer (in fp32 without a copy):
-// one latency, best bandwidth, nothing overlaps.
-class FlatSync : public AveragingSync {
- public:
-  using AveragingSync::AveragingSync;
-  const char* name() const override { return "flat"; }
-  void finish(Context& ctx) override {
-    OpScope scope(ctx, "grad sync: flat", OpFamily::Communication);
-    if (store_.grad_numel() > 0) coll_.all_reduce(store_.flat_grads())->wait();
-    end_step();
-  }
-};
+using NaiveSync = BlockingSync<false>;
+using FlatSync = BlockingSync<true>;
 
 // One asynchronous all-reduce per parameter the moment its gradient is final: overlaps with
 // the rest of backward, but pays one latency per parameter.

@@ -164,6 +164,54 @@ void validate(const Job& j) {
                std::to_string(m.vocab_size) + ")");
 }
 
+// The data-parallel collectives of one optimizer step over n = job.dp ranks, handed to add
+// (name, what, calls, bytes, bus factor, GB/s); local: this device's parameter elements.
+template <class Add>
+void add_data_parallel_collectives(const Job& job, const parallel::StrategySpec& spec,
+                                   const std::vector<ParamShape>& shapes, double local, double grad_wire, bool lowp,
+                                   double dp_bw, Add&& add) {
+  const TransformerConfig& m = job.model;
+  const int n = job.dp;
+  if (n <= 1 || spec.buckets == parallel::BucketPolicy::None) return;
+  const double ring = 2.0 * (n - 1) / n, half = double(n - 1) / n;
+  const std::vector<parallel::GradSpan> spans = spans_of(shapes);
+  const double grad_bytes = local * grad_wire;
+  switch (job.sharding) {
+    case Sharding::None:
+    case Sharding::Broadcast: {
+      const int64_t calls = spec.buckets == parallel::BucketPolicy::One ? 1
+                            : spec.buckets == parallel::BucketPolicy::Capped
+                                ? static_cast<int64_t>(parallel::plan_buckets(spans, job.sharding == Sharding::Broadcast
+                                                                                         ? parallel::kDefaultBucketMB
+                                                                                         : job.bucket_mb)
+                                                           .size())
+                                : static_cast<int64_t>(shapes.size());
+      add("all_reduce", "gradients", calls, grad_bytes, ring, dp_bw);
+      if (job.sharding == Sharding::Broadcast)
+        add("broadcast", "parameters", static_cast<int64_t>(shapes.size()), local * 4, half, dp_bw);
+      break;
+    }
+    case Sharding::Zero1: {
+      const parallel::Zero1Layout layout(spans, n, spec.zero1_bucket_mb(job.bucket_mb));
+      const double tail = static_cast<double>(layout.numel - layout.tail_begin);
+      add("reduce_scatter", "gradients", static_cast<int64_t>(layout.buckets.size()),
+          static_cast<double>(layout.tail_begin) * grad_wire, half, dp_bw);
+      if (tail > 0) add("all_reduce", "gradient tail", 1, tail * grad_wire, ring, dp_bw);
+      // With a bf16 mirror the gathers move the mirror (optim/zero1_optimizer.h).
+      add("all_gather", "parameters", static_cast<int64_t>(layout.buckets.size()), local * (lowp ? 2 : 4), half, dp_bw);
+      break;
+    }
+    case Sharding::Zero2:
+      add("reduce_scatter", "gradients", 1, grad_bytes, half, dp_bw);
+      add("all_gather", "parameters", 1, local * 4, half, dp_bw);
+      break;
+    case Sharding::Zero3:  // parameters gathered in forward and again in backward (bf16 copies in bf16)
+      add("all_gather", "parameters", 2 * m.num_layers / job.pp, 2 * local * (lowp ? 2 : 4), half, dp_bw);
+      add("reduce_scatter", "gradients", m.num_layers / job.pp, grad_bytes, half, dp_bw);
+      break;
+  }
+}
+
 }  // namespace
 
 const char* sharding_name(Sharding s) { return enum_name(kShardings, s); }
@@ -233,55 +281,14 @@ Result plan(const Job& job, const Cluster& cluster) {
   // ---- communication, per optimizer step ----
   const double grad_wire = job.grad_comm_bf16 || job.grad_bf16 ? 2 : 4;
   const int n = job.dp;
-  const double ring = n > 1 ? 2.0 * (n - 1) / n : 0, half = n > 1 ? double(n - 1) / n : 0;
   auto add = [&](const char* name, const char* what, int64_t calls, double bytes, double factor, double gbps) {
     Collective c{name, what, calls, counted(bytes), factor, 0.0};
     c.seconds = gbps > 0 ? bytes * factor / (gbps * 1e9) : 0;
     res.comm.push_back(c);
   };
   const parallel::StrategySpec& spec = parallel::strategy(job.strategy);
-  const bool sync = n > 1 && spec.buckets != parallel::BucketPolicy::None;
   const double dp_bw = bandwidth_gbps(job, cluster, n);
-  const std::vector<parallel::GradSpan> spans = spans_of(shapes);
-  if (sync) {
-    const double grad_bytes = local * grad_wire;
-    switch (job.sharding) {
-      case Sharding::None:
-      case Sharding::Broadcast: {
-        const int64_t calls =
-            spec.buckets == parallel::BucketPolicy::One ? 1
-            : spec.buckets == parallel::BucketPolicy::Capped
-                ? static_cast<int64_t>(parallel::plan_buckets(spans, job.sharding == Sharding::Broadcast
-                                                                         ? parallel::kDefaultBucketMB
-                                                                         : job.bucket_mb)
-                                           .size())
-                : static_cast<int64_t>(shapes.size());
-        add("all_reduce", "gradients", calls, grad_bytes, ring, dp_bw);
-        if (job.sharding == Sharding::Broadcast)
-          add("broadcast", "parameters", static_cast<int64_t>(shapes.size()), local * 4, half, dp_bw);
-        break;
-      }
-      case Sharding::Zero1: {
-        const parallel::Zero1Layout layout(spans, n, spec.zero1_bucket_mb(job.bucket_mb));
-        const double tail = static_cast<double>(layout.numel - layout.tail_begin);
-        add("reduce_scatter", "gradients", static_cast<int64_t>(layout.buckets.size()),
-            static_cast<double>(layout.tail_begin) * grad_wire, half, dp_bw);
-        if (tail > 0) add("all_reduce", "gradient tail", 1, tail * grad_wire, ring, dp_bw);
-        // With a bf16 mirror the gathers move the mirror (optim/zero1_optimizer.h).
-        add("all_gather", "parameters", static_cast<int64_t>(layout.buckets.size()), local * (lowp ? 2 : 4), half,
-            dp_bw);
-        break;
-      }
-      case Sharding::Zero2:
-        add("reduce_scatter", "gradients", 1, grad_bytes, half, dp_bw);
-        add("all_gather", "parameters", 1, local * 4, half, dp_bw);
-        break;
-      case Sharding::Zero3:  // parameters gathered in forward and again in backward (bf16 copies in bf16)
-        add("all_gather", "parameters", 2 * m.num_layers / job.pp, 2 * local * (lowp ? 2 : 4), half, dp_bw);
-        add("reduce_scatter", "gradients", m.num_layers / job.pp, grad_bytes, half, dp_bw);
-        break;
-    }
-  }
+  add_data_parallel_collectives(job, spec, shapes, local, grad_wire, lowp, dp_bw, add);
   const double a = lowp ? 2 : 4;
   const double N = static_cast<double>(job.batch) * static_cast<double>(m.context_length);
   if (job.tp > 1) {  // Megatron: 2 all-reduces of (N, C) per layer in forward, 2 in backward

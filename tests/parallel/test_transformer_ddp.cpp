@@ -45,6 +45,17 @@ class TransformerDdpTest : public ::testing::TestWithParam<TfCase> {
   parallel::Communicator& comm() { return backend_comm(GetParam().backend, GetParam().comm_sms); }
   int rank() const { return parallel::Runtime::get().rank(); }
   int world() const { return parallel::Runtime::get().world_size(); }
+  static OptimizerConfig sgd() {
+    OptimizerConfig o;
+    o.kind = OptimizerKind::SGD;
+    return o;
+  }
+  // The case's strategy over model, stepping with opt_cfg.
+  auto data_parallel(TransformerLM& model, const OptimizerConfig& opt_cfg) {
+    const TfCase& c = GetParam();
+    return make_data_parallel(ctx(), model.store(), &comm(), parallel::strategy(c.ddp), c.bucket_mb, c.shard, opt_cfg,
+                              c.grad_comm);
+  }
 };
 
 TEST_P(TransformerDdpTest, TwoRanksEqualOneRankOverTenSteps) {
@@ -55,10 +66,8 @@ TEST_P(TransformerDdpTest, TwoRanksEqualOneRankOverTenSteps) {
   TransformerLM reference(cfg, ctx());
   reference.init_weights(ctx(), 11);
 
-  OptimizerConfig opt_cfg;
-  opt_cfg.kind = OptimizerKind::SGD;
-  auto dp = make_data_parallel(ctx(), model.store(), &comm(), parallel::strategy(c.ddp), c.bucket_mb, c.shard, opt_cfg,
-                               c.grad_comm);
+  const OptimizerConfig opt_cfg = sgd();
+  auto dp = data_parallel(model, opt_cfg);
   // fp32 sums in another order agree to rounding; bf16 gradients carry 8 significant bits
   // (after 10 steps the parameters differ by up to 2.5e-4, the updates by 0.2 %).
   const bool bf16 = c.grad_comm == parallel::GradComm::BF16;
@@ -123,10 +132,8 @@ TEST_P(TransformerDdpTest, AccumulatedMicroBatchesOverRanksEqualOneBatch) {
   model.init_weights(ctx(), 11);
   TransformerLM reference(cfg, ctx());
   reference.init_weights(ctx(), 11);
-  OptimizerConfig opt_cfg;
-  opt_cfg.kind = OptimizerKind::SGD;
-  auto dp = make_data_parallel(ctx(), model.store(), &comm(), parallel::strategy(c.ddp), c.bucket_mb, c.shard, opt_cfg,
-                               c.grad_comm);
+  const OptimizerConfig opt_cfg = sgd();
+  auto dp = data_parallel(model, opt_cfg);
   auto ref_opt = make_optimizer(opt_cfg, ctx(), contiguous_ranges(trainable_params(reference.store())));
   parallel::NoSync no_sync;
   TrainStep step(model, *dp.optimizer, *dp.sync, 0.0f), ref_step(reference, *ref_opt, no_sync, 0.0f);
