@@ -63,6 +63,22 @@ std::string read_text_file(const std::string& path, const std::string& what) {
   return ss.str();
 }
 
+nlohmann::json read_manifest(const std::string& file) {
+  const std::string what = "token manifest '" + file + "'";
+  try {
+    return nlohmann::json::parse(read_text_file(file, what));
+  } catch (const nlohmann::json::exception& e) {
+    PT_FAIL(what + ": not JSON (" + e.what() + ")");
+  }
+}
+
+// The tokenizer file a manifest names, resolved beside it, or "".
+std::string tokenizer_beside(const nlohmann::json& j, const std::string& file) {
+  if (!j.contains("tokenizer") || !j["tokenizer"].is_object() || !j["tokenizer"].contains("file") ||
+      !j["tokenizer"]["file"].is_string())
+    return "";
+  return (fs::path(file).parent_path() / j["tokenizer"]["file"].get<std::string>()).string();
+}
 }  // namespace
 
 std::vector<std::string> data_specs(const std::string& value) {
@@ -143,12 +159,7 @@ void TokenShards::add_spec(const std::string& spec, ShardSplit split, std::vecto
 void TokenShards::add_manifest(const std::string& file, ShardSplit split, std::vector<std::string>& paths,
                                std::vector<Expected>& expected) {
   const std::string what = "token manifest '" + file + "'";
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(read_text_file(file, what));
-  } catch (const nlohmann::json::exception& e) {
-    PT_FAIL(what + ": not JSON (" + e.what() + ")");
-  }
+  const nlohmann::json j = read_manifest(file);
   const char* key = split == ShardSplit::Train ? "train" : "val";
   try {
     PT_CHECK(j.is_object() && j.contains(key) && j[key].is_array(), what + ": no \"" + key + "\" list of shards");
@@ -172,10 +183,7 @@ void TokenShards::add_manifest(const std::string& file, ShardSplit split, std::v
     }
     manifest_ = file;
     eot_id_ = j.contains("eot_id") ? j["eot_id"].get<int64_t>() : -1;
-    tokenizer_file_.clear();
-    if (j.contains("tokenizer") && j["tokenizer"].is_object() && j["tokenizer"].contains("file") &&
-        j["tokenizer"]["file"].is_string())
-      tokenizer_file_ = (dir / j["tokenizer"]["file"].get<std::string>()).string();
+    tokenizer_file_ = tokenizer_beside(j, file);
   } catch (const nlohmann::json::exception& e) {
     PT_FAIL(what + ": a field of the wrong type (" + e.what() + ")");
   }
@@ -218,17 +226,7 @@ std::string manifest_tokenizer(const std::string& value) {
     std::string file = spec;
     if (fs::is_directory(spec, ec)) file = (fs::path(spec) / "manifest.json").string();
     if (!has_suffix(file, ".json") || !fs::is_regular_file(file, ec)) continue;
-    const std::string what = "token manifest '" + file + "'";
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(read_text_file(file, what));
-    } catch (const nlohmann::json::exception& e) {
-      PT_FAIL(what + ": not JSON (" + e.what() + ")");
-    }
-    if (!j.contains("tokenizer") || !j["tokenizer"].is_object() || !j["tokenizer"].contains("file") ||
-        !j["tokenizer"]["file"].is_string())
-      return "";
-    return (fs::path(file).parent_path() / j["tokenizer"]["file"].get<std::string>()).string();
+    return tokenizer_beside(read_manifest(file), file);
   }
   return "";
 }
