@@ -193,3 +193,8 @@ def test_resume_with_a_manifest_and_evaluation_is_exact(tmp_path, tokens):
     assert all(np.array_equal(a[k], b[k]) for k in a)
     listed = table(rec, "data_shards")
     assert [s.decode() for s in listed["split"]] == ["train"] * 3 + ["val"]
+    # Continued past its end, whose evaluation the record already holds: only rank 0 reads the
+    # record, and every rank must take its word (a rank evaluating alone would hang the others).
+    paratrain("train", "--resume", "auto", "--save", ck, "--out", rec, "--steps", "10", ranks=2,
+              env={"PARATRAIN_COMM_TIMEOUT_S": "30"})
+    assert list(table(rec, "eval")["step"]) == [2, 4, 6, 8, 10]
