@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <map>
 
 #include "core/env.h"
@@ -239,6 +240,13 @@ OutputLock::~OutputLock() {
   if (fd_ < 0) return;
   ::unlink(lock_path_.c_str());  // before the lock goes: a run waiting on this file tries again
   ::close(fd_);
+}
+
+void write_text_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  out.close();
+  PT_CHECK(out.good(), "cannot write '" + path + "': " + std::strerror(errno));
 }
 
 }  // namespace pt::io

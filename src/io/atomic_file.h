@@ -31,6 +31,10 @@ const char* file_kind(unsigned mode);
 // "<path>.tmp.<host>.<pid>"
 std::string temp_path_for(const std::string& path);
 
+// Writes `text` to `path` (plain: inside write_atomically's callback, or a folder written whole),
+// or one error naming the file and the cause.
+void write_text_file(const std::string& path, const std::string& text);
+
 // Removes temporary files of `path` left by processes of this host that no longer run (each
 // named in one line on stderr); those of other hosts or of live processes are left alone.
 // check_output_path and write_atomically call it. Returns how many were removed.

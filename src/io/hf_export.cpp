@@ -8,14 +8,13 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
-#include <sstream>
 
 #include "core/dtype.h"
 #include "core/error.h"
 #include "io/atomic_file.h"
+#include "io/input_file.h"
 #include "io/safetensors.h"
 
 namespace pt::io {
@@ -76,10 +75,9 @@ std::string errno_text() { return std::strerror(errno); }
 
 // The parsed JSON file `path`, or one error naming it.
 nlohmann::json read_json_file(const std::string& path, const std::string& what) {
-  std::ifstream in(path);
-  PT_CHECK(in.good(), what + " '" + path + "' cannot be read: " + errno_text());
+  const std::string text = read_text_file(path, what + " '" + path + "'");
   try {
-    return nlohmann::json::parse(in);
+    return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     PT_FAIL(what + " '" + path + "' is not valid JSON: " + e.what());
   }
@@ -94,13 +92,6 @@ std::optional<int64_t> special_token_id(const nlohmann::json& tok, std::initiali
       if (t.is_object() && t.value("content", "") == name && t.contains("id") && t["id"].is_number_integer())
         return t["id"].get<int64_t>();
   return std::nullopt;
-}
-
-void write_text_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  out.close();
-  PT_CHECK(out.good(), "cannot write '" + path + "'");
 }
 
 // Removes the temporary folder unless it was moved into place.

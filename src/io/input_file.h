@@ -12,4 +12,7 @@ namespace pt::io {
 // what: "checkpoint 'ck.h5'"; noun: "a checkpoint" (or "it").
 void require_regular_file(const std::string& path, const std::string& what, const std::string& noun);
 
+// The whole of the regular file `path` as text, or one error starting with `what`.
+std::string read_text_file(const std::string& path, const std::string& what);
+
 }  // namespace pt::io

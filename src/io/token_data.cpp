@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <map>
 
 #include "core/error.h"
@@ -20,13 +21,6 @@
 namespace pt::io {
 
 namespace {
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  if (s.size() < suffix.size()) return false;
-  std::string tail = s.substr(s.size() - suffix.size());
-  std::transform(tail.begin(), tail.end(), tail.begin(), [](unsigned char c) { return std::tolower(c); });
-  return tail == suffix;
-}
 
 // ---- .npy header: "\x93NUMPY", version, header length, then a Python dict literal like
 // {'descr': '<u2', 'fortran_order': False, 'shape': (1000,), }
@@ -270,7 +264,8 @@ TokenFile::TokenFile(const std::string& path, int64_t vocab_size, BinTokens head
     // with neither magic and a name ending in .bin is headerless raw tokens.
     const bool npy_magic = has_npy_magic(bytes, map_bytes_);
     const LlmcFormat* llmc = npy_magic ? nullptr : llmc_format_of_magic(bytes, map_bytes_);
-    const bool npy = npy_magic || (!llmc && ends_with(path, ".npy"));  // the latter: refused, magic missing
+    const bool npy = npy_magic || (!llmc && std::filesystem::path(path).extension() ==
+                                                ".npy");  // the latter: refused, magic missing
     // A whole number of elements of `dtype_` from `offset` on, `count_` of them.
     auto take_raw = [&](size_t offset, const std::string& format) {
       const size_t have = map_bytes_ - offset, elem = dtype_size(dtype_);
@@ -311,8 +306,9 @@ TokenFile::TokenFile(const std::string& path, int64_t vocab_size, BinTokens head
       PT_CHECK(promised >= 0 && count_ == promised, what + ": the llm.c header promises " + std::to_string(promised) +
                                                         " tokens but " + std::to_string(count_) + " follow");
     } else {
-      PT_CHECK(ends_with(path, ".bin"), what + ": unknown format: expected a .npy file (NumPy magic) or a "
-                                               ".bin file (llm.c's header, or raw uint16 / uint32 tokens)");
+      PT_CHECK(std::filesystem::path(path).extension() == ".bin",
+               what + ": unknown format: expected a .npy file (NumPy magic) or a "
+                      ".bin file (llm.c's header, or raw uint16 / uint32 tokens)");
       dtype_ = headerless == BinTokens::U32 ? DType::U32 : DType::U16;
       take_raw(0, std::string("raw ") + bin_tokens_name(headerless) + " tokens (a headerless .bin; --bin-dtype)");
       if (dtype_ == DType::U16 && count_ >= 16) {

@@ -4,9 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -19,10 +17,6 @@ namespace pt::io {
 namespace fs = std::filesystem;
 
 namespace {
-
-bool has_suffix(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 bool is_glob(const std::string& s) { return s.find_first_of("*?[") != std::string::npos; }
 
@@ -44,23 +38,15 @@ std::vector<std::string> directory_shards(const std::string& dir) {
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    if (name.empty() || name[0] == '.' || !(has_suffix(name, ".bin") || has_suffix(name, ".npy"))) continue;
+    if (name.empty() || name[0] == '.' ||
+        !(fs::path(name).extension() == ".bin" || fs::path(name).extension() == ".npy"))
+      continue;
     out.push_back(it->path().string());
   }
   PT_CHECK(!ec, "token data directory '" + dir + "': cannot list: " + ec.message());
   PT_CHECK(!out.empty(), "token data directory '" + dir + "' holds no .bin or .npy file (and no manifest.json)");
   std::sort(out.begin(), out.end());
   return out;
-}
-
-std::string read_text_file(const std::string& path, const std::string& what) {
-  require_regular_file(path, what, "it");
-  std::ifstream in(path, std::ios::binary);
-  PT_CHECK(in, what + ": cannot open");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  PT_CHECK(!in.bad(), what + ": cannot read");
-  return ss.str();
 }
 
 nlohmann::json read_manifest(const std::string& file) {
@@ -142,7 +128,7 @@ void TokenShards::add_spec(const std::string& spec, ShardSplit split, std::vecto
     if (fs::exists(manifest)) return add_manifest(manifest, split, paths, expected);
     found = directory_shards(spec);
   } else if (fs::exists(st)) {
-    if (has_suffix(spec, ".json")) return add_manifest(spec, split, paths, expected);
+    if (fs::path(spec).extension() == ".json") return add_manifest(spec, split, paths, expected);
     found = {spec};
   } else if (is_glob(spec)) {
     found = glob_matches(spec);
@@ -225,7 +211,7 @@ std::string manifest_tokenizer(const std::string& value) {
     std::error_code ec;
     std::string file = spec;
     if (fs::is_directory(spec, ec)) file = (fs::path(spec) / "manifest.json").string();
-    if (!has_suffix(file, ".json") || !fs::is_regular_file(file, ec)) continue;
+    if (fs::path(file).extension() != ".json" || !fs::is_regular_file(file, ec)) continue;
     return tokenizer_beside(read_manifest(file), file);
   }
   return "";

@@ -114,19 +114,16 @@ void Zero1Optimizer::share_master_read_params(Context& ctx) {
   fill_zero(ctx, master_packed_.data(), master_packed_.device().kind, master_packed_.nbytes());
   const auto owned = layout_->owned(comm_.rank());
   Tensor params = store_.flat_params().narrow(0, param_shift_, layout_->numel);
-  auto for_each_overlap = [&](auto&& fn) {
-    int64_t at = 0;
-    for (const auto& [plo, phi] : master_read_) {
-      for (const auto& [olo, ohi] : owned) {
-        const int64_t lo = std::max(plo, olo), hi = std::min(phi, ohi);
-        if (lo < hi) fn(params.narrow(0, lo, hi - lo), master_packed_.narrow(0, at + lo - plo, hi - lo));
-      }
-      at += phi - plo;
+  int64_t at = 0;  // where each range starts in the packed buffer
+  for (const auto& [plo, phi] : master_read_) {
+    for (const auto& [olo, ohi] : owned) {
+      const int64_t lo = std::max(plo, olo), hi = std::min(phi, ohi);
+      if (lo < hi) master_packed_.narrow(0, at + lo - plo, hi - lo).copy_from(params.narrow(0, lo, hi - lo), ctx);
     }
-  };
-  for_each_overlap([&](const Tensor& param, Tensor packed) { packed.copy_from(param, ctx); });
+    at += phi - plo;
+  }
   comm_.all_reduce(master_packed_, parallel::ReduceOp::Sum);
-  int64_t at = 0;
+  at = 0;
   for (const auto& [plo, phi] : master_read_) {
     params.narrow(0, plo, phi - plo).copy_from(master_packed_.narrow(0, at, phi - plo), ctx);
     at += phi - plo;

@@ -3,9 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -165,13 +163,8 @@ std::string CheckpointDir::path_for(int64_t step) const { return join(dir_, step
 void CheckpointDir::saved(int64_t step) {
   fault::pause_if_asked("pause-before-pointer", "the pointer update of " + join(dir_, kPointer));
   const std::string text = step_checkpoint_name(step) + "\nrun " + run_id_ + "\n";
-  io::write_atomically(join(dir_, kPointer), true, "checkpoint pointer", [&](const std::string& tmp) {
-    std::FILE* f = std::fopen(tmp.c_str(), "w");
-    PT_CHECK(f, "cannot write '" + tmp + "': " + std::strerror(errno));
-    const bool wrote = std::fputs(text.c_str(), f) >= 0;
-    const int err = errno;
-    PT_CHECK(std::fclose(f) == 0 && wrote, "cannot write '" + tmp + "': " + std::strerror(wrote ? errno : err));
-  });
+  io::write_atomically(join(dir_, kPointer), true, "checkpoint pointer",
+                       [&](const std::string& tmp) { io::write_text_file(tmp, text); });
   if (keep_last_ <= 0) return;
   std::vector<StepCheckpoint> older;  // this run's, before the one just written, newest first
   for (const StepCheckpoint& c : list_step_checkpoints(dir_))
