@@ -10,6 +10,7 @@
 #include "core/env.h"
 #include "core/error.h"
 #include "io/record_reader.h"
+#include "parallel/host_collectives.h"
 #include "parallel/runtime.h"
 #include "train/evaluate.h"
 
@@ -144,9 +145,9 @@ void TrainRecord::add_eval(int64_t step, double val_loss, int64_t tokens, double
 }
 
 bool TrainRecord::has_eval(int64_t step) const {
-  for (size_t r = 0; r < evals_.rows(); ++r)
-    if (std::get<int64_t>(evals_.at(r, 0)) == step) return true;
-  return false;
+  int64_t found = 0;
+  for (size_t r = 0; root_ && found == 0 && r < evals_.rows(); ++r) found = std::get<int64_t>(evals_.at(r, 0)) == step;
+  return parallel::sum_over_ranks(found) > 0;
 }
 
 void TrainRecord::set_data(const io::TokenShards& train, const io::TokenShards* val) {

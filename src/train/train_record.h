@@ -32,7 +32,9 @@ class TrainRecord {
 
   void add_step(int64_t step, double loss, double lr, double grad_norm, double step_ms, double tokens_per_s);
   void add_eval(int64_t step, double val_loss, int64_t tokens, double ms);
-  bool has_eval(int64_t step) const;  // a row of /eval at that step (continued or added)
+  // A row of /eval at that step (continued or added). Collective: only rank 0 holds the rows, and
+  // every rank gets its answer, so decisions taken on it agree.
+  bool has_eval(int64_t step) const;
   // The shards of the training data and of the validation data (null: none), and the data's
   // identity as the root attribute data.identity.
   void set_data(const io::TokenShards& train,

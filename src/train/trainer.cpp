@@ -354,11 +354,8 @@ void Trainer::train_loop() {
   const interrupt::GracefulScope graceful;
   try {
     // A run stopped right after a step due for evaluation skipped it: its resume makes it up.
-    // Only rank 0 reads the continued record: every rank takes its answer (all evaluate, or none).
     const bool eval_due = val_batches_ && cfg_.eval_every > 0 && start_step_ % cfg_.eval_every == 0;
-    if (eval_due && start_step_ > 0 &&
-        parallel::sum_over_ranks(rt_.is_root() && !rec_->has_eval(start_step_) ? int64_t{1} : int64_t{0}) > 0)
-      run_eval(start_step_);
+    if (eval_due && start_step_ > 0 && !rec_->has_eval(start_step_)) run_eval(start_step_);
     for (int64_t s = start_step_; s < cfg_.steps; ++s) {
       if (train_step(s) || after_step(s)) {
         stopped_ = true;
