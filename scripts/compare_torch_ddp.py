@@ -26,11 +26,12 @@ Launch (one rank per GPU; torch reads Open MPI's rank variables, or torchrun's):
       python3 scripts/compare_torch_ddp.py --model xl --precision fp32,bf16 --out torch_ddp.h5
 Results: a table on stdout (rank 0) and an HDF5 run record (rank 0 writes it) whose table
 /ddp_torch has the column names of paratrain's /ddp table (ddp, bucket_mb, shard, grad_comm,
-ranks, precision, step_ms, step_sd_ms, step_ms_max_rank, overhead_pct, peak_MB, tokens_per_s;
+ranks, precision, grad_accum, step_ms, step_sd_ms, step_ms_max_rank, overhead_pct, peak_MB, tokens_per_s;
 grad_comm is bf16 for ddp_bf16, fp32 otherwise); `scripts/report` sets its rows beside
 paratrain's (table "DDP vs PyTorch").
 """
 import argparse
+import contextlib
 import datetime
 import math
 import os
@@ -47,7 +48,7 @@ from paratrain_report.torch_cli import (add_protocol_arguments, check_attention,
 STRATEGIES = ("none", "naive", "ddp", "ddp_bf16", "zero")
 DDP_STRATEGIES = ("ddp", "ddp_bf16", "zero")  # those wrapped in DistributedDataParallel
 PRECISIONS = ("fp32", "bf16")
-ROW_FIELDS = ["ddp", "bucket_mb", "shard", "grad_comm", "ranks", "precision", "step_ms", "step_sd_ms",
+ROW_FIELDS = ["ddp", "bucket_mb", "shard", "grad_comm", "ranks", "precision", "grad_accum", "step_ms", "step_sd_ms",
               "step_ms_max_rank", "overhead_pct", "peak_MB", "tokens_per_s"]
 
 
@@ -61,6 +62,8 @@ def parse_args(argv):
     ap.add_argument("--precision", default="fp32,bf16", help="comma list of fp32 (TF32 off), bf16 (autocast)")
     ap.add_argument("--strategies", default=",".join(STRATEGIES), help=f"comma list of {', '.join(STRATEGIES)}")
     ap.add_argument("--bucket-mb", type=float, default=25.0, help="DDP bucket_cap_mb")
+    ap.add_argument("--grad-accum", type=int, default=1,
+                    help="micro-batches per step, gradients synchronised in the last (DDP's no_sync before it)")
     add_protocol_arguments(ap, "torch_ddp", warmup=3, warmup_help="untimed steps first", steps_help="timed steps",
                            out_note="; rank 0 writes it")
     args = ap.parse_args(argv)
@@ -71,8 +74,9 @@ def parse_args(argv):
     if not args.strategies or not args.precision:
         ap.error("--strategies and --precision need at least one value")
     check_attention(ap, args.attention)
-    if args.steps < 1 or args.warmup < 0 or args.batch < 1 or args.context < 1 or args.vocab_size < 1:
-        ap.error("--steps, --batch-size, --context-length and --vocab-size must be >= 1, --warmup >= 0")
+    if (args.steps < 1 or args.warmup < 0 or args.batch < 1 or args.context < 1 or args.vocab_size < 1
+            or args.grad_accum < 1):
+        ap.error("--steps, --batch-size, --context-length, --vocab-size and --grad-accum must be >= 1, --warmup >= 0")
     if not args.bucket_mb > 0:
         ap.error(f"--bucket-mb must be positive (got {args.bucket_mb})")
     resolve_out(ap, args, "torch_ddp")
@@ -85,17 +89,19 @@ def make_row(strategy, precision, args, world, step_ms, step_sd_ms, step_ms_max_
     return {"ddp": strategy, "bucket_mb": float(args.bucket_mb) if bucketed else math.nan,
             "shard": "zero" if strategy == "zero" else "none",
             "grad_comm": "bf16" if strategy == "ddp_bf16" else "fp32", "ranks": int(world), "precision": precision,
+            "grad_accum": int(args.grad_accum),
             "step_ms": float(step_ms), "step_sd_ms": float(step_sd_ms), "step_ms_max_rank": float(step_ms_max_rank),
             "overhead_pct": math.nan, "peak_MB": float(peak_bytes) / 1e6,
-            "tokens_per_s": world * args.batch * args.context / (step_ms * 1e-3)}
+            "tokens_per_s": world * args.batch * args.context * args.grad_accum / (step_ms_max_rank * 1e-3)}
 
 
 def add_overheads(rows):
-    """overhead_pct = step time over the `none` row of the same precision (NaN without one)."""
-    floor = {r["precision"]: r["step_ms"] for r in rows if r["ddp"] == "none"}
+    """overhead_pct = the slowest rank's step time over the `none` row's slowest rank, same precision
+    (NaN without one): a synchronised job runs at its slowest GPU's pace, as paratrain's /ddp counts it."""
+    floor = {r["precision"]: r["step_ms_max_rank"] for r in rows if r["ddp"] == "none"}
     for r in rows:
         f = floor.get(r["precision"])
-        r["overhead_pct"] = (r["step_ms"] / f - 1.0) * 100.0 if f else math.nan
+        r["overhead_pct"] = (r["step_ms_max_rank"] / f - 1.0) * 100.0 if f else math.nan
     return rows
 
 
@@ -165,10 +171,13 @@ def run_one(torch, dist, rm, strategy, precision, args, rank, world, device):
             torch.cuda.reset_peak_memory_stats(device)
         start.record()
         opt.zero_grad(set_to_none=True)
-        with autocast:
-            logits = model(ids)
-        loss = rm.cross_entropy(logits, tgt)
-        loss.backward()
+        for micro in range(args.grad_accum):  # DDP synchronises only the last micro-batch's backward
+            last = micro == args.grad_accum - 1
+            with (contextlib.nullcontext() if last or strategy not in DDP_STRATEGIES else model.no_sync()):
+                with autocast:
+                    logits = model(ids)
+                loss = rm.cross_entropy(logits, tgt) / args.grad_accum
+                loss.backward()
         if strategy == "naive":  # paratrain's naive: one averaging all-reduce per parameter
             for p in params:
                 dist.all_reduce(p.grad, op=dist.ReduceOp.AVG)

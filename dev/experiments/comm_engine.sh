@@ -15,6 +15,12 @@
 #   ce-ddp-fp32          bench ddp xl bf16, fp32 gradients: none, bucketed 25 [ENGINES]
 #   ce-ddp-accum         ce-ddp-bf16 with --grad-accum 4 [ENGINES]
 #   ce-torch-ddp         scripts/compare_torch_ddp.py xl bf16: none and DDP (the peer)
+#   ce-ddp-1rank         bench ddp xl bf16, bf16 gradients, one rank (GPU 0): the scaling table's first row
+#   ce-torch-1rank       PyTorch (SDPA) on one rank, and none and DDP on NP ranks, with and without
+#                        --grad-accum 4: the peer of the scaling table
+#   llmc-point           bench ddp at llm.c's working point (xl, 8 x 1024, --grad-accum 16 on 2 ranks):
+#                        none, bucketed 25, zero1 [ENGINES]
+#   llmc-point-torch     PyTorch DDP (SDPA) at the same point
 #   ce-split-nodes       PARATRAIN_TEST_SPLIT_NODES=2 (NP=4: 2 nodes x 2): the NCCL suite and bench
 #                        ddp with --comm-engine auto, which must fall back to NCCL between nodes
 set -uo pipefail
@@ -58,6 +64,32 @@ step_ce-torch-ddp() {
   "${MPIRUN[@]}" -x PYTHONUNBUFFERED -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=29500 \
     python3 scripts/compare_torch_ddp.py --model xl --precision bf16 --strategies none,ddp --steps 5 --warmup 2 \
     --out "$RESULTS/torch_ddp_np$NP.h5" --overwrite
+}
+step_ce-ddp-1rank() {
+  CUDA_VISIBLE_DEVICES=0 paratrain bench ddp --model xl --precision bf16 --attention flash --warmup 2 --steps 5 \
+    --grad-dtype bf16 --ddp none --out "$RESULTS/ddp_bf16_np1.h5" --overwrite
+}
+torch_ddp() {
+  local name=$1
+  shift
+  "${MPIRUN[@]}" -x PYTHONUNBUFFERED -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=29500 \
+    python3 scripts/compare_torch_ddp.py --model xl --precision bf16 --attention sdpa \
+    --out "$RESULTS/${name}_np$NP.h5" --overwrite "$@"
+}
+step_ce-torch-1rank() {
+  CUDA_VISIBLE_DEVICES=0 python3 scripts/compare_torch_ddp.py --model xl --precision bf16 --attention sdpa \
+    --strategies none --steps 5 --warmup 2 --out "$RESULTS/torch_sdpa_np1.h5" --overwrite &&
+    torch_ddp torch_sdpa --strategies none,ddp --steps 5 --warmup 2 &&
+    torch_ddp torch_sdpa_accum --strategies none,ddp --steps 5 --warmup 2 --grad-accum 4
+}
+step_llmc-point() {
+  "${MPIRUN[@]}" paratrain bench ddp --model xl --precision bf16 --attention flash --grad-dtype bf16 \
+    --context-length 1024 --batch-size 8 --grad-accum 16 --warmup 1 --steps 2 --ddp none,bucketed --bucket-mb 25 \
+    --shard-optimizer none,zero1 --comm-engine "${ENGINES:-nccl,ce}" --out "$RESULTS/llmc_point_np$NP.h5" --overwrite
+}
+step_llmc-point-torch() {
+  torch_ddp torch_llmc_point --strategies none,ddp --context-length 1024 --batch-size 8 --grad-accum 16 \
+    --steps 2 --warmup 1
 }
 step_ce-split-nodes() {
   export PARATRAIN_TEST_SPLIT_NODES=2

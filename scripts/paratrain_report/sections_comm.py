@@ -119,6 +119,9 @@ def _ddp_torch(rec, ours):
         wire = t.get("grad_comm", "fp32")
         wire = "fp32" if pd.isna(wire) else wire  # files from before ddp_bf16
         same = ours[(ours["ranks"] == t["ranks"]) & (ours["precision"] == t["precision"]) & (ours["grad_comm"] == wire)]
+        accum = t.get("grad_accum", 1)  # files from before --grad-accum: 1
+        if "grad_accum" in same:
+            same = same[same["grad_accum"] == (1 if pd.isna(accum) else accum)]
         plain = same[same["shard"] == "none"]
         if t["ddp"] in ("ddp", "ddp_bf16"):
             match = plain[(plain["ddp"] == "bucketed") & np.isclose(plain["bucket_mb"], t["bucket_mb"])]

@@ -210,8 +210,11 @@ DdpResult DdpBench::run(const DdpConfig& c) {
   const auto step = parallel::spread_over_ranks(summarize(step_ms).mean);
   r.step_ms = step.mean;
   r.step_ms_max_rank = step.max;
+  r.rank_spread_pct = (step.max / step.min - 1.0) * 100.0;
   r.step_sd = parallel::spread_over_ranks(summarize(step_ms).sd).max;
-  r.exposed_ms = parallel::spread_over_ranks(summarize(exposed_ms).mean).mean;
+  // A faster rank's wait for a slower one's backward is not communication: the slowest rank's
+  // wait (the least of any rank's) is what the collectives leave unhidden.
+  r.exposed_ms = parallel::spread_over_ranks(summarize(exposed_ms).mean).min;
   r.comm_bytes = static_cast<double>(bytes);
   r.peak = parallel::spread_over_ranks(static_cast<double>(alloc.stats(kind).peak)).max;
 

@@ -56,7 +56,7 @@ DdpMemPoint mem_point(int64_t total, const std::array<int64_t, kMemCategories>& 
 DdpTables ddp_tables(const std::vector<DdpResult>& results, const DdpRun& run) {
   double floor_ms = kNaN;
   for (const auto& r : results)
-    if (r.cfg.ddp->buckets == parallel::BucketPolicy::None) floor_ms = r.step_ms;
+    if (r.cfg.ddp->buckets == parallel::BucketPolicy::None) floor_ms = r.step_ms_max_rank;
 
   io::ResultTable table("ddp", "data-parallel training step per strategy, bucket cap and optimizer sharding");
   table
@@ -86,13 +86,14 @@ DdpTables ddp_tables(const std::vector<DdpResult>& results, const DdpRun& run) {
       .add_double("step_ms", "time per training step, mean over steps and ranks (ms)", 2)
       .add_double("step_sd_ms", "standard deviation over steps, largest over ranks (ms)", 2)
       .add_double("step_ms_max_rank", "mean step time of the slowest rank (ms)", 2)
-      .add_double("overhead_pct", "step_ms over the ddp=none floor measured in this run (%)", 2)
-      .add_double("exposed_comm_ms", "end of backward to end of gradient sync: communication not hidden (ms)", 3)
+      .add_double("rank_spread_pct", "slowest rank's mean step over the fastest's (%)", 2)
+      .add_double("overhead_pct", "step_ms_max_rank over the ddp=none floor's, in this run (%)", 2)
+      .add_double("exposed_comm_ms", "end of backward to end of gradient sync on the slowest rank: not hidden (ms)", 3)
       .add_double("comm_MB",
                   "bytes this rank put into collectives per step (gradients in their wire type + "
-                  "sharded parameters in fp32, MB)",
+                  "sharded parameters as gathered, MB)",
                   1)
-      .add_double("tokens_per_s", "global tokens per second", 0)
+      .add_double("tokens_per_s", "global tokens per second, at the slowest rank's pace", 0)
       .add_double("peak_MB", "peak tracked memory over the timed steps, largest rank (MB)", 1);
   add_memory_columns(table, "init", "in use after model, strategy and optimizer are built", false);
   add_memory_columns(table, "before_step", "peak of the first step before the optimizer step", true);
@@ -108,10 +109,11 @@ DdpTables ddp_tables(const std::vector<DdpResult>& results, const DdpRun& run) {
         .set("step_ms", r.step_ms)
         .set("step_sd_ms", r.step_sd)
         .set("step_ms_max_rank", r.step_ms_max_rank)
-        .set("overhead_pct", (r.step_ms / floor_ms - 1.0) * 100.0)
+        .set("rank_spread_pct", r.rank_spread_pct)
+        .set("overhead_pct", (r.step_ms_max_rank / floor_ms - 1.0) * 100.0)
         .set("exposed_comm_ms", r.exposed_ms)
         .set("comm_MB", r.comm_bytes / kMB)
-        .set("tokens_per_s", run.tokens_per_step / (r.step_ms * 1e-3))
+        .set("tokens_per_s", run.tokens_per_step / (r.step_ms_max_rank * 1e-3))
         .set("peak_MB", r.peak / kMB);
     set_memory(row, "init", r.init, false);
     set_memory(row, "before_step", r.before_step, true);

@@ -42,7 +42,9 @@ struct DdpResult {
   int comm_sms = 0;         // what --comm-sms resolved to: NCCL's CTA cap (0: NCCL's own choice)
   std::string comm_engine;  // what --comm-engine resolved to: nccl, ce or mpi
   int64_t buckets = 0;
-  double step_ms = 0, step_sd = 0, step_ms_max_rank = 0, exposed_ms = 0, comm_bytes = 0, peak = 0;
+  double step_ms = 0, step_sd = 0, step_ms_max_rank = 0, comm_bytes = 0, peak = 0;
+  double rank_spread_pct = 0;                      // slowest rank's mean step over the fastest's, minus one (%)
+  double exposed_ms = 0;                           // on the rank that waits least: the slowest rank's unhidden sync
   DdpMemPoint init, before_step, during_step;      // rank 0
   int64_t traced_step = 0;                         // index of the timeline's step (after the timed ones)
   std::vector<std::vector<TimelineEvent>> events;  // rank 0: every rank's timeline, rank order

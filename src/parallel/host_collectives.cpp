@@ -115,6 +115,7 @@ RankSpread spread_over_ranks(double v) {
   RankSpread s;
   s.mean = std::accumulate(all.begin(), all.end(), 0.0) / static_cast<double>(all.size());
   s.max = *std::max_element(all.begin(), all.end());
+  s.min = *std::min_element(all.begin(), all.end());
   return s;
 }
 

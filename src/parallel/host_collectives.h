@@ -15,9 +15,9 @@ int64_t sum_over_ranks(int64_t v);
 // Element-wise sums over ranks, on every rank (one all-reduce).
 std::vector<double> sum_over_ranks(const std::vector<double>& v);
 
-// Mean and maximum of per-rank values.
+// Mean, maximum and minimum of per-rank values.
 struct RankSpread {
-  double mean = 0, max = 0;
+  double mean = 0, max = 0, min = 0;
 };
 RankSpread spread_over_ranks(double v);
 
