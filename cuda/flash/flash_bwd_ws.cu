@@ -113,6 +113,19 @@ struct BwdWsMaps {
   TmaRows q, k, v, d_o;
 };
 
+// The four bf16 SW128 tiles both passes begin their dynamic shared memory with: the two the block
+// loads once, a and b ((kOnceRows, D) each), then the two its producer streams through the ring,
+// ring_a and ring_b ((kStages, kRingRows, D) each). Returns the byte after them.
+template <int kOnceRows, int kRingRows, int kStages, int kHeadDim>
+__device__ __forceinline__ unsigned char* carve_bwd_ws_tiles(bf16*& a, bf16*& b, bf16*& ring_a, bf16*& ring_b) {
+  extern __shared__ unsigned char smem_raw[];
+  a = reinterpret_cast<bf16*>(sw128_smem_base(smem_raw));
+  b = a + kOnceRows * kHeadDim;
+  ring_a = b + kOnceRows * kHeadDim;
+  ring_b = ring_a + kStages * kRingRows * kHeadDim;
+  return reinterpret_cast<unsigned char*>(ring_b + kStages * kRingRows * kHeadDim);
+}
+
 template <int kHeadDim, bool kCausal, bool kAccumulateDq, bool kFixedDq>
 __global__ void __launch_bounds__(DkDvWsTraits<kHeadDim, kAccumulateDq, kFixedDq>::kThreads, 1)
     flash_bwd_dkdv_ws_kernel(const __grid_constant__ BwdWsMaps maps, const FlashParams p) {
@@ -122,13 +135,10 @@ __global__ void __launch_bounds__(DkDvWsTraits<kHeadDim, kAccumulateDq, kFixedDq
   using Tr = DkDvWsTraits<kHeadDim, kAccumulateDq, kFixedDq>;
   constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kStages = Tr::kStages;
   constexpr int kQElems = kBlockM * kHeadDim;
-  extern __shared__ unsigned char smem_raw[];
-  unsigned char* smem = sw128_smem_base(smem_raw);
-  bf16* sK = reinterpret_cast<bf16*>(smem);  // (kBlockN, D) SW128
-  bf16* sV = sK + kBlockN * kHeadDim;        // (kBlockN, D) SW128
-  bf16* sQ = sV + kBlockN * kHeadDim;        // (kStages, kBlockM, D) SW128
-  bf16* sdO = sQ + kStages * kQElems;        // (kStages, kBlockM, D) SW128
-  bf16* sdS = sdO + kStages * kQElems;       // (2, kBlockN, kBlockM) SW128, dQ accumulation only (else empty)
+  bf16 *sK, *sV;   // (kBlockN, D) SW128 each
+  bf16 *sQ, *sdO;  // (kStages, kBlockM, D) SW128 each
+  // (2, kBlockN, kBlockM) SW128, dQ accumulation only (else empty)
+  bf16* sdS = reinterpret_cast<bf16*>(carve_bwd_ws_tiles<kBlockN, kBlockM, kStages, kHeadDim>(sK, sV, sQ, sdO));
   float* sL = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(sdS) + 2 * Tr::kDsBytes);  // (kStages, kBlockM)
   float* sDelta = sL + kStages * kBlockM;                                                          // (kStages, kBlockM)
   int* sRowExp = reinterpret_cast<int*>(sDelta + kStages * kBlockM);  // (kRowExpSlots, kBlockM), fixed point only
@@ -368,12 +378,9 @@ __global__ void __launch_bounds__(DqWsTraits<kHeadDim>::kThreads, 1)
   using Tr = DqWsTraits<kHeadDim>;
   constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kStages = Tr::kStages;
   constexpr int kKVElems = kBlockN * kHeadDim;
-  extern __shared__ unsigned char smem_raw[];
-  unsigned char* smem = sw128_smem_base(smem_raw);
-  bf16* sQ = reinterpret_cast<bf16*>(smem);  // (kBlockM, D) SW128
-  bf16* sdO = sQ + kBlockM * kHeadDim;       // (kBlockM, D) SW128
-  bf16* sK = sdO + kBlockM * kHeadDim;       // (kStages, kBlockN, D) SW128
-  bf16* sV = sK + kStages * kKVElems;        // (kStages, kBlockN, D) SW128
+  bf16 *sQ, *sdO;  // (kBlockM, D) SW128 each
+  bf16 *sK, *sV;   // (kStages, kBlockN, D) SW128 each
+  carve_bwd_ws_tiles<kBlockM, kBlockN, kStages, kHeadDim>(sQ, sdO, sK, sV);
   __shared__ uint64_t q_full;
   __shared__ StageRing<kStages> ring;  // K and V tiles
 
