@@ -113,156 +113,195 @@ struct BwdWsMaps {
   TmaRows q, k, v, d_o;
 };
 
-template <int kHeadDim, bool kCausal, bool kAccumulateDq, bool kFixedDq>
-__global__ void __launch_bounds__(DkDvWsTraits<kHeadDim, kAccumulateDq, kFixedDq>::kThreads, 1)
-    flash_bwd_dkdv_ws_kernel(const __grid_constant__ BwdWsMaps maps, const FlashParams p) {
-  static_assert(kAccumulateDq || !kFixedDq, "fixed point is a way of accumulating dQ");
-  begin_chained_kernel();  // launched by launch_chained or launch_flash_kernel
-#if PT_FLASH_WGMMA_COMPILED
-  using Tr = DkDvWsTraits<kHeadDim, kAccumulateDq, kFixedDq>;
-  constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kStages = Tr::kStages;
-  constexpr int kQElems = kBlockM * kHeadDim;
+// The four bf16 SW128 tiles both passes begin their dynamic shared memory with: the two the block
+// loads once, a and b ((kOnceRows, D) each), then the two its producer streams through the ring,
+// ring_a and ring_b ((kStages, kRingRows, D) each). Returns the byte after them.
+template <int kOnceRows, int kRingRows, int kStages, int kHeadDim>
+__device__ __forceinline__ unsigned char* carve_bwd_ws_tiles(bf16*& a, bf16*& b, bf16*& ring_a, bf16*& ring_b) {
   extern __shared__ unsigned char smem_raw[];
-  unsigned char* smem = sw128_smem_base(smem_raw);
-  bf16* sK = reinterpret_cast<bf16*>(smem);  // (kBlockN, D) SW128
-  bf16* sV = sK + kBlockN * kHeadDim;        // (kBlockN, D) SW128
-  bf16* sQ = sV + kBlockN * kHeadDim;        // (kStages, kBlockM, D) SW128
-  bf16* sdO = sQ + kStages * kQElems;        // (kStages, kBlockM, D) SW128
-  bf16* sdS = sdO + kStages * kQElems;       // (2, kBlockN, kBlockM) SW128, dQ accumulation only (else empty)
-  float* sL = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(sdS) + 2 * Tr::kDsBytes);  // (kStages, kBlockM)
-  float* sDelta = sL + kStages * kBlockM;                                                          // (kStages, kBlockM)
-  int* sRowExp = reinterpret_cast<int*>(sDelta + kStages * kBlockM);  // (kRowExpSlots, kBlockM), fixed point only
-  __shared__ uint64_t kv_full;
-  __shared__ StageRing<kStages> ring;  // Q, dO, L, delta of each query tile
-  // dQ accumulation: dSᵀ buffer b written by every math thread (full) and read by both dQ
-  // products (empty: every math thread arrives once its product is done).
-  __shared__ uint64_t ds_full[2], ds_empty[2];
+  a = reinterpret_cast<bf16*>(sw128_smem_base(smem_raw));
+  b = a + kOnceRows * kHeadDim;
+  ring_a = b + kOnceRows * kHeadDim;
+  ring_b = ring_a + kStages * kRingRows * kHeadDim;
+  return reinterpret_cast<unsigned char*>(ring_b + kStages * kRingRows * kHeadDim);
+}
 
-  const int n0 = blockIdx.x * kBlockN, h = blockIdx.y, b = blockIdx.z;  // head by head, as the ws query passes
+// What the producer and the math warpgroups of a dK/dV block share: the parameters, its place
+// (keys n0 … n0 + kBlockN − 1 of head h of batch b, and the query tiles that see them) and its
+// shared memory: the static barriers, which the kernel declares, and the dynamic tiles, carved
+// here in the order smem_bytes counts them.
+template <int kHeadDim_, bool kCausal_, bool kAccumulateDq_, bool kFixedDq_>
+struct DkDvWsBlock {
+  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr bool kCausal = kCausal_, kAccumulateDq = kAccumulateDq_, kFixedDq = kFixedDq_;
+  using Tr = DkDvWsTraits<kHeadDim, kAccumulateDq, kFixedDq>;
+  static constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kStages = Tr::kStages;
+  static constexpr int kQElems = kBlockM * kHeadDim;  // one stage of Q or dO
+
+  const FlashParams& p;
+  const int n0, h, b;  // first key; head by head, as the ws query passes
   // Keys past seqlen_k load as zeros (TMA) and only reach dK, dV rows never stored (and dSᵀ rows
   // stored as zeros).
-  const int tq = p.seqlen_q, tk = p.seqlen_k;
-  const int64_t bh = static_cast<int64_t>(b) * p.heads + h;
-  const QueryTiles<kBlockM, kBlockN, kCausal> tiles(n0, tq);
-  const int m_begin = tiles.m_begin, m_blocks = tiles.m_blocks;
-  const int wg = warpgroup_index();
+  const int tq, tk;
+  const int64_t bh;  // b · H + h: the (batch, head) row of lse, delta, dq_accum and the row exponents
+  const QueryTiles<kBlockM, kBlockN, kCausal> tiles;
+  uint64_t* const kv_full;   // K and V have landed
+  StageRing<kStages>& ring;  // Q, dO, L, delta of each query tile
+  // dQ accumulation, [2] each: dSᵀ buffer b written by every math thread (full) and read by both
+  // dQ products (empty: every math thread arrives once its product is done).
+  uint64_t *const ds_full, *const ds_empty;
+  bf16 *sK, *sV;       // (kBlockN, D) SW128 each
+  bf16 *sQ, *sdO;      // (kStages, kBlockM, D) SW128 each
+  bf16* sdS;           // (2, kBlockN, kBlockM) SW128, dQ accumulation only (else empty)
+  float *sL, *sDelta;  // (kStages, kBlockM) each
+  int* sRowExp;        // (kRowExpSlots, kBlockM), fixed point only
 
-  if (kAccumulateDq && threadIdx.x == 0)
-    for (int buf = 0; buf < 2; ++buf) {
-      mbar_init(&ds_full[buf], 128 * kMathWarpgroups);
-      mbar_init(&ds_empty[buf], 128 * kMathWarpgroups);
-    }
-  // The producer's first warp: L and delta stored, Q and dO in flight; fixed point: its second
-  // warp, the row exponents.
-  ring.init_block(&kv_full, kFixedDq ? 64 : 32, 128 * kMathWarpgroups);
-
-  if (wg == 0) {  // the producer
-    setmaxnreg_dec<kProducerRegs>();
-    const int lane = threadIdx.x;
-    if (lane < 32) {
-      if (lane == 0) {
-        mbar_arrive_expect_tx(&kv_full, 2 * Tr::kKVBytes);
-        tma_load_tile<kBlockN, kHeadDim>(sK, maps.k, &kv_full, n0, h, b);
-        tma_load_tile<kBlockN, kHeadDim>(sV, maps.v, &kv_full, n0, h, b);
-      }
-      const float* lse = p.lse + bh * tq;
-      const float* delta = p.delta + bh * tq;
-      for (int i = m_begin, it = 0; i < m_blocks; ++i, ++it) {
-        const int s = ring.stage(it), m0 = i * kBlockM;
-        ring.acquire(it);
-#pragma unroll
-        for (int r = lane; r < kBlockM; r += 32) {  // zero past the last query, as the tiles are
-          sL[s * kBlockM + r] = m0 + r < tq ? lse[m0 + r] : 0.0f;
-          sDelta[s * kBlockM + r] = m0 + r < tq ? delta[m0 + r] : 0.0f;
-        }
-        if (lane == 0) {
-          mbar_arrive_expect_tx(ring.landed(it), 2 * Tr::kQBytes);
-          tma_load_tile<kBlockM, kHeadDim>(sQ + s * kQElems, maps.q, ring.landed(it), m0, h, b);
-          tma_load_tile<kBlockM, kHeadDim>(sdO + s * kQElems, maps.d_o, ring.landed(it), m0, h, b);
-        } else {
-          mbar_arrive(ring.landed(it));
-        }
-      }
-    } else if (kFixedDq && lane < 64) {
-      // In a warp of its own: one more load in the first warp's loop spilled its 24 registers.
-      const int* row_exp = p.dq_row_exp + bh * tq;
-      for (int i = m_begin, it = 0; i < m_blocks; ++i, ++it) {
-        const int m0 = i * kBlockM;
-        ring.acquire(it);  // tile it − kStages released, so tile it − kRowExpSlots's piece is added
-#pragma unroll
-        for (int r = lane - 32; r < kBlockM; r += 32)  // rows past the end add zeros whatever their scale
-          sRowExp[it % Tr::kRowExpSlots * kBlockM + r] = m0 + r < tq ? row_exp[m0 + r] : kDqExpOfZero;
-        mbar_arrive(ring.landed(it));
-      }
-    }
-    return;
+  __device__ __forceinline__ DkDvWsBlock(const FlashParams& params, uint64_t* kv, StageRing<kStages>& stage_ring,
+                                         uint64_t* ds_full_bars, uint64_t* ds_empty_bars)
+      : p(params),
+        n0(blockIdx.x * kBlockN),
+        h(blockIdx.y),
+        b(blockIdx.z),
+        tq(params.seqlen_q),
+        tk(params.seqlen_k),
+        bh(static_cast<int64_t>(b) * params.heads + h),
+        tiles(n0, tq),
+        kv_full(kv),
+        ring(stage_ring),
+        ds_full(ds_full_bars),
+        ds_empty(ds_empty_bars) {
+    sdS = reinterpret_cast<bf16*>(carve_bwd_ws_tiles<kBlockN, kBlockM, kStages, kHeadDim>(sK, sV, sQ, sdO));
+    sL = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(sdS) + 2 * Tr::kDsBytes);
+    sDelta = sL + kStages * kBlockM;
+    sRowExp = reinterpret_cast<int*>(sDelta + kStages * kBlockM);
   }
+};
 
-  setmaxnreg_inc<kMathRegs>();
-  const int c = wg - 1;  // this math warpgroup's keys: n0 + 64c …
-  const int key0 = n0 + c * 64 + ((threadIdx.x / 32) % 4) * 16;
-  const float scale_log2 = p.scale * kLog2e;
+// The producer's first warp: K and V once; then per query tile L and delta (plain loads into
+// shared memory, zero past the last query as the tiles are; its 32 arrivals on the stage) and Q
+// and dO (TMA).
+template <class Block>
+__device__ __forceinline__ void dkdv_load_query_tiles(const Block& blk, const BwdWsMaps& maps, int lane) {
+  constexpr int kBlockM = Block::kBlockM, kBlockN = Block::kBlockN, kHeadDim = Block::kHeadDim;
+  const int h = blk.h, b = blk.b, tq = blk.tq;
+  if (lane == 0) {
+    mbar_arrive_expect_tx(blk.kv_full, 2 * Block::Tr::kKVBytes);
+    tma_load_tile<kBlockN, kHeadDim>(blk.sK, maps.k, blk.kv_full, blk.n0, h, b);
+    tma_load_tile<kBlockN, kHeadDim>(blk.sV, maps.v, blk.kv_full, blk.n0, h, b);
+  }
+  const float* lse = blk.p.lse + blk.bh * tq;
+  const float* delta = blk.p.delta + blk.bh * tq;
+  for (int i = blk.tiles.m_begin, it = 0; i < blk.tiles.m_blocks; ++i, ++it) {
+    const int s = blk.ring.stage(it), m0 = i * kBlockM;
+    blk.ring.acquire(it);
+#pragma unroll
+    for (int r = lane; r < kBlockM; r += 32) {
+      blk.sL[s * kBlockM + r] = m0 + r < tq ? lse[m0 + r] : 0.0f;
+      blk.sDelta[s * kBlockM + r] = m0 + r < tq ? delta[m0 + r] : 0.0f;
+    }
+    if (lane == 0) {
+      mbar_arrive_expect_tx(blk.ring.landed(it), 2 * Block::Tr::kQBytes);
+      tma_load_tile<kBlockM, kHeadDim>(blk.sQ + s * Block::kQElems, maps.q, blk.ring.landed(it), m0, h, b);
+      tma_load_tile<kBlockM, kHeadDim>(blk.sdO + s * Block::kQElems, maps.d_o, blk.ring.landed(it), m0, h, b);
+    } else {
+      mbar_arrive(blk.ring.landed(it));
+    }
+  }
+}
 
-  float acc_dk[kHeadDim / 8][4], acc_dv[kHeadDim / 8][4];  // (64 keys, D)
-  zero(acc_dk);
-  zero(acc_dv);
-  float acc_s[kBlockM / 8][4], acc_dp[kBlockM / 8][4];         // Sᵀ then Pᵀ; dPᵀ then dSᵀ (fp32)
-  uint32_t p_frag[kBlockM / 16][4], ds_frag[kBlockM / 16][4];  // Pᵀ, dSᵀ in bf16: A operands of dV, dK
+// Fixed point: the producer's second warp copies each query tile's row exponents into slot
+// it % kRowExpSlots (its 32 arrivals on the stage). In a warp of its own: one more load in the
+// first warp's loop spilled its 24 registers.
+template <class Block>
+__device__ __forceinline__ void dkdv_load_row_exps(const Block& blk, int lane) {
+  constexpr int kBlockM = Block::kBlockM;
+  const int* row_exp = blk.p.dq_row_exp + blk.bh * blk.tq;
+  for (int i = blk.tiles.m_begin, it = 0; i < blk.tiles.m_blocks; ++i, ++it) {
+    const int m0 = i * kBlockM;
+    blk.ring.acquire(it);  // tile it − kStages released, so tile it − kRowExpSlots's piece is added
+#pragma unroll
+    for (int r = lane - 32; r < kBlockM; r += 32)  // rows past the end add zeros whatever their scale
+      blk.sRowExp[it % Block::Tr::kRowExpSlots * kBlockM + r] = m0 + r < blk.tq ? row_exp[m0 + r] : kDqExpOfZero;
+    mbar_arrive(blk.ring.landed(it));
+  }
+}
 
+// The stages of a query tile in one math warpgroup of a dK/dV block (its 64 keys n0 + 64c …):
+// scores, grads (with share_ds), accumulate (with add_dq_piece); dkdv_math_warpgroup runs them.
+// The register arrays they share are locals of dkdv_math_warpgroup, reached by reference as a
+// lambda's captures are: arrays held in the struct itself compiled to other instructions.
+template <class Block>
+struct DkDvWsMath {
+  static constexpr int kHeadDim = Block::kHeadDim, kBlockM = Block::kBlockM, kBlockN = Block::kBlockN;
+  static constexpr int kQElems = Block::kQElems;
+  static constexpr bool kCausal = Block::kCausal, kAccumulateDq = Block::kAccumulateDq;
+  using Tr = typename Block::Tr;
+
+  const Block& blk;
+  const int c;                                                   // this math warpgroup's keys: n0 + 64c …
+  const int key0;                                                // this warp's first key (its 16 of the warpgroup's 64)
+  const float scale_log2;                                        // the scores' scale times log2(e)
+  float (&acc_dk)[kHeadDim / 8][4], (&acc_dv)[kHeadDim / 8][4];  // (64 keys, D)
+  float (&acc_s)[kBlockM / 8][4], (&acc_dp)[kBlockM / 8][4];     // Sᵀ then Pᵀ; dPᵀ then dSᵀ (fp32)
+  uint32_t (&p_frag)[kBlockM / 16][4], (&ds_frag)[kBlockM / 16][4];  // Pᵀ, dSᵀ in bf16: A operands of dV, dK
   // dQ accumulation: this warpgroup's 64 × 64 piece of each query tile's partial (queries
   // q_block · 64 …, columns col_block · 64 …), its 64-query tile in dq_accum at dq_tiles + tile · 64 · D.
-  const int q_block = Tr::kDqSplitCols ? 0 : c, col_block = Tr::kDqSplitCols ? c : 0;
-  float* dq_tiles = kAccumulateDq ? p.dq_accum + bh * ceil_div(tq, kDqAccumTileRows) * kDqAccumTileRows * kHeadDim +
-                                        col_block * 64 * 64
-                                  : nullptr;
-  float acc_dq[8][4];  // (64 queries, 64 columns)
-  // Fixed point: the head's bound exponent, once (the delta kernel finished it before this launch).
-  const int head_exp = kFixedDq ? dq_fixed_head_exp(p.dq_head_bound + 2 * bh) : 0;
+  const int q_block, col_block;
+  float* const dq_tiles;
+  float (&acc_dq)[8][4];  // (64 queries, 64 columns)
+  const int head_exp;     // fixed point: the head's bound exponent
 
   // Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ of the tile in stage s (rows: this warpgroup's keys; columns: the
   // tile's queries), one batch, waited for.
-  auto scores = [&](int s) {
+  __device__ __forceinline__ void scores(int s) {
     zero(acc_s);
     zero(acc_dp);
     pin(acc_s);
     pin(acc_dp);
     wgmma_fence();
-    wgmma_k_major<kHeadDim, kBlockM, kBlockN, kBlockM, kSsInstrN<kBlockM>>(acc_s, sK, c * 64, sQ + s * kQElems, 0);
-    wgmma_k_major<kHeadDim, kBlockM, kBlockN, kBlockM, kSsInstrN<kBlockM>>(acc_dp, sV, c * 64, sdO + s * kQElems, 0);
+    wgmma_k_major<kHeadDim, kBlockM, kBlockN, kBlockM, kSsInstrN<kBlockM>>(acc_s, blk.sK, c * 64, blk.sQ + s * kQElems,
+                                                                           0);
+    wgmma_k_major<kHeadDim, kBlockM, kBlockN, kBlockM, kSsInstrN<kBlockM>>(acc_dp, blk.sV, c * 64,
+                                                                           blk.sdO + s * kQElems, 0);
     wgmma_commit();
     wgmma_wait<0>();
     pin(acc_s);
     pin(acc_dp);
-  };
+  }
+
   // dQ accumulation: stream tile t's dSᵀ rows into buffer t % 2, once both warpgroups' dQ products
   // of tile t − 2 have read it; then announced on ds_full.
-  auto share_ds = [&](int t) {
+  __device__ __forceinline__ void share_ds(int t) {
     const int buf = t & 1;
-    if (t >= 2) mbar_wait(&ds_empty[buf], ((t >> 1) - 1) & 1);
-    store_ds_rows<kBlockN, kBlockM>(sdS + buf * kBlockN * kBlockM, ds_frag, key0 - n0, key0 + frag_row(0) < tk,
-                                    key0 + frag_row(2) < tk);
+    if (t >= 2) mbar_wait(&blk.ds_empty[buf], ((t >> 1) - 1) & 1);
+    store_ds_rows<kBlockN, kBlockM>(blk.sdS + buf * kBlockN * kBlockM, ds_frag, key0 - blk.n0,
+                                    key0 + frag_row(0) < blk.tk, key0 + frag_row(2) < blk.tk);
     fence_async_proxy();
-    mbar_arrive(&ds_full[buf]);
-  };
+    mbar_arrive(&blk.ds_full[buf]);
+  }
+
   // Pᵀ and dSᵀ of query tile i (stage s), into p_frag and ds_frag.
-  auto grads = [&](int i, int s) {
-    if (tiles.unmasked(i))
-      probs_by_col<kBlockM, kCausal, false>(acc_s, sL + s * kBlockM, key0, i * kBlockM, tq, scale_log2);
+  __device__ __forceinline__ void grads(int i, int s) {
+    if (blk.tiles.unmasked(i))
+      probs_by_col<kBlockM, kCausal, false>(acc_s, blk.sL + s * kBlockM, key0, i * kBlockM, blk.tq, scale_log2);
     else
-      probs_by_col<kBlockM, kCausal, true>(acc_s, sL + s * kBlockM, key0, i * kBlockM, tq, scale_log2);
-    ds_by_col<kBlockM>(acc_dp, acc_s, sDelta + s * kBlockM);
+      probs_by_col<kBlockM, kCausal, true>(acc_s, blk.sL + s * kBlockM, key0, i * kBlockM, blk.tq, scale_log2);
+    ds_by_col<kBlockM>(acc_dp, acc_s, blk.sDelta + s * kBlockM);
     acc_to_a<kBlockM>(p_frag, acc_s);
     acc_to_a<kBlockM>(ds_frag, acc_dp);
-    if constexpr (kAccumulateDq) share_ds(i - m_begin);
-  };
+    if constexpr (kAccumulateDq) share_ds(i - blk.tiles.m_begin);
+  }
+
   // This warpgroup's dQ piece of stream tile t (in acc_dq) into p.dq_accum; fixed point: scaled by
   // its rows' 2^s (this thread's rows g, g + 8 of its warp's 16) and rounded.
-  auto add_dq_piece = [&](int t) {
-    const int q0 = (m_begin + t) * kBlockM + q_block * 64;  // the piece's first query
-    if (q0 >= tq) return;                                   // the tile's second half, past the end
+  __device__ __forceinline__ void add_dq_piece(int t) {
+    // The piece's first query. The literal 0 where the warpgroups split the columns lets the
+    // compiler see q0 / kDqAccumTileRows as the tile's index (q_block, a member, hides the zero).
+    const int q0 = (blk.tiles.m_begin + t) * kBlockM + (Tr::kDqSplitCols ? 0 : q_block) * 64;
+    if (q0 >= blk.tq) return;  // the tile's second half, past the end
     float* dst = dq_tiles + static_cast<int64_t>(q0 / kDqAccumTileRows) * kDqAccumTileRows * kHeadDim;
-    if constexpr (kFixedDq) {
-      const int* exps = sRowExp + t % Tr::kRowExpSlots * kBlockM + q_block * 64 + ((threadIdx.x / 32) % 4) * 16 +
+    if constexpr (Block::kFixedDq) {
+      const int* exps = blk.sRowExp + t % Tr::kRowExpSlots * kBlockM + q_block * 64 + ((threadIdx.x / 32) % 4) * 16 +
                         (threadIdx.x % 32) / 4;
       const float scale[2] = {dq_fixed_scale(dq_fixed_scale_exp(exps[0], head_exp)),
                               dq_fixed_scale(dq_fixed_scale_exp(exps[8], head_exp))};
@@ -277,16 +316,18 @@ __global__ void __launch_bounds__(DkDvWsTraits<kHeadDim, kAccumulateDq, kFixedDq
 #pragma unroll
       for (int j = 0; j < 8; ++j) red_add_v4(dst + 4 * fragment_order_float4(j), acc_dq[j]);
     }
-  };
-  // This warpgroup's piece of dS·K of stream tile t_dq (kDq), then dV += Pᵀ·dO and dK += dSᵀ·Q
+  }
+
+  // This warpgroup's piece of dS·K of stream tile t_dq (kWithDq), then dV += Pᵀ·dO and dK += dSᵀ·Q
   // (1/sqrt(d) applied at the end) of stream tile t (kDkDv), two batches, both waited for: once
   // the piece is done, t_dq's dSᵀ buffer goes back to the writers and the piece into p.dq_accum;
   // then tile t's stage goes back to the producer. (Compile-time choices: a run-time one inside
   // the batch cost ptxas registers.)
-  auto accumulate = [&](auto dkdv, auto with_dq, int t, int t_dq) {
-    constexpr bool kDkDv = decltype(dkdv)::value, kDq = kAccumulateDq && decltype(with_dq)::value;
-    const int s = ring.stage(t);
-    if constexpr (kDq) mbar_wait(&ds_full[t_dq & 1], (t_dq >> 1) & 1);  // both warpgroups' rows of dSᵀ
+  template <bool kDkDv, bool kWithDq>
+  __device__ __forceinline__ void accumulate(int t, int t_dq) {
+    constexpr bool kDq = kAccumulateDq && kWithDq;
+    const int s = blk.ring.stage(t);
+    if constexpr (kDq) mbar_wait(&blk.ds_full[t_dq & 1], (t_dq >> 1) & 1);  // both warpgroups' rows of dSᵀ
     pin(p_frag);
     pin(ds_frag);
     pin(acc_dv);
@@ -302,18 +343,18 @@ __global__ void __launch_bounds__(DkDvWsTraits<kHeadDim, kAccumulateDq, kFixedDq
     // score products (docs/reports/2026-11-25_flash-source-stalls_h100.md).
     if constexpr (kDq) {
       wgmma_mn_major<kBlockN, 64, kBlockN, kBlockN>(
-          acc_dq, sdS + (t_dq & 1) * kBlockN * kBlockM + q_block * kBlockN * 64, 0, sK, 0, col_block);
+          acc_dq, blk.sdS + (t_dq & 1) * kBlockN * kBlockM + q_block * kBlockN * 64, 0, blk.sK, 0, col_block);
       wgmma_commit();
     }
     if constexpr (kDkDv) {
-      wgmma_regs_mn_major<kBlockM, kHeadDim, kBlockM, kRegsProductN<kHeadDim>>(acc_dv, p_frag, sdO + s * kQElems);
-      wgmma_regs_mn_major<kBlockM, kHeadDim, kBlockM, kRegsProductN<kHeadDim>>(acc_dk, ds_frag, sQ + s * kQElems);
+      wgmma_regs_mn_major<kBlockM, kHeadDim, kBlockM, kRegsProductN<kHeadDim>>(acc_dv, p_frag, blk.sdO + s * kQElems);
+      wgmma_regs_mn_major<kBlockM, kHeadDim, kBlockM, kRegsProductN<kHeadDim>>(acc_dk, ds_frag, blk.sQ + s * kQElems);
       wgmma_commit();
     }
     if constexpr (kDq) {
       wgmma_wait<kDkDv ? 1 : 0>();  // dQ's product done; dV, dK may still run
       pin(acc_dq);
-      mbar_arrive(&ds_empty[t_dq & 1]);
+      mbar_arrive(&blk.ds_empty[t_dq & 1]);
       add_dq_piece(t_dq);
     }
     wgmma_wait<0>();
@@ -321,11 +362,37 @@ __global__ void __launch_bounds__(DkDvWsTraits<kHeadDim, kAccumulateDq, kFixedDq
     pin(acc_dk);
     pin(p_frag);  // the A registers stay untouched until the products that read them are done
     pin(ds_frag);
-    if constexpr (kDkDv) ring.release(t);
-  };
-  using Yes = std::true_type;
-  using No = std::false_type;
+    if constexpr (kDkDv) blk.ring.release(t);
+  }
+};
 
+// A math warpgroup of the dK/dV pass: its registers, the query tiles m_begin … m_blocks − 1
+// through the stages of DkDvWsMath, then dK and dV into p.dk, p.dv.
+template <class Block>
+__device__ __forceinline__ void dkdv_math_warpgroup(const Block& blk, int wg) {
+  constexpr int kHeadDim = Block::kHeadDim, kBlockM = Block::kBlockM;
+  constexpr bool kAccumulateDq = Block::kAccumulateDq;
+  using Tr = typename Block::Tr;
+  const int c = wg - 1;
+  const int key0 = blk.n0 + c * 64 + ((threadIdx.x / 32) % 4) * 16;
+  const float scale_log2 = blk.p.scale * kLog2e;
+
+  float acc_dk[kHeadDim / 8][4], acc_dv[kHeadDim / 8][4];
+  zero(acc_dk);
+  zero(acc_dv);
+  float acc_s[kBlockM / 8][4], acc_dp[kBlockM / 8][4];
+  uint32_t p_frag[kBlockM / 16][4], ds_frag[kBlockM / 16][4];
+  const int q_block = Tr::kDqSplitCols ? 0 : c, col_block = Tr::kDqSplitCols ? c : 0;
+  float* dq_tiles = kAccumulateDq
+                        ? blk.p.dq_accum + blk.bh * ceil_div(blk.tq, kDqAccumTileRows) * kDqAccumTileRows * kHeadDim +
+                              col_block * 64 * 64
+                        : nullptr;
+  float acc_dq[8][4];
+  // Fixed point: the head's bound exponent, once (the delta kernel finished it before this launch).
+  const int head_exp = Block::kFixedDq ? dq_fixed_head_exp(blk.p.dq_head_bound + 2 * blk.bh) : 0;
+  const int m_begin = blk.tiles.m_begin, m_blocks = blk.tiles.m_blocks;
+  DkDvWsMath<Block> m{blk,    c,       key0,    scale_log2, acc_dk,   acc_dv, acc_s,   acc_dp,
+                      p_frag, ds_frag, q_block, col_block,  dq_tiles, acc_dq, head_exp};
   // Causal attention has Tq = Tk (ops::flash_attention), so every key block sees a query tile.
   // Tile i's dV, dK products are issued at the top of iteration i + 1, which was faster than at the
   // end of iteration i (docs/reports/2026-11-25_flash-warp-specialised_h100.md).
@@ -334,27 +401,63 @@ __global__ void __launch_bounds__(DkDvWsTraits<kHeadDim, kAccumulateDq, kFixedDq
   // element-wise work runs beside the other's products, as in the two-pass kernel. (Issued with
   // tile i's dV, dK, right after the exchange, it held them in step:
   // docs/reports/2026-11-25_flash-single-pass_h100.md.)
-  mbar_wait(&kv_full, 0);
-  ring.wait(0);
-  scores(0);
-  grads(m_begin, 0);
+  mbar_wait(blk.kv_full, 0);
+  blk.ring.wait(0);
+  m.scores(0);
+  m.grads(m_begin, 0);
   for (int i = m_begin + 1, it = 1; i < m_blocks; ++i, ++it) {
     if (it == 1)
-      accumulate(Yes{}, No{}, 0, -1);
+      m.template accumulate<true, false>(0, -1);
     else
-      accumulate(Yes{}, Yes{}, it - 1, it - 2);
-    ring.wait(it);
-    scores(ring.stage(it));
-    grads(i, ring.stage(it));
+      m.template accumulate<true, true>(it - 1, it - 2);
+    blk.ring.wait(it);
+    m.scores(blk.ring.stage(it));
+    m.grads(i, blk.ring.stage(it));
   }
   const int last = m_blocks - 1 - m_begin;
   if (last == 0)
-    accumulate(Yes{}, No{}, 0, -1);
+    m.template accumulate<true, false>(0, -1);
   else
-    accumulate(Yes{}, Yes{}, last, last - 1);
-  if constexpr (kAccumulateDq) accumulate(No{}, Yes{}, 0, last);
+    m.template accumulate<true, true>(last, last - 1);
+  if constexpr (kAccumulateDq) m.template accumulate<false, true>(0, last);
 
-  store_dk_dv<kHeadDim>(p, b, h, key0, acc_dk, acc_dv);
+  store_dk_dv<kHeadDim>(blk.p, blk.b, blk.h, key0, acc_dk, acc_dv);
+}
+
+// The dK/dV pass (see the top of the file): warpgroup 0 produces, warpgroups 1 and 2 compute.
+template <int kHeadDim, bool kCausal, bool kAccumulateDq, bool kFixedDq>
+__global__ void __launch_bounds__(DkDvWsTraits<kHeadDim, kAccumulateDq, kFixedDq>::kThreads, 1)
+    flash_bwd_dkdv_ws_kernel(const __grid_constant__ BwdWsMaps maps, const FlashParams p) {
+  static_assert(kAccumulateDq || !kFixedDq, "fixed point is a way of accumulating dQ");
+  begin_chained_kernel();  // launched by launch_chained or launch_flash_kernel
+#if PT_FLASH_WGMMA_COMPILED
+  using Block = DkDvWsBlock<kHeadDim, kCausal, kAccumulateDq, kFixedDq>;
+  __shared__ uint64_t kv_full;
+  __shared__ StageRing<Block::kStages> ring;
+  __shared__ uint64_t ds_full[2], ds_empty[2];
+  const Block blk(p, &kv_full, ring, ds_full, ds_empty);
+  const int wg = warpgroup_index();
+
+  if (kAccumulateDq && threadIdx.x == 0)
+    for (int buf = 0; buf < 2; ++buf) {
+      mbar_init(&ds_full[buf], 128 * kMathWarpgroups);
+      mbar_init(&ds_empty[buf], 128 * kMathWarpgroups);
+    }
+  // The producer's first warp: L and delta stored, Q and dO in flight; fixed point: its second
+  // warp, the row exponents.
+  ring.init_block(&kv_full, kFixedDq ? 64 : 32, 128 * kMathWarpgroups);
+
+  if (wg == 0) {  // the producer
+    setmaxnreg_dec<kProducerRegs>();
+    const int lane = threadIdx.x;
+    if (lane < 32)
+      dkdv_load_query_tiles(blk, maps, lane);
+    else if (kFixedDq && lane < 64)
+      dkdv_load_row_exps(blk, lane);
+    return;
+  }
+  setmaxnreg_inc<kMathRegs>();
+  dkdv_math_warpgroup(blk, wg);
 #else
   __trap();
 #endif
@@ -368,12 +471,9 @@ __global__ void __launch_bounds__(DqWsTraits<kHeadDim>::kThreads, 1)
   using Tr = DqWsTraits<kHeadDim>;
   constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kStages = Tr::kStages;
   constexpr int kKVElems = kBlockN * kHeadDim;
-  extern __shared__ unsigned char smem_raw[];
-  unsigned char* smem = sw128_smem_base(smem_raw);
-  bf16* sQ = reinterpret_cast<bf16*>(smem);  // (kBlockM, D) SW128
-  bf16* sdO = sQ + kBlockM * kHeadDim;       // (kBlockM, D) SW128
-  bf16* sK = sdO + kBlockM * kHeadDim;       // (kStages, kBlockN, D) SW128
-  bf16* sV = sK + kStages * kKVElems;        // (kStages, kBlockN, D) SW128
+  bf16 *sQ, *sdO;  // (kBlockM, D) SW128 each
+  bf16 *sK, *sV;   // (kStages, kBlockN, D) SW128 each
+  carve_bwd_ws_tiles<kBlockM, kBlockN, kStages, kHeadDim>(sQ, sdO, sK, sV);
   __shared__ uint64_t q_full;
   __shared__ StageRing<kStages> ring;  // K and V tiles
 
