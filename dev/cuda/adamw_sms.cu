@@ -20,19 +20,8 @@
 #include <cstring>
 #include <vector>
 
+#include "dev_adamw.cuh"
 #include "dev_check.h"
-#include "dev_fill.cuh"
-
-struct Scalars {
-  float decay, step_size, bc2_sqrt, one_minus_beta1, beta2, one_minus_beta2, eps;
-};
-
-__device__ __forceinline__ void adamw_one(const Scalars& h, float& p, float g, float& m, float& v) {
-  m = __fmaf_rn(h.one_minus_beta1, __fsub_rn(g, m), m);
-  v = __fmaf_rn(h.beta2, v, __fmul_rn(__fmul_rn(h.one_minus_beta2, g), g));
-  const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(v), h.bc2_sqrt), h.eps);
-  p = __fsub_rn(__fmul_rn(p, h.decay), __fdiv_rn(__fmul_rn(h.step_size, m), denom));
-}
 
 __device__ __forceinline__ void store_bf16x4(__nv_bfloat16* p, const float4& v) {
   __nv_bfloat162 a = __floats2bfloat162_rn(v.x, v.y), b = __floats2bfloat162_rn(v.z, v.w);
@@ -78,21 +67,10 @@ __global__ void __launch_bounds__(1024, 1)
 }
 
 int main(int argc, char** argv) {
-  const int64_t n = argc > 1 ? std::atoll(argv[1]) : 500000000LL;
-  if (n <= 0 || n % 4) {
-    std::fprintf(stderr, "n must be a positive multiple of 4\n");
-    return 2;
-  }
-  cudaDeviceProp prop;
-  DEV_CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+  const int64_t n = adamw_elements(argc, argv, 500000000LL, 4);
+  const cudaDeviceProp prop = dev_properties();
   const int sms = prop.multiProcessorCount;
-  float *p, *g, *m, *v;
-  __nv_bfloat16* lowp;
-  DEV_CHECK_CUDA(cudaMalloc(&p, n * 4));
-  DEV_CHECK_CUDA(cudaMalloc(&g, n * 4));
-  DEV_CHECK_CUDA(cudaMalloc(&m, n * 4));
-  DEV_CHECK_CUDA(cudaMalloc(&v, n * 4));
-  DEV_CHECK_CUDA(cudaMalloc(&lowp, n * 2));
+  AdamwBuffers b(n);
   const Scalars h{0.9999f, 1e-3f, 0.5f, 0.1f, 0.95f, 0.05f, 1e-8f};
   const float coef = 0.75f;
   const double bytes = double(n) * 30;  // read p g m v; write p m v; write the bf16 copy
@@ -101,25 +79,18 @@ int main(int argc, char** argv) {
   cudaEvent_t e0, e1;
   DEV_CHECK_CUDA(cudaEventCreate(&e0));
   DEV_CHECK_CUDA(cudaEventCreate(&e1));
-  auto reset = [&] {
-    fill<<<1024, 256>>>(n, p, 1, 0.2f, 0.0f);
-    fill<<<1024, 256>>>(n, g, 2, 0.02f, 0.0f);
-    fill<<<1024, 256>>>(n, m, 3, 0.01f, 0.0f);
-    fill<<<1024, 256>>>(n, v, 4, 1e-4f, 1e-4f);
-    DEV_CHECK_CUDA(cudaGetLastError());
-  };
   // One block an SM: a block asks for more than half the SM's shared memory.
   const int pin_smem = int(prop.sharedMemPerMultiprocessor / 2 + 1024);
   auto run = [&](const char* what, auto kernel, unsigned grid, unsigned block, int smem, bool ref) {
     DEV_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    reset();
-    kernel<<<grid, block, smem>>>(n, h, coef, p, g, m, v, lowp);
+    b.reset(n);
+    kernel<<<grid, block, smem>>>(n, h, coef, b.p, b.g, b.m, b.v, b.lowp);
     DEV_CHECK_CUDA(cudaGetLastError());
-    DEV_CHECK_CUDA(cudaMemcpy(ref ? want.data() : got.data(), p, check_n * 4, cudaMemcpyDeviceToHost));
+    DEV_CHECK_CUDA(cudaMemcpy(ref ? want.data() : got.data(), b.p, check_n * 4, cudaMemcpyDeviceToHost));
     const bool same = ref || std::memcmp(want.data(), got.data(), check_n * 4) == 0;
     DEV_CHECK_CUDA(cudaEventRecord(e0));
     const int reps = 3;
-    for (int r = 0; r < reps; ++r) kernel<<<grid, block, smem>>>(n, h, coef, p, g, m, v, lowp);
+    for (int r = 0; r < reps; ++r) kernel<<<grid, block, smem>>>(n, h, coef, b.p, b.g, b.m, b.v, b.lowp);
     DEV_CHECK_CUDA(cudaEventRecord(e1));
     DEV_CHECK_CUDA(cudaEventSynchronize(e1));
     float ms = 0;

@@ -21,12 +21,8 @@
 #include <cstring>
 #include <vector>
 
+#include "dev_adamw.cuh"
 #include "dev_check.h"
-#include "dev_fill.cuh"
-
-struct Scalars {
-  float decay, step_size, bc2_sqrt, one_minus_beta1, beta2, one_minus_beta2, eps;
-};
 
 enum class Hint { Default, Stream };
 
@@ -54,14 +50,6 @@ __device__ __forceinline__ void st_bf16x4(__nv_bfloat16* p, const float* v) {
     __stcs(reinterpret_cast<uint2*>(p), raw);
   else
     *reinterpret_cast<uint2*>(p) = raw;
-}
-
-// The production arithmetic (cuda/optim_kernels.cu adamw_kernel), every rounding explicit.
-__device__ __forceinline__ void adamw_one(const Scalars& h, float& p, float g, float& m, float& v) {
-  m = __fmaf_rn(h.one_minus_beta1, __fsub_rn(g, m), m);
-  v = __fmaf_rn(h.beta2, v, __fmul_rn(__fmul_rn(h.one_minus_beta2, g), g));
-  const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(v), h.bc2_sqrt), h.eps);
-  p = __fsub_rn(__fmul_rn(p, h.decay), __fdiv_rn(__fmul_rn(h.step_size, m), denom));
 }
 
 template <int N, Hint H>
@@ -95,34 +83,11 @@ __global__ void copy4(int64_t n, const float* __restrict__ x, float* __restrict_
     __stcs(reinterpret_cast<float4*>(y + c), __ldcs(reinterpret_cast<const float4*>(x + c)));
 }
 
-struct Buffers {
-  float *p, *g, *m, *v;
-  __nv_bfloat16* lowp;
-};
-
-static void reset(int64_t n, Buffers& b) {
-  fill<<<1024, 256>>>(n, b.p, 1, 0.2f, 0.0f);
-  fill<<<1024, 256>>>(n, b.g, 2, 0.02f, 0.0f);
-  fill<<<1024, 256>>>(n, b.m, 3, 0.01f, 0.0f);
-  fill<<<1024, 256>>>(n, b.v, 4, 1e-4f, 1e-4f);
-  DEV_CHECK_CUDA(cudaGetLastError());
-}
-
 int main(int argc, char** argv) {
-  const int64_t n = argc > 1 ? std::atoll(argv[1]) : 2000000000LL;
-  if (n <= 0 || n % 8) {
-    std::fprintf(stderr, "n must be a positive multiple of 8\n");
-    return 2;
-  }
-  cudaDeviceProp prop;
-  DEV_CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+  const int64_t n = adamw_elements(argc, argv, 2000000000LL, 8);
+  const cudaDeviceProp prop = dev_properties();
   const int sms = prop.multiProcessorCount;
-  Buffers b;
-  DEV_CHECK_CUDA(cudaMalloc(&b.p, n * 4));
-  DEV_CHECK_CUDA(cudaMalloc(&b.g, n * 4));
-  DEV_CHECK_CUDA(cudaMalloc(&b.m, n * 4));
-  DEV_CHECK_CUDA(cudaMalloc(&b.v, n * 4));
-  DEV_CHECK_CUDA(cudaMalloc(&b.lowp, n * 2));
+  AdamwBuffers b(n);
   const int64_t check_n = std::min<int64_t>(n, 1 << 24);  // bits compared on the first 16 M
   std::vector<float> want_p(check_n), got_p(check_n);
   Scalars h{float(1.0 - 1e-3 * 0.1),
@@ -159,7 +124,7 @@ int main(int argc, char** argv) {
   }
 
   auto run = [&](const char* name, auto kernel, int n_per, unsigned grid, bool is_ref) {
-    reset(n, b);
+    b.reset(n);
     kernel<<<grid, 256>>>(n, h, coef, b.p, b.g, b.m, b.v, b.lowp);  // one step: the bits checked
     DEV_CHECK_CUDA(cudaGetLastError());
     DEV_CHECK_CUDA(cudaMemcpy(is_ref ? want_p.data() : got_p.data(), b.p, check_n * 4, cudaMemcpyDeviceToHost));

@@ -18,3 +18,10 @@ inline void dev_check(bool ok, const char* call, const char* what, const char* f
     const cudaError_t e_ = (x);                                                   \
     dev_check(e_ == cudaSuccess, #x, cudaGetErrorString(e_), __FILE__, __LINE__); \
   } while (0)
+
+// The properties of GPU `device`, or the program ends saying why.
+inline cudaDeviceProp dev_properties(int device = 0) {
+  cudaDeviceProp prop;
+  DEV_CHECK_CUDA(cudaGetDeviceProperties(&prop, device));
+  return prop;
+}

@@ -178,8 +178,7 @@ int main(int argc, char** argv) {
   int dev = 0, sms = 0;
   DEV_CHECK_CUDA(cudaGetDevice(&dev));
   DEV_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  cudaDeviceProp prop;
-  DEV_CHECK_CUDA(cudaGetDeviceProperties(&prop, dev));
+  const cudaDeviceProp prop = dev_properties(dev);
   std::printf("%s, %d SMs; rows %lld, F %lld, C %lld\n", prop.name, sms, (long long)rows, (long long)F, (long long)C);
 
   const int64_t n = rows * F, words = n / kPack;

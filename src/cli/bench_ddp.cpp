@@ -22,8 +22,9 @@ namespace pt::cli {
 
 int run_bench_ddp(const std::vector<std::string>& args) {
   RunOptions run;
-  std::string size = "xl", attention = "naive", optimizer = "adamw";
-  int64_t context = 512, batch = 4, d_model = 0, num_layers = 0, num_heads = 0, d_ff = 0, vocab = 0;
+  ModelSizeOptions size{"xl"};
+  std::string attention = "naive", optimizer = "adamw";
+  int64_t context = 512, batch = 4, vocab = 0;
   int steps = 10, warmup = 3;
   int64_t grad_accum = 1;
   std::vector<std::string> ddp_words, bucket_words, shard_words, sms_words, engine_words, grad_comm_words,
@@ -33,13 +34,9 @@ int run_bench_ddp(const std::vector<std::string>& args) {
   add_storage_dtype_options(desc, run);
   add_gemm_option(desc, run);
   add_flash_options(desc, run);
+  add_model_size_options(desc, size);
   // clang-format off
   desc.add_options()
-      ("model", po::value(&size)->default_value(size), "named size: small, medium, large, xl, 2.7b")
-      ("d-model", po::value(&d_model)->default_value(0), "override the size's d_model (0: keep)")
-      ("num-layers", po::value(&num_layers)->default_value(0), "override the number of layers (0: keep)")
-      ("num-heads", po::value(&num_heads)->default_value(0), "override the number of heads (0: keep)")
-      ("d-ff", po::value(&d_ff)->default_value(0), "override d_ff (0: keep)")
       ("vocab-size", po::value(&vocab)->default_value(0), "override the vocabulary (0: keep)")
       ("context-length", po::value(&context)->default_value(context), "sequence length")
       ("batch-size", po::value(&batch)->default_value(batch), "sequences per rank per micro-batch")
@@ -90,11 +87,7 @@ int run_bench_ddp(const std::vector<std::string>& args) {
   const DType grad_dtype = grad_dtype_for_precision(run);
   const DType residual_dtype = residual_dtype_for_precision(run);
 
-  TransformerConfig cfg = TransformerConfig::named(size);
-  if (d_model) cfg.d_model = d_model;
-  if (num_layers) cfg.num_layers = num_layers;
-  if (num_heads) cfg.num_heads = num_heads;
-  if (d_ff) cfg.d_ff = d_ff;
+  TransformerConfig cfg = size.config();
   if (vocab) cfg.vocab_size = vocab;
   cfg.context_length = std::max(cfg.context_length, context);
   cfg.attention = attention_impl_from_name(attention);

@@ -114,6 +114,28 @@ void add_run_options(po::options_description& desc, RunOptions& o, const char* d
   add_config_options(desc);
 }
 
+void add_model_size_options(po::options_description& desc, ModelSizeOptions& o) {
+  std::string sizes;
+  for (const auto& n : TransformerConfig::size_names()) sizes += " " + n;
+  // clang-format off
+  desc.add_options()
+      ("model", po::value(&o.model)->default_value(o.model), ("named size:" + sizes).c_str())
+      ("d-model", po::value(&o.d_model), "override the size's d_model")
+      ("num-layers", po::value(&o.num_layers), "override the size's layer count")
+      ("num-heads", po::value(&o.num_heads), "override the size's head count")
+      ("d-ff", po::value(&o.d_ff), "override the size's feed-forward width");
+  // clang-format on
+}
+
+TransformerConfig ModelSizeOptions::config() const {
+  TransformerConfig c = TransformerConfig::named(model);
+  if (d_model) c.d_model = d_model;
+  if (num_layers) c.num_layers = num_layers;
+  if (num_heads) c.num_heads = num_heads;
+  if (d_ff) c.d_ff = d_ff;
+  return c;
+}
+
 void add_gemm_option(po::options_description& desc, RunOptions& o) {
   desc.add_options()("gemm", po::value(&o.gemm)->default_value(o.gemm), kGemmHelp);
 }

@@ -10,6 +10,7 @@
 
 #include "core/context.h"
 #include "core/device.h"
+#include "model/transformer.h"
 #include "parallel/host_collectives.h"
 
 namespace pt::cli {
@@ -100,6 +101,15 @@ std::vector<double> parse_double_list(const std::vector<std::string>& words, con
 bool error_names_option(const std::string& why, const std::string& flag, const std::string& value);
 // "on" → true, "off" → false; anything else throws naming --flag.
 bool parse_on_off(const std::string& word, const char* flag);
+// --model and the overrides of its dimensions (train, plan, bench ddp): a named size, with each
+// of --d-model, --num-layers, --num-heads and --d-ff that is given in place of the size's own.
+struct ModelSizeOptions {
+  std::string model;
+  int64_t d_model = 0, num_layers = 0, num_heads = 0, d_ff = 0;  // 0: the named size's
+  bool overridden() const { return d_model || num_layers || num_heads || d_ff; }
+  TransformerConfig config() const;  // TransformerConfig::named(model) with the overrides
+};
+void add_model_size_options(po::options_description& desc, ModelSizeOptions& o);
 // --recompute's help (train, bench model and plan).
 inline constexpr const char* kRecomputeHelp =
     "on: backward recomputes norm outputs and the SwiGLU product; swiglu: only the product; off: "

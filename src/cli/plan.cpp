@@ -152,11 +152,12 @@ PlanTables plan_tables(const plan::Result& r) {
 }  // namespace
 
 int run_plan(const std::vector<std::string>& args) {
-  std::string size = "xl", precision = "bf16", attention = "flash", recompute = "on";
+  ModelSizeOptions size{"xl"};
+  std::string precision = "bf16", attention = "flash", recompute = "on";
   std::string preset = "h100-sxm", format = "table", out;
   DdpOptions ddp;
   RunOptions storage;  // --grad-dtype and --residual-dtype
-  int64_t d_model = 0, d_ff = 0, num_layers = 0, num_heads = 0, vocab = 0, context = 0;
+  int64_t vocab = 0, context = 0;
   int64_t batch = 4, grad_accum = 1, devices = 1, tp = 1, pp = 1;
   double memory_gb = 0, peak_tflops = 0, hbm_gbps = 0, link_gbps = 0, inter_gbps = 0;
   int64_t gpus_per_node = 0;
@@ -164,14 +165,9 @@ int run_plan(const std::vector<std::string>& args) {
   std::string presets;
   for (const auto& p : plan::cluster_preset_names()) presets += (presets.empty() ? "" : ", ") + p;
   po::options_description desc("plan options");
+  add_model_size_options(desc, size);
   // clang-format off
   desc.add_options()
-      ("model", po::value(&size)->default_value(size), "named size (tiny small medium large xl 2.7b); the options "
-                                                       "below override its dimensions")
-      ("d-model", po::value(&d_model), "model width")
-      ("d-ff", po::value(&d_ff), "feed-forward width")
-      ("num-layers", po::value(&num_layers), "blocks")
-      ("num-heads", po::value(&num_heads), "attention heads")
       ("vocab-size", po::value(&vocab), "vocabulary")
       ("context-length", po::value(&context), "tokens per sequence (default: the named size's)")
       ("precision", po::value(&precision)->default_value(precision), "fp32, tf32 or bf16 (mixed)")
@@ -201,14 +197,10 @@ int run_plan(const std::vector<std::string>& args) {
   PT_CHECK(format == "table" || format == "json", "--format must be table or json (got '" + format + "')");
 
   plan::Job job;
-  job.model = TransformerConfig::named(size);
-  std::string model_name = size;
-  for (auto [flag, value, field] : {std::tuple{"d-model", d_model, &job.model.d_model},
-                                    {"d-ff", d_ff, &job.model.d_ff},
-                                    {"num-layers", num_layers, &job.model.num_layers},
-                                    {"num-heads", num_heads, &job.model.num_heads},
-                                    {"vocab-size", vocab, &job.model.vocab_size},
-                                    {"context-length", context, &job.model.context_length}})
+  job.model = size.config();
+  std::string model_name = size.overridden() ? "custom" : size.model;
+  for (auto [flag, value, field] :
+       {std::tuple{"vocab-size", vocab, &job.model.vocab_size}, {"context-length", context, &job.model.context_length}})
     if (vm->count(flag)) {
       PT_CHECK(value >= 1, std::string("--") + flag + " must be at least 1 (got " + std::to_string(value) + ")");
       *field = value;

@@ -26,7 +26,7 @@ namespace {
 // The options given as words or as overrides of a named size, which fill_config turns into the
 // configuration's typed fields; every other option is bound to its field of TrainConfig.
 struct TrainWords {
-  int64_t d_model = 0, num_layers = 0, num_heads = 0, d_ff = 0;  // 0: from --model
+  ModelSizeOptions size{train::TrainConfig{}.model_name};
   int64_t vocab_size = 10000;
   int64_t context_length = 128;
   std::string attention = "auto";  // auto: flash on the GPU, naive on the CPU
@@ -46,13 +46,9 @@ void declare_options(po::options_description& desc, train::TrainConfig& c, Train
                      DdpOptions& ddp) {
   po::options_description model("Model"), data("Data"), optim("Optimisation"), ckpt("Checkpoints"),
       parallel("Data parallelism (mpirun/srun -n N: one rank per GPU)"), general("Run");
+  add_model_size_options(model, w.size);
   // clang-format off
   model.add_options()
-      ("model", po::value(&c.model_name)->default_value(c.model_name), "named size: tiny small medium large xl 2.7b")
-      ("d-model", po::value(&w.d_model), "override the size's d_model")
-      ("num-layers", po::value(&w.num_layers), "override the size's layer count")
-      ("num-heads", po::value(&w.num_heads), "override the size's head count")
-      ("d-ff", po::value(&w.d_ff), "override the size's feed-forward width")
       ("vocab-size", po::value(&w.vocab_size)->default_value(w.vocab_size), "vocabulary size (token ids must be below it)")
       ("context-length", po::value(&w.context_length)->default_value(w.context_length), "sequence length T")
       ("attention", po::value(&w.attention)->default_value(w.attention),
@@ -139,11 +135,8 @@ void fill_config(train::TrainConfig& c, const TrainWords& w, const RunOptions& r
   c.grad_dtype = grad_dtype_for_precision(run);
   c.residual_dtype = residual_dtype_for_precision(run);
   TransformerConfig& m = c.model;
-  m = TransformerConfig::named(c.model_name);
-  if (w.d_model) m.d_model = w.d_model;
-  if (w.num_layers) m.num_layers = w.num_layers;
-  if (w.num_heads) m.num_heads = w.num_heads;
-  if (w.d_ff) m.d_ff = w.d_ff;
+  c.model_name = w.size.model;
+  m = w.size.config();
   m.vocab_size = w.vocab_size;
   m.context_length = w.context_length;
   m.attention =

@@ -135,6 +135,7 @@ TEST(OptionSpellings, SharedOptionsHaveOneHelpTextInEverySubcommand) {
   const std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>> groups = {
       {{"ddp", "bucket-mb", "shard-optimizer", "grad-comm"}, {"train", "plan"}},
       {{"grad-dtype", "residual-dtype"}, {"train", "plan", "bench model", "bench ddp"}},
+      {{"d-model", "num-layers", "num-heads", "d-ff"}, {"train", "plan", "bench ddp"}},
   };
   std::map<std::string, std::map<std::string, std::string>> help;
   for (const auto& [options, subcommands] : groups)
