@@ -15,6 +15,7 @@
 
 #include "core/allocator.h"
 #include "core/error.h"
+#include "core/fp8.h"
 #include "core/timing.h"
 #include "cuda/matmul.h"
 
@@ -26,6 +27,8 @@ cudaDataType_t cuda_type(DType t) {
   switch (t) {
     case DType::F32: return CUDA_R_32F;
     case DType::BF16: return CUDA_R_16BF;
+    case DType::F8E4M3: return CUDA_R_8F_E4M3;
+    case DType::F8E5M2: return CUDA_R_8F_E5M2;
     default: PT_FAIL(std::string("matmul on the GPU does not take ") + dtype_name(t));
   }
 }
@@ -252,6 +255,67 @@ bool worth_tuning(const GemmDesc& g) {
          1073741824.0;
 }
 
+// ---- FP8 ---------------------------------------------------------------------------------
+// In the column-major view (A_lt = B, B_lt = A, D_lt = Cᵀ) the row-major K-major operands are
+// A_lt stored k×n read transposed and B_lt stored k×m read as it is: cuBLASLt's "TN", the only
+// FP8 layout on Ada and Hopper (sm_100 takes any, but one layout keeps one path). The scale
+// pointers swap with the operands.
+void describe_fp8(const Context& ctx, const Fp8GemmDesc& g, LtProblem& p) {
+  PT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  PT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+  PT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+  PT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &g.b_scale_inv,
+                                                 sizeof(g.b_scale_inv)));
+  PT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &g.a_scale_inv,
+                                                 sizeof(g.a_scale_inv)));
+  const int8_t fast = g.fast_accum ? 1 : 0;
+  PT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast)));
+  if (ctx.reserved_sms() > 0) {
+    const int32_t sms = ctx.sm_count() - ctx.reserved_sms();
+    PT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sms, sizeof(sms)));
+  }
+  PT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, cuda_type(g.b_dtype), g.k, g.n, g.ldb));
+  PT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, cuda_type(g.a_dtype), g.k, g.m, g.lda));
+  PT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, cuda_type(g.c_dtype), g.n, g.m, g.ldc));
+  PT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&p.pref));
+  set_pref(p.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, ctx.workspace_bytes());
+  set_pref(p.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignment(g.b, 0, g.b_dtype));
+  set_pref(p.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignment(g.a, 0, g.a_dtype));
+  set_pref(p.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignment(g.c, 0, g.c_dtype));
+  set_pref(p.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignment(g.c, 0, g.c_dtype));
+}
+
+// The heuristic's first choice per FP8 problem (the scale pointers are part of the descriptor,
+// so they are part of the key), for the process.
+const Plan& fp8_plan_for(Context& ctx, const Fp8GemmDesc& g) {
+  using Key = std::array<int64_t, 15>;
+  // clang-format off
+  const Key key{ctx.device().index, g.m, g.n, g.k, static_cast<int64_t>(g.a_dtype), static_cast<int64_t>(g.b_dtype),
+                static_cast<int64_t>(g.c_dtype), g.lda, g.ldb, g.ldc, g.fast_accum, ctx.reserved_sms(),
+                (int64_t{alignment(g.a, 0, g.a_dtype)} << 16) | alignment(g.b, 0, g.b_dtype),
+                static_cast<int64_t>(reinterpret_cast<uintptr_t>(g.a_scale_inv)),
+                static_cast<int64_t>(reinterpret_cast<uintptr_t>(g.b_scale_inv)) ^
+                    (int64_t{alignment(g.c, 0, g.c_dtype)} << 48)};
+  // clang-format on
+  static std::mutex mutex;
+  static std::map<Key, Plan> plans;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = plans.find(key);
+  if (it != plans.end()) return it->second;
+  Plan plan;
+  plan.lt = std::make_unique<LtProblem>();
+  describe_fp8(ctx, g, *plan.lt);
+  const auto found = candidates(ctx, *plan.lt, 1);
+  PT_CHECK(!found.empty(), std::string("matmul_fp8: cuBLASLt has no FP8 kernel for C (") + std::to_string(g.m) + ", " +
+                               std::to_string(g.n) + ") " + dtype_name(g.c_dtype) + " = A (" + std::to_string(g.m) +
+                               ", " + std::to_string(g.k) + ") " + dtype_name(g.a_dtype) + " · B (" +
+                               std::to_string(g.n) + ", " + std::to_string(g.k) + ")ᵀ " + dtype_name(g.b_dtype) +
+                               " on " + ctx.target().name);
+  plan.algo = found.front().algo;
+  return plans.emplace(key, std::move(plan)).first->second;
+}
+
 }  // namespace
 
 void matmul(Context& ctx, const GemmDesc& g) {
@@ -282,6 +346,20 @@ double time_cublas(Context& ctx, const GemmDesc& g, int iters) {
 
 double time_matmul(Context& ctx, const GemmDesc& g, int iters) {
   return time_runs(ctx, iters, [&] { matmul(ctx, g); });
+}
+
+void matmul_fp8(Context& ctx, const Fp8GemmDesc& g) {
+  const std::string why = fp8_unsupported_reason(ctx.target());
+  PT_CHECK(why.empty(), "matmul_fp8: " + why);
+  const Plan& plan = fp8_plan_for(ctx, g);
+  const float alpha = 1.0f, beta = 0.0f;  // the scales come through the scale pointers
+  PT_CUBLAS_CHECK(cublasLtMatmul(ctx.cublaslt(), plan.lt->op, &alpha, g.b, plan.lt->a, g.a, plan.lt->b, &beta, g.c,
+                                 plan.lt->c, g.c, plan.lt->c, &plan.algo, ctx.workspace(), ctx.workspace_bytes(),
+                                 ctx.stream()));
+}
+
+double time_matmul_fp8(Context& ctx, const Fp8GemmDesc& g, int iters) {
+  return time_runs(ctx, iters, [&] { matmul_fp8(ctx, g); });
 }
 
 }  // namespace pt::cuda

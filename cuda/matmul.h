@@ -22,4 +22,11 @@ std::vector<double> time_cublaslt_algos(Context& ctx, const GemmDesc& g, int max
 double time_cublas(Context& ctx, const GemmDesc& g, int iters);
 double time_matmul(Context& ctx, const GemmDesc& g, int iters);
 
+// The FP8 GEMM of g through cuBLASLt (its heuristic's first choice, chosen once per problem)
+// on ctx's stream. Throws, naming the GPU, on one without FP8 tensor cores (below sm_89), and
+// when cuBLASLt has no kernel for the problem.
+void matmul_fp8(Context& ctx, const Fp8GemmDesc& g);
+// matmul_fp8 timed as time_matmul is, ms per run; for `paratrain bench gemm --precision fp8`.
+double time_matmul_fp8(Context& ctx, const Fp8GemmDesc& g, int iters);
+
 }  // namespace pt::cuda

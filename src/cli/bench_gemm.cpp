@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "bench/inputs.h"
+#include "cli/bench_gemm.h"
 #include "cli/bench_sweep.h"
 #include "cli/options.h"
 #include "cli/subcommands.h"
@@ -23,40 +24,28 @@
 
 namespace pt::cli {
 
-namespace {
-
-// One GEMM of the step, row-major as ops::matmul takes it: C (m, n) = op(A) (m, k) · op(B) (k, n).
-struct Shape {
-  std::string name;
-  int64_t m, n, k;
-  bool trans_a, trans_b;
-  int64_t batch;        // batched (attention: B·H), strided contiguously
-  int64_t per_step;     // how often the step runs it
-  bool c_fp32_in_bf16;  // weight gradients (and the residual-fused outputs) stay fp32 in bf16 mode
-};
-
 // The Linear GEMMs (forward, weight gradient, input gradient) and naive attention's batched ones.
-std::vector<Shape> step_shapes(const TransformerConfig& c, int64_t batch, int64_t T) {
+std::vector<GemmShape> step_shapes(const TransformerConfig& c, int64_t batch, int64_t T) {
   const int64_t N = batch * T, C = c.d_model, F = c.d_ff, V = c.vocab_size, L = c.num_layers;
   const int64_t BH = batch * c.num_heads, D = c.d_head();
-  std::vector<Shape> out;
+  std::vector<GemmShape> out;
   auto linear = [&](const std::string& name, int64_t d_in, int64_t d_out, int64_t count, bool fwd_fp32) {
-    out.push_back({name + " forward", N, d_out, d_in, false, true, 1, count, fwd_fp32});
-    out.push_back({name + " dW", d_out, d_in, N, true, false, 1, count, true});
-    out.push_back({name + " dX", N, d_in, d_out, false, false, 1, count, false});
+    const bool fp8 = name != "lm_head";  // the LM head stays bf16 (issue 50's table)
+    out.push_back({name + " forward", N, d_out, d_in, false, true, 1, count, fwd_fp32, GemmRole::Forward, fp8});
+    out.push_back({name + " dW", d_out, d_in, N, true, false, 1, count, true, GemmRole::WeightGrad, fp8});
+    out.push_back({name + " dX", N, d_in, d_out, false, false, 1, count, false, GemmRole::InputGrad, fp8});
   };
   linear("qkv", C, 3 * C, L, false);
   linear("out_proj", C, C, L, true);
   linear("w1|w3", C, F, 2 * L, false);
   linear("w2", F, C, L, true);
   linear("lm_head", C, V, 1, true);
-  out.push_back({"attn QKᵀ (and dP = dO·Vᵀ)", T, T, D, false, true, BH, 2 * L, false});
-  out.push_back({"attn P·V (and dQ = dS·K)", T, D, T, false, false, BH, 2 * L, false});
-  out.push_back({"attn dV = Pᵀ·dO (and dK)", T, D, T, true, false, BH, 2 * L, false});
+  const GemmRole att = GemmRole::Attention;
+  out.push_back({"attn QKᵀ (and dP = dO·Vᵀ)", T, T, D, false, true, BH, 2 * L, false, att, false});
+  out.push_back({"attn P·V (and dQ = dS·K)", T, D, T, false, false, BH, 2 * L, false, att, false});
+  out.push_back({"attn dV = Pᵀ·dO (and dK)", T, D, T, true, false, BH, 2 * L, false, att, false});
   return out;
 }
-
-}  // namespace
 
 int run_bench_gemm(const std::vector<std::string>& args) {
   RunOptions run;
@@ -74,16 +63,20 @@ int run_bench_gemm(const std::vector<std::string>& args) {
       ("steps", po::value(&iters)->default_value(iters), "timed runs per candidate");
   // clang-format on
   add_gemm_option(desc, run);
-  auto vm = parse_or_help(desc, args, "paratrain bench gemm [options]   (one GPU)");
+  auto vm = parse_or_help(desc, args,
+                          "paratrain bench gemm [options]   (one GPU; --precision fp8 times the Linear GEMMs in FP8 "
+                          "beside bf16, with their casts)");
   if (!vm) return 0;
   PT_CHECK(algos >= 1 && iters >= 1 && context >= 1 && batch >= 1,
            "--algos, --steps, --context-length and --batch-size must be >= 1");
   const Device device = resolve_device(run);
   PT_CHECK(device.is_cuda(), "bench gemm times cuBLAS kernels: it needs a GPU");
   TransformerConfig cfg = TransformerConfig::named(size);
-  Context ctx(device, precision_from_name(run.precision));
+  const bool fp8 = run.precision == "fp8";
+  Context ctx(device, fp8 ? Precision::BF16 : precision_from_name(run.precision));
   apply_gemm_option(ctx, run);
   const auto shapes = step_shapes(cfg, batch, context);
+  if (fp8) return bench_gemm_fp8(ctx, run, log_opt, options_as_strings(*vm), shapes, iters);
   BenchSweep sweep("bench gemm", run, log_opt, static_cast<int64_t>(shapes.size()));
   io::RunRecord& record = sweep.record();
   record.collect_environment(ctx);
@@ -110,7 +103,7 @@ int run_bench_gemm(const std::vector<std::string>& args) {
       .add_double("selected_ms", "ops::matmul as --gemm selects it (what the model runs) per call, ms", 4)
       .add_double("gain_ms_per_step", "(cublas_ms − min(cublas_ms, lt_best_ms)) · per_step, ms", 3);
   double total_cublas = 0, total_best = 0, total_selected = 0;
-  for (const Shape& s : shapes) {
+  for (const GemmShape& s : shapes) {
     const DType c_dtype = (ab == DType::BF16 && !s.c_fp32_in_bf16) ? DType::BF16 : DType::F32;
     Tensor a = bench::filled(ctx, {s.batch * s.m * s.k}, ab, bench::bench_values(s.batch * s.m * s.k, 1), "gemm_a");
     Tensor b = bench::filled(ctx, {s.batch * s.k * s.n}, ab, bench::bench_values(s.batch * s.k * s.n, 2), "gemm_b");

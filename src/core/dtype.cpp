@@ -14,8 +14,9 @@ struct DTypeInfo {
 };
 // One row per DType, in enum order.
 constexpr DTypeInfo kInfo[] = {
-    {DType::F32, 4, "fp32"},  {DType::F64, 8, "fp64"},  {DType::BF16, 2, "bf16"},  {DType::F16, 2, "fp16"},
-    {DType::I32, 4, "int32"}, {DType::I64, 8, "int64"}, {DType::U16, 2, "uint16"}, {DType::U32, 4, "uint32"},
+    {DType::F32, 4, "fp32"},       {DType::F64, 8, "fp64"},       {DType::BF16, 2, "bf16"},  {DType::F16, 2, "fp16"},
+    {DType::I32, 4, "int32"},      {DType::I64, 8, "int64"},      {DType::U16, 2, "uint16"}, {DType::U32, 4, "uint32"},
+    {DType::F8E4M3, 1, "fp8e4m3"}, {DType::F8E5M2, 1, "fp8e5m2"},
 };
 }  // namespace
 

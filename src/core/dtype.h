@@ -7,12 +7,16 @@
 
 namespace pt {
 
-enum class DType : uint8_t { F32, F64, BF16, F16, I32, I64, U16, U32 };
+// F8E4M3 / F8E5M2: OCP 8-bit floats, storage only (GEMM operands; conversions in core/fp8.h).
+enum class DType : uint8_t { F32, F64, BF16, F16, I32, I64, U16, U32, F8E4M3, F8E5M2 };
 
 size_t dtype_size(DType t);
 const char* dtype_name(DType t);
 DType dtype_from_name(const std::string& name);  // "fp32", "bf16", ...; throws on unknown
-inline bool is_floating(DType t) { return t == DType::F32 || t == DType::F64 || t == DType::BF16 || t == DType::F16; }
+inline bool is_fp8(DType t) { return t == DType::F8E4M3 || t == DType::F8E5M2; }
+inline bool is_floating(DType t) {
+  return t == DType::F32 || t == DType::F64 || t == DType::BF16 || t == DType::F16 || is_fp8(t);
+}
 
 // Host bf16: the top 16 bits of an IEEE float, rounded to nearest even (NaN kept quiet).
 inline uint16_t float_to_bf16_bits(float f) {

@@ -28,4 +28,25 @@ struct GemmDesc {
   const void* c_in = nullptr;
 };
 
+// An FP8 GEMM as cuda::matmul_fp8 receives it from ops::matmul_fp8, row-major:
+// C (m, n) = (*a_scale_inv) · (*b_scale_inv) · A (m, k) · B (n, k)ᵀ, fp32 accumulation.
+// Both operands are K-major (rows of length k): the one layout Hopper's FP8 tensor-core GEMMs
+// take (cuBLASLt's "TN"); a caller holding a K-by-M operand casts it transposed
+// (cuda/fp8.h). a_dtype, b_dtype: F8E4M3|F8E5M2, not both E5M2; c_dtype: F32|BF16.
+struct Fp8GemmDesc {
+  int64_t m, n, k;
+  DType a_dtype, b_dtype, c_dtype;
+  const void* a;
+  int64_t lda;  // row strides in elements
+  const void* b;
+  int64_t ldb;
+  void* c;
+  int64_t ldc;
+  const float* a_scale_inv;  // device, one float each: what cuda::fp8_cast wrote
+  const float* b_scale_inv;
+  // cuBLASLt's fast accumulation: partial sums stay in the tensor cores' reduced-precision
+  // accumulator instead of being promoted to fp32 every few k-steps.
+  bool fast_accum;
+};
+
 }  // namespace pt

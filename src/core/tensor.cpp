@@ -7,6 +7,7 @@
 
 #include "core/context.h"
 #include "core/error.h"
+#include "core/fp8.h"
 
 namespace pt {
 
@@ -180,6 +181,10 @@ std::vector<double> Tensor::to_host_f64(Context& ctx) const {
       case DType::I64: out[i] = static_cast<double>(reinterpret_cast<const int64_t*>(raw.data())[i]); break;
       case DType::U16: out[i] = reinterpret_cast<const uint16_t*>(raw.data())[i]; break;
       case DType::U32: out[i] = reinterpret_cast<const uint32_t*>(raw.data())[i]; break;
+      case DType::F8E4M3:
+      case DType::F8E5M2:
+        out[i] = fp8_bits_to_float(reinterpret_cast<const uint8_t*>(raw.data())[i], fp8_format(dtype_));
+        break;
     }
   }
   return out;

@@ -10,6 +10,7 @@
 #include <random>
 
 #include "core/error.h"
+#include "core/fp8.h"
 
 namespace pt::test {
 
@@ -67,6 +68,11 @@ Tensor make_tensor(Context& ctx, const Shape& shape, DType dtype, const std::vec
       case DType::I32: host.data_as<int32_t>()[i] = static_cast<int32_t>(values[i]); break;
       case DType::I64: host.data_as<int64_t>()[i] = static_cast<int64_t>(values[i]); break;
       case DType::U16: host.data_as<uint16_t>()[i] = static_cast<uint16_t>(values[i]); break;
+      case DType::U32: host.data_as<uint32_t>()[i] = static_cast<uint32_t>(values[i]); break;
+      case DType::F8E4M3:
+      case DType::F8E5M2:
+        host.data_as<uint8_t>()[i] = float_to_fp8_bits(static_cast<float>(values[i]), fp8_format(dtype));
+        break;
     }
   }
   return ctx.is_cuda() ? host.to(ctx.device(), ctx) : host;

@@ -1,0 +1,185 @@
+// Current-scaling FP8 kernels (cuda/fp8.h). The fp8 conversion is cuda_fp8.h's satfinite one:
+// one cvt.rn.satfinite instruction on sm_89+, its bit-exact software path on sm_80 (where only
+// the tests run it); core/fp8.h is the host twin the tests hold both to.
+#include <cuda_fp8.h>
+
+#include "core/fp8.h"
+#include "cuda/common.cuh"
+#include "cuda/fp8.h"
+
+namespace pt::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+// Non-negative floats compare as their bit patterns read as ints.
+__device__ __forceinline__ void atomic_max_nonnegative(float* addr, float v) {
+  atomicMax(reinterpret_cast<int*>(addr), __float_as_int(v));
+}
+
+template <typename T>
+__global__ void amax_kernel(float* amax, const T* __restrict__ x, int64_t n, int64_t packs) {
+  __shared__ float scratch[kWarpSize];
+  float m = 0.0f;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x, first = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (int64_t p = first; p < packs; p += stride) {
+    float v[kPack];
+    load_pack<kPack>(x + p * kPack, v);
+#pragma unroll
+    for (int i = 0; i < kPack; ++i) m = fmaxf(m, fabsf(v[i]));
+  }
+  for (int64_t i = packs * kPack + first; i < n; i += stride) m = fmaxf(m, fabsf(to_float(x[i])));
+  m = block_max(m, scratch);
+  if (threadIdx.x == 0) atomic_max_nonnegative(amax, m);
+}
+
+template <Fp8Format F>
+struct Fp8Traits;
+template <>
+struct Fp8Traits<Fp8Format::E4M3> {
+  static constexpr __nv_fp8_interpretation_t kInterp = __NV_E4M3;
+  static constexpr float kMax = 448.0f;
+};
+template <>
+struct Fp8Traits<Fp8Format::E5M2> {
+  static constexpr __nv_fp8_interpretation_t kInterp = __NV_E5M2;
+  static constexpr float kMax = 57344.0f;
+};
+
+// fp8_scale_from_amax on the device: one correctly rounded division, as the host's.
+template <Fp8Format F>
+__device__ __forceinline__ float device_scale(const float* amax) {
+  const float a = *amax;
+  return a > 0.0f ? __fdiv_rn(Fp8Traits<F>::kMax, a) : 1.0f;
+}
+template <Fp8Format F>
+__device__ __forceinline__ uint8_t to_fp8(float x, float scale) {
+  return static_cast<uint8_t>(__nv_cvt_float_to_fp8(__fmul_rn(x, scale), __NV_SATFINITE, Fp8Traits<F>::kInterp));
+}
+// Every block computes the same scale; the first writes its inverse for the GEMM.
+__device__ __forceinline__ void write_scale_inv(float* scale_inv, float scale) {
+  if (scale_inv && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) *scale_inv = __frcp_rn(scale);
+}
+
+// out[i] = fp8(x[i]·scale): kPack elements per thread (16 bytes of bf16 in, 8 bytes out) over
+// `packs`, then the tail one element per thread.
+template <typename T, Fp8Format F>
+__global__ void cast_kernel(uint8_t* __restrict__ out, float* scale_inv, const T* __restrict__ x, int64_t n,
+                            int64_t packs, const float* amax) {
+  const float scale = device_scale<F>(amax);
+  write_scale_inv(scale_inv, scale);
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x, first = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (int64_t p = first; p < packs; p += stride) {
+    float v[kPack];
+    load_pack<kPack>(x + p * kPack, v);
+    uint2 word;
+    auto* b = reinterpret_cast<uint8_t*>(&word);
+#pragma unroll
+    for (int i = 0; i < kPack; ++i) b[i] = to_fp8<F>(v[i], scale);
+    reinterpret_cast<uint2*>(out)[p] = word;
+  }
+  for (int64_t i = packs * kPack + first; i < n; i += stride) out[i] = to_fp8<F>(to_float(x[i]), scale);
+}
+
+constexpr int kTile = 64;
+// x (rows, cols) → out (cols, rows), one 64×64 tile per block. The tile is converted to fp8 as
+// it is read (rows of x, 16-byte packs when `vec`) and written out by its columns (16 bytes of
+// one output row per thread when `vec`); partial tiles at the edges go element by element.
+template <typename T, Fp8Format F>
+__global__ void cast_transpose_kernel(uint8_t* __restrict__ out, float* scale_inv, const T* __restrict__ x,
+                                      int64_t rows, int64_t cols, bool vec, const float* amax) {
+  __shared__ uint8_t tile[kTile][kTile + 4];  // [row of x][column of x]; the pad spreads banks
+  const float scale = device_scale<F>(amax);
+  write_scale_inv(scale_inv, scale);
+  const int64_t r0 = int64_t(blockIdx.y) * kTile, c0 = int64_t(blockIdx.x) * kTile;
+  const bool full = vec && r0 + kTile <= rows && c0 + kTile <= cols;
+  if (full) {
+    for (int p = threadIdx.x; p < kTile * kTile / kPack; p += blockDim.x) {
+      const int r = p / (kTile / kPack), c = (p % (kTile / kPack)) * kPack;
+      float v[kPack];
+      load_pack<kPack>(x + (r0 + r) * cols + c0 + c, v);
+#pragma unroll
+      for (int i = 0; i < kPack; ++i) tile[r][c + i] = to_fp8<F>(v[i], scale);
+    }
+  } else {
+    for (int e = threadIdx.x; e < kTile * kTile; e += blockDim.x) {
+      const int r = e / kTile, c = e % kTile;
+      if (r0 + r < rows && c0 + c < cols) tile[r][c] = to_fp8<F>(to_float(x[(r0 + r) * cols + c0 + c]), scale);
+    }
+  }
+  __syncthreads();
+  if (full) {
+    constexpr int kBytes = 16;
+    for (int p = threadIdx.x; p < kTile * kTile / kBytes; p += blockDim.x) {
+      const int c = p / (kTile / kBytes), r = (p % (kTile / kBytes)) * kBytes;
+      uint4 word;
+      auto* b = reinterpret_cast<uint8_t*>(&word);
+#pragma unroll
+      for (int i = 0; i < kBytes; ++i) b[i] = tile[r + i][c];
+      *reinterpret_cast<uint4*>(out + (c0 + c) * rows + r0 + r) = word;
+    }
+  } else {
+    for (int e = threadIdx.x; e < kTile * kTile; e += blockDim.x) {
+      const int c = e / kTile, r = e % kTile;
+      if (r0 + r < rows && c0 + c < cols) out[(c0 + c) * rows + r0 + r] = tile[r][c];
+    }
+  }
+}
+
+// f(TypeTag<T>, std::integral_constant<Fp8Format, F>) for x's type and out's format.
+template <typename Fn>
+void dispatch_cast(DType in, DType out, Fn&& f) {
+  dispatch_float(in, [&](auto tag) {
+    if (fp8_format(out) == Fp8Format::E4M3)
+      f(tag, std::integral_constant<Fp8Format, Fp8Format::E4M3>{});
+    else
+      f(tag, std::integral_constant<Fp8Format, Fp8Format::E5M2>{});
+  });
+}
+
+// 16-byte packs of x when it sits on 16 bytes (the tail runs element by element).
+int64_t pack_count(const Tensor& x) { return aligned16(x.data()) ? x.numel() / kPack : 0; }
+
+}  // namespace
+
+void fp8_amax(cudaStream_t s, float* amax, const Tensor& x) {
+  PT_CUDA_CHECK(cudaMemsetAsync(amax, 0, sizeof(float), s));
+  const int64_t n = x.numel(), packs = pack_count(x);
+  if (n == 0) return;
+  dispatch_float(x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    amax_kernel<T><<<grid_for(packs > 0 ? packs : n, kThreads), kThreads, 0, s>>>(amax, x.data_as<T>(), n, packs);
+  });
+  PT_CUDA_CHECK_LAUNCH();
+}
+
+void fp8_cast(cudaStream_t s, Tensor& out, float* scale_inv, const Tensor& x, const float* amax) {
+  const int64_t n = x.numel();
+  // Packs store 8 bytes of out per thread: both sides must allow it.
+  const int64_t packs = (reinterpret_cast<uintptr_t>(out.data()) & 7u) == 0 ? pack_count(x) : 0;
+  dispatch_cast(x.dtype(), out.dtype(), [&](auto tag, auto fmt) {
+    using T = typename decltype(tag)::type;
+    // One block at least, so that scale_inv is written for an empty tensor too.
+    cast_kernel<T, decltype(fmt)::value><<<grid_covering(packs > 0 ? packs : n, kThreads), kThreads, 0, s>>>(
+        out.data_as<uint8_t>(), scale_inv, x.data_as<T>(), n, packs, amax);
+  });
+  PT_CUDA_CHECK_LAUNCH();
+}
+
+void fp8_cast_transpose(cudaStream_t s, Tensor& out, float* scale_inv, const Tensor& x, const float* amax) {
+  const int64_t rows = x.size(0), cols = x.size(1);
+  // Full tiles move 16-byte packs: x's rows must start on 16 bytes (cols % 8), out's too (rows % 16).
+  const bool vec = aligned16(x.data()) && aligned16(out.data()) && cols % kPack == 0 && rows % 16 == 0;
+  const dim3 grid(static_cast<unsigned>(std::max<int64_t>(ceil_div(cols, kTile), 1)),
+                  static_cast<unsigned>(std::max<int64_t>(ceil_div(rows, kTile), 1)));
+  PT_CHECK(grid.y <= 65535u, "fp8_cast_transpose: more than 65535·64 rows");
+  dispatch_cast(x.dtype(), out.dtype(), [&](auto tag, auto fmt) {
+    using T = typename decltype(tag)::type;
+    cast_transpose_kernel<T, decltype(fmt)::value>
+        <<<grid, kThreads, 0, s>>>(out.data_as<uint8_t>(), scale_inv, x.data_as<T>(), rows, cols, vec, amax);
+  });
+  PT_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace pt::cuda

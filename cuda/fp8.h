@@ -1,0 +1,27 @@
+#pragma once
+// Current-scaling FP8 kernels behind the FP8 GEMMs (plain C++ header): the amax of a tensor,
+// and its cast to E4M3 or E5M2 with the scale computed on the device from that amax, so a
+// tensor goes amax → cast → GEMM on one stream without the host reading anything.
+#include <cuda_runtime_api.h>
+
+#include "core/tensor.h"
+
+namespace pt::cuda {
+
+// amax (device, 1 float) = max |x| over every element of x (fp32|bf16, contiguous). NaN
+// elements are skipped (fmaxf); ±inf gives inf. Exact and deterministic: the maximum does not
+// depend on the order, and the blocks combine by an integer atomicMax on the float's bits
+// (non-negative floats order as their bit patterns). amax is zeroed first on s.
+void fp8_amax(cudaStream_t s, float* amax, const Tensor& x);
+
+// out (x's shape, F8E4M3|F8E5M2) = fp8(x · scale) with scale = fp8_max / *amax (1 for amax 0),
+// both read on the device; x·scale is rounded once in fp32, then to fp8 (satfinite: ±max for
+// what lands beyond it). scale_inv (device, 1 float; may be null) = 1 / scale, the factor the
+// GEMM multiplies back. x fp32|bf16, contiguous.
+void fp8_cast(cudaStream_t s, Tensor& out, float* scale_inv, const Tensor& x, const float* amax);
+// The same cast of x (rows, cols) written transposed, out (cols, rows): Hopper's FP8 GEMMs take
+// both operands K-major, so a weight gradient's operands (K = tokens) and the input gradient's
+// weight are cast this way. Through 64×64 tiles in shared memory: both global sides coalesced.
+void fp8_cast_transpose(cudaStream_t s, Tensor& out, float* scale_inv, const Tensor& x, const float* amax);
+
+}  // namespace pt::cuda

@@ -1,0 +1,118 @@
+#include "ops/fp8.h"
+
+#include <climits>
+
+#include "core/fp8.h"
+#include "core/gemm_desc.h"
+#include "core/profiler.h"
+#include "cuda/fp8.h"
+#include "cuda/matmul.h"
+#include "ops/op_common.h"
+
+namespace pt::ops {
+
+using detail::ArgCheck;
+
+namespace {
+// The amax and the casts run on any GPU (the conversion is exact in software below sm_89, so
+// the tests hold every GPU to the host conversion); the GEMM needs FP8 tensor cores.
+void check_gpu(const ArgCheck& chk, const Context& ctx) {
+  chk.require(ctx.is_cuda(), "FP8 runs on the GPU only (the CPU context has no FP8 path)");
+}
+// A one-element fp32 tensor on the device: an amax or a scale.
+void check_scalar(const ArgCheck& chk, const Tensor& t, const char* name) {
+  chk.dtype_is(t, name, {DType::F32});
+  chk.require(t.numel() == 1, std::string(name) + " must hold one element, got shape " + shape_str(t.shape()));
+}
+void check_cast(const ArgCheck& chk, const Context& ctx, const Tensor& out, const Tensor& scale_inv, const Tensor& x,
+                const Tensor& amax) {
+  check_gpu(chk, ctx);
+  chk.dtype_is(x, "x", {DType::F32, DType::BF16});
+  chk.contiguous(x, "x");
+  chk.dtype_is(out, "out", {DType::F8E4M3, DType::F8E5M2});
+  chk.contiguous(out, "out");
+  check_scalar(chk, scale_inv, "scale_inv");
+  check_scalar(chk, amax, "amax");
+}
+OpCost cast_cost(const Tensor& out, const Tensor& x) { return OpCost().read(x).write(out); }
+}  // namespace
+
+void fp8_amax(Context& ctx, Tensor& amax, const Tensor& x) {
+  ArgCheck chk(ctx, "fp8_amax");
+  check_gpu(chk, ctx);
+  chk.dtype_is(x, "x", {DType::F32, DType::BF16});
+  chk.contiguous(x, "x");
+  check_scalar(chk, amax, "amax");
+  OpScope scope(ctx, "fp8_amax", OpFamily::Elementwise, OpCost().read(x));
+  cuda::fp8_amax(ctx.stream(), amax.data_as<float>(), x);
+}
+
+void fp8_cast(Context& ctx, Tensor& out, Tensor& scale_inv, const Tensor& x, const Tensor& amax) {
+  ArgCheck chk(ctx, "fp8_cast");
+  check_cast(chk, ctx, out, scale_inv, x, amax);
+  chk.shape_is(out, "out", x.shape());
+  OpScope scope(ctx, "fp8_cast", OpFamily::Elementwise, cast_cost(out, x));
+  cuda::fp8_cast(ctx.stream(), out, scale_inv.data_as<float>(), x, amax.data_as<float>());
+}
+
+void fp8_cast_transpose(Context& ctx, Tensor& out, Tensor& scale_inv, const Tensor& x, const Tensor& amax) {
+  ArgCheck chk(ctx, "fp8_cast_transpose");
+  check_cast(chk, ctx, out, scale_inv, x, amax);
+  chk.rank_is(x, "x", 2);
+  chk.shape_is(out, "out", {x.size(1), x.size(0)});
+  OpScope scope(ctx, "fp8_cast_transpose", OpFamily::Elementwise, cast_cost(out, x));
+  cuda::fp8_cast_transpose(ctx.stream(), out, scale_inv.data_as<float>(), x, amax.data_as<float>());
+}
+
+namespace {
+// A 2-D operand with unit stride in its last dimension; its row stride.
+int64_t row_stride(const ArgCheck& chk, const Tensor& t, const char* name) {
+  chk.rank_is(t, name, 2);
+  chk.require(
+      t.stride(1) == 1 || t.size(1) <= 1,
+      std::string(name) + " must have unit stride in its last dimension, got strides " + shape_str(t.strides()));
+  return std::max<int64_t>(t.stride(0), t.size(1));
+}
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+}  // namespace
+
+void matmul_fp8(Context& ctx, Tensor& c, const Tensor& a, const Tensor& b, const Tensor& a_scale_inv,
+                const Tensor& b_scale_inv, bool fast_accum) {
+  ArgCheck chk(ctx, "matmul_fp8");
+  check_gpu(chk, ctx);
+  const std::string why = fp8_unsupported_reason(ctx.target());
+  chk.require(why.empty(), why);
+  chk.dtype_is(a, "A", {DType::F8E4M3, DType::F8E5M2});
+  chk.dtype_is(b, "B", {DType::F8E4M3, DType::F8E5M2});
+  chk.require(!(a.dtype() == DType::F8E5M2 && b.dtype() == DType::F8E5M2),
+              "A and B are both fp8e5m2; cuBLASLt's FP8 GEMMs take at most one E5M2 operand");
+  chk.dtype_is(c, "C", {DType::F32, DType::BF16});
+  check_scalar(chk, a_scale_inv, "a_scale_inv");
+  check_scalar(chk, b_scale_inv, "b_scale_inv");
+  const int64_t lda = row_stride(chk, a, "A"), ldb = row_stride(chk, b, "B"), ldc = row_stride(chk, c, "C");
+  const int64_t m = a.size(0), k = a.size(1), n = b.size(0);
+  const std::string shapes =
+      " (A " + shape_str(a.shape()) + ", B " + shape_str(b.shape()) + "ᵀ, C " + shape_str(c.shape()) + ")";
+  chk.require(b.size(1) == k, "A and B must both be K-major with the same k: A is (m, k), B is (n, k)" + shapes);
+  chk.require(c.size(0) == m && c.size(1) == n, "C must be " + std::to_string(m) + "×" + std::to_string(n) + shapes);
+  chk.require(k > 0 && k % 16 == 0 && lda % 16 == 0 && ldb % 16 == 0,
+              "k and the row strides of A and B must be positive multiples of 16 (cuBLASLt's FP8 kernels read "
+              "16-byte aligned rows)" +
+                  shapes);
+  chk.require(ldc * int64_t(dtype_size(c.dtype())) % 16 == 0, "C's row stride must be a multiple of 16 bytes" + shapes);
+  chk.require(aligned16(a.data()) && aligned16(b.data()) && aligned16(c.data()),
+              "A, B and C must start on 16-byte boundaries" + shapes);
+  for (int64_t v : {m, n, k, lda, ldb, ldc}) chk.require(v <= INT_MAX, "dimension beyond 2^31" + shapes);
+  if (m == 0 || n == 0) return;
+  OpCost cost;
+  cost.flops = 2.0 * double(m) * double(n) * double(k);
+  cost.bytes = double(m * k + n * k) + double(m * n) * double(dtype_size(c.dtype()));
+  OpScope scope(ctx, "matmul_fp8", OpFamily::Matmul, cost);
+  // clang-format off
+  const Fp8GemmDesc g{m, n, k, a.dtype(), b.dtype(), c.dtype(), a.data(), lda, b.data(), ldb, c.data(), ldc,
+                      a_scale_inv.data_as<float>(), b_scale_inv.data_as<float>(), fast_accum};
+  // clang-format on
+  cuda::matmul_fp8(ctx, g);
+}
+
+}  // namespace pt::ops
