@@ -24,6 +24,20 @@
 
 namespace pt::cli {
 
+io::ResultTable& add_shape_columns(io::ResultTable& table, const std::string& product) {
+  return table.add_string("gemm", "which GEMM of the step (row-major C (m, n) = " + product + ")")
+      .add_int("m", "rows of C")
+      .add_int("n", "columns of C")
+      .add_int("k", "inner dimension")
+      .add_int("per_step", "calls per train step");
+}
+
+io::ResultTable::RowBuilder shape_row(io::ResultTable& table, const GemmShape& s) {
+  auto row = table.add_row();
+  row.set("gemm", s.name).set("m", s.m).set("n", s.n).set("k", s.k).set("per_step", s.per_step);
+  return row;
+}
+
 // The Linear GEMMs (forward, weight gradient, input gradient) and naive attention's batched ones.
 std::vector<GemmShape> step_shapes(const TransformerConfig& c, int64_t batch, int64_t T) {
   const int64_t N = batch * T, C = c.d_model, F = c.d_ff, V = c.vocab_size, L = c.num_layers;
@@ -86,13 +100,9 @@ int run_bench_gemm(const std::vector<std::string>& args) {
   const DType ab = ctx.act_dtype();
   io::ResultTable table("gemm", "every GEMM shape of the train step: cuBLAS, cuBLASLt's heuristic candidates, "
                                 "and --gemm's choice");
-  table.add_string("gemm", "which GEMM of the step (row-major C (m, n) = op(A) · op(B))")
-      .add_int("m", "rows of C")
-      .add_int("n", "columns of C")
-      .add_int("k", "inner dimension")
+  add_shape_columns(table, "op(A) · op(B)")
       .add_string("op", "N/T of A and B as stored")
       .add_int("batch", "batched GEMMs per call")
-      .add_int("per_step", "calls per train step")
       .add_string("precision", "fp32, tf32 or bf16")
       .add_double("cublas_ms", "cublasGemmStridedBatchedEx per call, ms", 4)
       .add_double("lt_first_ms", "cuBLASLt's first heuristic choice per call, ms", 4)
@@ -124,14 +134,9 @@ int run_bench_gemm(const std::vector<std::string>& args) {
         std::isnan(best_ms) ? 0.0 : (cublas - std::min(cublas, best_ms)) * static_cast<double>(s.per_step);
     total_cublas += cublas * static_cast<double>(s.per_step);
     total_best += cublas * static_cast<double>(s.per_step) - gain;
-    table.add_row()
-        .set("gemm", s.name)
-        .set("m", s.m)
-        .set("n", s.n)
-        .set("k", s.k)
+    shape_row(table, s)
         .set("op", std::string(s.trans_a ? "T" : "N") + (s.trans_b ? "T" : "N"))
         .set("batch", s.batch)
-        .set("per_step", s.per_step)
         .set("precision", run.precision)
         .set("cublas_ms", cublas)
         .set("lt_first_ms", lt.empty() ? std::nan("") : lt.front())

@@ -9,6 +9,7 @@
 #include "cli/options.h"
 #include "core/context.h"
 #include "io/run_log.h"
+#include "io/table.h"
 #include "model/transformer.h"
 
 namespace pt::cli {
@@ -30,6 +31,11 @@ struct GemmShape {
 
 // The Linear GEMMs (forward, weight gradient, input gradient) and naive attention's batched ones.
 std::vector<GemmShape> step_shapes(const TransformerConfig& c, int64_t batch, int64_t T);
+
+// The columns that name a shape (gemm, m, n, k, per_step), first in both sweeps' tables, and a
+// row that sets them; `product` says how that table's C is formed from A and B.
+io::ResultTable& add_shape_columns(io::ResultTable& table, const std::string& product);
+io::ResultTable::RowBuilder shape_row(io::ResultTable& table, const GemmShape& s);
 
 // The FP8 sweep: every fp8_candidate shape as an FP8 GEMM beside the bf16 one ctx selects, with
 // the amax and cast kernels its operands need. ctx is in bf16 mode.

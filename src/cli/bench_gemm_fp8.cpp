@@ -78,11 +78,7 @@ Fp8Operand make_operand(Context& ctx, int64_t rows, int64_t k, DType fmt, bool t
 io::ResultTable fp8_table() {
   io::ResultTable table("gemm_fp8", "each Linear GEMM of the train step in FP8 (cuBLASLt, per-tensor current "
                                     "scaling) beside the bf16 GEMM --gemm selects, with the casts it needs");
-  table.add_string("gemm", "which GEMM of the step (row-major C (m, n) = A (m, k) · B (n, k)ᵀ in FP8)")
-      .add_int("m", "rows of C")
-      .add_int("n", "columns of C")
-      .add_int("k", "inner dimension")
-      .add_int("per_step", "calls per train step")
+  add_shape_columns(table, "A (m, k) · B (n, k)ᵀ in FP8")
       .add_string("types", "A × B fp8 types → C type")
       .add_double("bf16_ms", "the bf16 GEMM as --gemm selects it, ms per call", 4)
       .add_double("fp8_ms", "the FP8 GEMM, fp32 accumulation promoted (no fast accumulation), ms per call", 4)
@@ -148,12 +144,7 @@ int bench_gemm_fp8(Context& ctx, const RunOptions& run, const io::LogOptions& lo
     total_bf16 += bf16_ms * per_step;
     total_fp8 += fp8_ms * per_step;
     total_casts += (amax_ms + cast_ms) * per_step;
-    table.add_row()
-        .set("gemm", s.name)
-        .set("m", s.m)
-        .set("n", s.n)
-        .set("k", s.k)
-        .set("per_step", s.per_step)
+    shape_row(table, s)
         .set("types", std::string(dtype_name(p.a)) + " × " + dtype_name(p.b) + " → " + dtype_name(c_dtype))
         .set("bf16_ms", bf16_ms)
         .set("fp8_ms", fp8_ms)

@@ -142,7 +142,7 @@ TEST(GpuFp8MatmulErrors, RefusesWhatCublasLtCannotRun) {
   Tensor a40 = Tensor::empty({32, 40}, DType::F8E4M3, gpu.device()),
          b40 = Tensor::empty({32, 40}, DType::F8E4M3, gpu.device());
   Tensor c = Tensor::empty({32, 32}, DType::BF16, gpu.device());
-  expect_error(c, a40, b40, "multiple of 16");  // k = 40
+  expect_error(c, a40, b40, "multiples of 16");  // k = 40
   Tensor a5 = Tensor::empty({32, 64}, DType::F8E5M2, gpu.device()),
          b5 = Tensor::empty({32, 64}, DType::F8E5M2, gpu.device());
   expect_error(c, a5, b5, "both fp8e5m2");
