@@ -257,18 +257,26 @@ bool worth_tuning(const GemmDesc& g) {
 
 // ---- FP8 ---------------------------------------------------------------------------------
 // In the column-major view (A_lt = B, B_lt = A, D_lt = Cᵀ) the row-major K-major operands are
+// The scale pointers swap with the operands. They are set on the cached descriptor before each
+// call (a host-side write that cublasLtMatmul reads when it enqueues), so that a plan serves
+// every pair of scale tensors of its shape.
+void set_fp8_scales(const LtProblem& p, const Fp8GemmDesc& g) {
+  PT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &g.b_scale_inv,
+                                                 sizeof(g.b_scale_inv)));
+  PT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &g.a_scale_inv,
+                                                 sizeof(g.a_scale_inv)));
+}
+
+const void* c_read(const Fp8GemmDesc& g) { return g.c_in ? g.c_in : g.c; }
+
 // A_lt stored k×n read transposed and B_lt stored k×m read as it is: cuBLASLt's "TN", the only
-// FP8 layout on Ada and Hopper (sm_100 takes any, but one layout keeps one path). The scale
-// pointers swap with the operands.
+// FP8 layout on Ada and Hopper (sm_100 takes any, but one layout keeps one path).
 void describe_fp8(const Context& ctx, const Fp8GemmDesc& g, LtProblem& p) {
   PT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
   PT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
   PT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-  PT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &g.b_scale_inv,
-                                                 sizeof(g.b_scale_inv)));
-  PT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &g.a_scale_inv,
-                                                 sizeof(g.a_scale_inv)));
+  set_fp8_scales(p, g);
   const int8_t fast = g.fast_accum ? 1 : 0;
   PT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast)));
   if (ctx.reserved_sms() > 0) {
@@ -282,21 +290,20 @@ void describe_fp8(const Context& ctx, const Fp8GemmDesc& g, LtProblem& p) {
   set_pref(p.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, ctx.workspace_bytes());
   set_pref(p.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignment(g.b, 0, g.b_dtype));
   set_pref(p.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignment(g.a, 0, g.a_dtype));
-  set_pref(p.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignment(g.c, 0, g.c_dtype));
+  set_pref(p.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignment(c_read(g), 0, g.c_dtype));
   set_pref(p.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignment(g.c, 0, g.c_dtype));
 }
 
-// The heuristic's first choice per FP8 problem (the scale pointers are part of the descriptor,
-// so they are part of the key), for the process.
+// The heuristic's first choice per FP8 problem, for the process: shape, layouts, types, SM
+// target, alignments and whether C is read (beta ≠ 0), as for the bf16 plans.
 const Plan& fp8_plan_for(Context& ctx, const Fp8GemmDesc& g) {
   using Key = std::array<int64_t, 15>;
   // clang-format off
   const Key key{ctx.device().index, g.m, g.n, g.k, static_cast<int64_t>(g.a_dtype), static_cast<int64_t>(g.b_dtype),
                 static_cast<int64_t>(g.c_dtype), g.lda, g.ldb, g.ldc, g.fast_accum, ctx.reserved_sms(),
                 (int64_t{alignment(g.a, 0, g.a_dtype)} << 16) | alignment(g.b, 0, g.b_dtype),
-                static_cast<int64_t>(reinterpret_cast<uintptr_t>(g.a_scale_inv)),
-                static_cast<int64_t>(reinterpret_cast<uintptr_t>(g.b_scale_inv)) ^
-                    (int64_t{alignment(g.c, 0, g.c_dtype)} << 48)};
+                (int64_t{alignment(c_read(g), 0, g.c_dtype)} << 16) | alignment(g.c, 0, g.c_dtype),
+                int64_t{g.beta != 0.0f} | (int64_t{g.c_in != nullptr} << 1)};
   // clang-format on
   static std::mutex mutex;
   static std::map<Key, Plan> plans;
@@ -352,10 +359,10 @@ void matmul_fp8(Context& ctx, const Fp8GemmDesc& g) {
   const std::string why = fp8_unsupported_reason(ctx.target());
   PT_CHECK(why.empty(), "matmul_fp8: " + why);
   const Plan& plan = fp8_plan_for(ctx, g);
-  const float alpha = 1.0f, beta = 0.0f;  // the scales come through the scale pointers
-  PT_CUBLAS_CHECK(cublasLtMatmul(ctx.cublaslt(), plan.lt->op, &alpha, g.b, plan.lt->a, g.a, plan.lt->b, &beta, g.c,
-                                 plan.lt->c, g.c, plan.lt->c, &plan.algo, ctx.workspace(), ctx.workspace_bytes(),
-                                 ctx.stream()));
+  set_fp8_scales(*plan.lt, g);  // the scales come through the scale pointers, alpha on top
+  PT_CUBLAS_CHECK(cublasLtMatmul(ctx.cublaslt(), plan.lt->op, &g.alpha, g.b, plan.lt->a, g.a, plan.lt->b, &g.beta,
+                                 c_read(g), plan.lt->c, g.c, plan.lt->c, &plan.algo, ctx.workspace(),
+                                 ctx.workspace_bytes(), ctx.stream()));
 }
 
 double time_matmul_fp8(Context& ctx, const Fp8GemmDesc& g, int iters) {

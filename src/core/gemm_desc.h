@@ -29,7 +29,8 @@ struct GemmDesc {
 };
 
 // An FP8 GEMM as cuda::matmul_fp8 receives it from ops::matmul_fp8, row-major:
-// C (m, n) = (*a_scale_inv) · (*b_scale_inv) · A (m, k) · B (n, k)ᵀ, fp32 accumulation.
+// C (m, n) = alpha · (*a_scale_inv) · (*b_scale_inv) · A (m, k) · B (n, k)ᵀ + beta · C_in, fp32
+// accumulation; C_in is c_in (C's type and layout) when set, else C itself.
 // Both operands are K-major (rows of length k): the one layout Hopper's FP8 tensor-core GEMMs
 // take (cuBLASLt's "TN"); a caller holding a K-by-M operand casts it transposed
 // (cuda/fp8.h). a_dtype, b_dtype: F8E4M3|F8E5M2, not both E5M2; c_dtype: F32|BF16.
@@ -47,6 +48,8 @@ struct Fp8GemmDesc {
   // cuBLASLt's fast accumulation: partial sums stay in the tensor cores' reduced-precision
   // accumulator instead of being promoted to fp32 every few k-steps.
   bool fast_accum;
+  float alpha = 1.0f, beta = 0.0f;
+  const void* c_in = nullptr;  // read only with beta ≠ 0; nullptr: C itself
 };
 
 }  // namespace pt

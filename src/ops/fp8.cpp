@@ -77,7 +77,7 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) ==
 }  // namespace
 
 void matmul_fp8(Context& ctx, Tensor& c, const Tensor& a, const Tensor& b, const Tensor& a_scale_inv,
-                const Tensor& b_scale_inv, bool fast_accum) {
+                const Tensor& b_scale_inv, bool fast_accum, float alpha, float beta, const Tensor* c_in) {
   ArgCheck chk(ctx, "matmul_fp8");
   check_gpu(chk, ctx);
   const std::string why = fp8_unsupported_reason(ctx.target());
@@ -103,14 +103,21 @@ void matmul_fp8(Context& ctx, Tensor& c, const Tensor& a, const Tensor& b, const
   chk.require(aligned16(a.data()) && aligned16(b.data()) && aligned16(c.data()),
               "A, B and C must start on 16-byte boundaries" + shapes);
   for (int64_t v : {m, n, k, lda, ldb, ldc}) chk.require(v <= INT_MAX, "dimension beyond 2^31" + shapes);
+  const bool reads_c_in = c_in && beta != 0.0f;
+  if (reads_c_in) {
+    chk.require(c_in->dtype() == c.dtype() && c_in->shape() == c.shape() && c_in->strides() == c.strides(),
+                "c_in must have C's type, shape and strides" + shapes);
+    chk.require(aligned16(c_in->data()), "c_in must start on a 16-byte boundary" + shapes);
+  }
   if (m == 0 || n == 0) return;
   OpCost cost;
   cost.flops = 2.0 * double(m) * double(n) * double(k);
-  cost.bytes = double(m * k + n * k) + double(m * n) * double(dtype_size(c.dtype()));
+  cost.bytes = double(m * k + n * k) + double(m * n) * double(dtype_size(c.dtype())) * (beta != 0.0f ? 2.0 : 1.0);
   OpScope scope(ctx, "matmul_fp8", OpFamily::Matmul, cost);
   // clang-format off
   const Fp8GemmDesc g{m, n, k, a.dtype(), b.dtype(), c.dtype(), a.data(), lda, b.data(), ldb, c.data(), ldc,
-                      a_scale_inv.data_as<float>(), b_scale_inv.data_as<float>(), fast_accum};
+                      a_scale_inv.data_as<float>(), b_scale_inv.data_as<float>(), fast_accum, alpha, beta,
+                      reads_c_in ? c_in->data() : nullptr};
   // clang-format on
   cuda::matmul_fp8(ctx, g);
 }

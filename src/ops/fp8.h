@@ -26,7 +26,10 @@ void fp8_cast_transpose(Context& ctx, Tensor& out, Tensor& scale_inv, const Tens
 // stride a multiple of 16 bytes. The scales are fp32 tensors of one element (cast's scale_inv).
 // fast_accum: cuBLASLt's CUBLASLT_MATMUL_DESC_FAST_ACCUM. One clear error on a GPU without FP8
 // tensor cores (below compute capability 8.9), naming it.
+// alpha, beta, c_in: C = alpha · (the above) + beta · c_in, as ops::matmul's epilogue: c_in
+// (C's shape, strides and type) when set, else C itself; C is not read with beta = 0.
 void matmul_fp8(Context& ctx, Tensor& c, const Tensor& a, const Tensor& b, const Tensor& a_scale_inv,
-                const Tensor& b_scale_inv, bool fast_accum = false);
+                const Tensor& b_scale_inv, bool fast_accum = false, float alpha = 1.0f, float beta = 0.0f,
+                const Tensor* c_in = nullptr);
 
 }  // namespace pt::ops

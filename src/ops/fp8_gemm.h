@@ -1,0 +1,34 @@
+#pragma once
+// ops::matmul with FP8 operands: the GEMM of a Linear taken as ops::matmul takes it (bf16
+// operands, row-major, op(A)·op(B)), each operand scaled by its current amax and cast to E4M3 or
+// E5M2 in the K-major form Hopper's FP8 GEMM reads, then one scaled FP8 GEMM with fp32
+// accumulation and ops::matmul's epilogue (alpha, beta, c_in).
+#include <vector>
+
+#include "core/context.h"
+#include "core/fp8.h"
+#include "core/tensor.h"
+
+namespace pt::ops {
+
+// The format each operand is cast to: A (the left operand as ops::matmul takes it), B.
+struct Fp8Kinds {
+  Fp8Format a = Fp8Format::E4M3, b = Fp8Format::E4M3;
+};
+
+// c = alpha · op(A) · op(B) + beta · (c_in or c), the operands in FP8 with per-tensor current
+// scaling: scale = fp8_max / amax (fp32), operand = fp8(x · scale), the product multiplied back by
+// both inverse scales. A, B 2-D and contiguous; C 2-D with unit stride in its last dimension.
+// GPU: A, B bf16 (or fp32); C bf16 or fp32; op(A) is cast as (m, k) and op(B) as (n, k) (a plain
+// or a transposing cast, as the transposes ask) into tracked buffers, so k must be a multiple of
+// 16 (matmul_fp8's rules). CPU (fp32 or fp64): the same quantisation through the host
+// conversions, dequantised and multiplied in the context's type — the oracle the GPU path and
+// the models' FP8 mode are tested against; fp8 runs are a GPU mode, this is for tests.
+void matmul_fp8_of(Context& ctx, Tensor& c, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b,
+                   Fp8Kinds kinds, float alpha = 1.0f, float beta = 0.0f, const Tensor* c_in = nullptr);
+
+// The CPU emulation's quantisation of n host values, as the GPU's amax and cast compute it:
+// returns the fp8 values fp8(x · scale) (unscaled, as floats) and sets *scale_inv = 1 / scale.
+std::vector<float> fp8_quantise_host(const float* x, int64_t n, Fp8Format fmt, float* scale_inv);
+
+}  // namespace pt::ops
