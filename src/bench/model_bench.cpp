@@ -367,6 +367,9 @@ ModelBenchResults run_model_bench(const ModelBenchOptions& opt, Device device, i
   define_model_bench_tables(r);
   PT_CHECK(!opt.warmups.empty(), "--warmup needs at least one count");
   for (const std::string& size : opt.sizes) TransformerConfig::named(size);  // fail fast on a typo
+  for (Precision prec : opt.precisions)                                      // before any configuration runs
+    PT_CHECK(!(is_bf16_mixed(prec) && device.is_cpu()),
+             std::string(precision_name(prec)) + " needs a GPU: use --precision fp32 with --device cpu");
   // The breakdown and the memory profile do not depend on the warm-up count: each configuration
   // gets them once, at the largest count (the steady state), not once per count.
   const size_t profiled_warmup =
@@ -380,10 +383,8 @@ ModelBenchResults run_model_bench(const ModelBenchOptions& opt, Device device, i
             const bool profile = wi == profiled_warmup;
             Config c{size, context, prec, attention_impl_from_name(attn_name), warmup};
             PT_CHECK(warmup >= 0, "--warmup must be non-negative");
-            PT_CHECK(!(prec == Precision::BF16 && device.is_cpu()),
-                     "bf16 needs a GPU: use --precision fp32 with --device cpu");
             Context ctx(device, prec);
-            if (prec == Precision::BF16) {
+            if (is_bf16_mixed(prec)) {
               ctx.set_grad_dtype(opt.grad_dtype);
               ctx.set_residual_dtype(opt.residual_dtype);
             }

@@ -96,8 +96,7 @@ int run_bench_ddp(const std::vector<std::string>& args) {
   auto& rt = parallel::Runtime::get();
   const Device device = resolve_device(run);
   check_memory_floor(
-      cfg, batch, dtype_size(grad_dtype), precision_from_name(run.precision) == Precision::BF16 && device.is_cuda(),
-      device,
+      cfg, batch, dtype_size(grad_dtype), is_bf16_mixed(precision_from_name(run.precision)) && device.is_cuda(), device,
       "the size comes from --model, --num-layers, --d-model, --d-ff, --vocab-size, --batch-size and --context-length");
   BenchSweep sweep("bench ddp", run, log_opt, static_cast<int64_t>(plan.size()));
   io::RunRecord& record = sweep.record();  // --out checked now, not after the sweep

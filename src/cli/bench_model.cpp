@@ -27,7 +27,8 @@ int run_bench_model(const std::vector<std::string>& args) {
       ("context-length", po::value(&contexts)->multitoken()->default_value(contexts, "128,256,512,1024"),
        "context lengths (list)")
       ("precision", po::value(&precisions)->multitoken()->default_value(precisions, "fp32,bf16"),
-       "fp32, tf32, bf16 (list)")
+       "fp32, tf32, bf16, fp8 (list; fp8 is bf16 with FP8 GEMMs in the Linear layers, on GPUs of compute "
+       "capability 8.9 or newer)")
       ("attention", po::value(&attention)->multitoken()->default_value(attention, "naive,flash"),
        "naive, flash (list)")
       ("batch-size", po::value(&o.batch_size)->default_value(o.batch_size), "sequences per step (per micro-batch with --grad-accum)")
@@ -74,7 +75,7 @@ int run_bench_model(const std::vector<std::string>& args) {
   o.update_overlap = update_overlap_from_name(update_overlap);
   PT_CHECK(!(o.cuda_graph && o.breakdown), "--breakdown times every kernel on its own; it cannot run inside a CUDA "
                                            "graph: leave out --cuda-graph on, or --breakdown");
-  const bool has_bf16 = std::count(o.precisions.begin(), o.precisions.end(), Precision::BF16) > 0;
+  const bool has_bf16 = std::count_if(o.precisions.begin(), o.precisions.end(), is_bf16_mixed) > 0;
   o.grad_dtype = grad_dtype_of(run);
   PT_CHECK(o.grad_dtype == DType::F32 || has_bf16,
            "--grad-dtype bf16 applies to the bf16 configurations, and --precision has none");

@@ -101,7 +101,8 @@ void add_run_options(po::options_description& desc, RunOptions& o, const char* d
     o.precision = default_precision;
     desc.add_options()
         ("precision", po::value(&o.precision)->default_value(o.precision),
-         "fp32 (true FP32 GEMMs), tf32, or bf16 (mixed: bf16 GEMM operands, fp32 master weights)");
+         "fp32 (true FP32 GEMMs), tf32, bf16 (mixed: bf16 GEMM operands, fp32 master weights), or fp8 (bf16 "
+         "with FP8 GEMMs in the Linear layers; GPUs of compute capability 8.9 or newer)");
   }
   desc.add_options()
       ("comm-timeout", po::value<double>(),
@@ -152,8 +153,8 @@ DType residual_dtype_of(const RunOptions& o) { return residual_dtype_from_name(o
 
 namespace {
 DType bf16_only_with_bf16_precision(DType d, const char* flag, const RunOptions& o) {
-  PT_CHECK(d == DType::F32 || precision_from_name(o.precision) == Precision::BF16,
-           std::string(flag) + " bf16 needs --precision bf16 (this run's is " + o.precision + ")");
+  PT_CHECK(d == DType::F32 || is_bf16_mixed(precision_from_name(o.precision)),
+           std::string(flag) + " bf16 needs --precision bf16 or fp8 (this run's is " + o.precision + ")");
   return d;
 }
 }  // namespace

@@ -41,7 +41,7 @@ using parallel::check_same_on_every_rank;
 // Options every run shares (and --config, --print-config); filled by add_run_options and read by resolve_run_options.
 struct RunOptions {
   std::string device = "auto";     // auto | cpu | cuda
-  std::string precision = "fp32";  // fp32 | tf32 | bf16
+  std::string precision = "fp32";  // fp32 | tf32 | bf16 | fp8
   std::string out;                 // HDF5 results file; "" → default name
   bool overwrite = false;
   uint64_t seed = 1337;

@@ -170,7 +170,7 @@ int run_plan(const std::vector<std::string>& args) {
   desc.add_options()
       ("vocab-size", po::value(&vocab), "vocabulary")
       ("context-length", po::value(&context), "tokens per sequence (default: the named size's)")
-      ("precision", po::value(&precision)->default_value(precision), "fp32, tf32 or bf16 (mixed)")
+      ("precision", po::value(&precision)->default_value(precision), "fp32, tf32, bf16 (mixed) or fp8 (bf16 with FP8 Linear GEMMs, estimated as bf16)")
       ("attention", po::value(&attention)->default_value(attention), "flash or naive (materialised scores)")
       ("recompute", po::value(&recompute)->default_value(recompute), kRecomputeHelp)
       ("batch-size", po::value(&batch)->default_value(batch), "sequences per device per micro-batch")

@@ -8,6 +8,7 @@
 #include "core/context_memory.h"
 #include "core/cuda_arch.h"
 #include "core/error.h"
+#include "core/fp8.h"
 
 namespace pt {
 
@@ -34,7 +35,11 @@ std::string wgmma_unavailable_message(const CudaTarget& t) {
          " (use --flash-kernels auto or mma, or build with 90a in CMAKE_CUDA_ARCHITECTURES)";
 }
 
-Context::Context(Device device, Precision precision) : device_(device), precision_(precision) {
+Context::Context(Device device, Precision precision)
+    : device_(device), precision_(precision), fp8_linear_(precision == Precision::FP8) {
+  PT_CHECK(!(fp8_linear_ && !device_.is_cuda()),
+           "--precision fp8 needs a GPU with FP8 tensor cores (compute capability 8.9 or newer); this run is on the "
+           "CPU");
   if (!device_.is_cuda()) return;
   PT_CUDA_CHECK(cudaSetDevice(device_.index));
   cudaDeviceProp prop{};
@@ -50,6 +55,8 @@ Context::Context(Device device, Precision precision) : device_(device), precisio
                          "): rebuild with -DCMAKE_CUDA_ARCHITECTURES=" + std::to_string(prop.major) +
                          std::to_string(prop.minor) + " added (README: Building)");
   target_.sm90a_features = fit.sm90a_features;
+  PT_CHECK(!fp8_linear_ || fp8_unsupported_reason(target_).empty(),
+           "--precision fp8 on " + device_.str() + ": " + fp8_unsupported_reason(target_));
   // Lower numbers run first: `least` is the lowest priority (0), `greatest` the highest (−5 on Hopper).
   int least = 0, greatest = 0;
   PT_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
@@ -112,7 +119,7 @@ void Context::set_precision(Precision p) {
 // fp32, or bf16 in bf16 mode on a GPU; `what` names it in the messages.
 DType Context::storage_dtype(DType d, const char* what) const {
   PT_CHECK(d == DType::F32 || d == DType::BF16, std::string(what) + ": fp32 or bf16, not " + dtype_name(d));
-  PT_CHECK(d == DType::F32 || (is_cuda() && precision_ == Precision::BF16),
+  PT_CHECK(d == DType::F32 || (is_cuda() && is_bf16_mixed(precision_)),
            std::string(what) + " in bf16 needs bf16 mixed precision on a GPU (--precision bf16)");
   return d;
 }
@@ -120,9 +127,7 @@ DType Context::storage_dtype(DType d, const char* what) const {
 void Context::set_grad_dtype(DType d) { grad_dtype_ = storage_dtype(d, "the weight-gradient type"); }
 void Context::set_residual_dtype(DType d) { residual_dtype_ = storage_dtype(d, "the residual stream's type"); }
 
-DType Context::act_dtype() const {
-  return (precision_ == Precision::BF16 && device_.is_cuda()) ? DType::BF16 : DType::F32;
-}
+DType Context::act_dtype() const { return (is_bf16_mixed(precision_) && device_.is_cuda()) ? DType::BF16 : DType::F32; }
 
 void Context::synchronize() const {
   if (device_.is_cuda()) PT_CUDA_CHECK(cudaStreamSynchronize(stream_));

@@ -52,6 +52,11 @@ class Context {
   // RMSNorm reads bf16; the residual gradient stays fp32). Read when a model is built.
   DType residual_dtype() const { return residual_dtype_; }
   void set_residual_dtype(DType d);  // throws for bf16 outside bf16 mode on the GPU
+  // Whether the Linear layers the model's FP8 table names run their GEMMs with FP8 operands
+  // (ops/fp8_gemm.h). Precision::FP8 sets it, and refuses the CPU and GPUs without FP8 tensor
+  // cores; tests set it on an fp32 CPU context to run the emulation the GPU is checked against.
+  bool fp8_linear() const { return fp8_linear_; }
+  void set_fp8_linear(bool on) { fp8_linear_ = on; }
 
   cudaStream_t stream() const { return stream_; }  // compute stream (nullptr on the CPU)
   // Every stream's priority, from one query of the device's range (lower numbers run first;
@@ -102,6 +107,7 @@ class Context {
  private:
   Device device_;
   Precision precision_;
+  bool fp8_linear_ = false;
   DType storage_dtype(DType d, const char* what) const;  // set_grad_dtype's and set_residual_dtype's checks
   DType grad_dtype_ = DType::F32;
   DType residual_dtype_ = DType::F32;

@@ -57,7 +57,7 @@ double memory_capacity_bytes(const Device& d) {
 
 namespace {
 constexpr EnumName<Precision> kPrecisions[] = {
-    {Precision::FP32, "fp32"}, {Precision::TF32, "tf32"}, {Precision::BF16, "bf16"}};
+    {Precision::FP32, "fp32"}, {Precision::TF32, "tf32"}, {Precision::BF16, "bf16"}, {Precision::FP8, "fp8"}};
 }
 
 const char* precision_name(Precision p) { return enum_name(kPrecisions, p); }

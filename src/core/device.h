@@ -31,8 +31,12 @@ double memory_capacity_bytes(const Device& d);
 
 // Precision of a run (PyTorch terms): fp32 = true FP32 GEMMs (TF32 off); tf32 = FP32 storage
 // with TF32 tensor-core GEMMs; bf16 = mixed: FP32 master weights, gradients and optimizer
-// state, BF16 GEMM operands with FP32 accumulation, norms/softmax/loss in FP32.
-enum class Precision : uint8_t { FP32, TF32, BF16 };
+// state, BF16 GEMM operands with FP32 accumulation, norms/softmax/loss in FP32; fp8 = bf16 with
+// the GEMMs of the Linear layers the model's table names taking scaled E4M3/E5M2 operands (a GPU
+// mode: compute capability 8.9 or newer).
+enum class Precision : uint8_t { FP32, TF32, BF16, FP8 };
+// Mixed precision with bf16 activations and GEMM operands: bf16, and fp8 around its FP8 GEMMs.
+inline bool is_bf16_mixed(Precision p) { return p == Precision::BF16 || p == Precision::FP8; }
 const char* precision_name(Precision p);
 Precision precision_from_name(const std::string& name);  // throws on unknown
 

@@ -9,10 +9,27 @@
 #include "core/profiler.h"
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
+#include "ops/fp8_gemm.h"
 #include "ops/matmul.h"
 #include "ops/rmsnorm.h"
 
 namespace pt {
+
+namespace {
+// The FP8 operand formats of a Linear's three GEMMs (issue 50): the forward x·Wᵀ reads both in
+// E4M3 (precision); the gradients dy, in both dX = dy·W and dW = dyᵀ·x, are E5M2 (range).
+constexpr ops::Fp8Kinds kFp8Forward{Fp8Format::E4M3, Fp8Format::E4M3};
+constexpr ops::Fp8Kinds kFp8Backward{Fp8Format::E5M2, Fp8Format::E4M3};
+
+// c = alpha·op(a)·op(b) + beta·(c_in or c): ops::matmul, or with FP8 operands of `kinds`.
+void linear_gemm(Context& ctx, bool fp8, ops::Fp8Kinds kinds, Tensor& c, const Tensor& a, const Tensor& b, bool trans_a,
+                 bool trans_b, float beta, const Tensor* c_in = nullptr) {
+  if (fp8)
+    ops::matmul_fp8_of(ctx, c, a, b, trans_a, trans_b, kinds, 1.0f, beta, c_in);
+  else
+    ops::matmul(ctx, c, a, b, trans_a, trans_b, 1.0f, beta, c_in);
+}
+}  // namespace
 
 // ---- Linear -------------------------------------------------------------------------------
 
@@ -76,7 +93,7 @@ void Linear::forward_into(Context& ctx, const Tensor& x, Tensor& y, float beta, 
   for (const Unit& u : units_) {
     Tensor yu = y.narrow(1, u.row, u.rows);  // (N, rows): this unit's columns of y
     Tensor ru = residual ? residual->narrow(1, u.row, u.rows) : Tensor();
-    ops::matmul(ctx, yu, x, weight_view(x.dtype(), u), /*trans_a=*/false, /*trans_b=*/true, 1.0f, beta,
+    linear_gemm(ctx, fp8(ctx), kFp8Forward, yu, x, weight_view(x.dtype(), u), /*trans_a=*/false, /*trans_b=*/true, beta,
                 residual ? &ru : nullptr);
   }
   if (bias_) {
@@ -100,7 +117,8 @@ void Linear::weight_backward(Context& ctx, const Tensor& dy) {
     const float beta = store_.grad_beta(weights_);
     for (const Unit& u : units_) {
       Tensor dw = weight_grad_view(u);  // (rows, d_in) = beta·dW + dy_uᵀ (rows, N) · x (N, d_in)
-      ops::matmul(ctx, dw, dy.narrow(1, u.row, u.rows), saved_x_, /*trans_a=*/true, /*trans_b=*/false, 1.0f, beta);
+      linear_gemm(ctx, fp8(ctx), kFp8Backward, dw, dy.narrow(1, u.row, u.rows), saved_x_, /*trans_a=*/true,
+                  /*trans_b=*/false, beta);
     }
   }
   for (Parameter* w : weights_) store_.grad_contributed(*w);
@@ -132,7 +150,8 @@ void Linear::input_backward_into(Context& ctx, const Tensor& dy, Tensor& dx, flo
   // dx (N, d_in) = dx_beta·dx + Σ_u dy_u (N, rows) · W_u (rows, d_in)
   float beta = dx_beta;
   for (const Unit& u : units_) {
-    ops::matmul(ctx, dx, dy.narrow(1, u.row, u.rows), weight_view(dy.dtype(), u), false, false, 1.0f, beta);
+    linear_gemm(ctx, fp8(ctx), kFp8Backward, dx, dy.narrow(1, u.row, u.rows), weight_view(dy.dtype(), u), false, false,
+                beta);
     beta = 1.0f;
   }
 }
@@ -188,15 +207,16 @@ void BatchedLinear::check_input(const Tensor& x, const char* what) const {
 }
 
 void BatchedLinear::gemm(Context& ctx, Tensor& c, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b,
-                         float beta) const {
-  if (!split_) {
+                         float beta, ops::Fp8Kinds kinds) const {
+  const bool fp8 = this->fp8(ctx);  // FP8 GEMMs are 2-D: one per weight
+  if (!split_ && !fp8) {
     ops::matmul(ctx, c, a, b, trans_a, trans_b, 1.0f, beta);
     return;
   }
   for (int64_t i = 0; i < batch(); ++i) {  // a 2-D operand is the same for every weight
     Tensor ci = c.select(0, i);
-    ops::matmul(ctx, ci, a.dim() == 3 ? a.select(0, i) : a, b.dim() == 3 ? b.select(0, i) : b, trans_a, trans_b, 1.0f,
-                beta);
+    linear_gemm(ctx, fp8, kinds, ci, a.dim() == 3 ? a.select(0, i) : a, b.dim() == 3 ? b.select(0, i) : b, trans_a,
+                trans_b, beta);
   }
 }
 
@@ -204,7 +224,7 @@ Tensor BatchedLinear::forward(Context& ctx, const Tensor& x) {
   check_input(x, "input");
   for (const Parameter* w : weights_) store_.about_to_read(*w);
   Tensor y = Tensor::empty({batch(), x.size(0), d_out_}, x.dtype(), ctx.device(), "batched_linear_out");
-  gemm(ctx, y, x, weights_view(x.dtype()), /*trans_a=*/false, /*trans_b=*/true, 0.0f);  // x broadcast
+  gemm(ctx, y, x, weights_view(x.dtype()), /*trans_a=*/false, /*trans_b=*/true, 0.0f, kFp8Forward);  // x broadcast
   saved_x_ = x;
   return y;
 }
@@ -221,7 +241,7 @@ Tensor BatchedLinear::input_backward(Context& ctx, const Tensor& dy) {
   Tensor dx = Tensor::empty({dy.size(1), d_in_}, dy.dtype(), ctx.device(), "batched_linear_dx");
   Tensor w = weights_view(dy.dtype());
   for (int64_t b = 0; b < batch(); ++b)
-    ops::matmul(ctx, dx, dy.select(0, b), w.select(0, b), false, false, 1.0f, b == 0 ? 0.0f : 1.0f);
+    linear_gemm(ctx, fp8(ctx), kFp8Backward, dx, dy.select(0, b), w.select(0, b), false, false, b == 0 ? 0.0f : 1.0f);
   return dx;
 }
 
@@ -230,7 +250,7 @@ void BatchedLinear::weight_backward_and_release(Context& ctx, const Tensor& dy) 
   if (weights_.front()->trainable) {
     const float beta = store_.grad_beta(weights_);  // written by the step's first contribution
     Tensor dw = grads_view();  // (batch, d_out, d_in) = beta·dW + dy_bᵀ (d_out, N) · x (N, d_in)
-    gemm(ctx, dw, dy, saved_x_, /*trans_a=*/true, /*trans_b=*/false, beta);
+    gemm(ctx, dw, dy, saved_x_, /*trans_a=*/true, /*trans_b=*/false, beta, kFp8Backward);
   }
   // The last weight first, as the reverse order in which backward finishes parameters.
   for (auto it = weights_.rbegin(); it != weights_.rend(); ++it) store_.grad_contributed(**it);

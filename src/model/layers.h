@@ -9,6 +9,7 @@
 #include "core/context.h"
 #include "core/tensor.h"
 #include "model/param_store.h"
+#include "ops/fp8_gemm.h"
 
 namespace pt {
 
@@ -57,6 +58,9 @@ class Linear {
 
   Parameter& weight() { return *weights_.front(); }
   Parameter* bias() { return bias_; }
+  // Whether this layer's GEMMs take FP8 operands when the context runs FP8 Linear GEMMs
+  // (Context::fp8_linear; the model's table decides per layer). Off by default.
+  void set_fp8(bool on) { fp8_ = on; }
   int64_t d_in() const { return d_in_; }
   int64_t d_out() const { return d_out_; }
 
@@ -73,6 +77,8 @@ class Linear {
   Parameter* bias_ = nullptr;
   int64_t d_in_ = 0, d_out_ = 0;
   std::vector<Unit> units_;
+  bool fp8_ = false;
+  bool fp8(const Context& ctx) const { return fp8_ && ctx.fp8_linear(); }
   Tensor saved_x_;
 };
 
@@ -95,15 +101,19 @@ class BatchedLinear {
   void release() { saved_x_ = Tensor(); }
   void restore_input(const Tensor& x);
   int64_t batch() const { return static_cast<int64_t>(weights_.size()); }
+  void set_fp8(bool on) { fp8_ = on; }  // as Linear::set_fp8
 
  private:
   // (batch, d_out, d_in) views of the weights (bf16 mirror or fp32) and of their gradients.
   Tensor weights_view(DType operand_dtype) const;
   Tensor grads_view() const;
   void check_input(const Tensor& x, const char* what) const;  // (N, d_in)
-  // c (batch, …) = op(a)·op(b) + beta·c: one batched GEMM, or one per weight when split (a 2-D
-  // operand is shared by every weight).
-  void gemm(Context& ctx, Tensor& c, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, float beta) const;
+  // c (batch, …) = op(a)·op(b) + beta·c: one batched GEMM, or one per weight when split or in FP8
+  // (operands of `kinds`; a 2-D operand is shared by every weight).
+  void gemm(Context& ctx, Tensor& c, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, float beta,
+            ops::Fp8Kinds kinds) const;
+  bool fp8(const Context& ctx) const { return fp8_ && ctx.fp8_linear(); }
+  bool fp8_ = false;
   ParamStore& store_;
   std::vector<Parameter*> weights_;
   bool split_;

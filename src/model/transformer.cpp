@@ -203,6 +203,24 @@ Tensor finish_residual_grad(Context& ctx, RMSNorm& norm, const Tensor& d, Tensor
 
 }  // namespace
 
+// ---- which Linear layers run in FP8 ------------------------------------------------------
+
+// The one place a layer moves between bf16 and FP8 GEMMs under --precision fp8 (Context::
+// fp8_linear), as the float8 recipes of torchtitan and Transformer Engine choose: the block's
+// projections in FP8, the LM head in bf16 (its logits feed the loss, and its gradient is the
+// loss's). The embedding (a gather) and attention (flash, bf16) are no Linear and stay bf16.
+enum class Fp8Layer { Qkv, OutProj, W13, W2, LmHead };
+constexpr bool runs_in_fp8(Fp8Layer l) {
+  switch (l) {
+    case Fp8Layer::Qkv: return true;
+    case Fp8Layer::OutProj: return true;
+    case Fp8Layer::W13: return true;
+    case Fp8Layer::W2: return true;
+    case Fp8Layer::LmHead: return false;
+  }
+  return false;
+}
+
 // ---- one block ----------------------------------------------------------------------------
 
 // h = x + output_proj(Attn(RoPE(q), RoPE(k), v)) with q, k, v from one stacked GEMM on
@@ -223,7 +241,12 @@ class TransformerBlock {
         w1_(&store.add(prefix_ + ".ffn.w1.weight", {cfg.d_ff, cfg.d_model})),
         w2_(store, prefix_ + ".ffn.w2", cfg.d_ff, cfg.d_model),
         w3_(&store.add(prefix_ + ".ffn.w3.weight", {cfg.d_ff, cfg.d_model})),
-        w13_(store, {w1_, w3_}, /*split=*/!cfg.fused) {}
+        w13_(store, {w1_, w3_}, /*split=*/!cfg.fused) {
+    qkv_.set_fp8(runs_in_fp8(Fp8Layer::Qkv));
+    out_proj_.set_fp8(runs_in_fp8(Fp8Layer::OutProj));
+    w13_.set_fp8(runs_in_fp8(Fp8Layer::W13));
+    w2_.set_fp8(runs_in_fp8(Fp8Layer::W2));
+  }
 
   // Registration order must be the state_dict's: ln1, q, k, v, output_proj, ln2, w1, w2, w3.
   // The member initialisers above run in declaration order, which is that order.
@@ -422,6 +445,18 @@ struct TransformerLM::Impl {
   ops::RopeTable rope;
 };
 
+namespace {
+// FP8 GEMMs read 16-byte rows of K-major operands: every k (d_model, d_ff, and the tokens of a
+// micro-batch in the weight gradients) a multiple of 16. The unfused comparison's per-weight
+// column slices are not contiguous operands.
+void check_fp8_shapes(const TransformerConfig& cfg) {
+  PT_CHECK(cfg.fused, "--precision fp8 runs the fused model only: leave out --fused off");
+  PT_CHECK(cfg.d_model % 16 == 0 && cfg.d_ff % 16 == 0,
+           "--precision fp8 needs --d-model and --d-ff to be multiples of 16 (FP8 GEMMs read 16-byte rows), got " +
+               std::to_string(cfg.d_model) + " and " + std::to_string(cfg.d_ff));
+}
+}  // namespace
+
 TransformerLM::TransformerLM(const TransformerConfig& cfg, Context& ctx, DType param_dtype)
     : cfg_(cfg), impl_(std::make_unique<Impl>()) {
   cfg_.validate();
@@ -430,7 +465,9 @@ TransformerLM::TransformerLM(const TransformerConfig& cfg, Context& ctx, DType p
   for (int i = 0; i < cfg_.num_layers; ++i) m.blocks.push_back(std::make_unique<TransformerBlock>(store_, cfg_, i));
   m.ln_final = std::make_unique<RMSNorm>(store_, "ln_final", cfg_.d_model);
   m.lm_head = std::make_unique<Linear>(store_, "lm_head", cfg_.d_model, cfg_.vocab_size);
-  const bool mirror = ctx.is_cuda() && ctx.precision() == Precision::BF16;
+  m.lm_head->set_fp8(runs_in_fp8(Fp8Layer::LmHead));
+  if (ctx.fp8_linear()) check_fp8_shapes(cfg_);
+  const bool mirror = ctx.is_cuda() && is_bf16_mixed(ctx.precision());
   store_.finalize(ctx, mirror, param_dtype);
   m.act = param_dtype == DType::F64 ? DType::F64 : ctx.act_dtype();
   m.residual = param_dtype == DType::F64 ? DType::F64 : ctx.residual_dtype();
@@ -458,6 +495,9 @@ Tensor TransformerLM::embed_and_blocks(Context& ctx, const Tensor& ids, bool sav
   PT_CHECK(m.T >= 1 && m.T <= cfg_.context_length, "sequence length " + std::to_string(m.T) + " outside 1.." +
                                                        std::to_string(cfg_.context_length) +
                                                        " (the model's context length)");
+  PT_CHECK(!ctx.fp8_linear() || (m.B * m.T) % 16 == 0,
+           "--precision fp8 needs the tokens of a micro-batch (batch × context, " + std::to_string(m.B * m.T) +
+               ") to be a multiple of 16: the weight gradients' FP8 GEMMs sum over them in 16-byte rows");
   Tensor x;
   {
     TrackingAllocator::Scope scope("token_embeddings", MemCategory::Activations);

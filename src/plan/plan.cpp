@@ -225,7 +225,7 @@ Result plan(const Job& job, const Cluster& cluster) {
   res.job = job;
   res.cluster = cluster;
   const TransformerConfig& m = job.model;
-  const bool bf16 = job.precision == Precision::BF16;
+  const bool bf16 = is_bf16_mixed(job.precision);
   PT_CHECK(!(bf16 && cluster.cpu), "plan: bf16 runs on GPUs only (the CPU backend computes in fp32)");
   const bool lowp = bf16 && !cluster.cpu;
   const Rounding r{cluster.cpu ? 64 : 512};

@@ -130,6 +130,9 @@ void Trainer::validate() {
                                                      " is not divisible by the " + std::to_string(rt_.world_size()) +
                                                      " ranks");
   PT_CHECK(!(c.precision == Precision::BF16 && c.device.is_cpu()), "--precision bf16 needs a GPU");
+  PT_CHECK(!(c.precision == Precision::FP8 && c.device.is_cpu()),
+           "--precision fp8 needs a GPU with FP8 tensor cores (compute capability 8.9 or newer); this run is on the "
+           "CPU");
   try {
     c.model.validate();
   } catch (const std::exception& e) {
@@ -141,7 +144,7 @@ void Trainer::validate() {
                " sequences per step is too many to count");
   // Before anything is built or read: an absurd size fails here, at once.
   check_memory_floor(c.model, c.batch_size / rt_.world_size(), dtype_size(c.grad_dtype),
-                     c.precision == Precision::BF16 && c.device.is_cuda(), c.device,
+                     is_bf16_mixed(c.precision) && c.device.is_cuda(), c.device,
                      c.resumed.empty()
                          ? "the size comes from --num-layers, --d-model, --d-ff, --vocab-size, --batch-size and "
                            "--context-length"

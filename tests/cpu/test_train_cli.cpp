@@ -259,6 +259,8 @@ TEST(TrainCli, BadInputGetsOneClearErrorAndNoResults) {
        "--update-sms must be >= 0 and <= 2147483647, got -1"},
       {"heads do not divide", tiny({{"num-heads", "3"}}), "divisible"},
       {"bf16 without GPU", tiny({{"precision", "bf16"}}), "bf16"},
+      {"fp8 without GPU", tiny({{"precision", "fp8"}}),
+       "--precision fp8 needs a GPU with FP8 tensor cores (compute capability 8.9 or newer); this run is on the CPU"},
       {"missing token file", tiny({{"data", dir + "/nope.npy"}}), "nope.npy"},
       {"2-D token file", tiny({{"data", dir + "/2d.npy"}}), "1-D"},
       {"truncated token file", tiny({{"data", dir + "/truncated.npy"}}), "truncated"},
