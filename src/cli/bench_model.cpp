@@ -27,8 +27,7 @@ int run_bench_model(const std::vector<std::string>& args) {
       ("context-length", po::value(&contexts)->multitoken()->default_value(contexts, "128,256,512,1024"),
        "context lengths (list)")
       ("precision", po::value(&precisions)->multitoken()->default_value(precisions, "fp32,bf16"),
-       "fp32, tf32, bf16, fp8 (list; fp8 is bf16 with FP8 GEMMs in the Linear layers, on GPUs of compute "
-       "capability 8.9 or newer)")
+       "fp32, tf32, bf16, fp8 (list; fp8: bf16 with FP8 Linear GEMMs, sm_89+)")
       ("attention", po::value(&attention)->multitoken()->default_value(attention, "naive,flash"),
        "naive, flash (list)")
       ("batch-size", po::value(&o.batch_size)->default_value(o.batch_size), "sequences per step (per micro-batch with --grad-accum)")

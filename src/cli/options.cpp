@@ -101,8 +101,8 @@ void add_run_options(po::options_description& desc, RunOptions& o, const char* d
     o.precision = default_precision;
     desc.add_options()
         ("precision", po::value(&o.precision)->default_value(o.precision),
-         "fp32 (true FP32 GEMMs), tf32, bf16 (mixed: bf16 GEMM operands, fp32 master weights), or fp8 (bf16 "
-         "with FP8 GEMMs in the Linear layers; GPUs of compute capability 8.9 or newer)");
+         "fp32 (true FP32 GEMMs), tf32, bf16 (bf16 GEMM operands, fp32 master weights) or fp8 (bf16 with FP8 Linear "
+         "GEMMs; sm_89+)");
   }
   desc.add_options()
       ("comm-timeout", po::value<double>(),

@@ -1,7 +1,8 @@
 // The Transformer on the GPU against the CPU reference: forward, gradients and ten training
 // steps from identical weights; bf16 mixed precision within its documented tolerance; flash
 // attention against naive attention inside the model; the unfused step against the fused one;
-// the gradient norm summed during backward against the sum of the gradients' squares.
+// the gradient norm summed during backward against the sum of the gradients' squares; FP8 Linear
+// GEMMs against the CPU's emulation of them.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,6 +10,7 @@
 
 #include "common/test_util.h"
 #include "core/allocator.h"
+#include "core/fp8.h"
 #include "model/transformer.h"
 #include "parallel/grad_sync.h"
 #include "train/train_step.h"
@@ -316,6 +318,46 @@ TEST(TransformerGpu, NormSummedDuringBackwardEqualsTheSumOfSquares) {
     backward(10);  // the second backward restarts the round
     EXPECT_NEAR(clip_norm(), want, 1e-5 * want) << what << ": two backwards, one clip";
   }
+}
+
+// --precision fp8 (the FP8 GEMMs of the table's layers, bf16 elsewhere) against the CPU's
+// emulation of the same model (Context::set_fp8_linear on fp32) from the same weights and
+// batches: both quantise the same operands with the same scale rule, so the GPU reproduces the
+// emulation's FP8 errors, which are far larger than bf16's. Bounds: the loss within 2e-2 (bf16's
+// 1e-2, doubled for operands whose bf16 rounding moves them across an FP8 rounding boundary);
+// the gradients within 2^-4 norm-wise (half the emulation's own bound against fp32,
+// test_model_fp8.cpp), and nearer the emulation than the fp32 model. Ten AdamW steps lower the
+// loss. The same run twice (deterministic flash defaults) gives the same bits.
+TEST(TransformerGpu, Fp8FollowsTheCpuEmulationAndIsReproducible) {
+  PT_REQUIRE_GPU();
+  {
+    Context probe(Device::cuda(0));
+    if (!fp8_unsupported_reason(probe.target()).empty()) GTEST_SKIP() << "no FP8 tensor cores";
+  }
+  const TransformerConfig cfg = test::test_transformer(97, 32, 64, 2, 4, 176);
+  const auto w0 = initial_weights(cfg);
+  Context cpu(Device::cpu()), emu(Device::cpu()), gpu(Device::cuda(0), Precision::FP8);
+  emu.set_fp8_linear(true);
+  ASSERT_TRUE(gpu.fp8_linear());
+  const TrainRun ref = train(cpu, cfg, w0, 1), want = train(emu, cfg, w0, 1);
+  const TrainRun got = train(gpu, cfg, w0, 10), again = train(gpu, cfg, w0, 10);
+  EXPECT_NEAR(got.losses[0], want.losses[0], 2e-2 * want.losses[0]);
+  const double to_emulation = test::rel_error(got.grads, want.grads);
+  EXPECT_LE(to_emulation, 0x1p-4);
+  EXPECT_LT(to_emulation, test::rel_error(got.grads, ref.grads)) << "the GPU shares the emulation's FP8 rounding";
+  EXPECT_LT(got.losses.back(), got.losses.front()) << "the loss falls";
+  EXPECT_EQ(again.losses, got.losses);
+  EXPECT_EQ(again.grads, got.grads);
+  EXPECT_EQ(again.params, got.params);
+}
+
+// A GPU without FP8 tensor cores refuses --precision fp8 with one error naming it.
+TEST(TransformerGpu, Fp8IsRefusedWithoutFp8TensorCores) {
+  PT_REQUIRE_GPU();
+  Context probe(Device::cuda(0));
+  if (fp8_unsupported_reason(probe.target()).empty()) GTEST_SKIP() << "this GPU has FP8 tensor cores";
+  EXPECT_ERROR_HAS(Context(Device::cuda(0), Precision::FP8), "--precision fp8", probe.target().name.c_str(),
+                   "compute capability");
 }
 
 }  // namespace
