@@ -12,6 +12,8 @@ namespace pt::ops {
 using detail::ArgCheck;
 
 namespace {
+constexpr int64_t kScalarStride = 4;  // floats between the scalars of cast_operand: 16 bytes
+
 DType dtype_of(Fp8Format f) { return f == Fp8Format::E4M3 ? DType::F8E4M3 : DType::F8E5M2; }
 
 // The host copy of x with every element quantised; *scale_inv set.
@@ -31,8 +33,8 @@ CastOperand cast_operand(Context& ctx, const Tensor& x, bool transpose, Fp8Forma
                          int64_t slot) {
   const int64_t rows = transpose ? x.size(1) : x.size(0), k = transpose ? x.size(0) : x.size(1);
   CastOperand o{Tensor::empty({rows, k}, dtype_of(fmt), ctx.device(), "fp8_operand", MemCategory::Workspace),
-                scalars.narrow(0, 2 * slot + 1, 1)};
-  Tensor amax = scalars.narrow(0, 2 * slot, 1);
+                scalars.narrow(0, kScalarStride * (2 * slot + 1), 1)};
+  Tensor amax = scalars.narrow(0, kScalarStride * (2 * slot), 1);
   fp8_amax(ctx, amax, x);
   if (transpose)
     fp8_cast_transpose(ctx, o.fp8, o.scale_inv, x, amax);
@@ -71,8 +73,9 @@ void matmul_fp8_of(Context& ctx, Tensor& c, const Tensor& a, const Tensor& b, bo
   }
   chk.dtype_is(a, "A", {DType::BF16, DType::F32});
   chk.dtype_is(b, "B", {DType::BF16, DType::F32});
-  // Two amaxes and two inverse scales, in one allocation.
-  Tensor scalars = Tensor::empty({4}, DType::F32, ctx.device(), "fp8_scales", MemCategory::Workspace);
+  // Two amaxes and two inverse scales in one allocation, each on its own 16-byte boundary: the
+  // scale pointers cuBLASLt reads get the alignment of a tensor of their own.
+  Tensor scalars = Tensor::empty({4 * kScalarStride}, DType::F32, ctx.device(), "fp8_scales", MemCategory::Workspace);
   const CastOperand qa = cast_operand(ctx, a, trans_a, kinds.a, scalars, 0);   // op(A) as (m, k)
   const CastOperand qb = cast_operand(ctx, b, !trans_b, kinds.b, scalars, 1);  // op(B)ᵀ as (n, k)
   matmul_fp8(ctx, c, qa.fp8, qb.fp8, qa.scale_inv, qb.scale_inv, /*fast_accum=*/false, alpha, beta, c_in);
