@@ -170,10 +170,8 @@ __global__ void __launch_bounds__(DkDvTraits<kHeadDim>::kThreads) flash_bwd_dkdv
   using Tr = DkDvTraits<kHeadDim>;
   constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kLd = Tr::kLd, kThreads = Tr::kThreads;
   extern __shared__ __align__(16) unsigned char smem[];
-  bf16* sK = reinterpret_cast<bf16*>(smem);                       // (kBlockN, kLd)
-  bf16* sV = sK + kBlockN * kLd;                                  // (kBlockN, kLd)
-  bf16* sQ = sV + kBlockN * kLd;                                  // (2, kBlockM, kLd)
-  bf16* sdO = sQ + 2 * kBlockM * kLd;                             // (2, kBlockM, kLd)
+  bf16 *sK, *sV, *sQ, *sdO;  // (kBlockN, kLd) and (2, kBlockM, kLd) each
+  carve_bwd_tiles<kBlockN, kBlockM, 2, kLd>(smem, sK, sV, sQ, sdO);
   float* sL = reinterpret_cast<float*>(sdO + 2 * kBlockM * kLd);  // (2, kBlockM)
   float* sDelta = sL + 2 * kBlockM;                               // (2, kBlockM)
 
@@ -246,10 +244,8 @@ __global__ void __launch_bounds__(DqTraits<kHeadDim>::kThreads) flash_bwd_dq_ker
   using Tr = DqTraits<kHeadDim>;
   constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kLd = Tr::kLd, kThreads = Tr::kThreads;
   extern __shared__ __align__(16) unsigned char smem[];
-  bf16* sQ = reinterpret_cast<bf16*>(smem);  // (kBlockM, kLd)
-  bf16* sdO = sQ + kBlockM * kLd;            // (kBlockM, kLd)
-  bf16* sK = sdO + kBlockM * kLd;            // (2, kBlockN, kLd)
-  bf16* sV = sK + 2 * kBlockN * kLd;         // (2, kBlockN, kLd)
+  bf16 *sQ, *sdO, *sK, *sV;  // (kBlockM, kLd) and (2, kBlockN, kLd) each
+  carve_bwd_tiles<kBlockM, kBlockN, 2, kLd>(smem, sQ, sdO, sK, sV);
 
   const auto [m0, h, b] = query_tile_rows<kBlockM>(p);
   const int warp = threadIdx.x / 32;

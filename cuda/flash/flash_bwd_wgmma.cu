@@ -85,12 +85,10 @@ __global__ void __launch_bounds__(DkDvWgmmaTraits<kHeadDim, kWarpgroups, kAccumu
   using Tr = DkDvWgmmaTraits<kHeadDim, kWarpgroups, kAccumulateDq>;
   constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kThreads = Tr::kThreads;
   extern __shared__ unsigned char smem_raw[];
-  unsigned char* smem = sw128_smem_base(smem_raw);
-  bf16* sK = reinterpret_cast<bf16*>(smem);  // (kBlockN, D) SW128
-  bf16* sV = sK + kBlockN * kHeadDim;        // (kBlockN, D) SW128
-  bf16* sQ = sV + kBlockN * kHeadDim;        // (2, kBlockM, D) SW128
-  bf16* sdO = sQ + 2 * kBlockM * kHeadDim;   // (2, kBlockM, D) SW128
-  bf16* sdS = sdO + 2 * kBlockM * kHeadDim;  // (kBlockN, kBlockM) SW128, dQ accumulation only
+  bf16 *sK, *sV, *sQ, *sdO;  // (kBlockN, D) and (2, kBlockM, D) SW128 each
+  // (kBlockN, kBlockM) SW128, dQ accumulation only
+  bf16* sdS = reinterpret_cast<bf16*>(
+      carve_bwd_tiles<kBlockN, kBlockM, 2, kHeadDim>(sw128_smem_base(smem_raw), sK, sV, sQ, sdO));
   float* sL = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(sdS) + Tr::kDsBytes);  // (2, kBlockM)
   float* sDelta = sL + 2 * kBlockM;                                                            // (2, kBlockM)
   float* sdQ = sDelta + 2 * kBlockM;  // (warpgroups, kBlockM · kDqCols) fp32 in fragment order, idem
@@ -221,12 +219,9 @@ __global__ void __launch_bounds__(DqWgmmaTraits<kHeadDim, kWarpgroups>::kThreads
 #if PT_FLASH_WGMMA_COMPILED
   using Tr = DqWgmmaTraits<kHeadDim, kWarpgroups>;
   constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kThreads = Tr::kThreads;
+  bf16 *sQ, *sdO, *sK, *sV;  // (kBlockM, D) and (2, kBlockN, D) SW128 each
   extern __shared__ unsigned char smem_raw[];
-  unsigned char* smem = sw128_smem_base(smem_raw);
-  bf16* sQ = reinterpret_cast<bf16*>(smem);  // (kBlockM, D) SW128
-  bf16* sdO = sQ + kBlockM * kHeadDim;       // (kBlockM, D) SW128
-  bf16* sK = sdO + kBlockM * kHeadDim;       // (2, kBlockN, D) SW128
-  bf16* sV = sK + 2 * kBlockN * kHeadDim;    // (2, kBlockN, D) SW128
+  carve_bwd_tiles<kBlockM, kBlockN, 2, kHeadDim>(sw128_smem_base(smem_raw), sQ, sdO, sK, sV);
 
   const auto [m0, h, b] = query_tile_rows<kBlockM>(p);
   const int wg = warpgroup_index(), warp_in_wg = (threadIdx.x / 32) % 4;
