@@ -15,7 +15,7 @@
 #   PT_DEVICE_FLAGS  paratrain's device option in every job (default --device cuda: a node without
 #                 a usable GPU fails the job at once; cpu mode --device cpu)
 #   PT_OVERWRITE  1: replace result files that exist (paratrain --overwrite); train starts over
-#                 instead of resuming from its checkpoint
+#                 instead of resuming, removing its old step checkpoints and `latest` first
 #   PT_SIZES PT_CONTEXTS PT_PRECISIONS   the model sweep (job array over their product)
 #   PT_ATTENTION PT_WARMUPS PT_STEPS PT_MODEL_FLAGS
 #   PT_ATTN_STUDIES PT_ATTN_FLAGS        bench attention: one array task per study
@@ -23,6 +23,8 @@
 #   PT_DDP_RANKS PT_DDP_PRECISIONS PT_DDP_FLAGS   bench ddp
 #   PT_TRAIN_RANKS PT_TRAIN_FLAGS        paratrain train
 #   PT_SAVE_EVERY     train: checkpoint every N steps besides the one at a stop (default 500; cpu 50)
+#   PT_KEEP_LAST      train: the newest K step checkpoints the run keeps, older ones removed
+#                     (paratrain --keep-last; default 3; 0 keeps every one)
 #   PT_SIGNAL_LEAD    train: seconds before the time limit at which Slurm sends SIGUSR1 to the
 #                     batch shell (--signal=B:USR1@N; default 120; cpu 10)
 # Where the ranks go (allreduce, ddp, train; model and attention are one-rank array jobs):
@@ -57,6 +59,7 @@ if [[ -z "${PT_PYTHON:-}" ]]; then
   if [[ -x "$PT_REPO/.venv/bin/python" ]]; then PT_PYTHON=$PT_REPO/.venv/bin/python; else PT_PYTHON=python3; fi
 fi
 PT_OVERWRITE=${PT_OVERWRITE:-0}
+PT_KEEP_LAST=${PT_KEEP_LAST:-3}
 
 case "$PT_MODE" in
   gpu)
@@ -150,6 +153,8 @@ pt_check_settings() {
   fi
   [[ "$PT_SAVE_EVERY" =~ ^[0-9]+$ ]] ||
     { echo "$PT_MSG: PT_SAVE_EVERY must be a whole number of steps, 0 for none (got '$PT_SAVE_EVERY')" >&2; return 2; }
+  [[ "$PT_KEEP_LAST" =~ ^[0-9]+$ ]] ||
+    { echo "$PT_MSG: PT_KEEP_LAST must be a whole number of checkpoints, 0 for all (got '$PT_KEEP_LAST')" >&2; return 2; }
   if [[ "$PT_MODE" == gpu && "$PT_GPU_BIND" != none ]]; then
     for v in $PT_TASK_RESOURCES; do
       case "$v" in --gpus*|--gres=gpu*|--gres=*,gpu*|-G*|--gpu-bind*)

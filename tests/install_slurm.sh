@@ -40,6 +40,11 @@ ran_installed() {  # record, log: the job ran $p/bin/paratrain (its command line
   grep -aq "$p/bin/paratrain train" "$1" || fail "$1 was not written by $p/bin/paratrain"
   grep -q "^+ srun .* $p/bin/paratrain train" "$2" || fail "$2 shows no srun of $p/bin/paratrain"
 }
+checkpointed() {  # results directory: train.sbatch's --save-dir has `latest` naming a step checkpoint there
+  local d=$1/checkpoints/train_n1 name
+  name=$(head -n 1 "$d/latest" 2>/dev/null) || return 1
+  [[ $name =~ ^step_[0-9]{6,}\.h5$ && -s $d/$name ]]
+}
 
 # 1. submit_all.sh with its defaults: the installed binary, results/ under the submit directory.
 mkdir -p "$work/sub" && cd "$work/sub" || exit 1
@@ -51,7 +56,7 @@ train=$(awk '$1 == "train_n1" {print $2}' jobs.txt) report=$(awk '$1 == "report"
 s=$(wait_job "$train")
 [ "$s" = COMPLETED ] || { show_logs results/logs/*; fail "the train job from the installed tree ended $s"; }
 ran_installed results/train_n1.h5 "results/logs/pt-train-$train.out"
-[ -s results/checkpoints/train_n1.h5 ] || fail "the train job wrote no checkpoint"
+checkpointed results || fail "the train job left no step checkpoint named by results/checkpoints/train_n1/latest"
 if [ -n "$py" ]; then
   s=$(wait_job "$report")
   [ "$s" = COMPLETED ] || { show_logs results/logs/*; fail "the report job from the installed tree ended $s"; }
@@ -65,6 +70,7 @@ job=$(PT_MODE=cpu sbatch --parsable --time=00:10:00 --output=train-%j.out "$p/sh
 s=$(wait_job "$job")
 [ "$s" = COMPLETED ] || { show_logs train-*.out; fail "the hand-submitted installed train.sbatch ended $s"; }
 ran_installed results/train_n1.h5 "train-$job.out"
+checkpointed results || fail "the hand-submitted job left no step checkpoint named by results/checkpoints/train_n1/latest"
 
 # 3. GPU mode on a node without a GPU (Slurm has no GPUs to give here, so no GPU options).
 mkdir -p "$work/gpu" && cd "$work/gpu" || exit 1

@@ -170,16 +170,12 @@ __global__ void __launch_bounds__(DkDvTraits<kHeadDim>::kThreads) flash_bwd_dkdv
   using Tr = DkDvTraits<kHeadDim>;
   constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kLd = Tr::kLd, kThreads = Tr::kThreads;
   extern __shared__ __align__(16) unsigned char smem[];
-  bf16* sK = reinterpret_cast<bf16*>(smem);                       // (kBlockN, kLd)
-  bf16* sV = sK + kBlockN * kLd;                                  // (kBlockN, kLd)
-  bf16* sQ = sV + kBlockN * kLd;                                  // (2, kBlockM, kLd)
-  bf16* sdO = sQ + 2 * kBlockM * kLd;                             // (2, kBlockM, kLd)
+  bf16 *sK, *sV, *sQ, *sdO;  // (kBlockN, kLd) and (2, kBlockM, kLd) each
+  carve_bwd_tiles<kBlockN, kBlockM, 2, kLd>(smem, sK, sV, sQ, sdO);
   float* sL = reinterpret_cast<float*>(sdO + 2 * kBlockM * kLd);  // (2, kBlockM)
   float* sDelta = sL + 2 * kBlockM;                               // (2, kBlockM)
 
-  const FlashBlock blk = key_tile_block(p);
-  const int n_block = blk.tile, h = blk.h, b = blk.b;
-  const int n0 = n_block * kBlockN;
+  const auto [n0, h, b] = key_tile_rows<kBlockN>(p);
   const int warp = threadIdx.x / 32;
   const int tq = p.seqlen_q, tk = p.seqlen_k;
   const int64_t bh = static_cast<int64_t>(b) * p.heads + h;
@@ -197,9 +193,7 @@ __global__ void __launch_bounds__(DkDvTraits<kHeadDim>::kThreads) flash_bwd_dkdv
   load_query_tile(m_begin, 0);
   cp_async_commit();
 
-  float acc_dk[kHeadDim / 8][4], acc_dv[kHeadDim / 8][4];  // (16 keys, kHeadDim) per warp
-  zero(acc_dk);
-  zero(acc_dv);
+  float acc_dk[kHeadDim / 8][4] = {}, acc_dv[kHeadDim / 8][4] = {};  // (16 keys, kHeadDim) per warp
   const float scale_log2 = p.scale * kLog2e;
   const bf16* sKw = sK + warp * 16 * kLd;
   const bf16* sVw = sV + warp * 16 * kLd;
@@ -250,25 +244,21 @@ __global__ void __launch_bounds__(DqTraits<kHeadDim>::kThreads) flash_bwd_dq_ker
   using Tr = DqTraits<kHeadDim>;
   constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kLd = Tr::kLd, kThreads = Tr::kThreads;
   extern __shared__ __align__(16) unsigned char smem[];
-  bf16* sQ = reinterpret_cast<bf16*>(smem);  // (kBlockM, kLd)
-  bf16* sdO = sQ + kBlockM * kLd;            // (kBlockM, kLd)
-  bf16* sK = sdO + kBlockM * kLd;            // (2, kBlockN, kLd)
-  bf16* sV = sK + 2 * kBlockN * kLd;         // (2, kBlockN, kLd)
+  bf16 *sQ, *sdO, *sK, *sV;  // (kBlockM, kLd) and (2, kBlockN, kLd) each
+  carve_bwd_tiles<kBlockM, kBlockN, 2, kLd>(smem, sQ, sdO, sK, sV);
 
-  const FlashBlock blk = query_tile_block(p);
-  const int m0 = blk.tile * kBlockM, h = blk.h, b = blk.b;
+  const auto [m0, h, b] = query_tile_rows<kBlockM>(p);
   const int warp = threadIdx.x / 32;
   const int tq = p.seqlen_q, tk = p.seqlen_k;
 
-  const HeadRows<bf16> rows(p, b, h, m0, 0);
-  const bf16* d_o = head_row<const bf16>(p.dout, p.do_s, b, h, m0);
+  const DqHeadRows<bf16> rows(p, b, h, m0, 0);
 
   const KeyTiles<kBlockM, kBlockN, kCausal> tiles(m0, tk);
   const int n_blocks = tiles.n_blocks, n_full = tiles.n_full;
   const PaddedTileCopy<kBlockN, kHeadDim, kThreads> kv_copy;
 
   load_tile_async<kBlockM, kHeadDim, kThreads>(sQ, rows.q, p.q_s.row, tq - m0);
-  load_tile_async<kBlockM, kHeadDim, kThreads>(sdO, d_o, p.do_s.row, tq - m0);
+  load_tile_async<kBlockM, kHeadDim, kThreads>(sdO, rows.d_o, p.do_s.row, tq - m0);
   fetch_kv_tile<kBlockN>(kv_copy, sK, sV, rows.k, rows.v, p, 0, 0);
   cp_async_commit();
 
@@ -277,8 +267,7 @@ __global__ void __launch_bounds__(DqTraits<kHeadDim>::kThreads) flash_bwd_dq_ker
   float neg_lse2[2], delta[2];
   load_row_stats(p, b, h, row0, neg_lse2, delta);
 
-  float acc_dq[kHeadDim / 8][4];
-  zero(acc_dq);
+  float acc_dq[kHeadDim / 8][4] = {};
   const float scale_log2 = p.scale * kLog2e;
   const bf16* sQw = sQ + warp * 16 * kLd;
   const bf16* sdOw = sdO + warp * 16 * kLd;

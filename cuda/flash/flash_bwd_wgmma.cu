@@ -85,18 +85,15 @@ __global__ void __launch_bounds__(DkDvWgmmaTraits<kHeadDim, kWarpgroups, kAccumu
   using Tr = DkDvWgmmaTraits<kHeadDim, kWarpgroups, kAccumulateDq>;
   constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kThreads = Tr::kThreads;
   extern __shared__ unsigned char smem_raw[];
-  unsigned char* smem = sw128_smem_base(smem_raw);
-  bf16* sK = reinterpret_cast<bf16*>(smem);  // (kBlockN, D) SW128
-  bf16* sV = sK + kBlockN * kHeadDim;        // (kBlockN, D) SW128
-  bf16* sQ = sV + kBlockN * kHeadDim;        // (2, kBlockM, D) SW128
-  bf16* sdO = sQ + 2 * kBlockM * kHeadDim;   // (2, kBlockM, D) SW128
-  bf16* sdS = sdO + 2 * kBlockM * kHeadDim;  // (kBlockN, kBlockM) SW128, dQ accumulation only
+  bf16 *sK, *sV, *sQ, *sdO;  // (kBlockN, D) and (2, kBlockM, D) SW128 each
+  // (kBlockN, kBlockM) SW128, dQ accumulation only
+  bf16* sdS = reinterpret_cast<bf16*>(
+      carve_bwd_tiles<kBlockN, kBlockM, 2, kHeadDim>(sw128_smem_base(smem_raw), sK, sV, sQ, sdO));
   float* sL = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(sdS) + Tr::kDsBytes);  // (2, kBlockM)
   float* sDelta = sL + 2 * kBlockM;                                                            // (2, kBlockM)
   float* sdQ = sDelta + 2 * kBlockM;  // (warpgroups, kBlockM · kDqCols) fp32 in fragment order, idem
 
-  const FlashBlock blk = key_tile_block(p);
-  const int n0 = blk.tile * kBlockN, h = blk.h, b = blk.b;
+  const auto [n0, h, b] = key_tile_rows<kBlockN>(p);
   const int wg = warpgroup_index(), warp_in_wg = (threadIdx.x / 32) % 4;
   const int tq = p.seqlen_q, tk = p.seqlen_k;
   const int64_t bh = static_cast<int64_t>(b) * p.heads + h;
@@ -114,9 +111,7 @@ __global__ void __launch_bounds__(DkDvWgmmaTraits<kHeadDim, kWarpgroups, kAccumu
   load_query_tile(m_begin, 0);
   cp_async_commit();
 
-  float acc_dk[kHeadDim / 8][4], acc_dv[kHeadDim / 8][4];  // (64 keys, D) per warpgroup
-  zero(acc_dk);
-  zero(acc_dv);
+  float acc_dk[kHeadDim / 8][4] = {}, acc_dv[kHeadDim / 8][4] = {};  // (64 keys, D) per warpgroup
   const float scale_log2 = p.scale * kLog2e;
 
   // dQ accumulation: this warpgroup's keys, columns and destination (tile i at dq_tiles + i · 64 · D).
@@ -224,35 +219,29 @@ __global__ void __launch_bounds__(DqWgmmaTraits<kHeadDim, kWarpgroups>::kThreads
 #if PT_FLASH_WGMMA_COMPILED
   using Tr = DqWgmmaTraits<kHeadDim, kWarpgroups>;
   constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kThreads = Tr::kThreads;
+  bf16 *sQ, *sdO, *sK, *sV;  // (kBlockM, D) and (2, kBlockN, D) SW128 each
   extern __shared__ unsigned char smem_raw[];
-  unsigned char* smem = sw128_smem_base(smem_raw);
-  bf16* sQ = reinterpret_cast<bf16*>(smem);  // (kBlockM, D) SW128
-  bf16* sdO = sQ + kBlockM * kHeadDim;       // (kBlockM, D) SW128
-  bf16* sK = sdO + kBlockM * kHeadDim;       // (2, kBlockN, D) SW128
-  bf16* sV = sK + 2 * kBlockN * kHeadDim;    // (2, kBlockN, D) SW128
+  carve_bwd_tiles<kBlockM, kBlockN, 2, kHeadDim>(sw128_smem_base(smem_raw), sQ, sdO, sK, sV);
 
-  const FlashBlock blk = query_tile_block(p);
-  const int m0 = blk.tile * kBlockM, h = blk.h, b = blk.b;
+  const auto [m0, h, b] = query_tile_rows<kBlockM>(p);
   const int wg = warpgroup_index(), warp_in_wg = (threadIdx.x / 32) % 4;
   const int tq = p.seqlen_q, tk = p.seqlen_k;
   const int row0 = m0 + wg * 64 + warp_in_wg * 16;
 
-  const HeadRows<bf16> rows(p, b, h, m0, 0);
-  const bf16* d_o = head_row<const bf16>(p.dout, p.do_s, b, h, m0);
+  const DqHeadRows<bf16> rows(p, b, h, m0, 0);
 
   const KeyTiles<kBlockM, kBlockN, kCausal> tiles(m0, tk);
   const int n_blocks = tiles.n_blocks, n_full = tiles.n_full;
   const Sw128TileCopy<kBlockN, kHeadDim, kThreads> kv_copy;
 
   load_tile_sw128<kBlockM, kHeadDim, kThreads>(sQ, rows.q, p.q_s.row, tq - m0);
-  load_tile_sw128<kBlockM, kHeadDim, kThreads>(sdO, d_o, p.do_s.row, tq - m0);
+  load_tile_sw128<kBlockM, kHeadDim, kThreads>(sdO, rows.d_o, p.do_s.row, tq - m0);
   fetch_kv_tile<kBlockN>(kv_copy, sK, sV, rows.k, rows.v, p, 0, 0);
   cp_async_commit();
 
   float neg_lse2[2], delta[2];  // this thread's two rows
   load_row_stats(p, b, h, row0, neg_lse2, delta);
-  float acc_dq[kHeadDim / 8][4];
-  zero(acc_dq);
+  float acc_dq[kHeadDim / 8][4] = {};
   const float scale_log2 = p.scale * kLog2e;
 
   for (int j = 0; j < n_blocks; ++j) {

@@ -113,19 +113,6 @@ struct BwdWsMaps {
   TmaRows q, k, v, d_o;
 };
 
-// The four bf16 SW128 tiles both passes begin their dynamic shared memory with: the two the block
-// loads once, a and b ((kOnceRows, D) each), then the two its producer streams through the ring,
-// ring_a and ring_b ((kStages, kRingRows, D) each). Returns the byte after them.
-template <int kOnceRows, int kRingRows, int kStages, int kHeadDim>
-__device__ __forceinline__ unsigned char* carve_bwd_ws_tiles(bf16*& a, bf16*& b, bf16*& ring_a, bf16*& ring_b) {
-  extern __shared__ unsigned char smem_raw[];
-  a = reinterpret_cast<bf16*>(sw128_smem_base(smem_raw));
-  b = a + kOnceRows * kHeadDim;
-  ring_a = b + kOnceRows * kHeadDim;
-  ring_b = ring_a + kStages * kRingRows * kHeadDim;
-  return reinterpret_cast<unsigned char*>(ring_b + kStages * kRingRows * kHeadDim);
-}
-
 // What the producer and the math warpgroups of a dK/dV block share: the parameters, its place
 // (keys n0 … n0 + kBlockN − 1 of head h of batch b, and the query tiles that see them) and its
 // shared memory: the static barriers, which the kernel declares, and the dynamic tiles, carved
@@ -170,7 +157,9 @@ struct DkDvWsBlock {
         ring(stage_ring),
         ds_full(ds_full_bars),
         ds_empty(ds_empty_bars) {
-    sdS = reinterpret_cast<bf16*>(carve_bwd_ws_tiles<kBlockN, kBlockM, kStages, kHeadDim>(sK, sV, sQ, sdO));
+    extern __shared__ unsigned char smem_raw[];
+    sdS = reinterpret_cast<bf16*>(
+        carve_bwd_tiles<kBlockN, kBlockM, kStages, kHeadDim>(sw128_smem_base(smem_raw), sK, sV, sQ, sdO));
     sL = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(sdS) + 2 * Tr::kDsBytes);
     sDelta = sL + kStages * kBlockM;
     sRowExp = reinterpret_cast<int*>(sDelta + kStages * kBlockM);
@@ -473,7 +462,8 @@ __global__ void __launch_bounds__(DqWsTraits<kHeadDim>::kThreads, 1)
   constexpr int kKVElems = kBlockN * kHeadDim;
   bf16 *sQ, *sdO;  // (kBlockM, D) SW128 each
   bf16 *sK, *sV;   // (kStages, kBlockN, D) SW128 each
-  carve_bwd_ws_tiles<kBlockM, kBlockN, kStages, kHeadDim>(sQ, sdO, sK, sV);
+  extern __shared__ unsigned char smem_raw[];
+  carve_bwd_tiles<kBlockM, kBlockN, kStages, kHeadDim>(sw128_smem_base(smem_raw), sQ, sdO, sK, sV);
   __shared__ uint64_t q_full;
   __shared__ StageRing<kStages> ring;  // K and V tiles
 

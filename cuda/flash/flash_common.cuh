@@ -29,8 +29,7 @@ __device__ __forceinline__ T* head_row(const void* base, const RowStrides& s, in
 }
 
 // Where a block's own loads (cp.async or plain, not TMA) read one (batch, head): Q from query row
-// q_row0, K and V from key row k_row0; T is bf16, or float in the fp32 kernels. (The backward
-// passes take dO beside it: the forward has none.)
+// q_row0, K and V from key row k_row0; T is bf16, or float in the fp32 kernels.
 template <typename T>
 struct HeadRows {
   const T *q, *k, *v;
@@ -38,6 +37,14 @@ struct HeadRows {
       : q(head_row<const T>(p.q, p.q_s, b, h, q_row0)),
         k(head_row<const T>(p.k, p.k_s, b, h, k_row0)),
         v(head_row<const T>(p.v, p.v_s, b, h, k_row0)) {}
+};
+
+// The same for a dQ pass, which also reads dO from query row q_row0 (as Q).
+template <typename T>
+struct DqHeadRows : HeadRows<T> {
+  const T* d_o;
+  __device__ __forceinline__ DqHeadRows(const FlashParams& p, int b, int h, int q_row0, int k_row0)
+      : HeadRows<T>(p, b, h, q_row0, k_row0), d_o(head_row<const T>(p.dout, p.do_s, b, h, q_row0)) {}
 };
 
 // The grid of a flash kernel: ceil(rows / block_rows) tiles of one (batch, head), × H × B.
@@ -56,6 +63,21 @@ __device__ __forceinline__ FlashBlock ordered_block(const FlashParams& p) {
 }
 __device__ __forceinline__ FlashBlock query_tile_block(const FlashParams& p) { return ordered_block<true>(p); }
 __device__ __forceinline__ FlashBlock key_tile_block(const FlashParams& p) { return ordered_block<false>(p); }
+// The same as the rows a block works on: [row0, row0 + kRows) of head h of batch b, for
+// `const auto [m0, h, b] = query_tile_rows<kBlockM>(p);` at the top of a kernel.
+struct TileRows {
+  int row0, h, b;
+};
+template <int kRows>
+__device__ __forceinline__ TileRows query_tile_rows(const FlashParams& p) {
+  const FlashBlock blk = query_tile_block(p);
+  return {blk.tile * kRows, blk.h, blk.b};
+}
+template <int kRows>
+__device__ __forceinline__ TileRows key_tile_rows(const FlashParams& p) {
+  const FlashBlock blk = key_tile_block(p);
+  return {blk.tile * kRows, blk.h, blk.b};
+}
 // The query tile of a block taken head by head straight from blockIdx (the head blockIdx.y, the
 // batch blockIdx.z; the last tile first), for the warp-specialised kernels, whose instructions
 // stay as they were measured: taking their block through flash_block_order made the d = 64

@@ -32,6 +32,20 @@ __device__ __forceinline__ void load_tile(float* dst, const float* src, int64_t 
     dst[r * ld<kHeadDim>() + c] = row0 + r < rows ? src[(row0 + r) * row_stride + c] : 0.0f;
   }
 }
+
+// Key rows [n0, n0 + kTile) of K and V (of tk), and query rows [m0, m0 + kTile) of Q and dO (of tq).
+template <int kHeadDim>
+__device__ __forceinline__ void load_kv(float* sK, float* sV, const HeadRows<float>& rows, const FlashParams& p, int n0,
+                                        int tk) {
+  load_tile<kHeadDim>(sK, rows.k, p.k_s.row, n0, tk);
+  load_tile<kHeadDim>(sV, rows.v, p.v_s.row, n0, tk);
+}
+template <int kHeadDim>
+__device__ __forceinline__ void load_q_do(float* sQ, float* sdO, const HeadRows<float>& rows, const float* d_o,
+                                          const FlashParams& p, int m0, int tq) {
+  load_tile<kHeadDim>(sQ, rows.q, p.q_s.row, m0, tq);
+  load_tile<kHeadDim>(sdO, d_o, p.do_s.row, m0, tq);
+}
 __device__ __forceinline__ void load_vec(float* dst, const float* src, int row0, int rows) {
   if (threadIdx.x < kTile) dst[threadIdx.x] = row0 + threadIdx.x < rows ? src[row0 + threadIdx.x] : 0.0f;
 }
@@ -62,20 +76,23 @@ __device__ __forceinline__ void accumulate_rows(float (&acc)[kHeadDim / 4], cons
   }
 }
 
+// Shared memory: (kTile, ld) tiles one after another, then (the dK/dV pass) two vectors of kTile.
+// smem_bytes(n): its size with n tiles; smem_tile(i): tile i.
 template <int kHeadDim>
 constexpr int smem_bytes(int tiles) {
   return tiles * kTile * ld<kHeadDim>() * 4 + 2 * kTile * 4;
+}
+template <int kHeadDim>
+__device__ __forceinline__ float* smem_tile(int i) {
+  extern __shared__ float smem[];
+  return smem + i * kTile * ld<kHeadDim>();
 }
 
 template <int kHeadDim, bool kCausal>
 __global__ void __launch_bounds__(kThreads) fwd_kernel(const FlashParams p) {
   begin_chained_kernel();  // launched by launch_chained or launch_flash_kernel
-  extern __shared__ float smem[];
-  float* sQ = smem;                         // (kTile, ld)
-  float* sK = sQ + kTile * ld<kHeadDim>();  // (kTile, ld)
-  float* sV = sK + kTile * ld<kHeadDim>();  // (kTile, ld)
-  const FlashBlock blk = query_tile_block(p);
-  const int m0 = blk.tile * kTile, h = blk.h, b = blk.b;
+  float *sQ = smem_tile<kHeadDim>(0), *sK = smem_tile<kHeadDim>(1), *sV = smem_tile<kHeadDim>(2);
+  const auto [m0, h, b] = query_tile_rows<kTile>(p);
   const int r = threadIdx.x / 4, c4 = threadIdx.x % 4;
   const int tq = p.seqlen_q, tk = p.seqlen_k, row = m0 + r;
   const HeadRows<float> rows(p, b, h, 0, 0);
@@ -86,8 +103,7 @@ __global__ void __launch_bounds__(kThreads) fwd_kernel(const FlashParams p) {
   const int n_end = kCausal ? min(tk, m0 + kTile) : tk;
   for (int n0 = 0; n0 < n_end; n0 += kTile) {
     __syncthreads();  // previous tile's K, V fully used
-    load_tile<kHeadDim>(sK, rows.k, p.k_s.row, n0, tk);
-    load_tile<kHeadDim>(sV, rows.v, p.v_s.row, n0, tk);
+    load_kv<kHeadDim>(sK, sV, rows, p, n0, tk);
     __syncthreads();
     float s[kTile / 4];
     row_dots<kHeadDim>(s, sQ + r * ld<kHeadDim>(), sK, c4);
@@ -142,28 +158,20 @@ __global__ void __launch_bounds__(kThreads) delta_kernel(const FlashParams p) {
 template <int kHeadDim, bool kCausal>
 __global__ void __launch_bounds__(kThreads) dkdv_kernel(const FlashParams p) {
   begin_chained_kernel();  // launched by launch_chained or launch_flash_kernel
-  extern __shared__ float smem[];
-  float* sK = smem;  // (kTile, ld)
-  float* sV = sK + kTile * ld<kHeadDim>();
-  float* sQ = sV + kTile * ld<kHeadDim>();
-  float* sdO = sQ + kTile * ld<kHeadDim>();
-  float* sL = sdO + kTile * ld<kHeadDim>();  // (kTile)
-  float* sD = sL + kTile;                    // (kTile)
-  const FlashBlock blk = key_tile_block(p);
-  const int n0 = blk.tile * kTile, h = blk.h, b = blk.b;
+  float *sK = smem_tile<kHeadDim>(0), *sV = smem_tile<kHeadDim>(1), *sQ = smem_tile<kHeadDim>(2);
+  float *sdO = smem_tile<kHeadDim>(3), *sL = smem_tile<kHeadDim>(4), *sD = sL + kTile;  // sL, sD: (kTile)
+  const auto [n0, h, b] = key_tile_rows<kTile>(p);
   const int r = threadIdx.x / 4, c4 = threadIdx.x % 4, key = n0 + r;
   const int tq = p.seqlen_q, tk = p.seqlen_k;
   const int64_t bh = static_cast<int64_t>(b) * p.heads + h;
   const HeadRows<float> rows(p, b, h, 0, 0);
   const float* d_o = head_row<const float>(p.dout, p.do_s, b, h);
 
-  load_tile<kHeadDim>(sK, rows.k, p.k_s.row, n0, tk);
-  load_tile<kHeadDim>(sV, rows.v, p.v_s.row, n0, tk);
+  load_kv<kHeadDim>(sK, sV, rows, p, n0, tk);
   float dk[kHeadDim / 4] = {}, dv[kHeadDim / 4] = {};
   for (int m0 = kCausal ? n0 / kTile * kTile : 0; m0 < tq; m0 += kTile) {
     __syncthreads();
-    load_tile<kHeadDim>(sQ, rows.q, p.q_s.row, m0, tq);
-    load_tile<kHeadDim>(sdO, d_o, p.do_s.row, m0, tq);
+    load_q_do<kHeadDim>(sQ, sdO, rows, d_o, p, m0, tq);
     load_vec(sL, p.lse + bh * tq, m0, tq);
     load_vec(sD, p.delta + bh * tq, m0, tq);
     __syncthreads();
@@ -195,11 +203,8 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(const FlashParams p) {
 template <int kHeadDim, bool kCausal>
 __global__ void __launch_bounds__(kThreads) dq_kernel(const FlashParams p) {
   begin_chained_kernel();  // launched by launch_chained or launch_flash_kernel
-  extern __shared__ float smem[];
-  float* sQ = smem;  // (kTile, ld)
-  float* sdO = sQ + kTile * ld<kHeadDim>();
-  float* sK = sdO + kTile * ld<kHeadDim>();
-  float* sV = sK + kTile * ld<kHeadDim>();
+  float *sQ = smem_tile<kHeadDim>(0), *sdO = smem_tile<kHeadDim>(1);
+  float *sK = smem_tile<kHeadDim>(2), *sV = smem_tile<kHeadDim>(3);
   const FlashBlock blk = query_tile_block(p);
   const int m0 = blk.tile * kTile, h = blk.h, b = blk.b;
   const int r = threadIdx.x / 4, c4 = threadIdx.x % 4, row = m0 + r;
@@ -208,16 +213,14 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(const FlashParams p) {
   const HeadRows<float> rows(p, b, h, 0, 0);
   const float* d_o = head_row<const float>(p.dout, p.do_s, b, h);
 
-  load_tile<kHeadDim>(sQ, rows.q, p.q_s.row, m0, tq);
-  load_tile<kHeadDim>(sdO, d_o, p.do_s.row, m0, tq);
+  load_q_do<kHeadDim>(sQ, sdO, rows, d_o, p, m0, tq);
   const float L = row < tq ? p.lse[bh * tq + row] : 0.0f;
   const float D = row < tq ? p.delta[bh * tq + row] : 0.0f;
   float dq[kHeadDim / 4] = {};
   const int n_end = kCausal ? min(tk, m0 + kTile) : tk;
   for (int n0 = 0; n0 < n_end; n0 += kTile) {
     __syncthreads();
-    load_tile<kHeadDim>(sK, rows.k, p.k_s.row, n0, tk);
-    load_tile<kHeadDim>(sV, rows.v, p.v_s.row, n0, tk);
+    load_kv<kHeadDim>(sK, sV, rows, p, n0, tk);
     __syncthreads();
     float s[kTile / 4], dp[kTile / 4];
     row_dots<kHeadDim>(s, sQ + r * ld<kHeadDim>(), sK, c4);

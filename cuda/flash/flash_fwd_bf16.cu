@@ -50,8 +50,7 @@ __global__ void __launch_bounds__(FwdTraits<kHeadDim>::kThreads) flash_fwd_kerne
   bf16* sK = sQ + kBlockM * kLd;             // (2, kBlockN, kLd)
   bf16* sV = sK + 2 * kBlockN * kLd;         // (2, kBlockN, kLd)
 
-  const FlashBlock blk = query_tile_block(p);
-  const int m0 = blk.tile * kBlockM, h = blk.h, b = blk.b;
+  const auto [m0, h, b] = query_tile_rows<kBlockM>(p);
   const int warp = threadIdx.x / 32;
   const int tq = p.seqlen_q, tk = p.seqlen_k;
 
@@ -66,9 +65,8 @@ __global__ void __launch_bounds__(FwdTraits<kHeadDim>::kThreads) flash_fwd_kerne
   cp_async_commit();
 
   const float scale_log2 = p.scale * kLog2e;
-  const float mask_bias = kMaskedScoreBias / p.scale;  // -1e6 on the scaled score
-  float acc_o[kHeadDim / 8][4];                        // (16, kHeadDim) unnormalised output
-  zero(acc_o);
+  const float mask_bias = kMaskedScoreBias / p.scale;                    // -1e6 on the scaled score
+  float acc_o[kHeadDim / 8][4] = {};                                     // (16, kHeadDim) unnormalised output
   float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};  // rows g and g+8
   uint32_t q_frag[kHeadDim / 16][4];
   const int row0 = m0 + warp * 16;

@@ -37,8 +37,7 @@ __global__ void __launch_bounds__(FwdWgmmaTraits<kHeadDim, kWarpgroups, kBlockN_
   bf16* sK = reinterpret_cast<bf16*>(smem + Tr::kQBytes);  // (2, kBlockN, D) SW128
   bf16* sV = sK + 2 * kBlockN * kHeadDim;                  // (2, kBlockN, D) SW128
 
-  const FlashBlock blk = query_tile_block(p);
-  const int m0 = blk.tile * kBlockM, h = blk.h, b = blk.b;
+  const auto [m0, h, b] = query_tile_rows<kBlockM>(p);
   const int wg = warpgroup_index(), warp_in_wg = (threadIdx.x / 32) % 4;
   const int tq = p.seqlen_q, tk = p.seqlen_k;
   const int row0 = m0 + wg * 64 + warp_in_wg * 16;  // this warp's 16-row strip
@@ -55,8 +54,7 @@ __global__ void __launch_bounds__(FwdWgmmaTraits<kHeadDim, kWarpgroups, kBlockN_
 
   const float scale_log2 = p.scale * kLog2e;
   const float mask_bias = kMaskedScoreBias / p.scale;
-  float acc_o[kHeadDim / 8][4];  // (64, D) per warpgroup: this thread's fragment
-  zero(acc_o);
+  float acc_o[kHeadDim / 8][4] = {};  // (64, D) per warpgroup: this thread's fragment
   float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
 
   for (int j = 0; j < n_blocks; ++j) {

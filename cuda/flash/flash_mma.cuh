@@ -158,6 +158,21 @@ __device__ __forceinline__ void fetch_kv_tile(const Copy& copy, bf16* sK, bf16* 
   copy(sV + s * Copy::kStageElems, v + n * p.v_s.row, p.v_s.row, p.seqlen_k - n);
 }
 
+// The four bf16 tiles a backward pass begins its shared memory (from `base`) with: the two the block
+// loads once, a and b ((kOnceRows, kRowElems) each), then the two it streams through kStages
+// stages, ring_a and ring_b ((kStages, kRingRows, kRowElems) each): K, V then Q, dO in the dK/dV
+// pass, Q, dO then K, V in the dQ pass. kRowElems: smem_ld's padded rows, or D for SW128 tiles
+// (base: sw128_smem_base). Returns the byte after them.
+template <int kOnceRows, int kRingRows, int kStages, int kRowElems>
+__device__ __forceinline__ unsigned char* carve_bwd_tiles(unsigned char* base, bf16*& a, bf16*& b, bf16*& ring_a,
+                                                          bf16*& ring_b) {
+  a = reinterpret_cast<bf16*>(base);
+  b = a + kOnceRows * kRowElems;
+  ring_a = b + kOnceRows * kRowElems;
+  ring_b = ring_a + kStages * kRingRows * kRowElems;
+  return reinterpret_cast<unsigned char*>(ring_b + kStages * kRingRows * kRowElems);
+}
+
 // kRows fp32 values (lse or delta of a query tile) into shared memory, zero past valid_rows.
 template <int kRows, int kThreads>
 __device__ __forceinline__ void load_vec_async(float* dst, const float* src, int valid_rows) {

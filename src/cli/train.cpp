@@ -101,8 +101,8 @@ void declare_options(po::options_description& desc, train::TrainConfig& c, Train
       ("save-every", po::value(&c.save_every)->default_value(0),
        "also every N steps (needs --save or --save-dir; 0: only at the end)")
       ("save-dir", po::value(&c.save_dir),
-       "DIR/step_<N>.h5 per save, DIR/latest names the newest; a DIR holding some "
-       "needs --resume auto or --overwrite")
+       "DIR/step_<N>.h5 per save, DIR/latest names the newest; a DIR with steps needs --resume auto "
+       "or --overwrite (drops them)")
       ("keep-last", po::value(&c.keep_last)->default_value(c.keep_last),
        "with --save-dir: keep this run's newest K step checkpoints, remove its older ones (0: keep all)")
       ("init-from", po::value(&c.init_from), "start from this checkpoint's weights (a PyTorch state_dict "

@@ -1,9 +1,12 @@
 #include "train/checkpoint_dir.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -58,20 +61,46 @@ int64_t step_of_name(const std::string& name) {
   return step_checkpoint_name(step) == name ? step : -1;  // one name per step: "step_0000200.h5" is not one
 }
 
-std::vector<StepCheckpoint> list_step_checkpoints(const std::string& dir) {
+namespace {
+
+// Regular files (and with links, symbolic links too) in `dir` named like step checkpoints, oldest first.
+std::vector<StepCheckpoint> step_entries(const std::string& dir, bool links) {
   std::vector<StepCheckpoint> out;
   std::error_code ec;
   if (!fs::exists(dir, ec) && !ec) return out;  // not made yet: a first run, with --resume auto too
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const int64_t step = step_of_name(it->path().filename().string());
     std::error_code kind_ec;
-    // A symbolic link or anything but a regular file is not a checkpoint this program wrote.
-    if (step >= 0 && fs::is_regular_file(it->symlink_status(kind_ec))) out.push_back({step, it->path().string()});
+    const fs::file_status st = it->symlink_status(kind_ec);
+    if (step >= 0 && (fs::is_regular_file(st) || (links && fs::is_symlink(st))))
+      out.push_back({step, it->path().string()});
   }
   PT_CHECK(!ec, "--save-dir '" + dir + "': cannot list it: " + ec.message());
   std::sort(out.begin(), out.end(), [](const StepCheckpoint& a, const StepCheckpoint& b) { return a.step < b.step; });
   return out;
 }
+
+// A fresh run with --overwrite, holding the lock: the previous run's pointer and step checkpoints
+// go, so that neither --resume auto nor a requeue before this run's first save finds that run.
+// Symbolic links are unlinked, never followed; a directory, FIFO or file of another name stays.
+void remove_history(const std::string& dir) {
+  std::vector<StepCheckpoint> doomed = step_entries(dir, true);
+  struct stat st {};
+  const std::string pointer = join(dir, kPointer);
+  if (::lstat(pointer.c_str(), &st) == 0 && (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)))
+    doomed.insert(doomed.begin(), {-1, pointer});  // first: without it no run claims the rest
+  for (const StepCheckpoint& c : doomed) {
+    if (::unlink(c.path.c_str()) == 0 || errno == ENOENT) continue;
+    const int err = errno;
+    PT_FAIL("--save-dir '" + dir + "': --overwrite cannot remove the previous run's '" + c.path +
+            "': " + std::strerror(err));
+  }
+}
+
+}  // namespace
+
+// A symbolic link or anything but a regular file is not a checkpoint this program wrote.
+std::vector<StepCheckpoint> list_step_checkpoints(const std::string& dir) { return step_entries(dir, false); }
 
 Pointer read_pointer(const std::string& dir) {
   Pointer p;
@@ -138,13 +167,15 @@ CheckpointDir::CheckpointDir(std::string dir, int64_t keep_last, bool overwrite,
                "' is not a checkpoint pointer, and the run writes its pointer there: pass --overwrite to "
                "replace it, or give another --save-dir");
   io::check_output_path(join(dir_, kPointer), true, "checkpoint pointer (--save-dir)");
+  // A fresh run: --overwrite clears the previous run's history, only now that the lock is ours.
+  if (overwrite && resumed_from.empty()) remove_history(dir_);
   // --resume auto continues the directory: later steps are replaced; finding nothing, it is a fresh run.
   if (overwrite || (resume_auto && !resumed_from.empty())) return;
   if (resumed_from.empty()) {
     PT_CHECK(existing.empty() && !p.exists,
              what + " already holds checkpoints (" + (existing.empty() ? std::string(kPointer) : names_of(existing)) +
                  "): continue them with --resume auto, or pass --overwrite to start a new run there (it "
-                 "replaces the files of the steps it saves and leaves the others)");
+                 "removes them and the pointer first)");
     return;
   }
   std::vector<StepCheckpoint> later;

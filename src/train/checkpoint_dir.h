@@ -12,6 +12,7 @@
 // which is whole; removal comes after the pointer, so the pointer never names a removed file.
 // Removal touches only files named like step checkpoints, in D, of this run's id, older than the
 // one just written: never another run's checkpoint, a file with another name, or a newer step.
+// Only a fresh run with --overwrite clears D's previous pointer and step checkpoints, at start-up.
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -52,7 +53,9 @@ class CheckpointDir {
   // Creates `dir` when missing. A fresh run (resumed_from "") into a directory that holds step
   // checkpoints or a pointer is refused unless overwrite; so is a run resumed from a file
   // (resume_auto false) when `dir` holds checkpoints of another run or of later steps, which it
-  // would replace as it goes (after rolling back to an earlier step, say).
+  // would replace as it goes (after rolling back to an earlier step, say). A fresh run with
+  // overwrite removes them and the pointer (links unlinked, not followed) once it holds
+  // D/latest.lock, so a run that finds the lock held removes nothing; a resumed one never does.
   CheckpointDir(std::string dir, int64_t keep_last, bool overwrite, const std::string& resumed_from,
                 int64_t resumed_step, bool resume_auto, std::string run_id);
   ~CheckpointDir();

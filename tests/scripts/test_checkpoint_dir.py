@@ -3,7 +3,9 @@ newest K step checkpoints and never touches a file it did not write (a foreign f
 another form, another run's checkpoint); the pointer D/latest names a whole checkpoint even when
 the process dies between a checkpoint and its pointer (PARATRAIN_FAULT=pause-before-pointer, then
 SIGKILL); `--resume auto` skips a truncated newest checkpoint with a warning naming it and resumes
-from the one before, bit for bit the run that was never damaged."""
+from the one before, bit for bit the run that was never damaged; a fresh `--overwrite` run clears
+the old run's pointer and step checkpoints (a link unlinked, not followed), and only once it holds
+D's lock (a second run finding it held removes nothing), while a resumed one removes nothing."""
 import hashlib
 import os
 import shutil
@@ -91,16 +93,56 @@ def test_keep_last_keeps_this_runs_newest_k_and_never_touches_other_files(tmp_pa
     assert pointer(d) == ("step_000014.h5", run_id)
 
 
-def test_a_fresh_run_into_a_directory_with_checkpoints_is_refused_and_overwrite_leaves_other_steps(tmp_path):
-    d = str(tmp_path / "D")
-    train("--steps", "4", "--save-every", "2", "--save-dir", d, "--out", str(tmp_path / "a.h5"))
-    kept = sha(os.path.join(d, "step_000004.h5"))
-    err = train("--steps", "2", "--save-dir", d, "--out", str(tmp_path / "b.h5"), rc=1).stderr
+def test_a_fresh_run_is_refused_and_a_fresh_overwrite_run_clears_the_old_runs_history(tmp_path):
+    d = tmp_path / "D"
+    train("--steps", "4", "--save-every", "2", "--save-dir", str(d), "--out", str(tmp_path / "a.h5"))
+    kept = sha(d / "step_000004.h5")
+    err = train("--steps", "2", "--save-dir", str(d), "--out", str(tmp_path / "b.h5"), rc=1).stderr
     assert len(err.strip().splitlines()) == 1 and "--save-dir" in err and "--resume auto" in err, err
-    assert sha(os.path.join(d, "step_000004.h5")) == kept and not os.path.exists(tmp_path / "b.h5")
-    train("--steps", "2", "--save-dir", d, "--overwrite", "--out", str(tmp_path / "b.h5"))
-    assert sha(os.path.join(d, "step_000004.h5")) == kept
-    assert pointer(d)[0] == "step_000002.h5"
+    assert sha(d / "step_000004.h5") == kept and not os.path.exists(tmp_path / "b.h5")
+    # Besides the old run's steps 2 and 4 and its pointer: a step-named link (unlinked, never
+    # followed), a directory named like a step, and files of other names, all left alone.
+    outside = tmp_path / "mine.h5"
+    outside.write_bytes(b"kept")
+    (d / "step_000009.h5").symlink_to(outside)
+    (d / "step_000007.h5").mkdir()
+    others = {"notes.txt": b"mine", "step_200.h5": b"an older naming", "step_best.h5": b"a name"}
+    for name, data in others.items():
+        (d / name).write_bytes(data)
+    train("--steps", "1", "--save-dir", str(d), "--overwrite", "--out", str(tmp_path / "b.h5"))
+    name, run_id = pointer(d)
+    assert (name, whole(d / name)[1]) == ("step_000001.h5", run_id)
+    assert sorted(os.listdir(d)) == sorted(["latest", "step_000001.h5", "step_000007.h5", *others])
+    assert outside.read_bytes() == b"kept" and {n: (d / n).read_bytes() for n in others} == others
+
+
+def test_an_overwrite_run_finding_the_directory_taken_removes_nothing(tmp_path):
+    d = str(tmp_path / "D")
+    train("--steps", "2", "--save-every", "2", "--save-dir", d, "--out", str(tmp_path / "a.h5"))
+    # The first run continues, and pauses before the pointer of its step 4, holding D's lock.
+    first = start([*TRAIN, "--steps", "100000", "--save-every", "2", "--save-dir", d, "--resume", "auto",
+                   "--out", str(tmp_path / "a.h5")], {"PARATRAIN_FAULT": "pause-before-pointer:60"}, str(tmp_path))
+    try:
+        wait_for_line(first, first.stderr, "pause-before-pointer")
+        before = {n: sha(os.path.join(d, n)) for n in os.listdir(d) if not n.endswith(".lock")}
+        assert {"latest", "step_000002.h5", "step_000004.h5"} <= set(before), before
+        err = train("--steps", "2", "--save-dir", d, "--overwrite", "--out", str(tmp_path / "b.h5"), rc=1).stderr
+        assert "being written by another run" in err and f"pid {first.pid}" in err, err
+        assert {n: sha(os.path.join(d, n)) for n in os.listdir(d) if not n.endswith(".lock")} == before
+    finally:
+        first.kill()
+        finish(first)
+
+
+def test_resume_auto_with_overwrite_continues_the_checkpoint_and_removes_nothing(tmp_path):
+    d = tmp_path / "D"
+    train("--steps", "4", "--save-every", "2", "--save-dir", str(d), "--out", str(tmp_path / "a.h5"))
+    _, run_id = pointer(d)
+    before = {n: sha(d / n) for n in ("step_000002.h5", "step_000004.h5")}
+    out = train("--steps", "6", "--save-dir", str(d), "--resume", "auto", "--overwrite",
+                "--out", str(tmp_path / "a.h5")).stdout
+    assert "resuming " + str(d / "step_000004.h5") in out, out
+    assert {n: sha(d / n) for n in before} == before and pointer(d) == ("step_000006.h5", run_id)
 
 
 def test_the_pointer_names_a_whole_checkpoint_when_the_run_dies_before_updating_it(tmp_path):

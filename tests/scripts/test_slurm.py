@@ -2,9 +2,11 @@
 configurations: every job completes, each leaves a valid run record, and the report job, which
 depends on all of them, writes its tables; the multi-rank jobs were placed with --nodes and
 --ntasks-per-node. Then preemption: a training job whose batch shell gets SIGUSR1 (what
---signal=B:USR1@N does before the time limit) checkpoints, requeues itself and finishes in its
-second run, continuing its record. The daemons are always stopped. A benchmark the binary does not
-implement yet (a placeholder subcommand) is left out of the submission, with a note."""
+--signal=B:USR1@N does before the time limit) checkpoints, requeues itself and continues from the
+checkpoint `latest` names; stopped again with that newest checkpoint torn, it continues from the
+one before, and finishes, continuing its record and keeping its newest PT_KEEP_LAST checkpoints.
+The daemons are always stopped. A benchmark the binary does not implement yet (a placeholder
+subcommand) is left out of the submission, with a note."""
 import os
 import re
 import subprocess
@@ -177,8 +179,9 @@ def test_sweeps_on_local_slurm(slurm, tmp_path):
         if name.startswith(("allreduce_n2", "ddp_n2")):
             assert run.attrs["world_size"] == 2, f"{name}: not run on 2 ranks"
             assert run.attrs.get("slurm_ntasks_per_node") == "2", f"{name}: not placed with --ntasks-per-node=2"
-    if "train" in kinds:
-        assert os.path.isfile(os.path.join(out, "checkpoints", "train_n1.h5")), "train wrote no checkpoint"
+    if "train" in kinds:  # one checkpoint, at the end (PT_SAVE_EVERY is past the CPU sweep's steps)
+        ckdir = os.path.join(out, "checkpoints", "train_n1")
+        assert checkpoint_dir(ckdir)[:2] == ("step_000005.h5", ["step_000005.h5"]), checkpoint_dir(ckdir)
 
     report = os.path.join(out, "report")
     md = open(os.path.join(report, "report.md")).read()
@@ -191,7 +194,7 @@ def test_sweeps_on_local_slurm(slurm, tmp_path):
 
 
 # Preemption: tiny steps (~40 ms on one CPU), so the run would take ~12 s; it is stopped after a
-# few, and the requeued run does the rest.
+# few steps and again after its step-100 checkpoint, and the job's third run does the rest.
 PREEMPT_STEPS = 300
 PREEMPT_FLAGS = f"--model tiny --context-length 32 --batch-size 2 --steps {PREEMPT_STEPS}"
 
@@ -204,6 +207,19 @@ def wait_until(what, predicate, timeout, on_fail=lambda: ""):
             return value
         time.sleep(0.2)
     raise AssertionError(f"timed out waiting for {what}\n{on_fail()}")
+
+
+def checkpoint_dir(path):
+    """(the checkpoint `latest` names, the step checkpoints there, the run id `latest` gives) of a
+    train --save-dir directory."""
+    name, run = open(os.path.join(path, "latest")).read().splitlines()
+    assert run.startswith("run "), run
+    return name, sorted(n for n in os.listdir(path) if re.fullmatch(r"step_\d{6,}\.h5", n)), run[4:]
+
+
+def checkpoint_step(path):
+    with h5py.File(path, "r") as f:
+        return int(f.attrs["step"])
 
 
 def record(path):
@@ -220,11 +236,11 @@ def test_a_train_job_told_to_stop_checkpoints_requeues_itself_and_finishes(slurm
     out = str(tmp_path / "results")
     sub = subprocess.run([SUBMIT, "--cpu", "--out", out, "--bin", bin_path, "--time", "00:10:00", "--only", "train"],
                          capture_output=True, text=True, timeout=120,
-                         env=dict(env, PT_TRAIN_FLAGS=PREEMPT_FLAGS, PT_SAVE_EVERY="100"))
+                         env=dict(env, PT_TRAIN_FLAGS=PREEMPT_FLAGS, PT_SAVE_EVERY="100", PT_KEEP_LAST="2"))
     assert sub.returncode == 0, f"submit_all failed:\n{sub.stdout}\n{sub.stderr}"
     jobs = dict(line.split() for line in sub.stdout.splitlines() if line.strip())
     job = jobs["train_n1"]
-    rec, ck = os.path.join(out, "train_n1.h5"), os.path.join(out, "checkpoints", "train_n1.h5")
+    rec, ckdir = os.path.join(out, "train_n1.h5"), os.path.join(out, "checkpoints", "train_n1")
 
     def log():
         path = os.path.join(out, "logs", f"pt-train-{job}.out")
@@ -233,61 +249,101 @@ def test_a_train_job_told_to_stop_checkpoints_requeues_itself_and_finishes(slurm
     def fields():
         return job_fields(env, job).get(job, {})
 
-    def steps_logged():
-        return [int(m) for m in re.findall(r"^step +(\d+)/", log(), re.M)]
+    def run_log(restart):  # the part of the log of one run of the job (--open-mode=append)
+        parts = log().split(f"job {job} restart {restart} ")
+        return parts[1].split(f"job {job} restart {restart + 1} ")[0] if len(parts) > 1 else ""
 
-    def requeued_or_ended():
-        f = fields()
-        pending_again = f.get("Restarts") == "1" and f.get("JobState") == "PENDING"
-        return f if pending_again or f.get("JobState") in TERMINAL else None
+    def stop_and_requeue(restart, after_step, checkpoint=None):
+        """SIGUSR1 to the batch shell alone (what --signal=B:USR1@N does near the limit) once run
+        `restart` logged `after_step` steps (and `latest` names `checkpoint`); the run stops at a
+        step boundary, exit 75, and the job goes back to the queue. Returns the step it stopped after."""
+        def ready():
+            if fields().get("JobState") in TERMINAL:
+                return True
+            steps = [int(m) for m in re.findall(r"^step +(\d+)/", run_log(restart), re.M)]
+            return steps and max(steps) >= after_step and (
+                checkpoint is None or os.path.exists(os.path.join(ckdir, "latest")) and
+                checkpoint_dir(ckdir)[0] == checkpoint)
+        wait_until(f"step {after_step} of run {restart} in the log", ready, 60, log)
+        assert fields().get("JobState") == "RUNNING", f"{fields().get('JobState')} before the signal:\n{log()}"
+        signalled = subprocess.run(["scancel", "--batch", "--signal=USR1", job], capture_output=True, text=True,
+                                   env=env)
+        assert signalled.returncode == 0, signalled.stderr
+
+        def requeued_or_ended():
+            f = fields()
+            pending_again = f.get("Restarts") == str(restart + 1) and f.get("JobState") == "PENDING"
+            return f if pending_again or f.get("JobState") in TERMINAL else None
+        state = wait_until("the job to be requeued", requeued_or_ended, 60, log).get("JobState")
+        assert state == "PENDING", f"not requeued: {state}\n{log()}"
+        status, steps, _ = record(rec)
+        m = re.fullmatch(rf"interrupted: SIGUSR1 after step (\d+) of {PREEMPT_STEPS}", status)
+        assert m, f"run {restart}'s record status: {status!r}\n{log()}"
+        stopped = int(m.group(1))
+        assert stopped < PREEMPT_STEPS - 50, f"the run got too far before the signal:\n{log()}"
+        assert steps == list(range(1, stopped + 1)), f"run {restart}'s rows {steps[:3]}..{steps[-3:]}, stopped at {stopped}"
+        assert "requeueing job" in run_log(restart), log()
+        return stopped
 
     def pending_reason():
         reason = fields().get("Reason")
         return reason if reason not in (None, "None") else None
 
-    # A few steps, then SIGUSR1 to the batch shell alone: what --signal=B:USR1@N does near the limit.
-    wait_until("3 steps in the log", lambda: len(steps_logged()) >= 3 or fields().get("JobState") in TERMINAL, 60, log)
-    assert fields().get("JobState") == "RUNNING", f"{fields().get('JobState')} before the signal:\n{log()}"
-    assert max(steps_logged()) < PREEMPT_STEPS - 50, f"the run got too far before the signal:\n{log()}"
-    signalled = subprocess.run(["scancel", "--batch", "--signal=USR1", job], capture_output=True, text=True, env=env)
-    assert signalled.returncode == 0, signalled.stderr
+    def release():
+        # Slurm holds a requeued job for its credential lifetime (AuthInfo cred_expire, 120 s by
+        # default): Reason=BeginTime. Let it start now.
+        reason = wait_until("the scheduler to give the pending job a reason", pending_reason, 30)
+        assert reason == "BeginTime", f"requeued job pending for {reason} (expected BeginTime)"
+        # slurmd revoked the last run's credential when the job was requeued, and compares times in
+        # whole seconds: a new credential issued within the same second counts as revoked, and the
+        # relaunch fails ("already killed, do not launch batch job"; the job ends FAILED with no
+        # output). cred_expire keeps real jobs far from this; here, let a second pass first.
+        time.sleep(2)
+        released = subprocess.run(["scontrol", "update", f"jobid={job}", "StartTime=now"], capture_output=True,
+                                  text=True, env=env)
+        assert released.returncode == 0, released.stderr
 
-    # The first run stops at a step boundary, exit 75, and the job goes back to the queue.
-    first = wait_until("the job to be requeued", requeued_or_ended, 60, log)
-    assert first.get("JobState") == "PENDING", f"not requeued: {first.get('JobState')}\n{log()}"
-    status, steps, _ = record(rec)
-    m = re.fullmatch(rf"interrupted: SIGUSR1 after step (\d+) of {PREEMPT_STEPS}", status)
-    assert m, f"first run's record status: {status!r}\n{log()}"
-    stopped = int(m.group(1))
-    assert steps == list(range(1, stopped + 1)), f"first run's rows {steps[:3]}..{steps[-3:]}, stopped at {stopped}"
-    with h5py.File(ck, "r") as f:
-        assert int(f.attrs["step"]) == stopped, "the checkpoint is not the one of the stopping step"
-    assert "requeueing job" in log(), log()
-    # Slurm holds a requeued job for its credential lifetime (AuthInfo cred_expire, 120 s by
-    # default): Reason=BeginTime. Let it start now.
-    reason = wait_until("the scheduler to give the pending job a reason", pending_reason, 30)
-    assert reason == "BeginTime", f"requeued job pending for {reason} (expected BeginTime)"
-    # slurmd revoked the first run's credential when the job was requeued, and compares times in
-    # whole seconds: a new credential issued within the same second counts as revoked, and the
-    # relaunch fails ("already killed, do not launch batch job"; the job ends FAILED with no
-    # output). cred_expire keeps real jobs far from this; here, let a second pass first.
-    time.sleep(2)
-    released = subprocess.run(["scontrol", "update", f"jobid={job}", "StartTime=now"], capture_output=True,
-                              text=True, env=env)
-    assert released.returncode == 0, released.stderr
+    def step_name(k):
+        return f"step_{k:06d}.h5"
 
-    # The second run resumes from the checkpoint and finishes; the report waited for it (afterok).
+    # Run 0 stops after a few steps: its checkpoint at the stop is the one `latest` names.
+    first = stop_and_requeue(0, 3)
+    assert first < 100, f"run 0 got to its step-100 checkpoint before the signal:\n{log()}"
+    name, saved, run_id = checkpoint_dir(ckdir)
+    assert (name, saved) == (step_name(first), [step_name(first)]), (name, saved)
+    assert checkpoint_step(os.path.join(ckdir, name)) == first, "the checkpoint is not the one of the stopping step"
+    release()
+
+    # Run 1 continues from `latest`, saves step 100 and is stopped again a few steps later: the
+    # newest 2 of the run's checkpoints stay (PT_KEEP_LAST=2).
+    second = stop_and_requeue(1, 105, step_name(100))
+    assert f"resuming {os.path.join(ckdir, step_name(first))} after step {first}" in run_log(1), run_log(1)
+    name, saved, second_id = checkpoint_dir(ckdir)
+    assert (name, saved, second_id) == (step_name(second), [step_name(100), step_name(second)], run_id), \
+        (name, saved, second_id)
+    # Its newest checkpoint is torn (a node lost before the file server wrote it all): the
+    # requeued run skips it with a warning and continues from the one before.
+    torn = os.path.join(ckdir, step_name(second))
+    os.truncate(torn, os.path.getsize(torn) // 2)
+    release()
+
+    # Run 2 finishes; the report waited for it (afterok).
     states = wait_for_jobs(env, jobs, timeout=180)
     assert states == {"train_n1": {job: "COMPLETED"}, "report": {jobs["report"]: "COMPLETED"}}, \
         f"job states {states}\n{logs(out)}"
-    assert fields().get("Restarts") == "1"
+    assert fields().get("Restarts") == "2"
+    text = run_log(2)
+    assert "skipping a checkpoint that does not load" in text and torn in text, text
+    assert f"resuming {os.path.join(ckdir, step_name(100))} after step 100" in text, text
     status, steps, attrs = record(rec)
     assert status == "completed", status
     assert steps == list(range(1, PREEMPT_STEPS + 1)), f"rows {steps[:3]}..{steps[-3:]} ({len(steps)})"
     assert attrs.get("slurm_job_id") == job
-    assert attrs.get("slurm_restart_count", "1") == "1", attrs.get("slurm_restart_count")
-    with h5py.File(ck, "r") as f:
-        assert int(f.attrs["step"]) == PREEMPT_STEPS
-    text = log()  # one log for both runs (--open-mode=append)
-    assert f"job {job} restart 0 " in text and f"job {job} restart 1 " in text, text
-    assert f"after step {stopped}" in text.split(f"job {job} restart 1 ")[1], "the second run did not resume"
+    assert attrs.get("slurm_restart_count", "2") == "2", attrs.get("slurm_restart_count")
+    assert attrs.get("run_id") == run_id, (attrs.get("run_id"), run_id)
+    # The run's newest 2 checkpoints; the torn one stays (it cannot be read, so it is not known
+    # to be the run's own; paratrain removes only those).
+    name, saved, last_id = checkpoint_dir(ckdir)
+    assert (name, last_id) == (step_name(PREEMPT_STEPS), run_id), (name, last_id)
+    assert saved == sorted([step_name(200), step_name(300), step_name(second)]), saved
+    assert checkpoint_step(os.path.join(ckdir, name)) == PREEMPT_STEPS

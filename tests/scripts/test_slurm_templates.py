@@ -2,9 +2,10 @@
 PT_GPUS_PER_NODE / PT_NODES / PT_GPU_BIND into --nodes, --ntasks-per-node and GPU options, which
 layouts it refuses (one line, exit 2, nothing submitted), the srun line of slurm/common.sh, and
 slurm/train.sbatch's signal handling run by bash against a stand-in srun and scontrol: SIGUSR1
-reaches the job step, exit 75 requeues the job, SIGTERM never does, and the resume/overwrite
-arguments of a first run and of a requeued one; GPU mode's --device cuda in every job; and where a
-template finds common.sh and the program in an installed tree."""
+reaches the job step, exit 75 requeues the job, SIGTERM never does, the resume/overwrite
+arguments of a first run and of a requeued one, and that the script itself removes no checkpoint;
+GPU mode's --device cuda in every job; and where a template finds common.sh and the program in an
+installed tree."""
 import os
 import re
 import shutil
@@ -156,6 +157,7 @@ def test_gpu_options_of_ones_own_need_pt_gpu_bind_none(tmp_path):
     ("train", {"PT_GPU_BIND": "closest"}, ["PT_GPU_BIND", "per-node, per-task or none", "'closest'"]),
     ("train", {"PT_SRUN_MPI": "pmix --oops"}, ["PT_SRUN_MPI"]),
     ("train", {"PT_SIGNAL_LEAD": "2m"}, ["PT_SIGNAL_LEAD", "'2m'"]),
+    ("train", {"PT_KEEP_LAST": "all"}, ["PT_KEEP_LAST", "'all'"]),
     ("train", {"PT_SIGNAL_LEAD": 600, "PT_TIME": "00:10:00"}, ["PT_SIGNAL_LEAD=600", "00:10:00"]),
     ("train", {"PT_TASK_RESOURCES": "--gpus-per-task=1 --cpus-per-task=8"}, ["--gpus-per-task=1", "PT_GPU_BIND=none"]),
 ])
@@ -283,23 +285,52 @@ def test_a_failed_requeue_leaves_exit_75_and_says_how_to_continue(tmp_path):
 
 def test_checkpoint_resume_and_overwrite_arguments_of_first_and_requeued_runs(tmp_path):
     out = tmp_path / "out"
-    ck = str(out / "checkpoints" / "train_n2.h5")
+    ckdir = out / "checkpoints" / "train_n2"
 
     def tail(args):
         return args[args.index("--out"):]
-    common = ["--out", str(out / "train_n2.h5"), "--save", ck, "--save-every", "50"]
-    # first run: resume when a checkpoint of an earlier submission exists, else start
+    common = ["--out", str(out / "train_n2.h5"), "--save-dir", str(ckdir), "--keep-last", "3", "--save-every", "50"]
+    # first run: resume from `latest` when an earlier submission left one, else start
     assert tail(run_train_template(tmp_path)[1]) == common + ["--resume", "auto"]
-    # PT_OVERWRITE=1 on a first run: start over, replacing the record and the checkpoint
+    # PT_OVERWRITE=1 on a first run: start over, replacing the record and the checkpoints
     assert tail(run_train_template(tmp_path, PT_OVERWRITE=1)[1]) == common + ["--overwrite"]
-    # requeued before any checkpoint: start over over its own first attempt's record
+    # requeued before any checkpoint (no `latest`): start over over its own first attempt's record
     assert tail(run_train_template(tmp_path, restart=1, PT_OVERWRITE=1)[1]) == common + ["--resume", "auto",
                                                                                         "--overwrite"]
-    # requeued with a checkpoint: resume and continue the record, never --overwrite
-    open(ck, "w").close()
+    # requeued with `latest`: resume from it and continue the record, never --overwrite
+    ckdir.mkdir(parents=True)
+    (ckdir / "latest").write_text("step_000100.h5\nrun r1\n")
     for overwrite in (0, 1):
         args = run_train_template(tmp_path, restart=2, PT_OVERWRITE=overwrite)[1]
         assert tail(args) == common + ["--resume", "auto"], args
+    args = run_train_template(tmp_path, restart=2, PT_KEEP_LAST=0)[1]
+    assert args[args.index("--keep-last") + 1] == "0", args
+
+
+def old_run(ckdir, outside):
+    """A checkpoint directory left by an earlier sweep: its pointer and step checkpoints (one a
+    symbolic link to a file elsewhere), and files of other names. Returns what is in it."""
+    ckdir.mkdir(parents=True, exist_ok=True)
+    for name in ("latest", "step_000100.h5", "step_1000000.h5", "latest.lock", "notes.txt", "step_best.h5",
+                 "step_00100.h5"):
+        (ckdir / name).write_text(name)
+    outside.write_text("kept")
+    if not (ckdir / "step_000300.h5").is_symlink():
+        (ckdir / "step_000300.h5").symlink_to(outside)
+    return sorted(os.listdir(ckdir))
+
+
+def test_a_fresh_overwriting_run_leaves_the_clearing_to_paratrain(tmp_path):
+    ckdir, outside = tmp_path / "out" / "checkpoints" / "train_n2", tmp_path / "mine.h5"
+    # The script removes nothing, on any run: paratrain's --overwrite clears the old run's pointer
+    # and step checkpoints once it holds the directory's lock, so a second job submitted with
+    # PT_OVERWRITE=1 while the first runs fails on that lock and takes nothing of the first's.
+    for settings in ({}, {"restart": 1, "PT_OVERWRITE": 1}, {"PT_OVERWRITE": 1}):
+        before = old_run(ckdir, outside)
+        rc, args, _, _, err = run_train_template(tmp_path, **settings)
+        assert rc == 0 and sorted(os.listdir(ckdir)) == before, (settings, err)
+        assert ("--overwrite" in args) == (settings == {"PT_OVERWRITE": 1}), (settings, args)
+    assert outside.read_text() == "kept"
 
 
 # ---- GPU mode never falls back to the CPU ---------------------------------------------------------
