@@ -52,7 +52,6 @@ __global__ void __launch_bounds__(FwdTraits<kHeadDim>::kThreads) flash_fwd_kerne
 
   const auto [m0, h, b] = query_tile_rows<kBlockM>(p);
   const int warp = threadIdx.x / 32;
-  const int tk = p.seqlen_k;
 
   const KeyValueStream<kBlockM, kBlockN, kCausal, PaddedTileCopy<kBlockN, kHeadDim, kThreads>> kv(p, b, h, m0, sK, sV);
   kv.start(PaddedTileCopy<kBlockM, kHeadDim, kThreads>(), sQ);
@@ -68,10 +67,10 @@ __global__ void __launch_bounds__(FwdTraits<kHeadDim>::kThreads) flash_fwd_kerne
     const auto [sKj, sVj] = kv.turn(j);
     if (j == 0) load_a_strip<kHeadDim>(q_frag, sQ + warp * 16 * kLd, kLd);
     if (j < kv.tiles.n_full)
-      fwd_step<kHeadDim, kBlockN, kCausal, false>(acc_o, row_max, row_sum, q_frag, sKj, sVj, row0, j * kBlockN, tk,
+      fwd_step<kHeadDim, kBlockN, kCausal, false>(acc_o, row_max, row_sum, q_frag, sKj, sVj, row0, j * kBlockN, kv.tk,
                                                   scale_log2, mask_bias);
     else
-      fwd_step<kHeadDim, kBlockN, kCausal, true>(acc_o, row_max, row_sum, q_frag, sKj, sVj, row0, j * kBlockN, tk,
+      fwd_step<kHeadDim, kBlockN, kCausal, true>(acc_o, row_max, row_sum, q_frag, sKj, sVj, row0, j * kBlockN, kv.tk,
                                                  scale_log2, mask_bias);
     __syncthreads();  // this stage is refilled by the next iteration's copy
   }

@@ -37,7 +37,6 @@ __global__ void __launch_bounds__(FwdWgmmaTraits<kHeadDim, kWarpgroups, kBlockN_
 
   const auto [m0, h, b] = query_tile_rows<kBlockM>(p);
   const int wg = warpgroup_index(), warp_in_wg = (threadIdx.x / 32) % 4;
-  const int tk = p.seqlen_k;
   const int row0 = m0 + wg * 64 + warp_in_wg * 16;  // this warp's 16-row strip
 
   const KeyValueStream<kBlockM, kBlockN, kCausal, Sw128TileCopy<kBlockN, kHeadDim, kThreads>> kv(p, b, h, m0, sK, sV);
@@ -61,10 +60,10 @@ __global__ void __launch_bounds__(FwdWgmmaTraits<kHeadDim, kWarpgroups, kBlockN_
     pin(acc_s);
 
     if (j < kv.tiles.n_full)
-      online_softmax<kBlockN, kHeadDim, kCausal, false>(acc_s, acc_o, row_max, row_sum, row0, j * kBlockN, tk,
+      online_softmax<kBlockN, kHeadDim, kCausal, false>(acc_s, acc_o, row_max, row_sum, row0, j * kBlockN, kv.tk,
                                                         scale_log2, mask_bias);
     else
-      online_softmax<kBlockN, kHeadDim, kCausal, true>(acc_s, acc_o, row_max, row_sum, row0, j * kBlockN, tk,
+      online_softmax<kBlockN, kHeadDim, kCausal, true>(acc_s, acc_o, row_max, row_sum, row0, j * kBlockN, kv.tk,
                                                        scale_log2, mask_bias);
 
     uint32_t p_frag[kBlockN / 16][4];  // P in bf16 as the register A operand

@@ -179,8 +179,8 @@ __device__ __forceinline__ void load_vec_async(float* dst, const float* src, int
 // The key/value side of a query-tile block [m0, m0 + kBlockM) (forward and dQ passes of both
 // families): its head's rows (HeadRows, or DqHeadRows in the dQ pass), the key tiles it visits
 // (KeyTiles) and the two stages of sK and sV they stream through, with the family's tile copy
-// (Copy::kStageElems apart). Both lengths are read first and fetch reads seqlen_k again, as the
-// kernels did before the stream: the order of these reads decides some of ptxas's scheduling.
+// (Copy::kStageElems apart). Both lengths are read first and fetch reads seqlen_k afresh: the
+// order of these reads steers ptxas's scheduling of the kernels' opening, so it stays this one.
 template <int kBlockM, int kBlockN, bool kCausal, class Copy, class Rows = HeadRows<bf16>>
 struct KeyValueStream {
   const FlashParams& p;
@@ -229,7 +229,8 @@ struct KeyValueStream {
 
 // The query side of a dK/dV block [n0, n0 + kBlockN) (the mma.sync and wgmma passes): its head's
 // rows, the query tiles it meets (QueryTiles), and the two stages of sQ, sdO (the family's tile
-// copy, Copy::kStageElems apart), sL and sDelta (kBlockM apart) they stream through.
+// copy, Copy::kStageElems apart), sL and sDelta (kBlockM apart) they stream through. Members are
+// initialised in the order the kernels' opening reads them (as in KeyValueStream).
 template <int kBlockM, int kBlockN, bool kCausal, int kThreads, class Copy>
 struct DkDvQueries {
   const FlashParams& p;
