@@ -39,12 +39,12 @@ struct Fp8Traits;
 template <>
 struct Fp8Traits<Fp8Format::E4M3> {
   static constexpr __nv_fp8_interpretation_t kInterp = __NV_E4M3;
-  static constexpr float kMax = 448.0f;
+  static constexpr float kMax = kFp8E4M3Max;
 };
 template <>
 struct Fp8Traits<Fp8Format::E5M2> {
   static constexpr __nv_fp8_interpretation_t kInterp = __NV_E5M2;
-  static constexpr float kMax = 57344.0f;
+  static constexpr float kMax = kFp8E5M2Max;
 };
 
 // fp8_scale_from_amax on the device: one correctly rounded division, as the host's.

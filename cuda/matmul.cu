@@ -53,17 +53,6 @@ void cublas_matmul(Context& ctx, const GemmDesc& g) {
       g.stride_c, int(g.batch), compute_type(ctx, g), CUBLAS_GEMM_DEFAULT));
 }
 
-// Times `run` (enqueued on ctx's stream) over iters runs after `warmup` untimed ones, ms per run.
-template <typename Run>
-double time_runs(Context& ctx, int iters, Run&& run, int warmup = 2) {
-  for (int i = 0; i < warmup; ++i) run();
-  StreamClock clock(ctx, 2);
-  clock.mark();
-  for (int i = 0; i < iters; ++i) run();
-  clock.mark();
-  return clock.intervals_ms().at(0) / iters;
-}
-
 // The largest power of two (at most 256, cuBLASLt's default assumption) dividing every address
 // the GEMM touches in one operand: its base and each batch entry's.
 uint32_t alignment(const void* p, int64_t batch_stride, DType t) {
@@ -212,14 +201,14 @@ Plan choose(Context& ctx, const GemmDesc& g, GemmSelect select) {
   if (scratch) probe.c = scratch;
   constexpr int kIters = 5;
   auto run_cublas = [&] { cublas_matmul(ctx, probe); };
-  double best_ms = kCublasHeadStart * time_runs(ctx, kIters, run_cublas, 1);
+  double best_ms = kCublasHeadStart * per_run_ms(ctx, kIters, run_cublas, 1);
   const cublasLtMatmulAlgo_t* best = nullptr;
   for (const auto& r : found) {
     cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
     auto run_candidate = [&] {
       if (status == CUBLAS_STATUS_SUCCESS) status = lt_matmul(ctx, *p, r.algo, probe, probe.c);
     };
-    const double t = time_runs(ctx, kIters, run_candidate, 1);
+    const double t = per_run_ms(ctx, kIters, run_candidate, 1);
     if (status == CUBLAS_STATUS_SUCCESS && t < best_ms) {
       best_ms = t;
       best = &r.algo;
@@ -339,7 +328,7 @@ std::vector<double> time_cublaslt_algos(Context& ctx, const GemmDesc& g, int max
   std::vector<double> ms;
   for (const auto& r : candidates(ctx, p, max_algos)) {
     cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
-    const double t = time_runs(ctx, iters, [&] {
+    const double t = per_run_ms(ctx, iters, [&] {
       if (status == CUBLAS_STATUS_SUCCESS) status = lt_matmul(ctx, p, r.algo, g, g.c);
     });
     ms.push_back(status == CUBLAS_STATUS_SUCCESS ? t : std::numeric_limits<double>::infinity());
@@ -348,11 +337,11 @@ std::vector<double> time_cublaslt_algos(Context& ctx, const GemmDesc& g, int max
 }
 
 double time_cublas(Context& ctx, const GemmDesc& g, int iters) {
-  return time_runs(ctx, iters, [&] { cublas_matmul(ctx, g); });
+  return per_run_ms(ctx, iters, [&] { cublas_matmul(ctx, g); });
 }
 
 double time_matmul(Context& ctx, const GemmDesc& g, int iters) {
-  return time_runs(ctx, iters, [&] { matmul(ctx, g); });
+  return per_run_ms(ctx, iters, [&] { matmul(ctx, g); });
 }
 
 void matmul_fp8(Context& ctx, const Fp8GemmDesc& g) {
@@ -366,7 +355,7 @@ void matmul_fp8(Context& ctx, const Fp8GemmDesc& g) {
 }
 
 double time_matmul_fp8(Context& ctx, const Fp8GemmDesc& g, int iters) {
-  return time_runs(ctx, iters, [&] { matmul_fp8(ctx, g); });
+  return per_run_ms(ctx, iters, [&] { matmul_fp8(ctx, g); });
 }
 
 }  // namespace pt::cuda

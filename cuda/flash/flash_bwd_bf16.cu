@@ -177,21 +177,11 @@ __global__ void __launch_bounds__(DkDvTraits<kHeadDim>::kThreads) flash_bwd_dkdv
 
   const auto [n0, h, b] = key_tile_rows<kBlockN>(p);
   const int warp = threadIdx.x / 32;
-  const int tq = p.seqlen_q, tk = p.seqlen_k;
-  const int64_t bh = static_cast<int64_t>(b) * p.heads + h;
+  const int tq = p.seqlen_q;
 
-  const HeadRows<bf16> rows(p, b, h, 0, n0);
-  const DkDvQueries<kBlockM, kThreads, PaddedTileCopy<kBlockM, kHeadDim, kThreads>> queries(p, rows.q, b, h, bh, tq);
-
-  const QueryTiles<kBlockM, kBlockN, kCausal> tiles(n0, tq);
-  const int m_begin = tiles.m_begin, m_blocks = tiles.m_blocks;
-
-  auto load_query_tile = [&](int i, int stage) { queries.fetch(sQ, sdO, sL, sDelta, i, stage); };
-
-  load_tile_async<kBlockN, kHeadDim, kThreads>(sK, rows.k, p.k_s.row, tk - n0);
-  load_tile_async<kBlockN, kHeadDim, kThreads>(sV, rows.v, p.v_s.row, tk - n0);
-  load_query_tile(m_begin, 0);
-  cp_async_commit();
+  const DkDvQueries<kBlockM, kBlockN, kCausal, kThreads, PaddedTileCopy<kBlockM, kHeadDim, kThreads>> queries(
+      p, b, h, n0, sQ, sdO, sL, sDelta);
+  queries.start(PaddedTileCopy<kBlockN, kHeadDim, kThreads>(), sK, sV);
 
   float acc_dk[kHeadDim / 8][4] = {}, acc_dv[kHeadDim / 8][4] = {};  // (16 keys, kHeadDim) per warp
   const float scale_log2 = p.scale * kLog2e;
@@ -199,15 +189,9 @@ __global__ void __launch_bounds__(DkDvTraits<kHeadDim>::kThreads) flash_bwd_dkdv
   const bf16* sVw = sV + warp * 16 * kLd;
   const int key0 = n0 + warp * 16;
 
-  for (int i = m_begin; i < m_blocks; ++i) {
-    const int stage = (i - m_begin) & 1;
-    pipeline_turn(i + 1 < m_blocks, [&] { load_query_tile(i + 1, stage ^ 1); });
-    __syncthreads();
-    const bf16* sQi = sQ + stage * kBlockM * kLd;
-    const bf16* sdOi = sdO + stage * kBlockM * kLd;
-    const float* sLi = sL + stage * kBlockM;
-    const float* sDi = sDelta + stage * kBlockM;
-    if (tiles.unmasked(i))
+  for (int i = queries.tiles.m_begin; i < queries.tiles.m_blocks; ++i) {
+    const auto [sQi, sdOi, sLi, sDi] = queries.turn(i);
+    if (queries.tiles.unmasked(i))
       dkdv_step<kHeadDim, kBlockM, kCausal, false>(acc_dk, acc_dv, sKw, sVw, sQi, sdOi, sLi, sDi, key0, i * kBlockM, tq,
                                                    scale_log2);
     else
@@ -251,16 +235,9 @@ __global__ void __launch_bounds__(DqTraits<kHeadDim>::kThreads) flash_bwd_dq_ker
   const int warp = threadIdx.x / 32;
   const int tq = p.seqlen_q, tk = p.seqlen_k;
 
-  const DqHeadRows<bf16> rows(p, b, h, m0, 0);
-
-  const KeyTiles<kBlockM, kBlockN, kCausal> tiles(m0, tk);
-  const int n_blocks = tiles.n_blocks, n_full = tiles.n_full;
-  const PaddedTileCopy<kBlockN, kHeadDim, kThreads> kv_copy;
-
-  load_tile_async<kBlockM, kHeadDim, kThreads>(sQ, rows.q, p.q_s.row, tq - m0);
-  load_tile_async<kBlockM, kHeadDim, kThreads>(sdO, rows.d_o, p.do_s.row, tq - m0);
-  fetch_kv_tile<kBlockN>(kv_copy, sK, sV, rows.k, rows.v, p, 0, 0);
-  cp_async_commit();
+  const KeyValueStream<kBlockM, kBlockN, kCausal, PaddedTileCopy<kBlockN, kHeadDim, kThreads>, DqHeadRows<bf16>> kv(
+      p, b, h, m0, sK, sV);
+  kv.start(PaddedTileCopy<kBlockM, kHeadDim, kThreads>(), sQ, sdO);
 
   // This lane's two rows: −L·log2(e) (so P = 2^(s·scale·log2e − L·log2e)) and delta.
   const int row0 = m0 + warp * 16;
@@ -272,14 +249,9 @@ __global__ void __launch_bounds__(DqTraits<kHeadDim>::kThreads) flash_bwd_dq_ker
   const bf16* sQw = sQ + warp * 16 * kLd;
   const bf16* sdOw = sdO + warp * 16 * kLd;
 
-  for (int j = 0; j < n_blocks; ++j) {
-    const int stage = j & 1;
-    pipeline_turn(j + 1 < n_blocks,
-                  [&] { fetch_kv_tile<kBlockN>(kv_copy, sK, sV, rows.k, rows.v, p, j + 1, stage ^ 1); });
-    __syncthreads();
-    const bf16* sKj = sK + stage * kBlockN * kLd;
-    const bf16* sVj = sV + stage * kBlockN * kLd;
-    if (j < n_full)
+  for (int j = 0; j < kv.tiles.n_blocks; ++j) {
+    const auto [sKj, sVj] = kv.turn(j);
+    if (j < kv.tiles.n_full)
       dq_step<kHeadDim, kBlockN, kCausal, false>(acc_dq, sQw, sdOw, sKj, sVj, neg_lse2, delta, row0, j * kBlockN, tk,
                                                  scale_log2);
     else

@@ -84,11 +84,9 @@ __global__ void __launch_bounds__(DkDvWgmmaTraits<kHeadDim, kWarpgroups, kAccumu
 #if PT_FLASH_WGMMA_COMPILED
   using Tr = DkDvWgmmaTraits<kHeadDim, kWarpgroups, kAccumulateDq>;
   constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kThreads = Tr::kThreads;
-  extern __shared__ unsigned char smem_raw[];
   bf16 *sK, *sV, *sQ, *sdO;  // (kBlockN, D) and (2, kBlockM, D) SW128 each
   // (kBlockN, kBlockM) SW128, dQ accumulation only
-  bf16* sdS = reinterpret_cast<bf16*>(
-      carve_bwd_tiles<kBlockN, kBlockM, 2, kHeadDim>(sw128_smem_base(smem_raw), sK, sV, sQ, sdO));
+  bf16* sdS = reinterpret_cast<bf16*>(carve_bwd_tiles<kBlockN, kBlockM, 2, kHeadDim>(sw128_smem(), sK, sV, sQ, sdO));
   float* sL = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(sdS) + Tr::kDsBytes);  // (2, kBlockM)
   float* sDelta = sL + 2 * kBlockM;                                                            // (2, kBlockM)
   float* sdQ = sDelta + 2 * kBlockM;  // (warpgroups, kBlockM · kDqCols) fp32 in fragment order, idem
@@ -99,17 +97,9 @@ __global__ void __launch_bounds__(DkDvWgmmaTraits<kHeadDim, kWarpgroups, kAccumu
   const int64_t bh = static_cast<int64_t>(b) * p.heads + h;
   const int key0 = n0 + wg * 64 + warp_in_wg * 16;  // this warp's 16 keys
 
-  const HeadRows<bf16> rows(p, b, h, 0, n0);
-  const DkDvQueries<kBlockM, kThreads, Sw128TileCopy<kBlockM, kHeadDim, kThreads>> queries(p, rows.q, b, h, bh, tq);
-
-  const QueryTiles<kBlockM, kBlockN, kCausal> tiles(n0, tq);
-  const int m_begin = tiles.m_begin, m_blocks = tiles.m_blocks;
-  auto load_query_tile = [&](int i, int stage) { queries.fetch(sQ, sdO, sL, sDelta, i, stage); };
-
-  load_tile_sw128<kBlockN, kHeadDim, kThreads>(sK, rows.k, p.k_s.row, tk - n0);
-  load_tile_sw128<kBlockN, kHeadDim, kThreads>(sV, rows.v, p.v_s.row, tk - n0);
-  load_query_tile(m_begin, 0);
-  cp_async_commit();
+  const DkDvQueries<kBlockM, kBlockN, kCausal, kThreads, Sw128TileCopy<kBlockM, kHeadDim, kThreads>> queries(
+      p, b, h, n0, sQ, sdO, sL, sDelta);
+  queries.start(Sw128TileCopy<kBlockN, kHeadDim, kThreads>(), sK, sV);
 
   float acc_dk[kHeadDim / 8][4] = {}, acc_dv[kHeadDim / 8][4] = {};  // (64 keys, D) per warpgroup
   const float scale_log2 = p.scale * kLog2e;
@@ -122,15 +112,8 @@ __global__ void __launch_bounds__(DkDvWgmmaTraits<kHeadDim, kWarpgroups, kAccumu
       kAccumulateDq ? p.dq_accum + bh * ceil_div(tq, kBlockM) * kBlockM * kHeadDim + dq_block0 * kBlockM * 64 : nullptr;
   const bool reduce_leader = threadIdx.x % 128 == 0;
 
-  for (int i = m_begin; i < m_blocks; ++i) {
-    const int stage = (i - m_begin) & 1;
-    pipeline_turn(i + 1 < m_blocks, [&] { load_query_tile(i + 1, stage ^ 1); });
-    fence_async_proxy();
-    __syncthreads();
-    const bf16* sQi = sQ + stage * kBlockM * kHeadDim;
-    const bf16* sdOi = sdO + stage * kBlockM * kHeadDim;
-    const float* sLi = sL + stage * kBlockM;
-    const float* sDi = sDelta + stage * kBlockM;
+  for (int i = queries.tiles.m_begin; i < queries.tiles.m_blocks; ++i) {
+    const auto [sQi, sdOi, sLi, sDi] = queries.turn(i);
     const int m0 = i * kBlockM;
 
     // Sᵀ = K·Qᵀ (rows: this warpgroup's keys; columns: the tile's queries)
@@ -142,7 +125,7 @@ __global__ void __launch_bounds__(DkDvWgmmaTraits<kHeadDim, kWarpgroups, kAccumu
     wgmma_commit();
     wgmma_wait<0>();
     pin(acc_s);
-    if (tiles.unmasked(i))
+    if (queries.tiles.unmasked(i))
       probs_by_col<kBlockM, kCausal, false>(acc_s, sLi, key0, m0, tq, scale_log2);
     else
       probs_by_col<kBlockM, kCausal, true>(acc_s, sLi, key0, m0, tq, scale_log2);
@@ -220,38 +203,24 @@ __global__ void __launch_bounds__(DqWgmmaTraits<kHeadDim, kWarpgroups>::kThreads
   using Tr = DqWgmmaTraits<kHeadDim, kWarpgroups>;
   constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kThreads = Tr::kThreads;
   bf16 *sQ, *sdO, *sK, *sV;  // (kBlockM, D) and (2, kBlockN, D) SW128 each
-  extern __shared__ unsigned char smem_raw[];
-  carve_bwd_tiles<kBlockM, kBlockN, 2, kHeadDim>(sw128_smem_base(smem_raw), sQ, sdO, sK, sV);
+  carve_bwd_tiles<kBlockM, kBlockN, 2, kHeadDim>(sw128_smem(), sQ, sdO, sK, sV);
 
   const auto [m0, h, b] = query_tile_rows<kBlockM>(p);
   const int wg = warpgroup_index(), warp_in_wg = (threadIdx.x / 32) % 4;
   const int tq = p.seqlen_q, tk = p.seqlen_k;
   const int row0 = m0 + wg * 64 + warp_in_wg * 16;
 
-  const DqHeadRows<bf16> rows(p, b, h, m0, 0);
-
-  const KeyTiles<kBlockM, kBlockN, kCausal> tiles(m0, tk);
-  const int n_blocks = tiles.n_blocks, n_full = tiles.n_full;
-  const Sw128TileCopy<kBlockN, kHeadDim, kThreads> kv_copy;
-
-  load_tile_sw128<kBlockM, kHeadDim, kThreads>(sQ, rows.q, p.q_s.row, tq - m0);
-  load_tile_sw128<kBlockM, kHeadDim, kThreads>(sdO, rows.d_o, p.do_s.row, tq - m0);
-  fetch_kv_tile<kBlockN>(kv_copy, sK, sV, rows.k, rows.v, p, 0, 0);
-  cp_async_commit();
+  const KeyValueStream<kBlockM, kBlockN, kCausal, Sw128TileCopy<kBlockN, kHeadDim, kThreads>, DqHeadRows<bf16>> kv(
+      p, b, h, m0, sK, sV);
+  kv.start(Sw128TileCopy<kBlockM, kHeadDim, kThreads>(), sQ, sdO);
 
   float neg_lse2[2], delta[2];  // this thread's two rows
   load_row_stats(p, b, h, row0, neg_lse2, delta);
   float acc_dq[kHeadDim / 8][4] = {};
   const float scale_log2 = p.scale * kLog2e;
 
-  for (int j = 0; j < n_blocks; ++j) {
-    const int stage = j & 1;
-    pipeline_turn(j + 1 < n_blocks,
-                  [&] { fetch_kv_tile<kBlockN>(kv_copy, sK, sV, rows.k, rows.v, p, j + 1, stage ^ 1); });
-    fence_async_proxy();
-    __syncthreads();
-    const bf16* sKj = sK + stage * kBlockN * kHeadDim;
-    const bf16* sVj = sV + stage * kBlockN * kHeadDim;
+  for (int j = 0; j < kv.tiles.n_blocks; ++j) {
+    const auto [sKj, sVj] = kv.turn(j);
 
     // S = Q·Kᵀ and dP = dO·Vᵀ, one batch
     float acc_s[kBlockN / 8][4], acc_dp[kBlockN / 8][4];
@@ -266,7 +235,7 @@ __global__ void __launch_bounds__(DqWgmmaTraits<kHeadDim, kWarpgroups>::kThreads
     wgmma_wait<0>();
     pin(acc_s);
     pin(acc_dp);
-    if (j < n_full)
+    if (j < kv.tiles.n_full)
       probs_by_row<kBlockN, kCausal, false>(acc_s, neg_lse2, row0, j * kBlockN, tk, scale_log2);
     else
       probs_by_row<kBlockN, kCausal, true>(acc_s, neg_lse2, row0, j * kBlockN, tk, scale_log2);

@@ -157,9 +157,7 @@ struct DkDvWsBlock {
         ring(stage_ring),
         ds_full(ds_full_bars),
         ds_empty(ds_empty_bars) {
-    extern __shared__ unsigned char smem_raw[];
-    sdS = reinterpret_cast<bf16*>(
-        carve_bwd_tiles<kBlockN, kBlockM, kStages, kHeadDim>(sw128_smem_base(smem_raw), sK, sV, sQ, sdO));
+    sdS = reinterpret_cast<bf16*>(carve_bwd_tiles<kBlockN, kBlockM, kStages, kHeadDim>(sw128_smem(), sK, sV, sQ, sdO));
     sL = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(sdS) + 2 * Tr::kDsBytes);
     sDelta = sL + kStages * kBlockM;
     sRowExp = reinterpret_cast<int*>(sDelta + kStages * kBlockM);
@@ -462,8 +460,7 @@ __global__ void __launch_bounds__(DqWsTraits<kHeadDim>::kThreads, 1)
   constexpr int kKVElems = kBlockN * kHeadDim;
   bf16 *sQ, *sdO;  // (kBlockM, D) SW128 each
   bf16 *sK, *sV;   // (kStages, kBlockN, D) SW128 each
-  extern __shared__ unsigned char smem_raw[];
-  carve_bwd_tiles<kBlockM, kBlockN, kStages, kHeadDim>(sw128_smem_base(smem_raw), sQ, sdO, sK, sV);
+  carve_bwd_tiles<kBlockM, kBlockN, kStages, kHeadDim>(sw128_smem(), sQ, sdO, sK, sV);
   __shared__ uint64_t q_full;
   __shared__ StageRing<kStages> ring;  // K and V tiles
 

@@ -52,17 +52,9 @@ __global__ void __launch_bounds__(FwdTraits<kHeadDim>::kThreads) flash_fwd_kerne
 
   const auto [m0, h, b] = query_tile_rows<kBlockM>(p);
   const int warp = threadIdx.x / 32;
-  const int tq = p.seqlen_q, tk = p.seqlen_k;
 
-  const HeadRows<bf16> rows(p, b, h, m0, 0);
-
-  const KeyTiles<kBlockM, kBlockN, kCausal> tiles(m0, tk);
-  const int n_blocks = tiles.n_blocks, n_full = tiles.n_full;
-  const PaddedTileCopy<kBlockN, kHeadDim, kThreads> kv_copy;
-
-  load_tile_async<kBlockM, kHeadDim, kThreads>(sQ, rows.q, p.q_s.row, tq - m0);
-  fetch_kv_tile<kBlockN>(kv_copy, sK, sV, rows.k, rows.v, p, 0, 0);
-  cp_async_commit();
+  const KeyValueStream<kBlockM, kBlockN, kCausal, PaddedTileCopy<kBlockN, kHeadDim, kThreads>> kv(p, b, h, m0, sK, sV);
+  kv.start(PaddedTileCopy<kBlockM, kHeadDim, kThreads>(), sQ);
 
   const float scale_log2 = p.scale * kLog2e;
   const float mask_bias = kMaskedScoreBias / p.scale;                    // -1e6 on the scaled score
@@ -71,19 +63,14 @@ __global__ void __launch_bounds__(FwdTraits<kHeadDim>::kThreads) flash_fwd_kerne
   uint32_t q_frag[kHeadDim / 16][4];
   const int row0 = m0 + warp * 16;
 
-  for (int j = 0; j < n_blocks; ++j) {
-    const int stage = j & 1;
-    pipeline_turn(j + 1 < n_blocks,
-                  [&] { fetch_kv_tile<kBlockN>(kv_copy, sK, sV, rows.k, rows.v, p, j + 1, stage ^ 1); });
-    __syncthreads();
+  for (int j = 0; j < kv.tiles.n_blocks; ++j) {
+    const auto [sKj, sVj] = kv.turn(j);
     if (j == 0) load_a_strip<kHeadDim>(q_frag, sQ + warp * 16 * kLd, kLd);
-    const bf16* sKj = sK + stage * kBlockN * kLd;
-    const bf16* sVj = sV + stage * kBlockN * kLd;
-    if (j < n_full)
-      fwd_step<kHeadDim, kBlockN, kCausal, false>(acc_o, row_max, row_sum, q_frag, sKj, sVj, row0, j * kBlockN, tk,
+    if (j < kv.tiles.n_full)
+      fwd_step<kHeadDim, kBlockN, kCausal, false>(acc_o, row_max, row_sum, q_frag, sKj, sVj, row0, j * kBlockN, kv.tk,
                                                   scale_log2, mask_bias);
     else
-      fwd_step<kHeadDim, kBlockN, kCausal, true>(acc_o, row_max, row_sum, q_frag, sKj, sVj, row0, j * kBlockN, tk,
+      fwd_step<kHeadDim, kBlockN, kCausal, true>(acc_o, row_max, row_sum, q_frag, sKj, sVj, row0, j * kBlockN, kv.tk,
                                                  scale_log2, mask_bias);
     __syncthreads();  // this stage is refilled by the next iteration's copy
   }

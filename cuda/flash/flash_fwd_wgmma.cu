@@ -12,9 +12,8 @@ namespace pt::cuda {
 namespace flash {
 namespace {
 
-template <int kHeadDim, int kWarpgroups_, int kBlockN_>
+template <int kHeadDim, int kWarpgroups, int kBlockN_>
 struct FwdWgmmaTraits {
-  static constexpr int kWarpgroups = kWarpgroups_;
   static constexpr int kBlockM = 64 * kWarpgroups;  // query rows per block
   static constexpr int kBlockN = kBlockN_;          // keys per step
   static constexpr int kThreads = 128 * kWarpgroups;
@@ -31,40 +30,25 @@ __global__ void __launch_bounds__(FwdWgmmaTraits<kHeadDim, kWarpgroups, kBlockN_
 #if PT_FLASH_WGMMA_COMPILED
   using Tr = FwdWgmmaTraits<kHeadDim, kWarpgroups, kBlockN_>;
   constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kThreads = Tr::kThreads;
-  extern __shared__ unsigned char smem_raw[];
-  unsigned char* smem = sw128_smem_base(smem_raw);
+  unsigned char* smem = sw128_smem();
   bf16* sQ = reinterpret_cast<bf16*>(smem);                // (kBlockM, D) SW128
   bf16* sK = reinterpret_cast<bf16*>(smem + Tr::kQBytes);  // (2, kBlockN, D) SW128
   bf16* sV = sK + 2 * kBlockN * kHeadDim;                  // (2, kBlockN, D) SW128
 
   const auto [m0, h, b] = query_tile_rows<kBlockM>(p);
   const int wg = warpgroup_index(), warp_in_wg = (threadIdx.x / 32) % 4;
-  const int tq = p.seqlen_q, tk = p.seqlen_k;
   const int row0 = m0 + wg * 64 + warp_in_wg * 16;  // this warp's 16-row strip
 
-  const HeadRows<bf16> rows(p, b, h, m0, 0);
-
-  const KeyTiles<kBlockM, kBlockN, kCausal> tiles(m0, tk);
-  const int n_blocks = tiles.n_blocks, n_full = tiles.n_full;
-  const Sw128TileCopy<kBlockN, kHeadDim, kThreads> kv_copy;
-
-  load_tile_sw128<kBlockM, kHeadDim, kThreads>(sQ, rows.q, p.q_s.row, tq - m0);
-  fetch_kv_tile<kBlockN>(kv_copy, sK, sV, rows.k, rows.v, p, 0, 0);
-  cp_async_commit();
+  const KeyValueStream<kBlockM, kBlockN, kCausal, Sw128TileCopy<kBlockN, kHeadDim, kThreads>> kv(p, b, h, m0, sK, sV);
+  kv.start(Sw128TileCopy<kBlockM, kHeadDim, kThreads>(), sQ);
 
   const float scale_log2 = p.scale * kLog2e;
   const float mask_bias = kMaskedScoreBias / p.scale;
   float acc_o[kHeadDim / 8][4] = {};  // (64, D) per warpgroup: this thread's fragment
   float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
 
-  for (int j = 0; j < n_blocks; ++j) {
-    const int stage = j & 1;
-    pipeline_turn(j + 1 < n_blocks,
-                  [&] { fetch_kv_tile<kBlockN>(kv_copy, sK, sV, rows.k, rows.v, p, j + 1, stage ^ 1); });
-    fence_async_proxy();
-    __syncthreads();
-    const bf16* sKj = sK + stage * kBlockN * kHeadDim;
-    const bf16* sVj = sV + stage * kBlockN * kHeadDim;
+  for (int j = 0; j < kv.tiles.n_blocks; ++j) {
+    const auto [sKj, sVj] = kv.turn(j);
 
     float acc_s[kBlockN / 8][4];  // (64, kBlockN) raw scores
     zero(acc_s);
@@ -75,11 +59,11 @@ __global__ void __launch_bounds__(FwdWgmmaTraits<kHeadDim, kWarpgroups, kBlockN_
     wgmma_wait<0>();
     pin(acc_s);
 
-    if (j < n_full)
-      online_softmax<kBlockN, kHeadDim, kCausal, false>(acc_s, acc_o, row_max, row_sum, row0, j * kBlockN, tk,
+    if (j < kv.tiles.n_full)
+      online_softmax<kBlockN, kHeadDim, kCausal, false>(acc_s, acc_o, row_max, row_sum, row0, j * kBlockN, kv.tk,
                                                         scale_log2, mask_bias);
     else
-      online_softmax<kBlockN, kHeadDim, kCausal, true>(acc_s, acc_o, row_max, row_sum, row0, j * kBlockN, tk,
+      online_softmax<kBlockN, kHeadDim, kCausal, true>(acc_s, acc_o, row_max, row_sum, row0, j * kBlockN, kv.tk,
                                                        scale_log2, mask_bias);
 
     uint32_t p_frag[kBlockN / 16][4];  // P in bf16 as the register A operand

@@ -99,8 +99,7 @@ __global__ void __launch_bounds__(FwdWsTraits<kHeadDim, kConsumers, kBlockN>::kT
 #if PT_FLASH_WGMMA_COMPILED
   using Tr = FwdWsTraits<kHeadDim, kConsumers, kBlockN>;
   constexpr int kBlockM = Tr::kBlockM, kStages = Tr::kStages, kKVElems = kBlockN * kHeadDim;
-  extern __shared__ unsigned char smem_raw[];
-  unsigned char* smem = sw128_smem_base(smem_raw);
+  unsigned char* smem = sw128_smem();
   bf16* sQ = reinterpret_cast<bf16*>(smem);                // (kBlockM, D) SW128
   bf16* sK = reinterpret_cast<bf16*>(smem + Tr::kQBytes);  // (kStages, kBlockN, D) SW128
   bf16* sV = sK + kStages * kKVElems;                      // (kStages, kBlockN, D) SW128

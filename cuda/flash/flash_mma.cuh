@@ -106,6 +106,9 @@ struct PaddedTileCopy {
   __device__ __forceinline__ void operator()(bf16* dst, const bf16* src, int64_t ld, int valid_rows) const {
     load_tile_async<kRows, kHeadDim, kThreads>(dst, src, ld, valid_rows);
   }
+  // What a copying thread does once its copies landed, before the barrier that hands the tiles to
+  // the block: nothing, ldmatrix reads them through the generic proxy.
+  static __device__ __forceinline__ void publish() {}
 };
 
 // One turn of a two-stage cp.async pipeline: start the copies of the next tile (fetch_next,
@@ -148,16 +151,6 @@ struct QueryTiles {
   }
 };
 
-// Key and value tile j (kBlockN keys from j·kBlockN, zero rows past the last key) into stage s of
-// the double-buffered sK and sV, through the kernel family's tile copy (Copy::kStageElems apart).
-template <int kBlockN, class Copy>
-__device__ __forceinline__ void fetch_kv_tile(const Copy& copy, bf16* sK, bf16* sV, const bf16* k, const bf16* v,
-                                              const FlashParams& p, int j, int s) {
-  const int n = j * kBlockN;
-  copy(sK + s * Copy::kStageElems, k + n * p.k_s.row, p.k_s.row, p.seqlen_k - n);
-  copy(sV + s * Copy::kStageElems, v + n * p.v_s.row, p.v_s.row, p.seqlen_k - n);
-}
-
 // The four bf16 tiles a backward pass begins its shared memory (from `base`) with: the two the block
 // loads once, a and b ((kOnceRows, kRowElems) each), then the two it streams through kStages
 // stages, ring_a and ring_b ((kStages, kRingRows, kRowElems) each): K, V then Q, dO in the dK/dV
@@ -183,30 +176,116 @@ __device__ __forceinline__ void load_vec_async(float* dst, const float* src, int
   }
 }
 
-// The query side of a dK/dV block (the mma.sync and wgmma passes): its head's Q rows (from the
-// block's HeadRows), dO, L and Δ. fetch(…, i, s) copies query tile i (kBlockM rows from i·kBlockM,
-// zero past the last) into stage s of the double-buffered sQ and sdO through the kernel family's
-// tile copy (Copy::kStageElems apart) and of sL and sDelta (kBlockM apart).
-template <int kBlockM, int kThreads, class Copy>
+// The key/value side of a query-tile block [m0, m0 + kBlockM) (forward and dQ passes of both
+// families): its head's rows (HeadRows, or DqHeadRows in the dQ pass), the key tiles it visits
+// (KeyTiles) and the two stages of sK and sV they stream through, with the family's tile copy
+// (Copy::kStageElems apart). Both lengths are read first and fetch reads seqlen_k afresh: the
+// order of these reads steers ptxas's scheduling of the kernels' opening, so it stays this one.
+template <int kBlockM, int kBlockN, bool kCausal, class Copy, class Rows = HeadRows<bf16>>
+struct KeyValueStream {
+  const FlashParams& p;
+  const int tq, tk;
+  const Rows rows;
+  const KeyTiles<kBlockM, kBlockN, kCausal> tiles;
+  bf16 *sK, *sV;
+  int m0;
+  __device__ __forceinline__ KeyValueStream(const FlashParams& p, int b, int h, int m0, bf16* sK, bf16* sV)
+      : p(p), tq(p.seqlen_q), tk(p.seqlen_k), rows(p, b, h, m0, 0), tiles(m0, tk), sK(sK), sV(sV), m0(m0) {}
+  // Key and value tile j (kBlockN keys from j·kBlockN, zero rows past the last key) into stage s.
+  __device__ __forceinline__ void fetch(int j, int s) const {
+    const int n = j * kBlockN;
+    const Copy copy;
+    copy(sK + s * Copy::kStageElems, rows.k + n * p.k_s.row, p.k_s.row, p.seqlen_k - n);
+    copy(sV + s * Copy::kStageElems, rows.v + n * p.v_s.row, p.v_s.row, p.seqlen_k - n);
+  }
+  // The block's first copies, one commit group: its query rows, loaded once through QCopy (Q into
+  // sQ, and dO into sdO in the dQ pass), then key/value tile 0 into stage 0.
+  template <class QCopy>
+  __device__ __forceinline__ void start(QCopy copy_q, bf16* sQ) const {
+    copy_q(sQ, rows.q, p.q_s.row, tq - m0);
+    fetch(0, 0);
+    cp_async_commit();
+  }
+  template <class QCopy>
+  __device__ __forceinline__ void start(QCopy copy_q, bf16* sQ, bf16* sdO) const {
+    copy_q(sQ, rows.q, p.q_s.row, tq - m0);
+    copy_q(sdO, rows.d_o, p.do_s.row, tq - m0);
+    fetch(0, 0);
+    cp_async_commit();
+  }
+  // Tile j's turn of the pipeline: starts tile j + 1's copies into the other stage, waits for tile
+  // j's and hands them to the block (Copy::publish, barrier); returns tile j's K and V.
+  struct Stage {
+    const bf16 *k, *v;
+  };
+  __device__ __forceinline__ Stage turn(int j) const {
+    const int s = j & 1;
+    pipeline_turn(j + 1 < tiles.n_blocks, [&] { fetch(j + 1, s ^ 1); });
+    Copy::publish();
+    __syncthreads();
+    return {sK + s * Copy::kStageElems, sV + s * Copy::kStageElems};
+  }
+};
+
+// The query side of a dK/dV block [n0, n0 + kBlockN) (the mma.sync and wgmma passes): its head's
+// rows, the query tiles it meets (QueryTiles), and the two stages of sQ, sdO (the family's tile
+// copy, Copy::kStageElems apart), sL and sDelta (kBlockM apart) they stream through. Members are
+// initialised in the order the kernels' opening reads them (as in KeyValueStream).
+template <int kBlockM, int kBlockN, bool kCausal, int kThreads, class Copy>
 struct DkDvQueries {
   const FlashParams& p;
-  const bf16 *q, *d_o;
+  const int tq, tk;
+  const int64_t bh;  // b · H + h
+  const HeadRows<bf16> rows;
+  const bf16* d_o;
   const float *lse, *delta;
-  int tq;
-  __device__ __forceinline__ DkDvQueries(const FlashParams& p, const bf16* q, int b, int h, int64_t bh, int tq)
+  const QueryTiles<kBlockM, kBlockN, kCausal> tiles;
+  bf16 *sQ, *sdO;
+  float *sL, *sDelta;
+  __device__ __forceinline__ DkDvQueries(const FlashParams& p, int b, int h, int n0, bf16* sQ, bf16* sdO, float* sL,
+                                         float* sDelta)
       : p(p),
-        q(q),
+        tq(p.seqlen_q),
+        tk(p.seqlen_k),
+        bh(static_cast<int64_t>(b) * p.heads + h),
+        rows(p, b, h, 0, n0),
         d_o(head_row<const bf16>(p.dout, p.do_s, b, h)),
         lse(p.lse + bh * tq),
         delta(p.delta + bh * tq),
-        tq(tq) {}
-  __device__ __forceinline__ void fetch(bf16* sQ, bf16* sdO, float* sL, float* sDelta, int i, int s) const {
+        tiles(n0, tq),
+        sQ(sQ),
+        sdO(sdO),
+        sL(sL),
+        sDelta(sDelta) {}
+  // Query tile i (kBlockM rows from i·kBlockM, zero past the last) into stage s.
+  __device__ __forceinline__ void fetch(int i, int s) const {
     const int m0 = i * kBlockM;
     const Copy copy;
-    copy(sQ + s * Copy::kStageElems, q + m0 * p.q_s.row, p.q_s.row, tq - m0);
+    copy(sQ + s * Copy::kStageElems, rows.q + m0 * p.q_s.row, p.q_s.row, tq - m0);
     copy(sdO + s * Copy::kStageElems, d_o + m0 * p.do_s.row, p.do_s.row, tq - m0);
     load_vec_async<kBlockM, kThreads>(sL + s * kBlockM, lse + m0, tq - m0);
     load_vec_async<kBlockM, kThreads>(sDelta + s * kBlockM, delta + m0, tq - m0);
+  }
+  // The block's first copies, one commit group: its K and V rows, loaded once through KVCopy, then
+  // query tile m_begin into stage 0.
+  template <class KVCopy>
+  __device__ __forceinline__ void start(KVCopy copy_kv, bf16* sK, bf16* sV) const {
+    copy_kv(sK, rows.k, p.k_s.row, tk - tiles.n0);
+    copy_kv(sV, rows.v, p.v_s.row, tk - tiles.n0);
+    fetch(tiles.m_begin, 0);
+    cp_async_commit();
+  }
+  // Query tile i's turn of the pipeline (as KeyValueStream::turn); returns its Q, dO, L and delta.
+  struct Stage {
+    const bf16 *q, *d_o;
+    const float *lse, *delta;
+  };
+  __device__ __forceinline__ Stage turn(int i) const {
+    const int s = (i - tiles.m_begin) & 1;
+    pipeline_turn(i + 1 < tiles.m_blocks, [&] { fetch(i + 1, s ^ 1); });
+    Copy::publish();
+    __syncthreads();
+    return {sQ + s * Copy::kStageElems, sdO + s * Copy::kStageElems, sL + s * kBlockM, sDelta + s * kBlockM};
   }
 };
 

@@ -78,6 +78,9 @@ struct Sw128TileCopy {
   __device__ __forceinline__ void operator()(bf16* dst, const bf16* src, int64_t ld, int valid_rows) const {
     load_tile_sw128<kRows, kHeadDim, kThreads>(dst, src, ld, valid_rows);
   }
+  // What a copying thread does once its copies landed, before the barrier that hands the tiles to
+  // the block: wgmma reads them through the async proxy.
+  static __device__ __forceinline__ void publish() { fence_async_proxy(); }
 };
 
 // This thread's warpgroup, threadIdx.x / 128, broadcast from lane 0: the compiler then knows the
@@ -387,6 +390,11 @@ __device__ __forceinline__ void bulk_wait() {
 __device__ __forceinline__ unsigned char* sw128_smem_base(unsigned char* raw) {
   const uint32_t a = smem_addr(raw);
   return raw + ((kSwizzleBlockBytes - (a % kSwizzleBlockBytes)) % kSwizzleBlockBytes);
+}
+// The same for the kernel's own dynamic shared memory, declared here once for every wgmma kernel.
+__device__ __forceinline__ unsigned char* sw128_smem() {
+  extern __shared__ unsigned char smem_raw[];
+  return sw128_smem_base(smem_raw);
 }
 
 }  // namespace pt::cuda::flash

@@ -81,7 +81,8 @@ def _ddp_columns(df):
         Column("ranks", "ranks"), Column("precision", "precision"), Column("ddp", "strategy"),
         Column("bucket_mb", "bucket MiB", "{:g}"), Column("comm_sms", "comm SMs"),
         Column("grad_comm", "grad comm"), Column("step_ms", "step ms", "{:.2f}"),
-        Column("step_sd_ms", "± ms", "{:.2f}"), Column("overhead_pct", "vs none %", "{:+.1f}"),
+        Column("step_sd_ms", "± ms", "{:.2f}"), Column("step_ms_max_rank", "slowest rank ms", "{:.2f}"),
+        Column("overhead_pct", "vs none %", "{:+.1f}"),
         Column("exposed_comm_ms", "exposed comm ms", "{:.2f}"), Column("comm_MB", "comm MB", "{:,.1f}"),
         Column("tokens_per_s", "tokens/s", "{:,.0f}"), Column("peak_MB", "peak MB", "{:,.0f}")], df)
 
@@ -96,8 +97,10 @@ def ddp_strategies(rec):
     if df.empty:
         return []
     desc = ("`paratrain bench ddp`: the training step under each gradient-sync strategy (none = no "
-            "communication, the floor), mean over steps and ranks. Exposed communication is the time "
-            "from the end of backward to the end of the gradient sync: what overlap did not hide. "
+            "communication, the floor), mean over steps and ranks. `vs none` compares the slowest ranks "
+            "(a synchronised job runs at its slowest GPU's pace; files from before counted the floor's "
+            "mean). Exposed communication is the time from the end of backward to the end of the "
+            "gradient sync on the slowest rank: what overlap did not hide. "
             "comm SMs: --comm-sms (0: NCCL's own CTA count, GEMMs on every SM). grad comm: the "
             "gradients' type on the wire (--grad-comm; bf16: cast, summed in bf16, scaled in fp32)."
             + _device_note(df))

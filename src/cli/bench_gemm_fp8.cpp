@@ -22,17 +22,6 @@ namespace pt::cli {
 
 namespace {
 
-// f's time on ctx's stream per run, after two untimed runs.
-template <typename F>
-double per_run_ms(Context& ctx, int iters, F&& f) {
-  f();
-  f();
-  StreamClock clock(ctx, 2);
-  return clock.time_ms([&] {
-    for (int i = 0; i < iters; ++i) f();
-  }) / iters;
-}
-
 // How a role's operands come to be, with the model's sharing: the forward casts X and W (and
 // takes both amaxes); dX casts dY and reads W transposed (W's amax is the forward's); dW reads
 // dY and X transposed (both amaxes already taken). Weight casts are counted with every call,

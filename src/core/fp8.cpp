@@ -16,8 +16,8 @@ struct Fp8Layout {
   float max;      // largest finite magnitude
   uint8_t max_code;
 };
-constexpr Fp8Layout kE4M3{3, 7, -6, 448.0f, 0x7e};
-constexpr Fp8Layout kE5M2{2, 15, -14, 57344.0f, 0x7b};
+constexpr Fp8Layout kE4M3{3, 7, -6, kFp8E4M3Max, 0x7e};
+constexpr Fp8Layout kE5M2{2, 15, -14, kFp8E5M2Max, 0x7b};
 const Fp8Layout& layout(Fp8Format f) { return f == Fp8Format::E4M3 ? kE4M3 : kE5M2; }
 constexpr uint8_t kCanonicalNaN = 0x7f;  // a NaN in both formats
 }  // namespace

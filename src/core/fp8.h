@@ -14,6 +14,8 @@
 namespace pt {
 
 enum class Fp8Format : uint8_t { E4M3, E5M2 };
+// Largest finite magnitudes, for host and device code alike.
+constexpr float kFp8E4M3Max = 448.0f, kFp8E5M2Max = 57344.0f;
 
 // The format of DType::F8E4M3 / F8E5M2; throws for any other type.
 Fp8Format fp8_format(DType t);

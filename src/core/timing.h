@@ -48,4 +48,15 @@ class StreamClock {
   int used_ = 0;
 };
 
+// Milliseconds per run of run() on ctx's stream: `warmup` untimed runs, then `iters` timed
+// together (one pair of marks, so launch gaps count as the stream sees them).
+template <class Run>
+double per_run_ms(const Context& ctx, int iters, Run&& run, int warmup = 2) {
+  for (int i = 0; i < warmup; ++i) run();
+  StreamClock clock(ctx, 2);
+  return clock.time_ms([&] {
+    for (int i = 0; i < iters; ++i) run();
+  }) / iters;
+}
+
 }  // namespace pt
