@@ -86,9 +86,12 @@ constexpr int kTile = 64;
 // x (rows, cols) → out (cols, rows), one 64×64 tile per block. The tile is converted to fp8 as
 // it is read (rows of x, 16-byte packs when `vec`) and written out by its columns (16 bytes of
 // one output row per thread when `vec`); partial tiles at the edges go element by element.
+// With `plain` the converted values also go out as x is laid out (rows, cols), from the same
+// read: a gradient that feeds both dX (plain) and dW (transposed) is read once.
 template <typename T, Fp8Format F>
-__global__ void cast_transpose_kernel(uint8_t* __restrict__ out, float* scale_inv, const T* __restrict__ x,
-                                      int64_t rows, int64_t cols, bool vec, const float* amax) {
+__global__ void cast_transpose_kernel(uint8_t* __restrict__ out, uint8_t* __restrict__ plain, float* scale_inv,
+                                      const T* __restrict__ x, int64_t rows, int64_t cols, bool vec,
+                                      const float* amax) {
   __shared__ uint8_t tile[kTile][kTile + 4];  // [row of x][column of x]; the pad spreads banks
   const float scale = device_scale<F>(amax);
   write_scale_inv(scale_inv, scale);
@@ -99,13 +102,19 @@ __global__ void cast_transpose_kernel(uint8_t* __restrict__ out, float* scale_in
       const int r = p / (kTile / kPack), c = (p % (kTile / kPack)) * kPack;
       float v[kPack];
       load_pack<kPack>(x + (r0 + r) * cols + c0 + c, v);
+      uint2 word;
+      auto* b = reinterpret_cast<uint8_t*>(&word);
 #pragma unroll
-      for (int i = 0; i < kPack; ++i) tile[r][c + i] = to_fp8<F>(v[i], scale);
+      for (int i = 0; i < kPack; ++i) b[i] = tile[r][c + i] = to_fp8<F>(v[i], scale);
+      if (plain) *reinterpret_cast<uint2*>(plain + (r0 + r) * cols + c0 + c) = word;
     }
   } else {
     for (int e = threadIdx.x; e < kTile * kTile; e += blockDim.x) {
       const int r = e / kTile, c = e % kTile;
-      if (r0 + r < rows && c0 + c < cols) tile[r][c] = to_fp8<F>(to_float(x[(r0 + r) * cols + c0 + c]), scale);
+      if (r0 + r < rows && c0 + c < cols) {
+        tile[r][c] = to_fp8<F>(to_float(x[(r0 + r) * cols + c0 + c]), scale);
+        if (plain) plain[(r0 + r) * cols + c0 + c] = tile[r][c];
+      }
     }
   }
   __syncthreads();
@@ -167,17 +176,21 @@ void fp8_cast(cudaStream_t s, Tensor& out, float* scale_inv, const Tensor& x, co
   PT_CUDA_CHECK_LAUNCH();
 }
 
-void fp8_cast_transpose(cudaStream_t s, Tensor& out, float* scale_inv, const Tensor& x, const float* amax) {
+void fp8_cast_transpose(cudaStream_t s, Tensor& out, Tensor* plain, float* scale_inv, const Tensor& x,
+                        const float* amax) {
   const int64_t rows = x.size(0), cols = x.size(1);
-  // Full tiles move 16-byte packs: x's rows must start on 16 bytes (cols % 8), out's too (rows % 16).
-  const bool vec = aligned16(x.data()) && aligned16(out.data()) && cols % kPack == 0 && rows % 16 == 0;
+  // Full tiles move 16-byte packs: x's rows must start on 16 bytes (cols % 8), out's too (rows % 16),
+  // and plain's 8-byte packs on 8 bytes.
+  const bool vec = aligned16(x.data()) && aligned16(out.data()) && cols % kPack == 0 && rows % 16 == 0 &&
+                   (!plain || (reinterpret_cast<uintptr_t>(plain->data()) & 7u) == 0);
+  uint8_t* plain_out = plain ? plain->data_as<uint8_t>() : nullptr;
   const dim3 grid(static_cast<unsigned>(std::max<int64_t>(ceil_div(cols, kTile), 1)),
                   static_cast<unsigned>(std::max<int64_t>(ceil_div(rows, kTile), 1)));
   PT_CHECK(grid.y <= 65535u, "fp8_cast_transpose: more than 65535·64 rows");
   dispatch_cast(x.dtype(), out.dtype(), [&](auto tag, auto fmt) {
     using T = typename decltype(tag)::type;
     cast_transpose_kernel<T, decltype(fmt)::value>
-        <<<grid, kThreads, 0, s>>>(out.data_as<uint8_t>(), scale_inv, x.data_as<T>(), rows, cols, vec, amax);
+        <<<grid, kThreads, 0, s>>>(out.data_as<uint8_t>(), plain_out, scale_inv, x.data_as<T>(), rows, cols, vec, amax);
   });
   PT_CUDA_CHECK_LAUNCH();
 }

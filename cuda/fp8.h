@@ -22,6 +22,9 @@ void fp8_cast(cudaStream_t s, Tensor& out, float* scale_inv, const Tensor& x, co
 // The same cast of x (rows, cols) written transposed, out (cols, rows): Hopper's FP8 GEMMs take
 // both operands K-major, so a weight gradient's operands (K = tokens) and the input gradient's
 // weight are cast this way. Through 64×64 tiles in shared memory: both global sides coalesced.
-void fp8_cast_transpose(cudaStream_t s, Tensor& out, float* scale_inv, const Tensor& x, const float* amax);
+// plain (may be null; x's shape, out's type): the same values as x is laid out, from the same
+// read of x (fp8_cast's result).
+void fp8_cast_transpose(cudaStream_t s, Tensor& out, Tensor* plain, float* scale_inv, const Tensor& x,
+                        const float* amax);
 
 }  // namespace pt::cuda

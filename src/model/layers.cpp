@@ -7,29 +7,13 @@
 
 #include "core/error.h"
 #include "core/profiler.h"
+#include "model/fp8_linear.h"
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
-#include "ops/fp8_gemm.h"
 #include "ops/matmul.h"
 #include "ops/rmsnorm.h"
 
 namespace pt {
-
-namespace {
-// The FP8 operand formats of a Linear's three GEMMs (issue 50): the forward x·Wᵀ reads both in
-// E4M3 (precision); the gradients dy, in both dX = dy·W and dW = dyᵀ·x, are E5M2 (range).
-constexpr ops::Fp8Kinds kFp8Forward{Fp8Format::E4M3, Fp8Format::E4M3};
-constexpr ops::Fp8Kinds kFp8Backward{Fp8Format::E5M2, Fp8Format::E4M3};
-
-// c = alpha·op(a)·op(b) + beta·(c_in or c): ops::matmul, or with FP8 operands of `kinds`.
-void linear_gemm(Context& ctx, bool fp8, ops::Fp8Kinds kinds, Tensor& c, const Tensor& a, const Tensor& b, bool trans_a,
-                 bool trans_b, float beta, const Tensor* c_in = nullptr) {
-  if (fp8)
-    ops::matmul_fp8_of(ctx, c, a, b, trans_a, trans_b, kinds, 1.0f, beta, c_in);
-  else
-    ops::matmul(ctx, c, a, b, trans_a, trans_b, 1.0f, beta, c_in);
-}
-}  // namespace
 
 // ---- Linear -------------------------------------------------------------------------------
 
@@ -90,11 +74,16 @@ Tensor Linear::forward(Context& ctx, const Tensor& x) {
 void Linear::forward_into(Context& ctx, const Tensor& x, Tensor& y, float beta, const Tensor* residual) {
   for (const Parameter* w : weights_) store_.about_to_read(*w);
   if (bias_) store_.about_to_read(*bias_);
-  for (const Unit& u : units_) {
-    Tensor yu = y.narrow(1, u.row, u.rows);  // (N, rows): this unit's columns of y
-    Tensor ru = residual ? residual->narrow(1, u.row, u.rows) : Tensor();
-    linear_gemm(ctx, fp8(ctx), kFp8Forward, yu, x, weight_view(x.dtype(), u), /*trans_a=*/false, /*trans_b=*/true, beta,
-                residual ? &ru : nullptr);
+  if (fp8(ctx)) {  // one unit: the model's FP8 layers are fused
+    fp8_linear_forward(ctx, y, ops::fp8_operand(ctx, x, kFp8Input, true, false), weight_view(x.dtype(), units_[0]),
+                       beta, residual);
+  } else {
+    for (const Unit& u : units_) {
+      Tensor yu = y.narrow(1, u.row, u.rows);  // (N, rows): this unit's columns of y
+      Tensor ru = residual ? residual->narrow(1, u.row, u.rows) : Tensor();
+      ops::matmul(ctx, yu, x, weight_view(x.dtype(), u), /*trans_a=*/false, /*trans_b=*/true, 1.0f, beta,
+                  residual ? &ru : nullptr);
+    }
   }
   if (bias_) {
     Tensor b = x.dtype() == DType::BF16 ? bias_->data_lowp() : bias_->data();
@@ -109,16 +98,21 @@ void Linear::restore_input(const Tensor& x) {
   saved_x_ = x;
 }
 
-void Linear::weight_backward(Context& ctx, const Tensor& dy) {
+void Linear::weight_backward(Context& ctx, const Tensor& dy, bool dx_follows) {
   PT_CHECK(saved_x_.defined(), "Linear '" + weights_.front()->name + "': backward without forward");
   if (weights_.front()->trainable) {
     // The step's first contribution writes dW (beta 0: C not read, and zero_grad skips it),
     // later ones (a tied weight's second use, later micro-batches) add.
     const float beta = store_.grad_beta(weights_);
-    for (const Unit& u : units_) {
-      Tensor dw = weight_grad_view(u);  // (rows, d_in) = beta·dW + dy_uᵀ (rows, N) · x (N, d_in)
-      linear_gemm(ctx, fp8(ctx), kFp8Backward, dw, dy.narrow(1, u.row, u.rows), saved_x_, /*trans_a=*/true,
-                  /*trans_b=*/false, beta);
+    if (fp8(ctx)) {
+      Tensor dw = weight_grad_view(units_[0]);
+      fp8_linear_dw(ctx, dw, fp8_dy_.of(ctx, dy, 0, dx_follows),
+                    ops::fp8_operand(ctx, saved_x_, kFp8Input, false, true), beta);
+    } else {
+      for (const Unit& u : units_) {
+        Tensor dw = weight_grad_view(u);  // (rows, d_in) = beta·dW + dy_uᵀ (rows, N) · x (N, d_in)
+        ops::matmul(ctx, dw, dy.narrow(1, u.row, u.rows), saved_x_, /*trans_a=*/true, /*trans_b=*/false, 1.0f, beta);
+      }
     }
   }
   for (Parameter* w : weights_) store_.grad_contributed(*w);
@@ -131,7 +125,7 @@ void Linear::weight_backward(Context& ctx, const Tensor& dy) {
 
 Tensor Linear::backward(Context& ctx, const Tensor& dy, bool need_dx) {
   if (!need_dx) {
-    weight_backward(ctx, dy);
+    weight_backward(ctx, dy, /*dx_follows=*/false);
     release();
     return Tensor();
   }
@@ -141,17 +135,20 @@ Tensor Linear::backward(Context& ctx, const Tensor& dy, bool need_dx) {
 }
 
 void Linear::backward_into(Context& ctx, const Tensor& dy, Tensor& dx, float dx_beta) {
-  weight_backward(ctx, dy);
+  weight_backward(ctx, dy, /*dx_follows=*/true);
   input_backward_into(ctx, dy, dx, dx_beta);
   release();
 }
 
 void Linear::input_backward_into(Context& ctx, const Tensor& dy, Tensor& dx, float dx_beta) {
   // dx (N, d_in) = dx_beta·dx + Σ_u dy_u (N, rows) · W_u (rows, d_in)
+  if (fp8(ctx)) {  // dW follows (or came first): dy is cast for both
+    fp8_linear_dx(ctx, dx, fp8_dy_.of(ctx, dy, 0, /*both=*/true), weight_view(dy.dtype(), units_[0]), dx_beta);
+    return;
+  }
   float beta = dx_beta;
   for (const Unit& u : units_) {
-    linear_gemm(ctx, fp8(ctx), kFp8Backward, dx, dy.narrow(1, u.row, u.rows), weight_view(dy.dtype(), u), false, false,
-                beta);
+    ops::matmul(ctx, dx, dy.narrow(1, u.row, u.rows), weight_view(dy.dtype(), u), false, false, 1.0f, beta);
     beta = 1.0f;
   }
 }
@@ -207,16 +204,15 @@ void BatchedLinear::check_input(const Tensor& x, const char* what) const {
 }
 
 void BatchedLinear::gemm(Context& ctx, Tensor& c, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b,
-                         float beta, ops::Fp8Kinds kinds) const {
-  const bool fp8 = this->fp8(ctx);  // FP8 GEMMs are 2-D: one per weight
-  if (!split_ && !fp8) {
+                         float beta) const {
+  if (!split_) {
     ops::matmul(ctx, c, a, b, trans_a, trans_b, 1.0f, beta);
     return;
   }
   for (int64_t i = 0; i < batch(); ++i) {  // a 2-D operand is the same for every weight
     Tensor ci = c.select(0, i);
-    linear_gemm(ctx, fp8, kinds, ci, a.dim() == 3 ? a.select(0, i) : a, b.dim() == 3 ? b.select(0, i) : b, trans_a,
-                trans_b, beta);
+    ops::matmul(ctx, ci, a.dim() == 3 ? a.select(0, i) : a, b.dim() == 3 ? b.select(0, i) : b, trans_a, trans_b, 1.0f,
+                beta);
   }
 }
 
@@ -224,7 +220,16 @@ Tensor BatchedLinear::forward(Context& ctx, const Tensor& x) {
   check_input(x, "input");
   for (const Parameter* w : weights_) store_.about_to_read(*w);
   Tensor y = Tensor::empty({batch(), x.size(0), d_out_}, x.dtype(), ctx.device(), "batched_linear_out");
-  gemm(ctx, y, x, weights_view(x.dtype()), /*trans_a=*/false, /*trans_b=*/true, 0.0f, kFp8Forward);  // x broadcast
+  if (fp8(ctx)) {  // one GEMM per weight (FP8 GEMMs are 2-D), x cast once for all
+    const ops::Fp8Operand xq = ops::fp8_operand(ctx, x, kFp8Input, true, false);
+    const Tensor w = weights_view(x.dtype());
+    for (int64_t b = 0; b < batch(); ++b) {
+      Tensor yb = y.select(0, b);
+      fp8_linear_forward(ctx, yb, xq, w.select(0, b), 0.0f);
+    }
+  } else {
+    gemm(ctx, y, x, weights_view(x.dtype()), /*trans_a=*/false, /*trans_b=*/true, 0.0f);  // x broadcast
+  }
   saved_x_ = x;
   return y;
 }
@@ -240,8 +245,13 @@ Tensor BatchedLinear::input_backward(Context& ctx, const Tensor& dy) {
   // dx (N, d_in) = Σ_b dy_b (N, d_out) · W_b (d_out, d_in): a sum, so one GEMM per weight.
   Tensor dx = Tensor::empty({dy.size(1), d_in_}, dy.dtype(), ctx.device(), "batched_linear_dx");
   Tensor w = weights_view(dy.dtype());
-  for (int64_t b = 0; b < batch(); ++b)
-    linear_gemm(ctx, fp8(ctx), kFp8Backward, dx, dy.select(0, b), w.select(0, b), false, false, b == 0 ? 0.0f : 1.0f);
+  for (int64_t b = 0; b < batch(); ++b) {
+    const float beta = b == 0 ? 0.0f : 1.0f;
+    if (fp8(ctx))  // dW follows: dy_b is cast for both
+      fp8_linear_dx(ctx, dx, fp8_dy_.of(ctx, dy, b, /*both=*/true), w.select(0, b), beta);
+    else
+      ops::matmul(ctx, dx, dy.select(0, b), w.select(0, b), false, false, 1.0f, beta);
+  }
   return dx;
 }
 
@@ -250,7 +260,15 @@ void BatchedLinear::weight_backward_and_release(Context& ctx, const Tensor& dy) 
   if (weights_.front()->trainable) {
     const float beta = store_.grad_beta(weights_);  // written by the step's first contribution
     Tensor dw = grads_view();  // (batch, d_out, d_in) = beta·dW + dy_bᵀ (d_out, N) · x (N, d_in)
-    gemm(ctx, dw, dy, saved_x_, /*trans_a=*/true, /*trans_b=*/false, beta, kFp8Backward);
+    if (fp8(ctx)) {
+      const ops::Fp8Operand xq = ops::fp8_operand(ctx, saved_x_, kFp8Input, false, true);
+      for (int64_t b = 0; b < batch(); ++b) {
+        Tensor dwb = dw.select(0, b);
+        fp8_linear_dw(ctx, dwb, fp8_dy_.of(ctx, dy, b, /*both=*/false), xq, beta);
+      }
+    } else {
+      gemm(ctx, dw, dy, saved_x_, /*trans_a=*/true, /*trans_b=*/false, beta);
+    }
   }
   // The last weight first, as the reverse order in which backward finishes parameters.
   for (auto it = weights_.rbegin(); it != weights_.rend(); ++it) store_.grad_contributed(**it);

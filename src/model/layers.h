@@ -8,8 +8,8 @@
 
 #include "core/context.h"
 #include "core/tensor.h"
+#include "model/fp8_linear.h"
 #include "model/param_store.h"
-#include "ops/fp8_gemm.h"
 
 namespace pt {
 
@@ -47,10 +47,13 @@ class Linear {
   // be restored in between (a SwiGLU product recomputed in the pass that needs dx).
   Tensor input_backward(Context& ctx, const Tensor& dy);
   void weight_backward_and_release(Context& ctx, const Tensor& dy) {
-    weight_backward(ctx, dy);
+    weight_backward(ctx, dy, /*dx_follows=*/false);
     release();
   }
-  void release() { saved_x_ = Tensor(); }
+  void release() {
+    saved_x_ = Tensor();
+    fp8_dy_.clear();
+  }
   // Gives backward its input again after release() (an activation recomputed instead of kept).
   void restore_input(const Tensor& x);
   // dx (N, d_in) = dx_beta·dx + dy W, dx given (a view into a larger buffer is fine).
@@ -71,7 +74,8 @@ class Linear {
   };
   Tensor weight_view(DType operand_dtype, const Unit& u) const;  // (u.rows, d_in)
   Tensor weight_grad_view(const Unit& u) const;
-  void weight_backward(Context& ctx, const Tensor& dy);
+  // dx_follows: the other half reads dy too (FP8: dy is cast for both at once).
+  void weight_backward(Context& ctx, const Tensor& dy, bool dx_follows);
   ParamStore& store_;
   std::vector<Parameter*> weights_;
   Parameter* bias_ = nullptr;
@@ -79,6 +83,7 @@ class Linear {
   std::vector<Unit> units_;
   bool fp8_ = false;
   bool fp8(const Context& ctx) const { return fp8_ && ctx.fp8_linear(); }
+  Fp8GradCasts fp8_dy_;
   Tensor saved_x_;
 };
 
@@ -98,7 +103,10 @@ class BatchedLinear {
   Tensor input_backward(Context& ctx, const Tensor& dy);
   // dW_b from dy_b and the saved input; tells the store; releases the input.
   void weight_backward_and_release(Context& ctx, const Tensor& dy);
-  void release() { saved_x_ = Tensor(); }
+  void release() {
+    saved_x_ = Tensor();
+    fp8_dy_.clear();
+  }
   void restore_input(const Tensor& x);
   int64_t batch() const { return static_cast<int64_t>(weights_.size()); }
   void set_fp8(bool on) { fp8_ = on; }  // as Linear::set_fp8
@@ -108,12 +116,12 @@ class BatchedLinear {
   Tensor weights_view(DType operand_dtype) const;
   Tensor grads_view() const;
   void check_input(const Tensor& x, const char* what) const;  // (N, d_in)
-  // c (batch, …) = op(a)·op(b) + beta·c: one batched GEMM, or one per weight when split or in FP8
-  // (operands of `kinds`; a 2-D operand is shared by every weight).
-  void gemm(Context& ctx, Tensor& c, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, float beta,
-            ops::Fp8Kinds kinds) const;
+  // c (batch, …) = op(a)·op(b) + beta·c: one batched GEMM, or one per weight when split (a 2-D
+  // operand is shared by every weight).
+  void gemm(Context& ctx, Tensor& c, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, float beta) const;
   bool fp8(const Context& ctx) const { return fp8_ && ctx.fp8_linear(); }
   bool fp8_ = false;
+  Fp8GradCasts fp8_dy_;
   ParamStore& store_;
   std::vector<Parameter*> weights_;
   bool split_;

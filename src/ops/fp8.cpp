@@ -55,13 +55,21 @@ void fp8_cast(Context& ctx, Tensor& out, Tensor& scale_inv, const Tensor& x, con
   cuda::fp8_cast(ctx.stream(), out, scale_inv.data_as<float>(), x, amax.data_as<float>());
 }
 
-void fp8_cast_transpose(Context& ctx, Tensor& out, Tensor& scale_inv, const Tensor& x, const Tensor& amax) {
+void fp8_cast_transpose(Context& ctx, Tensor& out, Tensor& scale_inv, const Tensor& x, const Tensor& amax,
+                        Tensor* plain) {
   ArgCheck chk(ctx, "fp8_cast_transpose");
   check_cast(chk, ctx, out, scale_inv, x, amax);
   chk.rank_is(x, "x", 2);
   chk.shape_is(out, "out", {x.size(1), x.size(0)});
-  OpScope scope(ctx, "fp8_cast_transpose", OpFamily::Elementwise, cast_cost(out, x));
-  cuda::fp8_cast_transpose(ctx.stream(), out, scale_inv.data_as<float>(), x, amax.data_as<float>());
+  OpCost cost = cast_cost(out, x);
+  if (plain) {
+    chk.dtype_is(*plain, "plain", {out.dtype()});
+    chk.shape_is(*plain, "plain", x.shape());
+    chk.contiguous(*plain, "plain");
+    cost.write(*plain);
+  }
+  OpScope scope(ctx, "fp8_cast_transpose", OpFamily::Elementwise, cost);
+  cuda::fp8_cast_transpose(ctx.stream(), out, plain, scale_inv.data_as<float>(), x, amax.data_as<float>());
 }
 
 namespace {

@@ -15,8 +15,10 @@ void fp8_amax(Context& ctx, Tensor& amax, const Tensor& x);
 // scale_inv (fp32, one element) = 1 / scale, what matmul_fp8 multiplies back. out F8E4M3 |
 // F8E5M2 of x's shape; x fp32|bf16 contiguous; amax from fp8_amax (or any upper bound of |x|).
 void fp8_cast(Context& ctx, Tensor& out, Tensor& scale_inv, const Tensor& x, const Tensor& amax);
-// The same for a 2-D x (rows, cols) written transposed: out (cols, rows).
-void fp8_cast_transpose(Context& ctx, Tensor& out, Tensor& scale_inv, const Tensor& x, const Tensor& amax);
+// The same for a 2-D x (rows, cols) written transposed: out (cols, rows); with `plain` (x's shape,
+// out's type) also as x is laid out, from the same read of x.
+void fp8_cast_transpose(Context& ctx, Tensor& out, Tensor& scale_inv, const Tensor& x, const Tensor& amax,
+                        Tensor* plain = nullptr);
 
 // C (m, n) = a_scale_inv · b_scale_inv · A (m, k) · B (n, k)ᵀ with fp32 accumulation: both
 // operands K-major, the layout of Hopper's FP8 tensor cores (a Linear's forward is x · Wᵀ as it

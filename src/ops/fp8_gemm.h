@@ -27,6 +27,23 @@ struct Fp8Kinds {
 void matmul_fp8_of(Context& ctx, Tensor& c, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b,
                    Fp8Kinds kinds, float alpha = 1.0f, float beta = 0.0f, const Tensor* c_in = nullptr);
 
+// One operand cast once for every GEMM that reads it (a gradient dy feeds dX = dy·W and
+// dW = dyᵀ·x; one amax and one read of dy serve both). GPU: `stored` is fp8(x·scale) as x is laid
+// out (rows, cols) and `transposed` the same (cols, rows), each present when asked for;
+// scale_inv (1) fp32 on the device. CPU: `stored` holds the fp8 values as fp32 (the emulation)
+// whatever is asked, and host_scale_inv the inverse scale.
+struct Fp8Operand {
+  Tensor stored, transposed, scale_inv;
+  float host_scale_inv = 1.0f;
+  Fp8Format format = Fp8Format::E4M3;
+};
+// x 2-D contiguous (GPU: bf16|fp32; CPU: fp32); stored/transposed: which layouts the GEMMs need.
+Fp8Operand fp8_operand(Context& ctx, const Tensor& x, Fp8Format format, bool stored, bool transposed);
+// matmul_fp8_of on operands already cast: op(A) reads a.stored (trans_a false) or a.transposed,
+// op(B) b.transposed (trans_b false) or b.stored, whichever is K-major; that layout must exist.
+void matmul_fp8_operands(Context& ctx, Tensor& c, const Fp8Operand& a, const Fp8Operand& b, bool trans_a, bool trans_b,
+                         float alpha = 1.0f, float beta = 0.0f, const Tensor* c_in = nullptr);
+
 // The CPU emulation's quantisation of n host values, as the GPU's amax and cast compute it:
 // returns the fp8 values fp8(x · scale) (unscaled, as floats) and sets *scale_inv = 1 / scale.
 std::vector<float> fp8_quantise_host(const float* x, int64_t n, Fp8Format fmt, float* scale_inv);

@@ -93,5 +93,33 @@ INSTANTIATE_TEST_SUITE_P(All, GpuFp8GemmOf, ::testing::ValuesIn(cases()), [](con
          "_beta" + std::to_string(int(t.beta)) + (t.separate_c_in ? "_cin" : "") + "_C" + dtype_name(t.c);
 });
 
+// One cast of dy for both backward GEMMs (as stored for dX = dy·W, transposed for dW = dyᵀ·x, from
+// one read of dy) gives the bits of each GEMM casting its own; a layout not cast is refused.
+TEST(GpuFp8Operands, OneCastForTwoGemmsEqualsACastEach) {
+  PT_REQUIRE_GPU();
+  Context gpu(Device::cuda(0), Precision::BF16);
+  if (!fp8_unsupported_reason(gpu.target()).empty()) GTEST_SKIP() << "no FP8 tensor cores";
+  const int64_t n = 64, d_out = 48, d_in = 32;
+  Tensor dy = make_tensor(gpu, {n, d_out}, DType::BF16, bf16_values(n * d_out, 4, 1e-3));
+  Tensor w = make_tensor(gpu, {d_out, d_in}, DType::BF16, bf16_values(d_out * d_in, 5, 0.02));
+  Tensor x = make_tensor(gpu, {n, d_in}, DType::BF16, bf16_values(n * d_in, 6, 1.0));
+  const ops::Fp8Kinds kinds{E5M2, E4M3};
+  Tensor dx_each = Tensor::empty({n, d_in}, DType::BF16, gpu.device());
+  Tensor dx_shared = Tensor::empty({n, d_in}, DType::BF16, gpu.device());
+  Tensor dw_each = Tensor::empty({d_out, d_in}, DType::F32, gpu.device());
+  Tensor dw_shared = Tensor::empty({d_out, d_in}, DType::F32, gpu.device());
+  ops::matmul_fp8_of(gpu, dx_each, dy, w, false, false, kinds);
+  ops::matmul_fp8_of(gpu, dw_each, dy, x, true, false, kinds);
+  const ops::Fp8Operand q = ops::fp8_operand(gpu, dy, E5M2, /*stored=*/true, /*transposed=*/true);
+  ops::matmul_fp8_operands(gpu, dx_shared, q, ops::fp8_operand(gpu, w, E4M3, false, true), false, false);
+  ops::matmul_fp8_operands(gpu, dw_shared, q, ops::fp8_operand(gpu, x, E4M3, false, true), true, false);
+  EXPECT_EQ(dx_shared.to_host_f64(gpu), dx_each.to_host_f64(gpu));
+  EXPECT_EQ(dw_shared.to_host_f64(gpu), dw_each.to_host_f64(gpu));
+  const ops::Fp8Operand t_only = ops::fp8_operand(gpu, dy, E5M2, false, true);
+  EXPECT_ERROR_HAS(
+      ops::matmul_fp8_operands(gpu, dx_shared, t_only, ops::fp8_operand(gpu, w, E4M3, false, true), false, false),
+      "A was not cast as stored");
+}
+
 }  // namespace
 }  // namespace pt::test

@@ -121,9 +121,9 @@ struct TransposeCase {
 class GpuFp8CastTranspose : public ::testing::TestWithParam<TransposeCase> {};
 
 // The transposed cast equals the transpose of the plain cast, bit for bit, with the same
-// scale_inv: full 64×64 tiles through the 16-byte path, partial edge tiles, shapes whose rows
-// are not 16-byte multiples (element path), and a single element. An index slip in the tile
-// (rows for columns, a missed edge) shows as wrong or poisoned bytes.
+// scale_inv, and so does its optional plain output: full 64×64 tiles through the 16-byte path, partial edge tiles,
+// shapes whose rows are not 16-byte multiples (element path), and a single element. An index slip in the tile (rows for
+// columns, a missed edge) shows as wrong or poisoned bytes.
 TEST_P(GpuFp8CastTranspose, EqualsTransposeOfPlainCast) {
   PT_REQUIRE_GPU();
   const TransposeCase c = GetParam();
@@ -138,6 +138,12 @@ TEST_P(GpuFp8CastTranspose, EqualsTransposeOfPlainCast) {
   ops::fp8_cast_transpose(gpu, t, s_t, x, amax);
   EXPECT_EQ(bits_of(gpu, t), transpose_reference(bits_of(gpu, plain), c.rows, c.cols));
   EXPECT_EQ(scalar_of(gpu, s_t), scalar_of(gpu, s_plain));
+  // Both layouts from one read: the plain output equals fp8_cast's, the transposed one is unchanged.
+  Tensor both = make_tensor(gpu, {c.rows, c.cols}, c.out, std::vector<double>(size_t(n), 1.0));
+  Tensor t2 = make_tensor(gpu, {c.cols, c.rows}, c.out, std::vector<double>(size_t(n), 1.0));
+  ops::fp8_cast_transpose(gpu, t2, s_t, x, amax, &both);
+  EXPECT_EQ(bits_of(gpu, both), bits_of(gpu, plain));
+  EXPECT_EQ(bits_of(gpu, t2), bits_of(gpu, t));
 }
 std::vector<TransposeCase> transpose_cases() {
   std::vector<TransposeCase> out;

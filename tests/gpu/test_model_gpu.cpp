@@ -320,15 +320,16 @@ TEST(TransformerGpu, NormSummedDuringBackwardEqualsTheSumOfSquares) {
   }
 }
 
-// --precision fp8 (the FP8 GEMMs of the table's layers, bf16 elsewhere) against the CPU's
-// emulation of the same model (Context::set_fp8_linear on fp32) from the same weights and
-// batches: both quantise the same operands with the same scale rule, so the GPU reproduces the
-// emulation's FP8 errors, which are far larger than bf16's. Bounds: the loss within 2e-2 (bf16's
-// 1e-2, doubled for operands whose bf16 rounding moves them across an FP8 rounding boundary);
-// the gradients within 2^-4 norm-wise (half the emulation's own bound against fp32,
-// test_model_fp8.cpp), and nearer the emulation than the fp32 model. Ten AdamW steps lower the
-// loss. The same run twice (deterministic flash defaults) gives the same bits.
-TEST(TransformerGpu, Fp8FollowsTheCpuEmulationAndIsReproducible) {
+// --precision fp8 (the FP8 GEMMs of the table's layers, bf16 elsewhere) from the same weights and
+// batches as the fp32 CPU model (the reference), the CPU's emulation of the FP8 model
+// (Context::set_fp8_linear on fp32) and the GPU's bf16 model. The GPU quantises bf16 operands and
+// the emulation fp32 ones; where an FP8 rounding boundary falls between the two (for E4M3 about
+// one element in 16) they land a whole FP8 step apart, so the two FP8 models' errors are
+// independent draws of one size, not the same draw. The GPU's FP8 error against fp32 is held to
+// the emulation's size (at most 1.5 times it, plus bf16's own error) and far above bf16's (the
+// GEMMs do run in FP8: over 4 times bf16's error). The loss within 1 % of fp32's; ten AdamW steps
+// lower it; the same run twice gives the same bits.
+TEST(TransformerGpu, Fp8ErrorIsTheEmulationsSizeAndRepeatsBitForBit) {
   PT_REQUIRE_GPU();
   {
     Context probe(Device::cuda(0));
@@ -336,15 +337,18 @@ TEST(TransformerGpu, Fp8FollowsTheCpuEmulationAndIsReproducible) {
   }
   const TransformerConfig cfg = test::test_transformer(97, 32, 64, 2, 4, 176);
   const auto w0 = initial_weights(cfg);
-  Context cpu(Device::cpu()), emu(Device::cpu()), gpu(Device::cuda(0), Precision::FP8);
+  Context cpu(Device::cpu()), emu(Device::cpu()), gpu(Device::cuda(0), Precision::FP8),
+      bf16(Device::cuda(0), Precision::BF16);
   emu.set_fp8_linear(true);
   ASSERT_TRUE(gpu.fp8_linear());
-  const TrainRun ref = train(cpu, cfg, w0, 1), want = train(emu, cfg, w0, 1);
+  const TrainRun ref = train(cpu, cfg, w0, 1), emulated = train(emu, cfg, w0, 1), in_bf16 = train(bf16, cfg, w0, 1);
   const TrainRun got = train(gpu, cfg, w0, 10), again = train(gpu, cfg, w0, 10);
-  EXPECT_NEAR(got.losses[0], want.losses[0], 2e-2 * want.losses[0]);
-  const double to_emulation = test::rel_error(got.grads, want.grads);
-  EXPECT_LE(to_emulation, 0x1p-4);
-  EXPECT_LT(to_emulation, test::rel_error(got.grads, ref.grads)) << "the GPU shares the emulation's FP8 rounding";
+  const double fp8_error = test::rel_error(got.grads, ref.grads);
+  const double emulation_error = test::rel_error(emulated.grads, ref.grads);
+  const double bf16_error = test::rel_error(in_bf16.grads, ref.grads);
+  EXPECT_LE(fp8_error, 1.5 * emulation_error + bf16_error);
+  EXPECT_GT(fp8_error, 4.0 * bf16_error) << "the GEMMs run in FP8";
+  EXPECT_NEAR(got.losses[0], ref.losses[0], 1e-2 * ref.losses[0]);
   EXPECT_LT(got.losses.back(), got.losses.front()) << "the loss falls";
   EXPECT_EQ(again.losses, got.losses);
   EXPECT_EQ(again.grads, got.grads);

@@ -1,0 +1,37 @@
+#include "model/fp8_linear.h"
+
+#include "core/error.h"
+
+namespace pt {
+
+const ops::Fp8Operand& Fp8GradCasts::of(Context& ctx, const Tensor& dy, int64_t i, bool both) {
+  const bool same = dy_.defined() && dy_.data() == dy.data() && dy_.shape() == dy.shape() && dy_.dtype() == dy.dtype();
+  if (!same) {
+    dy_ = dy;
+    casts_.assign(size_t(dy.dim() == 3 ? dy.size(0) : 1), ops::Fp8Operand());
+  }
+  PT_CHECK(i >= 0 && i < int64_t(casts_.size()),
+           "Fp8GradCasts: slice " + std::to_string(i) + " of dy " + dy.describe());
+  ops::Fp8Operand& o = casts_[size_t(i)];
+  const bool cast = !o.scale_inv.defined() && !o.stored.defined();
+  const bool lacks_stored = ctx.is_cuda() && both && !o.stored.defined();  // dX after a dW that cast one layout
+  if (cast || lacks_stored) o = ops::fp8_operand(ctx, dy.dim() == 3 ? dy.select(0, i) : dy, kFp8Gradient, both, true);
+  return o;
+}
+
+void fp8_linear_forward(Context& ctx, Tensor& y, const ops::Fp8Operand& x, const Tensor& w, float beta,
+                        const Tensor* residual) {
+  const ops::Fp8Operand wq = ops::fp8_operand(ctx, w, kFp8Weight, /*stored=*/true, /*transposed=*/false);
+  ops::matmul_fp8_operands(ctx, y, x, wq, /*trans_a=*/false, /*trans_b=*/true, 1.0f, beta, residual);
+}
+
+void fp8_linear_dx(Context& ctx, Tensor& dx, const ops::Fp8Operand& dy, const Tensor& w, float beta) {
+  const ops::Fp8Operand wq = ops::fp8_operand(ctx, w, kFp8Weight, /*stored=*/false, /*transposed=*/true);
+  ops::matmul_fp8_operands(ctx, dx, dy, wq, /*trans_a=*/false, /*trans_b=*/false, 1.0f, beta);
+}
+
+void fp8_linear_dw(Context& ctx, Tensor& dw, const ops::Fp8Operand& dy, const ops::Fp8Operand& x, float beta) {
+  ops::matmul_fp8_operands(ctx, dw, dy, x, /*trans_a=*/true, /*trans_b=*/false, 1.0f, beta);
+}
+
+}  // namespace pt

@@ -1,0 +1,44 @@
+#pragma once
+// The GEMMs of a Linear layer under --precision fp8 (Context::fp8_linear; the Transformer's
+// table says which layers): forward y = x·Wᵀ with x and W in E4M3 (precision); backward
+// dX = dy·W and dW = dyᵀ·x with dy in E5M2 (range) and W, x in E4M3. fp32 accumulation, outputs
+// in the layer's types. Each operand is cast with its current amax where it is read
+// (ops/fp8_gemm.h); dy, which both backward GEMMs read, is cast once for the two.
+#include <vector>
+
+#include "core/context.h"
+#include "core/fp8.h"
+#include "core/tensor.h"
+#include "ops/fp8_gemm.h"
+
+namespace pt {
+
+constexpr Fp8Format kFp8Input = Fp8Format::E4M3, kFp8Weight = Fp8Format::E4M3, kFp8Gradient = Fp8Format::E5M2;
+
+// The FP8 casts of a layer's output gradient dy between the two halves of its backward, which
+// the model may call apart (dX first, dW after an input is recomputed) or together.
+class Fp8GradCasts {
+ public:
+  // Slice i of dy — dy itself (2-D, i = 0) or dy[i] of a batched (batch, N, d_out) dy — in E5M2.
+  // Cast on first use: as stored and transposed in one read when `both` (dX reads the first, dW
+  // the second), else transposed only. Another dy starts over.
+  const ops::Fp8Operand& of(Context& ctx, const Tensor& dy, int64_t i, bool both);
+  void clear() {
+    dy_ = Tensor();
+    casts_.clear();
+  }
+
+ private:
+  Tensor dy_;  // holds dy's storage, so that its address identifies it while the casts are kept
+  std::vector<ops::Fp8Operand> casts_;
+};
+
+// y (N, d_out) = beta·(residual or y) + x·Wᵀ: x (N, d_in) cast as stored, W (d_out, d_in) cast here.
+void fp8_linear_forward(Context& ctx, Tensor& y, const ops::Fp8Operand& x, const Tensor& w, float beta,
+                        const Tensor* residual = nullptr);
+// dx (N, d_in) = beta·dx + dy·W: dy cast as stored (Fp8GradCasts), W cast here, transposed.
+void fp8_linear_dx(Context& ctx, Tensor& dx, const ops::Fp8Operand& dy, const Tensor& w, float beta);
+// dw (d_out, d_in) = beta·dw + dyᵀ·x: dy and x (N, d_in) cast transposed.
+void fp8_linear_dw(Context& ctx, Tensor& dw, const ops::Fp8Operand& dy, const ops::Fp8Operand& x, float beta);
+
+}  // namespace pt
