@@ -1,6 +1,8 @@
-// Embedding gather (a copy of rows, no arithmetic) and its scatter-add: fp32 atomics into an fp32
-// gradient, or per-id fp32 sums rounded once into a bf16 one.
+// Embedding gather (a copy of rows, no arithmetic) and its scatter-add, deterministic: the rows
+// are sorted by id and each id's rows summed in a fixed order, then added to its gradient row once.
+#include <algorithm>
 #include <cmath>
+#include <cub/device/device_radix_sort.cuh>
 
 #include "cuda/common.cuh"
 #include "cuda/embedding.h"
@@ -32,53 +34,65 @@ __global__ void gather_rows_kernel(int64_t rows, int64_t row_units, int64_t voca
   }
 }
 
-// dweight[ids[n], c] += dout[n, c]; one thread per (n, pack of columns). With `slot` the row
-// added to is slot[ids[n]] instead of ids[n] (the bf16 path's fp32 sums, below).
-template <typename TD>
-__global__ void scatter_add_kernel(int64_t rows, int64_t cols, bool packed, int64_t vocab, float* dweight,
-                                   const TD* dout, const int32_t* ids, const int32_t* slot) {
-  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
-  const int64_t per_row = packed ? cols / kPack : cols;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < rows * per_row; i += stride) {
-    const int64_t r = i / per_row, u = i % per_row;
-    const int32_t id = ids[r];
-    if (id < 0 || id >= vocab) continue;  // NaN already flagged this id in the forward pass
-    float* dst = dweight + int64_t(slot ? slot[id] : id) * cols;
-    if (packed) {
-      float v[kPack];
-      load_pack<kPack>(dout + r * cols + u * kPack, v);
-#pragma unroll
-      for (int k = 0; k < kPack; ++k) atomicAdd(dst + u * kPack + k, v[k]);
-    } else {
-      atomicAdd(dst + u, to_float(dout[r * cols + u]));
-    }
-  }
-}
-
-// A bf16 dweight (--grad-dtype bf16) gets each distinct id's rows summed in fp32 and rounded
-// into it once: bf16 atomics would round at every add, and a token repeated k times in a batch
-// would lose about log2(k) bits of its gradient. first (V) holds, per id, the first row that
-// carries it (any value above every row index elsewhere); sums (N, C) fp32 is zero on entry and
-// receives, in the first row of each id, the sum of that id's rows.
-__global__ void first_row_kernel(int64_t rows, int64_t vocab, const int32_t* ids, int32_t* first) {
+// The backward sorts the rows by id so that each id's rows sit together (a run) and one thread
+// per (run, columns) sums them in a fixed order: fp32 atomics would add them in whatever order
+// the threads arrive, and float addition is not associative, so the gradient's bits would vary
+// from run to run. keys[r] = ids[r] where it lies in [0, vocab), else vocab: every skipped id
+// sorts after the real ones (the sort reads only the bits up to vocab, and a raw negative id
+// would sort on its low bits among them). row_of[r] = r, carried along by the sort.
+__global__ void sort_keys_kernel(int64_t rows, int64_t vocab, const int32_t* ids, uint32_t* keys, int32_t* row_of) {
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; r < rows; r += stride) {
     const int32_t id = ids[r];
-    if (id >= 0 && id < vocab) atomicMin(first + id, int32_t(r));
+    keys[r] = (id >= 0 && id < vocab) ? uint32_t(id) : uint32_t(vocab);
+    row_of[r] = int32_t(r);
   }
 }
 
-// dweight[id, c] = bf16(dweight[id, c] + sums[first[id], c]) for each id present: the thread
-// of row r writes when r is its id's first row.
-__global__ void add_sums_kernel(int64_t rows, int64_t cols, int64_t vocab, __nv_bfloat16* dweight, const float* sums,
-                                const int32_t* ids, const int32_t* first) {
+// Rows of a run loaded before any of them is added: a long run (a frequent token) then waits
+// on memory once per kAhead rows instead of once per row.
+constexpr int kAhead = 4;
+
+// keys (N) sorted, row_of (N) the rows in that order, ascending within a run (the sort is
+// stable). The thread of (sorted position p, columns c..c+N) returns unless p starts a run of
+// a real id; else it sums the run's rows of dout in ascending row order in fp32 and adds the
+// sum to dweight[id] once: fp32 += sum, bf16 = bf16(float(dweight) + sum), a single rounding
+// (bf16 adds row by row would lose about log2(k) bits of a token repeated k times). Each
+// dweight element is written by one thread, in an order fixed by the ids alone.
+template <int N, typename TW, typename TD>
+__global__ void add_sorted_runs_kernel(int64_t rows, int64_t cols, int64_t vocab, TW* dweight, const TD* dout,
+                                       const uint32_t* keys, const int32_t* row_of) {
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < rows * cols; i += stride) {
-    const int64_t r = i / cols, c = i % cols;
-    const int32_t id = ids[r];
-    if (id < 0 || id >= vocab || first[id] != r) continue;
-    __nv_bfloat16* dst = dweight + int64_t(id) * cols + c;
-    *dst = __float2bfloat16(__bfloat162float(*dst) + sums[i]);
+  const int64_t per_row = cols / N;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < rows * per_row; i += stride) {
+    const int64_t p = i / per_row, c = (i % per_row) * N;
+    const uint32_t id = keys[p];
+    if (id >= vocab || (p > 0 && keys[p - 1] == id)) continue;  // skipped id, or not a run's start
+    int64_t end = p + 1;
+    while (end < rows && keys[end] == id) ++end;
+    float sum[N] = {};
+    int64_t q = p;
+    for (; q + kAhead <= end; q += kAhead) {
+      float v[kAhead][N];
+#pragma unroll
+      for (int a = 0; a < kAhead; ++a) load_n<N>(dout + int64_t(row_of[q + a]) * cols + c, v[a]);
+#pragma unroll
+      for (int a = 0; a < kAhead; ++a)
+#pragma unroll
+        for (int k = 0; k < N; ++k) sum[k] += v[a][k];
+    }
+    for (; q < end; ++q) {
+      float v[N];
+      load_n<N>(dout + int64_t(row_of[q]) * cols + c, v);
+#pragma unroll
+      for (int k = 0; k < N; ++k) sum[k] += v[k];
+    }
+    TW* dst = dweight + int64_t(id) * cols + c;
+    float w[N];
+    load_n<N>(dst, w);
+#pragma unroll
+    for (int k = 0; k < N; ++k) w[k] += sum[k];
+    store_n<N>(dst, w);
   }
 }
 
@@ -104,36 +118,52 @@ void embedding_forward(cudaStream_t s, Tensor& out, const Tensor& ids, const Ten
   });
 }
 
-void embedding_backward(cudaStream_t s, Tensor& dweight, const Tensor& dout, const Tensor& ids,
-                        const EmbeddingBf16Scratch& scratch) {
+// Cost: a radix sort of N int32 keys over ceil(log2(V + 1)) bits (a few passes; for the N of a
+// training step, up to tens of thousands of rows, tens of microseconds), then one read of dout
+// and one read-modify-write of each present id's row. An id repeated k times is summed by C/kPack
+// threads walking its k rows, about k/kAhead memory waits each.
+void embedding_backward(cudaStream_t s, Tensor& dweight, const Tensor& dout, const Tensor& ids) {
   const int64_t rows = ids.numel(), cols = dweight.size(1), vocab = dweight.size(0);
   if (rows * cols == 0) return;
-  const bool bf16 = dweight.dtype() == DType::BF16;
-  int32_t* first = nullptr;
-  float* sums = nullptr;
-  if (bf16) {
-    first = scratch.first->data_as<int32_t>();
-    sums = scratch.sums->data_as<float>();
-    // 0x7f7f7f7f: above every row index.
-    PT_CUDA_CHECK(cudaMemsetAsync(first, 0x7f, size_t(vocab) * sizeof(int32_t), s));
-    PT_CUDA_CHECK(cudaMemsetAsync(sums, 0, size_t(rows * cols) * sizeof(float), s));
-    first_row_kernel<<<grid_for(rows, kThreads), kThreads, 0, s>>>(rows, vocab, ids.data_as<const int32_t>(), first);
-    PT_CUDA_CHECK_LAUNCH();
-  }
-  dispatch_float(dout.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const bool packed = cols % kPack == 0 && aligned16(dout.data());
-    const int64_t work = rows * (packed ? cols / kPack : cols);
-    scatter_add_kernel<<<grid_for(work, kThreads), kThreads, 0, s>>>(
-        rows, cols, packed, vocab, bf16 ? sums : dweight.data_as<float>(), static_cast<const T*>(dout.data()),
-        ids.data_as<const int32_t>(), first);
+  PT_CHECK(rows <= INT32_MAX && vocab < INT32_MAX, "embedding_backward: 2^31 - 1 or more rows or ids");
+  // The keys lie in [0, vocab] (vocab: a skipped id): the sort reads their low end_bit bits.
+  int end_bit = 0;
+  while ((int64_t(1) << end_bit) <= vocab) ++end_bit;
+  auto scratch = [&](int64_t n, DType t, const char* name) {
+    return Tensor::empty({n}, t, dweight.device(), name, MemCategory::Workspace);
+  };
+  // (N) keys and (N) rows, twice each: the sort moves them back and forth between the pairs.
+  const Tensor keys[2] = {scratch(rows, DType::U32, "embedding_sort_keys"),
+                          scratch(rows, DType::U32, "embedding_sort_keys_alt")};
+  const Tensor row_of[2] = {scratch(rows, DType::I32, "embedding_sort_rows"),
+                            scratch(rows, DType::I32, "embedding_sort_rows_alt")};
+  sort_keys_kernel<<<grid_for(rows, kThreads), kThreads, 0, s>>>(
+      rows, vocab, ids.data_as<const int32_t>(), keys[0].data_as<uint32_t>(), row_of[0].data_as<int32_t>());
+  PT_CUDA_CHECK_LAUNCH();
+  cub::DoubleBuffer<uint32_t> key_buf(keys[0].data_as<uint32_t>(), keys[1].data_as<uint32_t>());
+  cub::DoubleBuffer<int32_t> row_buf(row_of[0].data_as<int32_t>(), row_of[1].data_as<int32_t>());
+  size_t temp_bytes = 0;  // asked first: with a null buffer the call only sizes it
+  PT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, key_buf, row_buf, int(rows), 0, end_bit, s));
+  // The sort's own scratch, in 4-byte words.
+  const Tensor temp =
+      scratch(std::max<int64_t>(ceil_div(int64_t(temp_bytes), 4), 1), DType::U32, "embedding_sort_temp");
+  PT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.data(), temp_bytes, key_buf, row_buf, int(rows), 0, end_bit, s));
+  const uint32_t* sorted_keys = key_buf.Current();  // which of the pair holds the result is known on the host
+  const int32_t* sorted_rows = row_buf.Current();
+  dispatch_float_pair(dweight.dtype(), dout.dtype(), [&](auto w_tag, auto d_tag) {
+    using TW = typename decltype(w_tag)::type;
+    using TD = typename decltype(d_tag)::type;
+    TW* dw = static_cast<TW*>(dweight.data());
+    const TD* g = static_cast<const TD*>(dout.data());
+    if (cols % kPack == 0 && aligned16(dw) && aligned16(g)) {
+      add_sorted_runs_kernel<kPack><<<grid_for(rows * (cols / kPack), kThreads), kThreads, 0, s>>>(
+          rows, cols, vocab, dw, g, sorted_keys, sorted_rows);
+    } else {
+      add_sorted_runs_kernel<1>
+          <<<grid_for(rows * cols, kThreads), kThreads, 0, s>>>(rows, cols, vocab, dw, g, sorted_keys, sorted_rows);
+    }
     PT_CUDA_CHECK_LAUNCH();
   });
-  if (bf16) {
-    add_sums_kernel<<<grid_for(rows * cols, kThreads), kThreads, 0, s>>>(
-        rows, cols, vocab, static_cast<__nv_bfloat16*>(dweight.data()), sums, ids.data_as<const int32_t>(), first);
-    PT_CUDA_CHECK_LAUNCH();
-  }
 }
 
 }  // namespace pt::cuda

@@ -45,7 +45,7 @@ void embedding_forward(Context& ctx, Tensor& out, const Tensor& ids, const Tenso
 void embedding_backward(Context& ctx, Tensor& dweight, const Tensor& dout, const Tensor& ids) {
   ArgCheck chk(ctx, "embedding_backward");
   if (ctx.is_cuda())
-    chk.dtype_is(dweight, "dweight", {DType::F32, DType::BF16});  // fp32 atomics; bf16 through fp32 sums
+    chk.dtype_is(dweight, "dweight", {DType::F32, DType::BF16});  // each id's rows are summed in fp32
   else
     chk.float_storage(dweight, "dweight");
   chk.matrix(dweight, "dweight");
@@ -56,29 +56,17 @@ void embedding_backward(Context& ctx, Tensor& dweight, const Tensor& dout, const
   chk.shape_is(dout, "dout", {ids.size(0), dweight.size(1)});
   check_ids(chk, ctx, ids, dweight.size(0));
   // Read dout and the ids; the kernels scatter-add each row of dout into its token's row of
-  // dweight (atomics on the GPU) and touch no other row, so the rows updated — read and written
-  // — are the distinct ids. Counting those needs the ids on the host (a synchronisation on the
-  // GPU), so every token's row counts, at most V of them: min(N, V) rows, an upper bound of the
-  // minimum that equals it when no id repeats.
+  // dweight (on the GPU after sorting the rows by id) and touch no other row, so the rows
+  // updated — read and written — are the distinct ids. Counting those needs the ids on the host
+  // (a synchronisation on the GPU), so every token's row counts, at most V of them: min(N, V)
+  // rows, an upper bound of the minimum that equals it when no id repeats. The GPU's sort moves
+  // a few int32 words per row, small beside a row of dout, and is not counted.
   OpCost cost;
   cost.read(dout).read(ids);
   cost.bytes += 2.0 * static_cast<double>(std::min(ids.numel(), dweight.size(0)) * dweight.size(1)) *
                 static_cast<double>(dtype_size(dweight.dtype()));
   OpScope scope(ctx, "embedding_backward", OpFamily::Elementwise, cost);
-  if (!ctx.is_cuda()) {
-    cpu::embedding_backward(dweight, dout, ids);
-    return;
-  }
-  if (dweight.dtype() != DType::BF16) {
-    cuda::embedding_backward(ctx.stream(), dweight, dout, ids);
-    return;
-  }
-  // bf16: each id's rows summed in fp32 first (cuda/embedding.h); the scratch lives for the call.
-  const Tensor first =
-      Tensor::empty({dweight.size(0)}, DType::I32, ctx.device(), "embedding_first_row", MemCategory::Workspace);
-  const Tensor sums =
-      Tensor::empty({ids.size(0), dweight.size(1)}, DType::F32, ctx.device(), "embedding_sums", MemCategory::Workspace);
-  cuda::embedding_backward(ctx.stream(), dweight, dout, ids, {&first, &sums});
+  PT_OP_DISPATCH(ctx, embedding_backward, dweight, dout, ids);
 }
 
 }  // namespace pt::ops
