@@ -118,8 +118,11 @@ __global__ void sgd_kernel(int64_t n, float lr_value, const float* lr_device, fl
   }
 }
 
-template <typename S, typename T, int N>
-__global__ void squared_norm_kernel(int64_t n, S* sumsq, const T* x) {
+// partials[block] = this block's Σ x² (fp32). add_partials_kernel then adds the blocks' sums in
+// a fixed order: atomics would add them in whatever order the blocks finish, and the bits of
+// the norm (and so of a clipped step) would vary from run to run.
+template <typename T, int N>
+__global__ void squared_norm_kernel(int64_t n, float* partials, const T* x) {
   __shared__ float scratch[32];
   float sum = 0.0f;
   for (int64_t c = group_start<N>(); c + N <= n; c += group_stride<N>()) {
@@ -129,7 +132,22 @@ __global__ void squared_norm_kernel(int64_t n, S* sumsq, const T* x) {
     for (int k = 0; k < N; ++k) sum += v[k] * v[k];
   }
   sum = block_sum(sum, scratch);
-  if (threadIdx.x == 0) atomicAdd(sumsq, S(sum));
+  if (threadIdx.x == 0) partials[blockIdx.x] = sum;
+}
+
+// *sumsq += Σ partials[0, blocks), one block: strided sums per thread, then a fixed tree, in S.
+template <typename S>
+__global__ void add_partials_kernel(int blocks, const float* partials, S* sumsq) {
+  __shared__ S tree[kThreads];
+  S v = 0;
+  for (int i = threadIdx.x; i < blocks; i += blockDim.x) v += S(partials[i]);
+  tree[threadIdx.x] = v;
+  __syncthreads();
+  for (int half = kThreads / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) tree[threadIdx.x] += tree[threadIdx.x + half];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) *sumsq += tree[0];
 }
 
 template <typename S, typename T, int N>
@@ -213,15 +231,21 @@ void dispatch_sumsq_and_x(const Tensor& sumsq, const Tensor& x, F&& run) {
 }
 }  // namespace
 
-void squared_norm_accumulate(cudaStream_t s, Tensor& sumsq, const Tensor& x) {
+int64_t squared_norm_partials() { return int64_t(grid_for(INT64_MAX / 2, kThreads)); }
+
+void squared_norm_accumulate(cudaStream_t s, Tensor& sumsq, const Tensor& x, Tensor& partials) {
+  PT_CHECK(partials.dtype() == DType::F32 && partials.numel() >= squared_norm_partials(),
+           "squared_norm_accumulate: partials must hold squared_norm_partials() floats");
   auto run = [&](auto stag, auto xtag) {
     using S = typename decltype(stag)::type;
     using T = typename decltype(xtag)::type;
     const T* px = static_cast<const T*>(x.data());
     packed_then_tail(x.numel(), aligned16(px), [&](auto n_tag, int64_t off, int64_t count) {
       constexpr int N = decltype(n_tag)::value;
-      squared_norm_kernel<S, T, N>
-          <<<grid_for(count / N, kThreads), kThreads, 0, s>>>(count, sumsq.data_as<S>(), px + off);
+      const unsigned blocks = grid_for(count / N, kThreads);
+      squared_norm_kernel<T, N><<<blocks, kThreads, 0, s>>>(count, partials.data_as<float>(), px + off);
+      PT_CUDA_CHECK_LAUNCH();
+      add_partials_kernel<S><<<1, kThreads, 0, s>>>(int(blocks), partials.data_as<const float>(), sumsq.data_as<S>());
       PT_CUDA_CHECK_LAUNCH();
     });
   };

@@ -15,8 +15,11 @@ void adamw_step(cudaStream_t s, Tensor& p, const Tensor& g, Tensor& m, Tensor& v
                 Tensor* p_lowp, const GradClip& clip, const void* device_scalars);
 void sgd_step(cudaStream_t s, Tensor& p, const Tensor& g, float lr, float weight_decay, Tensor* p_lowp,
               const GradClip& clip, const void* device_scalars);
-// x fp32|bf16; sumsq fp32|fp64 (one element). Block partial sums, then one atomic per block.
-void squared_norm_accumulate(cudaStream_t s, Tensor& sumsq, const Tensor& x);
+// x fp32|bf16; sumsq fp32|fp64 (one element). Block partial sums into partials (fp32, at least
+// squared_norm_partials() elements, owned by the caller and used on s only), then one block
+// adds them to sumsq in a fixed order: the same bits every run.
+int64_t squared_norm_partials();
+void squared_norm_accumulate(cudaStream_t s, Tensor& sumsq, const Tensor& x, Tensor& partials);
 // x fp32|bf16; sumsq fp32|fp64 read on the device.
 void clip_by_norm(cudaStream_t s, Tensor& x, const Tensor& sumsq, float max_norm);
 

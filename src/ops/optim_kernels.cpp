@@ -138,11 +138,18 @@ void sgd_step(Context& ctx, Tensor& p, const Tensor& g, float lr, float weight_d
       [&] { cpu::sgd_step(p, g, lr, weight_decay, p_lowp, clip); });
 }
 
-void squared_norm_accumulate(Context& ctx, Tensor& sumsq, const Tensor& x) {
-  squared_norm_accumulate(ctx, sumsq, x, ctx.stream());
+Tensor squared_norm_scratch(Context& ctx) {
+  if (!ctx.is_cuda()) return Tensor();
+  return Tensor::empty({cuda::squared_norm_partials()}, DType::F32, ctx.device(), "squared_norm_partials",
+                       MemCategory::Workspace);
 }
 
-void squared_norm_accumulate(Context& ctx, Tensor& sumsq, const Tensor& x, cudaStream_t stream) {
+void squared_norm_accumulate(Context& ctx, Tensor& sumsq, const Tensor& x) {
+  Tensor scratch = squared_norm_scratch(ctx);  // freed in the compute stream's order
+  squared_norm_accumulate(ctx, sumsq, x, ctx.stream(), scratch);
+}
+
+void squared_norm_accumulate(Context& ctx, Tensor& sumsq, const Tensor& x, cudaStream_t stream, Tensor& scratch) {
   ArgCheck chk(ctx, "squared_norm_accumulate");
   check_sumsq(chk, sumsq);
   chk.float_storage(x, "x");
@@ -150,7 +157,7 @@ void squared_norm_accumulate(Context& ctx, Tensor& sumsq, const Tensor& x, cudaS
   if (x.numel() == 0) return;
   run_optimizer_op(
       ctx, stream, "squared_norm", OpCost().read(x).update(sumsq),
-      [&](cudaStream_t s) { cuda::squared_norm_accumulate(s, sumsq, x); },
+      [&](cudaStream_t s) { cuda::squared_norm_accumulate(s, sumsq, x, scratch); },
       [&] { cpu::squared_norm_accumulate(sumsq, x); });
 }
 

@@ -42,11 +42,14 @@ void sgd_step(Context& ctx, Tensor& p, const Tensor& g, float lr, float weight_d
               const GradClip& clip = {}, DeviceScalars device = {}, cudaStream_t stream = nullptr);
 
 // sumsq (1-element fp32|fp64 tensor, same device) += Σ x² (x any float storage type). No
-// host synchronisation; on the GPU block partial sums meet in sumsq with atomics.
+// host synchronisation; on the GPU the blocks' partial sums are added in a fixed order, so the
+// result has the same bits in every run.
 void squared_norm_accumulate(Context& ctx, Tensor& sumsq, const Tensor& x);
 // The same on `stream` instead of the compute stream (GPU; the CPU ignores it): the caller
-// orders it against the compute stream with events (optim/grad_norm_overlap).
-void squared_norm_accumulate(Context& ctx, Tensor& sumsq, const Tensor& x, cudaStream_t stream);
+// orders it against the compute stream with events (optim/grad_norm_overlap) and owns the
+// partial sums' scratch (squared_norm_scratch), which only that stream may use meanwhile.
+void squared_norm_accumulate(Context& ctx, Tensor& sumsq, const Tensor& x, cudaStream_t stream, Tensor& scratch);
+Tensor squared_norm_scratch(Context& ctx);  // undefined on the CPU
 // x ← x · min(1, max_norm / (sqrt(sumsq) + 1e-6)), reading sumsq on the device; max_norm > 0.
 void clip_by_norm(Context& ctx, Tensor& x, const Tensor& sumsq, float max_norm);
 

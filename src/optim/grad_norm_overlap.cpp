@@ -10,6 +10,7 @@ namespace pt {
 GradNormOverlap::GradNormOverlap(Context& ctx, ParamStore& store, DType acc) : ctx_(ctx), store_(store) {
   PT_CHECK(ctx.is_cuda(), "GradNormOverlap runs on the GPU only");
   acc_ = Tensor::zeros({1}, acc, ctx, "grad_sumsq_overlap");
+  partials_ = ops::squared_norm_scratch(ctx);
   reported_.assign(store.params().size(), 0);
   for (const auto& p : store.params()) trainable_count_ += p->trainable ? 1 : 0;
   grad_bytes_ = int64_t(dtype_size(store.flat_grads().dtype()));
@@ -47,8 +48,8 @@ void GradNormOverlap::sum_pending() {
     PT_CUDA_CHECK(cudaMemsetAsync(acc_.data(), 0, acc_.nbytes(), side_));
     zero_pending_ = false;
   }
-  ops::squared_norm_accumulate(ctx_, acc_, store_.flat_grads().narrow(0, pending_lo_, pending_hi_ - pending_lo_),
-                               side_);
+  ops::squared_norm_accumulate(ctx_, acc_, store_.flat_grads().narrow(0, pending_lo_, pending_hi_ - pending_lo_), side_,
+                               partials_);
   pending_lo_ = pending_hi_ = 0;
 }
 

@@ -45,6 +45,7 @@ class GradNormOverlap final : public GradReadyListener {
   Context& ctx_;
   ParamStore& store_;
   Tensor acc_;                  // (1) the running sum, written on the side stream only
+  Tensor partials_;             // the sums' block partials, used on the side stream only
   std::vector<char> reported_;  // [param index] reported in this round
   int reported_count_ = 0, trainable_count_ = 0;
   int64_t grad_bytes_ = 4;                   // bytes per gradient element
