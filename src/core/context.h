@@ -57,6 +57,10 @@ class Context {
   // cores; tests set it on an fp32 CPU context to run the emulation the GPU is checked against.
   bool fp8_linear() const { return fp8_linear_; }
   void set_fp8_linear(bool on) { fp8_linear_ = on; }
+  // Whether a weight's FP8 casts are kept through a step of several micro-batches
+  // (model/fp8_linear.h); tests turn it off to check the kept casts against fresh ones.
+  bool fp8_keep_weight_casts() const { return fp8_keep_weight_casts_; }
+  void set_fp8_keep_weight_casts(bool on) { fp8_keep_weight_casts_ = on; }
 
   cudaStream_t stream() const { return stream_; }  // compute stream (nullptr on the CPU)
   // Every stream's priority, from one query of the device's range (lower numbers run first;
@@ -108,6 +112,7 @@ class Context {
   Device device_;
   Precision precision_;
   bool fp8_linear_ = false;
+  bool fp8_keep_weight_casts_ = true;
   DType storage_dtype(DType d, const char* what) const;  // set_grad_dtype's and set_residual_dtype's checks
   DType grad_dtype_ = DType::F32;
   DType residual_dtype_ = DType::F32;

@@ -19,15 +19,25 @@ const ops::Fp8Operand& Fp8GradCasts::of(Context& ctx, const Tensor& dy, int64_t 
   return o;
 }
 
-void fp8_linear_forward(Context& ctx, Tensor& y, const ops::Fp8Operand& x, const Tensor& w, float beta,
-                        const Tensor* residual) {
-  const ops::Fp8Operand wq = ops::fp8_operand(ctx, w, kFp8Weight, /*stored=*/true, /*transposed=*/false);
-  ops::matmul_fp8_operands(ctx, y, x, wq, /*trans_a=*/false, /*trans_b=*/true, 1.0f, beta, residual);
+ops::Fp8Operand Fp8WeightCasts::of(Context& ctx, const Tensor& w, const ParamStore& store, const Parameter& p,
+                                   bool transposed) {
+  // Kept this step: the values have not changed since (the layer drops them at release() once
+  // its gradient is final, before any update).
+  if (kept_step_ != 0 && kept_step_ == store.steps()) return kept_;
+  if (!(ctx.fp8_keep_weight_casts() && store.micro_batches() > 1 && store.values_fixed(p)))
+    return ops::fp8_operand(ctx, w, kFp8Weight, /*stored=*/!transposed, transposed);
+  kept_ = ops::fp8_operand(ctx, w, kFp8Weight, /*stored=*/true, /*transposed=*/true);
+  kept_step_ = store.steps();
+  return kept_;
 }
 
-void fp8_linear_dx(Context& ctx, Tensor& dx, const ops::Fp8Operand& dy, const Tensor& w, float beta) {
-  const ops::Fp8Operand wq = ops::fp8_operand(ctx, w, kFp8Weight, /*stored=*/false, /*transposed=*/true);
-  ops::matmul_fp8_operands(ctx, dx, dy, wq, /*trans_a=*/false, /*trans_b=*/false, 1.0f, beta);
+void fp8_linear_forward(Context& ctx, Tensor& y, const ops::Fp8Operand& x, const ops::Fp8Operand& w, float beta,
+                        const Tensor* residual) {
+  ops::matmul_fp8_operands(ctx, y, x, w, /*trans_a=*/false, /*trans_b=*/true, 1.0f, beta, residual);
+}
+
+void fp8_linear_dx(Context& ctx, Tensor& dx, const ops::Fp8Operand& dy, const ops::Fp8Operand& w, float beta) {
+  ops::matmul_fp8_operands(ctx, dx, dy, w, /*trans_a=*/false, /*trans_b=*/false, 1.0f, beta);
 }
 
 void fp8_linear_dw(Context& ctx, Tensor& dw, const ops::Fp8Operand& dy, const ops::Fp8Operand& x, float beta) {

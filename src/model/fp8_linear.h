@@ -9,6 +9,7 @@
 #include "core/context.h"
 #include "core/fp8.h"
 #include "core/tensor.h"
+#include "model/param_store.h"
 #include "ops/fp8_gemm.h"
 
 namespace pt {
@@ -33,11 +34,35 @@ class Fp8GradCasts {
   std::vector<ops::Fp8Operand> casts_;
 };
 
-// y (N, d_out) = beta·(residual or y) + x·Wᵀ: x (N, d_in) cast as stored, W (d_out, d_in) cast here.
-void fp8_linear_forward(Context& ctx, Tensor& y, const ops::Fp8Operand& x, const Tensor& w, float beta,
+// A weight's FP8 casts. In a step of several micro-batches they are made at the weight's first
+// use, in both layouts from one read (as stored for the forward, transposed for dX), and kept
+// while its values cannot change (ParamStore::values_fixed): every later micro-batch reuses
+// them, and they go when the weight's gradient is final (the update follows). A step of one
+// micro-batch casts the layout each use needs instead: keeping the casts from forward to
+// backward would hold a byte per weight at the memory peak to save one read of it.
+class Fp8WeightCasts {
+ public:
+  // w: p's values as the GEMM reads them (the bf16 mirror), (d_out, d_in); `transposed`: the
+  // layout this use needs (dX's).
+  ops::Fp8Operand of(Context& ctx, const Tensor& w, const ParamStore& store, const Parameter& p, bool transposed);
+  // Drops the kept casts once p's values may change.
+  void release_unless_fixed(const ParamStore& store, const Parameter& p) {
+    if (!store.values_fixed(p)) {
+      kept_ = ops::Fp8Operand();
+      kept_step_ = 0;
+    }
+  }
+
+ private:
+  ops::Fp8Operand kept_;
+  uint64_t kept_step_ = 0;  // ParamStore::steps() when kept_ was cast (0: nothing kept)
+};
+
+// y (N, d_out) = beta·(residual or y) + x·Wᵀ: x (N, d_in) cast as stored, W (d_out, d_in) as stored.
+void fp8_linear_forward(Context& ctx, Tensor& y, const ops::Fp8Operand& x, const ops::Fp8Operand& w, float beta,
                         const Tensor* residual = nullptr);
-// dx (N, d_in) = beta·dx + dy·W: dy cast as stored (Fp8GradCasts), W cast here, transposed.
-void fp8_linear_dx(Context& ctx, Tensor& dx, const ops::Fp8Operand& dy, const Tensor& w, float beta);
+// dx (N, d_in) = beta·dx + dy·W: dy cast as stored (Fp8GradCasts), W transposed.
+void fp8_linear_dx(Context& ctx, Tensor& dx, const ops::Fp8Operand& dy, const ops::Fp8Operand& w, float beta);
 // dw (d_out, d_in) = beta·dw + dyᵀ·x: dy and x (N, d_in) cast transposed.
 void fp8_linear_dw(Context& ctx, Tensor& dw, const ops::Fp8Operand& dy, const ops::Fp8Operand& x, float beta);
 

@@ -49,6 +49,12 @@ Linear::Linear(ParamStore& store, const std::vector<Parameter*>& stacked_weights
   if (bias_) store.add_use(*bias_);
 }
 
+void Linear::release() {
+  saved_x_ = Tensor();
+  fp8_dy_.clear();
+  fp8_w_.release_unless_fixed(store_, *weights_.front());
+}
+
 Tensor Linear::weight_view(DType operand_dtype, const Unit& u) const {
   const Parameter& w0 = *weights_.front();
   const ParamStore& s = w0.store();
@@ -75,8 +81,9 @@ void Linear::forward_into(Context& ctx, const Tensor& x, Tensor& y, float beta, 
   for (const Parameter* w : weights_) store_.about_to_read(*w);
   if (bias_) store_.about_to_read(*bias_);
   if (fp8(ctx)) {  // one unit: the model's FP8 layers are fused
-    fp8_linear_forward(ctx, y, ops::fp8_operand(ctx, x, kFp8Input, true, false), weight_view(x.dtype(), units_[0]),
-                       beta, residual);
+    fp8_linear_forward(ctx, y, ops::fp8_operand(ctx, x, kFp8Input, true, false),
+                       fp8_w_.of(ctx, weight_view(x.dtype(), units_[0]), store_, *weights_.front(), false), beta,
+                       residual);
   } else {
     for (const Unit& u : units_) {
       Tensor yu = y.narrow(1, u.row, u.rows);  // (N, rows): this unit's columns of y
@@ -143,7 +150,8 @@ void Linear::backward_into(Context& ctx, const Tensor& dy, Tensor& dx, float dx_
 void Linear::input_backward_into(Context& ctx, const Tensor& dy, Tensor& dx, float dx_beta) {
   // dx (N, d_in) = dx_beta·dx + Σ_u dy_u (N, rows) · W_u (rows, d_in)
   if (fp8(ctx)) {  // dW follows (or came first): dy is cast for both
-    fp8_linear_dx(ctx, dx, fp8_dy_.of(ctx, dy, 0, /*both=*/true), weight_view(dy.dtype(), units_[0]), dx_beta);
+    fp8_linear_dx(ctx, dx, fp8_dy_.of(ctx, dy, 0, /*both=*/true),
+                  fp8_w_.of(ctx, weight_view(dy.dtype(), units_[0]), store_, *weights_.front(), true), dx_beta);
     return;
   }
   float beta = dx_beta;
@@ -184,6 +192,13 @@ BatchedLinear::BatchedLinear(ParamStore& store, const std::vector<Parameter*>& w
   }
   PT_CHECK(weights_.size() == 1 || (spacing_ >= w0.numel && (!w0.trainable || grad_spacing_ >= w0.numel)),
            "BatchedLinear: weights '" + w0.name + "' … overlap");
+  fp8_w_.resize(weights_.size());
+}
+
+void BatchedLinear::release() {
+  saved_x_ = Tensor();
+  fp8_dy_.clear();
+  for (size_t b = 0; b < weights_.size(); ++b) fp8_w_[b].release_unless_fixed(store_, *weights_[b]);
 }
 
 Tensor BatchedLinear::weights_view(DType operand_dtype) const {
@@ -225,7 +240,8 @@ Tensor BatchedLinear::forward(Context& ctx, const Tensor& x) {
     const Tensor w = weights_view(x.dtype());
     for (int64_t b = 0; b < batch(); ++b) {
       Tensor yb = y.select(0, b);
-      fp8_linear_forward(ctx, yb, xq, w.select(0, b), 0.0f);
+      fp8_linear_forward(ctx, yb, xq, fp8_w_[size_t(b)].of(ctx, w.select(0, b), store_, *weights_[size_t(b)], false),
+                         0.0f);
     }
   } else {
     gemm(ctx, y, x, weights_view(x.dtype()), /*trans_a=*/false, /*trans_b=*/true, 0.0f);  // x broadcast
@@ -248,7 +264,8 @@ Tensor BatchedLinear::input_backward(Context& ctx, const Tensor& dy) {
   for (int64_t b = 0; b < batch(); ++b) {
     const float beta = b == 0 ? 0.0f : 1.0f;
     if (fp8(ctx))  // dW follows: dy_b is cast for both
-      fp8_linear_dx(ctx, dx, fp8_dy_.of(ctx, dy, b, /*both=*/true), w.select(0, b), beta);
+      fp8_linear_dx(ctx, dx, fp8_dy_.of(ctx, dy, b, /*both=*/true),
+                    fp8_w_[size_t(b)].of(ctx, w.select(0, b), store_, *weights_[size_t(b)], true), beta);
     else
       ops::matmul(ctx, dx, dy.select(0, b), w.select(0, b), false, false, 1.0f, beta);
   }

@@ -50,10 +50,8 @@ class Linear {
     weight_backward(ctx, dy, /*dx_follows=*/false);
     release();
   }
-  void release() {
-    saved_x_ = Tensor();
-    fp8_dy_.clear();
-  }
+  // Drops the saved input (and the FP8 casts that may not outlive it).
+  void release();
   // Gives backward its input again after release() (an activation recomputed instead of kept).
   void restore_input(const Tensor& x);
   // dx (N, d_in) = dx_beta·dx + dy W, dx given (a view into a larger buffer is fine).
@@ -84,6 +82,7 @@ class Linear {
   bool fp8_ = false;
   bool fp8(const Context& ctx) const { return fp8_ && ctx.fp8_linear(); }
   Fp8GradCasts fp8_dy_;
+  Fp8WeightCasts fp8_w_;  // of the stacked weight (one unit under FP8)
   Tensor saved_x_;
 };
 
@@ -103,10 +102,7 @@ class BatchedLinear {
   Tensor input_backward(Context& ctx, const Tensor& dy);
   // dW_b from dy_b and the saved input; tells the store; releases the input.
   void weight_backward_and_release(Context& ctx, const Tensor& dy);
-  void release() {
-    saved_x_ = Tensor();
-    fp8_dy_.clear();
-  }
+  void release();  // as Linear::release
   void restore_input(const Tensor& x);
   int64_t batch() const { return static_cast<int64_t>(weights_.size()); }
   void set_fp8(bool on) { fp8_ = on; }  // as Linear::set_fp8
@@ -122,6 +118,7 @@ class BatchedLinear {
   bool fp8(const Context& ctx) const { return fp8_ && ctx.fp8_linear(); }
   bool fp8_ = false;
   Fp8GradCasts fp8_dy_;
+  std::vector<Fp8WeightCasts> fp8_w_;  // one per weight
   ParamStore& store_;
   std::vector<Parameter*> weights_;
   bool split_;

@@ -77,6 +77,7 @@ void ParamStore::finalize(Context& ctx, bool lowp_mirror, DType dtype) {
 void ParamStore::zero_grad(Context& ctx, int micro_batches) {
   PT_CHECK(micro_batches >= 1, "zero_grad: micro_batches must be at least 1");
   micro_batches_ = micro_batches;
+  ++steps_;
   // Runs of adjacent gradients to zero, in gradient-buffer order (registration order).
   std::vector<std::pair<int64_t, int64_t>> runs;  // [begin, end) in elements
   int64_t zeroed = 0;

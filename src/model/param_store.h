@@ -133,6 +133,13 @@ class ParamStore {
   float grad_beta(const std::vector<Parameter*>& ps) const;
   // Whether zero_grad zeroes p's gradient (a trainable parameter some use adds into, or none reads).
   static bool zeroed_by_zero_grad(const Parameter& p) { return p.trainable && (p.adding_uses > 0 || p.uses == 0); }
+  // Whether p's values stay as they are until its gradient is final: from zero_grad until the
+  // step's last contribution to it (the update comes after that). Copies derived from the values
+  // (the FP8 casts of a weight) may be kept that long. zero_grad calls so far: steps().
+  bool values_fixed(const Parameter& p) const {
+    return steps_ > 0 && p.trainable && p.contributions_ < p.uses * micro_batches_;
+  }
+  uint64_t steps() const { return steps_; }
   // Refresh the bf16 mirror from the fp32 parameters (after the optimizer or a load).
   void refresh_lowp(Context& ctx);
 
@@ -176,6 +183,7 @@ class ParamStore {
 
  private:
   int micro_batches_ = 1;  // of the current step (zero_grad)
+  uint64_t steps_ = 0;     // zero_grad calls
   std::vector<std::unique_ptr<Parameter>> params_;
   std::unordered_map<std::string, Parameter*> by_name_;  // building a model of L layers is O(L)
   bool finalized_ = false;

@@ -32,7 +32,7 @@ struct TrainRun {
 // `steps` AdamW steps (clip at max_norm) on fixed random batches, from weights `w0`; the
 // optimizer fused as the model (one switch, as the CLI's --fused).
 TrainRun train(Context& ctx, const TransformerConfig& cfg, const std::vector<double>& w0, int steps,
-               float max_norm = 1.0f) {
+               float max_norm = 1.0f, int micro_batches = 1) {
   TransformerLM m(cfg, ctx);
   m.store().params_from_host_f64(ctx, w0);
   OptimizerConfig oc;
@@ -44,15 +44,16 @@ TrainRun train(Context& ctx, const TransformerConfig& cfg, const std::vector<dou
   TrainRun r;
   const int64_t B = 2, T = 32;
   for (int s = 0; s < steps; ++s) {
-    Tensor ids = test::make_ids(ctx, {B, T}, test::random_ids(B * T, 97, 100 + s));
-    Tensor tg = test::make_ids(ctx, {B, T}, test::random_ids(B * T, 97, 200 + s));
-    if (s == 0) {  // gradients of the first step, before clipping and the update
+    const int64_t rows = B * micro_batches;
+    Tensor ids = test::make_ids(ctx, {rows, T}, test::random_ids(rows * T, 97, 100 + s));
+    Tensor tg = test::make_ids(ctx, {rows, T}, test::random_ids(rows * T, 97, 200 + s));
+    if (s == 0 && micro_batches == 1) {  // gradients of the first step, before clipping and the update
       m.store().zero_grad(ctx);
       m.forward(ctx, ids, tg, true);
       m.backward(ctx);
       r.grads = m.store().flat_grads().to_host_f64(ctx);
     }
-    StepOutputs o = step.run(ctx, ids, tg, 1e-3f);
+    StepOutputs o = step.run(ctx, ids, tg, 1e-3f, micro_batches);
     r.losses.push_back(o.loss.to_host_f64(ctx)[0]);
     r.grad_norms.push_back(std::sqrt(o.grad_sumsq.to_host_f64(ctx)[0]));
   }
@@ -353,6 +354,26 @@ TEST(TransformerGpu, Fp8ErrorIsTheEmulationsSizeAndRepeatsBitForBit) {
   EXPECT_EQ(again.losses, got.losses);
   EXPECT_EQ(again.grads, got.grads);
   EXPECT_EQ(again.params, got.params);
+}
+
+// Under gradient accumulation each weight's FP8 casts are made at its first use in a step and
+// kept for every micro-batch (model/fp8_linear.h): three steps of two micro-batches give the bits
+// of casts made at every use, so the kept casts are the same values and are remade after each
+// update (kept across one, the next step's loss and weights would differ).
+TEST(TransformerGpu, Fp8WeightCastsKeptThroughAStepEqualFreshOnes) {
+  PT_REQUIRE_GPU();
+  {
+    Context probe(Device::cuda(0));
+    if (!fp8_unsupported_reason(probe.target()).empty()) GTEST_SKIP() << "no FP8 tensor cores";
+  }
+  const TransformerConfig cfg = test::test_transformer(97, 32, 64, 2, 4, 176);
+  const auto w0 = initial_weights(cfg);
+  Context kept(Device::cuda(0), Precision::FP8), fresh(Device::cuda(0), Precision::FP8);
+  fresh.set_fp8_keep_weight_casts(false);
+  const TrainRun a = train(kept, cfg, w0, 3, 1.0f, 2), b = train(fresh, cfg, w0, 3, 1.0f, 2);
+  EXPECT_EQ(a.losses, b.losses);
+  EXPECT_EQ(a.params, b.params);
+  EXPECT_LT(a.losses.back(), a.losses.front());
 }
 
 // A GPU without FP8 tensor cores refuses --precision fp8 with one error naming it.
