@@ -321,6 +321,20 @@ TEST(TransformerGpu, NormSummedDuringBackwardEqualsTheSumOfSquares) {
   }
 }
 
+// The FP8 model tests: a GPU with FP8 tensor cores, the tiny model (every width a multiple of 16,
+// as the FP8 GEMMs need) and its initial weights.
+class TransformerFp8Gpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    PT_REQUIRE_GPU();
+    Context probe(Device::cuda(0));
+    if (!fp8_unsupported_reason(probe.target()).empty()) GTEST_SKIP() << "no FP8 tensor cores";
+    w0 = initial_weights(cfg);
+  }
+  const TransformerConfig cfg = test::test_transformer(97, 32, 64, 2, 4, 176);
+  std::vector<double> w0;
+};
+
 // --precision fp8 (the FP8 GEMMs of the table's layers, bf16 elsewhere) from the same weights and
 // batches as the fp32 CPU model (the reference), the CPU's emulation of the FP8 model
 // (Context::set_fp8_linear on fp32) and the GPU's bf16 model. The GPU quantises bf16 operands and
@@ -330,14 +344,7 @@ TEST(TransformerGpu, NormSummedDuringBackwardEqualsTheSumOfSquares) {
 // the emulation's size (at most 1.5 times it, plus bf16's own error) and far above bf16's (the
 // GEMMs do run in FP8: over 4 times bf16's error). The loss within 1 % of fp32's; ten AdamW steps
 // lower it; the same run twice gives the same bits.
-TEST(TransformerGpu, Fp8ErrorIsTheEmulationsSizeAndRepeatsBitForBit) {
-  PT_REQUIRE_GPU();
-  {
-    Context probe(Device::cuda(0));
-    if (!fp8_unsupported_reason(probe.target()).empty()) GTEST_SKIP() << "no FP8 tensor cores";
-  }
-  const TransformerConfig cfg = test::test_transformer(97, 32, 64, 2, 4, 176);
-  const auto w0 = initial_weights(cfg);
+TEST_F(TransformerFp8Gpu, ErrorIsTheEmulationsSizeAndRepeatsBitForBit) {
   Context cpu(Device::cpu()), emu(Device::cpu()), gpu(Device::cuda(0), Precision::FP8),
       bf16(Device::cuda(0), Precision::BF16);
   emu.set_fp8_linear(true);
@@ -360,14 +367,7 @@ TEST(TransformerGpu, Fp8ErrorIsTheEmulationsSizeAndRepeatsBitForBit) {
 // kept for every micro-batch (model/fp8_linear.h): three steps of two micro-batches give the bits
 // of casts made at every use, so the kept casts are the same values and are remade after each
 // update (kept across one, the next step's loss and weights would differ).
-TEST(TransformerGpu, Fp8WeightCastsKeptThroughAStepEqualFreshOnes) {
-  PT_REQUIRE_GPU();
-  {
-    Context probe(Device::cuda(0));
-    if (!fp8_unsupported_reason(probe.target()).empty()) GTEST_SKIP() << "no FP8 tensor cores";
-  }
-  const TransformerConfig cfg = test::test_transformer(97, 32, 64, 2, 4, 176);
-  const auto w0 = initial_weights(cfg);
+TEST_F(TransformerFp8Gpu, WeightCastsKeptThroughAStepEqualFreshOnes) {
   Context kept(Device::cuda(0), Precision::FP8), fresh(Device::cuda(0), Precision::FP8);
   fresh.set_fp8_keep_weight_casts(false);
   const TrainRun a = train(kept, cfg, w0, 3, 1.0f, 2), b = train(fresh, cfg, w0, 3, 1.0f, 2);
