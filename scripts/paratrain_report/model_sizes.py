@@ -47,17 +47,19 @@ def accelerators():
             line = line.rstrip("\n")
             if not line or line.startswith("#"):
                 continue
-            preset, desc, cc, mem, fp32, tf32, bf16, hbm, link, match = line.split("\t")
+            preset, desc, cc, mem, fp32, tf32, bf16, fp8, hbm, link, match = line.split("\t")
             rows.append({"preset": preset, "description": desc, "cc": cc, "memory_gb": float(mem),
-                         "fp32": float(fp32), "tf32": float(tf32), "bf16": float(bf16), "hbm_gbps": float(hbm),
-                         "link_gbps": float(link), "match": [] if match == "-" else match.upper().split()})
+                         "fp32": float(fp32), "tf32": float(tf32), "bf16": float(bf16), "fp8": float(fp8),
+                         "hbm_gbps": float(hbm), "link_gbps": float(link),
+                         "match": [] if match == "-" else match.upper().split()})
     return rows
 
 
 def dense_peak_flops(device_name, precision):
-    """Dense peak FLOP/s of a CUDA device (by its name) for a precision (fp32, tf32, bf16); 0 when
-    the table does not know it. Matching as core/accelerator_specs.cpp: every word of a row's
-    pattern among the name's words (letters and digits), first row wins."""
+    """Dense peak FLOP/s of a CUDA device (by its name) for a precision (fp32, tf32, bf16, fp8); 0
+    when the table does not know it, or for fp8 without FP8 tensor cores. Matching as
+    core/accelerator_specs.cpp: every word of a row's pattern among the name's words (letters and
+    digits), first row wins."""
     words = set(re.findall(r"[A-Z0-9]+", device_name.upper()))
     for row in accelerators():
         if row["match"] and all(w in words for w in row["match"]):

@@ -11,7 +11,7 @@ OOM = "OOM"
 
 _ORDERS = {
     "size": SIZE_ORDER,
-    "precision": ["fp32", "tf32", "bf16"],
+    "precision": ["fp32", "tf32", "bf16", "fp8"],
     # Records since bench ddp wrote the strategy table's order (root attribute ddp_order) use theirs
     # (_use_ddp_order); this is the order of older records, which lack it.
     "ddp": ["none", "naive", "flat", "overlap", "bucketed", "reduce_scatter", "bucketed_reduce_scatter"],

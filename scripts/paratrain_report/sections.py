@@ -30,6 +30,8 @@ def _with_model_derived(df):
     df = df.copy()
     if "mfu" in df:
         df["mfu_pct"] = df["mfu"] * 100.0
+    if "mfu_fp8" in df and df["mfu_fp8"].notna().any():  # fp8 runs: against the FP8 peak too
+        df["mfu_fp8_pct"] = df["mfu_fp8"] * 100.0
     if "peak_memory_bytes" in df:
         df["peak_MiB"] = df["peak_memory_bytes"].where(df["status"] == "ok") / MIB
     return df
@@ -49,12 +51,14 @@ def model_timings(rec):
         Column("backward_ms_mean", "bwd ms", "{:.2f}"), Column("optimizer_ms_mean", "opt ms", "{:.2f}"),
         Column("step_ms_mean", "step ms", "{:.2f}"), Column("step_ms_sd", "± ms", "{:.2f}"),
         Column("tokens_per_s", "tokens/s", "{:,.0f}"), Column("tflops", "TFLOP/s", "{:.1f}"),
-        Column("mfu_pct", "MFU %", "{:.1f}"), Column("peak_MiB", "peak MiB", "{:,.0f}")], df)
+        Column("mfu_pct", "MFU %", "{:.1f}"), Column("mfu_fp8_pct", "MFU % of FP8 peak", "{:.1f}"),
+        Column("peak_MiB", "peak MiB", "{:,.0f}")], df)
     if (df["status"] != "ok").any():
         cols.append(Column("status", "status"))
     desc = ("`paratrain bench model`: mean and standard deviation over the measured steps, each ended "
             "by a device synchronisation, at the largest warm-up measured. MFU counts 6·N·tokens plus "
-            "the attention term against the device's dense peak for the precision." + _device_note(df))
+            "the attention term against the device's dense peak for the precision (bf16's for fp8, "
+            "whose MFU against the FP8 peak has a column of its own)." + _device_note(df))
     return [Section("model_timings", "Model timings per size and context", desc, cols, df)]
 
 
@@ -228,11 +232,14 @@ def roofline(rec):
         Column("gbytes", "GB", "{:,.3f}"), Column("achieved_tflops", "TFLOP/s", "{:.1f}"),
         Column("achieved_GBps", "GB/s", "{:,.0f}")], df)
     notes = []
-    rates = df.drop_duplicates(subset=_present(df, ["gpu", "precision", "peak_tflops", "copy_GBps"]))
+    rates = df.drop_duplicates(subset=_present(df, ["gpu", "precision", "peak_tflops", "peak_tflops_fp8", "copy_GBps"]))
     for _, r in rates.iterrows():
         peak = r.get("peak_tflops", np.nan)
         where = f"{r['gpu']}, {r['precision']}" if r.get("gpu") else r["precision"]
         compute = f"dense peak {peak:,.1f} TFLOP/s" if np.isfinite(peak) else "no dense peak known (memory-only floors)"
+        fp8_peak = r.get("peak_tflops_fp8", np.nan)
+        if np.isfinite(fp8_peak):
+            compute += f" (FP8 GEMMs: {fp8_peak:,.1f} TFLOP/s)"
         notes.append(f"{where}: {compute}; measured copy rate {r['copy_GBps']:,.0f} GB/s.")
     desc = ("How far each phase and op family of `bench model --breakdown` is from the hardware: the "
             "FLOPs (matrix products) and bytes its ops must do, from the shapes; the floor, the sum over "

@@ -242,9 +242,8 @@ class DeferredUpdateSerial {
 };
 
 void add_breakdown(ModelBenchResults& r, Rig& rig, Context& ctx, const Config& c, const ModelBenchOptions& opt,
-                   const DevicePeak& peak) {
-  const double peak_flops = peak.tflops > 0 ? peak.tflops * 1e12 : 0.0;
-  const RooflineRates rates = roofline_rates(ctx, peak_flops);
+                   const MfuPeaks& peaks) {
+  const RooflineRates rates = roofline_rates(ctx, peaks.peak.tflops * 1e12, peaks.fp8_tflops * 1e12);
   KernelTimer timer(ctx, rates);
   StreamClock clock(ctx, step_marks(opt));
   struct Pass {
@@ -285,12 +284,14 @@ void add_breakdown(ModelBenchResults& r, Rig& rig, Context& ctx, const Config& c
           .set("phase", row.phase)
           .set("family", row.family)
           .set("gflop", row.flops / 1e9)
+          .set("gflop_fp8", row.fp8_flops / 1e9)
           .set("gbytes", row.bytes / 1e9)
           .set("achieved_ms", row.achieved_ms)
           .set("floor_ms", row.floor_ms)
           .set("ratio", row.ratio())
           .set("bound", row.bound())
           .set("peak_tflops", rates.flops_per_s > 0 ? rates.flops_per_s / 1e12 : kNaN)
+          .set("peak_tflops_fp8", rates.fp8_flops_per_s > 0 ? rates.fp8_flops_per_s / 1e12 : kNaN)
           .set("copy_GBps", rates.bytes_per_s / 1e9);
   }
 }
@@ -390,9 +391,8 @@ ModelBenchResults run_model_bench(const ModelBenchOptions& opt, Device device, i
             }
             ctx.set_gemm_select(opt.gemm);
             ctx.set_flash(opt.flash);
-            DevicePeak peak_of = opt.peak_tflops > 0 ? DevicePeak{"", opt.peak_tflops, 0, "--peak-tflops"}
-                                                     : device_peak(ctx.device(), prec);
-            const double peak = peak_of.tflops * 1e12;
+            const MfuPeaks peaks = mfu_peaks(ctx.device(), prec, opt.peak_tflops);
+            const MfuReport unmeasured = mfu_report(prec, peaks, kNaN);
             const bool rig_defers = defers_update(update_overlap_of(opt), ctx.is_cuda(), opt.fused, opt.cuda_graph);
             if (rig_defers) ctx.set_update_sms(opt.update_sms);
             auto row = [&](const char* status, int64_t oom_bytes) {
@@ -418,8 +418,9 @@ ModelBenchResults run_model_bench(const ModelBenchOptions& opt, Device device, i
                       .set("measured_steps", static_cast<int64_t>(opt.steps))
                       .set("status", status)
                       .set("oom_requested_bytes", oom_bytes)
-                      .set("peak_tflops", peak > 0 ? peak / 1e12 : kNaN)
-                      .set("peak_source", peak_of.source));
+                      .set("peak_tflops", unmeasured.peak_tflops)
+                      .set("peak_source", peaks.peak.source)
+                      .set("peak_tflops_fp8", unmeasured.peak_tflops_fp8));
             };
             // A configuration the sweep records without measurements and goes past.
             auto not_measured = [&](const char* status, int64_t oom_bytes) {
@@ -443,6 +444,7 @@ ModelBenchResults run_model_bench(const ModelBenchOptions& opt, Device device, i
               double flops = rig.cfg.train_flops_per_token(context) * tokens;
               if (opt.mode == ModelBenchMode::Forward) flops /= 3.0;
               const double tflops = flops / (s.mean * 1e-3) / 1e12;
+              const MfuReport mfu = mfu_report(prec, peaks, tflops);
               auto measured = row("ok", 0);
               const Summary phases[] = {f, b, o, s};  // kTimedPhases' order
               for (size_t i = 0; i < std::size(kTimedPhases); ++i)
@@ -451,13 +453,14 @@ ModelBenchResults run_model_bench(const ModelBenchOptions& opt, Device device, i
               measured.set("first_step_ms", m.first_step_ms)
                   .set("tokens_per_s", tokens / (s.mean * 1e-3))
                   .set("tflops", tflops)
-                  .set("mfu", peak > 0 ? tflops * 1e12 / peak : kNaN)
+                  .set("mfu", mfu.mfu)
+                  .set("mfu_fp8", mfu.mfu_fp8)
                   .set("peak_memory_bytes", m.peak)
                   .set("device_mallocs", m.device_mallocs)
                   .set("cache_flushes", m.cache_flushes);
               std::ostringstream line;
               line << "step " << s.mean << " ms (sd " << s.sd << "), " << tflops << " TFLOP/s"
-                   << (peak > 0 ? ", MFU " + std::to_string(tflops * 1e12 / peak) : "");
+                   << (mfu.text().empty() ? "" : ", " + mfu.text());
               // The steps timed allocations, not only the model: say which kind.
               if (m.cache_flushes > 0)
                 line << "; " << m.cache_flushes << " cache flushes and " << m.device_mallocs
@@ -467,10 +470,10 @@ ModelBenchResults run_model_bench(const ModelBenchOptions& opt, Device device, i
                      << " device allocations during the measured steps (sizes the warm-up did not ask for)";
               // No step beats the dense peak: above it, the tokens credited did not all run (session
               // 28's captured step with --grad-accum ran 1/16 of them) or the peak is wrong.
-              if (peak > 0 && tflops * 1e12 > peak)
+              if (mfu.impossible())
                 line << "; MFU above 1 is impossible: this measurement or the dense peak (--peak-tflops) is wrong";
               summary = line.str();
-              if (opt.breakdown && profile) add_breakdown(r, rig, ctx, c, opt, peak_of);
+              if (opt.breakdown && profile) add_breakdown(r, rig, ctx, c, opt, peaks);
               if (opt.memory_profile && profile) add_memory_profile(r, rig, ctx, c, opt, record);
             } catch (const OutOfMemory& e) {
               ctx.synchronize();

@@ -1,5 +1,9 @@
 #include "bench/model_bench_tables.h"
 
+#include <iomanip>
+#include <limits>
+#include <sstream>
+
 namespace pt::bench {
 
 void define_model_bench_tables(ModelBenchResults& r) {
@@ -43,11 +47,13 @@ void define_model_bench_tables(ModelBenchResults& r) {
   t.add_double("first_step_ms", "the first step of the run (warm-up effects)")
       .add_double("tokens_per_s", "batch_size · context_length / step time, tokens per second", 0)
       .add_double("tflops", "model FLOP/s achieved (6·N·tokens + attention term), TFLOP/s", 1)
-      .add_double("peak_tflops", "dense peak of the device for the precision, TFLOP/s", 1)
+      .add_double("peak_tflops", "dense peak of the device for the precision (bf16's for fp8), TFLOP/s", 1)
       .add_string("peak_source", "where peak_tflops came from: --peak-tflops, table:<preset> "
-                                 "(core/accelerator_specs.cpp), device-properties (SMs x clock x "
+                                 "(core/accelerators.tsv), device-properties (SMs x clock x "
                                  "per-SM rate), none (CPU)")
       .add_double("mfu", "model FLOPs utilisation = tflops / peak_tflops", 4)
+      .add_double("peak_tflops_fp8", "fp8: dense FP8 peak (--peak-tflops: twice it), TFLOP/s; else NaN", 1)
+      .add_double("mfu_fp8", "fp8: tflops / peak_tflops_fp8; else NaN", 4)
       .add_int("peak_memory_bytes", "tracking allocator peak during the measured steps; with cuda_graph on, the "
                                     "bytes reserved from the device (a replay allocates nothing: the graph's "
                                     "buffers stay in its private pool)")
@@ -77,6 +83,7 @@ void define_model_bench_tables(ModelBenchResults& r) {
                   "matrix-multiply work the ops must do per step (2 FLOPs per multiply-add, from "
                   "the shapes; elementwise arithmetic not counted), GFLOP",
                   3)
+      .add_double("gflop_fp8", "gflop's part in FP8 GEMMs, GFLOP", 3)
       .add_double("gbytes",
                   "bytes the ops' kernels must move per step (each input read once, each output "
                   "written once, an updated tensor twice), GB (1e9 bytes)",
@@ -87,16 +94,14 @@ void define_model_bench_tables(ModelBenchResults& r) {
           "CPU); in the step row the whole pass on the stream, gaps included, timed without the kernel timer, ms",
           3)
       .add_double("floor_ms",
-                  "roofline floor per step: the sum over ops of max(FLOPs / peak_tflops, bytes / "
-                  "copy_GBps), ms",
+                  "roofline floor per step: the sum over ops of max(FLOPs / peak_tflops (FP8 GEMMs: "
+                  "peak_tflops_fp8), bytes / copy_GBps), ms",
                   4)
       .add_double("ratio", "achieved_ms / floor_ms: how many times the hardware's floor (NaN without a floor)", 2)
       .add_string("bound", "compute or memory: the side giving the larger part of floor_ms, decided per op "
                            "(none: no cost counted)")
-      .add_double("peak_tflops",
-                  "dense peak of the device for the precision, TFLOP/s; NaN where none is "
-                  "known (CPU): the floors are then memory-only",
-                  1)
+      .add_double("peak_tflops", "dense peak as in /model, TFLOP/s; NaN on the CPU (memory-only floors)", 1)
+      .add_double("peak_tflops_fp8", "fp8: dense FP8 peak, TFLOP/s; else NaN", 1)
       .add_double("copy_GBps",
                   "measured device-memory copy rate, bytes read + written per second (1 GiB "
                   "device-to-device copies; 256 MiB memcpy on the CPU), GB/s",
@@ -119,5 +124,26 @@ void define_model_bench_tables(ModelBenchResults& r) {
       .add_int("peak_other_bytes", "breakdown of the train-step peak: everything else (inputs, scalars)")
       .add_string("timeline", "HDF5 group holding the allocation timeline of the train step");
 }
+
+MfuReport mfu_report(Precision p, const MfuPeaks& peaks, double tflops) {
+  constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+  MfuReport m;
+  m.scale = mfu_scale(p);
+  m.peak_tflops = peaks.peak.tflops > 0 ? peaks.peak.tflops : kNaN;
+  m.peak_tflops_fp8 = p == Precision::FP8 && peaks.fp8_tflops > 0 ? peaks.fp8_tflops : kNaN;
+  m.mfu = mfu_of(tflops, m.peak_tflops);
+  m.mfu_fp8 = mfu_of(tflops, m.peak_tflops_fp8);
+  return m;
+}
+
+std::string MfuReport::text() const {
+  if (!(mfu >= 0)) return "";
+  std::ostringstream o;
+  o << std::setprecision(3) << "MFU " << mfu << " of the " << precision_name(scale) << " peak";
+  if (mfu_fp8 >= 0) o << ", " << mfu_fp8 << " of the FP8 peak";
+  return o.str();
+}
+
+bool MfuReport::impossible() const { return (peak_tflops_fp8 > 0 ? mfu_fp8 : mfu) > 1; }
 
 }  // namespace pt::bench

@@ -77,9 +77,11 @@ double copy_bytes_per_s(Context& ctx) {
   return rate;
 }
 
-RooflineRates roofline_rates(Context& ctx, double peak_flops_per_s) {
+RooflineRates roofline_rates(Context& ctx, double peak_flops_per_s, double fp8_peak_flops_per_s) {
+  auto rate = [](double v) { return std::isfinite(v) && v > 0 ? v : 0.0; };
   RooflineRates r;
-  r.flops_per_s = std::isfinite(peak_flops_per_s) && peak_flops_per_s > 0 ? peak_flops_per_s : 0.0;
+  r.flops_per_s = rate(peak_flops_per_s);
+  r.fp8_flops_per_s = rate(fp8_peak_flops_per_s);
   r.bytes_per_s = copy_bytes_per_s(ctx);
   return r;
 }
@@ -102,11 +104,13 @@ std::vector<RooflineRow> roofline_rows(const std::vector<KernelTimer::Entry>& en
   for (const KernelTimer::Entry& e : entries) {
     RooflineRow r{e.phase, op_family_name(e.family)};
     r.flops = e.flops / n;
+    r.fp8_flops = e.fp8_flops / n;
     r.bytes = e.bytes / n;
     r.achieved_ms = e.ms / n;
     r.floor_ms = e.floor_ms / n;
     r.compute_floor_ms = e.compute_floor_ms / n;
     step.flops += r.flops;
+    step.fp8_flops += r.fp8_flops;
     step.bytes += r.bytes;
     step.floor_ms += r.floor_ms;
     step.compute_floor_ms += r.compute_floor_ms;

@@ -17,16 +17,17 @@ namespace pt::bench {
 // MiB. Measured once per process and device, then remembered.
 double copy_bytes_per_s(Context& ctx);
 
-// The rates a KernelTimer floors ops at: the dense peak (FLOP/s; 0 or NaN: no compute side)
-// and copy_bytes_per_s(ctx).
-RooflineRates roofline_rates(Context& ctx, double peak_flops_per_s);
+// The rates a KernelTimer floors ops at: the dense peak (FLOP/s; 0 or NaN: no compute side),
+// the FP8 peak for FP8 GEMMs' FLOPs (0 or NaN: at the dense peak) and copy_bytes_per_s(ctx).
+RooflineRates roofline_rates(Context& ctx, double peak_flops_per_s, double fp8_peak_flops_per_s = 0);
 
 // One row of /model_roofline, per step.
 struct RooflineRow {
   std::string phase, family;  // "step", "all" for the whole pass
   double flops = 0, bytes = 0;
+  double fp8_flops = 0;         // the part of flops in FP8 GEMMs
   double achieved_ms = 0;       // kernel time (a family), or the whole pass's time (the step row)
-  double floor_ms = 0;          // Σ over ops of max(flops / peak, bytes / copy rate)
+  double floor_ms = 0;          // Σ over ops of max(RooflineRates::compute_s, bytes / copy rate)
   double compute_floor_ms = 0;  // the part of floor_ms from compute-bound ops
   double ratio() const;         // achieved / floor; NaN without a floor
   const char* bound() const;    // "compute" or "memory": the larger part of the floor; "none" without one

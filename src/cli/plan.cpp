@@ -67,7 +67,8 @@ void print_json(const plan::Result& r, std::ostream& os) {
   os << "],\n \"time_s\": {\"compute\": " << num(r.compute_s) << ", \"optimizer_hbm\": " << num(r.hbm_s)
      << ", \"communication\": " << num(r.comm_s) << ", \"exposed_communication\": " << num(r.exposed_comm_s)
      << ", \"step\": " << num(r.step_s) << "},\n \"flops_per_step\": " << num(r.flops_per_step)
-     << ", \"mfu\": " << num(r.mfu) << ", \"hiding_batch\": " << r.hiding_batch
+     << ", \"fp8_flops_per_step\": " << num(r.fp8_flops_per_step) << ", \"mfu\": " << num(r.mfu)
+     << ", \"mfu_fp8\": " << num(r.mfu_fp8) << ", \"hiding_batch\": " << r.hiding_batch
      << ", \"fits\": " << (r.fits ? "true" : "false") << ", \"min_devices_to_fit\": " << r.min_devices_to_fit
      << ",\n \"notes\": [";
   for (size_t i = 0; i < r.notes.size(); ++i) os << (i ? ", " : "") << "\"" << json_escape(r.notes[i]) << "\"";
@@ -110,6 +111,7 @@ void fill_tables(const plan::Result& r, io::ResultTable& memory, io::ResultTable
       .set("exposed_comm_ms", r.exposed_comm_s * 1e3)
       .set("step_ms", r.step_s * 1e3)
       .set("mfu", r.mfu)
+      .set("mfu_fp8", r.mfu_fp8)
       .set("hiding_batch", r.hiding_batch)
       .set("fits", r.fits ? "yes" : "no")
       .set("min_devices_to_fit", static_cast<int64_t>(r.min_devices_to_fit))
@@ -134,12 +136,13 @@ PlanTables plan_tables(const plan::Result& r) {
   io::ResultTable time("plan_time", "roofline step time: compute at the dense peak, the optimizer at HBM speed, "
                                     "communication not hidden behind backward");
   time.add_int("devices", "devices in all")
-      .add_double("compute_ms", "FLOPs / dense peak", 3)
+      .add_double("compute_ms", "FLOPs / dense peak (fp8: FP8 GEMMs' FLOPs / FP8 peak + the rest / bf16 peak)", 3)
       .add_double("optimizer_ms", "optimizer bytes / HBM bandwidth", 3)
       .add_double("comm_ms", "all collectives", 3)
       .add_double("exposed_comm_ms", "not hidden behind backward", 3)
       .add_double("step_ms", "compute + optimizer + exposed communication (+ pipeline bubble)", 3)
-      .add_double("mfu", "FLOPs / (step × peak)", 3)
+      .add_double("mfu", "FLOPs / (step × peak); the peak is bf16's for fp8", 3)
+      .add_double("mfu_fp8", "fp8: FLOPs / (step × FP8 peak); NaN otherwise", 3)
       .add_int("hiding_batch", "smallest per-device batch whose backward hides the gradient sync (0: nothing to hide)")
       .add_string("fits", "whether the memory total fits the device")
       .add_int("min_devices_to_fit",
@@ -170,7 +173,7 @@ int run_plan(const std::vector<std::string>& args) {
   desc.add_options()
       ("vocab-size", po::value(&vocab), "vocabulary")
       ("context-length", po::value(&context), "tokens per sequence (default: the named size's)")
-      ("precision", po::value(&precision)->default_value(precision), "fp32, tf32, bf16 (mixed) or fp8 (bf16 with FP8 Linear GEMMs, estimated as bf16)")
+      ("precision", po::value(&precision)->default_value(precision), "fp32, tf32, bf16 (mixed) or fp8 (bf16 with FP8 Linear GEMMs: those at the FP8 peak, the rest at bf16's)")
       ("attention", po::value(&attention)->default_value(attention), "flash or naive (materialised scores)")
       ("recompute", po::value(&recompute)->default_value(recompute), kRecomputeHelp)
       ("batch-size", po::value(&batch)->default_value(batch), "sequences per device per micro-batch")
@@ -181,7 +184,7 @@ int run_plan(const std::vector<std::string>& args) {
       ("cluster", po::value(&preset)->default_value(preset), ("preset: " + presets).c_str())
       ("gpus-per-node", po::value(&gpus_per_node), "override the preset's devices per node")
       ("memory-gb", po::value(&memory_gb), "override the device memory (1e9 bytes)")
-      ("peak-tflops", po::value(&peak_tflops), "override the dense peak for --precision (TFLOP/s)")
+      ("peak-tflops", po::value(&peak_tflops), "override the dense peak for --precision (TFLOP/s; fp8: bf16's, FP8 twice it)")
       ("hbm-gbps", po::value(&hbm_gbps), "override the device-memory bandwidth (GB/s)")
       ("link-gbps", po::value(&link_gbps), "override the intra-node bandwidth, one direction per device (GB/s)")
       ("inter-node-gbps", po::value(&inter_gbps), "override the network bandwidth per device (GB/s)")
@@ -236,6 +239,7 @@ int run_plan(const std::vector<std::string>& args) {
   if (vm->count("peak-tflops")) {
     positive("peak-tflops", peak_tflops);
     cluster.device.fp32_tflops = cluster.device.tf32_tflops = cluster.device.bf16_tflops = peak_tflops;
+    cluster.device.fp8_tflops = 2 * peak_tflops;  // mfu_peaks' rule for --peak-tflops
   }
   if (vm->count("hbm-gbps")) positive("hbm-gbps", cluster.device.hbm_gbps = hbm_gbps);
   if (vm->count("link-gbps")) positive("link-gbps", cluster.device.link_gbps = link_gbps);

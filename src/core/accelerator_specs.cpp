@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <limits>
 
 #include "core/error.h"
 #include "paratrain/accelerators_tsv.h"  // kAcceleratorsTsv: src/core/accelerators.tsv
@@ -38,7 +39,7 @@ std::vector<Entry> parse_table(const std::string& text) {
       if (b == std::string::npos) break;
       a = b + 1;
     }
-    PT_CHECK(f.size() == 10, "accelerators.tsv line " + std::to_string(line_no) + ": expected 10 fields");
+    PT_CHECK(f.size() == 11, "accelerators.tsv line " + std::to_string(line_no) + ": expected 11 fields");
     Entry e;
     e.spec.preset = f[0];
     e.spec.description = f[1];
@@ -49,9 +50,10 @@ std::vector<Entry> parse_table(const std::string& text) {
     e.spec.fp32_tflops = std::stod(f[4]);
     e.spec.tf32_tflops = std::stod(f[5]);
     e.spec.bf16_tflops = std::stod(f[6]);
-    e.spec.hbm_gbps = std::stod(f[7]);
-    e.spec.link_gbps = std::stod(f[8]);
-    e.match = f[9] == "-" ? "" : f[9];
+    e.spec.fp8_tflops = std::stod(f[7]);
+    e.spec.hbm_gbps = std::stod(f[8]);
+    e.spec.link_gbps = std::stod(f[9]);
+    e.match = f[10] == "-" ? "" : f[10];
     out.push_back(std::move(e));
   }
   return out;
@@ -104,7 +106,13 @@ int device_attribute(cudaDeviceAttr attr, int device) {
 }  // namespace
 
 double AcceleratorSpec::peak_tflops(Precision p) const {
-  return p == Precision::FP32 ? fp32_tflops : p == Precision::TF32 ? tf32_tflops : bf16_tflops;
+  switch (p) {
+    case Precision::FP32: return fp32_tflops;
+    case Precision::TF32: return tf32_tflops;
+    case Precision::BF16: return bf16_tflops;
+    case Precision::FP8: return fp8_tflops;
+  }
+  return 0.0;
 }
 
 const std::vector<AcceleratorSpec>& accelerator_specs() {
@@ -133,14 +141,19 @@ const AcceleratorSpec* match_accelerator(std::string_view device_name) {
 double peak_tflops_from_properties(int cc_major, int cc_minor, int sm_count, double clock_ghz, Precision p) {
   // Dense FLOP per clock per SM. fp32: 64 FMA lanes on sm_80, 128 from sm_86 on. bf16 tensor
   // cores with fp32 accumulation: sm_80 1024 FMA, sm_86/89 and the consumer Blackwells (sm_12x)
-  // 512, Hopper 2048, datacentre Blackwell (sm_10x, sm_11x) 4096. tf32: half of bf16 on all.
+  // 512, Hopper 2048, datacentre Blackwell (sm_10x, sm_11x) 4096. tf32: half of bf16 on all; FP8
+  // twice bf16 from sm_89 (Ada) on, none before.
   if (cc_major < 8) return 0.0;
+  if (p == Precision::FP8 && cc_major * 10 + cc_minor < 89) return 0.0;
   double fp32 = cc_major == 8 && cc_minor == 0 ? 128 : 256;
   double bf16 = cc_major == 8                      ? (cc_minor == 0 ? 2048 : 1024)
                 : cc_major == 9                    ? 4096
                 : cc_major == 10 || cc_major == 11 ? 8192
                                                    : 1024;
-  const double per_clock = p == Precision::FP32 ? fp32 : p == Precision::TF32 ? bf16 / 2 : bf16;
+  const double per_clock = p == Precision::FP32   ? fp32
+                           : p == Precision::TF32 ? bf16 / 2
+                           : p == Precision::FP8  ? bf16 * 2
+                                                  : bf16;
   return per_clock * sm_count * clock_ghz * 1e9 / 1e12;
 }
 
@@ -168,6 +181,24 @@ DevicePeak device_peak(const Device& device, Precision p) {
   out.hbm_gbps = 2.0 * mem_clock_ghz * bus_bits / 8.0;
   out.source = "device-properties";
   return out;
+}
+
+Precision mfu_scale(Precision p) { return p == Precision::FP8 ? Precision::BF16 : p; }
+
+MfuPeaks mfu_peaks(const Device& device, Precision p, double override_tflops) {
+  MfuPeaks out;
+  if (override_tflops > 0) {
+    out.peak = DevicePeak{"", override_tflops, 0, "--peak-tflops"};
+    if (p == Precision::FP8) out.fp8_tflops = 2 * override_tflops;
+    return out;
+  }
+  out.peak = device_peak(device, mfu_scale(p));
+  if (p == Precision::FP8) out.fp8_tflops = device_peak(device, Precision::FP8).tflops;
+  return out;
+}
+
+double mfu_of(double achieved, double peak) {
+  return peak > 0 ? achieved / peak : std::numeric_limits<double>::quiet_NaN();
 }
 
 }  // namespace pt

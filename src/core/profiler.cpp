@@ -29,17 +29,21 @@ OpCost& OpCost::update(const Tensor& t) {
   return *this;
 }
 
+double RooflineRates::compute_s(const OpCost& c) const {
+  if (flops_per_s <= 0) return 0;
+  const double fp8_rate = fp8_flops_per_s > 0 ? fp8_flops_per_s : flops_per_s;
+  return (c.flops - c.fp8_flops) / flops_per_s + c.fp8_flops / fp8_rate;
+}
+
 double RooflineRates::floor_ms(const OpCost& c) const {
-  const double compute = flops_per_s > 0 ? c.flops / flops_per_s : 0;
   const double memory = bytes_per_s > 0 ? c.bytes / bytes_per_s : 0;
-  return 1e3 * std::max(compute, memory);
+  return 1e3 * std::max(compute_s(c), memory);
 }
 
 bool RooflineRates::compute_bound(const OpCost& c) const {
   if (flops_per_s <= 0) return false;
-  const double compute = c.flops / flops_per_s;
   const double memory = bytes_per_s > 0 ? c.bytes / bytes_per_s : 0;
-  return compute > memory;
+  return compute_s(c) > memory;
 }
 
 KernelTimer::KernelTimer(const Context& ctx, RooflineRates rates) : cuda_(ctx.is_cuda()), rates_(rates) {
@@ -76,6 +80,7 @@ void KernelTimer::begin(OpFamily family, cudaStream_t stream, const OpCost& cost
   // The cost is known now; only the time waits for the events.
   Sums& s = sums_[phase_][static_cast<int>(family)];
   s.flops += cost.flops;
+  s.fp8_flops += cost.fp8_flops;
   s.bytes += cost.bytes;
   const double floor = rates_.floor_ms(cost);
   s.floor_ms += floor;
@@ -117,8 +122,8 @@ std::vector<KernelTimer::Entry> KernelTimer::collect() {
     for (int f = 0; f < kOpFamilies; ++f) {
       const Sums& s = sums_[ph][f];
       if (s.count > 0)
-        out.push_back(
-            {phases_[ph], static_cast<OpFamily>(f), s.ms, s.count, s.flops, s.bytes, s.floor_ms, s.compute_floor_ms});
+        out.push_back({phases_[ph], static_cast<OpFamily>(f), s.ms, s.count, s.flops, s.bytes, s.floor_ms,
+                       s.compute_floor_ms, s.fp8_flops});
     }
   for (auto& row : sums_) std::fill(row.begin(), row.end(), Sums{});
   return out;

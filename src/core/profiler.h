@@ -42,28 +42,35 @@ class NvtxRange {
 // kernels must move through memory — every input read once, every output written once (an
 // output also read, as C with beta ≠ 0 or a gradient accumulated into, counts twice). Each op
 // computes its own in its OpScope (src/ops/*.cpp); a tensor's bytes are numel × element size,
-// so a strided view counts the elements it names, not the buffer it lies in.
+// so a strided view counts the elements it names, not the buffer it lies in. An FP8 GEMM's
+// FLOPs are also fp8_flops: the roofline floors them at the FP8 peak.
 struct OpCost {
   double flops = 0;
   double bytes = 0;
+  double fp8_flops = 0;             // the part of flops on FP8 tensor cores
   OpCost& read(const Tensor& t);    // + t's bytes
   OpCost& write(const Tensor& t);   // + t's bytes
   OpCost& update(const Tensor& t);  // read and written: + twice t's bytes
   OpCost& operator+=(const OpCost& o) {
     flops += o.flops;
+    fp8_flops += o.fp8_flops;
     bytes += o.bytes;
     return *this;
   }
 };
 
-// The two ceilings a roofline compares an op with: dense matrix throughput at the run's
-// precision and the measured device-memory copy rate (bytes read + written per second). A zero
-// rate leaves that side out of the floor.
+// The ceilings a roofline compares an op with: dense matrix throughput at the run's precision
+// (bf16's for an fp8 run), the FP8 tensor cores' for an op's fp8_flops, and the measured
+// device-memory copy rate (bytes read + written per second). A zero rate leaves that side out
+// of the floor; a zero fp8 rate floors fp8_flops at flops_per_s.
 struct RooflineRates {
   double flops_per_s = 0;
   double bytes_per_s = 0;
-  // max(flops / flops_per_s, bytes / bytes_per_s), in milliseconds
+  double fp8_flops_per_s = 0;
+  // max(compute_s, bytes / bytes_per_s), in milliseconds
   double floor_ms(const OpCost& c) const;
+  // (flops - fp8_flops) / flops_per_s + fp8_flops / fp8_flops_per_s; 0 without a compute rate
+  double compute_s(const OpCost& c) const;
   // Whether the compute side of floor_ms is the larger (false with no compute rate, or a tie).
   bool compute_bound(const OpCost& c) const;
 };
@@ -91,6 +98,7 @@ class KernelTimer {
     double flops = 0, bytes = 0;  // their OpCosts, summed
     double floor_ms = 0;          // their roofline floors at the timer's rates, summed
     double compute_floor_ms = 0;  // the part of floor_ms from compute-bound ops (the rest: memory-bound)
+    double fp8_flops = 0;         // the part of flops in FP8 GEMMs
   };
   // Waits for outstanding events, returns the sums since the last collect, and resets them.
   std::vector<Entry> collect();
@@ -101,7 +109,7 @@ class KernelTimer {
     OpFamily family;
   };
   struct Sums {
-    double ms = 0, flops = 0, bytes = 0, floor_ms = 0, compute_floor_ms = 0;
+    double ms = 0, flops = 0, fp8_flops = 0, bytes = 0, floor_ms = 0, compute_floor_ms = 0;
     int64_t count = 0;
   };
   int next_event();

@@ -221,6 +221,18 @@ constexpr bool runs_in_fp8(Fp8Layer l) {
   return false;
 }
 
+double TransformerConfig::fp8_train_flops_per_token() const {
+  const double C = static_cast<double>(d_model), F = static_cast<double>(d_ff), L = static_cast<double>(num_layers);
+  double weights = 0;
+  for (auto [layer, n] : {std::pair{Fp8Layer::Qkv, 3 * C * C * L},
+                          {Fp8Layer::OutProj, C * C * L},
+                          {Fp8Layer::W13, 2 * C * F * L},
+                          {Fp8Layer::W2, C * F * L},
+                          {Fp8Layer::LmHead, static_cast<double>(vocab_size) * C}})
+    if (runs_in_fp8(layer)) weights += n;
+  return 6.0 * weights;
+}
+
 // ---- one block ----------------------------------------------------------------------------
 
 // h = x + output_proj(Attn(RoPE(q), RoPE(k), v)) with q, k, v from one stacked GEMM on

@@ -59,6 +59,9 @@ struct TransformerConfig {
   int64_t num_params() const;
   // Training FLOPs per token: 6·N (N without the embedding) + the attention term 12·L·T·d_model.
   double train_flops_per_token(int64_t seq_len) const;
+  // The part of it in FP8 GEMMs under --precision fp8: 6 per weight of the Linear layers the
+  // model's FP8 table moves (the block's projections; not the LM head, not attention).
+  double fp8_train_flops_per_token() const;
 };
 
 // The least memory that training `cfg` holds on one rank, whatever the optimizer and its

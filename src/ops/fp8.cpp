@@ -119,7 +119,8 @@ void matmul_fp8(Context& ctx, Tensor& c, const Tensor& a, const Tensor& b, const
   }
   if (m == 0 || n == 0) return;
   OpCost cost;
-  cost.flops = 2.0 * double(m) * double(n) * double(k);
+  cost.flops = cost.fp8_flops = 2.0 * double(m) * double(n) * double(k);
+  // One byte an operand element; C in its own type, read too when accumulated into.
   cost.bytes = double(m * k + n * k) + double(m * n) * double(dtype_size(c.dtype())) * (beta != 0.0f ? 2.0 : 1.0);
   OpScope scope(ctx, "matmul_fp8", OpFamily::Matmul, cost);
   // clang-format off

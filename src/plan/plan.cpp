@@ -235,6 +235,9 @@ Result plan(const Job& job, const Cluster& cluster) {
     res.notes.push_back(std::string(sharding_name(job.sharding)) + " is not implemented in paratrain: estimate");
   if (job.tp > 1) res.notes.push_back("tensor parallelism is not implemented in paratrain: estimate");
   if (job.pp > 1) res.notes.push_back("pipeline parallelism is not implemented in paratrain: estimate");
+  if (job.precision == Precision::FP8 && job.grad_accum > 1)
+    res.notes.push_back("fp8: the FP8 weight casts a step of several micro-batches keeps (2 bytes per FP8 weight) "
+                        "are not counted");
 
   // ---- memory ----
   const std::vector<ParamShape> shapes = transformer_param_shapes(m);
@@ -301,11 +304,22 @@ Result plan(const Job& job, const Cluster& cluster) {
         bandwidth_gbps(job, cluster, job.pp));
 
   // ---- time ----
-  const double peak = cluster.device.peak_tflops(job.precision) * 1e12;
+  // fp8: the FP8 table's Linear GEMMs at the FP8 peak, the rest (attention, the LM head) at
+  // bf16's; MFU on the bf16 scale (mfu_scale), and against the FP8 peak beside it.
+  const bool fp8 = job.precision == Precision::FP8;
+  const double peak = cluster.device.peak_tflops(mfu_scale(job.precision)) * 1e12;
+  const double fp8_peak = fp8 ? cluster.device.peak_tflops(Precision::FP8) * 1e12 : 0;
+  PT_CHECK(!fp8 || fp8_peak > 0, "plan: --precision fp8 needs FP8 tensor cores, and " + cluster.device.preset +
+                                     " has none (its fp8_tflops in src/core/accelerators.tsv is 0)");
   const double seq_flops = m.train_flops_per_token(m.context_length) * m.context_length / model_par;
-  res.flops_per_step = seq_flops * job.batch * job.grad_accum;
+  const double seq_fp8_flops = fp8 ? m.fp8_train_flops_per_token() * m.context_length / model_par : 0;
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  res.compute_s = peak > 0 ? res.flops_per_step / peak : nan;
+  // Seconds of one sequence's FLOPs at the peaks.
+  const double seq_s = peak > 0 ? (seq_flops - seq_fp8_flops) / peak + (fp8 ? seq_fp8_flops / fp8_peak : 0) : nan;
+  const double seqs = static_cast<double>(job.batch * job.grad_accum);
+  res.flops_per_step = seq_flops * seqs;
+  res.fp8_flops_per_step = seq_fp8_flops * seqs;
+  res.compute_s = seq_s * seqs;
   // The optimizer's pass: fp32 weight, two moments and the gradient (fp32 or bf16) read; weight,
   // moments written; bf16 copy.
   const double opt_elems = local / (job.sharding == Sharding::None ? 1 : n);
@@ -322,9 +336,10 @@ Result plan(const Job& job, const Cluster& cluster) {
   res.exposed_comm_s = (overlapped ? std::max(0.0, dp_comm - backward_s) : dp_comm) + other_comm;
   const double bubble = job.pp > 1 ? res.compute_s * (job.pp - 1) / static_cast<double>(job.grad_accum) : 0;
   res.step_s = res.compute_s + res.hbm_s + res.exposed_comm_s + bubble;
-  res.mfu = peak > 0 ? res.flops_per_step / (res.step_s * peak) : nan;
+  res.mfu = mfu_of(res.flops_per_step / res.step_s, peak);
+  res.mfu_fp8 = fp8 ? mfu_of(res.flops_per_step / res.step_s, fp8_peak) : nan;
   if (dp_comm > 0 && peak > 0) {
-    const double backward_per_seq = seq_flops * job.grad_accum / peak * 2.0 / 3.0;
+    const double backward_per_seq = seq_s * job.grad_accum * 2.0 / 3.0;
     res.hiding_batch = static_cast<int64_t>(std::ceil(dp_comm / backward_per_seq));
   }
 

@@ -81,14 +81,16 @@ struct Result {
   std::vector<std::string> notes;
   Memory memory;
   std::vector<Collective> comm;
-  double flops_per_step = 0;  // per device: 6·N·tokens + attention (bench model's count)
-  double compute_s = 0;       // flops / dense peak
-  double hbm_s = 0;           // optimizer pass over its bytes at HBM bandwidth
-  double comm_s = 0;          // sum of collectives
-  double exposed_comm_s = 0;  // communication not hidden behind backward (2/3 of compute)
-  double step_s = 0;          // roofline: compute + optimizer + exposed communication
-  double mfu = 0;             // flops / (step · peak)
-  int64_t hiding_batch = 0;   // smallest per-device batch whose backward hides the gradient sync
+  double flops_per_step = 0;      // per device: 6·N·tokens + attention (bench model's count)
+  double fp8_flops_per_step = 0;  // the part of it in FP8 GEMMs (fp8 only)
+  double compute_s = 0;           // flops / dense peak; fp8: the FP8 GEMMs' at the FP8 peak
+  double hbm_s = 0;               // optimizer pass over its bytes at HBM bandwidth
+  double comm_s = 0;              // sum of collectives
+  double exposed_comm_s = 0;      // communication not hidden behind backward (2/3 of compute)
+  double step_s = 0;              // roofline: compute + optimizer + exposed communication
+  double mfu = 0;                 // flops / (step · peak), bf16's peak for fp8 (mfu_scale)
+  double mfu_fp8 = 0;             // fp8: flops / (step · FP8 peak); NaN otherwise
+  int64_t hiding_batch = 0;       // smallest per-device batch whose backward hides the gradient sync
   bool fits = false;
   int min_devices_to_fit = 0;  // smallest data-parallel device count (×tp·pp) that fits; 0: none up to 65536
 };

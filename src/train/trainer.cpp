@@ -309,8 +309,9 @@ void Trainer::build() {
 void Trainer::log_start() {
   const TrainConfig& c = cfg_;
   // MFU counts the model's FLOPs (bench model's count: recomputation is not useful work) against
-  // the dense peak of one device for the precision; none on the CPU unless --peak-tflops gives one.
-  peak_tflops_ = c.peak_tflops > 0 ? c.peak_tflops : device_peak(c.device, c.precision).tflops;
+  // the dense peak of one device for the precision, bf16's for fp8 (mfu_peaks); none on the CPU
+  // unless --peak-tflops gives one.
+  peak_tflops_ = mfu_peaks(c.device, c.precision, c.peak_tflops).peak.tflops;
   flops_per_step_ = c.model.train_flops_per_token(c.model.context_length) * tokens_per_step();
   const std::string banner =
       "train: " + c.model_name + " (" + std::to_string(c.model.num_params()) + " parameters) on " +
@@ -427,8 +428,10 @@ void Trainer::log_step(int64_t s, double loss, double lr, double gnorm, double m
   // Per device: each rank computes its share of the step's FLOPs in the step's time.
   const double mfu = peak_tflops_ > 0 ? flops_per_step_ / rt_.world_size() / (ms * 1e-3) / (peak_tflops_ * 1e12) : NAN;
   const MemoryStats mem = TrackingAllocator::instance().stats(cfg_.device.kind);  // this rank's (rank 0)
-  char mfu_text[32] = "";
-  if (std::isfinite(mfu)) std::snprintf(mfu_text, sizeof mfu_text, " | MFU %.1f%%", mfu * 100);
+  char mfu_text[48] = "";
+  if (std::isfinite(mfu))
+    std::snprintf(mfu_text, sizeof mfu_text, " | MFU %.1f%%%s", mfu * 100,
+                  cfg_.precision == Precision::FP8 ? " of the bf16 peak" : "");
   char line[320];
   std::snprintf(line, sizeof line,
                 "step %6lld/%lld | loss %.4f | lr %.2e | grad norm %.3f | %8.0f tok/s | %.1f ms%s | mem %s | %s",

@@ -3,6 +3,7 @@
 // the accelerator table's peaks (MFU) with the fallback from device properties.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 
 #include "core/accelerator_specs.h"
@@ -150,6 +151,41 @@ TEST(AcceleratorSpecs, DeviceNamesMatchTheirEntries) {
     EXPECT_GT(s.hbm_gbps, 0) << s.preset;
     if (s.cc_major > 0) EXPECT_NEAR(s.tf32_tflops * 2 / s.bf16_tflops, 1.0, 0.02) << s.preset;  // tf32 ≈ bf16 / 2
   }
+}
+
+// FP8 peaks: the datasheets' dense figures for GPUs with FP8 tensor cores (twice bf16 on each),
+// 0 for those without; the fallback gives twice bf16 from sm_89 on and 0 before. MFU's peaks put
+// an fp8 run on the bf16 scale with the FP8 peak beside it.
+TEST(AcceleratorSpecs, Fp8PeaksAndTheMfuScale) {
+  auto fp8 = [](const char* name) {
+    const AcceleratorSpec* s = match_accelerator(name);
+    return s ? s->peak_tflops(Precision::FP8) : -1.0;
+  };
+  EXPECT_DOUBLE_EQ(fp8("NVIDIA H100 80GB HBM3"), 1978.9);
+  EXPECT_DOUBLE_EQ(fp8("NVIDIA H200"), 1978.9);
+  EXPECT_DOUBLE_EQ(fp8("NVIDIA H100 PCIe"), 1513);
+  EXPECT_DOUBLE_EQ(fp8("NVIDIA L40S"), 733);
+  EXPECT_DOUBLE_EQ(fp8("NVIDIA B200"), 4500);
+  EXPECT_DOUBLE_EQ(fp8("NVIDIA A100-SXM4-80GB"), 0.0);  // no FP8 tensor cores
+  for (const AcceleratorSpec& s : accelerator_specs()) {
+    if (s.cc_major * 10 + s.cc_minor >= 89)
+      EXPECT_NEAR(s.fp8_tflops / s.bf16_tflops, 2.0, 0.04) << s.preset;
+    else
+      EXPECT_EQ(s.fp8_tflops, 0.0) << s.preset;
+  }
+  const AcceleratorSpec* h100 = find_accelerator_spec("h100-sxm");
+  ASSERT_NE(h100, nullptr);
+  EXPECT_NEAR(peak_tflops_from_properties(9, 0, 132, 1.83, Precision::FP8) / h100->fp8_tflops, 1.0, 0.02);
+  EXPECT_EQ(peak_tflops_from_properties(8, 6, 84, 1.7, Precision::FP8), 0.0);
+  EXPECT_EQ(mfu_scale(Precision::FP8), Precision::BF16);
+  EXPECT_EQ(mfu_scale(Precision::TF32), Precision::TF32);
+  const MfuPeaks given = mfu_peaks(Device::cpu(), Precision::FP8, 500);
+  EXPECT_EQ(given.peak.tflops, 500);
+  EXPECT_EQ(given.fp8_tflops, 1000);
+  EXPECT_EQ(given.peak.source, "--peak-tflops");
+  EXPECT_EQ(mfu_peaks(Device::cpu(), Precision::BF16, 500).fp8_tflops, 0.0);
+  EXPECT_EQ(mfu_peaks(Device::cpu(), Precision::FP8).fp8_tflops, 0.0);
+  EXPECT_TRUE(std::isnan(mfu_of(1.0, 0.0)));
 }
 
 // The fallback's per-SM rates reproduce the datasheets from SM count × the clock each datasheet

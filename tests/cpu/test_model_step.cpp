@@ -10,6 +10,7 @@
 #include <variant>
 
 #include "bench/model_bench.h"
+#include "bench/model_bench_tables.h"
 #include "common/test_util.h"
 #include "core/allocator.h"
 #include "core/error.h"
@@ -238,6 +239,34 @@ TEST(TransformerModel, BenchModelSaysAnMfuAboveOneIsWrong) {
   };
   EXPECT_NE(summary_with_peak(1e-9).find("MFU above 1 is impossible"), std::string::npos);
   EXPECT_EQ(summary_with_peak(1e6).find("MFU above 1"), std::string::npos);
+}
+
+// An fp8 run's /model row: peak_tflops and mfu on the bf16 scale, peak_tflops_fp8 and mfu_fp8
+// against the FP8 peak, each labelled in the summary; other runs leave the FP8 columns NaN. Only
+// a step above the FP8 peak is impossible for fp8.
+TEST(TransformerModel, BenchModelReportsFp8RunsAgainstBothPeaks) {
+  bench::ModelBenchResults r;
+  bench::define_model_bench_tables(r);
+  for (const char* col : {"peak_tflops", "mfu", "peak_tflops_fp8", "mfu_fp8"})
+    EXPECT_GE(r.timings.column_index(col), 0) << col;
+  for (const char* col : {"gflop_fp8", "peak_tflops_fp8"}) EXPECT_GE(r.roofline.column_index(col), 0) << col;
+  const MfuPeaks h100{DevicePeak{"NVIDIA H100 80GB HBM3", 989.4, 3350, "table:h100-sxm"}, 1978.9};
+  const bench::MfuReport f = bench::mfu_report(Precision::FP8, h100, 500);
+  EXPECT_DOUBLE_EQ(f.peak_tflops, 989.4);
+  EXPECT_DOUBLE_EQ(f.mfu, 500 / 989.4);
+  EXPECT_DOUBLE_EQ(f.peak_tflops_fp8, 1978.9);
+  EXPECT_DOUBLE_EQ(f.mfu_fp8, 500 / 1978.9);
+  EXPECT_EQ(f.text(), "MFU 0.505 of the bf16 peak, 0.253 of the FP8 peak");
+  EXPECT_FALSE(bench::mfu_report(Precision::FP8, h100, 1500).impossible());
+  EXPECT_TRUE(bench::mfu_report(Precision::FP8, h100, 2000).impossible());
+  const bench::MfuReport b = bench::mfu_report(Precision::BF16, MfuPeaks{h100.peak, 0}, 500);
+  EXPECT_DOUBLE_EQ(b.mfu, 500 / 989.4);
+  EXPECT_TRUE(std::isnan(b.peak_tflops_fp8) && std::isnan(b.mfu_fp8));
+  EXPECT_EQ(b.text(), "MFU 0.505 of the bf16 peak");
+  EXPECT_TRUE(bench::mfu_report(Precision::BF16, MfuPeaks{h100.peak, 0}, 1000).impossible());
+  const bench::MfuReport unmeasured = bench::mfu_report(Precision::FP8, h100, std::nan(""));
+  EXPECT_TRUE(std::isnan(unmeasured.mfu) && std::isnan(unmeasured.mfu_fp8));
+  EXPECT_EQ(unmeasured.text(), "");
 }
 
 // Flash attention covers head dimensions 16/32/64/80/128, so every named size (2.7b: 2560/32 =

@@ -180,6 +180,34 @@ TEST(Plan, CommunicationAndTimeByHand) {
   EXPECT_NEAR(static_cast<double>(z3.memory.optstate), 2 * n * 4.0 / 64, 1024);
 }
 
+// fp8: the FP8 table's Linear GEMMs (the block's projections, 6 FLOPs a weight a token) at the
+// FP8 peak, attention and the LM head at bf16's; MFU on the bf16 scale and against the FP8 peak.
+// A GPU without FP8 tensor cores is one clear error.
+TEST(Plan, Fp8SplitsTheComputeBetweenTheFp8AndBf16Peaks) {
+  const TransformerConfig m = TransformerConfig::named("xl");
+  const plan::Cluster c = plan::cluster_preset("h100-sxm");
+  plan::Job j = job_of(m, 1, "none", plan::Sharding::None);
+  j.precision = Precision::FP8;
+  j.batch = 4;
+  const plan::Result r = plan::plan(j, c);
+  const double C = m.d_model, F = m.d_ff, T = m.context_length;
+  const double fp8 = 6 * (4 * C * C + 3 * C * F) * m.num_layers * T * 4;
+  const double flops = m.train_flops_per_token(m.context_length) * T * 4;
+  EXPECT_DOUBLE_EQ(r.flops_per_step, flops);
+  EXPECT_NEAR(r.fp8_flops_per_step, fp8, fp8 * 1e-12);
+  EXPECT_NEAR(r.compute_s, (flops - fp8) / 989.4e12 + fp8 / 1978.9e12, 1e-12);
+  EXPECT_NEAR(r.mfu, flops / (r.step_s * 989.4e12), 1e-9);
+  EXPECT_NEAR(r.mfu_fp8, flops / (r.step_s * 1978.9e12), 1e-9);
+  j.precision = Precision::BF16;
+  const plan::Result b = plan::plan(j, c);
+  EXPECT_EQ(b.fp8_flops_per_step, 0.0);
+  EXPECT_TRUE(std::isnan(b.mfu_fp8));
+  EXPECT_NEAR(b.compute_s, flops / 989.4e12, 1e-12);
+  j.precision = Precision::FP8;
+  const std::string err = error_of([&] { plan::plan(j, plan::cluster_preset("a100-sxm")); });
+  EXPECT_NE(err.find("a100-sxm has none"), std::string::npos) << err;
+}
+
 TEST(Plan, FitAndTheSmallestDeviceCount) {
   // The course's XXL model does not fit one H100 unsharded; ZeRO-3 finds the device count.
   TransformerConfig m = TransformerConfig::named("xl");

@@ -56,6 +56,33 @@ TEST(Roofline, FloorIsTheSlowerSideAndAZeroRateLeavesItsSideOut) {
   EXPECT_DOUBLE_EQ(RooflineRates{}.floor_ms(compute), 0.0);
 }
 
+// An FP8 GEMM's FLOPs (OpCost::fp8_flops) are floored at the FP8 peak, the rest at the dense
+// one; without an FP8 rate they fall back to the dense peak. The timer and the rows carry them.
+TEST(Roofline, Fp8FlopsAreFlooredAtTheFp8Peak) {
+  const RooflineRates r{1e12, 1e9, 2e12};  // 1 TFLOP/s bf16, 1 GB/s, 2 TFLOP/s FP8
+  OpCost gemm{4e9, 1e6};
+  gemm.fp8_flops = 4e9;  // all FP8: 2 ms, not 4
+  EXPECT_DOUBLE_EQ(r.floor_ms(gemm), 2.0);
+  OpCost mixed{4e9, 1e6};
+  mixed.fp8_flops = 2e9;  // 2 ms at bf16 + 1 ms at FP8
+  EXPECT_DOUBLE_EQ(r.floor_ms(mixed), 3.0);
+  EXPECT_TRUE(r.compute_bound(mixed));
+  EXPECT_DOUBLE_EQ((RooflineRates{1e12, 1e9}.floor_ms(gemm)), 4.0);
+  Context ctx(Device::cpu());
+  KernelTimer timer(ctx, r);
+  ctx.set_timer(&timer);
+  timer.set_phase("forward");
+  { OpScope a(ctx, "matmul_fp8", OpFamily::Matmul, gemm); }
+  { OpScope b(ctx, "matmul", OpFamily::Matmul, OpCost{4e9, 1e6}); }
+  ctx.set_timer(nullptr);
+  const auto rows = bench::roofline_rows(timer.collect(), 1, 10.0);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_DOUBLE_EQ(rows[0].flops, 8e9);
+  EXPECT_DOUBLE_EQ(rows[0].fp8_flops, 4e9);
+  EXPECT_DOUBLE_EQ(rows[0].floor_ms, 6.0);   // 2 + 4
+  EXPECT_DOUBLE_EQ(rows[1].fp8_flops, 4e9);  // the step row
+}
+
 // The timer sums each (phase, family)'s costs and floors per op — the floor of a sequence of
 // kernels is the sum of theirs, not the max of the summed FLOPs and bytes — and counts a nested
 // op's cost only with its outermost scope, like its time.

@@ -53,5 +53,7 @@ def test_peaks_come_from_the_accelerator_table_paratrain_compiles_in():
     for name, tflops in cases.items():
         assert dense_peak_flops(name, "bf16") == pytest.approx(tflops * 1e12), name
     assert dense_peak_flops("NVIDIA L40S", "fp32") == pytest.approx(91.6e12)
+    for name, tflops in {"NVIDIA H100 80GB HBM3": 1978.9, "NVIDIA H200": 1978.9, "NVIDIA A100-SXM4-40GB": 0}.items():
+        assert dense_peak_flops(name, "fp8") == pytest.approx(tflops * 1e12), name
     assert dense_peak_flops("NVIDIA GeForce RTX 4090", "bf16") == 0.0
 
