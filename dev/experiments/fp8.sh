@@ -8,8 +8,8 @@
 #
 # Steps (one GPU each; variables they read in brackets):
 #   fp8-step       XL bf16 then fp8 (bf16 gradients, flash) for each bundle of BUNDLES (default "main";
-#                  bf16 only for the last), alternating twice: 4 x 512 with the memory profile, and
-#                  llm.c's micro-batch 8 x 1024 with --grad-accum FP8_ACCUM (default 4)
+#                  bf16 only for the last), alternating FP8_ROUNDS times (default 2): 4 x 512 with the
+#                  memory profile, and llm.c's micro-batch 8 x 1024 with --grad-accum FP8_ACCUM (default 4)
 #   fp8-breakdown  the same two points, bf16 and fp8, once with --breakdown (the last bundle)
 #   fp8-accuracy   train small on the sample tokens, FP8_ACCURACY_STEPS (default 2000) steps: bf16 with
 #                  two seeds (the run-to-run yardstick) and fp8; scripts/compare_runs.py on the pairs
@@ -31,7 +31,7 @@ fp8_points() {
 
 step_fp8-step() {
   local k b bundles=${BUNDLES:-main}
-  for k in 1 2; do
+  for k in $(seq 1 "${FP8_ROUNDS:-2}"); do
     for b in $bundles; do
       local precs=fp8
       [ "$b" = "${bundles##* }" ] && precs=bf16,fp8

@@ -210,14 +210,17 @@ Tensor finish_residual_grad(Context& ctx, RMSNorm& norm, const Tensor& d, Tensor
 // projections in FP8, the LM head in bf16 (its logits feed the loss, and its gradient is the
 // loss's). The embedding (a gather) and attention (flash, bf16) are no Linear and stay bf16.
 enum class Fp8Layer { Qkv, OutProj, W13, W2, LmHead };
+struct Fp8Choice {
+  Fp8Layer layer;
+  bool fp8;
+};
+constexpr Fp8Choice kFp8Layers[] = {
+    {Fp8Layer::Qkv, true}, {Fp8Layer::OutProj, true}, {Fp8Layer::W13, true},
+    {Fp8Layer::W2, true},  {Fp8Layer::LmHead, false},
+};
 constexpr bool runs_in_fp8(Fp8Layer l) {
-  switch (l) {
-    case Fp8Layer::Qkv: return true;
-    case Fp8Layer::OutProj: return true;
-    case Fp8Layer::W13: return true;
-    case Fp8Layer::W2: return true;
-    case Fp8Layer::LmHead: return false;
-  }
+  for (const Fp8Choice& c : kFp8Layers)
+    if (c.layer == l) return c.fp8;
   return false;
 }
 
