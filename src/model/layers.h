@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/context.h"
+#include "core/error.h"
 #include "core/tensor.h"
 #include "model/fp8_linear.h"
 #include "model/param_store.h"
@@ -80,7 +81,12 @@ class Linear {
   int64_t d_in_ = 0, d_out_ = 0;
   std::vector<Unit> units_;
   bool fp8_ = false;
-  bool fp8(const Context& ctx) const { return fp8_ && ctx.fp8_linear(); }
+  // FP8 runs the stacked weight as one GEMM (the unfused model's per-weight units are refused).
+  bool fp8(const Context& ctx) const {
+    const bool on = fp8_ && ctx.fp8_linear();
+    PT_CHECK(!on || units_.size() == 1, "Linear '" + weights_.front()->name + "': FP8 GEMMs need the fused model");
+    return on;
+  }
   Fp8GradCasts fp8_dy_;
   Fp8WeightCasts fp8_w_;  // of the stacked weight (one unit under FP8)
   Tensor saved_x_;
