@@ -13,6 +13,8 @@
 #   fp8-breakdown  the same two points, bf16 and fp8, once with --breakdown (the last bundle)
 #   fp8-accuracy   train small on the sample tokens, FP8_ACCURACY_STEPS (default 2000) steps: bf16 with
 #                  two seeds (the run-to-run yardstick) and fp8; scripts/compare_runs.py on the pairs
+#   fp8-resume     a tiny fp8 model, --grad-accum 1 and 2: the same run twice, and one stopped after
+#                  step 3 and resumed; each must equal the first bit for bit (losses and weights)
 # shellcheck disable=SC1090  # .devbundle/NAME/env.sh: the bundle is named at run time
 set -uo pipefail
 # shellcheck source=scripts/gpu_steps.sh
@@ -59,6 +61,34 @@ step_fp8-accuracy() {
   for run in bf16_2 fp8_1; do
     echo "bf16 seed 1 against $run:"
     python3 scripts/compare_runs.py --records "$RESULTS/accuracy_bf16_1.h5" "$RESULTS/accuracy_$run.h5" || return
+  done
+}
+
+# fp8_same A.h5 A_ckpt.h5 B.h5 B_ckpt.h5: scripts/compare_runs.py, and a non-zero status unless the
+# losses and the weights are the same bit for bit.
+fp8_same() {
+  python3 scripts/compare_runs.py --records "$1" "$3" --checkpoints "$2" "$4" --json | tee -a "$RESULTS/fp8_resume.json" |
+    python3 -c 'import json, sys; r = json.load(sys.stdin)
+same = r["loss"]["max_abs_diff"] == 0 and r["weights"]["max_elem_diff"] == 0
+print("the same bit for bit" if same else "DIFFERENT"); sys.exit(0 if same else 1)'
+}
+
+step_fp8-resume() {
+  local accum d=/tmp/paratrain_fp8_resume rc
+  for accum in 1 2; do
+    rm -rf "$d" && mkdir -p "$d"
+    local args=(--model tiny --d-model 64 --num-heads 4 --d-ff 176 --context-length 64 --batch-size 4
+      --grad-accum "$accum" --precision fp8 --grad-dtype bf16 --steps 8 --log-every 100)
+    paratrain train "${args[@]}" --out "$d/a.h5" --save "$d/a_ck.h5" || return
+    paratrain train "${args[@]}" --out "$d/b.h5" --save "$d/b_ck.h5" || return
+    echo "--grad-accum $accum, the same run twice:"
+    fp8_same "$d/a.h5" "$d/a_ck.h5" "$d/b.h5" "$d/b_ck.h5" || return
+    PARATRAIN_FAULT=signal:3:SIGUSR1 paratrain train "${args[@]}" --out "$d/r.h5" --save "$d/r_ck.h5" --resume auto
+    rc=$?
+    [ "$rc" -eq 75 ] || { echo "the interrupted run ended with $rc, not 75"; return 1; }
+    paratrain train --resume auto --save "$d/r_ck.h5" --out "$d/r.h5" || return
+    echo "--grad-accum $accum, stopped after step 3 and resumed:"
+    fp8_same "$d/a.h5" "$d/a_ck.h5" "$d/r.h5" "$d/r_ck.h5" || return
   done
 }
 
