@@ -245,8 +245,8 @@ bool worth_tuning(const GemmDesc& g) {
 }
 
 // ---- FP8 ---------------------------------------------------------------------------------
-// In the column-major view (A_lt = B, B_lt = A, D_lt = Cᵀ) the row-major K-major operands are
-// The scale pointers swap with the operands. They are set on the cached descriptor before each
+// In the column-major view (A_lt = B, B_lt = A, D_lt = Cᵀ) the scale pointers swap with the
+// operands. They are set on the cached descriptor before each
 // call (a host-side write that cublasLtMatmul reads when it enqueues), so that a plan serves
 // every pair of scale tensors of its shape.
 void set_fp8_scales(const LtProblem& p, const Fp8GemmDesc& g) {
@@ -299,6 +299,8 @@ const Plan& fp8_plan_for(Context& ctx, const Fp8GemmDesc& g) {
   std::lock_guard<std::mutex> lock(mutex);
   auto it = plans.find(key);
   if (it != plans.end()) return it->second;
+  const std::string why = fp8_unsupported_reason(ctx.target());  // once per problem, not per call
+  PT_CHECK(why.empty(), "matmul_fp8: " + why);
   Plan plan;
   plan.lt = std::make_unique<LtProblem>();
   describe_fp8(ctx, g, *plan.lt);
@@ -345,8 +347,6 @@ double time_matmul(Context& ctx, const GemmDesc& g, int iters) {
 }
 
 void matmul_fp8(Context& ctx, const Fp8GemmDesc& g) {
-  const std::string why = fp8_unsupported_reason(ctx.target());
-  PT_CHECK(why.empty(), "matmul_fp8: " + why);
   const Plan& plan = fp8_plan_for(ctx, g);
   set_fp8_scales(*plan.lt, g);  // the scales come through the scale pointers, alpha on top
   PT_CUBLAS_CHECK(cublasLtMatmul(ctx.cublaslt(), plan.lt->op, &g.alpha, g.b, plan.lt->a, g.a, plan.lt->b, &g.beta,

@@ -42,17 +42,17 @@ OperandPlan operand_plan(GemmRole role) {
 }
 
 // One operand: its bf16 source, the fp8 cast, amax and scale_inv, and the time of producing it.
-struct Fp8Operand {
+struct TimedOperand {
   Tensor fp8, amax, scale_inv;
   double amax_ms = 0, cast_ms = 0;
 };
-Fp8Operand make_operand(Context& ctx, int64_t rows, int64_t k, DType fmt, bool transposed, bool count_amax,
-                        uint64_t seed, int iters) {
+TimedOperand make_operand(Context& ctx, int64_t rows, int64_t k, DType fmt, bool transposed, bool count_amax,
+                          uint64_t seed, int iters) {
   const Shape src_shape = transposed ? Shape{k, rows} : Shape{rows, k};
   Tensor src = bench::filled(ctx, src_shape, DType::BF16, bench::bench_values(rows * k, seed), "fp8_source");
-  Fp8Operand o{Tensor::empty({rows, k}, fmt, ctx.device(), "fp8_operand", MemCategory::Activations),
-               Tensor::empty({1}, DType::F32, ctx.device(), "fp8_amax", MemCategory::Workspace),
-               Tensor::empty({1}, DType::F32, ctx.device(), "fp8_scale_inv", MemCategory::Workspace)};
+  TimedOperand o{Tensor::empty({rows, k}, fmt, ctx.device(), "fp8_operand", MemCategory::Activations),
+                 Tensor::empty({1}, DType::F32, ctx.device(), "fp8_amax", MemCategory::Workspace),
+                 Tensor::empty({1}, DType::F32, ctx.device(), "fp8_scale_inv", MemCategory::Workspace)};
   const double amax_ms = per_run_ms(ctx, iters, [&] { ops::fp8_amax(ctx, o.amax, src); });
   if (count_amax) o.amax_ms = amax_ms;
   o.cast_ms = per_run_ms(ctx, iters, [&] {
@@ -108,8 +108,8 @@ int bench_gemm_fp8(Context& ctx, const RunOptions& run, const io::LogOptions& lo
                        a16.data(), s.trans_a ? s.m : s.k, 0, b16.data(), s.trans_b ? s.k : s.n, 0, c.data(), s.n, 0};
     // clang-format on
     const double bf16_ms = cuda::time_matmul(ctx, g16, iters);
-    const Fp8Operand a = make_operand(ctx, s.m, s.k, p.a, p.a_t, p.a_amax, 3, iters);
-    const Fp8Operand b = make_operand(ctx, s.n, s.k, p.b, p.b_t, p.b_amax, 4, iters);
+    const TimedOperand a = make_operand(ctx, s.m, s.k, p.a, p.a_t, p.a_amax, 3, iters);
+    const TimedOperand b = make_operand(ctx, s.n, s.k, p.b, p.b_t, p.b_amax, 4, iters);
     Fp8GemmDesc g8{s.m,
                    s.n,
                    s.k,

@@ -17,8 +17,9 @@ enum class Fp8Format : uint8_t { E4M3, E5M2 };
 // Largest finite magnitudes, for host and device code alike.
 constexpr float kFp8E4M3Max = 448.0f, kFp8E5M2Max = 57344.0f;
 
-// The format of DType::F8E4M3 / F8E5M2; throws for any other type.
+// The format of DType::F8E4M3 / F8E5M2; throws for any other type. fp8_dtype: the other way.
 Fp8Format fp8_format(DType t);
+constexpr DType fp8_dtype(Fp8Format f) { return f == Fp8Format::E4M3 ? DType::F8E4M3 : DType::F8E5M2; }
 // Largest finite magnitude: 448 (E4M3), 57344 (E5M2). Current scaling maps a tensor's amax here.
 float fp8_max(Fp8Format f);
 
