@@ -5,7 +5,8 @@
 //         chunk; collectives on buffers the strategies register (the gradient and parameter
 //         buffers). Everything else, and every rank count across nodes, stays with NCCL.
 //   auto  ce when every rank is on one node and every GPU can map every other's memory, else
-//         nccl.
+//         nccl; train and bench ddp ask for it only where ce measured faster (comm_engine_for,
+//         train/data_parallel.h) and take nccl otherwise.
 #include <stdexcept>
 #include <string>
 

@@ -38,6 +38,14 @@ DataParallel make_data_parallel(Context& ctx, ParamStore& store, parallel::Commu
   return dp;
 }
 
+parallel::CommEngine comm_engine_for(parallel::CommEngine requested, const parallel::StrategySpec& ddp, ShardMode shard,
+                                     bool bf16_gradients, int ranks) {
+  if (requested != parallel::CommEngine::Auto) return requested;
+  const bool bucketed = ddp.overlapped && ddp.buckets == parallel::BucketPolicy::Capped;
+  const bool ce = bf16_gradients && bucketed && (shard == ShardMode::Zero1 || ranks <= 2);
+  return ce ? parallel::CommEngine::Auto : parallel::CommEngine::NCCL;
+}
+
 DataParallel make_data_parallel(Context& ctx, ParamStore& store, parallel::Communicator* comm,
                                 const DataParallelConfig& dp, const OptimizerConfig& cfg, UpdateOverlap update_overlap,
                                 bool cuda_graph) {

@@ -283,7 +283,11 @@ void Trainer::build() {
   else
     lm_->init_weights(ctx, c.seed);
   if (rt_.world_size() > 1)
-    comm_ = parallel::make_communicator(parallel::backend_for(c.device), ctx, c.ddp.comm_sms, c.ddp.comm_engine);
+    comm_ = parallel::make_communicator(
+        parallel::backend_for(c.device), ctx, c.ddp.comm_sms,
+        comm_engine_for(c.ddp.comm_engine, *c.ddp.ddp, c.ddp.shard,
+                        ctx.grad_dtype() == DType::BF16 || c.ddp.grad_comm == parallel::GradComm::BF16,
+                        rt_.world_size()));
   // Rank 0's weights become everyone's here (the strategy broadcasts them at construction).
   dp_ = make_data_parallel(ctx, lm_->store(), comm_.get(), c.ddp, optimizer_cfg_, c.update_overlap, c.cuda_graph);
   Optimizer& optimizer = *dp_.optimizer;
