@@ -58,6 +58,21 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
   return block_reduce(v, scratch, -INFINITY, [](float x) { return warp_max(x); });
 }
 
+// FP8 current scaling's amax, as an epilogue of the kernel that writes a tensor: each block
+// folds max |value| of what it stored into *amax with one atomic. Non-negative floats order as
+// their bit patterns read as ints, so the result is exact and does not depend on which block
+// finishes first. *amax must be 0 (or a lower bound) before the kernel.
+__device__ __forceinline__ void atomic_max_nonnegative(float* addr, float v) {
+  atomicMax(reinterpret_cast<int*>(addr), __float_as_int(v));
+}
+// The block's max of every thread's m (non-negative; fmaxf drops NaN) into *amax when amax is
+// set. Call from all threads (block_reduce syncs); scratch: kWarpSize floats.
+__device__ __forceinline__ void block_amax_into(float* amax, float m, float* scratch) {
+  if (amax == nullptr) return;  // uniform over the block: every thread returns or none
+  m = block_max(m, scratch);
+  if (threadIdx.x == 0) atomic_max_nonnegative(amax, m);
+}
+
 // ---- 16-byte packs ----------------------------------------------------------------------
 // Elementwise and row-wise kernels move kPack consecutive elements per thread as 16-byte
 // words (one LDG.128 for bf16, two for fp32) when every pointer is 16-byte aligned and the

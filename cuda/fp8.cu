@@ -13,11 +13,6 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// Non-negative floats compare as their bit patterns read as ints.
-__device__ __forceinline__ void atomic_max_nonnegative(float* addr, float v) {
-  atomicMax(reinterpret_cast<int*>(addr), __float_as_int(v));
-}
-
 template <typename T>
 __global__ void amax_kernel(float* amax, const T* __restrict__ x, int64_t n, int64_t packs) {
   __shared__ float scratch[kWarpSize];
@@ -30,8 +25,7 @@ __global__ void amax_kernel(float* amax, const T* __restrict__ x, int64_t n, int
     for (int i = 0; i < kPack; ++i) m = fmaxf(m, fabsf(v[i]));
   }
   for (int64_t i = packs * kPack + first; i < n; i += stride) m = fmaxf(m, fabsf(to_float(x[i])));
-  m = block_max(m, scratch);
-  if (threadIdx.x == 0) atomic_max_nonnegative(amax, m);
+  block_amax_into(amax, m, scratch);
 }
 
 template <Fp8Format F>
