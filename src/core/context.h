@@ -57,10 +57,11 @@ class Context {
   // cores; tests set it on an fp32 CPU context to run the emulation the GPU is checked against.
   bool fp8_linear() const { return fp8_linear_; }
   void set_fp8_linear(bool on) { fp8_linear_ = on; }
-  // Whether a weight's FP8 casts are kept through a step of several micro-batches
-  // (model/fp8_linear.h); tests turn it off to check the kept casts against fresh ones.
-  bool fp8_keep_weight_casts() const { return fp8_keep_weight_casts_; }
-  void set_fp8_keep_weight_casts(bool on) { fp8_keep_weight_casts_ = on; }
+  // Whether FP8 operands reuse what is known of them (model/fp8_linear.h): a weight's casts kept
+  // through a step, an amax kept from forward for backward or written by the kernel that made the
+  // tensor. Off, every cast measures its amax and casts afresh: tests check the reuse against it.
+  bool fp8_reuse() const { return fp8_reuse_; }
+  void set_fp8_reuse(bool on) { fp8_reuse_ = on; }
 
   cudaStream_t stream() const { return stream_; }  // compute stream (nullptr on the CPU)
   // Every stream's priority, from one query of the device's range (lower numbers run first;
@@ -112,7 +113,7 @@ class Context {
   Device device_;
   Precision precision_;
   bool fp8_linear_ = false;
-  bool fp8_keep_weight_casts_ = true;
+  bool fp8_reuse_ = true;
   DType storage_dtype(DType d, const char* what) const;  // set_grad_dtype's and set_residual_dtype's checks
   DType grad_dtype_ = DType::F32;
   DType residual_dtype_ = DType::F32;

@@ -4,7 +4,7 @@
 
 namespace pt {
 
-const ops::Fp8Operand& Fp8GradCasts::of(Context& ctx, const Tensor& dy, int64_t i, bool both) {
+const ops::Fp8Operand& Fp8GradCasts::of(Context& ctx, const Tensor& dy, int64_t i, bool both, const Tensor& amax) {
   const bool same = dy_.defined() && dy_.data() == dy.data() && dy_.shape() == dy.shape() && dy_.dtype() == dy.dtype();
   if (!same) {
     dy_ = dy;
@@ -15,17 +15,29 @@ const ops::Fp8Operand& Fp8GradCasts::of(Context& ctx, const Tensor& dy, int64_t 
   ops::Fp8Operand& o = casts_[size_t(i)];
   const bool cast = !o.scale_inv.defined() && !o.stored.defined();
   const bool lacks_stored = ctx.is_cuda() && both && !o.stored.defined();  // dX after a dW that cast one layout
-  if (cast || lacks_stored) o = ops::fp8_operand(ctx, dy.dim() == 3 ? dy.select(0, i) : dy, kFp8Gradient, both, true);
+  // A second cast (lacks_stored) takes the first one's amax: the same values.
+  if (cast || lacks_stored)
+    o = ops::fp8_operand(ctx, dy.dim() == 3 ? dy.select(0, i) : dy, kFp8Gradient, both, true,
+                         fp8_known_amax(ctx, o.amax.defined() ? o.amax : amax));
   return o;
 }
 
 ops::Fp8Operand Fp8WeightCasts::of(Context& ctx, const Tensor& w, const ParamStore& store, const Parameter& p,
                                    bool transposed) {
-  // Kept this step: the values have not changed since (the layer drops them at release() once
-  // its gradient is final, before any update).
-  if (kept_step_ != 0 && kept_step_ == store.steps()) return kept_;
-  if (!(ctx.fp8_keep_weight_casts() && store.micro_batches() > 1 && store.values_fixed(p)))
+  // Kept this step (values_fixed held when it was cast; the layer drops it at release_unless_fixed
+  // once its gradient is final, before any update): the casts, or the amax to cast with.
+  const bool kept = kept_step_ != 0 && kept_step_ == store.steps();
+  if (kept && (transposed ? kept_.transposed : kept_.stored).defined()) return kept_;
+  if (kept) return ops::fp8_operand(ctx, w, kFp8Weight, /*stored=*/!transposed, transposed, kept_.amax);
+  if (!ctx.fp8_reuse() || !store.values_fixed(p))
     return ops::fp8_operand(ctx, w, kFp8Weight, /*stored=*/!transposed, transposed);
+  if (store.micro_batches() == 1) {  // the cast this use needs; its amax kept for the other
+    ops::Fp8Operand o = ops::fp8_operand(ctx, w, kFp8Weight, /*stored=*/!transposed, transposed);
+    kept_ = ops::Fp8Operand();
+    kept_.amax = o.amax;
+    kept_step_ = store.steps();
+    return o;
+  }
   kept_ = ops::fp8_operand(ctx, w, kFp8Weight, /*stored=*/true, /*transposed=*/true);
   kept_step_ = store.steps();
   return kept_;

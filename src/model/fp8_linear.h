@@ -16,14 +16,19 @@ namespace pt {
 
 constexpr Fp8Format kFp8Input = Fp8Format::E4M3, kFp8Weight = Fp8Format::E4M3, kFp8Gradient = Fp8Format::E5M2;
 
+// amax when the context reuses what is known of FP8 operands (Context::fp8_reuse), else none:
+// the cast then measures it.
+inline Tensor fp8_known_amax(const Context& ctx, const Tensor& amax) { return ctx.fp8_reuse() ? amax : Tensor(); }
+
 // The FP8 casts of a layer's output gradient dy between the two halves of its backward, which
 // the model may call apart (dX first, dW after an input is recomputed) or together.
 class Fp8GradCasts {
  public:
   // Slice i of dy — dy itself (2-D, i = 0) or dy[i] of a batched (batch, N, d_out) dy — in E5M2.
   // Cast on first use: as stored and transposed in one read when `both` (dX reads the first, dW
-  // the second), else transposed only. Another dy starts over.
-  const ops::Fp8Operand& of(Context& ctx, const Tensor& dy, int64_t i, bool both);
+  // the second), else transposed only. Another dy starts over. amax: the slice's max |value| as
+  // the kernel that wrote dy found it (fp8_operand's), if it did.
+  const ops::Fp8Operand& of(Context& ctx, const Tensor& dy, int64_t i, bool both, const Tensor& amax = Tensor());
   void clear() {
     dy_ = Tensor();
     casts_.clear();
@@ -39,7 +44,9 @@ class Fp8GradCasts {
 // while its values cannot change (ParamStore::values_fixed): every later micro-batch reuses
 // them, and they go when the weight's gradient is final (the update follows). A step of one
 // micro-batch casts the layout each use needs instead: keeping the casts from forward to
-// backward would hold a byte per weight at the memory peak to save one read of it.
+// backward would hold a byte per weight at the memory peak to save one read of it. Only the
+// amax is kept from forward to backward then (the values are the same), so dX's cast skips the
+// pass that would measure it again.
 class Fp8WeightCasts {
  public:
   // w: p's values as the GEMM reads them (the bf16 mirror), (d_out, d_in); `transposed`: the
@@ -54,7 +61,7 @@ class Fp8WeightCasts {
   }
 
  private:
-  ops::Fp8Operand kept_;
+  ops::Fp8Operand kept_;    // both layouts (several micro-batches), or only its amax (one)
   uint64_t kept_step_ = 0;  // ParamStore::steps() when kept_ was cast (0: nothing kept)
 };
 

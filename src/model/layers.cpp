@@ -50,7 +50,7 @@ Linear::Linear(ParamStore& store, const std::vector<Parameter*>& stacked_weights
 }
 
 void Linear::release() {
-  saved_x_ = Tensor();
+  saved_x_ = x_amax_ = Tensor();
   fp8_dy_.clear();
   fp8_w_.release_unless_fixed(store_, *weights_.front());
 }
@@ -69,21 +69,23 @@ Tensor Linear::weight_grad_view(const Unit& u) const {
   return flat.narrow(0, w0.grad_offset + u.row * d_in_, u.rows * d_in_).reshape({u.rows, d_in_});
 }
 
-Tensor Linear::forward(Context& ctx, const Tensor& x) {
+Tensor Linear::forward(Context& ctx, const Tensor& x, const Tensor& x_amax) {
   PT_CHECK(x.dim() == 2 && x.size(1) == d_in_, "Linear '" + weights_.front()->name + "': input " + x.describe() +
                                                    ", expected (N, " + std::to_string(d_in_) + ")");
   Tensor y = Tensor::empty({x.size(0), d_out_}, x.dtype(), ctx.device(), "linear_out");
-  forward_into(ctx, x, y, 0.0f);
+  forward_into(ctx, x, y, 0.0f, nullptr, x_amax);
   return y;
 }
 
-void Linear::forward_into(Context& ctx, const Tensor& x, Tensor& y, float beta, const Tensor* residual) {
+void Linear::forward_into(Context& ctx, const Tensor& x, Tensor& y, float beta, const Tensor* residual,
+                          const Tensor& x_amax) {
   for (const Parameter* w : weights_) store_.about_to_read(*w);
   if (bias_) store_.about_to_read(*bias_);
   if (fp8(ctx)) {  // one unit: the model's FP8 layers are fused
-    fp8_linear_forward(ctx, y, ops::fp8_operand(ctx, x, kFp8Input, true, false),
-                       fp8_w_.of(ctx, weight_view(x.dtype(), units_[0]), store_, *weights_.front(), false), beta,
-                       residual);
+    const ops::Fp8Operand xq = ops::fp8_operand(ctx, x, kFp8Input, true, false, fp8_known_amax(ctx, x_amax));
+    x_amax_ = xq.amax;
+    fp8_linear_forward(ctx, y, xq, fp8_w_.of(ctx, weight_view(x.dtype(), units_[0]), store_, *weights_.front(), false),
+                       beta, residual);
   } else {
     for (const Unit& u : units_) {
       Tensor yu = y.narrow(1, u.row, u.rows);  // (N, rows): this unit's columns of y
@@ -105,7 +107,7 @@ void Linear::restore_input(const Tensor& x) {
   saved_x_ = x;
 }
 
-void Linear::weight_backward(Context& ctx, const Tensor& dy, bool dx_follows) {
+void Linear::weight_backward(Context& ctx, const Tensor& dy, bool dx_follows, const Tensor& dy_amax) {
   PT_CHECK(saved_x_.defined(), "Linear '" + weights_.front()->name + "': backward without forward");
   if (weights_.front()->trainable) {
     // The step's first contribution writes dW (beta 0: C not read, and zero_grad skips it),
@@ -113,8 +115,8 @@ void Linear::weight_backward(Context& ctx, const Tensor& dy, bool dx_follows) {
     const float beta = store_.grad_beta(weights_);
     if (fp8(ctx)) {
       Tensor dw = weight_grad_view(units_[0]);
-      fp8_linear_dw(ctx, dw, fp8_dy_.of(ctx, dy, 0, dx_follows),
-                    ops::fp8_operand(ctx, saved_x_, kFp8Input, false, true), beta);
+      fp8_linear_dw(ctx, dw, fp8_dy_.of(ctx, dy, 0, dx_follows, dy_amax),
+                    ops::fp8_operand(ctx, saved_x_, kFp8Input, false, true, fp8_known_amax(ctx, x_amax_)), beta);
     } else {
       for (const Unit& u : units_) {
         Tensor dw = weight_grad_view(u);  // (rows, d_in) = beta·dW + dy_uᵀ (rows, N) · x (N, d_in)
@@ -130,27 +132,27 @@ void Linear::weight_backward(Context& ctx, const Tensor& dy, bool dx_follows) {
   }
 }
 
-Tensor Linear::backward(Context& ctx, const Tensor& dy, bool need_dx) {
+Tensor Linear::backward(Context& ctx, const Tensor& dy, bool need_dx, const Tensor& dy_amax) {
   if (!need_dx) {
-    weight_backward(ctx, dy, /*dx_follows=*/false);
+    weight_backward(ctx, dy, /*dx_follows=*/false, dy_amax);
     release();
     return Tensor();
   }
   Tensor dx = Tensor::empty({dy.size(0), d_in_}, dy.dtype(), ctx.device(), "linear_dx");
-  backward_into(ctx, dy, dx, 0.0f);
+  backward_into(ctx, dy, dx, 0.0f, dy_amax);
   return dx;
 }
 
-void Linear::backward_into(Context& ctx, const Tensor& dy, Tensor& dx, float dx_beta) {
-  weight_backward(ctx, dy, /*dx_follows=*/true);
-  input_backward_into(ctx, dy, dx, dx_beta);
+void Linear::backward_into(Context& ctx, const Tensor& dy, Tensor& dx, float dx_beta, const Tensor& dy_amax) {
+  weight_backward(ctx, dy, /*dx_follows=*/true, dy_amax);
+  input_backward_into(ctx, dy, dx, dx_beta, dy_amax);
   release();
 }
 
-void Linear::input_backward_into(Context& ctx, const Tensor& dy, Tensor& dx, float dx_beta) {
+void Linear::input_backward_into(Context& ctx, const Tensor& dy, Tensor& dx, float dx_beta, const Tensor& dy_amax) {
   // dx (N, d_in) = dx_beta·dx + Σ_u dy_u (N, rows) · W_u (rows, d_in)
   if (fp8(ctx)) {  // dW follows (or came first): dy is cast for both
-    fp8_linear_dx(ctx, dx, fp8_dy_.of(ctx, dy, 0, /*both=*/true),
+    fp8_linear_dx(ctx, dx, fp8_dy_.of(ctx, dy, 0, /*both=*/true, dy_amax),
                   fp8_w_.of(ctx, weight_view(dy.dtype(), units_[0]), store_, *weights_.front(), true), dx_beta);
     return;
   }
@@ -161,9 +163,9 @@ void Linear::input_backward_into(Context& ctx, const Tensor& dy, Tensor& dx, flo
   }
 }
 
-Tensor Linear::input_backward(Context& ctx, const Tensor& dy) {
+Tensor Linear::input_backward(Context& ctx, const Tensor& dy, const Tensor& dy_amax) {
   Tensor dx = Tensor::empty({dy.size(0), d_in_}, dy.dtype(), ctx.device(), "linear_dx");
-  input_backward_into(ctx, dy, dx, 0.0f);
+  input_backward_into(ctx, dy, dx, 0.0f, dy_amax);
   return dx;
 }
 
@@ -196,7 +198,7 @@ BatchedLinear::BatchedLinear(ParamStore& store, const std::vector<Parameter*>& w
 }
 
 void BatchedLinear::release() {
-  saved_x_ = Tensor();
+  saved_x_ = x_amax_ = Tensor();
   fp8_dy_.clear();
   for (size_t b = 0; b < weights_.size(); ++b) fp8_w_[b].release_unless_fixed(store_, *weights_[b]);
 }
@@ -231,12 +233,13 @@ void BatchedLinear::gemm(Context& ctx, Tensor& c, const Tensor& a, const Tensor&
   }
 }
 
-Tensor BatchedLinear::forward(Context& ctx, const Tensor& x) {
+Tensor BatchedLinear::forward(Context& ctx, const Tensor& x, const Tensor& x_amax) {
   check_input(x, "input");
   for (const Parameter* w : weights_) store_.about_to_read(*w);
   Tensor y = Tensor::empty({batch(), x.size(0), d_out_}, x.dtype(), ctx.device(), "batched_linear_out");
   if (fp8(ctx)) {  // one GEMM per weight (FP8 GEMMs are 2-D), x cast once for all
-    const ops::Fp8Operand xq = ops::fp8_operand(ctx, x, kFp8Input, true, false);
+    const ops::Fp8Operand xq = ops::fp8_operand(ctx, x, kFp8Input, true, false, fp8_known_amax(ctx, x_amax));
+    x_amax_ = xq.amax;
     const Tensor w = weights_view(x.dtype());
     for (int64_t b = 0; b < batch(); ++b) {
       Tensor yb = y.select(0, b);
@@ -255,7 +258,12 @@ void BatchedLinear::restore_input(const Tensor& x) {
   saved_x_ = x;
 }
 
-Tensor BatchedLinear::input_backward(Context& ctx, const Tensor& dy) {
+namespace {
+// One slice of a per-weight amax (batch), or none.
+Tensor amax_of(const Tensor& amax, int64_t b) { return amax.defined() ? amax.narrow(0, b, 1) : Tensor(); }
+}  // namespace
+
+Tensor BatchedLinear::input_backward(Context& ctx, const Tensor& dy, const Tensor& dy_amax) {
   PT_CHECK(dy.dim() == 3 && dy.size(0) == batch() && dy.size(2) == d_out_,
            "BatchedLinear '" + weights_.front()->name + "': dy " + dy.describe());
   // dx (N, d_in) = Σ_b dy_b (N, d_out) · W_b (d_out, d_in): a sum, so one GEMM per weight.
@@ -264,7 +272,7 @@ Tensor BatchedLinear::input_backward(Context& ctx, const Tensor& dy) {
   for (int64_t b = 0; b < batch(); ++b) {
     const float beta = b == 0 ? 0.0f : 1.0f;
     if (fp8(ctx))  // dW follows: dy_b is cast for both
-      fp8_linear_dx(ctx, dx, fp8_dy_.of(ctx, dy, b, /*both=*/true),
+      fp8_linear_dx(ctx, dx, fp8_dy_.of(ctx, dy, b, /*both=*/true, amax_of(dy_amax, b)),
                     fp8_w_[size_t(b)].of(ctx, w.select(0, b), store_, *weights_[size_t(b)], true), beta);
     else
       ops::matmul(ctx, dx, dy.select(0, b), w.select(0, b), false, false, 1.0f, beta);
@@ -272,16 +280,16 @@ Tensor BatchedLinear::input_backward(Context& ctx, const Tensor& dy) {
   return dx;
 }
 
-void BatchedLinear::weight_backward_and_release(Context& ctx, const Tensor& dy) {
+void BatchedLinear::weight_backward_and_release(Context& ctx, const Tensor& dy, const Tensor& dy_amax) {
   PT_CHECK(saved_x_.defined(), "BatchedLinear '" + weights_.front()->name + "': backward without forward");
   if (weights_.front()->trainable) {
     const float beta = store_.grad_beta(weights_);  // written by the step's first contribution
     Tensor dw = grads_view();  // (batch, d_out, d_in) = beta·dW + dy_bᵀ (d_out, N) · x (N, d_in)
     if (fp8(ctx)) {
-      const ops::Fp8Operand xq = ops::fp8_operand(ctx, saved_x_, kFp8Input, false, true);
+      const ops::Fp8Operand xq = ops::fp8_operand(ctx, saved_x_, kFp8Input, false, true, fp8_known_amax(ctx, x_amax_));
       for (int64_t b = 0; b < batch(); ++b) {
         Tensor dwb = dw.select(0, b);
-        fp8_linear_dw(ctx, dwb, fp8_dy_.of(ctx, dy, b, /*both=*/false), xq, beta);
+        fp8_linear_dw(ctx, dwb, fp8_dy_.of(ctx, dy, b, /*both=*/false, amax_of(dy_amax, b)), xq, beta);
       }
     } else {
       gemm(ctx, dw, dy, saved_x_, /*trans_a=*/true, /*trans_b=*/false, beta);

@@ -31,32 +31,42 @@ class Linear {
   Linear(ParamStore& store, const std::vector<Parameter*>& stacked_weights, Parameter* bias = nullptr,
          bool split = false);
 
+  // Under FP8 an input (x, dy) may come with its amax (`x_amax`, `dy_amax`: fp32 (1) on the
+  // device, max |value| as the kernel that wrote it found it), and its cast then skips the pass
+  // that would measure it (ops::fp8_operand); undefined: measured. Ignored without FP8.
+
   // x (N, d_in) → y (N, d_out) in x's dtype. Saves x (a reference, not a copy).
-  Tensor forward(Context& ctx, const Tensor& x);
+  Tensor forward(Context& ctx, const Tensor& x, const Tensor& x_amax = Tensor());
   // y (N, d_out) = beta·y + x Wᵀ: beta = 1 fuses a residual add (y fp32 or bf16, x bf16 is allowed).
   // With `residual` (y's shape and type) y = beta·residual + x Wᵀ instead, residual untouched:
   // the add without first copying the residual into y.
-  void forward_into(Context& ctx, const Tensor& x, Tensor& y, float beta, const Tensor* residual = nullptr);
+  void forward_into(Context& ctx, const Tensor& x, Tensor& y, float beta, const Tensor* residual = nullptr,
+                    const Tensor& x_amax = Tensor());
   // dy (N, d_out) → dx (N, d_in), or nothing when need_dx is false. dW += dyᵀ x (written, not
   // added, by the step's first contribution: ParamStore::grad_beta) and db += Σ dy are computed
   // first and the store is told at once (overlap hangs on that).
-  Tensor backward(Context& ctx, const Tensor& dy, bool need_dx = true);
+  Tensor backward(Context& ctx, const Tensor& dy, bool need_dx = true, const Tensor& dy_amax = Tensor());
   // As backward, with dx = dx_beta·dx + dy W (dx_beta = 1 sums two branches).
-  void backward_into(Context& ctx, const Tensor& dy, Tensor& dx, float dx_beta);
+  void backward_into(Context& ctx, const Tensor& dy, Tensor& dx, float dx_beta, const Tensor& dy_amax = Tensor());
   // backward in two halves, dx first: input_backward gives dx = dy W and needs no saved input;
   // weight_backward then adds dW (and db), tells the store and releases the input — which may
   // be restored in between (a SwiGLU product recomputed in the pass that needs dx).
-  Tensor input_backward(Context& ctx, const Tensor& dy);
-  void weight_backward_and_release(Context& ctx, const Tensor& dy) {
-    weight_backward(ctx, dy, /*dx_follows=*/false);
+  Tensor input_backward(Context& ctx, const Tensor& dy, const Tensor& dy_amax = Tensor());
+  void weight_backward_and_release(Context& ctx, const Tensor& dy, const Tensor& dy_amax = Tensor()) {
+    weight_backward(ctx, dy, /*dx_follows=*/false, dy_amax);
     release();
   }
   // Drops the saved input (and the FP8 casts that may not outlive it).
   void release();
+  // Drops the saved input after forward, for backward to restore (restore_input): an activation
+  // recomputed instead of kept. Under FP8 its amax stays: the restored input must be forward's
+  // bit for bit, and its cast takes that amax.
+  void drop_input() { saved_x_ = Tensor(); }
   // Gives backward its input again after release() (an activation recomputed instead of kept).
   void restore_input(const Tensor& x);
   // dx (N, d_in) = dx_beta·dx + dy W, dx given (a view into a larger buffer is fine).
-  void input_backward_into(Context& ctx, const Tensor& dy, Tensor& dx, float dx_beta);
+  void input_backward_into(Context& ctx, const Tensor& dy, Tensor& dx, float dx_beta,
+                           const Tensor& dy_amax = Tensor());
 
   Parameter& weight() { return *weights_.front(); }
   Parameter* bias() { return bias_; }
@@ -74,7 +84,7 @@ class Linear {
   Tensor weight_view(DType operand_dtype, const Unit& u) const;  // (u.rows, d_in)
   Tensor weight_grad_view(const Unit& u) const;
   // dx_follows: the other half reads dy too (FP8: dy is cast for both at once).
-  void weight_backward(Context& ctx, const Tensor& dy, bool dx_follows);
+  void weight_backward(Context& ctx, const Tensor& dy, bool dx_follows, const Tensor& dy_amax);
   ParamStore& store_;
   std::vector<Parameter*> weights_;
   Parameter* bias_ = nullptr;
@@ -90,6 +100,7 @@ class Linear {
   Fp8GradCasts fp8_dy_;
   Fp8WeightCasts fp8_w_;  // of the stacked weight (one unit under FP8)
   Tensor saved_x_;
+  Tensor x_amax_;  // FP8: forward's amax of x, which dW's cast of the same x takes
 };
 
 // y_b = x W_bᵀ for b < batch: several bias-free weights of one shape (d_out, d_in) that read the
@@ -102,13 +113,16 @@ class Linear {
 class BatchedLinear {
  public:
   BatchedLinear(ParamStore& store, const std::vector<Parameter*>& weights, bool split = false);
+  // The amax arguments as Linear's; dy_amax holds one per weight (batch).
   // x (N, d_in) → y (batch, N, d_out) in x's dtype (y[b] contiguous). Saves x (a reference).
-  Tensor forward(Context& ctx, const Tensor& x);
-  // dy (batch, N, d_out) → dx (N, d_in); needs no saved input.
-  Tensor input_backward(Context& ctx, const Tensor& dy);
+  Tensor forward(Context& ctx, const Tensor& x, const Tensor& x_amax = Tensor());
+  // dy (batch, N, d_out) → dx (N, d_in); needs no saved input. Under FP8 call it before
+  // weight_backward_and_release: dy_b is cast for both GEMMs at once and kept for the second.
+  Tensor input_backward(Context& ctx, const Tensor& dy, const Tensor& dy_amax = Tensor());
   // dW_b from dy_b and the saved input; tells the store; releases the input.
-  void weight_backward_and_release(Context& ctx, const Tensor& dy);
-  void release();  // as Linear::release
+  void weight_backward_and_release(Context& ctx, const Tensor& dy, const Tensor& dy_amax = Tensor());
+  void release();                                       // as Linear::release
+  void drop_input() { saved_x_ = Tensor(); }            // as Linear::drop_input
   void restore_input(const Tensor& x);
   int64_t batch() const { return static_cast<int64_t>(weights_.size()); }
   void set_fp8(bool on) { fp8_ = on; }  // as Linear::set_fp8
@@ -131,6 +145,7 @@ class BatchedLinear {
   int64_t d_in_ = 0, d_out_ = 0;
   int64_t spacing_ = 0, grad_spacing_ = 0;  // elements between consecutive weights (and gradients)
   Tensor saved_x_;
+  Tensor x_amax_;  // as Linear's
 };
 
 // Token embedding (V, C): out (N, C) fp32 rows gathered by id.

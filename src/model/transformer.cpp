@@ -292,7 +292,7 @@ class TransformerBlock {
       TrackingAllocator::Scope s("attn", MemCategory::Activations);
       Tensor a = ln1_.forward(ctx, x, act);         // (N, C)
       qkv_buf_ = qkv_.forward(ctx, a);              // (N, 3C) = (B, T, 3, H, D)
-      if (recompute_norms()) qkv_.release();        // backward recomputes a from x
+      if (recompute_norms()) qkv_.drop_input();     // backward recomputes a from x
       Tensor qk = head_view(qkv_buf_, 0, B, T, 2);  // q's heads then k's: one rotation for both
       ops::rope(ctx, qk, qk, cfg_.rope_theta, false);
       Tensor q = head_view(qkv_buf_, 0, B, T), k = head_view(qkv_buf_, 1, B, T);
@@ -317,8 +317,8 @@ class TransformerBlock {
       Tensor g = Tensor::empty(h1.shape(), act, ctx.device(), "swiglu_out");
       ops::swiglu_forward(ctx, g, h1, h3);
       out = residual(ctx, h, w2_, g, "residual_out");       // out = h + g · W2ᵀ
-      if (recompute_norms()) w13_.release();                // backward recomputes b from h
-      if (cfg_.recompute != Recompute::Off) w2_.release();  // and g from h1, h3
+      if (recompute_norms()) w13_.drop_input();                // backward recomputes b from h
+      if (cfg_.recompute != Recompute::Off) w2_.drop_input();  // and g from h1, h3
     }
     if (!save) release();
     return out;
@@ -355,9 +355,9 @@ class TransformerBlock {
         ops::swiglu_backward(ctx, dh1, dh3, dg, h1, h3);
       }
       h13_ = Tensor();
+      Tensor db = w13_.input_backward(ctx, dh13);  // (N, C); first: under FP8 it casts dh13 for both GEMMs
       if (recompute_norms()) w13_.restore_input(ln2_.recompute_output(ctx, act));
       w13_.weight_backward_and_release(ctx, dh13);
-      Tensor db = w13_.input_backward(ctx, dh13);                                                        // (N, C)
       dout_act = finish_residual_grad(ctx, ln2_, db, dout, /*accumulate=*/true, act, cfg_.fused, true);  // dL/dh
     }
     {

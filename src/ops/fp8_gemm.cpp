@@ -15,9 +15,14 @@ namespace {
 constexpr int64_t kScalarStride = 4;  // floats from the amax to the inverse scale: 16 bytes
 }  // namespace
 
-std::vector<float> fp8_quantise_host(const float* x, int64_t n, Fp8Format fmt, float* scale_inv) {
+std::vector<float> fp8_quantise_host(const float* x, int64_t n, Fp8Format fmt, float* scale_inv,
+                                     const float* known_amax, float* amax_out) {
   float amax = 0.0f;
-  for (int64_t i = 0; i < n; ++i) amax = std::fmax(amax, std::fabs(x[i]));  // fmax skips NaN, as the GPU's
+  if (known_amax)
+    amax = *known_amax;
+  else
+    for (int64_t i = 0; i < n; ++i) amax = std::fmax(amax, std::fabs(x[i]));  // fmax skips NaN, as the GPU's
+  if (amax_out) *amax_out = amax;
   const float scale = fp8_scale_from_amax(amax, fmt);
   *scale_inv = 1.0f / scale;
   std::vector<float> q(static_cast<size_t>(n));
@@ -25,15 +30,23 @@ std::vector<float> fp8_quantise_host(const float* x, int64_t n, Fp8Format fmt, f
   return q;
 }
 
-Fp8Operand fp8_operand(Context& ctx, const Tensor& x, Fp8Format format, bool stored, bool transposed) {
+Fp8Operand fp8_operand(Context& ctx, const Tensor& x, Fp8Format format, bool stored, bool transposed,
+                       const Tensor& amax) {
   ArgCheck chk(ctx, "fp8_operand");
   chk.rank_is(x, "x", 2);
   chk.contiguous(x, "x");
+  if (amax.defined()) {
+    chk.dtype_is(amax, "amax", {DType::F32});
+    chk.require(amax.numel() == 1, "amax " + amax.describe() + " is not one element");
+  }
   Fp8Operand o;
   o.format = format;
   if (!ctx.is_cuda()) {
     chk.dtype_is(x, "x", {DType::F32});
-    const std::vector<float> q = fp8_quantise_host(x.data_as<float>(), x.numel(), format, &o.host_scale_inv);
+    o.amax = Tensor::empty({1}, DType::F32, Device::cpu(), "fp8_amax");
+    const std::vector<float> q =
+        fp8_quantise_host(x.data_as<float>(), x.numel(), format, &o.host_scale_inv,
+                          amax.defined() ? amax.data_as<float>() : nullptr, o.amax.data_as<float>());
     o.stored = Tensor::empty(x.shape(), DType::F32, Device::cpu(), "fp8_emulated_operand");
     if (!q.empty()) std::memcpy(o.stored.data(), q.data(), q.size() * sizeof(float));
     return o;
@@ -43,17 +56,21 @@ Fp8Operand fp8_operand(Context& ctx, const Tensor& x, Fp8Format format, bool sto
   // The amax and the inverse scale in one allocation, each on its own 16-byte boundary: cuBLASLt
   // refuses a scale pointer that is not (CUBLAS_STATUS_NOT_SUPPORTED at the matmul).
   Tensor scalars = Tensor::empty({2 * kScalarStride}, DType::F32, ctx.device(), "fp8_scales", MemCategory::Workspace);
-  Tensor amax = scalars.narrow(0, 0, 1);
   o.scale_inv = scalars.narrow(0, kScalarStride, 1);
+  if (amax.defined()) {
+    o.amax = amax;
+  } else {
+    o.amax = scalars.narrow(0, 0, 1);
+    fp8_amax(ctx, o.amax, x);
+  }
   const DType t = fp8_dtype(format);
   if (stored) o.stored = Tensor::empty(x.shape(), t, ctx.device(), "fp8_operand", MemCategory::Workspace);
   if (transposed)
     o.transposed = Tensor::empty({x.size(1), x.size(0)}, t, ctx.device(), "fp8_operand_t", MemCategory::Workspace);
-  fp8_amax(ctx, amax, x);
   if (transposed)
-    fp8_cast_transpose(ctx, o.transposed, o.scale_inv, x, amax, stored ? &o.stored : nullptr);
+    fp8_cast_transpose(ctx, o.transposed, o.scale_inv, x, o.amax, stored ? &o.stored : nullptr);
   else
-    fp8_cast(ctx, o.stored, o.scale_inv, x, amax);
+    fp8_cast(ctx, o.stored, o.scale_inv, x, o.amax);
   return o;
 }
 

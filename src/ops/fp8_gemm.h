@@ -31,14 +31,18 @@ void matmul_fp8_of(Context& ctx, Tensor& c, const Tensor& a, const Tensor& b, bo
 // dW = dyᵀ·x; one amax and one read of dy serve both). GPU: `stored` is fp8(x·scale) as x is laid
 // out (rows, cols) and `transposed` the same (cols, rows), each present when asked for;
 // scale_inv (1) fp32 on the device. CPU: `stored` holds the fp8 values as fp32 (the emulation)
-// whatever is asked, and host_scale_inv the inverse scale.
+// whatever is asked, and host_scale_inv the inverse scale. amax (1, fp32, on x's device): the
+// amax the scale came from, which a later cast of the same values may take instead of its own.
 struct Fp8Operand {
-  Tensor stored, transposed, scale_inv;
+  Tensor stored, transposed, scale_inv, amax;
   float host_scale_inv = 1.0f;
   Fp8Format format = Fp8Format::E4M3;
 };
 // x 2-D contiguous (GPU: bf16|fp32; CPU: fp32); stored/transposed: which layouts the GEMMs need.
-Fp8Operand fp8_operand(Context& ctx, const Tensor& x, Fp8Format format, bool stored, bool transposed);
+// amax (optional, fp32 (1) on x's device): max |x| known already — written by the kernel that
+// wrote x, or an earlier operand's `amax` for the same values — so no pass measures it again.
+Fp8Operand fp8_operand(Context& ctx, const Tensor& x, Fp8Format format, bool stored, bool transposed,
+                       const Tensor& amax = Tensor());
 // matmul_fp8_of on operands already cast: op(A) reads a.stored (trans_a false) or a.transposed,
 // op(B) b.transposed (trans_b false) or b.stored, whichever is K-major; that layout must exist.
 void matmul_fp8_operands(Context& ctx, Tensor& c, const Fp8Operand& a, const Fp8Operand& b, bool trans_a, bool trans_b,
@@ -46,6 +50,8 @@ void matmul_fp8_operands(Context& ctx, Tensor& c, const Fp8Operand& a, const Fp8
 
 // The CPU emulation's quantisation of n host values, as the GPU's amax and cast compute it:
 // returns the fp8 values fp8(x · scale) (unscaled, as floats) and sets *scale_inv = 1 / scale.
-std::vector<float> fp8_quantise_host(const float* x, int64_t n, Fp8Format fmt, float* scale_inv);
+// known_amax: max |x| given (as fp8_operand's amax), else measured; *amax_out receives the one used.
+std::vector<float> fp8_quantise_host(const float* x, int64_t n, Fp8Format fmt, float* scale_inv,
+                                     const float* known_amax = nullptr, float* amax_out = nullptr);
 
 }  // namespace pt::ops

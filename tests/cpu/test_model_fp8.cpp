@@ -70,6 +70,25 @@ TEST(TransformerFp8, LossLogitsAndGradientsStayWithinFp8RoundingOfFp32) {
   EXPECT_GT(grad_err, 1e-4);
 }
 
+// The emulation reuses what the GPU does (Context::fp8_reuse: an input's amax kept from forward
+// for the dW cast of the same input, kept or recomputed; dy cast once for dX and dW) and gives the
+// bits of casts that measure afresh, in each --recompute mode.
+TEST(TransformerFp8, ReusedAmaxesEqualFreshOnes) {
+  for (const Recompute r : {Recompute::All, Recompute::Swiglu, Recompute::Off}) {
+    TransformerConfig cfg = fp8_config();
+    cfg.recompute = r;
+    Context reuse(Device::cpu()), fresh(Device::cpu());
+    reuse.set_fp8_linear(true);
+    fresh.set_fp8_linear(true);
+    fresh.set_fp8_reuse(false);
+    TransformerLM m(cfg, reuse);
+    m.init_weights(reuse, 7);
+    const Fp8ModelRun a = run(reuse, m), b = run(fresh, m);
+    EXPECT_EQ(a.grads, b.grads) << recompute_name(r);
+    EXPECT_EQ(a.logits, b.logits) << recompute_name(r);
+  }
+}
+
 TEST(TransformerFp8, TheUnfusedModelAndUnalignedShapesAreRefused) {
   Context fp8(Device::cpu());
   fp8.set_fp8_linear(true);

@@ -363,17 +363,27 @@ TEST_F(TransformerFp8Gpu, ErrorIsTheEmulationsSizeAndRepeatsBitForBit) {
   EXPECT_EQ(again.params, got.params);
 }
 
-// Under gradient accumulation each weight's FP8 casts are made at its first use in a step and
-// kept for every micro-batch (model/fp8_linear.h): three steps of two micro-batches give the bits
-// of casts made at every use, so the kept casts are the same values and are remade after each
-// update (kept across one, the next step's loss and weights would differ).
-TEST_F(TransformerFp8Gpu, WeightCastsKeptThroughAStepEqualFreshOnes) {
-  Context kept(Device::cuda(0), Precision::FP8), fresh(Device::cuda(0), Precision::FP8);
-  fresh.set_fp8_keep_weight_casts(false);
-  const TrainRun a = train(kept, cfg, w0, 3, 1.0f, 2), b = train(fresh, cfg, w0, 3, 1.0f, 2);
-  EXPECT_EQ(a.losses, b.losses);
-  EXPECT_EQ(a.params, b.params);
-  EXPECT_LT(a.losses.back(), a.losses.front());
+// What the FP8 operands reuse (model/fp8_linear.h) — a weight's casts kept through a step of
+// several micro-batches, its amax from forward to backward in a step of one, an input's amax from
+// forward for the dW cast of the same (kept or recomputed) input, an amax written by the kernel
+// that made the tensor, dy cast once for dX and dW — gives the bits of casts that measure and cast
+// afresh at every use (Context::fp8_reuse off), over three steps: the reused values are the same,
+// and the kept casts are remade after each update (kept across one, the next step would differ).
+// Each --recompute mode, so both kept and recomputed inputs are covered.
+TEST_F(TransformerFp8Gpu, ReusedCastsAndAmaxesEqualFreshOnes) {
+  for (const Recompute r : {Recompute::All, Recompute::Swiglu, Recompute::Off}) {
+    for (const int micro_batches : {1, 2}) {
+      TransformerConfig c = cfg;
+      c.recompute = r;
+      Context reuse(Device::cuda(0), Precision::FP8), fresh(Device::cuda(0), Precision::FP8);
+      fresh.set_fp8_reuse(false);
+      const TrainRun a = train(reuse, c, w0, 3, 1.0f, micro_batches), b = train(fresh, c, w0, 3, 1.0f, micro_batches);
+      const std::string what = std::string(recompute_name(r)) + ", micro-batches " + std::to_string(micro_batches);
+      EXPECT_EQ(a.losses, b.losses) << what;
+      EXPECT_EQ(a.params, b.params) << what;
+      EXPECT_LT(a.losses.back(), a.losses.front()) << what;
+    }
+  }
 }
 
 // A GPU without FP8 tensor cores refuses --precision fp8 with one error naming it.
