@@ -211,8 +211,9 @@ __global__ void swiglu_backward_kernel(int64_t n, bool packed, TG* dh1, TG* dh3,
   }
   for (int64_t i = packs * kPack + first; i < n; i += stride) {
     const float d = to_float(dg[i]), a = to_float(h1[i]), b = to_float(h3[i]);
-    const float r1 = SwigluGradH1{}(d, a, b), r3 = SwigluGradH3{}(d, a);
+    const float r1 = SwigluGradH1{}(d, a, b);
     dh1[i] = from_float<TG>(r1);
+    const float r3 = SwigluGradH3{}(d, a);
     dh3[i] = from_float<TG>(r3);
     if (g) g[i] = from_float<TH>(Swiglu{}(a, b));
     if constexpr (kAmax) {
