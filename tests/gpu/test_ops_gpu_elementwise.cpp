@@ -256,6 +256,20 @@ std::vector<AmaxCase> amax_cases() {
 INSTANTIATE_TEST_SUITE_P(All, GpuSwigluAmax, ::testing::ValuesIn(amax_cases()),
                          [](const auto& info) { return case_name(info.param); });
 
+// An amax tensor on the host (the model's buffers live on the GPU) is the one clear error.
+TEST(GpuSwigluAmaxEdges, AmaxOnTheHostIsAClearError) {
+  PT_REQUIRE_GPU();
+  Context gpu(Device::cuda(0)), cpu(Device::cpu());
+  Tensor h = make_tensor(gpu, {16}, DType::BF16, randn(16, 34)), out = Tensor::empty({16}, DType::BF16, gpu.device());
+  Tensor dh3 = Tensor::empty({16}, DType::BF16, gpu.device());
+  Tensor host_one = Tensor::empty({1}, DType::F32, cpu.device()),
+         host_two = Tensor::empty({2}, DType::F32, cpu.device());
+  EXPECT_ERROR_HAS(ops::swiglu_forward(gpu, out, h, h, &host_one),
+                   "swiglu_forward: g_amax is on cpu but the context runs on cuda:0");
+  EXPECT_ERROR_HAS(ops::swiglu_backward(gpu, out, dh3, out, h, h, nullptr, &host_two),
+                   "swiglu_backward: dh_amax is on cpu but the context runs on cuda:0");
+}
+
 TEST(GpuBias, ForwardAndBackward) {
   PT_REQUIRE_GPU();
   Context gpu(Device::cuda(0)), cpu(Device::cpu());
