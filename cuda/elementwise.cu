@@ -24,13 +24,22 @@ __device__ __forceinline__ float apply(const F& f, const float (&v)[K][kPack], i
   return f(v[I][i]...);
 }
 
-// out[i] = f(in[i]...) over n elements; out may alias an input (same index, same thread).
-template <typename F, typename TO, typename... TI>
-__global__ void map_kernel(int64_t n, bool packed, F f, TO* out, const TI*... in) {
+// |v| as it reads back from storage T (v rounded to T first): the amax of what a kernel stores.
+template <typename T>
+__device__ __forceinline__ float stored_abs(float v) {
+  return fabsf(to_float(from_float<T>(v)));
+}
+
+// out[i] = f(in[i]...) over n elements; out may alias an input (same index, same thread). With
+// kAmax, max |out| as stored also goes into *amax (zeroed by the launcher); a template flag, so a
+// map without it carries no amax code at all (its amax argument is null and unread).
+template <bool kAmax, typename F, typename TO, typename... TI>
+__global__ void map_kernel(int64_t n, bool packed, float* amax, F f, TO* out, const TI*... in) {
   begin_chained_kernel();  // launched by launch_chained
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   const int64_t first = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t packs = packed ? n / kPack : 0;
+  float m = 0.0f;
   for (int64_t p = first; p < packs; p += stride) {
     float v[sizeof...(TI)][kPack];
     int a = 0;
@@ -39,17 +48,36 @@ __global__ void map_kernel(int64_t n, bool packed, F f, TO* out, const TI*... in
 #pragma unroll
     for (int i = 0; i < kPack; ++i) r[i] = apply(f, v, i, std::make_index_sequence<sizeof...(TI)>{});
     store_pack<kPack>(out + p * kPack, r);
+    if constexpr (kAmax) {
+#pragma unroll
+      for (int i = 0; i < kPack; ++i) m = fmaxf(m, stored_abs<TO>(r[i]));
+    }
   }
-  for (int64_t i = packs * kPack + first; i < n; i += stride) out[i] = from_float<TO>(f(to_float(in[i])...));
+  for (int64_t i = packs * kPack + first; i < n; i += stride) {
+    const float r = f(to_float(in[i])...);
+    out[i] = from_float<TO>(r);
+    if constexpr (kAmax) m = fmaxf(m, stored_abs<TO>(r));
+  }
+  if constexpr (kAmax) {
+    __shared__ float scratch[kWarpSize];
+    block_amax_into(amax, m, scratch);
+  }
 }
 
-template <typename F, typename TO, typename... TI>
-void launch_map(cudaStream_t s, int64_t n, F f, TO* out, const TI*... in) {
+// kAmax: amax is the device float that receives max |out| (zeroed here first); else unused.
+template <bool kAmax, typename F, typename TO, typename... TI>
+void launch_map_amax(cudaStream_t s, float* amax, int64_t n, F f, TO* out, const TI*... in) {
+  if constexpr (kAmax) PT_CUDA_CHECK(cudaMemsetAsync(amax, 0, sizeof(float), s));
   if (n == 0) return;
   const bool packed = aligned16(out) && (aligned16(in) && ...);
   const int64_t work = packed ? n / kPack + n % kPack : n;
-  launch_chained(map_kernel<F, TO, TI...>, grid_covering(work, kThreads), kThreads, 0, s, n, packed, f, out, in...);
+  launch_chained(map_kernel<kAmax, F, TO, TI...>, grid_covering(work, kThreads), kThreads, 0, s, n, packed, amax, f,
+                 out, in...);
   PT_CUDA_CHECK_LAUNCH();
+}
+template <typename F, typename TO, typename... TI>
+void launch_map(cudaStream_t s, int64_t n, F f, TO* out, const TI*... in) {
+  launch_map_amax<false>(s, nullptr, n, f, out, in...);
 }
 
 // Functors (device lambdas would need --extended-lambda).
@@ -135,20 +163,30 @@ void relu_backward(cudaStream_t s, Tensor& dx, const Tensor& dy, const Tensor& y
   typed([&](auto* pdx, auto* pdy, auto* py) { launch_map(s, dx.numel(), ReluGrad{}, pdx, pdy, py); }, dx, dy, y);
 }
 
-void swiglu_forward(cudaStream_t s, Tensor& g, const Tensor& h1, const Tensor& h3) {
-  typed([&](auto* pg, auto* p1, auto* p3) { launch_map(s, g.numel(), Swiglu{}, pg, p1, p3); }, g, h1, h3);
+// The generic map with its amax flag: the same kernel as every map, so no second loop to keep in step.
+void swiglu_forward(cudaStream_t s, Tensor& g, const Tensor& h1, const Tensor& h3, float* g_amax) {
+  typed(
+      [&](auto* pg, auto* p1, auto* p3) {
+        if (g_amax)
+          launch_map_amax<true>(s, g_amax, g.numel(), Swiglu{}, pg, p1, p3);
+        else
+          launch_map_amax<false>(s, nullptr, g.numel(), Swiglu{}, pg, p1, p3);
+      },
+      g, h1, h3);
 }
 
 namespace {
 // Both gradients in one pass: dh1/dh3 may alias dg, so each element reads everything first.
 // With g (the recompute backward) the forward product too, with swiglu_forward's arithmetic.
-template <typename TG, typename TH>
-__global__ void swiglu_backward_kernel(int64_t n, bool packed, TG* dh1, TG* dh3, TH* g, const TG* dg, const TH* h1,
-                                       const TH* h3) {
+// With kAmax, max |dh1| and max |dh3| as stored go into dh_amax[0] and dh_amax[1].
+template <bool kAmax, typename TG, typename TH>
+__global__ void swiglu_backward_kernel(int64_t n, bool packed, TG* dh1, TG* dh3, TH* g, float* dh_amax, const TG* dg,
+                                       const TH* h1, const TH* h3) {
   begin_chained_kernel();  // launched by launch_chained
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   const int64_t first = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t packs = packed ? n / kPack : 0;
+  float m1 = 0.0f, m3 = 0.0f;
   for (int64_t p = first; p < packs; p += stride) {
     float d[kPack], a[kPack], b[kPack], r1[kPack], r3[kPack], f[kPack];
     load_pack<kPack>(dg + p * kPack, d);
@@ -163,33 +201,59 @@ __global__ void swiglu_backward_kernel(int64_t n, bool packed, TG* dh1, TG* dh3,
     store_pack<kPack>(dh1 + p * kPack, r1);
     store_pack<kPack>(dh3 + p * kPack, r3);
     if (g) store_pack<kPack>(g + p * kPack, f);
+    if constexpr (kAmax) {
+#pragma unroll
+      for (int i = 0; i < kPack; ++i) {
+        m1 = fmaxf(m1, stored_abs<TG>(r1[i]));
+        m3 = fmaxf(m3, stored_abs<TG>(r3[i]));
+      }
+    }
   }
   for (int64_t i = packs * kPack + first; i < n; i += stride) {
     const float d = to_float(dg[i]), a = to_float(h1[i]), b = to_float(h3[i]);
-    dh1[i] = from_float<TG>(SwigluGradH1{}(d, a, b));
-    dh3[i] = from_float<TG>(SwigluGradH3{}(d, a));
+    const float r1 = SwigluGradH1{}(d, a, b);
+    dh1[i] = from_float<TG>(r1);
+    const float r3 = SwigluGradH3{}(d, a);
+    dh3[i] = from_float<TG>(r3);
     if (g) g[i] = from_float<TH>(Swiglu{}(a, b));
+    if constexpr (kAmax) {
+      m1 = fmaxf(m1, stored_abs<TG>(r1));
+      m3 = fmaxf(m3, stored_abs<TG>(r3));
+    }
   }
+  if constexpr (kAmax) {
+    __shared__ float scratch[kWarpSize];
+    block_amax_into(dh_amax, m1, scratch);
+    block_amax_into(dh_amax + 1, m3, scratch);
+  }
+}
+
+template <bool kAmax, typename TG, typename TH>
+void launch_swiglu_backward(cudaStream_t s, Tensor& dh1, Tensor& dh3, const Tensor& dg, const Tensor& h1,
+                            const Tensor& h3, Tensor* g, float* dh_amax) {
+  const int64_t n = dg.numel();
+  const bool packed = aligned16(dh1.data()) && aligned16(dh3.data()) && aligned16(dg.data()) && aligned16(h1.data()) &&
+                      aligned16(h3.data()) && (!g || aligned16(g->data()));
+  const int64_t work = packed ? n / kPack + n % kPack : n;
+  launch_chained(swiglu_backward_kernel<kAmax, TG, TH>, grid_covering(work, kThreads), kThreads, 0, s, n, packed,
+                 static_cast<TG*>(dh1.data()), static_cast<TG*>(dh3.data()), g ? static_cast<TH*>(g->data()) : nullptr,
+                 dh_amax, static_cast<const TG*>(dg.data()), static_cast<const TH*>(h1.data()),
+                 static_cast<const TH*>(h3.data()));
+  PT_CUDA_CHECK_LAUNCH();
 }
 }  // namespace
 
 void swiglu_backward(cudaStream_t s, Tensor& dh1, Tensor& dh3, const Tensor& dg, const Tensor& h1, const Tensor& h3,
-                     Tensor* g) {
-  const int64_t n = dg.numel();
-  if (n == 0) return;
-  dispatch_float(dg.dtype(), [&](auto gtag) {
+                     Tensor* g, float* dh_amax) {
+  if (dh_amax) PT_CUDA_CHECK(cudaMemsetAsync(dh_amax, 0, 2 * sizeof(float), s));
+  if (dg.numel() == 0) return;
+  dispatch_float_pair(dg.dtype(), h1.dtype(), [&](auto gtag, auto htag) {
     using TG = typename decltype(gtag)::type;
-    dispatch_float(h1.dtype(), [&](auto htag) {
-      using TH = typename decltype(htag)::type;
-      const bool packed = aligned16(dh1.data()) && aligned16(dh3.data()) && aligned16(dg.data()) &&
-                          aligned16(h1.data()) && aligned16(h3.data()) && (!g || aligned16(g->data()));
-      const int64_t work = packed ? n / kPack + n % kPack : n;
-      launch_chained(swiglu_backward_kernel<TG, TH>, grid_covering(work, kThreads), kThreads, 0, s, n, packed,
-                     static_cast<TG*>(dh1.data()), static_cast<TG*>(dh3.data()),
-                     g ? static_cast<TH*>(g->data()) : nullptr, static_cast<const TG*>(dg.data()),
-                     static_cast<const TH*>(h1.data()), static_cast<const TH*>(h3.data()));
-      PT_CUDA_CHECK_LAUNCH();
-    });
+    using TH = typename decltype(htag)::type;
+    if (dh_amax)
+      launch_swiglu_backward<true, TG, TH>(s, dh1, dh3, dg, h1, h3, g, dh_amax);
+    else
+      launch_swiglu_backward<false, TG, TH>(s, dh1, dh3, dg, h1, h3, g, nullptr);
   });
 }
 

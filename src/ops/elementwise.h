@@ -30,11 +30,15 @@ void relu_backward(Context& ctx, Tensor& dx, const Tensor& dy, const Tensor& y);
 // SwiGLU gate: g = silu(h1) ⊙ h3 with silu(a) = a·sigmoid(a); all (N, F).
 // Backward: dh1 = dg ⊙ h3 ⊙ silu'(h1), dh3 = dg ⊙ silu(h1); dh1 or dh3 may alias dg.
 // h1 and h3 share a type; dg, dh1 and dh3 share a type.
-void swiglu_forward(Context& ctx, Tensor& g, const Tensor& h1, const Tensor& h3);
+// The amax outputs (optional; fp32, contiguous, on the context's device) feed FP8 current scaling
+// without a pass of their own: the op zeroes them, then writes max |x| over x as stored (after
+// rounding to its dtype; NaN skipped; on the CPU an fp64 maximum rounded to fp32).
+// g_amax: one element, max |g|.
+void swiglu_forward(Context& ctx, Tensor& g, const Tensor& h1, const Tensor& h3, Tensor* g_amax = nullptr);
 // With g (h1's type) the same pass also writes the forward product g = silu(h1) ⊙ h3, bit for bit
 // what swiglu_forward writes: the backward that recomputes g for W2's gradient reads h1 and h3
-// once instead of twice.
+// once instead of twice. dh_amax: two elements, max |dh1| then max |dh3| (each gets its own scale).
 void swiglu_backward(Context& ctx, Tensor& dh1, Tensor& dh3, const Tensor& dg, const Tensor& h1, const Tensor& h3,
-                     Tensor* g = nullptr);
+                     Tensor* g = nullptr, Tensor* dh_amax = nullptr);
 
 }  // namespace pt::ops

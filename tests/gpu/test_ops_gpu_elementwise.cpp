@@ -1,5 +1,5 @@
 // Elementwise maps, casts, SwiGLU and bias on the GPU against the fp64 CPU reference (conventions:
-// test_ops_gpu_helpers.h).
+// test_ops_gpu_helpers.h); SwiGLU's amax outputs against ops::fp8_amax of what it stored.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "gpu/test_ops_gpu_helpers.h"
 #include "ops/elementwise.h"
+#include "ops/fp8.h"
 
 namespace pt::test {
 namespace {
@@ -163,6 +164,111 @@ TEST_P(GpuSwiglu, BackwardWithTheForwardProductInOnePass) {
 INSTANTIATE_TEST_SUITE_P(TypesAndWidths, GpuSwiglu,
                          ::testing::Combine(::testing::Values(DType::F32, DType::BF16),
                                             ::testing::Values(int64_t(64), int64_t(13))));
+
+// ---- SwiGLU's amax outputs ----------------------------------------------------------------
+
+// A tensor's bytes, for bit-for-bit comparisons.
+std::vector<uint8_t> bytes_of(Context& ctx, const Tensor& t) {
+  std::vector<uint8_t> out(t.nbytes());
+  copy_bytes(ctx, out.data(), DeviceKind::CPU, t.data(), t.device().kind, out.size());
+  return out;
+}
+// n fp32 elements filled with NaN: an amax the op does not zero, or does not write, shows.
+Tensor poisoned_amax(Context& gpu, int64_t n) {
+  Tensor t = Tensor::empty({n}, DType::F32, gpu.device());
+  poison(gpu, t);
+  return t;
+}
+
+struct AmaxCase {
+  DType dt;
+  int64_t n;
+  bool misaligned;  // every tensor one element into its buffer: the element-by-element path only
+};
+std::string case_name(const AmaxCase& c) {
+  return std::string(dtype_name(c.dt)) + "_n" + std::to_string(c.n) + (c.misaligned ? "_misaligned" : "");
+}
+void PrintTo(const AmaxCase& c, std::ostream* os) { *os << case_name(c); }
+class GpuSwigluAmax : public ::testing::TestWithParam<AmaxCase> {};
+
+// The amax the op writes beside g (forward) and beside dh1, dh3 (backward, with and without the
+// recomputed g, dh1 written over dg) equals ops::fp8_amax of the stored output bit for bit, and
+// the outputs are the bytes of the call without an amax. The largest |g| and |dh1| are planted,
+// negative, at the last element (the tail when n is not a multiple of the pack).
+TEST_P(GpuSwigluAmax, EqualsFp8AmaxOfTheStoredOutput) {
+  PT_REQUIRE_GPU();
+  const AmaxCase c = GetParam();
+  Context gpu(Device::cuda(0));
+  const int64_t n = c.n;
+  auto h1v = randn(n, 31, 2.0), h3v = randn(n, 32), dgv = randn(n, 33);
+  h1v[size_t(n - 1)] = 3.0;
+  h3v[size_t(n - 1)] = -40.0;
+  dgv[size_t(n - 1)] = 1.0;
+  auto input = [&](const std::vector<double>& v) {
+    return c.misaligned ? misaligned(gpu, c.dt, v) : make_tensor(gpu, {n}, c.dt, v);
+  };
+  auto output = [&] {
+    Tensor t = c.misaligned ? Tensor::empty({n + 1}, c.dt, gpu.device()).narrow(0, 1, n)
+                            : Tensor::empty({n}, c.dt, gpu.device());
+    poison(gpu, t);
+    return t;
+  };
+  Tensor h1 = input(h1v), h3 = input(h3v);
+
+  Tensor g_ref = output(), g = output(), g_amax = poisoned_amax(gpu, 1), want = poisoned_amax(gpu, 1);
+  ops::swiglu_forward(gpu, g_ref, h1, h3);
+  ops::swiglu_forward(gpu, g, h1, h3, &g_amax);
+  EXPECT_EQ(bytes_of(gpu, g), bytes_of(gpu, g_ref));
+  ops::fp8_amax(gpu, want, g);
+  EXPECT_EQ(bytes_of(gpu, g_amax), bytes_of(gpu, want));
+  EXPECT_GT(g_amax.to_host_f64(gpu)[0], 100.0);  // the plant: silu(3)·40
+
+  Tensor dg = input(dgv), dh1_ref = output(), dh3_ref = output();
+  ops::swiglu_backward(gpu, dh1_ref, dh3_ref, dg, h1, h3);
+  for (bool recompute : {false, true}) {
+    SCOPED_TRACE(recompute ? "with g" : "without g");
+    Tensor dh1 = input(dgv), dh3 = output(), g2 = output();
+    Tensor dh_amax = poisoned_amax(gpu, 2), want2 = poisoned_amax(gpu, 2);
+    ops::swiglu_backward(gpu, dh1, dh3, dh1, h1, h3, recompute ? &g2 : nullptr, &dh_amax);  // dh1 over dg
+    EXPECT_EQ(bytes_of(gpu, dh1), bytes_of(gpu, dh1_ref));
+    EXPECT_EQ(bytes_of(gpu, dh3), bytes_of(gpu, dh3_ref));
+    if (recompute) EXPECT_EQ(bytes_of(gpu, g2), bytes_of(gpu, g_ref));
+    Tensor want_dh1 = want2.narrow(0, 0, 1), want_dh3 = want2.narrow(0, 1, 1);
+    ops::fp8_amax(gpu, want_dh1, dh1);
+    ops::fp8_amax(gpu, want_dh3, dh3);
+    EXPECT_EQ(bytes_of(gpu, dh_amax), bytes_of(gpu, want2));
+    const auto got = dh_amax.to_host_f64(gpu);
+    EXPECT_GT(got[0], 40.0);  // the plant: 40·silu'(3)
+    EXPECT_NE(got[0], got[1]);
+  }
+}
+
+std::vector<AmaxCase> amax_cases() {
+  std::vector<AmaxCase> out;
+  for (DType dt : {DType::F32, DType::BF16}) {
+    // A multiple of the pack, not one, tiny, and millions (a grid of thousands of blocks).
+    for (int64_t n : {int64_t{8 * 125}, int64_t{1001}, int64_t{3}, int64_t{1} << 22, (int64_t{1} << 21) + 5})
+      out.push_back({dt, n, false});
+    out.push_back({dt, 1001, true});
+  }
+  return out;
+}
+INSTANTIATE_TEST_SUITE_P(All, GpuSwigluAmax, ::testing::ValuesIn(amax_cases()),
+                         [](const auto& info) { return case_name(info.param); });
+
+// An amax tensor on the host (the model's buffers live on the GPU) is the one clear error.
+TEST(GpuSwigluAmaxEdges, AmaxOnTheHostIsAClearError) {
+  PT_REQUIRE_GPU();
+  Context gpu(Device::cuda(0)), cpu(Device::cpu());
+  Tensor h = make_tensor(gpu, {16}, DType::BF16, randn(16, 34)), out = Tensor::empty({16}, DType::BF16, gpu.device());
+  Tensor dh3 = Tensor::empty({16}, DType::BF16, gpu.device());
+  Tensor host_one = Tensor::empty({1}, DType::F32, cpu.device()),
+         host_two = Tensor::empty({2}, DType::F32, cpu.device());
+  EXPECT_ERROR_HAS(ops::swiglu_forward(gpu, out, h, h, &host_one),
+                   "swiglu_forward: g_amax is on cpu but the context runs on cuda:0");
+  EXPECT_ERROR_HAS(ops::swiglu_backward(gpu, out, dh3, out, h, h, nullptr, &host_two),
+                   "swiglu_backward: dh_amax is on cpu but the context runs on cuda:0");
+}
 
 TEST(GpuBias, ForwardAndBackward) {
   PT_REQUIRE_GPU();

@@ -19,8 +19,10 @@ void add_bias(Tensor& y, const Tensor& bias);
 void bias_backward(Tensor& dbias, const Tensor& dy);
 void relu_forward(Tensor& y, const Tensor& x);
 void relu_backward(Tensor& dx, const Tensor& dy, const Tensor& y);
-void swiglu_forward(Tensor& g, const Tensor& h1, const Tensor& h3);
-void swiglu_backward(Tensor& dh1, Tensor& dh3, const Tensor& dg, const Tensor& h1, const Tensor& h3, Tensor* g);
+// amax (optional, host fp32): max |output| as stored, one per output (g; dh1 then dh3).
+void swiglu_forward(Tensor& g, const Tensor& h1, const Tensor& h3, float* g_amax);
+void swiglu_backward(Tensor& dh1, Tensor& dh3, const Tensor& dg, const Tensor& h1, const Tensor& h3, Tensor* g,
+                     float* dh_amax);
 
 void embedding_forward(Tensor& out, const Tensor& ids, const Tensor& weight);
 void embedding_backward(Tensor& dweight, const Tensor& dout, const Tensor& ids);

@@ -50,6 +50,17 @@ void map_elements(Tensor& out, F f, const In&... in) {
   });
 }
 
+// max |t| over a float tensor as stored, rounded to fp32 (std::fmax skips NaN, as the GPU's fmaxf).
+float stored_amax(const Tensor& t) {
+  double m = 0.0;
+  dispatch_cpu_float(t.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* p = t.data_as<const T>();
+    for (int64_t i = 0, n = t.numel(); i < n; ++i) m = std::fmax(m, double(std::fabs(p[i])));
+  });
+  return static_cast<float>(m);
+}
+
 }  // namespace
 
 void cast(Tensor& dst, const Tensor& src, float scale) {
@@ -117,13 +128,15 @@ void relu_backward(Tensor& dx, const Tensor& dy, const Tensor& y) {
       dx, [](auto d, auto v) { return v > decltype(v)(0) ? d : decltype(d)(0); }, dy, y);
 }
 
-void swiglu_forward(Tensor& g, const Tensor& h1, const Tensor& h3) {
+void swiglu_forward(Tensor& g, const Tensor& h1, const Tensor& h3, float* g_amax) {
   map_elements(
       g, [](auto a, auto b) { return a * sigmoid(a) * b; }, h1, h3);
+  if (g_amax) *g_amax = stored_amax(g);
 }
 
-void swiglu_backward(Tensor& dh1, Tensor& dh3, const Tensor& dg, const Tensor& h1, const Tensor& h3, Tensor* g) {
-  if (g) swiglu_forward(*g, h1, h3);  // g aliases none of the inputs (checked): before or after is the same
+void swiglu_backward(Tensor& dh1, Tensor& dh3, const Tensor& dg, const Tensor& h1, const Tensor& h3, Tensor* g,
+                     float* dh_amax) {
+  if (g) swiglu_forward(*g, h1, h3, nullptr);  // g aliases none of the inputs (checked): before or after is the same
   dispatch_cpu_float(dg.dtype(), [&](auto tag) {
     using T = decltype(tag);
     T *pd1 = dh1.data_as<T>(), *pd3 = dh3.data_as<T>();
@@ -136,6 +149,10 @@ void swiglu_backward(Tensor& dh1, Tensor& dh3, const Tensor& dg, const Tensor& h
       pd3[i] = d * a * s;
     }
   });
+  if (dh_amax) {
+    dh_amax[0] = stored_amax(dh1);
+    dh_amax[1] = stored_amax(dh3);
+  }
 }
 
 }  // namespace pt::ops::cpu
