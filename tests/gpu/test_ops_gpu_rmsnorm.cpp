@@ -231,6 +231,13 @@ std::vector<double> randn_nan_in_row1(int64_t rows, int64_t cols, uint64_t seed,
 // packed loop from 1280. Rows: 1 (one warp of a block), 300 (blocks with rows to spare), 4100
 // (on the persistent grid, two blocks an SM, warps walk two rows or more, so a lane's max spans rows).
 class GpuRMSNormAmax : public ::testing::TestWithParam<int64_t> {};
+// f(rows, a, b) for each of those rows and a, b each fp32 and bf16 (y or dy, and x).
+template <typename F>
+void for_rows_and_types(F&& f) {
+  for (int64_t rows : {int64_t(1), int64_t(300), int64_t(4100)})
+    for (DType a : {DType::F32, DType::BF16})
+      for (DType b : {DType::F32, DType::BF16}) f(rows, a, b);
+}
 
 // rmsnorm_forward's y_amax: fp8_amax of its y bit for bit, fp32 and bf16 y from fp32 and bf16 x;
 // y and rstd bit for bit as without the amax.
@@ -238,26 +245,24 @@ TEST_P(GpuRMSNormAmax, ForwardAmaxIsFp8AmaxOfY) {
   PT_REQUIRE_GPU();
   const int64_t cols = GetParam();
   Context gpu(Device::cuda(0));
-  for (int64_t rows : {int64_t(1), int64_t(300), int64_t(4100)})
-    for (DType y_type : {DType::F32, DType::BF16})
-      for (DType x_type : {DType::F32, DType::BF16}) {
-        SCOPED_TRACE(std::to_string(rows) + " x " + std::to_string(cols) + " y " + dtype_name(y_type) + " x " +
-                     dtype_name(x_type));
-        Tensor x = make_tensor(gpu, {rows, cols}, x_type, randn_nan_in_row1(rows, cols, 80, 2.0));
-        Tensor w = make_tensor(gpu, {cols}, DType::F32, uniform(cols, 81, -1.5, 1.5));
-        Tensor y = Tensor::empty({rows, cols}, y_type, gpu.device()),
-               plain = Tensor::empty({rows, cols}, y_type, gpu.device());
-        Tensor rstd = Tensor::empty({rows}, DType::F32, gpu.device()),
-               rstd_plain = Tensor::empty({rows}, DType::F32, gpu.device());
-        poison(gpu, y);
-        poison(gpu, plain);
-        Tensor amax = amax_tensor(gpu);
-        ops::rmsnorm_forward(gpu, y, rstd, x, w, 1e-5f, &amax);
-        ops::rmsnorm_forward(gpu, plain, rstd_plain, x, w, 1e-5f);
-        EXPECT_TRUE(bits_of(gpu, y) == bits_of(gpu, plain)) << "y differs from the call without amax";
-        EXPECT_TRUE(bits_of(gpu, rstd) == bits_of(gpu, rstd_plain)) << "rstd differs from the call without amax";
-        expect_amax_of(gpu, amax, y);
-      }
+  for_rows_and_types([&](int64_t rows, DType y_type, DType x_type) {
+    SCOPED_TRACE(std::to_string(rows) + " x " + std::to_string(cols) + " y " + dtype_name(y_type) + " x " +
+                 dtype_name(x_type));
+    Tensor x = make_tensor(gpu, {rows, cols}, x_type, randn_nan_in_row1(rows, cols, 80, 2.0));
+    Tensor w = make_tensor(gpu, {cols}, DType::F32, uniform(cols, 81, -1.5, 1.5));
+    Tensor y = Tensor::empty({rows, cols}, y_type, gpu.device()),
+           plain = Tensor::empty({rows, cols}, y_type, gpu.device());
+    Tensor rstd = Tensor::empty({rows}, DType::F32, gpu.device()),
+           rstd_plain = Tensor::empty({rows}, DType::F32, gpu.device());
+    poison(gpu, y);
+    poison(gpu, plain);
+    Tensor amax = amax_tensor(gpu);
+    ops::rmsnorm_forward(gpu, y, rstd, x, w, 1e-5f, &amax);
+    ops::rmsnorm_forward(gpu, plain, rstd_plain, x, w, 1e-5f);
+    EXPECT_TRUE(bits_of(gpu, y) == bits_of(gpu, plain)) << "y differs from the call without amax";
+    EXPECT_TRUE(bits_of(gpu, rstd) == bits_of(gpu, rstd_plain)) << "rstd differs from the call without amax";
+    expect_amax_of(gpu, amax, y);
+  });
 }
 
 // rmsnorm_backward's dx_amax: fp8_amax of dx_lowp when given, else of dx (after accumulate), bit
@@ -266,38 +271,35 @@ TEST_P(GpuRMSNormAmax, BackwardAmaxIsFp8AmaxOfDx) {
   PT_REQUIRE_GPU();
   const int64_t cols = GetParam();
   Context gpu(Device::cuda(0));
-  for (int64_t rows : {int64_t(1), int64_t(300), int64_t(4100)})
-    for (DType dy_type : {DType::F32, DType::BF16})
-      for (DType x_type : {DType::F32, DType::BF16}) {
-        Tensor x = make_tensor(gpu, {rows, cols}, x_type, randn(rows * cols, 90, 2.0));
-        Tensor w = make_tensor(gpu, {cols}, DType::F32, uniform(cols, 91, -1.5, 1.5));
-        Tensor rstd = Tensor::empty({rows}, DType::F32, gpu.device());
-        Tensor y = Tensor::empty({rows, cols}, DType::BF16, gpu.device());
-        ops::rmsnorm_forward(gpu, y, rstd, x, w, 1e-5f);
-        Tensor dy = make_tensor(gpu, {rows, cols}, dy_type, randn_nan_in_row1(rows, cols, 92, 1.0));
-        const auto dx0 = randn(rows * cols, 93, 4.0), dw0 = randn(cols, 94);
-        for (bool lowp : {false, true})
-          for (bool accumulate : {false, true}) {
-            SCOPED_TRACE(std::to_string(rows) + " x " + std::to_string(cols) + " dy " + dtype_name(dy_type) + " x " +
-                         dtype_name(x_type) + (lowp ? ", dx_lowp" : "") + (accumulate ? ", accumulate" : ""));
-            Tensor dx = make_tensor(gpu, {rows, cols}, DType::F32, dx0),
-                   dx_plain = make_tensor(gpu, {rows, cols}, DType::F32, dx0);
-            Tensor dw = make_tensor(gpu, {cols}, DType::F32, dw0), dw_plain = make_tensor(gpu, {cols}, DType::F32, dw0);
-            Tensor copy = Tensor::empty({rows, cols}, DType::BF16, gpu.device()),
-                   copy_plain = Tensor::empty({rows, cols}, DType::BF16, gpu.device());
-            poison(gpu, copy);
-            poison(gpu, copy_plain);
-            Tensor amax = amax_tensor(gpu);
-            ops::rmsnorm_backward(gpu, dx, dw, dy, x, w, rstd, accumulate, lowp ? &copy : nullptr, true, &amax);
-            ops::rmsnorm_backward(gpu, dx_plain, dw_plain, dy, x, w, rstd, accumulate, lowp ? &copy_plain : nullptr);
-            EXPECT_TRUE(bits_of(gpu, dx) == bits_of(gpu, dx_plain)) << "dx differs from the call without amax";
-            EXPECT_TRUE(bits_of(gpu, dw) == bits_of(gpu, dw_plain)) << "dw differs from the call without amax";
-            if (lowp)
-              EXPECT_TRUE(bits_of(gpu, copy) == bits_of(gpu, copy_plain))
-                  << "dx_lowp differs from the call without amax";
-            expect_amax_of(gpu, amax, lowp ? copy : dx);
-          }
+  for_rows_and_types([&](int64_t rows, DType dy_type, DType x_type) {
+    Tensor x = make_tensor(gpu, {rows, cols}, x_type, randn(rows * cols, 90, 2.0));
+    Tensor w = make_tensor(gpu, {cols}, DType::F32, uniform(cols, 91, -1.5, 1.5));
+    Tensor rstd = Tensor::empty({rows}, DType::F32, gpu.device());
+    Tensor y = Tensor::empty({rows, cols}, DType::BF16, gpu.device());
+    ops::rmsnorm_forward(gpu, y, rstd, x, w, 1e-5f);
+    Tensor dy = make_tensor(gpu, {rows, cols}, dy_type, randn_nan_in_row1(rows, cols, 92, 1.0));
+    const auto dx0 = randn(rows * cols, 93, 4.0), dw0 = randn(cols, 94);
+    for (bool lowp : {false, true})
+      for (bool accumulate : {false, true}) {
+        SCOPED_TRACE(std::to_string(rows) + " x " + std::to_string(cols) + " dy " + dtype_name(dy_type) + " x " +
+                     dtype_name(x_type) + (lowp ? ", dx_lowp" : "") + (accumulate ? ", accumulate" : ""));
+        Tensor dx = make_tensor(gpu, {rows, cols}, DType::F32, dx0),
+               dx_plain = make_tensor(gpu, {rows, cols}, DType::F32, dx0);
+        Tensor dw = make_tensor(gpu, {cols}, DType::F32, dw0), dw_plain = make_tensor(gpu, {cols}, DType::F32, dw0);
+        Tensor copy = Tensor::empty({rows, cols}, DType::BF16, gpu.device()),
+               copy_plain = Tensor::empty({rows, cols}, DType::BF16, gpu.device());
+        poison(gpu, copy);
+        poison(gpu, copy_plain);
+        Tensor amax = amax_tensor(gpu);
+        ops::rmsnorm_backward(gpu, dx, dw, dy, x, w, rstd, accumulate, lowp ? &copy : nullptr, true, &amax);
+        ops::rmsnorm_backward(gpu, dx_plain, dw_plain, dy, x, w, rstd, accumulate, lowp ? &copy_plain : nullptr);
+        EXPECT_TRUE(bits_of(gpu, dx) == bits_of(gpu, dx_plain)) << "dx differs from the call without amax";
+        EXPECT_TRUE(bits_of(gpu, dw) == bits_of(gpu, dw_plain)) << "dw differs from the call without amax";
+        if (lowp)
+          EXPECT_TRUE(bits_of(gpu, copy) == bits_of(gpu, copy_plain)) << "dx_lowp differs from the call without amax";
+        expect_amax_of(gpu, amax, lowp ? copy : dx);
       }
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryKernel, GpuRMSNormAmax,
