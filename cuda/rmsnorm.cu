@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <climits>
 #include <initializer_list>
+#include <type_traits>
 
 #include "cuda/chained_launch.cuh"
 #include "cuda/common.cuh"
@@ -29,35 +30,71 @@ __device__ __forceinline__ void for_lane_cols(const T* row, int cols, int lane, 
   }
 }
 
-template <typename TY, typename TX, bool kPacked>
+// FP8 current scaling's amax of a kernel's output, taken as it is stored. With kAmax each lane
+// keeps the max |value| it computed in fp32, in a register, and the block's max goes into *amax
+// once, after its last store (block_amax_into). Rounding to the stored type is monotonic and
+// symmetric, so the max of the stored values is the stored type's rounding of that fp32 max: one
+// conversion a lane instead of one an element. fmaxf drops NaN. Without kAmax (a template
+// argument, so that the kernels without amax keep their registers and occupancy) neither runs.
+template <bool kAmax, int N>
+__device__ __forceinline__ void fold_abs_max(float& m, const float (&v)[N]) {
+  if constexpr (kAmax)
+#pragma unroll
+    for (int i = 0; i < N; ++i) m = fmaxf(m, fabsf(v[i]));
+}
+template <bool kAmax>
+__device__ __forceinline__ void store_amax(float* amax, float m_stored, float* scratch) {
+  if constexpr (kAmax) block_amax_into(amax, m_stored, scratch);
+}
+template <typename T>
+__device__ __forceinline__ float as_stored(float m) {
+  return to_float(from_float<T>(m));
+}
+// f(std::true_type) when amax is set, else f(std::false_type): the kernels' kAmax.
+template <typename F>
+void dispatch_amax(const float* amax, F&& f) {
+  if (amax)
+    f(std::true_type{});
+  else
+    f(std::false_type{});
+}
+
+// kAmax: max |y| as stored into *amax (zeroed by the launcher).
+template <typename TY, typename TX, bool kPacked, bool kAmax>
 __global__ void rmsnorm_forward_kernel(int64_t rows, int cols, float eps, TY* y, float* rstd, const TX* x,
-                                       const float* w) {
+                                       const float* w, float* amax) {
   begin_chained_kernel();  // launched by launch_chained
+  __shared__ float scratch[kWarpSize];
   constexpr int N = kPacked ? kPack : 1;
   const int lane = threadIdx.x % kWarpSize;
   const int64_t row = int64_t(blockIdx.x) * kWarps + threadIdx.x / kWarpSize;
-  if (row >= rows) return;
-  const TX* xr = x + row * cols;
-  float ss = 0.0f;
-  for_lane_cols<kPacked>(xr, cols, lane, [&](int, const float(&v)[N]) {
+  float m = 0.0f;    // max |y| this lane computed (kAmax)
+  if (row < rows) {  // the block's amax below takes every thread: no early return
+    const TX* xr = x + row * cols;
+    float ss = 0.0f;
+    for_lane_cols<kPacked>(xr, cols, lane, [&](int, const float(&v)[N]) {
 #pragma unroll
-    for (int i = 0; i < N; ++i) ss += v[i] * v[i];
-  });
-  const float inv = 1.0f / sqrtf(warp_sum(ss) / float(cols) + eps);
-  if (lane == 0) rstd[row] = inv;
-  TY* yr = y + row * cols;
-  for_lane_cols<kPacked>(xr, cols, lane, [&](int c, const float(&v)[N]) {
-    float out[N];
-    if constexpr (kPacked) {
-      float wv[N];
-      load_pack<N>(w + c, wv);
+      for (int i = 0; i < N; ++i) ss += v[i] * v[i];
+    });
+    const float inv = 1.0f / sqrtf(warp_sum(ss) / float(cols) + eps);
+    if (lane == 0) rstd[row] = inv;
+    TY* yr = y + row * cols;
+    for_lane_cols<kPacked>(xr, cols, lane, [&](int c, const float(&v)[N]) {
+      float out[N];
+      if constexpr (kPacked) {
+        float wv[N];
+        load_pack<N>(w + c, wv);
 #pragma unroll
-      for (int i = 0; i < N; ++i) out[i] = v[i] * inv * wv[i];
-      store_pack<N>(yr + c, out);
-    } else {
-      yr[c] = from_float<TY>(v[0] * inv * w[c]);
-    }
-  });
+        for (int i = 0; i < N; ++i) out[i] = v[i] * inv * wv[i];
+        store_pack<N>(yr + c, out);
+      } else {
+        out[0] = v[0] * inv * w[c];
+        yr[c] = from_float<TY>(out[0]);
+      }
+      fold_abs_max<kAmax>(m, out);
+    });
+  }
+  store_amax<kAmax>(amax, as_stored<TY>(m), scratch);
 }
 
 // The forward with the row held in registers (kPacks packs of kPack per lane, up to
@@ -65,40 +102,45 @@ __global__ void rmsnorm_forward_kernel(int64_t rows, int cols, float eps, TY* y,
 // loop above waits for each pack in turn. With one warp per row XL's 2048 rows fill a quarter
 // of the GPU's warp slots, so the loop is latency-bound
 // (docs/reports/2026-11-24_memory-bound-kernels_h100-h200.md).
-template <typename TY, typename TX, int kPacks>
+template <typename TY, typename TX, int kPacks, bool kAmax>
 __global__ void rmsnorm_forward_rows_kernel(int64_t rows, int cols, float eps, TY* y, float* rstd, const TX* x,
-                                            const float* w) {
+                                            const float* w, float* amax) {
   begin_chained_kernel();  // launched by launch_chained
+  __shared__ float scratch[kWarpSize];
   const int lane = threadIdx.x % kWarpSize;
   const int64_t row = int64_t(blockIdx.x) * kWarps + threadIdx.x / kWarpSize;
-  if (row >= rows) return;
-  const TX* xr = x + row * cols;
-  float v[kPacks][kPack];
+  float m = 0.0f;    // max |y| this lane computed (kAmax)
+  if (row < rows) {  // the block's amax below takes every thread: no early return
+    const TX* xr = x + row * cols;
+    float v[kPacks][kPack];
 #pragma unroll
-  for (int k = 0; k < kPacks; ++k) {
-    const int c = (k * kWarpSize + lane) * kPack;
-    if (c < cols) load_pack<kPack>(xr + c, v[k]);
-  }
-  float ss = 0.0f;
+    for (int k = 0; k < kPacks; ++k) {
+      const int c = (k * kWarpSize + lane) * kPack;
+      if (c < cols) load_pack<kPack>(xr + c, v[k]);
+    }
+    float ss = 0.0f;
 #pragma unroll
-  for (int k = 0; k < kPacks; ++k)
-    if ((k * kWarpSize + lane) * kPack < cols)
+    for (int k = 0; k < kPacks; ++k)
+      if ((k * kWarpSize + lane) * kPack < cols)
 #pragma unroll
-      for (int i = 0; i < kPack; ++i) ss += v[k][i] * v[k][i];
-  const float inv = 1.0f / sqrtf(warp_sum(ss) / float(cols) + eps);
-  if (lane == 0) rstd[row] = inv;
-  TY* yr = y + row * cols;
+        for (int i = 0; i < kPack; ++i) ss += v[k][i] * v[k][i];
+    const float inv = 1.0f / sqrtf(warp_sum(ss) / float(cols) + eps);
+    if (lane == 0) rstd[row] = inv;
+    TY* yr = y + row * cols;
 #pragma unroll
-  for (int k = 0; k < kPacks; ++k) {
-    const int c = (k * kWarpSize + lane) * kPack;
-    if (c < cols) {
-      float wv[kPack], out[kPack];
-      load_pack<kPack>(w + c, wv);
+    for (int k = 0; k < kPacks; ++k) {
+      const int c = (k * kWarpSize + lane) * kPack;
+      if (c < cols) {
+        float wv[kPack], out[kPack];
+        load_pack<kPack>(w + c, wv);
 #pragma unroll
-      for (int i = 0; i < kPack; ++i) out[i] = v[k][i] * inv * wv[i];
-      store_pack<kPack>(yr + c, out);
+        for (int i = 0; i < kPack; ++i) out[i] = v[k][i] * inv * wv[i];
+        store_pack<kPack>(yr + c, out);
+        fold_abs_max<kAmax>(m, out);
+      }
     }
   }
+  store_amax<kAmax>(amax, as_stored<TY>(m), scratch);
 }
 
 // y = x·rstd·w with the rstd the forward saved: the forward's output again, bit for bit (the same
@@ -148,10 +190,10 @@ __device__ __forceinline__ void add_dw_lines(const float (&dw_lines)[kWarps][kDw
   }
   __syncthreads();
 }
-template <typename TD, typename TX, bool kPacked>
+template <typename TD, typename TX, bool kPacked, bool kAmax>
 __global__ void __launch_bounds__(kThreads)
     rmsnorm_backward_kernel(int64_t rows, int cols, bool accumulate, float* dx, __nv_bfloat16* dx_lowp, float* partial,
-                            const TD* dy, const TX* x, const float* w, const float* rstd) {
+                            const TD* dy, const TX* x, const float* w, const float* rstd, float* amax) {
   begin_chained_kernel();  // launched by launch_chained
   constexpr int N = kPacked ? kPack : 1;
   static_assert(kDwChunk % (kWarpSize * kPack) == 0, "a chunk holds whole packs of every lane");
@@ -175,6 +217,7 @@ __global__ void __launch_bounds__(kThreads)
       for (int i = 0; i < N; ++i) dot += g[i] * wv[i] * xv[i];
     });
   const float k = inv * inv * inv * warp_sum(dot) / float(cols);
+  float m = 0.0f;  // max |dx| this lane computed (kAmax)
   for (int c0 = 0; c0 < cols; c0 += kDwChunk) {
     const int c1 = cols - c0 < kDwChunk ? cols : c0 + kDwChunk;
     for (int c = c0 + lane * N; c < c1; c += kWarpSize * N) {
@@ -193,6 +236,7 @@ __global__ void __launch_bounds__(kThreads)
         }
         store_n<N>(dxr + c, d);
         if (dx_lowp) store_n<N>(dx_lowp + base + c, d);
+        fold_abs_max<kAmax>(m, d);
       } else {
 #pragma unroll
         for (int i = 0; i < N; ++i) term[i] = 0.0f;
@@ -202,6 +246,8 @@ __global__ void __launch_bounds__(kThreads)
     }
     add_dw_lines(dw_lines, partial, cols, c0, c1);
   }
+  // The dw lines serve as the block's scratch (block_reduce syncs before it writes there).
+  store_amax<kAmax>(amax, dx_lowp ? as_stored<__nv_bfloat16>(m) : m, &dw_lines[0][0]);
 }
 
 // The backward with the row held in registers (kPacks packs of kPack a lane: x as floats, dy as
@@ -216,10 +262,11 @@ __global__ void __launch_bounds__(kThreads)
 // The persistent grid saves a block of rows' two barriers a chunk and most of the partial rows the
 // finish reads (docs/reports/2026-11-27_rmsnorm-persistent-autotune_h100.md). Prefetching the next
 // row, or dx, was slower (that report and docs/reports/2026-11-27_gemm-choice-covering-grid_h100.md).
-template <typename TD, typename TX, int kPacks>
+template <typename TD, typename TX, int kPacks, bool kAmax>
 __global__ void __launch_bounds__(kThreads, 2)
     rmsnorm_backward_rows_kernel(int64_t rows, int cols, bool accumulate, float* dx, __nv_bfloat16* dx_lowp,
-                                 float* partial, const TD* dy, const TX* x, const float* w, const float* rstd) {
+                                 float* partial, const TD* dy, const TX* x, const float* w, const float* rstd,
+                                 float* amax) {
   begin_chained_kernel();                           // launched by launch_chained
   extern __shared__ __align__(16) float dw_rows[];  // [kWarps][cols]: each warp's dw terms so far
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
@@ -230,6 +277,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     if (col(k) < cols)
 #pragma unroll
       for (int i = 0; i < kPack; ++i) line[col(k) + i] = 0.0f;
+  float m = 0.0f;  // max |dx| this lane computed (kAmax)
   const int64_t stride = int64_t(gridDim.x) * kWarps;
   for (int64_t row = int64_t(blockIdx.x) * kWarps + warp; row < rows; row += stride) {
     const int64_t base = row * cols;
@@ -268,6 +316,7 @@ __global__ void __launch_bounds__(kThreads, 2)
         }
         store_pack<kPack>(dx + base + col(k), d);
         if (dx_lowp) store_pack<kPack>(dx_lowp + base + col(k), d);
+        fold_abs_max<kAmax>(m, d);
       }
   }
   __syncthreads();
@@ -277,6 +326,9 @@ __global__ void __launch_bounds__(kThreads, 2)
     for (int v = 0; v < kWarps; ++v) sum += dw_rows[v * cols + c];
     partial[int64_t(blockIdx.x) * cols + c] = sum;
   }
+  // The dw lines (at least 8 · 8 floats) serve as the block's scratch: block_reduce syncs before it
+  // writes there, after the sums above have read them.
+  store_amax<kAmax>(amax, dx_lowp ? as_stored<__nv_bfloat16>(m) : m, dw_rows);
 }
 // The rows kernel's grid: two blocks an SM (its occupancy), fewer where the rows do not fill them.
 constexpr int kRowsBlocksPerSm = 2;
@@ -293,12 +345,13 @@ int backward_rows_smem(int64_t cols) { return int(kWarps * cols * int64_t(sizeof
 // (1024 columns).
 template <typename TD>
 constexpr int kMaxBackwardPacks = sizeof(TD) == 2 ? 7 : 4;
-template <typename TD, typename TX, int kMax = kMaxBackwardPacks<TD>>
-auto packed_backward_kernel(int64_t packs) -> decltype(&rmsnorm_backward_kernel<TD, TX, true>) {
+template <typename TD, typename TX, bool kAmax, int kMax = kMaxBackwardPacks<TD>>
+auto packed_backward_kernel(int64_t packs) -> decltype(&rmsnorm_backward_kernel<TD, TX, true, kAmax>) {
   if constexpr (kMax == 0)
-    return rmsnorm_backward_kernel<TD, TX, true>;
+    return rmsnorm_backward_kernel<TD, TX, true, kAmax>;
   else
-    return packs == kMax ? rmsnorm_backward_rows_kernel<TD, TX, kMax> : packed_backward_kernel<TD, TX, kMax - 1>(packs);
+    return packs == kMax ? rmsnorm_backward_rows_kernel<TD, TX, kMax, kAmax>
+                         : packed_backward_kernel<TD, TX, kAmax, kMax - 1>(packs);
 }
 
 // dw += Σ_blocks partial[block][·] (dw = Σ, dw not read, unless accumulate): a block per strip
@@ -335,29 +388,38 @@ bool packs_fit(int64_t cols, std::initializer_list<const void*> ptrs) {
     if (p && !aligned16(p)) return false;
   return true;
 }
+// *amax starts at 0 for the blocks' atomic max, and stays 0 for an empty tensor.
+void zero_amax(cudaStream_t s, float* amax) {
+  if (amax) PT_CUDA_CHECK(cudaMemsetAsync(amax, 0, sizeof(float), s));
+}
 
 }  // namespace
 
-void rmsnorm_forward(cudaStream_t s, Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& w, float eps) {
+void rmsnorm_forward(cudaStream_t s, Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& w, float eps,
+                     float* amax) {
   const int64_t rows = x.size(0), cols = x.size(1);
+  zero_amax(s, amax);
   if (rows == 0) return;
   check_width(cols);
   const bool packed = packs_fit(cols, {x.data(), w.data(), y.data()});
   dispatch_float_pair(y.dtype(), x.dtype(), [&](auto y_tag, auto x_tag) {
-    using TY = typename decltype(y_tag)::type;
-    using TX = typename decltype(x_tag)::type;
-    const unsigned blocks = unsigned(ceil_div(rows, kWarps));
-    // Packs per lane for the register-resident row: the smallest of 1, 2, 4, 8 that holds it.
-    const int64_t packs = ceil_div(cols, int64_t(kWarpSize) * kPack);
-    auto kernel = !packed      ? rmsnorm_forward_kernel<TY, TX, false>
-                  : packs <= 1 ? rmsnorm_forward_rows_kernel<TY, TX, 1>
-                  : packs <= 2 ? rmsnorm_forward_rows_kernel<TY, TX, 2>
-                  : packs <= 4 ? rmsnorm_forward_rows_kernel<TY, TX, 4>
-                  : packs <= 8 ? rmsnorm_forward_rows_kernel<TY, TX, 8>
-                               : rmsnorm_forward_kernel<TY, TX, true>;
-    launch_chained(kernel, blocks, kThreads, 0, s, rows, int(cols), eps, static_cast<TY*>(y.data()),
-                   rstd.data_as<float>(), static_cast<const TX*>(x.data()), w.data_as<const float>());
-    PT_CUDA_CHECK_LAUNCH();
+    dispatch_amax(amax, [&](auto amax_tag) {
+      using TY = typename decltype(y_tag)::type;
+      using TX = typename decltype(x_tag)::type;
+      constexpr bool kAmax = decltype(amax_tag)::value;
+      const unsigned blocks = unsigned(ceil_div(rows, kWarps));
+      // Packs per lane for the register-resident row: the smallest of 1, 2, 4, 8 that holds it.
+      const int64_t packs = ceil_div(cols, int64_t(kWarpSize) * kPack);
+      auto kernel = !packed      ? rmsnorm_forward_kernel<TY, TX, false, kAmax>
+                    : packs <= 1 ? rmsnorm_forward_rows_kernel<TY, TX, 1, kAmax>
+                    : packs <= 2 ? rmsnorm_forward_rows_kernel<TY, TX, 2, kAmax>
+                    : packs <= 4 ? rmsnorm_forward_rows_kernel<TY, TX, 4, kAmax>
+                    : packs <= 8 ? rmsnorm_forward_rows_kernel<TY, TX, 8, kAmax>
+                                 : rmsnorm_forward_kernel<TY, TX, true, kAmax>;
+      launch_chained(kernel, blocks, kThreads, 0, s, rows, int(cols), eps, static_cast<TY*>(y.data()),
+                     rstd.data_as<float>(), static_cast<const TX*>(x.data()), w.data_as<const float>(), amax);
+      PT_CUDA_CHECK_LAUNCH();
+    });
   });
 }
 
@@ -380,31 +442,37 @@ void rmsnorm_apply(cudaStream_t s, Tensor& y, const Tensor& x, const Tensor& w, 
 int64_t rmsnorm_dw_partial_rows(int64_t rows) { return ceil_div(rows, int64_t(kWarps)); }
 
 void rmsnorm_backward(cudaStream_t s, Tensor& dx, Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& w,
-                      const Tensor& rstd, bool accumulate, float* partial, Tensor* dx_lowp, bool dw_accumulate) {
+                      const Tensor& rstd, bool accumulate, float* partial, Tensor* dx_lowp, bool dw_accumulate,
+                      float* amax) {
   const int64_t rows = x.size(0), cols = x.size(1);
+  zero_amax(s, amax);
   if (rows == 0) return;
   check_width(cols);
   const int64_t blocks = rmsnorm_dw_partial_rows(rows);
   PT_CHECK(blocks <= INT32_MAX, "rmsnorm: more than 2^31 blocks of rows");
   int64_t partial_rows = blocks;  // rows of `partial` the backward kernel writes
   dispatch_float_pair(dy.dtype(), x.dtype(), [&](auto dy_tag, auto x_tag) {
-    using TD = typename decltype(dy_tag)::type;
-    using TX = typename decltype(x_tag)::type;
-    const bool packed =
-        packs_fit(cols, {x.data(), w.data(), dy.data(), dx.data(), dx_lowp ? dx_lowp->data() : nullptr});
-    const int64_t packs = ceil_div(cols, int64_t(kWarpSize) * kPack);
-    auto kernel = packed ? packed_backward_kernel<TD, TX>(packs) : rmsnorm_backward_kernel<TD, TX, false>;
-    int smem = 0;
-    if (packed && packs <= kMaxBackwardPacks<TD>) {  // the rows kernel: persistent, its lines dynamic
-      partial_rows = backward_rows_grid(rows);
-      smem = backward_rows_smem(cols);
-      PT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    }
-    launch_chained(kernel, unsigned(partial_rows), kThreads, smem, s, rows, int(cols), accumulate, dx.data_as<float>(),
-                   dx_lowp ? static_cast<__nv_bfloat16*>(dx_lowp->data()) : nullptr, partial,
-                   static_cast<const TD*>(dy.data()), static_cast<const TX*>(x.data()), w.data_as<const float>(),
-                   rstd.data_as<const float>());
-    PT_CUDA_CHECK_LAUNCH();
+    dispatch_amax(amax, [&](auto amax_tag) {
+      using TD = typename decltype(dy_tag)::type;
+      using TX = typename decltype(x_tag)::type;
+      constexpr bool kAmax = decltype(amax_tag)::value;
+      const bool packed =
+          packs_fit(cols, {x.data(), w.data(), dy.data(), dx.data(), dx_lowp ? dx_lowp->data() : nullptr});
+      const int64_t packs = ceil_div(cols, int64_t(kWarpSize) * kPack);
+      auto kernel =
+          packed ? packed_backward_kernel<TD, TX, kAmax>(packs) : rmsnorm_backward_kernel<TD, TX, false, kAmax>;
+      int smem = 0;
+      if (packed && packs <= kMaxBackwardPacks<TD>) {  // the rows kernel: persistent, its lines dynamic
+        partial_rows = backward_rows_grid(rows);
+        smem = backward_rows_smem(cols);
+        PT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+      }
+      launch_chained(kernel, unsigned(partial_rows), kThreads, smem, s, rows, int(cols), accumulate,
+                     dx.data_as<float>(), dx_lowp ? static_cast<__nv_bfloat16*>(dx_lowp->data()) : nullptr, partial,
+                     static_cast<const TD*>(dy.data()), static_cast<const TX*>(x.data()), w.data_as<const float>(),
+                     rstd.data_as<const float>(), amax);
+      PT_CUDA_CHECK_LAUNCH();
+    });
   });
   const dim3 grid(unsigned(ceil_div(cols, int64_t(kWarpSize)))), block(kWarpSize, kDwRowLanes);
   if (dw.dtype() == DType::BF16)

@@ -245,7 +245,7 @@ int main(int argc, char** argv) {
   {
     const int sms = sm_count();
     const int smem = backward_rows_smem(cols);
-    auto kernel = rmsnorm_backward_rows_kernel<__nv_bfloat16, float, kPacks>;  // x fp32: the default stream
+    auto kernel = rmsnorm_backward_rows_kernel<__nv_bfloat16, float, kPacks, false>;  // x fp32: the default stream
     DEV_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     float* dw;
     DEV_CHECK_CUDA(cudaMalloc(&dw, cols * 4));
@@ -282,7 +282,7 @@ int main(int argc, char** argv) {
       std::snprintf(name, sizeof name, "persistent, %d blocks an SM%s + finish", per_sm,
                     grid == backward_rows_grid(rows) ? " (production)" : "");
       check_and_time(name, [&] {
-        kernel<<<unsigned(grid), kThreads, smem>>>(rows, cols, true, dx, lowp, partial, dy, x, w, rstd);
+        kernel<<<unsigned(grid), kThreads, smem>>>(rows, cols, true, dx, lowp, partial, dy, x, w, rstd, nullptr);
         finish_dw(grid, cols, dw, partial);
       });
     }

@@ -9,7 +9,11 @@ namespace pt::ops {
 // --residual-dtype); w (C) and rstd (N, saved for backward) fp32 on the GPU, x's dtype on the
 // CPU; y (N, C) any float dtype the device stores (bf16 in mixed precision: the GEMM operand
 // that follows; x's dtype on the CPU). All contiguous.
-void rmsnorm_forward(Context& ctx, Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& w, float eps);
+// y_amax (optional): fp32, one element, on ctx's device; receives max |y| over y as stored (after
+// rounding to y's dtype; NaN skipped), from the same pass: FP8 current scaling's amax of the
+// GEMM operand y without a pass of its own. The op zeroes it first.
+void rmsnorm_forward(Context& ctx, Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& w, float eps,
+                     Tensor* y_amax = nullptr);
 // y = x·rstd·w with the rstd rmsnorm_forward saved: forward's y again, bit for bit (the same
 // products in the same order), in one elementwise pass without the row sums — for a backward
 // that recomputes the norm's output instead of keeping it. Arguments as rmsnorm_forward's.
@@ -23,7 +27,10 @@ void rmsnorm_apply(Context& ctx, Tensor& y, const Tensor& x, const Tensor& w, co
 // bit; a bf16 dw gets the fp32 total rounded in once.
 // dx_lowp (GPU, optional): bf16 (N, C), receives the final dx rounded to bf16 in the same pass
 // (the next GEMM's operand, instead of a cast pass).
+// dx_amax (optional): as y_amax, max |value| of dx_lowp as stored when dx_lowp is given, else of dx
+// as stored (after accumulate).
 void rmsnorm_backward(Context& ctx, Tensor& dx, Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& w,
-                      const Tensor& rstd, bool accumulate, Tensor* dx_lowp = nullptr, bool dw_accumulate = true);
+                      const Tensor& rstd, bool accumulate, Tensor* dx_lowp = nullptr, bool dw_accumulate = true,
+                      Tensor* dx_amax = nullptr);
 
 }  // namespace pt::ops

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
+#include <string>
 
 #include "core/error.h"
 #include "cpu/test_ops_helpers.h"
@@ -76,6 +78,81 @@ TEST(RMSNorm, BackwardMatchesFiniteDifferences) {
       expect_gradient([&](const std::vector<double>& xx) { return rmsnorm_ref(xx, wv, rows, cols); }, xv, g, gx);
       expect_gradient([&](const std::vector<double>& ww) { return rmsnorm_ref(xv, ww, rows, cols); }, wv, g, gw);
     }
+}
+
+// max |v| over the values, NaN skipped (the amax's rule), as the fp32 the amax holds.
+double expected_amax(const std::vector<double>& v) {
+  double m = 0;
+  for (double e : v) m = std::fmax(m, std::fabs(e));
+  return double(float(m));
+}
+// An amax tensor: fp32, one element, poisoned so that an unwritten amax fails.
+Tensor amax_tensor(Context& ctx) {
+  Tensor t = Tensor::empty({1}, DType::F32, ctx.device());
+  poison(ctx, t);
+  return t;
+}
+
+// FP8 current scaling's amax from the forward and backward themselves: max |y| and max |dx| of
+// what they stored (after accumulate), a row of NaN skipped; the outputs as without the amax.
+TEST(RMSNorm, AmaxIsMaxAbsOfTheStoredOutput) {
+  Context ctx(Device::cpu());
+  const int64_t rows = 4, cols = 7;
+  auto xv = randn(rows * cols, 11, 3.0);
+  xv[3 * cols + 2] = std::nan("");  // row 3's y and dx are all NaN
+  const auto wv = uniform(cols, 12, -1.5, 1.5), g = randn(rows * cols, 13), dx0 = randn(rows * cols, 14, 50.0);
+  for (DType dt : {DType::F64, DType::F32}) {
+    SCOPED_TRACE(dtype_name(dt));
+    Tensor x = make_tensor(ctx, {rows, cols}, dt, xv), w = make_tensor(ctx, {cols}, dt, wv);
+    Tensor y = Tensor::empty({rows, cols}, dt, ctx.device()), rstd = Tensor::empty({rows}, dt, ctx.device());
+    Tensor y_plain = Tensor::empty({rows, cols}, dt, ctx.device());
+    Tensor y_amax = amax_tensor(ctx);
+    ops::rmsnorm_forward(ctx, y, rstd, x, w, kEps, &y_amax);
+    ops::rmsnorm_forward(ctx, y_plain, rstd, x, w, kEps);
+    const auto hy = host(ctx, y);
+    EXPECT_TRUE(std::isnan(hy[3 * cols]));
+    EXPECT_GT(expected_amax(hy), 0.0);
+    EXPECT_EQ(host(ctx, y_amax)[0], expected_amax(hy));
+    // Bit for bit the same y (NaN in the same places).
+    const auto hp = host(ctx, y_plain);
+    for (size_t i = 0; i < hy.size(); ++i) EXPECT_TRUE(hy[i] == hp[i] || (std::isnan(hy[i]) && std::isnan(hp[i])));
+
+    Tensor dy = make_tensor(ctx, {rows, cols}, dt, g);
+    for (bool accumulate : {false, true}) {
+      SCOPED_TRACE(accumulate ? "dx accumulated" : "dx written");
+      Tensor dx = make_tensor(ctx, {rows, cols}, dt, dx0), dw = make_tensor(ctx, {cols}, dt, wv);
+      Tensor dx_amax = amax_tensor(ctx);
+      ops::rmsnorm_backward(ctx, dx, dw, dy, x, w, rstd, accumulate, nullptr, true, &dx_amax);
+      const auto hdx = host(ctx, dx);
+      // Accumulated, the large dx0 dominates: the amax is of dx after the sum.
+      EXPECT_EQ(host(ctx, dx_amax)[0], expected_amax(hdx));
+      EXPECT_EQ(accumulate, expected_amax(hdx) > 10.0);
+    }
+  }
+}
+
+// A bad amax tensor: one error naming the op and the argument.
+TEST(RMSNorm, BadAmaxGivesOneClearError) {
+  Context ctx(Device::cpu());
+  Tensor x = f64(ctx, {2, 4}, randn(8, 1)), w = f64(ctx, {4}, randn(4, 2)), dy = f64(ctx, {2, 4}, randn(8, 3));
+  Tensor y = Tensor::empty({2, 4}, DType::F64, ctx.device()), rstd = Tensor::empty({2}, DType::F64, ctx.device());
+  Tensor dx = Tensor::empty({2, 4}, DType::F64, ctx.device()), dw = Tensor::empty({4}, DType::F64, ctx.device());
+  Tensor wrong_type = Tensor::empty({1}, DType::F64, ctx.device());
+  Tensor wrong_size = Tensor::empty({2}, DType::F32, ctx.device());
+  // The error a call gives contains `want`.
+  auto expect_error = [](const std::function<void()>& call, const std::string& want) {
+    const std::string got = error_of(call);
+    EXPECT_NE(got.find(want), std::string::npos) << (got.empty() ? "accepted" : got) << "; wanted: " << want;
+  };
+  expect_error([&] { ops::rmsnorm_forward(ctx, y, rstd, x, w, kEps, &wrong_type); },
+               "rmsnorm_forward: y_amax is fp64, expected fp32");
+  expect_error([&] { ops::rmsnorm_forward(ctx, y, rstd, x, w, kEps, &wrong_size); },
+               "rmsnorm_forward: y_amax must hold one element, got shape (2,)");
+  ops::rmsnorm_forward(ctx, y, rstd, x, w, kEps);
+  expect_error([&] { ops::rmsnorm_backward(ctx, dx, dw, dy, x, w, rstd, false, nullptr, false, &wrong_type); },
+               "rmsnorm_backward: dx_amax is fp64, expected fp32");
+  expect_error([&] { ops::rmsnorm_backward(ctx, dx, dw, dy, x, w, rstd, false, nullptr, false, &wrong_size); },
+               "rmsnorm_backward: dx_amax must hold one element, got shape (2,)");
 }
 
 TEST(RMSNorm, BadShapesGiveClearErrors) {

@@ -2,11 +2,15 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "gpu/test_ops_gpu_helpers.h"
 #include "ops/elementwise.h"
+#include "ops/fp8.h"
 #include "ops/rmsnorm.h"
 
 namespace pt::test {
@@ -185,6 +189,139 @@ TEST(GpuRMSNormDxCopy, IsDxRoundedToBf16) {
       ops::cast(gpu, ref, dx);
       EXPECT_EQ(copy.to_host_f64(gpu), ref.to_host_f64(gpu));
     }
+}
+
+// ---- amax in the same pass (FP8 current scaling) ----------------------------------------------
+
+// The bits of a tensor's values as stored (bf16 widened exactly to fp32).
+std::vector<uint32_t> bits_of(Context& gpu, const Tensor& t) {
+  const std::vector<float> v = t.to_host_f32(gpu);
+  std::vector<uint32_t> b(v.size());
+  std::memcpy(b.data(), v.data(), v.size() * sizeof(float));
+  return b;
+}
+// One fp32 amax on the GPU, poisoned with NaN: an amax the op did not zero first stays NaN (the
+// atomic max of non-negative floats orders NaN's bits above every number).
+Tensor amax_tensor(Context& gpu) {
+  Tensor t = Tensor::empty({1}, DType::F32, gpu.device());
+  poison(gpu, t);
+  return t;
+}
+// The op's amax against fp8_amax of what it stored, bit for bit (and finite, above 0).
+void expect_amax_of(Context& gpu, const Tensor& amax, const Tensor& stored) {
+  Tensor ref = amax_tensor(gpu);
+  ops::fp8_amax(gpu, ref, stored);
+  const float got = amax.to_host_f32(gpu)[0], want = ref.to_host_f32(gpu)[0];
+  EXPECT_EQ(bits_of(gpu, amax), bits_of(gpu, ref)) << "amax " << got << ", fp8_amax " << want;
+  EXPECT_TRUE(std::isfinite(want) && want > 0.0f) << want;
+}
+// N(0, std²) values of a (rows, cols) tensor with one NaN in row 1 when there is one: as forward's x
+// or backward's dy it makes that row of y or dx NaN, which the amax skips, as fp8_amax does.
+std::vector<double> randn_nan_in_row1(int64_t rows, int64_t cols, uint64_t seed, double std) {
+  auto v = randn(rows * cols, seed, std);
+  if (rows > 1) v[size_t(cols + cols / 2)] = std::nan("");
+  return v;
+}
+
+// The widths reach every kernel the ops dispatch (kPack 8, 32 lanes: 256 columns a pack a lane):
+// 37, not whole packs: the element-at-a-time kernels. Forward: 64 and 256 the register row of
+// 1 pack, 512 of 2, 768 and 1024 of 4, 1280 … 2048 of 8, 2560 the packed loop. Backward, bf16
+// dy: the persistent rows kernel of exactly 1 (256), 2 (512), 3 (768), 4 (1024), 5 (1280),
+// 6 (1536), 7 (1600, 1792) packs, the packed loop from 2048; fp32 dy: rows of 1 … 4 packs, the
+// packed loop from 1280. Rows: 1 (one warp of a block), 300 (blocks with rows to spare), 4100
+// (on the persistent grid, two blocks an SM, warps walk two rows or more, so a lane's max spans rows).
+class GpuRMSNormAmax : public ::testing::TestWithParam<int64_t> {};
+// f(rows, a, b) for each of those rows and a, b each fp32 and bf16 (y or dy, and x).
+template <typename F>
+void for_rows_and_types(F&& f) {
+  for (int64_t rows : {int64_t(1), int64_t(300), int64_t(4100)})
+    for (DType a : {DType::F32, DType::BF16})
+      for (DType b : {DType::F32, DType::BF16}) f(rows, a, b);
+}
+
+// rmsnorm_forward's y_amax: fp8_amax of its y bit for bit, fp32 and bf16 y from fp32 and bf16 x;
+// y and rstd bit for bit as without the amax.
+TEST_P(GpuRMSNormAmax, ForwardAmaxIsFp8AmaxOfY) {
+  PT_REQUIRE_GPU();
+  const int64_t cols = GetParam();
+  Context gpu(Device::cuda(0));
+  for_rows_and_types([&](int64_t rows, DType y_type, DType x_type) {
+    SCOPED_TRACE(std::to_string(rows) + " x " + std::to_string(cols) + " y " + dtype_name(y_type) + " x " +
+                 dtype_name(x_type));
+    Tensor x = make_tensor(gpu, {rows, cols}, x_type, randn_nan_in_row1(rows, cols, 80, 2.0));
+    Tensor w = make_tensor(gpu, {cols}, DType::F32, uniform(cols, 81, -1.5, 1.5));
+    Tensor y = Tensor::empty({rows, cols}, y_type, gpu.device()),
+           plain = Tensor::empty({rows, cols}, y_type, gpu.device());
+    Tensor rstd = Tensor::empty({rows}, DType::F32, gpu.device()),
+           rstd_plain = Tensor::empty({rows}, DType::F32, gpu.device());
+    poison(gpu, y);
+    poison(gpu, plain);
+    Tensor amax = amax_tensor(gpu);
+    ops::rmsnorm_forward(gpu, y, rstd, x, w, 1e-5f, &amax);
+    ops::rmsnorm_forward(gpu, plain, rstd_plain, x, w, 1e-5f);
+    EXPECT_TRUE(bits_of(gpu, y) == bits_of(gpu, plain)) << "y differs from the call without amax";
+    EXPECT_TRUE(bits_of(gpu, rstd) == bits_of(gpu, rstd_plain)) << "rstd differs from the call without amax";
+    expect_amax_of(gpu, amax, y);
+  });
+}
+
+// rmsnorm_backward's dx_amax: fp8_amax of dx_lowp when given, else of dx (after accumulate), bit
+// for bit; fp32 and bf16 dy and x; dx, dw and dx_lowp bit for bit as without the amax.
+TEST_P(GpuRMSNormAmax, BackwardAmaxIsFp8AmaxOfDx) {
+  PT_REQUIRE_GPU();
+  const int64_t cols = GetParam();
+  Context gpu(Device::cuda(0));
+  for_rows_and_types([&](int64_t rows, DType dy_type, DType x_type) {
+    Tensor x = make_tensor(gpu, {rows, cols}, x_type, randn(rows * cols, 90, 2.0));
+    Tensor w = make_tensor(gpu, {cols}, DType::F32, uniform(cols, 91, -1.5, 1.5));
+    Tensor rstd = Tensor::empty({rows}, DType::F32, gpu.device());
+    Tensor y = Tensor::empty({rows, cols}, DType::BF16, gpu.device());
+    ops::rmsnorm_forward(gpu, y, rstd, x, w, 1e-5f);
+    Tensor dy = make_tensor(gpu, {rows, cols}, dy_type, randn_nan_in_row1(rows, cols, 92, 1.0));
+    const auto dx0 = randn(rows * cols, 93, 4.0), dw0 = randn(cols, 94);
+    for (bool lowp : {false, true})
+      for (bool accumulate : {false, true}) {
+        SCOPED_TRACE(std::to_string(rows) + " x " + std::to_string(cols) + " dy " + dtype_name(dy_type) + " x " +
+                     dtype_name(x_type) + (lowp ? ", dx_lowp" : "") + (accumulate ? ", accumulate" : ""));
+        Tensor dx = make_tensor(gpu, {rows, cols}, DType::F32, dx0),
+               dx_plain = make_tensor(gpu, {rows, cols}, DType::F32, dx0);
+        Tensor dw = make_tensor(gpu, {cols}, DType::F32, dw0), dw_plain = make_tensor(gpu, {cols}, DType::F32, dw0);
+        Tensor copy = Tensor::empty({rows, cols}, DType::BF16, gpu.device()),
+               copy_plain = Tensor::empty({rows, cols}, DType::BF16, gpu.device());
+        poison(gpu, copy);
+        poison(gpu, copy_plain);
+        Tensor amax = amax_tensor(gpu);
+        ops::rmsnorm_backward(gpu, dx, dw, dy, x, w, rstd, accumulate, lowp ? &copy : nullptr, true, &amax);
+        ops::rmsnorm_backward(gpu, dx_plain, dw_plain, dy, x, w, rstd, accumulate, lowp ? &copy_plain : nullptr);
+        EXPECT_TRUE(bits_of(gpu, dx) == bits_of(gpu, dx_plain)) << "dx differs from the call without amax";
+        EXPECT_TRUE(bits_of(gpu, dw) == bits_of(gpu, dw_plain)) << "dw differs from the call without amax";
+        if (lowp)
+          EXPECT_TRUE(bits_of(gpu, copy) == bits_of(gpu, copy_plain)) << "dx_lowp differs from the call without amax";
+        expect_amax_of(gpu, amax, lowp ? copy : dx);
+      }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryKernel, GpuRMSNormAmax,
+                         ::testing::Values(int64_t(37), int64_t(64), int64_t(256), int64_t(512), int64_t(768),
+                                           int64_t(1024), int64_t(1280), int64_t(1536), int64_t(1600), int64_t(1792),
+                                           int64_t(2048), int64_t(2560)));
+
+// A bad amax tensor on the GPU: the same one error as on the CPU, and one on the wrong device.
+TEST(GpuRMSNormAmaxArgs, BadAmaxGivesOneClearError) {
+  PT_REQUIRE_GPU();
+  Context gpu(Device::cuda(0)), cpu(Device::cpu());
+  Tensor x = make_tensor(gpu, {2, 8}, DType::F32, randn(16, 1)), w = make_tensor(gpu, {8}, DType::F32, randn(8, 2));
+  Tensor y = Tensor::empty({2, 8}, DType::BF16, gpu.device()), rstd = Tensor::empty({2}, DType::F32, gpu.device());
+  Tensor bf16 = Tensor::empty({1}, DType::BF16, gpu.device()), on_host = Tensor::empty({1}, DType::F32, cpu.device());
+  EXPECT_NE(error_of([&] {
+              ops::rmsnorm_forward(gpu, y, rstd, x, w, 1e-5f, &bf16);
+            }).find("rmsnorm_forward: y_amax is bf16, expected fp32"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              ops::rmsnorm_forward(gpu, y, rstd, x, w, 1e-5f, &on_host);
+            }).find("rmsnorm_forward: y_amax is on cpu"),
+            std::string::npos);
 }
 
 INSTANTIATE_TEST_SUITE_P(WidthsAndTypes, GpuRMSNorm,

@@ -27,10 +27,11 @@ void swiglu_backward(Tensor& dh1, Tensor& dh3, const Tensor& dg, const Tensor& h
 void embedding_forward(Tensor& out, const Tensor& ids, const Tensor& weight);
 void embedding_backward(Tensor& dweight, const Tensor& dout, const Tensor& ids);
 
-void rmsnorm_forward(Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& w, float eps);
+// amax (host, optional): max |y| (rmsnorm_backward: |dx|) as stored, NaN skipped.
+void rmsnorm_forward(Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& w, float eps, float* amax);
 void rmsnorm_apply(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& rstd);
 void rmsnorm_backward(Tensor& dx, Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& rstd,
-                      bool accumulate, bool dw_accumulate);
+                      bool accumulate, bool dw_accumulate, float* amax);
 
 void rope(Tensor& out, const Tensor& in, double theta, bool inverse);
 void rope_table(Tensor& table, double theta);  // (positions, D/2, 2) fp32: (cos, sin), fp64 angles
