@@ -18,8 +18,8 @@
 #   ce-ddp-1rank         bench ddp xl bf16, bf16 gradients, one rank (GPU 0): the scaling table's first row
 #   ce-torch-1rank       PyTorch (SDPA) on one rank, and none and DDP on NP ranks, with and without
 #                        --grad-accum 4: the peer of the scaling table
-#   llmc-point           bench ddp at llm.c's working point (xl, 8 x 1024, --grad-accum 16 on 2 ranks):
-#                        none, bucketed 25, zero1 [ENGINES]
+#   llmc-point           bench ddp at llm.c's working point (xl, 8 x 1024, 262 144 tokens a step: --grad-accum
+#                        32 / NP): none, bucketed 25, zero1 [ENGINES]
 #   llmc-point-torch     PyTorch DDP (SDPA) at the same point
 #   ce-split-nodes       PARATRAIN_TEST_SPLIT_NODES=2 (NP=4: 2 nodes x 2): the NCCL suite and bench
 #                        ddp with --comm-engine auto, which must fall back to NCCL between nodes
@@ -84,11 +84,11 @@ step_ce-torch-1rank() {
 }
 step_llmc-point() {
   "${MPIRUN[@]}" paratrain bench ddp --model xl --precision bf16 --attention flash --grad-dtype bf16 \
-    --context-length 1024 --batch-size 8 --grad-accum 16 --warmup 1 --steps 2 --ddp none,bucketed --bucket-mb 25 \
+    --context-length 1024 --batch-size 8 --grad-accum $((32 / NP)) --warmup 1 --steps 2 --ddp none,bucketed --bucket-mb 25 \
     --shard-optimizer none,zero1 --comm-engine "${ENGINES:-nccl,ce}" --out "$RESULTS/llmc_point_np$NP.h5" --overwrite
 }
 step_llmc-point-torch() {
-  torch_ddp torch_llmc_point --strategies none,ddp --context-length 1024 --batch-size 8 --grad-accum 16 \
+  torch_ddp torch_llmc_point --strategies none,ddp --context-length 1024 --batch-size 8 --grad-accum $((32 / NP)) \
     --steps 2 --warmup 1
 }
 step_ce-split-nodes() {

@@ -334,12 +334,12 @@ RMSNorm::RMSNorm(ParamStore& store, const std::string& name, int64_t dim, float 
   store.add_use(*weight_, GradWrite::Overwrite, ParamRead::Master);
 }
 
-Tensor RMSNorm::forward(Context& ctx, const Tensor& x, DType out_dtype) {
+Tensor RMSNorm::forward(Context& ctx, const Tensor& x, DType out_dtype, Tensor* y_amax) {
   store_.about_to_read(*weight_);
   Tensor y = Tensor::empty(x.shape(), out_dtype, ctx.device(), "rmsnorm_out");
   Tensor w = weight_->data();
   rstd_ = Tensor::empty({x.size(0)}, w.dtype(), ctx.device(), "rmsnorm_rstd");
-  ops::rmsnorm_forward(ctx, y, rstd_, x, w, eps_);
+  ops::rmsnorm_forward(ctx, y, rstd_, x, w, eps_, y_amax);
   saved_x_ = x;
   return y;
 }
@@ -351,12 +351,12 @@ Tensor RMSNorm::recompute_output(Context& ctx, DType out_dtype) const {
   return y;
 }
 
-void RMSNorm::backward(Context& ctx, const Tensor& dy, Tensor& dx, bool accumulate, Tensor* dx_lowp) {
+void RMSNorm::backward(Context& ctx, const Tensor& dy, Tensor& dx, bool accumulate, Tensor* dx_lowp, Tensor* dx_amax) {
   PT_CHECK(saved_x_.defined(), "RMSNorm '" + weight_->name + "': backward without forward");
   Tensor w = weight_->data();
   Tensor dw = weight_->grad();
   ops::rmsnorm_backward(ctx, dx, dw, dy, saved_x_, w, rstd_, accumulate, dx_lowp,
-                        /*dw_accumulate=*/store_.grad_beta(*weight_) != 0.0f);
+                        /*dw_accumulate=*/store_.grad_beta(*weight_) != 0.0f, dx_amax);
   store_.grad_contributed(*weight_);
   release();
 }

@@ -65,8 +65,7 @@ class Linear {
   // Gives backward its input again after release() (an activation recomputed instead of kept).
   void restore_input(const Tensor& x);
   // dx (N, d_in) = dx_beta·dx + dy W, dx given (a view into a larger buffer is fine).
-  void input_backward_into(Context& ctx, const Tensor& dy, Tensor& dx, float dx_beta,
-                           const Tensor& dy_amax = Tensor());
+  void input_backward_into(Context& ctx, const Tensor& dy, Tensor& dx, float dx_beta, const Tensor& dy_amax = Tensor());
 
   Parameter& weight() { return *weights_.front(); }
   Parameter* bias() { return bias_; }
@@ -121,8 +120,8 @@ class BatchedLinear {
   Tensor input_backward(Context& ctx, const Tensor& dy, const Tensor& dy_amax = Tensor());
   // dW_b from dy_b and the saved input; tells the store; releases the input.
   void weight_backward_and_release(Context& ctx, const Tensor& dy, const Tensor& dy_amax = Tensor());
-  void release();                                       // as Linear::release
-  void drop_input() { saved_x_ = Tensor(); }            // as Linear::drop_input
+  void release();                             // as Linear::release
+  void drop_input() { saved_x_ = Tensor(); }  // as Linear::drop_input
   void restore_input(const Tensor& x);
   int64_t batch() const { return static_cast<int64_t>(weights_.size()); }
   void set_fp8(bool on) { fp8_ = on; }  // as Linear::set_fp8
@@ -170,11 +169,15 @@ class Embedding {
 class RMSNorm {
  public:
   RMSNorm(ParamStore& store, const std::string& name, int64_t dim, float eps = 1e-5f);
-  Tensor forward(Context& ctx, const Tensor& x, DType out_dtype);  // x (N, C) fp32 (or bf16 on the GPU); saves x, rstd
+  // x (N, C) fp32 (or bf16 on the GPU); saves x, rstd. y_amax (optional, fp32 (1)): max |y| as
+  // stored, for an FP8 GEMM that reads y next (ops::rmsnorm_forward).
+  Tensor forward(Context& ctx, const Tensor& x, DType out_dtype, Tensor* y_amax = nullptr);
   // dx (N, C), the parameters' dtype (fp32 also for a bf16 x): the gradient of the norm's input, added when
   // accumulate else written.
-  // dx_lowp (optional, GPU): a bf16 copy of the final dx written in the same pass.
-  void backward(Context& ctx, const Tensor& dy, Tensor& dx, bool accumulate, Tensor* dx_lowp = nullptr);
+  // dx_lowp (optional, GPU): a bf16 copy of the final dx written in the same pass. dx_amax
+  // (optional): max |value| of dx_lowp (or of dx without one) as stored (ops::rmsnorm_backward).
+  void backward(Context& ctx, const Tensor& dy, Tensor& dx, bool accumulate, Tensor* dx_lowp = nullptr,
+                Tensor* dx_amax = nullptr);
   // The forward output again, from the saved input (bit-identical to forward's): for a layer
   // that recomputes its input rather than keeping it.
   Tensor recompute_output(Context& ctx, DType out_dtype) const;

@@ -181,6 +181,12 @@ Tensor as_act(Context& ctx, const Tensor& x, DType act) {
   return y;
 }
 
+// Room for the amax of an FP8 GEMM's operand (fp32 (n) on the device; ops::fp8_operand), which
+// the kernel that writes the operand fills as it stores it.
+Tensor fp8_amax_slot(Context& ctx, int64_t n = 1) {
+  return Tensor::empty({n}, DType::F32, ctx.device(), "fp8_amax", MemCategory::Workspace);
+}
+
 // The operand of the GEMMs that read the residual gradient `dout` next: the bf16 copy an RMSNorm
 // backward wrote beside it (`copy`, taken: undefined on return), else as_act's.
 Tensor take_act_operand(Context& ctx, Tensor& copy, const Tensor& dout, DType act) {
@@ -191,13 +197,16 @@ Tensor take_act_operand(Context& ctx, Tensor& copy, const Tensor& dout, DType ac
 // An RMSNorm backward that finishes the residual gradient dout (adds into it, or writes it when
 // not `accumulate`). Where a GEMM reads dout next (`copy`) and the step is fused bf16 on a GPU,
 // the norm writes dout's bf16 copy in the same pass and it is returned (unfused keeps the cast
-// pass, as PyTorch eager); otherwise an undefined tensor.
+// pass, as PyTorch eager); otherwise an undefined tensor. When that GEMM runs in FP8 (`amax` set)
+// the norm also writes the operand's amax there (the copy's, or dout's without one).
 Tensor finish_residual_grad(Context& ctx, RMSNorm& norm, const Tensor& d, Tensor& dout, bool accumulate, DType act,
-                            bool fused, bool copy) {
+                            bool fused, bool copy, Tensor* amax = nullptr) {
   Tensor dout_act;
   if (copy && fused && act == DType::BF16 && dout.dtype() != act && ctx.is_cuda())
     dout_act = Tensor::empty(dout.shape(), act, ctx.device(), "grad_cast");
-  norm.backward(ctx, d, dout, accumulate, dout_act.defined() ? &dout_act : nullptr);
+  if (amax) *amax = copy ? fp8_amax_slot(ctx) : Tensor();
+  norm.backward(ctx, d, dout, accumulate, dout_act.defined() ? &dout_act : nullptr,
+                amax && amax->defined() ? amax : nullptr);
   return dout_act;
 }
 
@@ -290,10 +299,11 @@ class TransformerBlock {
     Tensor h;
     {
       TrackingAllocator::Scope s("attn", MemCategory::Activations);
-      Tensor a = ln1_.forward(ctx, x, act);         // (N, C)
-      qkv_buf_ = qkv_.forward(ctx, a);              // (N, 3C) = (B, T, 3, H, D)
-      if (recompute_norms()) qkv_.drop_input();     // backward recomputes a from x
-      Tensor qk = head_view(qkv_buf_, 0, B, T, 2);  // q's heads then k's: one rotation for both
+      Tensor a_amax = amax_for(ctx, Fp8Layer::Qkv);              // FP8: the norm finds its output's amax
+      Tensor a = ln1_.forward(ctx, x, act, if_defined(a_amax));  // (N, C)
+      qkv_buf_ = qkv_.forward(ctx, a, a_amax);                   // (N, 3C) = (B, T, 3, H, D)
+      if (recompute_norms()) qkv_.drop_input();                  // backward recomputes a from x
+      Tensor qk = head_view(qkv_buf_, 0, B, T, 2);               // q's heads then k's: one rotation for both
       ops::rope(ctx, qk, qk, cfg_.rope_theta, false);
       Tensor q = head_view(qkv_buf_, 0, B, T), k = head_view(qkv_buf_, 1, B, T);
       Tensor v = head_view(qkv_buf_, 2, B, T);
@@ -311,12 +321,14 @@ class TransformerBlock {
     Tensor out;
     {
       TrackingAllocator::Scope s("ffn", MemCategory::Activations);
-      Tensor b = ln2_.forward(ctx, h, act);  // (N, C)
-      h13_ = w13_.forward(ctx, b);           // (2, N, F): h1, h3
+      Tensor b_amax = amax_for(ctx, Fp8Layer::W13);
+      Tensor b = ln2_.forward(ctx, h, act, if_defined(b_amax));  // (N, C)
+      h13_ = w13_.forward(ctx, b, b_amax);                       // (2, N, F): h1, h3
       const Tensor h1 = h13_.select(0, 0), h3 = h13_.select(0, 1);
       Tensor g = Tensor::empty(h1.shape(), act, ctx.device(), "swiglu_out");
-      ops::swiglu_forward(ctx, g, h1, h3);
-      out = residual(ctx, h, w2_, g, "residual_out");       // out = h + g · W2ᵀ
+      Tensor g_amax = amax_for(ctx, Fp8Layer::W2);
+      ops::swiglu_forward(ctx, g, h1, h3, if_defined(g_amax));
+      out = residual(ctx, h, w2_, g, "residual_out", g_amax);  // out = h + g · W2ᵀ
       if (recompute_norms()) w13_.drop_input();                // backward recomputes b from h
       if (cfg_.recompute != Recompute::Off) w2_.drop_input();  // and g from h1, h3
     }
@@ -329,41 +341,47 @@ class TransformerBlock {
   // dout as the GEMMs' operand (act), or undefined for a cast here; on return the same for the
   // block's input gradient (fused bf16: the RMSNorm backward that finishes dout writes it too)
   // when a GEMM reads it next (`act_out`: not after the first block, whose is the embedding's).
+  // dout_amax: that operand's amax when its GEMM runs in FP8 (the norm wrote it), else undefined;
+  // on return the same for the input gradient's.
   // unrotate: RoPE's angle table when flash attention rotates dq and dk back as it stores them
   // (fused), null for the inverse rope pass of its own.
-  void backward(Context& ctx, Tensor& dout, Tensor& dout_act, int64_t B, int64_t T, DType act, bool act_out,
-                const ops::RopeTable* unrotate) {
+  void backward(Context& ctx, Tensor& dout, Tensor& dout_act, Tensor& dout_amax, int64_t B, int64_t T, DType act,
+                bool act_out, const ops::RopeTable* unrotate) {
     NvtxRange range(prefix_);
     TrackingAllocator::Scope scope(prefix_, MemCategory::Activations);
     const int64_t N = B * T, C = cfg_.d_model, H = cfg_.num_heads, D = cfg_.d_head();
     {
       TrackingAllocator::Scope s("ffn", MemCategory::Activations);
       Tensor dy = take_act_operand(ctx, dout_act, dout, act);
+      const Tensor dy_amax = std::exchange(dout_amax, Tensor());
       Tensor dh13 = Tensor::empty(h13_.shape(), act, ctx.device(), "swiglu_dh");  // (2, N, F): dh1, dh3
       Tensor dh1 = dh13.select(0, 0), dh3 = dh13.select(0, 1);
       const Tensor h1 = h13_.select(0, 0), h3 = h13_.select(0, 1);
+      Tensor dh_amax = amax_for(ctx, Fp8Layer::W13, 2);  // FP8: dh1's and dh3's, from swiglu_backward
       if (cfg_.recompute != Recompute::Off) {
         // dg = dy·W2 first (it needs no g), into dh1's place; then one pass over h1 and h3 makes
         // dh1 (over dg), dh3 and the recomputed g, which W2's gradient reads last.
-        w2_.input_backward_into(ctx, dy, dh1, 0.0f);
+        w2_.input_backward_into(ctx, dy, dh1, 0.0f, dy_amax);
         Tensor g = Tensor::empty(h1.shape(), act, ctx.device(), "swiglu_recompute");
-        ops::swiglu_backward(ctx, dh1, dh3, dh1, h1, h3, &g);
+        ops::swiglu_backward(ctx, dh1, dh3, dh1, h1, h3, &g, if_defined(dh_amax));
         w2_.restore_input(g);
-        w2_.weight_backward_and_release(ctx, dy);
+        w2_.weight_backward_and_release(ctx, dy, dy_amax);
       } else {
-        Tensor dg = w2_.backward(ctx, dy);  // (N, F)
-        ops::swiglu_backward(ctx, dh1, dh3, dg, h1, h3);
+        Tensor dg = w2_.backward(ctx, dy, true, dy_amax);  // (N, F)
+        ops::swiglu_backward(ctx, dh1, dh3, dg, h1, h3, nullptr, if_defined(dh_amax));
       }
       h13_ = Tensor();
-      Tensor db = w13_.input_backward(ctx, dh13);  // (N, C); first: under FP8 it casts dh13 for both GEMMs
+      Tensor db = w13_.input_backward(ctx, dh13, dh_amax);  // (N, C); first: under FP8 it casts dh13 for both GEMMs
       if (recompute_norms()) w13_.restore_input(ln2_.recompute_output(ctx, act));
-      w13_.weight_backward_and_release(ctx, dh13);
-      dout_act = finish_residual_grad(ctx, ln2_, db, dout, /*accumulate=*/true, act, cfg_.fused, true);  // dL/dh
+      w13_.weight_backward_and_release(ctx, dh13, dh_amax);
+      dout_act = finish_residual_grad(ctx, ln2_, db, dout, /*accumulate=*/true, act, cfg_.fused, true,
+                                      fp8(ctx, Fp8Layer::OutProj) ? &dout_amax : nullptr);  // dL/dh
     }
     {
       TrackingAllocator::Scope s("attn", MemCategory::Activations);
       Tensor dy = take_act_operand(ctx, dout_act, dout, act);
-      Tensor dattn = out_proj_.backward(ctx, dy);  // (N, C) = (B, T, H, D)
+      const Tensor dy_amax = std::exchange(dout_amax, Tensor());
+      Tensor dattn = out_proj_.backward(ctx, dy, true, dy_amax);  // (N, C) = (B, T, H, D)
       Tensor dqkv = Tensor::empty({N, 3 * C}, act, ctx.device(), "attn_dqkv");
       Tensor dq = head_view(dqkv, 0, B, T), dk = head_view(dqkv, 1, B, T), dv = head_view(dqkv, 2, B, T);
       Tensor q = head_view(qkv_buf_, 0, B, T), k = head_view(qkv_buf_, 1, B, T), v = head_view(qkv_buf_, 2, B, T);
@@ -383,8 +401,9 @@ class TransformerBlock {
         ops::rope(ctx, dqk, dqk, cfg_.rope_theta, /*inverse=*/true);
       }
       if (recompute_norms()) qkv_.restore_input(ln1_.recompute_output(ctx, act));
-      Tensor da = qkv_.backward(ctx, dqkv);                                                                 // (N, C)
-      dout_act = finish_residual_grad(ctx, ln1_, da, dout, /*accumulate=*/true, act, cfg_.fused, act_out);  // dL/dx
+      Tensor da = qkv_.backward(ctx, dqkv);  // (N, C)
+      dout_act = finish_residual_grad(ctx, ln1_, da, dout, /*accumulate=*/true, act, cfg_.fused, act_out,
+                                      fp8(ctx, Fp8Layer::W2) ? &dout_amax : nullptr);  // dL/dx
     }
   }
 
@@ -399,6 +418,13 @@ class TransformerBlock {
   }
 
  private:
+  // Whether layer l's GEMMs run in FP8 here, and room for an amax its operand's writer fills
+  // (n of them: one per weight of a batched layer), or none.
+  static bool fp8(const Context& ctx, Fp8Layer l) { return ctx.fp8_linear() && runs_in_fp8(l); }
+  static Tensor amax_for(Context& ctx, Fp8Layer l, int64_t n = 1) {
+    return fp8(ctx, l) ? fp8_amax_slot(ctx, n) : Tensor();
+  }
+  static Tensor* if_defined(Tensor& t) { return t.defined() ? &t : nullptr; }
   // Whether backward remakes the RMSNorm outputs (the q/k/v and w1/w3 GEMMs' inputs) rather than
   // keeping them: --recompute on only.
   bool recompute_norms() const { return cfg_.recompute == Recompute::All; }
@@ -412,10 +438,12 @@ class TransformerBlock {
   // C (beta = 1) and writes the sum to a new buffer (x stays: backward's RMSNorm reads it).
   // Unfused: the GEMM writes its own activation-dtype output (bf16 in bf16 mode, as autocast's
   // linear) and an elementwise add makes the sum, as PyTorch eager.
-  Tensor residual(Context& ctx, const Tensor& x, Linear& proj, const Tensor& in, const char* name) const {
+  // in_amax: in's amax for an FP8 GEMM (Linear::forward_into), if its writer found it.
+  Tensor residual(Context& ctx, const Tensor& x, Linear& proj, const Tensor& in, const char* name,
+                  const Tensor& in_amax = Tensor()) const {
     Tensor out = Tensor::empty(x.shape(), x.dtype(), ctx.device(), name);
     if (cfg_.fused) {
-      proj.forward_into(ctx, in, out, 1.0f, &x);
+      proj.forward_into(ctx, in, out, 1.0f, &x, in_amax);
     } else {
       Tensor branch = proj.forward(ctx, in);  // (N, C) act
       ops::add(ctx, out, x, branch);
@@ -563,14 +591,17 @@ void TransformerLM::backward(Context& ctx) {
   Impl& m = *impl_;
   PT_CHECK(m.have_grad, "backward() needs a forward() with save_for_backward");
   m.have_grad = false;
-  Tensor dx, dx_act;  // the residual gradient (fp32) and its bf16 copy for the next GEMM (fused bf16)
+  // The residual gradient (fp32), its bf16 copy for the next GEMM (fused bf16) and that operand's
+  // amax when the GEMM runs in FP8.
+  Tensor dx, dx_act, dx_amax;
   {
     TrackingAllocator::Scope scope("lm_head", MemCategory::Activations);
     Tensor dxf = m.lm_head->backward(ctx, m.logits);  // (N, C) act
     m.logits = Tensor();
     dx = Tensor::empty({m.B * m.T, cfg_.d_model}, store_.dtype(), ctx.device(), "residual_grad");
     dx_act = finish_residual_grad(ctx, *m.ln_final, dxf, dx, /*accumulate=*/false, m.act, cfg_.fused,
-                                  /*copy=*/!m.blocks.empty());
+                                  /*copy=*/!m.blocks.empty(),
+                                  ctx.fp8_linear() && runs_in_fp8(Fp8Layer::W2) ? &dx_amax : nullptr);
   }
   const ops::RopeTable* unrotate = nullptr;
   if (cfg_.fused && cfg_.attention == AttentionImpl::Flash && !m.blocks.empty()) {
@@ -581,8 +612,8 @@ void TransformerLM::backward(Context& ctx) {
     unrotate = &m.rope;
   }
   for (auto it = m.blocks.rbegin(); it != m.blocks.rend(); ++it)
-    (*it)->backward(ctx, dx, dx_act, m.B, m.T, m.act, /*act_out=*/std::next(it) != m.blocks.rend(), unrotate);
-  dx_act = Tensor();
+    (*it)->backward(ctx, dx, dx_act, dx_amax, m.B, m.T, m.act, /*act_out=*/std::next(it) != m.blocks.rend(), unrotate);
+  dx_act = dx_amax = Tensor();
   TrackingAllocator::Scope scope("token_embeddings", MemCategory::Activations);
   m.embedding->backward(ctx, dx);
 }

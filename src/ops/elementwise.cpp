@@ -25,15 +25,6 @@ void elementwise_operands(const ArgCheck& chk, std::initializer_list<Operand> op
   first(chk, ref.t, ref.name);
   for (auto it = operands.begin() + 1; it != operands.end(); ++it) chk.like(it->t, it->name, ref.t, ref.name);
 }
-// An optional amax output of `count` fp32 elements on the context's device: its data, or null.
-float* amax_output(const ArgCheck& chk, Tensor* amax, const char* name, int64_t count) {
-  if (!amax) return nullptr;
-  chk.dtype_is(*amax, name, {DType::F32});
-  chk.contiguous(*amax, name);
-  chk.require(amax->numel() == count, std::string(name) + " must hold " + std::to_string(count) + " element" +
-                                          (count == 1 ? "" : "s") + ", got shape " + shape_str(amax->shape()));
-  return amax->data_as<float>();
-}
 }  // namespace
 
 void add(Context& ctx, Tensor& out, const Tensor& a, const Tensor& b) {
@@ -117,7 +108,7 @@ void swiglu_forward(Context& ctx, Tensor& g, const Tensor& h1, const Tensor& h3,
   ArgCheck chk(ctx, "swiglu_forward");
   elementwise_operands(chk, {{g, "g"}, {h1, "h1"}, {h3, "h3"}});
   chk.same_dtype(h3, "h3", h1, "h1");
-  float* amax = amax_output(chk, g_amax, "g_amax", 1);
+  float* amax = chk.amax_output(g_amax, "g_amax");
   OpScope scope(ctx, "swiglu_forward", OpFamily::Elementwise, OpCost().read(h1).read(h3).write(g));
   PT_OP_DISPATCH(ctx, swiglu_forward, g, h1, h3, amax);
 }
@@ -137,7 +128,7 @@ void swiglu_backward(Context& ctx, Tensor& dh1, Tensor& dh3, const Tensor& dg, c
                 "g must not alias dg, h1 or h3");
     cost.write(*g);
   }
-  float* amax = amax_output(chk, dh_amax, "dh_amax", 2);
+  float* amax = chk.amax_output(dh_amax, "dh_amax", 2);
   OpScope scope(ctx, "swiglu_backward", OpFamily::Elementwise, cost);
   PT_OP_DISPATCH(ctx, swiglu_backward, dh1, dh3, dg, h1, h3, g, amax);
 }

@@ -19,11 +19,6 @@ namespace {
 void check_gpu(const ArgCheck& chk, const Context& ctx) {
   chk.require(ctx.is_cuda(), "FP8 runs on the GPU only (the CPU context has no FP8 path)");
 }
-// A one-element fp32 tensor on the device: an amax or a scale.
-void check_scalar(const ArgCheck& chk, const Tensor& t, const char* name) {
-  chk.dtype_is(t, name, {DType::F32});
-  chk.require(t.numel() == 1, std::string(name) + " must hold one element, got shape " + shape_str(t.shape()));
-}
 void check_cast(const ArgCheck& chk, const Context& ctx, const Tensor& out, const Tensor& scale_inv, const Tensor& x,
                 const Tensor& amax) {
   check_gpu(chk, ctx);
@@ -31,8 +26,8 @@ void check_cast(const ArgCheck& chk, const Context& ctx, const Tensor& out, cons
   chk.contiguous(x, "x");
   chk.dtype_is(out, "out", {DType::F8E4M3, DType::F8E5M2});
   chk.contiguous(out, "out");
-  check_scalar(chk, scale_inv, "scale_inv");
-  check_scalar(chk, amax, "amax");
+  chk.fp32_scalars(scale_inv, "scale_inv");
+  chk.fp32_scalars(amax, "amax");
 }
 OpCost cast_cost(const Tensor& out, const Tensor& x) { return OpCost().read(x).write(out); }
 }  // namespace
@@ -42,7 +37,7 @@ void fp8_amax(Context& ctx, Tensor& amax, const Tensor& x) {
   check_gpu(chk, ctx);
   chk.dtype_is(x, "x", {DType::F32, DType::BF16});
   chk.contiguous(x, "x");
-  check_scalar(chk, amax, "amax");
+  chk.fp32_scalars(amax, "amax");
   OpScope scope(ctx, "fp8_amax", OpFamily::Elementwise, OpCost().read(x));
   cuda::fp8_amax(ctx.stream(), amax.data_as<float>(), x);
 }
@@ -95,8 +90,8 @@ void matmul_fp8(Context& ctx, Tensor& c, const Tensor& a, const Tensor& b, const
   chk.require(!(a.dtype() == DType::F8E5M2 && b.dtype() == DType::F8E5M2),
               "A and B are both fp8e5m2; cuBLASLt's FP8 GEMMs take at most one E5M2 operand");
   chk.dtype_is(c, "C", {DType::F32, DType::BF16});
-  check_scalar(chk, a_scale_inv, "a_scale_inv");
-  check_scalar(chk, b_scale_inv, "b_scale_inv");
+  chk.fp32_scalars(a_scale_inv, "a_scale_inv");
+  chk.fp32_scalars(b_scale_inv, "b_scale_inv");
   const int64_t lda = row_stride(chk, a, "A"), ldb = row_stride(chk, b, "B"), ldc = row_stride(chk, c, "C");
   const int64_t m = a.size(0), k = a.size(1), n = b.size(0);
   const std::string shapes =

@@ -35,10 +35,7 @@ Fp8Operand fp8_operand(Context& ctx, const Tensor& x, Fp8Format format, bool sto
   ArgCheck chk(ctx, "fp8_operand");
   chk.rank_is(x, "x", 2);
   chk.contiguous(x, "x");
-  if (amax.defined()) {
-    chk.dtype_is(amax, "amax", {DType::F32});
-    chk.require(amax.numel() == 1, "amax " + amax.describe() + " is not one element");
-  }
+  if (amax.defined()) chk.fp32_scalars(amax, "amax");
   Fp8Operand o;
   o.format = format;
   if (!ctx.is_cuda()) {

@@ -76,6 +76,20 @@ class ArgCheck {
     require(t.is_contiguous(), std::string(name) + " must be contiguous, got shape " + shape_str(t.shape()) +
                                    " with strides " + shape_str(t.strides()));
   }
+  // fp32 scalars on the device, `count` of them, contiguous: an FP8 amax or scale (ops/fp8.h),
+  // or the amax an op writes beside its output for the FP8 cast that reads it next.
+  void fp32_scalars(const Tensor& t, const char* name, int64_t count = 1) const {
+    dtype_is(t, name, {DType::F32});
+    contiguous(t, name);
+    require(t.numel() == count, std::string(name) + " must hold " + std::to_string(count) + " element" +
+                                    (count == 1 ? "" : "s") + ", got shape " + shape_str(t.shape()));
+  }
+  // An op's optional amax output (fp32_scalars), as the pointer its kernel writes: null if none.
+  float* amax_output(Tensor* amax, const char* name, int64_t count = 1) const {
+    if (!amax) return nullptr;
+    fp32_scalars(*amax, name, count);
+    return amax->data_as<float>();
+  }
   // The usual row-wise op argument: contiguous (rows, cols).
   void matrix(const Tensor& t, const char* name) const {
     rank_is(t, name, 2);

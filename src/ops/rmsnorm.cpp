@@ -37,13 +37,6 @@ void check_like_x(const ArgCheck& chk, const Context& ctx, const Tensor& t, cons
   chk.contiguous(t, name);
   if (!ctx.is_cuda()) chk.same_dtype(t, name, x, "x");
 }
-// An optional amax output: fp32, one element, on the context's device.
-void check_amax(const ArgCheck& chk, const Tensor* amax, const char* name) {
-  if (!amax) return;
-  chk.dtype_is(*amax, name, {DType::F32});
-  chk.require(amax->numel() == 1, std::string(name) + " must hold one element, got shape " + shape_str(amax->shape()));
-}
-float* amax_ptr(Tensor* amax) { return amax ? amax->data_as<float>() : nullptr; }
 }  // namespace
 
 void rmsnorm_forward(Context& ctx, Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& w, float eps,
@@ -51,9 +44,9 @@ void rmsnorm_forward(Context& ctx, Tensor& y, Tensor& rstd, const Tensor& x, con
   ArgCheck chk(ctx, "rmsnorm_forward");
   check_master(chk, ctx, x, w, rstd);
   check_like_x(chk, ctx, y, "y", x);
-  check_amax(chk, y_amax, "y_amax");
+  float* y_amax_out = chk.amax_output(y_amax, "y_amax");
   OpScope scope(ctx, "rmsnorm_forward", OpFamily::Norm, OpCost().read(x).read(w).write(y).write(rstd));
-  PT_OP_DISPATCH(ctx, rmsnorm_forward, y, rstd, x, w, eps, amax_ptr(y_amax));
+  PT_OP_DISPATCH(ctx, rmsnorm_forward, y, rstd, x, w, eps, y_amax_out);
 }
 
 void rmsnorm_apply(Context& ctx, Tensor& y, const Tensor& x, const Tensor& w, const Tensor& rstd) {
@@ -87,7 +80,7 @@ void rmsnorm_backward(Context& ctx, Tensor& dx, Tensor& dw, const Tensor& dy, co
     chk.shape_is(*dx_lowp, "dx_lowp", x.shape());
     chk.contiguous(*dx_lowp, "dx_lowp");
   }
-  check_amax(chk, dx_amax, "dx_amax");
+  float* dx_amax_out = chk.amax_output(dx_amax, "dx_amax");
   // Read dy, x, w and rstd; dx written, or read and written when accumulated into (unless it is
   // dy itself, already read); dw likewise; the bf16 copy of dx written.
   OpCost cost;
@@ -103,14 +96,14 @@ void rmsnorm_backward(Context& ctx, Tensor& dx, Tensor& dw, const Tensor& dy, co
   if (dx_lowp) cost.write(*dx_lowp);
   OpScope scope(ctx, "rmsnorm_backward", OpFamily::Norm, cost);
   if (!ctx.is_cuda()) {
-    cpu::rmsnorm_backward(dx, dw, dy, x, w, rstd, accumulate, dw_accumulate, amax_ptr(dx_amax));
+    cpu::rmsnorm_backward(dx, dw, dy, x, w, rstd, accumulate, dw_accumulate, dx_amax_out);
     return;
   }
   // dw's per-block column sums (cuda/rmsnorm.h): each is written before it is read.
   Tensor partial = Tensor::empty({cuda::rmsnorm_dw_partial_rows(x.size(0)), x.size(1)}, DType::F32, ctx.device(),
                                  "rmsnorm_dw_partial", MemCategory::Workspace);
   cuda::rmsnorm_backward(ctx.stream(), dx, dw, dy, x, w, rstd, accumulate, partial.data_as<float>(), dx_lowp,
-                         dw_accumulate, amax_ptr(dx_amax));
+                         dw_accumulate, dx_amax_out);
 }
 
 }  // namespace pt::ops

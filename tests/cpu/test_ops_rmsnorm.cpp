@@ -147,12 +147,12 @@ TEST(RMSNorm, BadAmaxGivesOneClearError) {
   expect_error([&] { ops::rmsnorm_forward(ctx, y, rstd, x, w, kEps, &wrong_type); },
                "rmsnorm_forward: y_amax is fp64, expected fp32");
   expect_error([&] { ops::rmsnorm_forward(ctx, y, rstd, x, w, kEps, &wrong_size); },
-               "rmsnorm_forward: y_amax must hold one element, got shape (2,)");
+               "rmsnorm_forward: y_amax must hold 1 element, got shape (2,)");
   ops::rmsnorm_forward(ctx, y, rstd, x, w, kEps);
   expect_error([&] { ops::rmsnorm_backward(ctx, dx, dw, dy, x, w, rstd, false, nullptr, false, &wrong_type); },
                "rmsnorm_backward: dx_amax is fp64, expected fp32");
   expect_error([&] { ops::rmsnorm_backward(ctx, dx, dw, dy, x, w, rstd, false, nullptr, false, &wrong_size); },
-               "rmsnorm_backward: dx_amax must hold one element, got shape (2,)");
+               "rmsnorm_backward: dx_amax must hold 1 element, got shape (2,)");
 }
 
 TEST(RMSNorm, BadShapesGiveClearErrors) {
