@@ -25,6 +25,8 @@ __device__ __forceinline__ float apply(const F& f, const float (&v)[K][kPack], i
 }
 
 // |v| as it reads back from storage T (v rounded to T first): the amax of what a kernel stores.
+// Rounding to nearest is monotonic and symmetric, so the largest stored |value| is the largest
+// |value| rounded: the loops keep max |v| unrounded and round once at the end.
 template <typename T>
 __device__ __forceinline__ float stored_abs(float v) {
   return fabsf(to_float(from_float<T>(v)));
@@ -50,17 +52,17 @@ __global__ void map_kernel(int64_t n, bool packed, float* amax, F f, TO* out, co
     store_pack<kPack>(out + p * kPack, r);
     if constexpr (kAmax) {
 #pragma unroll
-      for (int i = 0; i < kPack; ++i) m = fmaxf(m, stored_abs<TO>(r[i]));
+      for (int i = 0; i < kPack; ++i) m = fmaxf(m, fabsf(r[i]));
     }
   }
   for (int64_t i = packs * kPack + first; i < n; i += stride) {
     const float r = f(to_float(in[i])...);
     out[i] = from_float<TO>(r);
-    if constexpr (kAmax) m = fmaxf(m, stored_abs<TO>(r));
+    if constexpr (kAmax) m = fmaxf(m, fabsf(r));
   }
   if constexpr (kAmax) {
     __shared__ float scratch[kWarpSize];
-    block_amax_into(amax, m, scratch);
+    block_amax_into(amax, stored_abs<TO>(m), scratch);
   }
 }
 
@@ -204,8 +206,8 @@ __global__ void swiglu_backward_kernel(int64_t n, bool packed, TG* dh1, TG* dh3,
     if constexpr (kAmax) {
 #pragma unroll
       for (int i = 0; i < kPack; ++i) {
-        m1 = fmaxf(m1, stored_abs<TG>(r1[i]));
-        m3 = fmaxf(m3, stored_abs<TG>(r3[i]));
+        m1 = fmaxf(m1, fabsf(r1[i]));
+        m3 = fmaxf(m3, fabsf(r3[i]));
       }
     }
   }
@@ -217,14 +219,14 @@ __global__ void swiglu_backward_kernel(int64_t n, bool packed, TG* dh1, TG* dh3,
     dh3[i] = from_float<TG>(r3);
     if (g) g[i] = from_float<TH>(Swiglu{}(a, b));
     if constexpr (kAmax) {
-      m1 = fmaxf(m1, stored_abs<TG>(r1));
-      m3 = fmaxf(m3, stored_abs<TG>(r3));
+      m1 = fmaxf(m1, fabsf(r1));
+      m3 = fmaxf(m3, fabsf(r3));
     }
   }
   if constexpr (kAmax) {
     __shared__ float scratch[kWarpSize];
-    block_amax_into(dh_amax, m1, scratch);
-    block_amax_into(dh_amax + 1, m3, scratch);
+    block_amax_into(dh_amax, stored_abs<TG>(m1), scratch);
+    block_amax_into(dh_amax + 1, stored_abs<TG>(m3), scratch);
   }
 }
 

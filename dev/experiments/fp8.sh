@@ -50,17 +50,22 @@ step_fp8-breakdown() {
 }
 
 # accuracy_runs TAG STEPS [train flags...]: three runs, bf16 seeds 1 and 2 (weights and batches
-# differ: how far two bf16 runs land apart) and fp8 seed 1, with the validation loss every tenth of
-# the run; compare_runs.py on the pairs and the loss curves (scripts/report --plots). The issue's
-# bar: fp8's final loss within the bf16 pair's gap, or 1 %, whichever is larger.
+# differ: how far two bf16 runs land apart) and fp8 seed 1, on the sample tokens' first 95 % with
+# the validation loss on the last 5 % every tenth of the run; compare_runs.py on the pairs and the
+# loss curves (scripts/report --plots). The issue's bar: fp8's final loss within the bf16 pair's
+# gap, or 1 %, whichever is larger.
 accuracy_runs() {
-  local tag=$1 steps=$2 run
+  local tag=$1 steps=$2 run split=$RESULTS/sample_split
   shift 2
+  mkdir -p "$split"
+  python3 -c 'import numpy as np, sys
+t = np.load("data/sample_tokens.npy"); n = len(t) * 19 // 20
+np.save(sys.argv[1] + "/train.npy", t[:n]); np.save(sys.argv[1] + "/val.npy", t[n:])' "$split" || return
   for run in bf16:1 bf16:2 fp8:1; do
     local prec=${run%:*} seed=${run#*:}
     paratrain train --precision "$prec" --grad-dtype bf16 --seed "$seed" --steps "$steps" \
-      --eval-every $((steps / 10)) --log-every $((steps / 20)) "$@" \
-      --out "$RESULTS/${tag}_${prec}_$seed.h5" --overwrite || return
+      --data "$split/train.npy" --val-data "$split/val.npy" --eval-every $((steps / 10)) \
+      --log-every $((steps / 20)) "$@" --out "$RESULTS/${tag}_${prec}_$seed.h5" --overwrite || return
   done
   for run in bf16_2 fp8_1; do
     echo "bf16 seed 1 against $run:"
