@@ -32,8 +32,8 @@ inline constexpr const char* kCommSmsHelp =
 
 // --comm-engine's help (add_ddp_options).
 inline constexpr const char* kCommEngineHelp =
-    "nccl, ce (copy engines over NVLink) or auto (ce where measured faster: one node, bf16 gradients, "
-    "bucketed ZeRO-1, or bucketed on 2 ranks; else nccl)";
+    "nccl, ce (NVLink copy engines) or auto (ce on one node for bf16 gradients, bucketed: ZeRO-1, "
+    "or 2 ranks)";
 
 // --grad-comm's help (add_ddp_options).
 inline constexpr const char* kGradCommHelp =
