@@ -11,6 +11,8 @@
 #                  bf16 only for the last), alternating FP8_ROUNDS times (default 2): 4 x 512 with the
 #                  memory profile, and llm.c's micro-batch 8 x 1024 with --grad-accum FP8_ACCUM (default 4)
 #   fp8-breakdown  the same two points, bf16 and fp8, once with --breakdown (the last bundle)
+#   fp8-llmc       llm.c's working point (XL, 262 144 tokens a step): 8 x 1024 x 32 and 16 x 1024 x 16,
+#                  bf16 and fp8, each with the defaults and with --residual-dtype bf16 --recompute off
 #   fp8-accuracy   train small on the sample tokens, FP8_ACCURACY_STEPS (default 2000) steps: bf16 with
 #                  two seeds (the run-to-run yardstick) and fp8; scripts/compare_runs.py on the pairs and
 #                  the loss curves (scripts/report --plots)
@@ -47,6 +49,18 @@ step_fp8-step() {
 step_fp8-breakdown() {
   local bundles=${BUNDLES:-main}
   (source ".devbundle/${bundles##* }/env.sh" && fp8_points fp8_breakdown bf16,fp8 --breakdown)
+}
+
+step_fp8-llmc() {
+  local shape opts
+  for opts in "" "--residual-dtype bf16 --recompute off"; do
+    for shape in 8:32 16:16; do
+      # shellcheck disable=SC2086  # opts: several flags
+      paratrain bench model --model xl --context-length 1024 --batch-size "${shape%:*}" --grad-accum "${shape#*:}" \
+        --precision bf16,fp8 --attention flash --grad-dtype bf16 $opts --warmup 1 --steps 2 \
+        --out "$RESULTS/llmc_${shape/:/x}${opts:+_keep}.h5" --overwrite | grep -E "^\[" || return
+    done
+  done
 }
 
 # accuracy_runs TAG STEPS [train flags...]: three runs, bf16 seeds 1 and 2 (weights and batches
