@@ -204,7 +204,9 @@ Tensor finish_residual_grad(Context& ctx, RMSNorm& norm, const Tensor& d, Tensor
   Tensor dout_act;
   if (copy && fused && act == DType::BF16 && dout.dtype() != act && ctx.is_cuda())
     dout_act = Tensor::empty(dout.shape(), act, ctx.device(), "grad_cast");
-  if (amax) *amax = copy ? fp8_amax_slot(ctx) : Tensor();
+  // The amax is the operand's when the norm writes the operand: the copy, or dout read as it is.
+  const bool writes_operand = dout_act.defined() || dout.dtype() == act;
+  if (amax) *amax = copy && writes_operand ? fp8_amax_slot(ctx) : Tensor();
   norm.backward(ctx, d, dout, accumulate, dout_act.defined() ? &dout_act : nullptr,
                 amax && amax->defined() ? amax : nullptr);
   return dout_act;
@@ -371,9 +373,13 @@ class TransformerBlock {
         ops::swiglu_backward(ctx, dh1, dh3, dg, h1, h3, nullptr, if_defined(dh_amax));
       }
       h13_ = Tensor();
-      Tensor db = w13_.input_backward(ctx, dh13, dh_amax);  // (N, C); first: under FP8 it casts dh13 for both GEMMs
+      // db (N, C) = Σ dh_b·W_b. Under FP8 dX goes first: it casts dh13 in both layouts, which dW's
+      // GEMMs reuse; otherwise dW first, so w1 and w3's gradients are ready one GEMM sooner (overlap).
+      Tensor db;
+      if (fp8(ctx, Fp8Layer::W13)) db = w13_.input_backward(ctx, dh13, dh_amax);
       if (recompute_norms()) w13_.restore_input(ln2_.recompute_output(ctx, act));
       w13_.weight_backward_and_release(ctx, dh13, dh_amax);
+      if (!db.defined()) db = w13_.input_backward(ctx, dh13);
       dout_act = finish_residual_grad(ctx, ln2_, db, dout, /*accumulate=*/true, act, cfg_.fused, true,
                                       fp8(ctx, Fp8Layer::OutProj) ? &dout_amax : nullptr);  // dL/dh
     }

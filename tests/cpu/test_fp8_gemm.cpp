@@ -8,6 +8,7 @@
 #include "common/fp8_reference.h"
 #include "common/test_util.h"
 #include "core/error.h"
+#include "core/fp8.h"
 #include "ops/fp8_gemm.h"
 
 namespace pt::test {
@@ -116,6 +117,34 @@ TEST(CpuFp8GemmErrors, RefusesTwoE5M2OperandsAndStridedOperands) {
   Tensor wide = make_tensor(cpu, {8, 32}, DType::F32, randn(256, 3));
   Tensor strided = wide.narrow(1, 0, 16);
   EXPECT_ERROR_HAS(ops::matmul_fp8_of(cpu, c, a, strided, false, true, {E4M3, E4M3}), "contiguous");
+}
+
+// An amax given to fp8_operand (a producer's, or one kept from an earlier cast) replaces the
+// measured one: twice the true amax halves the scale, and the values are quantised with it; the
+// operand carries the amax it used. A malformed amax is one error naming it.
+TEST(CpuFp8Operand, TakesAGivenAmaxInsteadOfMeasuringOne) {
+  Context cpu(Device::cpu());
+  const std::vector<double> v = spread(64, 7);
+  Tensor x = make_tensor(cpu, {4, 16}, DType::F32, v);
+  const ops::Fp8Operand measured = ops::fp8_operand(cpu, x, E4M3, true, false);
+  const float amax = measured.amax.data_as<float>()[0];
+  double want_amax = 0.0;
+  for (double e : v) want_amax = std::fmax(want_amax, std::fabs(double(float(e))));
+  EXPECT_EQ(amax, float(want_amax));
+  Tensor twice = make_tensor(cpu, {1}, DType::F32, {2.0 * amax});
+  const ops::Fp8Operand given = ops::fp8_operand(cpu, x, E4M3, true, false, twice);
+  EXPECT_EQ(given.amax.data_as<float>()[0], 2.0f * amax);
+  EXPECT_EQ(given.host_scale_inv, 1.0f / fp8_scale_from_amax(2.0f * amax, E4M3));
+  EXPECT_NE(given.host_scale_inv, measured.host_scale_inv);
+  float scale_inv = 0.0f;
+  const float known = 2.0f * amax;
+  const std::vector<float> q = ops::fp8_quantise_host(x.data_as<float>(), x.numel(), E4M3, &scale_inv, &known);
+  const float* got = given.stored.data_as<float>();
+  for (size_t i = 0; i < q.size(); ++i) ASSERT_EQ(got[i], q[i]) << i;
+  EXPECT_ERROR_HAS(ops::fp8_operand(cpu, x, E4M3, true, false, make_tensor(cpu, {2}, DType::F32, {1.0, 1.0})),
+                   "amax must hold 1 element");
+  EXPECT_ERROR_HAS(ops::fp8_operand(cpu, x, E4M3, true, false, make_tensor(cpu, {1}, DType::F64, {1.0})),
+                   "amax is fp64");
 }
 
 }  // namespace
