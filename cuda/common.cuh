@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include <string>
+#include <type_traits>
 
 #include "core/dtype.h"
 #include "core/error.h"
@@ -71,6 +72,26 @@ __device__ __forceinline__ void block_amax_into(float* amax, float m, float* scr
   if (amax == nullptr) return;  // uniform over the block: every thread returns or none
   m = block_max(m, scratch);
   if (threadIdx.x == 0) atomic_max_nonnegative(amax, m);
+}
+// v as it reads back from storage T (v rounded to T). Rounding to nearest is monotonic and
+// symmetric, so the largest stored |value| is the largest |value| rounded: a kernel keeps max |v|
+// of what it computes in fp32 and rounds it once, before block_amax_into.
+template <typename T>
+__device__ __forceinline__ float as_stored(float v) {
+  return to_float(from_float<T>(v));
+}
+// The launcher's side: *amax (count floats) zeroed on s before the kernel's atomic max (and left
+// 0 for an empty tensor); dispatch_amax calls f(std::true_type) when amax is set, else
+// f(std::false_type), the kernels' kAmax template flag (no amax code in the kernels without it).
+inline void zero_amax(cudaStream_t s, float* amax, int count = 1) {
+  if (amax) PT_CUDA_CHECK(cudaMemsetAsync(amax, 0, size_t(count) * sizeof(float), s));
+}
+template <typename F>
+void dispatch_amax(const float* amax, F&& f) {
+  if (amax)
+    f(std::true_type{});
+  else
+    f(std::false_type{});
 }
 
 // ---- 16-byte packs ----------------------------------------------------------------------
@@ -157,6 +178,7 @@ __device__ __forceinline__ void store_n(T* p, const float (&v)[N]) {
 }
 
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+inline bool aligned8(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 7u) == 0; }
 
 // ---- online softmax statistics ----------------------------------------------------------
 // Running max m and sum s of exp(x - m) over a set of values; two sets combine exactly.

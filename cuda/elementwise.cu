@@ -24,14 +24,6 @@ __device__ __forceinline__ float apply(const F& f, const float (&v)[K][kPack], i
   return f(v[I][i]...);
 }
 
-// |v| as it reads back from storage T (v rounded to T first): the amax of what a kernel stores.
-// Rounding to nearest is monotonic and symmetric, so the largest stored |value| is the largest
-// |value| rounded: the loops keep max |v| unrounded and round once at the end.
-template <typename T>
-__device__ __forceinline__ float stored_abs(float v) {
-  return fabsf(to_float(from_float<T>(v)));
-}
-
 // out[i] = f(in[i]...) over n elements; out may alias an input (same index, same thread). With
 // kAmax, max |out| as stored also goes into *amax (zeroed by the launcher); a template flag, so a
 // map without it carries no amax code at all (its amax argument is null and unread).
@@ -62,14 +54,14 @@ __global__ void map_kernel(int64_t n, bool packed, float* amax, F f, TO* out, co
   }
   if constexpr (kAmax) {
     __shared__ float scratch[kWarpSize];
-    block_amax_into(amax, stored_abs<TO>(m), scratch);
+    block_amax_into(amax, fabsf(as_stored<TO>(m)), scratch);
   }
 }
 
 // kAmax: amax is the device float that receives max |out| (zeroed here first); else unused.
 template <bool kAmax, typename F, typename TO, typename... TI>
 void launch_map_amax(cudaStream_t s, float* amax, int64_t n, F f, TO* out, const TI*... in) {
-  if constexpr (kAmax) PT_CUDA_CHECK(cudaMemsetAsync(amax, 0, sizeof(float), s));
+  if constexpr (kAmax) zero_amax(s, amax);
   if (n == 0) return;
   const bool packed = aligned16(out) && (aligned16(in) && ...);
   const int64_t work = packed ? n / kPack + n % kPack : n;
@@ -169,10 +161,9 @@ void relu_backward(cudaStream_t s, Tensor& dx, const Tensor& dy, const Tensor& y
 void swiglu_forward(cudaStream_t s, Tensor& g, const Tensor& h1, const Tensor& h3, float* g_amax) {
   typed(
       [&](auto* pg, auto* p1, auto* p3) {
-        if (g_amax)
-          launch_map_amax<true>(s, g_amax, g.numel(), Swiglu{}, pg, p1, p3);
-        else
-          launch_map_amax<false>(s, nullptr, g.numel(), Swiglu{}, pg, p1, p3);
+        dispatch_amax(g_amax, [&](auto amax_tag) {
+          launch_map_amax<decltype(amax_tag)::value>(s, g_amax, g.numel(), Swiglu{}, pg, p1, p3);
+        });
       },
       g, h1, h3);
 }
@@ -225,8 +216,8 @@ __global__ void swiglu_backward_kernel(int64_t n, bool packed, TG* dh1, TG* dh3,
   }
   if constexpr (kAmax) {
     __shared__ float scratch[kWarpSize];
-    block_amax_into(dh_amax, stored_abs<TG>(m1), scratch);
-    block_amax_into(dh_amax + 1, stored_abs<TG>(m3), scratch);
+    block_amax_into(dh_amax, fabsf(as_stored<TG>(m1)), scratch);
+    block_amax_into(dh_amax + 1, fabsf(as_stored<TG>(m3)), scratch);
   }
 }
 
@@ -247,15 +238,14 @@ void launch_swiglu_backward(cudaStream_t s, Tensor& dh1, Tensor& dh3, const Tens
 
 void swiglu_backward(cudaStream_t s, Tensor& dh1, Tensor& dh3, const Tensor& dg, const Tensor& h1, const Tensor& h3,
                      Tensor* g, float* dh_amax) {
-  if (dh_amax) PT_CUDA_CHECK(cudaMemsetAsync(dh_amax, 0, 2 * sizeof(float), s));
+  zero_amax(s, dh_amax, 2);
   if (dg.numel() == 0) return;
   dispatch_float_pair(dg.dtype(), h1.dtype(), [&](auto gtag, auto htag) {
     using TG = typename decltype(gtag)::type;
     using TH = typename decltype(htag)::type;
-    if (dh_amax)
-      launch_swiglu_backward<true, TG, TH>(s, dh1, dh3, dg, h1, h3, g, dh_amax);
-    else
-      launch_swiglu_backward<false, TG, TH>(s, dh1, dh3, dg, h1, h3, g, nullptr);
+    dispatch_amax(dh_amax, [&](auto amax_tag) {
+      launch_swiglu_backward<decltype(amax_tag)::value, TG, TH>(s, dh1, dh3, dg, h1, h3, g, dh_amax);
+    });
   });
 }
 

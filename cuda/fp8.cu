@@ -160,7 +160,7 @@ void fp8_amax(cudaStream_t s, float* amax, const Tensor& x) {
 void fp8_cast(cudaStream_t s, Tensor& out, float* scale_inv, const Tensor& x, const float* amax) {
   const int64_t n = x.numel();
   // Packs store 8 bytes of out per thread: both sides must allow it.
-  const int64_t packs = (reinterpret_cast<uintptr_t>(out.data()) & 7u) == 0 ? pack_count(x) : 0;
+  const int64_t packs = aligned8(out.data()) ? pack_count(x) : 0;
   dispatch_cast(x.dtype(), out.dtype(), [&](auto tag, auto fmt) {
     using T = typename decltype(tag)::type;
     // One block at least, so that scale_inv is written for an empty tensor too.
@@ -176,7 +176,7 @@ void fp8_cast_transpose(cudaStream_t s, Tensor& out, Tensor* plain, float* scale
   // Full tiles move 16-byte packs: x's rows must start on 16 bytes (cols % 8), out's too (rows % 16),
   // and plain's 8-byte packs on 8 bytes.
   const bool vec = aligned16(x.data()) && aligned16(out.data()) && cols % kPack == 0 && rows % 16 == 0 &&
-                   (!plain || (reinterpret_cast<uintptr_t>(plain->data()) & 7u) == 0);
+                   (!plain || aligned8(plain->data()));
   uint8_t* plain_out = plain ? plain->data_as<uint8_t>() : nullptr;
   const dim3 grid(static_cast<unsigned>(std::max<int64_t>(ceil_div(cols, kTile), 1)),
                   static_cast<unsigned>(std::max<int64_t>(ceil_div(rows, kTile), 1)));

@@ -246,9 +246,9 @@ bool worth_tuning(const GemmDesc& g) {
 
 // ---- FP8 ---------------------------------------------------------------------------------
 // In the column-major view (A_lt = B, B_lt = A, D_lt = Cᵀ) the scale pointers swap with the
-// operands. They are set on the cached descriptor before each
-// call (a host-side write that cublasLtMatmul reads when it enqueues), so that a plan serves
-// every pair of scale tensors of its shape.
+// operands. They are set on the cached descriptor before each call (a host-side write that
+// cublasLtMatmul reads when it enqueues), so that a plan serves every pair of scale tensors of
+// its shape.
 void set_fp8_scales(const LtProblem& p, const Fp8GemmDesc& g) {
   PT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &g.b_scale_inv,
                                                  sizeof(g.b_scale_inv)));

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <climits>
 #include <initializer_list>
-#include <type_traits>
 
 #include "cuda/chained_launch.cuh"
 #include "cuda/common.cuh"
@@ -30,12 +29,11 @@ __device__ __forceinline__ void for_lane_cols(const T* row, int cols, int lane, 
   }
 }
 
-// FP8 current scaling's amax of a kernel's output, taken as it is stored. With kAmax each lane
-// keeps the max |value| it computed in fp32, in a register, and the block's max goes into *amax
-// once, after its last store (block_amax_into). Rounding to the stored type is monotonic and
-// symmetric, so the max of the stored values is the stored type's rounding of that fp32 max: one
-// conversion a lane instead of one an element. fmaxf drops NaN. Without kAmax (a template
-// argument, so that the kernels without amax keep their registers and occupancy) neither runs.
+// FP8 current scaling's amax of a kernel's output, taken as it is stored (common.cuh's as_stored
+// and block_amax_into). With kAmax each lane keeps the max |value| it computed in fp32, in a
+// register, and the block's max goes into *amax once, after its last store. fmaxf drops NaN.
+// Without kAmax (a template argument, so that the kernels without amax keep their registers and
+// occupancy) neither runs.
 template <bool kAmax, int N>
 __device__ __forceinline__ void fold_abs_max(float& m, const float (&v)[N]) {
   if constexpr (kAmax)
@@ -45,18 +43,6 @@ __device__ __forceinline__ void fold_abs_max(float& m, const float (&v)[N]) {
 template <bool kAmax>
 __device__ __forceinline__ void store_amax(float* amax, float m_stored, float* scratch) {
   if constexpr (kAmax) block_amax_into(amax, m_stored, scratch);
-}
-template <typename T>
-__device__ __forceinline__ float as_stored(float m) {
-  return to_float(from_float<T>(m));
-}
-// f(std::true_type) when amax is set, else f(std::false_type): the kernels' kAmax.
-template <typename F>
-void dispatch_amax(const float* amax, F&& f) {
-  if (amax)
-    f(std::true_type{});
-  else
-    f(std::false_type{});
 }
 
 // kAmax: max |y| as stored into *amax (zeroed by the launcher).
@@ -387,10 +373,6 @@ bool packs_fit(int64_t cols, std::initializer_list<const void*> ptrs) {
   for (const void* p : ptrs)
     if (p && !aligned16(p)) return false;
   return true;
-}
-// *amax starts at 0 for the blocks' atomic max, and stays 0 for an empty tensor.
-void zero_amax(cudaStream_t s, float* amax) {
-  if (amax) PT_CUDA_CHECK(cudaMemsetAsync(amax, 0, sizeof(float), s));
 }
 
 }  // namespace

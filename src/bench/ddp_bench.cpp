@@ -150,9 +150,9 @@ void DdpBench::forward_backward() {
 }
 
 DdpResult DdpBench::run(const DdpConfig& c) {
-  const bool bf16_gradients = ctx_.grad_dtype() == DType::BF16 || c.grad_comm == parallel::GradComm::BF16;
   use_communicator(c.comm_sms,
-                   comm_engine_for(c.engine, *c.ddp, c.shard, bf16_gradients, parallel::Runtime::get().world_size()));
+                   comm_engine_for(c.engine, *c.ddp, c.shard, gradients_in_bf16(ctx_.grad_dtype(), c.grad_comm),
+                                   parallel::Runtime::get().world_size()));
   auto& alloc = TrackingAllocator::instance();
   const DeviceKind kind = ctx_.device().kind;
   ParamStore& store = model_.store();

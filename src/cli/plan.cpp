@@ -10,6 +10,7 @@
 #include "cli/ddp_options.h"
 #include "cli/options.h"
 #include "cli/subcommands.h"
+#include "core/accelerator_specs.h"
 #include "core/error.h"
 #include "io/run_record.h"
 #include "io/table.h"
@@ -239,7 +240,7 @@ int run_plan(const std::vector<std::string>& args) {
   if (vm->count("peak-tflops")) {
     positive("peak-tflops", peak_tflops);
     cluster.device.fp32_tflops = cluster.device.tf32_tflops = cluster.device.bf16_tflops = peak_tflops;
-    cluster.device.fp8_tflops = 2 * peak_tflops;  // mfu_peaks' rule for --peak-tflops
+    cluster.device.fp8_tflops = kFp8PeakPerBf16 * peak_tflops;  // mfu_peaks' rule for --peak-tflops
   }
   if (vm->count("hbm-gbps")) positive("hbm-gbps", cluster.device.hbm_gbps = hbm_gbps);
   if (vm->count("link-gbps")) positive("link-gbps", cluster.device.link_gbps = link_gbps);

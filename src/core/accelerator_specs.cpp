@@ -152,7 +152,7 @@ double peak_tflops_from_properties(int cc_major, int cc_minor, int sm_count, dou
                                                    : 1024;
   const double per_clock = p == Precision::FP32   ? fp32
                            : p == Precision::TF32 ? bf16 / 2
-                           : p == Precision::FP8  ? bf16 * 2
+                           : p == Precision::FP8  ? bf16 * kFp8PeakPerBf16
                                                   : bf16;
   return per_clock * sm_count * clock_ghz * 1e9 / 1e12;
 }
@@ -189,7 +189,7 @@ MfuPeaks mfu_peaks(const Device& device, Precision p, double override_tflops) {
   MfuPeaks out;
   if (override_tflops > 0) {
     out.peak = DevicePeak{"", override_tflops, 0, "--peak-tflops"};
-    if (p == Precision::FP8) out.fp8_tflops = 2 * override_tflops;
+    if (p == Precision::FP8) out.fp8_tflops = kFp8PeakPerBf16 * override_tflops;
     return out;
   }
   out.peak = device_peak(device, mfu_scale(p));

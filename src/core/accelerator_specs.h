@@ -48,12 +48,16 @@ struct DevicePeak {
 };
 DevicePeak device_peak(const Device& device, Precision p);
 
+// The dense FP8 rate over the bf16 one, on every GPU with FP8 tensor cores (sm_89 to sm_100):
+// --peak-tflops's FP8 peak and the fallback from device properties.
+constexpr double kFp8PeakPerBf16 = 2.0;
+
 // The peaks a run's MFU is reported against. `tflops` is the run precision's own, except that an
 // fp8 run is measured against the bf16 peak: its FP8 GEMMs are only part of the model's FLOPs
 // (attention and the LM head stay bf16), and one scale lets fp8 and bf16 runs compare. An fp8
 // run also gets `fp8_tflops`, the FP8 peak its GEMMs could reach at most (0 for any other run).
-// `override_tflops` > 0 (--peak-tflops) replaces the bf16-scale peak, and the FP8 one is twice it,
-// the ratio of every GPU with FP8 tensor cores.
+// `override_tflops` > 0 (--peak-tflops) replaces the bf16-scale peak, and the FP8 one is
+// kFp8PeakPerBf16 times it.
 Precision mfu_scale(Precision p);  // the precision whose peak `tflops` is: bf16 for fp8, else p
 struct MfuPeaks {
   DevicePeak peak;

@@ -13,12 +13,11 @@ const ops::Fp8Operand& Fp8GradCasts::of(Context& ctx, const Tensor& dy, int64_t 
   PT_CHECK(i >= 0 && i < int64_t(casts_.size()),
            "Fp8GradCasts: slice " + std::to_string(i) + " of dy " + dy.describe());
   ops::Fp8Operand& o = casts_[size_t(i)];
-  const bool cast = !o.scale_inv.defined() && !o.stored.defined();
-  const bool lacks_stored = ctx.is_cuda() && both && !o.stored.defined();  // dX after a dW that cast one layout
-  // A second cast (lacks_stored) takes the first one's amax: the same values.
-  if (cast || lacks_stored)
+  // Cast once (every cast sets amax). The layers ask for both layouts at the first use whenever
+  // dX reads dy too, so a later use finds the layout it needs (matmul_fp8_operands checks).
+  if (!o.amax.defined())
     o = ops::fp8_operand(ctx, dy.dim() == 3 ? dy.select(0, i) : dy, kFp8Gradient, both, true,
-                         fp8_known_amax(ctx, o.amax.defined() ? o.amax : amax));
+                         fp8_known_amax(ctx, amax));
   return o;
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 // Internal to the op implementations: argument checks that fail with one clear message
 // naming the op and the argument, and the CPU dtype dispatch. Not part of the op interface.
+#include <cmath>
 #include <initializer_list>
 #include <string>
 #include <type_traits>
@@ -109,6 +110,18 @@ void dispatch_cpu_float(DType t, F&& f) {
     case DType::F64: f(double{}); return;
     default: PT_FAIL(std::string("CPU op called with unsupported dtype ") + dtype_name(t));
   }
+}
+
+// The CPU ops' amax outputs: max |t| over a CPU float tensor as stored, rounded to fp32
+// (std::fmax skips NaN, as the GPU's fmaxf).
+inline float host_amax(const Tensor& t) {
+  double m = 0.0;
+  dispatch_cpu_float(t.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* p = t.data_as<const T>();
+    for (int64_t i = 0, n = t.numel(); i < n; ++i) m = std::fmax(m, double(std::fabs(p[i])));
+  });
+  return static_cast<float>(m);
 }
 
 }  // namespace pt::ops::detail

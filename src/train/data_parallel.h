@@ -34,9 +34,13 @@ struct DataParallelConfig {
 //   ZeRO-1, bucketed reduce-scatters, bf16 gradients: ce +2.5 % / +7.3 % (2 / 4 ranks), nccl +13.1 / +14.2
 //   bucketed all-reduce, bf16 gradients: ce +12.5 % / +29.4 %, nccl +18.0 / +20.7: ce on 2 ranks only
 //   fp32 gradients, and one reduce-scatter after backward: ce loses (+34.0 %; +35.0 % on 4 ranks)
-// bf16_gradients: the gradients cross the wire in bf16 (--grad-dtype bf16 or --grad-comm bf16).
+// bf16_gradients: the gradients cross the wire in bf16 (gradients_in_bf16).
 parallel::CommEngine comm_engine_for(parallel::CommEngine requested, const parallel::StrategySpec& ddp, ShardMode shard,
                                      bool bf16_gradients, int ranks);
+// Whether gradients cross the wire in bf16: stored so (--grad-dtype bf16) or sent so (--grad-comm bf16).
+inline bool gradients_in_bf16(DType grad_dtype, parallel::GradComm grad_comm) {
+  return grad_dtype == DType::BF16 || grad_comm == parallel::GradComm::BF16;
+}
 
 // What a data-parallel run needs: the gradient-sync strategy and the optimizer.
 //   shard none:      make_grad_sync(ddp) + the ordinary optimizer over all trainable ranges,

@@ -286,8 +286,7 @@ void Trainer::build() {
     comm_ = parallel::make_communicator(
         parallel::backend_for(c.device), ctx, c.ddp.comm_sms,
         comm_engine_for(c.ddp.comm_engine, *c.ddp.ddp, c.ddp.shard,
-                        ctx.grad_dtype() == DType::BF16 || c.ddp.grad_comm == parallel::GradComm::BF16,
-                        rt_.world_size()));
+                        gradients_in_bf16(ctx.grad_dtype(), c.ddp.grad_comm), rt_.world_size()));
   // Rank 0's weights become everyone's here (the strategy broadcasts them at construction).
   dp_ = make_data_parallel(ctx, lm_->store(), comm_.get(), c.ddp, optimizer_cfg_, c.update_overlap, c.cuda_graph);
   Optimizer& optimizer = *dp_.optimizer;

@@ -50,17 +50,6 @@ void map_elements(Tensor& out, F f, const In&... in) {
   });
 }
 
-// max |t| over a float tensor as stored, rounded to fp32 (std::fmax skips NaN, as the GPU's fmaxf).
-float stored_amax(const Tensor& t) {
-  double m = 0.0;
-  dispatch_cpu_float(t.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    const T* p = t.data_as<const T>();
-    for (int64_t i = 0, n = t.numel(); i < n; ++i) m = std::fmax(m, double(std::fabs(p[i])));
-  });
-  return static_cast<float>(m);
-}
-
 }  // namespace
 
 void cast(Tensor& dst, const Tensor& src, float scale) {
@@ -131,7 +120,7 @@ void relu_backward(Tensor& dx, const Tensor& dy, const Tensor& y) {
 void swiglu_forward(Tensor& g, const Tensor& h1, const Tensor& h3, float* g_amax) {
   map_elements(
       g, [](auto a, auto b) { return a * sigmoid(a) * b; }, h1, h3);
-  if (g_amax) *g_amax = stored_amax(g);
+  if (g_amax) *g_amax = detail::host_amax(g);
 }
 
 void swiglu_backward(Tensor& dh1, Tensor& dh3, const Tensor& dg, const Tensor& h1, const Tensor& h3, Tensor* g,
@@ -150,8 +139,8 @@ void swiglu_backward(Tensor& dh1, Tensor& dh3, const Tensor& dg, const Tensor& h
     }
   });
   if (dh_amax) {
-    dh_amax[0] = stored_amax(dh1);
-    dh_amax[1] = stored_amax(dh3);
+    dh_amax[0] = detail::host_amax(dh1);
+    dh_amax[1] = detail::host_amax(dh3);
   }
 }
 

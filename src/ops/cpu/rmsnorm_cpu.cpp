@@ -7,17 +7,6 @@
 
 namespace pt::ops::cpu {
 
-namespace {
-// *amax = max |v| over n stored values (std::fmax skips NaN, as the GPU's fmaxf), when amax is set.
-template <typename T>
-void write_amax(float* amax, const T* v, int64_t n) {
-  if (!amax) return;
-  T m = 0;
-  for (int64_t i = 0; i < n; ++i) m = std::fmax(m, std::abs(v[i]));
-  *amax = float(m);
-}
-}  // namespace
-
 void rmsnorm_forward(Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& w, float eps, float* amax) {
   detail::dispatch_cpu_float(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -32,8 +21,8 @@ void rmsnorm_forward(Tensor& y, Tensor& rstd, const Tensor& x, const Tensor& w, 
       pr[r] = inv;
       for (int64_t c = 0; c < cols; ++c) py[r * cols + c] = xr[c] * inv * pw[c];
     }
-    write_amax(amax, py, rows * cols);
   });
+  if (amax) *amax = detail::host_amax(y);
 }
 
 void rmsnorm_apply(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& rstd) {
@@ -71,8 +60,8 @@ void rmsnorm_backward(Tensor& dx, Tensor& dw, const Tensor& dy, const Tensor& x,
         dxr[c] = accumulate ? dxr[c] + d : d;
       }
     }
-    write_amax(amax, pdx, rows * cols);
   });
+  if (amax) *amax = detail::host_amax(dx);
 }
 
 }  // namespace pt::ops::cpu
