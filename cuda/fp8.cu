@@ -3,6 +3,8 @@
 // the tests run it); core/fp8.h is the host twin the tests hold both to.
 #include <cuda_fp8.h>
 
+#include <type_traits>
+
 #include "core/fp8.h"
 #include "cuda/common.cuh"
 #include "cuda/fp8.h"
@@ -13,7 +15,17 @@ namespace {
 
 constexpr int kThreads = 256;
 
-template <typename T>
+// V: the type whose values are measured and cast — T itself, or bf16 for fp32 master weights read
+// as the bf16 mirror would hold them (each element rounded to bf16 first).
+template <typename T, typename V>
+__device__ __forceinline__ float value_as(float v) {
+  if constexpr (std::is_same_v<T, V>)
+    return v;
+  else
+    return as_stored<V>(v);
+}
+
+template <typename T, typename V = T>
 __global__ void amax_kernel(float* amax, const T* __restrict__ x, int64_t n, int64_t packs) {
   __shared__ float scratch[kWarpSize];
   float m = 0.0f;
@@ -22,9 +34,9 @@ __global__ void amax_kernel(float* amax, const T* __restrict__ x, int64_t n, int
     float v[kPack];
     load_pack<kPack>(x + p * kPack, v);
 #pragma unroll
-    for (int i = 0; i < kPack; ++i) m = fmaxf(m, fabsf(v[i]));
+    for (int i = 0; i < kPack; ++i) m = fmaxf(m, fabsf(value_as<T, V>(v[i])));
   }
-  for (int64_t i = packs * kPack + first; i < n; i += stride) m = fmaxf(m, fabsf(to_float(x[i])));
+  for (int64_t i = packs * kPack + first; i < n; i += stride) m = fmaxf(m, fabsf(value_as<T, V>(to_float(x[i]))));
   block_amax_into(amax, m, scratch);
 }
 
@@ -82,7 +94,7 @@ constexpr int kTile = 64;
 // one output row per thread when `vec`); partial tiles at the edges go element by element.
 // With `plain` the converted values also go out as x is laid out (rows, cols), from the same
 // read: a gradient that feeds both dX (plain) and dW (transposed) is read once.
-template <typename T, Fp8Format F>
+template <typename T, Fp8Format F, typename V = T>
 __global__ void cast_transpose_kernel(uint8_t* __restrict__ out, uint8_t* __restrict__ plain, float* scale_inv,
                                       const T* __restrict__ x, int64_t rows, int64_t cols, bool vec,
                                       const float* amax) {
@@ -99,14 +111,14 @@ __global__ void cast_transpose_kernel(uint8_t* __restrict__ out, uint8_t* __rest
       uint2 word;
       auto* b = reinterpret_cast<uint8_t*>(&word);
 #pragma unroll
-      for (int i = 0; i < kPack; ++i) b[i] = tile[r][c + i] = to_fp8<F>(v[i], scale);
+      for (int i = 0; i < kPack; ++i) b[i] = tile[r][c + i] = to_fp8<F>(value_as<T, V>(v[i]), scale);
       if (plain) *reinterpret_cast<uint2*>(plain + (r0 + r) * cols + c0 + c) = word;
     }
   } else {
     for (int e = threadIdx.x; e < kTile * kTile; e += blockDim.x) {
       const int r = e / kTile, c = e % kTile;
       if (r0 + r < rows && c0 + c < cols) {
-        tile[r][c] = to_fp8<F>(to_float(x[(r0 + r) * cols + c0 + c]), scale);
+        tile[r][c] = to_fp8<F>(value_as<T, V>(to_float(x[(r0 + r) * cols + c0 + c])), scale);
         if (plain) plain[(r0 + r) * cols + c0 + c] = tile[r][c];
       }
     }
@@ -170,8 +182,11 @@ void fp8_cast(cudaStream_t s, Tensor& out, float* scale_inv, const Tensor& x, co
   PT_CUDA_CHECK_LAUNCH();
 }
 
-void fp8_cast_transpose(cudaStream_t s, Tensor& out, Tensor* plain, float* scale_inv, const Tensor& x,
-                        const float* amax) {
+namespace {
+// fp8_cast_transpose's launch; V as in amax_kernel.
+template <typename V>
+void launch_cast_transpose(cudaStream_t s, Tensor& out, Tensor* plain, float* scale_inv, const Tensor& x,
+                           const float* amax) {
   const int64_t rows = x.size(0), cols = x.size(1);
   // Full tiles move 16-byte packs: x's rows must start on 16 bytes (cols % 8), out's too (rows % 16),
   // and plain's 8-byte packs on 8 bytes.
@@ -183,10 +198,30 @@ void fp8_cast_transpose(cudaStream_t s, Tensor& out, Tensor* plain, float* scale
   PT_CHECK(grid.y <= 65535u, "fp8_cast_transpose: more than 65535·64 rows");
   dispatch_cast(x.dtype(), out.dtype(), [&](auto tag, auto fmt) {
     using T = typename decltype(tag)::type;
-    cast_transpose_kernel<T, decltype(fmt)::value>
+    using Via = std::conditional_t<std::is_void_v<V>, T, V>;
+    cast_transpose_kernel<T, decltype(fmt)::value, Via>
         <<<grid, kThreads, 0, s>>>(out.data_as<uint8_t>(), plain_out, scale_inv, x.data_as<T>(), rows, cols, vec, amax);
   });
   PT_CUDA_CHECK_LAUNCH();
+}
+}  // namespace
+
+void fp8_cast_transpose(cudaStream_t s, Tensor& out, Tensor* plain, float* scale_inv, const Tensor& x,
+                        const float* amax) {
+  launch_cast_transpose<void>(s, out, plain, scale_inv, x, amax);
+}
+
+void fp8_cast_weight(cudaStream_t s, Tensor& stored, Tensor& transposed, float* scale_inv, float* amax, const Tensor& w,
+                     bool amax_zeroed) {
+  PT_CHECK(w.dtype() == DType::F32 && w.dim() == 2, "fp8_cast_weight: w must be 2-D fp32, got " + w.describe());
+  if (!amax_zeroed) PT_CUDA_CHECK(cudaMemsetAsync(amax, 0, sizeof(float), s));
+  const int64_t n = w.numel(), packs = pack_count(w);
+  if (n > 0) {
+    amax_kernel<float, __nv_bfloat16>
+        <<<grid_for(packs > 0 ? packs : n, kThreads), kThreads, 0, s>>>(amax, w.data_as<float>(), n, packs);
+    PT_CUDA_CHECK_LAUNCH();
+  }
+  launch_cast_transpose<__nv_bfloat16>(s, transposed, &stored, scale_inv, w, amax);
 }
 
 }  // namespace pt::cuda

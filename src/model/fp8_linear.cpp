@@ -23,6 +23,7 @@ const ops::Fp8Operand& Fp8GradCasts::of(Context& ctx, const Tensor& dy, int64_t 
 
 ops::Fp8Operand Fp8WeightCasts::of(Context& ctx, const Tensor& w, const ParamStore& store, const Parameter& p,
                                    bool transposed) {
+  if (const ops::Fp8Operand* kept = store.fp8_weight(p)) return *kept;  // the store's: both layouts
   // Kept this step (values_fixed held when it was cast; the layer drops it at release_unless_fixed
   // once its gradient is final, before any update): the casts, or the amax to cast with.
   const bool kept = kept_step_ != 0 && kept_step_ == store.steps();

@@ -39,14 +39,17 @@ class Fp8GradCasts {
   std::vector<ops::Fp8Operand> casts_;
 };
 
-// A weight's FP8 casts. In a step of several micro-batches they are made at the weight's first
-// use, in both layouts from one read (as stored for the forward, transposed for dX), and kept
-// while its values cannot change (ParamStore::values_fixed): every later micro-batch reuses
-// them, and they go when the weight's gradient is final (the update follows). A step of one
-// micro-batch casts the layout each use needs instead: keeping the casts from forward to
-// backward would hold a byte per weight at the memory peak to save one read of it. Only the
-// amax is kept from forward to backward then (the values are the same), so dX's cast skips the
-// pass that would measure it again.
+// A weight's FP8 casts. Where the store keeps them (ParamStore::fp8_weight: made by the update,
+// in the bf16 mirror's bytes) they are the store's, and nothing below applies: the casts made
+// here are for a store without them (no mirror, Context::fp8_reuse off, a sharded optimizer).
+// In a step of several micro-batches they are made at the weight's first use, in both layouts
+// from one read (as stored for the forward, transposed for dX), and kept while its values cannot
+// change (ParamStore::values_fixed): every later micro-batch reuses them, and they go when the
+// weight's gradient is final (the update follows). A step of one micro-batch casts the layout
+// each use needs instead: keeping the casts from forward to backward would hold a byte per
+// weight at the memory peak to save one read of it. Only the amax is kept from forward to
+// backward then (the values are the same), so dX's cast skips the pass that would measure it
+// again.
 class Fp8WeightCasts {
  public:
   // w: p's values as the GEMM reads them (the bf16 mirror), (d_out, d_in); `transposed`: the

@@ -49,6 +49,11 @@ Linear::Linear(ParamStore& store, const std::vector<Parameter*>& stacked_weights
   if (bias_) store.add_use(*bias_);
 }
 
+void Linear::set_fp8(bool on) {
+  if (on && !fp8_) store_.add_fp8_weight(weights_);
+  fp8_ = on;
+}
+
 void Linear::release() {
   saved_x_ = x_amax_ = Tensor();
   fp8_dy_.clear();
@@ -195,6 +200,12 @@ BatchedLinear::BatchedLinear(ParamStore& store, const std::vector<Parameter*>& w
   PT_CHECK(weights_.size() == 1 || (spacing_ >= w0.numel && (!w0.trainable || grad_spacing_ >= w0.numel)),
            "BatchedLinear: weights '" + w0.name + "' … overlap");
   fp8_w_.resize(weights_.size());
+}
+
+void BatchedLinear::set_fp8(bool on) {
+  if (on && !fp8_)
+    for (Parameter* w : weights_) store_.add_fp8_weight({w});
+  fp8_ = on;
 }
 
 void BatchedLinear::release() {

@@ -70,8 +70,9 @@ class Linear {
   Parameter& weight() { return *weights_.front(); }
   Parameter* bias() { return bias_; }
   // Whether this layer's GEMMs take FP8 operands when the context runs FP8 Linear GEMMs
-  // (Context::fp8_linear; the model's table decides per layer). Off by default.
-  void set_fp8(bool on) { fp8_ = on; }
+  // (Context::fp8_linear; the model's table decides per layer). Off by default. On registers the
+  // stacked weight as one FP8 weight run (ParamStore::add_fp8_weight): call before finalize.
+  void set_fp8(bool on);
   int64_t d_in() const { return d_in_; }
   int64_t d_out() const { return d_out_; }
 
@@ -124,7 +125,7 @@ class BatchedLinear {
   void drop_input() { saved_x_ = Tensor(); }  // as Linear::drop_input
   void restore_input(const Tensor& x);
   int64_t batch() const { return static_cast<int64_t>(weights_.size()); }
-  void set_fp8(bool on) { fp8_ = on; }  // as Linear::set_fp8
+  void set_fp8(bool on);  // as Linear::set_fp8; each weight its own run
 
  private:
   // (batch, d_out, d_in) views of the weights (bf16 mirror or fp32) and of their gradients.

@@ -8,8 +8,13 @@
 #include "core/error.h"
 #include "core/profiler.h"
 #include "ops/elementwise.h"
+#include "ops/fp8.h"
 
 namespace pt {
+
+namespace {
+constexpr size_t kFp8ScalarStride = 64;  // floats between two FP8 weight scalars (256 bytes)
+}  // namespace
 
 Tensor Parameter::data() const {
   PT_CHECK(store_ && store_->finalized(), "parameter '" + name + "' used before ParamStore::finalize");
@@ -24,6 +29,8 @@ Tensor Parameter::grad() const {
 
 Tensor Parameter::data_lowp() const {
   if (!store_ || !store_->has_lowp()) return Tensor();
+  PT_CHECK(fp8_run < 0 || !store_->keeps_fp8_run(fp8_run),
+           "parameter '" + name + "' has no bf16 copy: its mirror bytes hold its FP8 casts");
   return store_->flat_lowp().narrow(0, offset, numel).reshape(shape);
 }
 
@@ -53,6 +60,82 @@ Parameter* ParamStore::find(const std::string& name) const {
   return it == by_name_.end() ? nullptr : it->second;
 }
 
+void ParamStore::add_fp8_weight(const std::vector<Parameter*>& run) {
+  PT_CHECK(!finalized_, "ParamStore::add_fp8_weight after finalize");
+  PT_CHECK(!run.empty(), "add_fp8_weight: no parameters");
+  const Parameter& first = *run.front();
+  Fp8Run r;
+  r.offset = first.offset;
+  r.cols = first.shape.size() == 2 ? first.shape[1] : 0;
+  for (Parameter* p : run) {  // checked whole before any parameter joins
+    PT_CHECK(p->store_ == this && p->fp8_run < 0, "add_fp8_weight: '" + p->name + "' is in a run already");
+    PT_CHECK(p->shape.size() == 2 && p->shape[1] == r.cols && p->offset == r.offset + r.rows * r.cols,
+             "add_fp8_weight: '" + p->name + "' is not a 2-D weight adjacent to '" + first.name + "' with its columns");
+    r.rows += p->shape[0];
+  }
+  for (Parameter* p : run) p->fp8_run = static_cast<int>(fp8_runs_.size());
+  fp8_runs_.push_back(r);
+}
+
+bool ParamStore::keep_fp8_run(size_t i) {
+  Fp8Run& r = fp8_runs_[i];
+  const int64_t n = r.rows * r.cols;
+  // Stored at byte 2·offset, transposed at 2·offset + n: both must start on 16 bytes.
+  if ((2 * r.offset) % 16 != 0 || n % 16 != 0 || n == 0) return false;
+  char* base = static_cast<char*>(flat_lowp_.data()) + 2 * r.offset;
+  r.casts.format = Fp8Format::E4M3;
+  r.casts.stored = Tensor::view_of(base, {r.rows, r.cols}, DType::F8E4M3, device_);
+  r.casts.transposed = Tensor::view_of(base + n, {r.cols, r.rows}, DType::F8E4M3, device_);
+  // Each scalar on 256 bytes of its own, as a separate allocation would be: cuBLASLt's FP8 GEMM
+  // refused scale pointers 4 bytes apart ("not supported").
+  r.casts.scale_inv = fp8_scalars_.narrow(0, int64_t(kFp8ScalarStride * (2 * i)), 1);
+  r.casts.amax = fp8_scalars_.narrow(0, int64_t(kFp8ScalarStride * (2 * i + 1)), 1);
+  return true;
+}
+
+const ops::Fp8Operand* ParamStore::fp8_weight(const Parameter& first) const {
+  if (!keeps_fp8_ || first.fp8_run < 0) return nullptr;
+  const Fp8Run& r = fp8_runs_[size_t(first.fp8_run)];
+  PT_CHECK(r.offset == first.offset, "fp8_weight: '" + first.name + "' does not begin its FP8 weight run");
+  return r.casts.stored.defined() ? &r.casts : nullptr;
+}
+
+bool ParamStore::keeps_fp8_run(int run) const { return keeps_fp8_ && fp8_runs_.at(size_t(run)).casts.stored.defined(); }
+
+void ParamStore::drop_fp8_weights(Context& ctx) {
+  if (!keeps_fp8_) return;
+  keeps_fp8_ = false;
+  for (Fp8Run& r : fp8_runs_) r.casts = ops::Fp8Operand();
+  fp8_scalars_ = Tensor();
+  refresh_lowp(ctx);
+}
+
+std::pair<size_t, size_t> ParamStore::fp8_runs_ending_in(int64_t begin, int64_t end) const {
+  const auto run_end = [](const Fp8Run& r) { return r.offset + r.rows * r.cols; };
+  const auto first =
+      std::partition_point(fp8_runs_.begin(), fp8_runs_.end(), [&](const Fp8Run& r) { return run_end(r) <= begin; });
+  const auto last = std::partition_point(first, fp8_runs_.end(), [&](const Fp8Run& r) { return run_end(r) <= end; });
+  return {size_t(first - fp8_runs_.begin()), size_t(last - fp8_runs_.begin())};
+}
+
+void ParamStore::cast_fp8_weights(Context& ctx, int64_t begin, int64_t end, cudaStream_t stream) const {
+  if (!keeps_fp8_) return;
+  const auto [first, last] = fp8_runs_ending_in(begin, end);
+  if (first == last) return;
+  // Their amax slots zeroed in one fill, not one per run (their scale_inv slots too: the casts
+  // rewrite them).
+  const int64_t lo = int64_t(2 * kFp8ScalarStride * first), n = int64_t(2 * kFp8ScalarStride * (last - first));
+  Tensor slots = fp8_scalars_.narrow(0, lo, n);
+  fill_zero(ctx, slots.data(), device_.kind, slots.nbytes(), stream);
+  for (size_t i = first; i < last; ++i) {
+    const Fp8Run& r = fp8_runs_[i];
+    if (!r.casts.stored.defined()) continue;
+    const Tensor w = flat_params_.narrow(0, r.offset, r.rows * r.cols).reshape({r.rows, r.cols});
+    ops::Fp8Operand o = r.casts;  // views of the store's bytes
+    ops::fp8_cast_weight(ctx, o.stored, o.transposed, o.scale_inv, o.amax, w, stream, /*amax_zeroed=*/true);
+  }
+}
+
 void ParamStore::finalize(Context& ctx, bool lowp_mirror, DType dtype) {
   PT_CHECK(!finalized_, "ParamStore::finalize called twice");
   PT_CHECK(dtype == DType::F32 || (dtype == DType::F64 && ctx.device().is_cpu()),
@@ -71,6 +154,24 @@ void ParamStore::finalize(Context& ctx, bool lowp_mirror, DType dtype) {
     flat_lowp_ = Tensor::empty({numel_}, DType::BF16, device_, "params_bf16", MemCategory::Parameters);
   }
   finalized_ = true;
+  // Runs in offset order (fp8_runs_ending_in): a layer may register its weights in another.
+  std::vector<size_t> order(fp8_runs_.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return fp8_runs_[a].offset < fp8_runs_[b].offset; });
+  std::vector<Fp8Run> sorted;
+  std::vector<int> index_of(fp8_runs_.size());
+  for (size_t i = 0; i < order.size(); ++i) {
+    sorted.push_back(fp8_runs_[order[i]]);
+    index_of[order[i]] = static_cast<int>(i);
+  }
+  fp8_runs_ = std::move(sorted);
+  for (auto& p : params_)
+    if (p->fp8_run >= 0) p->fp8_run = index_of[size_t(p->fp8_run)];
+  if (lowp_mirror && ctx.fp8_linear() && ctx.fp8_reuse() && !fp8_runs_.empty()) {
+    fp8_scalars_ = Tensor::empty({int64_t(2 * kFp8ScalarStride * fp8_runs_.size())}, DType::F32, device_,
+                                 "fp8_weight_scalars", MemCategory::Parameters);
+    for (size_t i = 0; i < fp8_runs_.size(); ++i) keeps_fp8_ = keep_fp8_run(i) || keeps_fp8_;
+  }
   if (lowp_mirror) refresh_lowp(ctx);
 }
 
@@ -118,6 +219,7 @@ void ParamStore::refresh_lowp(Context& ctx) {
   if (!has_lowp()) return;
   about_to_read_all();
   ops::cast(ctx, flat_lowp_, flat_params_);
+  cast_fp8_weights(ctx, 0, numel_);  // over the bf16 copies the cast just wrote into the runs' bytes
 }
 
 void ParamStore::add_listener(GradReadyListener* l) {

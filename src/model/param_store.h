@@ -1,7 +1,8 @@
 #pragma once
 // ParamStore: one flat buffer of parameters, one of gradients (trainable parameters only),
-// and an optional bf16 mirror; each Parameter is a named view in registration order, and
-// the store tells a listener the moment a parameter's gradient is final.
+// and an optional bf16 mirror (whose bytes hold the FP8 casts of FP8 weights instead, where it
+// keeps them); each Parameter is a named view in registration order, and the store tells a
+// listener the moment a parameter's gradient is final.
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -11,6 +12,7 @@
 
 #include "core/context.h"
 #include "core/tensor.h"
+#include "ops/fp8_gemm.h"
 
 namespace pt {
 
@@ -39,10 +41,13 @@ struct Parameter {
   int uses = 0;               // how many module call sites read it per forward (tied: 2)
   int adding_uses = 0;        // of those, how many can only add into the gradient (GradWrite::Add)
   bool reads_master = false;  // some use reads the fp32 values even when a bf16 mirror exists
+  int fp8_run = -1;           // the FP8 weight run it belongs to (ParamStore::add_fp8_weight), or -1
 
-  Tensor data() const;       // view into the flat parameter buffer (fp32; fp64 in CPU tests)
-  Tensor grad() const;       // view into the flat gradient buffer (undefined if frozen): fp32|bf16|fp64
-  Tensor data_lowp() const;  // bf16 view into the mirror (undefined unless the mirror exists)
+  Tensor data() const;  // view into the flat parameter buffer (fp32; fp64 in CPU tests)
+  Tensor grad() const;  // view into the flat gradient buffer (undefined if frozen): fp32|bf16|fp64
+  // bf16 view into the mirror (undefined unless the mirror exists); an error for an FP8 weight
+  // whose mirror bytes hold its casts (ParamStore::fp8_weight)
+  Tensor data_lowp() const;
   ParamStore& store() const { return *store_; }
 
  private:
@@ -140,8 +145,33 @@ class ParamStore {
     return steps_ > 0 && p.trainable && p.contributions_ < p.uses * micro_batches_;
   }
   uint64_t steps() const { return steps_; }
-  // Refresh the bf16 mirror from the fp32 parameters (after the optimizer or a load).
+  // Refresh the bf16 mirror from the fp32 parameters (after the optimizer or a load), and the
+  // kept FP8 weights' casts.
   void refresh_lowp(Context& ctx);
+
+  // FP8 weights. A Linear whose GEMMs run in FP8 registers the weight run they read (one
+  // parameter, or stacked ones, adjacent; before finalize). Under --precision fp8 with
+  // Context::fp8_reuse, with the mirror, finalize keeps each run's E4M3 casts in the mirror's
+  // bytes of the run instead of its bf16 copy — the layout as stored in the first half, the
+  // transposed one (dX's) in the second: made from the fp32 values whenever they change
+  // (refresh_lowp, and the optimizer's update: cast_fp8_weights), read as they are by every
+  // micro-batch of the step, and two bytes a weight, which the bf16 copy took. A run whose bytes
+  // are not 16-byte aligned (FP8 GEMM operands must be) keeps its bf16 copy, and its layer casts
+  // at each use as without keeping.
+  void add_fp8_weight(const std::vector<Parameter*>& run);
+  // The kept casts of the run `first` begins, or null (not kept: cast from the mirror at use).
+  const ops::Fp8Operand* fp8_weight(const Parameter& first) const;
+  bool keeps_fp8_weights() const { return keeps_fp8_; }
+  bool keeps_fp8_run(int run) const;
+  // Gives every run its bf16 copy back (a sharded optimizer refreshes the mirror itself, from
+  // gathered values).
+  void drop_fp8_weights(Context& ctx);
+  // After an update of parameter elements [begin, end) that wrote their bf16 copies: remakes the
+  // casts of the kept runs that end in that range, from their fp32 values (ops::fp8_cast_weight),
+  // on `stream`. The copy just written into a run's bytes is only overwritten: a run's readers
+  // wait for the range that ends it (the deferred update's chunks), and an update of ranges in
+  // order finishes every run. const: it rewrites the casts' bytes, not the store.
+  void cast_fp8_weights(Context& ctx, int64_t begin, int64_t end, cudaStream_t stream = nullptr) const;
 
   // Gradient-ready listeners (a data-parallel sync, the benchmarks' timeline, tests): every one
   // is told once per parameter per backward, the last added first (a timeline added around a
@@ -192,6 +222,16 @@ class ParamStore {
   int64_t numel_ = 0;
   int64_t grad_numel_ = 0;
   Tensor flat_params_, flat_grads_, flat_lowp_;
+  struct Fp8Run {
+    int64_t offset = 0, rows = 0, cols = 0;  // the run's elements [offset, offset + rows·cols), (rows, cols)
+    ops::Fp8Operand casts;                   // stored and transposed in the mirror's bytes; undefined: not kept
+  };
+  std::vector<Fp8Run> fp8_runs_;
+  Tensor fp8_scalars_;  // fp32: each run's scale_inv and amax, 256 bytes apart
+  bool keeps_fp8_ = false;
+  bool keep_fp8_run(size_t i);  // finalize: whether run i can be kept, and its views if so
+  // The runs that end in (begin, end], by index: [first, second) (runs are in offset order).
+  std::pair<size_t, size_t> fp8_runs_ending_in(int64_t begin, int64_t end) const;
   std::vector<GradReadyListener*> listeners_;
   ParamReadListener* read_listener_ = nullptr;
 };

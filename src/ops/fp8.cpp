@@ -67,6 +67,34 @@ void fp8_cast_transpose(Context& ctx, Tensor& out, Tensor& scale_inv, const Tens
   cuda::fp8_cast_transpose(ctx.stream(), out, plain, scale_inv.data_as<float>(), x, amax.data_as<float>());
 }
 
+void fp8_cast_weight(Context& ctx, Tensor& stored, Tensor& transposed, Tensor& scale_inv, Tensor& amax, const Tensor& w,
+                     cudaStream_t stream, bool amax_zeroed) {
+  ArgCheck chk(ctx, "fp8_cast_weight");
+  check_gpu(chk, ctx);
+  chk.dtype_is(w, "w", {DType::F32});
+  chk.rank_is(w, "w", 2);
+  chk.contiguous(w, "w");
+  chk.dtype_is(stored, "stored", {DType::F8E4M3});
+  chk.shape_is(stored, "stored", w.shape());
+  chk.contiguous(stored, "stored");
+  chk.dtype_is(transposed, "transposed", {DType::F8E4M3});
+  chk.shape_is(transposed, "transposed", {w.size(1), w.size(0)});
+  chk.contiguous(transposed, "transposed");
+  chk.fp32_scalars(scale_inv, "scale_inv");
+  chk.fp32_scalars(amax, "amax");
+  auto run = [&](cudaStream_t s) {
+    cuda::fp8_cast_weight(s, stored, transposed, scale_inv.data_as<float>(), amax.data_as<float>(), w, amax_zeroed);
+  };
+  if (stream && stream != ctx.stream()) {  // beside the compute stream: no phase's kernel time
+    NvtxRange range("fp8_cast_weight (overlapped)");
+    run(stream);
+    return;
+  }
+  OpScope scope(ctx, "fp8_cast_weight", OpFamily::Elementwise,
+                OpCost().read(w).read(w).write(stored).write(transposed));
+  run(ctx.stream());
+}
+
 namespace {
 // A 2-D operand with unit stride in its last dimension; its row stride.
 int64_t row_stride(const ArgCheck& chk, const Tensor& t, const char* name) {

@@ -3,6 +3,8 @@
 // the scale computed on the device from that amax (plain or transposed), and the scaled FP8 GEMM
 // through cuBLASLt. The scale of each cast and its inverse never leave the device: amax → cast →
 // matmul_fp8 on one stream needs no host synchronisation.
+#include <cuda_runtime_api.h>
+
 #include "core/context.h"
 #include "core/tensor.h"
 
@@ -19,6 +21,14 @@ void fp8_cast(Context& ctx, Tensor& out, Tensor& scale_inv, const Tensor& x, con
 // out's type) also as x is laid out, from the same read of x.
 void fp8_cast_transpose(Context& ctx, Tensor& out, Tensor& scale_inv, const Tensor& x, const Tensor& amax,
                         Tensor* plain = nullptr);
+
+// A weight's E4M3 casts from its fp32 master values w (rows, cols) as the bf16 mirror holds them
+// (each rounded to bf16 first; the same bits as fp8_amax and fp8_cast_transpose of the mirror):
+// amax, then `stored` (rows, cols) and `transposed` (cols, rows) from one read. On `stream`
+// (null: the compute stream; on another the caller orders it with events, and no kernel timer
+// sees it). amax_zeroed: the caller zeroed amax already (one fill for many weights).
+void fp8_cast_weight(Context& ctx, Tensor& stored, Tensor& transposed, Tensor& scale_inv, Tensor& amax, const Tensor& w,
+                     cudaStream_t stream = nullptr, bool amax_zeroed = false);
 
 // C (m, n) = a_scale_inv · b_scale_inv · A (m, k) · B (n, k)ᵀ with fp32 accumulation: both
 // operands K-major, the layout of Hopper's FP8 tensor cores (a Linear's forward is x · Wᵀ as it

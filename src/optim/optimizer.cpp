@@ -25,6 +25,8 @@ FlatRange make_range(const ParamStore& store, int64_t param_begin, int64_t grad_
   r.grad = store.flat_grads().narrow(0, grad_begin, n);
   if (store.has_lowp()) r.param_lowp = store.flat_lowp().narrow(0, param_begin, n);
   r.grad_begin = grad_begin;
+  r.store = &store;
+  r.param_begin = param_begin;
   return r;
 }
 }  // namespace
@@ -175,7 +177,10 @@ void Optimizer::end_update(Context&) { PT_FAIL("this optimizer does not update r
 void Optimizer::cast_mirrors(Context& ctx) {
   if (cfg_.fused) return;  // the update wrote them
   for (FlatRange& r : ranges_)
-    if (r.param_lowp.defined()) ops::cast(ctx, r.param_lowp, r.param);
+    if (r.param_lowp.defined()) {
+      ops::cast(ctx, r.param_lowp, r.param);
+      cast_fp8_weights(ctx, r, nullptr);
+    }
 }
 
 namespace {
@@ -228,6 +233,7 @@ class AdamW final : public RangeOptimizer {
     h.step = steps_;
     FlatRange& r = ranges_.at(i);
     ops::adamw_step(ctx, r.param, r.grad, m_[i], v_[i], h, mirror_in_update(r), folded_clip(), device_, stream);
+    if (mirror_in_update(r)) cast_fp8_weights(ctx, r, stream);  // unfused: cast_mirrors after
   }
 
   std::vector<std::pair<std::string, Tensor>> state() override {
@@ -270,6 +276,7 @@ class SGD final : public RangeOptimizer {
     FlatRange& r = ranges_.at(i);
     ops::sgd_step(ctx, r.param, r.grad, lr_, cfg_.sgd_weight_decay, mirror_in_update(r), folded_clip(), device_,
                   stream);
+    if (mirror_in_update(r)) cast_fp8_weights(ctx, r, stream);  // unfused: cast_mirrors after
   }
   std::vector<std::pair<std::string, Tensor>> state() override { return {}; }
   int64_t state_bytes() const override { return 0; }

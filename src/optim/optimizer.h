@@ -18,8 +18,10 @@ namespace pt {
 struct FlatRange {
   Tensor param;
   Tensor grad;
-  Tensor param_lowp;       // undefined without a mirror
-  int64_t grad_begin = 0;  // element offset of this range in the flat gradient buffer
+  Tensor param_lowp;                  // undefined without a mirror
+  int64_t grad_begin = 0;             // element offset of this range in the flat gradient buffer
+  const ParamStore* store = nullptr;  // whose buffers these are views of
+  int64_t param_begin = 0;            // element offset of this range in the flat parameter buffer
 };
 
 // Merges neighbouring parameters (adjacent in both flat buffers) into maximal ranges.
@@ -154,6 +156,12 @@ class Optimizer {
     return cfg_.fused && r.param_lowp.defined() ? &r.param_lowp : nullptr;
   }
   void cast_mirrors(Context& ctx);
+  // After update_range wrote range r's bf16 copies: the store remakes the FP8 casts of the kept
+  // weights that end in r (ParamStore::cast_fp8_weights), on the update's stream.
+  void cast_fp8_weights(Context& ctx, const FlatRange& r, cudaStream_t stream) const {
+    if (r.store && r.param_lowp.defined())
+      r.store->cast_fp8_weights(ctx, r.param_begin, r.param_begin + r.param.numel(), stream);
+  }
   // For step(): the device scalars of this step (staged now unless stage_step did), or none.
   ops::DeviceScalars take_device_scalars(Context& ctx, float lr);
 

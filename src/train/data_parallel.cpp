@@ -20,6 +20,9 @@ DataParallel make_data_parallel(Context& ctx, ParamStore& store, parallel::Commu
     dp.optimizer = make_update_optimizer(cfg, ctx, store, overlap, cuda_graph);
     return dp;
   }
+  // The sharded updates refresh the mirror from parameters other ranks send: FP8 weights take
+  // their bf16 copies back there, and their layers cast them at each use.
+  store.drop_fp8_weights(ctx);
   PT_CHECK(update_overlap != UpdateOverlap::On,
            std::string("--update-overlap on cannot run with --shard-optimizer ") + shard_mode_name(shard) +
                " (the sharded update exchanges parameters after it): use --update-overlap off or auto");

@@ -62,5 +62,41 @@ TEST(Fp8Linear, BackwardCastsWithForwardsAmaxes) {
   EXPECT_EQ(x_on.dx, x_off.dx) << "dX does not read the input";
 }
 
+// FP8 weight runs (ParamStore::add_fp8_weight): a stacked Linear registers one run, a
+// BatchedLinear one per weight; the runs are numbered in offset order after finalize whatever the
+// order the layers registered them (the update casts the runs that end in each range it updates,
+// found by that order), misfits are refused, and without a mirror (the CPU) nothing is kept.
+TEST(Fp8WeightRuns, StackedAndBatchedWeightsInOffsetOrder) {
+  Context ctx(Device::cpu());
+  ctx.set_fp8_linear(true);
+  ParamStore store;
+  Parameter& q = store.add("q", {8, 16});
+  Parameter& k = store.add("k", {8, 16});
+  Parameter& w1 = store.add("w1", {32, 16});
+  Parameter& w2 = store.add("w2", {16, 32});
+  Parameter& w3 = store.add("w3", {32, 16});
+  Parameter& odd = store.add("odd", {4, 8});
+  store.add("gap", {2, 8});
+  Parameter& odd2 = store.add("odd2", {4, 8});
+  Linear qk(store, {&q, &k}, nullptr, /*split=*/false);
+  BatchedLinear w13(store, {&w1, &w3});
+  Linear w2_lin(store, {&w2}, nullptr, false);
+  w13.set_fp8(true);  // registered before w2, as the Transformer's block does
+  w2_lin.set_fp8(true);
+  qk.set_fp8(true);
+  EXPECT_ERROR_HAS(store.add_fp8_weight({&q}), "'q'", "in a run already");
+  EXPECT_ERROR_HAS(store.add_fp8_weight({&odd, &odd2}), "'odd2'", "adjacent");
+  EXPECT_EQ(odd.fp8_run, -1) << "a refused run leaves its first parameter out";
+  store.finalize(ctx, /*lowp_mirror=*/false);
+  EXPECT_ERROR_HAS(store.add_fp8_weight({&odd}), "after finalize");
+  EXPECT_EQ(q.fp8_run, k.fp8_run) << "stacked: one run";
+  EXPECT_LT(k.fp8_run, w1.fp8_run);
+  EXPECT_LT(w1.fp8_run, w2.fp8_run) << "w2 lies between w1 and w3";
+  EXPECT_LT(w2.fp8_run, w3.fp8_run);
+  EXPECT_EQ(odd.fp8_run, -1);
+  EXPECT_FALSE(store.keeps_fp8_weights()) << "no mirror: the layers cast at each use";
+  EXPECT_EQ(store.fp8_weight(q), nullptr);
+}
+
 }  // namespace
 }  // namespace pt::test

@@ -11,6 +11,7 @@
 #include "common/fp8_reference.h"
 #include "core/error.h"
 #include "gpu/test_ops_gpu_helpers.h"
+#include "ops/elementwise.h"
 #include "ops/fp8.h"
 
 namespace pt::test {
@@ -158,6 +159,38 @@ INSTANTIATE_TEST_SUITE_P(All, GpuFp8CastTranspose, ::testing::ValuesIn(transpose
   return std::string(dtype_name(c.in)) + "_to_" + dtype_name(c.out) + "_" + std::to_string(c.rows) + "x" +
          std::to_string(c.cols);
 });
+
+// A weight's casts from its fp32 master values (ops::fp8_cast_weight, what the parameter store
+// keeps for FP8 weights) are bit for bit those of its bf16 mirror cast the usual way: the amax,
+// the scale, and both layouts. The largest |value| is planted off the bf16 grid (300.7 reads back
+// as 300), and most values lie between bf16 neighbours: without the rounding to bf16 first, the
+// amax, and so every byte, would differ.
+TEST(GpuFp8CastWeight, EqualsTheCastsOfTheBf16Mirror) {
+  PT_REQUIRE_GPU();
+  Context gpu(Device::cuda(0), Precision::BF16);
+  for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{128, 192}, {197, 77}, {64, 4800}}) {
+    const int64_t n = rows * cols;
+    auto v = wide_values(n, 5, n - 1);
+    v[size_t(n - 1)] = -300.7;
+    Tensor w = make_tensor(gpu, {rows, cols}, DType::F32, v);
+    Tensor mirror = Tensor::empty({rows, cols}, DType::BF16, gpu.device());
+    ops::cast(gpu, mirror, w);
+    Tensor amax = scalar(gpu), s = scalar(gpu), amax_w = scalar(gpu), s_w = scalar(gpu);
+    Tensor plain = Tensor::empty({rows, cols}, DType::F8E4M3, gpu.device());
+    Tensor t = Tensor::empty({cols, rows}, DType::F8E4M3, gpu.device());
+    Tensor stored = make_tensor(gpu, {rows, cols}, DType::F8E4M3, std::vector<double>(size_t(n), 1.0));
+    Tensor transposed = make_tensor(gpu, {cols, rows}, DType::F8E4M3, std::vector<double>(size_t(n), 1.0));
+    ops::fp8_amax(gpu, amax, mirror);
+    ops::fp8_cast_transpose(gpu, t, s, mirror, amax, &plain);
+    ops::fp8_cast_weight(gpu, stored, transposed, s_w, amax_w, w);
+    const std::string what = std::to_string(rows) + "x" + std::to_string(cols);
+    EXPECT_EQ(scalar_of(gpu, amax_w), 300.0f) << what;
+    EXPECT_EQ(scalar_of(gpu, amax_w), scalar_of(gpu, amax)) << what;
+    EXPECT_EQ(scalar_of(gpu, s_w), scalar_of(gpu, s)) << what;
+    EXPECT_EQ(bits_of(gpu, stored), bits_of(gpu, plain)) << what;
+    EXPECT_EQ(bits_of(gpu, transposed), bits_of(gpu, t)) << what;
+  }
+}
 
 }  // namespace
 }  // namespace pt::test

@@ -5,13 +5,17 @@
 // GEMMs against the CPU's emulation of them.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <string>
+#include <thread>
 
 #include "common/test_util.h"
 #include "core/allocator.h"
+#include "core/error.h"
 #include "core/fp8.h"
 #include "model/transformer.h"
+#include "optim/deferred_update.h"
 #include "parallel/grad_sync.h"
 #include "train/train_step.h"
 
@@ -27,18 +31,27 @@ struct TrainRun {
   std::vector<double> grad_norms;  // global norm before each step's clip
   std::vector<double> grads;       // after the first backward
   std::vector<double> params;      // after the last step
+  bool fp8_weights_kept = false;   // ParamStore::keeps_fp8_weights
 };
 
 // `steps` AdamW steps (clip at max_norm) on fixed random batches, from weights `w0`; the
 // optimizer fused as the model (one switch, as the CLI's --fused).
 TrainRun train(Context& ctx, const TransformerConfig& cfg, const std::vector<double>& w0, int steps,
-               float max_norm = 1.0f, int micro_batches = 1) {
+               float max_norm = 1.0f, int micro_batches = 1, UpdateOverlap overlap = UpdateOverlap::Off) {
   TransformerLM m(cfg, ctx);
   m.store().params_from_host_f64(ctx, w0);
   OptimizerConfig oc;
   oc.adamw.lr = 1e-3f;
   oc.fused = cfg.fused;
-  auto opt = make_optimizer(oc, ctx, contiguous_ranges(trainable_params(m.store())));
+  std::unique_ptr<Optimizer> opt;
+  cudaStream_t side = nullptr;
+  if (overlap == UpdateOverlap::On) {  // small chunks: an FP8 weight run spans two or three
+    auto d = std::make_unique<DeferredUpdateOptimizer>(oc, ctx, m.store(), 4096);
+    side = d->side_stream();
+    opt = std::move(d);
+  } else {
+    opt = make_optimizer(oc, ctx, contiguous_ranges(trainable_params(m.store())));
+  }
   parallel::NoSync sync;
   TrainStep step(m, *opt, sync, max_norm);
   TrainRun r;
@@ -53,11 +66,15 @@ TrainRun train(Context& ctx, const TransformerConfig& cfg, const std::vector<dou
       m.backward(ctx);
       r.grads = m.store().flat_grads().to_host_f64(ctx);
     }
+    if (side)  // the recorded update starts 2 ms late: a read that did not wait finds the old values
+      PT_CUDA_CHECK(cudaLaunchHostFunc(
+          side, [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(2)); }, nullptr));
     StepOutputs o = step.run(ctx, ids, tg, 1e-3f, micro_batches);
     r.losses.push_back(o.loss.to_host_f64(ctx)[0]);
     r.grad_norms.push_back(std::sqrt(o.grad_sumsq.to_host_f64(ctx)[0]));
   }
   r.params = m.store().params_to_host_f64(ctx);
+  r.fp8_weights_kept = m.store().keeps_fp8_weights();
   return r;
 }
 
@@ -369,7 +386,10 @@ TEST_F(TransformerFp8Gpu, ErrorIsTheEmulationsSizeAndRepeatsBitForBit) {
 // that made the tensor, dy cast once for dX and dW — gives the bits of casts that measure and cast
 // afresh at every use (Context::fp8_reuse off), over three steps: the reused values are the same,
 // and the kept casts are remade after each update (kept across one, the next step would differ).
-// Each --recompute mode, so both kept and recomputed inputs are covered.
+// Each --recompute mode, so both kept and recomputed inputs are covered. The weights' casts are
+// the store's (ParamStore::fp8_weight: made by the update, in the mirror's bytes), remade by the
+// update in order and by the update deferred under the next forward, whose chunks the forward
+// must wait for (a read before its chunk's casts would see the last step's).
 TEST_F(TransformerFp8Gpu, ReusedCastsAndAmaxesEqualFreshOnes) {
   for (const Recompute r : {Recompute::All, Recompute::Swiglu, Recompute::Off}) {
     for (const int micro_batches : {1, 2}) {
@@ -378,12 +398,36 @@ TEST_F(TransformerFp8Gpu, ReusedCastsAndAmaxesEqualFreshOnes) {
       Context reuse(Device::cuda(0), Precision::FP8), fresh(Device::cuda(0), Precision::FP8);
       fresh.set_fp8_reuse(false);
       const TrainRun a = train(reuse, c, w0, 3, 1.0f, micro_batches), b = train(fresh, c, w0, 3, 1.0f, micro_batches);
+      const TrainRun d = train(reuse, c, w0, 3, 1.0f, micro_batches, UpdateOverlap::On);
       const std::string what = std::string(recompute_name(r)) + ", micro-batches " + std::to_string(micro_batches);
+      EXPECT_TRUE(a.fp8_weights_kept && d.fp8_weights_kept) << what;
+      EXPECT_FALSE(b.fp8_weights_kept) << what;
       EXPECT_EQ(a.losses, b.losses) << what;
       EXPECT_EQ(a.params, b.params) << what;
+      EXPECT_EQ(d.losses, b.losses) << what << ", deferred update";
+      EXPECT_EQ(d.params, b.params) << what << ", deferred update";
       EXPECT_LT(a.losses.back(), a.losses.front()) << what;
     }
   }
+}
+
+// A kept FP8 weight has no bf16 copy to read: its mirror bytes hold its casts. Reading one is
+// an error naming the parameter, not a view of FP8 bytes as bf16; the store's casts of it are
+// there instead, both layouts.
+TEST_F(TransformerFp8Gpu, KeptWeightHasNoBf16Copy) {
+  Context gpu(Device::cuda(0), Precision::FP8);
+  TransformerLM m(cfg, gpu);
+  Parameter* qkv = nullptr;
+  for (const auto& p : m.store().params())
+    if (p->fp8_run >= 0 && !qkv) qkv = p.get();
+  ASSERT_NE(qkv, nullptr);
+  EXPECT_ERROR_HAS(qkv->data_lowp(), qkv->name.c_str(), "FP8 casts");
+  const ops::Fp8Operand* casts = m.store().fp8_weight(*qkv);
+  ASSERT_NE(casts, nullptr);
+  EXPECT_TRUE(casts->stored.defined() && casts->transposed.defined());
+  Parameter* embedding = m.store().find("token_embeddings.weight");  // bf16, as the table keeps it
+  ASSERT_NE(embedding, nullptr);
+  EXPECT_TRUE(embedding->data_lowp().defined());
 }
 
 // A GPU without FP8 tensor cores refuses --precision fp8 with one error naming it.
