@@ -7,10 +7,13 @@ intervals are summarised. For each step: the wall time, the time some kernel ran
 (their union) and the idle rest; then, on the stream with the most kernels (the main stream),
 every gap between a kernel's end and the next kernel's start, grouped by the two kernels'
 classes (cublas, flash, ours). A gap before one of our kernels is what a programmatic dependent
-launch can hide.
+launch can hide. Then the main stream's idle time by cause: before each step's first kernel
+(the host launching, or waiting), and gaps that end within 5 us of another stream's kernel ending
+inside them (a wait on that stream's event: the deferred update's chunks, say).
 
     gaps.py trace.csv [--steps 4] [--marker gather_rows_kernel]
 """
+import bisect
 import statistics
 from collections import defaultdict
 
@@ -44,6 +47,31 @@ def main():
     allg = [x for g in gaps.values() for x in g]
     print(f"all | {len(allg) / a.steps:.0f} | {sum(allg) / 1e3 / a.steps:.1f} | "
           f"{statistics.median(allg) / 1e3:.2f} |")
+
+    # The main stream's idle time by cause.
+    WAIT_NS = 5000
+    other_ends = sorted(r["end"] for r in rows if r["stream"] != main_id)
+    main_all = [r for r in rows if r["stream"] == main_id]
+    starts = [r["start"] for r in main_all]
+    step_starts = {s for s, _ in bounds}
+    before_first = []
+    for s in sorted(step_starts):
+        i = bisect.bisect_left(starts, s)
+        if i > 0:  # the latest end among the kernels before it (chained ones overlap)
+            before_first.append(max(0, s - max(r["end"] for r in main_all[max(0, i - 8):i])))
+    waits, rest = [], []
+    for prev, nxt in zip(main, main[1:]):
+        g = nxt["start"] - prev["end"]
+        if g <= 0 or nxt["start"] in step_starts:
+            continue
+        j = bisect.bisect_right(other_ends, nxt["start"]) - 1
+        on_other = j >= 0 and other_ends[j] > prev["end"] and nxt["start"] - other_ends[j] <= WAIT_NS
+        (waits if on_other else rest).append(g)
+    print("\nmain stream idle, per step: cause | gaps a step | ms a step")
+    print(f"before the step's first kernel | 1 | {sum(before_first) / 1e6 / len(before_first):.3f}"
+          if before_first else "before the step's first kernel | 0 | 0.000")
+    print(f"ended by another stream's kernel (a wait) | {len(waits) / a.steps:.0f} | {sum(waits) / 1e6 / a.steps:.3f}")
+    print(f"other gaps | {len(rest) / a.steps:.0f} | {sum(rest) / 1e6 / a.steps:.3f}")
 
     by_name = defaultdict(lambda: [0, 0])
     for r in window:

@@ -75,6 +75,23 @@ def test_gaps_wall_busy_idle(tmp_path):
     assert r.returncode == 0, r.stderr
     # Busy: 0-2, 3-9, 10-70, 71-74, 75-150, 160-260 = 2 + 6 + 60 + 3 + 75 + 100 = 246 us of 300.
     assert "| 0.300 | 0.246 | 0.054 | 8" in r.stdout
+    # Main-stream idle by cause: 40 us before each step's first kernel; the side kernel ends 10 us
+    # before the update starts (not a wait); otherwise four gaps of 1 us and the 19 us before it.
+    assert "before the step's first kernel | 1 | 0.040" in r.stdout
+    assert "ended by another stream's kernel (a wait) | 0 | 0.000" in r.stdout
+    assert "other gaps | 5 | 0.023" in r.stdout
+
+
+# The same step with the side stream's kernel ending 2 us before the update starts on the main
+# stream: that gap (19 us) is a wait on the side stream.
+STEP_WAIT = [(130, 158, 2, name) if stream == 2 else (s, e, stream, name) for s, e, stream, name in STEP]
+
+
+def test_gaps_waits_on_another_stream(tmp_path):
+    r = run("gaps.py", write_trace(tmp_path / "t.csv", 5, STEP_WAIT), "--steps", "4")
+    assert r.returncode == 0, r.stderr
+    assert "ended by another stream's kernel (a wait) | 1 | 0.019" in r.stdout
+    assert "other gaps | 4 | 0.004" in r.stdout
 
 
 # The same step with another GEMM kernel (as autotune may pick in another run) that ends 10 us
