@@ -158,16 +158,28 @@ int64_t pack_count(const Tensor& x) { return aligned16(x.data()) ? x.numel() / k
 
 }  // namespace
 
-void fp8_amax(cudaStream_t s, float* amax, const Tensor& x) {
-  PT_CUDA_CHECK(cudaMemsetAsync(amax, 0, sizeof(float), s));
+namespace {
+// The value type V of the launchers below: void for x's own type T, else V (bf16: fp32 weights as
+// the mirror holds them).
+template <typename V, typename T>
+using ValueOf = std::conditional_t<std::is_void_v<V>, T, V>;
+
+// amax_kernel's launch, *amax zeroed on s first.
+template <typename V>
+void launch_amax(cudaStream_t s, float* amax, const Tensor& x) {
+  zero_amax(s, amax);
   const int64_t n = x.numel(), packs = pack_count(x);
   if (n == 0) return;
   dispatch_float(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    amax_kernel<T><<<grid_for(packs > 0 ? packs : n, kThreads), kThreads, 0, s>>>(amax, x.data_as<T>(), n, packs);
+    amax_kernel<T, ValueOf<V, T>>
+        <<<grid_for(packs > 0 ? packs : n, kThreads), kThreads, 0, s>>>(amax, x.data_as<T>(), n, packs);
   });
   PT_CUDA_CHECK_LAUNCH();
 }
+}  // namespace
+
+void fp8_amax(cudaStream_t s, float* amax, const Tensor& x) { launch_amax<void>(s, amax, x); }
 
 void fp8_cast(cudaStream_t s, Tensor& out, float* scale_inv, const Tensor& x, const float* amax) {
   const int64_t n = x.numel();
@@ -183,7 +195,7 @@ void fp8_cast(cudaStream_t s, Tensor& out, float* scale_inv, const Tensor& x, co
 }
 
 namespace {
-// fp8_cast_transpose's launch; V as in amax_kernel.
+// fp8_cast_transpose's launch; V as in launch_amax.
 template <typename V>
 void launch_cast_transpose(cudaStream_t s, Tensor& out, Tensor* plain, float* scale_inv, const Tensor& x,
                            const float* amax) {
@@ -198,8 +210,7 @@ void launch_cast_transpose(cudaStream_t s, Tensor& out, Tensor* plain, float* sc
   PT_CHECK(grid.y <= 65535u, "fp8_cast_transpose: more than 65535·64 rows");
   dispatch_cast(x.dtype(), out.dtype(), [&](auto tag, auto fmt) {
     using T = typename decltype(tag)::type;
-    using Via = std::conditional_t<std::is_void_v<V>, T, V>;
-    cast_transpose_kernel<T, decltype(fmt)::value, Via>
+    cast_transpose_kernel<T, decltype(fmt)::value, ValueOf<V, T>>
         <<<grid, kThreads, 0, s>>>(out.data_as<uint8_t>(), plain_out, scale_inv, x.data_as<T>(), rows, cols, vec, amax);
   });
   PT_CUDA_CHECK_LAUNCH();
@@ -211,16 +222,10 @@ void fp8_cast_transpose(cudaStream_t s, Tensor& out, Tensor* plain, float* scale
   launch_cast_transpose<void>(s, out, plain, scale_inv, x, amax);
 }
 
-void fp8_cast_weight(cudaStream_t s, Tensor& stored, Tensor& transposed, float* scale_inv, float* amax, const Tensor& w,
-                     bool amax_zeroed) {
+void fp8_cast_weight(cudaStream_t s, Tensor& stored, Tensor& transposed, float* scale_inv, float* amax,
+                     const Tensor& w) {
   PT_CHECK(w.dtype() == DType::F32 && w.dim() == 2, "fp8_cast_weight: w must be 2-D fp32, got " + w.describe());
-  if (!amax_zeroed) PT_CUDA_CHECK(cudaMemsetAsync(amax, 0, sizeof(float), s));
-  const int64_t n = w.numel(), packs = pack_count(w);
-  if (n > 0) {
-    amax_kernel<float, __nv_bfloat16>
-        <<<grid_for(packs > 0 ? packs : n, kThreads), kThreads, 0, s>>>(amax, w.data_as<float>(), n, packs);
-    PT_CUDA_CHECK_LAUNCH();
-  }
+  launch_amax<__nv_bfloat16>(s, amax, w);
   launch_cast_transpose<__nv_bfloat16>(s, transposed, &stored, scale_inv, w, amax);
 }
 

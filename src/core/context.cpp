@@ -143,12 +143,12 @@ void copy_bytes(Context& ctx, void* dst, DeviceKind dst_kind, const void* src, D
   if (dst_kind == DeviceKind::CPU || src_kind == DeviceKind::CPU) PT_CUDA_CHECK(cudaStreamSynchronize(ctx.stream()));
 }
 
-void fill_zero(Context& ctx, void* dst, DeviceKind kind, size_t bytes, cudaStream_t stream) {
+void fill_zero(Context& ctx, void* dst, DeviceKind kind, size_t bytes) {
   if (bytes == 0) return;
   if (kind == DeviceKind::CPU)
     std::memset(dst, 0, bytes);
   else
-    PT_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, stream ? stream : ctx.stream()));
+    PT_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, ctx.stream()));
 }
 
 }  // namespace pt

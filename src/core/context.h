@@ -133,8 +133,6 @@ class Context {
 // Copy bytes between any two places (host↔device, device↔device) on the context's stream;
 // blocks the host only when the host side is involved.
 void copy_bytes(Context& ctx, void* dst, DeviceKind dst_kind, const void* src, DeviceKind src_kind, size_t bytes);
-// Zero bytes on the context's stream, or on `stream` when given (the GPU's; a side stream the
-// caller orders with events).
-void fill_zero(Context& ctx, void* dst, DeviceKind kind, size_t bytes, cudaStream_t stream = nullptr);
+void fill_zero(Context& ctx, void* dst, DeviceKind kind, size_t bytes);
 
 }  // namespace pt

@@ -12,10 +12,6 @@
 
 namespace pt {
 
-namespace {
-constexpr size_t kFp8ScalarStride = 64;  // floats between two FP8 weight scalars (256 bytes)
-}  // namespace
-
 Tensor Parameter::data() const {
   PT_CHECK(store_ && store_->finalized(), "parameter '" + name + "' used before ParamStore::finalize");
   return store_->flat_params().narrow(0, offset, numel).reshape(shape);
@@ -86,10 +82,9 @@ bool ParamStore::keep_fp8_run(size_t i) {
   r.casts.format = Fp8Format::E4M3;
   r.casts.stored = Tensor::view_of(base, {r.rows, r.cols}, DType::F8E4M3, device_);
   r.casts.transposed = Tensor::view_of(base + n, {r.cols, r.rows}, DType::F8E4M3, device_);
-  // Each scalar on 256 bytes of its own, as a separate allocation would be: cuBLASLt's FP8 GEMM
-  // refused scale pointers 4 bytes apart ("not supported").
-  r.casts.scale_inv = fp8_scalars_.narrow(0, int64_t(kFp8ScalarStride * (2 * i)), 1);
-  r.casts.amax = fp8_scalars_.narrow(0, int64_t(kFp8ScalarStride * (2 * i + 1)), 1);
+  // Each scalar on its own 16-byte boundary (ops::kFp8ScalarStride).
+  r.casts.scale_inv = fp8_scalars_.narrow(0, ops::kFp8ScalarStride * int64_t(2 * i), 1);
+  r.casts.amax = fp8_scalars_.narrow(0, ops::kFp8ScalarStride * int64_t(2 * i + 1), 1);
   return true;
 }
 
@@ -121,18 +116,12 @@ std::pair<size_t, size_t> ParamStore::fp8_runs_ending_in(int64_t begin, int64_t 
 void ParamStore::cast_fp8_weights(Context& ctx, int64_t begin, int64_t end, cudaStream_t stream) const {
   if (!keeps_fp8_) return;
   const auto [first, last] = fp8_runs_ending_in(begin, end);
-  if (first == last) return;
-  // Their amax slots zeroed in one fill, not one per run (their scale_inv slots too: the casts
-  // rewrite them).
-  const int64_t lo = int64_t(2 * kFp8ScalarStride * first), n = int64_t(2 * kFp8ScalarStride * (last - first));
-  Tensor slots = fp8_scalars_.narrow(0, lo, n);
-  fill_zero(ctx, slots.data(), device_.kind, slots.nbytes(), stream);
   for (size_t i = first; i < last; ++i) {
     const Fp8Run& r = fp8_runs_[i];
     if (!r.casts.stored.defined()) continue;
     const Tensor w = flat_params_.narrow(0, r.offset, r.rows * r.cols).reshape({r.rows, r.cols});
     ops::Fp8Operand o = r.casts;  // views of the store's bytes
-    ops::fp8_cast_weight(ctx, o.stored, o.transposed, o.scale_inv, o.amax, w, stream, /*amax_zeroed=*/true);
+    ops::fp8_cast_weight(ctx, o.stored, o.transposed, o.scale_inv, o.amax, w, stream);
   }
 }
 
@@ -168,7 +157,7 @@ void ParamStore::finalize(Context& ctx, bool lowp_mirror, DType dtype) {
   for (auto& p : params_)
     if (p->fp8_run >= 0) p->fp8_run = index_of[size_t(p->fp8_run)];
   if (lowp_mirror && ctx.fp8_linear() && ctx.fp8_reuse() && !fp8_runs_.empty()) {
-    fp8_scalars_ = Tensor::empty({int64_t(2 * kFp8ScalarStride * fp8_runs_.size())}, DType::F32, device_,
+    fp8_scalars_ = Tensor::empty({2 * ops::kFp8ScalarStride * int64_t(fp8_runs_.size())}, DType::F32, device_,
                                  "fp8_weight_scalars", MemCategory::Parameters);
     for (size_t i = 0; i < fp8_runs_.size(); ++i) keeps_fp8_ = keep_fp8_run(i) || keeps_fp8_;
   }

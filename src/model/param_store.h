@@ -227,7 +227,7 @@ class ParamStore {
     ops::Fp8Operand casts;                   // stored and transposed in the mirror's bytes; undefined: not kept
   };
   std::vector<Fp8Run> fp8_runs_;
-  Tensor fp8_scalars_;  // fp32: each run's scale_inv and amax, 256 bytes apart
+  Tensor fp8_scalars_;  // fp32: each run's scale_inv and amax, ops::kFp8ScalarStride apart
   bool keeps_fp8_ = false;
   bool keep_fp8_run(size_t i);  // finalize: whether run i can be kept, and its views if so
   // The runs that end in (begin, end], by index: [first, second) (runs are in offset order).

@@ -11,10 +11,6 @@ namespace pt::ops {
 
 using detail::ArgCheck;
 
-namespace {
-constexpr int64_t kScalarStride = 4;  // floats from the amax to the inverse scale: 16 bytes
-}  // namespace
-
 std::vector<float> fp8_quantise_host(const float* x, int64_t n, Fp8Format fmt, float* scale_inv,
                                      const float* known_amax, float* amax_out) {
   float amax = 0.0f;
@@ -50,10 +46,10 @@ Fp8Operand fp8_operand(Context& ctx, const Tensor& x, Fp8Format format, bool sto
   }
   chk.dtype_is(x, "x", {DType::BF16, DType::F32});
   chk.require(stored || transposed, "asks for neither layout");
-  // The amax and the inverse scale in one allocation, each on its own 16-byte boundary: cuBLASLt
-  // refuses a scale pointer that is not (CUBLAS_STATUS_NOT_SUPPORTED at the matmul).
-  Tensor scalars = Tensor::empty({2 * kScalarStride}, DType::F32, ctx.device(), "fp8_scales", MemCategory::Workspace);
-  o.scale_inv = scalars.narrow(0, kScalarStride, 1);
+  // The amax and the inverse scale in one allocation (kFp8ScalarStride).
+  Tensor scalars =
+      Tensor::empty({2 * kFp8ScalarStride}, DType::F32, ctx.device(), "fp8_scales", MemCategory::Workspace);
+  o.scale_inv = scalars.narrow(0, kFp8ScalarStride, 1);
   if (amax.defined()) {
     o.amax = amax;
   } else {

@@ -33,6 +33,10 @@ void matmul_fp8_of(Context& ctx, Tensor& c, const Tensor& a, const Tensor& b, bo
 // scale_inv (1) fp32 on the device. CPU: `stored` holds the fp8 values as fp32 (the emulation)
 // whatever is asked, and host_scale_inv the inverse scale. amax (1, fp32, on x's device): the
 // amax the scale came from, which a later cast of the same values may take instead of its own.
+// FP8 scalars (amaxes, inverse scales) kept in one allocation sit this many floats apart, each on
+// its own 16-byte boundary: cuBLASLt refuses a scale pointer that is not
+// (CUBLAS_STATUS_NOT_SUPPORTED at the matmul).
+constexpr int64_t kFp8ScalarStride = 4;
 struct Fp8Operand {
   Tensor stored, transposed, scale_inv, amax;
   float host_scale_inv = 1.0f;

@@ -8,6 +8,7 @@
 
 #include "core/context.h"
 #include "core/error.h"
+#include "core/profiler.h"
 #include "core/tensor.h"
 
 namespace pt::ops::detail {
@@ -122,6 +123,20 @@ inline float host_amax(const Tensor& t) {
     for (int64_t i = 0, n = t.numel(); i < n; ++i) m = std::fmax(m, double(std::fabs(p[i])));
   });
   return static_cast<float>(m);
+}
+
+// A GPU op that may run beside the compute stream: gpu(s) on `stream` (null: the compute stream).
+// Timed only on the compute stream: work overlapped on another stream is no phase's kernel time
+// (its events would also count the time it waits beside the phase's kernels).
+template <typename Gpu>
+void run_on_stream(Context& ctx, cudaStream_t stream, const char* name, OpFamily family, const OpCost& cost, Gpu gpu) {
+  if (stream && stream != ctx.stream()) {
+    NvtxRange range(std::string(name) + " (overlapped)");
+    gpu(stream);
+    return;
+  }
+  OpScope scope(ctx, name, family, cost);
+  gpu(ctx.stream());
 }
 
 }  // namespace pt::ops::detail

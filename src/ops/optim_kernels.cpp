@@ -73,21 +73,12 @@ void check_device_scalars(const ArgCheck& chk, const Context& ctx, DeviceScalars
                                                 " bytes, the update needs " + std::to_string(bytes));
 }
 
-// An optimizer op: gpu(s) on `stream` (null: the compute stream), cpu() on the CPU. Timed only
-// on the compute stream: work overlapped on another stream is no phase's kernel time (its events
-// would also count the time it waits beside the phase's kernels).
+// An optimizer op: gpu(s) on `stream` (detail::run_on_stream), cpu() on the CPU.
 template <typename Gpu, typename Cpu>
 void run_optimizer_op(Context& ctx, cudaStream_t stream, const char* name, const OpCost& cost, Gpu gpu, Cpu cpu) {
-  if (ctx.is_cuda() && stream && stream != ctx.stream()) {
-    NvtxRange range(std::string(name) + " (overlapped)");
-    gpu(stream);
-    return;
-  }
+  if (ctx.is_cuda()) return detail::run_on_stream(ctx, stream, name, OpFamily::Optimizer, cost, gpu);
   OpScope scope(ctx, name, OpFamily::Optimizer, cost);
-  if (ctx.is_cuda())
-    gpu(ctx.stream());
-  else
-    cpu();
+  cpu();
 }
 }  // namespace
 

@@ -186,10 +186,17 @@ void Optimizer::cast_mirrors(Context& ctx) {
 namespace {
 
 // An optimizer whose update is one pass per range (AdamW, SGD): step() is begin_update, every
-// range on the compute stream, end_update; the subclass updates one range.
+// range on the compute stream, end_update; the subclass updates one range's values
+// (update_values), then the kept FP8 weights that end in it are cast when the pass wrote the
+// mirror (cast_mirrors makes both after an unfused update).
 class RangeOptimizer : public Optimizer {
  public:
   using Optimizer::Optimizer;
+  void update_range(Context& ctx, size_t i, cudaStream_t stream) final {
+    update_values(ctx, i, stream);
+    FlatRange& r = ranges_.at(i);
+    if (mirror_in_update(r)) cast_fp8_weights(ctx, r, stream);
+  }
   void step(Context& ctx, float lr) override {
     begin_update(ctx, lr);
     for (size_t i = 0; i < ranges_.size(); ++i) update_range(ctx, i, nullptr);
@@ -207,6 +214,7 @@ class RangeOptimizer : public Optimizer {
   }
 
  protected:
+  virtual void update_values(Context& ctx, size_t i, cudaStream_t stream) = 0;
   float lr_ = 0;  // the step begin_update took (steps_ counts it)
   ops::DeviceScalars device_;
 };
@@ -227,13 +235,12 @@ class AdamW final : public RangeOptimizer {
     }
   }
 
-  void update_range(Context& ctx, size_t i, cudaStream_t stream) override {
+  void update_values(Context& ctx, size_t i, cudaStream_t stream) override {
     ops::AdamWHyper h = cfg_.adamw;
     h.lr = lr_;
     h.step = steps_;
     FlatRange& r = ranges_.at(i);
     ops::adamw_step(ctx, r.param, r.grad, m_[i], v_[i], h, mirror_in_update(r), folded_clip(), device_, stream);
-    if (mirror_in_update(r)) cast_fp8_weights(ctx, r, stream);  // unfused: cast_mirrors after
   }
 
   std::vector<std::pair<std::string, Tensor>> state() override {
@@ -272,11 +279,10 @@ class SGD final : public RangeOptimizer {
   void add_ranges(const std::vector<FlatRange>& ranges) override {
     ranges_.insert(ranges_.end(), ranges.begin(), ranges.end());
   }
-  void update_range(Context& ctx, size_t i, cudaStream_t stream) override {
+  void update_values(Context& ctx, size_t i, cudaStream_t stream) override {
     FlatRange& r = ranges_.at(i);
     ops::sgd_step(ctx, r.param, r.grad, lr_, cfg_.sgd_weight_decay, mirror_in_update(r), folded_clip(), device_,
                   stream);
-    if (mirror_in_update(r)) cast_fp8_weights(ctx, r, stream);  // unfused: cast_mirrors after
   }
   std::vector<std::pair<std::string, Tensor>> state() override { return {}; }
   int64_t state_bytes() const override { return 0; }
