@@ -222,10 +222,10 @@ void fp8_cast_transpose(cudaStream_t s, Tensor& out, Tensor* plain, float* scale
   launch_cast_transpose<void>(s, out, plain, scale_inv, x, amax);
 }
 
-void fp8_cast_weight(cudaStream_t s, Tensor& stored, Tensor& transposed, float* scale_inv, float* amax,
-                     const Tensor& w) {
+void fp8_cast_weight(cudaStream_t s, Tensor& stored, Tensor& transposed, float* scale_inv, float* amax, const Tensor& w,
+                     bool amax_measured) {
   PT_CHECK(w.dtype() == DType::F32 && w.dim() == 2, "fp8_cast_weight: w must be 2-D fp32, got " + w.describe());
-  launch_amax<__nv_bfloat16>(s, amax, w);
+  if (!amax_measured) launch_amax<__nv_bfloat16>(s, amax, w);
   launch_cast_transpose<__nv_bfloat16>(s, transposed, &stored, scale_inv, w, amax);
 }
 

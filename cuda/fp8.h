@@ -30,8 +30,9 @@ void fp8_cast_transpose(cudaStream_t s, Tensor& out, Tensor* plain, float* scale
 // A weight's E4M3 casts from its fp32 master values w (rows, cols), each value rounded to bf16
 // first — the values the bf16 mirror holds, so the casts are bit for bit those of fp8_amax and
 // fp8_cast_transpose on the mirror: *amax = max |bf16(w)|, then `transposed` (cols, rows) and
-// `stored` (rows, cols) from one read of w, *scale_inv = 1 / scale.
-void fp8_cast_weight(cudaStream_t s, Tensor& stored, Tensor& transposed, float* scale_inv, float* amax,
-                     const Tensor& w);
+// `stored` (rows, cols) from one read of w, *scale_inv = 1 / scale. amax_measured: *amax holds
+// that max already (the update measured it: Fp8WeightRuns), and no amax pass runs.
+void fp8_cast_weight(cudaStream_t s, Tensor& stored, Tensor& transposed, float* scale_inv, float* amax, const Tensor& w,
+                     bool amax_measured);
 
 }  // namespace pt::cuda

@@ -10,11 +10,11 @@ namespace pt::cuda {
 
 // p, g, m, v fp32 1-D; p_lowp (optional) bf16; clip (optional) read on the device;
 // device_scalars (optional): AdamWStepScalars / SgdStepScalars read on the device instead of
-// sc / lr (CUDA graphs).
+// sc / lr (CUDA graphs); runs: the kept FP8 weight runs in p (none: count 0), base p's flat index.
 void adamw_step(cudaStream_t s, Tensor& p, const Tensor& g, Tensor& m, Tensor& v, const AdamWStepScalars& sc,
-                Tensor* p_lowp, const GradClip& clip, const void* device_scalars);
+                Tensor* p_lowp, const GradClip& clip, const void* device_scalars, const Fp8WeightRuns& runs);
 void sgd_step(cudaStream_t s, Tensor& p, const Tensor& g, float lr, float weight_decay, Tensor* p_lowp,
-              const GradClip& clip, const void* device_scalars);
+              const GradClip& clip, const void* device_scalars, const Fp8WeightRuns& runs);
 // x fp32|bf16; sumsq fp32|fp64 (one element). Block partial sums into partials (fp32, at least
 // squared_norm_partials() elements, owned by the caller and used on s only), then one block
 // adds them to sumsq in a fixed order: the same bits every run.

@@ -33,4 +33,19 @@ struct GradClip {
 };
 inline constexpr float kNoClip = __builtin_huge_valf();  // GradClip::max_norm: guard, no clip
 
+// The kept FP8 weight runs an update meets (ParamStore::fp8_update_runs; GPU only). Their
+// elements get no bf16 copy (the mirror's bytes hold their E4M3 casts), and the update folds
+// the largest |value| of each run's updated elements, rounded to bf16, into the run's amax slot
+// (zeroed before the run's first range): the casts after the run's last range then need no
+// amax pass of their own. A guarded update that changes nothing (GradClip) still measures.
+struct Fp8WeightRuns {
+  const int64_t* bounds = nullptr;  // device: (begin, end) flat parameter indices per run, ascending
+  float* amax = nullptr;            // device: run j's amax at amax[j · amax_stride]
+  int count = 0;                    // 0: no runs (the update writes every bf16 copy)
+  int amax_stride = 0;
+  int zero_from = 0;     // runs [zero_from, count) begin in the range: the update zeroes their amax first
+  int64_t base = 0;      // the flat index of the updated range's element 0
+  int64_t elements = 0;  // of the range's elements, those inside the runs (the op's cost)
+};
+
 }  // namespace pt

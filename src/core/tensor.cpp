@@ -135,6 +135,19 @@ Tensor Tensor::narrow(int d, int64_t start, int64_t length) const {
   return t;
 }
 
+Tensor Tensor::reinterpret(int64_t byte_offset, const Shape& shape, DType dtype) const {
+  const int64_t bytes = shape_numel(shape) * static_cast<int64_t>(dtype_size(dtype));
+  PT_CHECK(is_contiguous() && byte_offset >= 0 && byte_offset + bytes <= static_cast<int64_t>(nbytes()),
+           "reinterpret: " + std::to_string(bytes) + " bytes at " + std::to_string(byte_offset) + " do not fit in " +
+               describe() + (is_contiguous() ? "" : " (not contiguous)"));
+  Tensor t = *this;
+  t.data_ = static_cast<char*>(data_) + byte_offset;
+  t.dtype_ = dtype;
+  t.shape_ = shape;
+  t.strides_ = contiguous_strides(shape);
+  return t;
+}
+
 Tensor Tensor::select(int d, int64_t index) const {
   if (d < 0) d += dim();
   Tensor t = narrow(d, index, 1);

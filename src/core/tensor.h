@@ -69,6 +69,9 @@ class Tensor {
   Tensor narrow(int d, int64_t start, int64_t length) const;  // sub-range along dimension d
   Tensor select(int d, int64_t index) const;                  // drop dimension d at index
   Tensor as_strided(const Shape& shape, const Shape& strides, int64_t offset_elems = 0) const;
+  // A contiguous (shape, dtype) view of this contiguous tensor's bytes from byte_offset: another
+  // type over the same storage, which the view keeps alive (a dead buffer's bytes reused).
+  Tensor reinterpret(int64_t byte_offset, const Shape& shape, DType dtype) const;
 
   // Copies (synchronous with respect to the host when either side is the CPU).
   Tensor to(Device device, Context& ctx) const;

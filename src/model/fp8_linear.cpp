@@ -15,9 +15,16 @@ const ops::Fp8Operand& Fp8GradCasts::of(Context& ctx, const Tensor& dy, int64_t 
   ops::Fp8Operand& o = casts_[size_t(i)];
   // Cast once (every cast sets amax). The layers ask for both layouts at the first use whenever
   // dX reads dy too, so a later use finds the layout it needs (matmul_fp8_operands checks).
-  if (!o.amax.defined())
-    o = ops::fp8_operand(ctx, dy.dim() == 3 ? dy.select(0, i) : dy, kFp8Gradient, both, true,
-                         fp8_known_amax(ctx, amax));
+  if (!o.amax.defined()) {
+    const Tensor slice = dy.dim() == 3 ? dy.select(0, i) : dy;
+    const int64_t bytes = (both ? 2 : 1) * slice.numel();  // one a value
+    Tensor space;
+    if (space_.defined() && slice.numel() % 16 == 0 && space_used_ + bytes <= int64_t(space_.nbytes())) {
+      space = space_.reinterpret(space_used_, {bytes}, fp8_dtype(kFp8Gradient));
+      space_used_ += bytes;
+    }
+    o = ops::fp8_operand(ctx, slice, kFp8Gradient, both, true, fp8_known_amax(ctx, amax), space);
+  }
   return o;
 }
 

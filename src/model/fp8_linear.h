@@ -29,14 +29,23 @@ class Fp8GradCasts {
   // the second), else transposed only. Another dy starts over. amax: the slice's max |value| as
   // the kernel that wrote dy found it (fp8_operand's), if it did.
   const ops::Fp8Operand& of(Context& ctx, const Tensor& dy, int64_t i, bool both, const Tensor& amax = Tensor());
+  // The casts made from now until clear() go into `space`'s bytes, as far as they fit (each
+  // slice's layouts whole, 16-byte aligned), instead of new allocations: a buffer nothing reads
+  // any more, so that they add nothing to the memory peak (SwiGLU's h1|h3 for dh1's and dh3's).
+  void place_in(Tensor space) {
+    space_ = std::move(space);
+    space_used_ = 0;
+  }
   void clear() {
-    dy_ = Tensor();
+    dy_ = space_ = Tensor();
     casts_.clear();
   }
 
  private:
   Tensor dy_;  // holds dy's storage, so that its address identifies it while the casts are kept
   std::vector<ops::Fp8Operand> casts_;
+  Tensor space_;            // place_in's, or undefined
+  int64_t space_used_ = 0;  // bytes of space_ given to casts
 };
 
 // A weight's FP8 casts. Where the store keeps them (ParamStore::fp8_weight: made by the update,

@@ -124,6 +124,9 @@ class BatchedLinear {
   void release();                             // as Linear::release
   void drop_input() { saved_x_ = Tensor(); }  // as Linear::drop_input
   void restore_input(const Tensor& x);
+  // Under FP8: dy's casts in the next backward go into `space`'s bytes (Fp8GradCasts::place_in)
+  // until release.
+  void place_grad_casts(Tensor space) { fp8_dy_.place_in(std::move(space)); }
   int64_t batch() const { return static_cast<int64_t>(weights_.size()); }
   void set_fp8(bool on);  // as Linear::set_fp8; each weight its own run
 

@@ -83,8 +83,8 @@ bool ParamStore::keep_fp8_run(size_t i) {
   r.casts.stored = Tensor::view_of(base, {r.rows, r.cols}, DType::F8E4M3, device_);
   r.casts.transposed = Tensor::view_of(base + n, {r.cols, r.rows}, DType::F8E4M3, device_);
   // Each scalar on its own 16-byte boundary (ops::kFp8ScalarStride).
-  r.casts.scale_inv = fp8_scalars_.narrow(0, ops::kFp8ScalarStride * int64_t(2 * i), 1);
-  r.casts.amax = fp8_scalars_.narrow(0, ops::kFp8ScalarStride * int64_t(2 * i + 1), 1);
+  r.casts.amax = fp8_scalars_.narrow(0, ops::kFp8ScalarStride * int64_t(i), 1);
+  r.casts.scale_inv = fp8_scalars_.narrow(0, ops::kFp8ScalarStride * int64_t(fp8_runs_.size() + i), 1);
   return true;
 }
 
@@ -101,7 +101,7 @@ void ParamStore::drop_fp8_weights(Context& ctx) {
   if (!keeps_fp8_) return;
   keeps_fp8_ = false;
   for (Fp8Run& r : fp8_runs_) r.casts = ops::Fp8Operand();
-  fp8_scalars_ = Tensor();
+  fp8_scalars_ = fp8_run_bounds_ = Tensor();
   refresh_lowp(ctx);
 }
 
@@ -113,7 +113,28 @@ std::pair<size_t, size_t> ParamStore::fp8_runs_ending_in(int64_t begin, int64_t 
   return {size_t(first - fp8_runs_.begin()), size_t(last - fp8_runs_.begin())};
 }
 
-void ParamStore::cast_fp8_weights(Context& ctx, int64_t begin, int64_t end, cudaStream_t stream) const {
+Fp8WeightRuns ParamStore::fp8_update_runs(int64_t begin, int64_t end) const {
+  Fp8WeightRuns out;
+  if (!keeps_fp8_ || begin >= end) return out;
+  const auto [first, ended] = fp8_runs_ending_in(begin, end);
+  size_t last = ended;  // past the runs that begin in the range (the last may end beyond it)
+  while (last < fp8_runs_.size() && fp8_runs_[last].offset < end) ++last;
+  for (size_t i = first; i < last; ++i) {
+    const Fp8Run& r = fp8_runs_[i];
+    if (r.casts.stored.defined()) out.elements += std::min(end, r.offset + r.rows * r.cols) - std::max(begin, r.offset);
+  }
+  if (out.elements == 0) return out;
+  out.bounds = fp8_run_bounds_.data_as<const int64_t>() + 2 * first;
+  out.amax = fp8_scalars_.data_as<float>() + ops::kFp8ScalarStride * int64_t(first);
+  out.count = static_cast<int>(last - first);
+  out.amax_stride = static_cast<int>(ops::kFp8ScalarStride);
+  out.zero_from = fp8_runs_[first].offset < begin ? 1 : 0;
+  out.base = begin;
+  return out;
+}
+
+void ParamStore::cast_fp8_weights(Context& ctx, int64_t begin, int64_t end, cudaStream_t stream,
+                                  bool amax_measured) const {
   if (!keeps_fp8_) return;
   const auto [first, last] = fp8_runs_ending_in(begin, end);
   for (size_t i = first; i < last; ++i) {
@@ -121,7 +142,7 @@ void ParamStore::cast_fp8_weights(Context& ctx, int64_t begin, int64_t end, cuda
     if (!r.casts.stored.defined()) continue;
     const Tensor w = flat_params_.narrow(0, r.offset, r.rows * r.cols).reshape({r.rows, r.cols});
     ops::Fp8Operand o = r.casts;  // views of the store's bytes
-    ops::fp8_cast_weight(ctx, o.stored, o.transposed, o.scale_inv, o.amax, w, stream);
+    ops::fp8_cast_weight(ctx, o.stored, o.transposed, o.scale_inv, o.amax, w, stream, amax_measured);
   }
 }
 
@@ -159,7 +180,18 @@ void ParamStore::finalize(Context& ctx, bool lowp_mirror, DType dtype) {
   if (lowp_mirror && ctx.fp8_linear() && ctx.fp8_reuse() && !fp8_runs_.empty()) {
     fp8_scalars_ = Tensor::empty({2 * ops::kFp8ScalarStride * int64_t(fp8_runs_.size())}, DType::F32, device_,
                                  "fp8_weight_scalars", MemCategory::Parameters);
-    for (size_t i = 0; i < fp8_runs_.size(); ++i) keeps_fp8_ = keep_fp8_run(i) || keeps_fp8_;
+    fill_zero(ctx, fp8_scalars_.data(), device_.kind, fp8_scalars_.nbytes());
+    std::vector<int64_t> bounds;
+    for (size_t i = 0; i < fp8_runs_.size(); ++i) {
+      keeps_fp8_ = keep_fp8_run(i) || keeps_fp8_;
+      const Fp8Run& r = fp8_runs_[i];
+      const int64_t end = r.offset + r.rows * r.cols;
+      bounds.push_back(r.casts.stored.defined() ? r.offset : end);  // a run not kept: empty, its copy written
+      bounds.push_back(end);
+    }
+    fp8_run_bounds_ =
+        Tensor::empty({int64_t(bounds.size())}, DType::I64, device_, "fp8_weight_run_bounds", MemCategory::Parameters);
+    copy_bytes(ctx, fp8_run_bounds_.data(), device_.kind, bounds.data(), DeviceKind::CPU, fp8_run_bounds_.nbytes());
   }
   if (lowp_mirror) refresh_lowp(ctx);
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/context.h"
+#include "core/optim_params.h"
 #include "core/tensor.h"
 #include "ops/fp8_gemm.h"
 
@@ -166,12 +167,17 @@ class ParamStore {
   // Gives every run its bf16 copy back (a sharded optimizer refreshes the mirror itself, from
   // gathered values).
   void drop_fp8_weights(Context& ctx);
+  // The kept runs an update of parameter elements [begin, end) meets, for a fused update to
+  // measure their amax instead of writing their bf16 copies (Fp8WeightRuns; count 0 when none).
+  Fp8WeightRuns fp8_update_runs(int64_t begin, int64_t end) const;
   // After an update of parameter elements [begin, end) that wrote their bf16 copies: remakes the
   // casts of the kept runs that end in that range, from their fp32 values (ops::fp8_cast_weight),
   // on `stream`. The copy just written into a run's bytes is only overwritten: a run's readers
   // wait for the range that ends it (the deferred update's chunks), and an update of ranges in
-  // order finishes every run. const: it rewrites the casts' bytes, not the store.
-  void cast_fp8_weights(Context& ctx, int64_t begin, int64_t end, cudaStream_t stream = nullptr) const;
+  // order finishes every run. amax_measured: the update measured each run's amax (it took
+  // fp8_update_runs of every range), so no amax pass. const: it rewrites the casts' bytes only.
+  void cast_fp8_weights(Context& ctx, int64_t begin, int64_t end, cudaStream_t stream = nullptr,
+                        bool amax_measured = false) const;
 
   // Gradient-ready listeners (a data-parallel sync, the benchmarks' timeline, tests): every one
   // is told once per parameter per backward, the last added first (a timeline added around a
@@ -227,7 +233,10 @@ class ParamStore {
     ops::Fp8Operand casts;                   // stored and transposed in the mirror's bytes; undefined: not kept
   };
   std::vector<Fp8Run> fp8_runs_;
-  Tensor fp8_scalars_;  // fp32: each run's scale_inv and amax, ops::kFp8ScalarStride apart
+  // fp32, one scalar every ops::kFp8ScalarStride: the runs' amax in run order (a range's in one
+  // fill), then their scale_inv.
+  Tensor fp8_scalars_;
+  Tensor fp8_run_bounds_;  // int64 (2 · runs) on the device: Fp8WeightRuns::bounds, empty for a run not kept
   bool keeps_fp8_ = false;
   bool keep_fp8_run(size_t i);  // finalize: whether run i can be kept, and its views if so
   // The runs that end in (begin, end], by index: [first, second) (runs are in offset order).

@@ -372,6 +372,9 @@ class TransformerBlock {
         Tensor dg = w2_.backward(ctx, dy, true, dy_amax);  // (N, F)
         ops::swiglu_backward(ctx, dh1, dh3, dg, h1, h3, nullptr, if_defined(dh_amax));
       }
+      // Under FP8, dh1's and dh3's casts (both layouts: 4·N·F bytes) take h1|h3's bytes (as many),
+      // which nothing reads now: the casts then add nothing to the peak, as bf16 GEMMs need none.
+      if (fp8(ctx, Fp8Layer::W13)) w13_.place_grad_casts(h13_);
       h13_ = Tensor();
       // db (N, C) = Σ dh_b·W_b. Under FP8 dX goes first: it casts dh13 in both layouts, which dW's
       // GEMMs reuse; otherwise dW first, so w1 and w3's gradients are ready one GEMM sooner (overlap).

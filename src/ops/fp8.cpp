@@ -68,7 +68,7 @@ void fp8_cast_transpose(Context& ctx, Tensor& out, Tensor& scale_inv, const Tens
 }
 
 void fp8_cast_weight(Context& ctx, Tensor& stored, Tensor& transposed, Tensor& scale_inv, Tensor& amax, const Tensor& w,
-                     cudaStream_t stream) {
+                     cudaStream_t stream, bool amax_measured) {
   ArgCheck chk(ctx, "fp8_cast_weight");
   check_gpu(chk, ctx);
   chk.dtype_is(w, "w", {DType::F32});
@@ -82,12 +82,12 @@ void fp8_cast_weight(Context& ctx, Tensor& stored, Tensor& transposed, Tensor& s
   chk.contiguous(transposed, "transposed");
   chk.fp32_scalars(scale_inv, "scale_inv");
   chk.fp32_scalars(amax, "amax");
-  // w read twice: the amax pass, then the cast.
-  detail::run_on_stream(ctx, stream, "fp8_cast_weight", OpFamily::Elementwise,
-                        OpCost().read(w).read(w).write(stored).write(transposed), [&](cudaStream_t s) {
-                          cuda::fp8_cast_weight(s, stored, transposed, scale_inv.data_as<float>(),
-                                                amax.data_as<float>(), w);
-                        });
+  // w read twice (the amax pass, then the cast), or once when the update measured the amax.
+  OpCost cost = OpCost().read(w).write(stored).write(transposed);
+  if (!amax_measured) cost.read(w);
+  detail::run_on_stream(ctx, stream, "fp8_cast_weight", OpFamily::Elementwise, cost, [&](cudaStream_t s) {
+    cuda::fp8_cast_weight(s, stored, transposed, scale_inv.data_as<float>(), amax.data_as<float>(), w, amax_measured);
+  });
 }
 
 namespace {

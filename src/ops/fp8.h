@@ -26,9 +26,9 @@ void fp8_cast_transpose(Context& ctx, Tensor& out, Tensor& scale_inv, const Tens
 // (each rounded to bf16 first; the same bits as fp8_amax and fp8_cast_transpose of the mirror):
 // amax, then `stored` (rows, cols) and `transposed` (cols, rows) from one read. On `stream`
 // (null: the compute stream; on another the caller orders it with events, and no kernel timer
-// sees it).
+// sees it). amax_measured: amax holds max |bf16(w)| already (the update measured it), no pass.
 void fp8_cast_weight(Context& ctx, Tensor& stored, Tensor& transposed, Tensor& scale_inv, Tensor& amax, const Tensor& w,
-                     cudaStream_t stream = nullptr);
+                     cudaStream_t stream = nullptr, bool amax_measured = false);
 
 // C (m, n) = a_scale_inv · b_scale_inv · A (m, k) · B (n, k)ᵀ with fp32 accumulation: both
 // operands K-major, the layout of Hopper's FP8 tensor cores (a Linear's forward is x · Wᵀ as it

@@ -27,7 +27,7 @@ std::vector<float> fp8_quantise_host(const float* x, int64_t n, Fp8Format fmt, f
 }
 
 Fp8Operand fp8_operand(Context& ctx, const Tensor& x, Fp8Format format, bool stored, bool transposed,
-                       const Tensor& amax) {
+                       const Tensor& amax, const Tensor& space) {
   ArgCheck chk(ctx, "fp8_operand");
   chk.rank_is(x, "x", 2);
   chk.contiguous(x, "x");
@@ -57,9 +57,21 @@ Fp8Operand fp8_operand(Context& ctx, const Tensor& x, Fp8Format format, bool sto
     fp8_amax(ctx, o.amax, x);
   }
   const DType t = fp8_dtype(format);
-  if (stored) o.stored = Tensor::empty(x.shape(), t, ctx.device(), "fp8_operand", MemCategory::Workspace);
-  if (transposed)
-    o.transposed = Tensor::empty({x.size(1), x.size(0)}, t, ctx.device(), "fp8_operand_t", MemCategory::Workspace);
+  const int64_t n = x.numel();
+  if (space.defined()) {
+    chk.on_device(space, "space");
+    chk.require(space.is_contiguous() && (reinterpret_cast<uintptr_t>(space.data()) & 15u) == 0 &&
+                    int64_t(space.nbytes()) >= (int64_t(stored) + int64_t(transposed)) * n &&
+                    (!(stored && transposed) || n % 16 == 0),
+                "space " + space.describe() + " cannot hold the layouts of x " + x.describe() +
+                    " (contiguous, 16-byte aligned, room for each, 16 | numel for both)");
+    if (stored) o.stored = space.reinterpret(0, x.shape(), t);
+    if (transposed) o.transposed = space.reinterpret(stored ? n : 0, {x.size(1), x.size(0)}, t);
+  } else {
+    if (stored) o.stored = Tensor::empty(x.shape(), t, ctx.device(), "fp8_operand", MemCategory::Workspace);
+    if (transposed)
+      o.transposed = Tensor::empty({x.size(1), x.size(0)}, t, ctx.device(), "fp8_operand_t", MemCategory::Workspace);
+  }
   if (transposed)
     fp8_cast_transpose(ctx, o.transposed, o.scale_inv, x, o.amax, stored ? &o.stored : nullptr);
   else

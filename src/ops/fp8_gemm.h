@@ -45,8 +45,11 @@ struct Fp8Operand {
 // x 2-D contiguous (GPU: bf16|fp32; CPU: fp32); stored/transposed: which layouts the GEMMs need.
 // amax (optional, fp32 (1) on x's device): max |x| known already — written by the kernel that
 // wrote x, or an earlier operand's `amax` for the same values — so no pass measures it again.
+// space (optional, GPU): the bytes the layouts are written into instead of new allocations, as
+// stored first, then transposed (contiguous, 16-byte aligned, room for both, x.numel() a multiple
+// of 16 when both); the operand keeps it alive.
 Fp8Operand fp8_operand(Context& ctx, const Tensor& x, Fp8Format format, bool stored, bool transposed,
-                       const Tensor& amax = Tensor());
+                       const Tensor& amax = Tensor(), const Tensor& space = Tensor());
 // matmul_fp8_of on operands already cast: op(A) reads a.stored (trans_a false) or a.transposed,
 // op(B) b.transposed (trans_b false) or b.stored, whichever is K-major; that layout must exist.
 void matmul_fp8_operands(Context& ctx, Tensor& c, const Fp8Operand& a, const Fp8Operand& b, bool trans_a, bool trans_b,

@@ -44,6 +44,20 @@ void check_sumsq(const ArgCheck& chk, const Tensor& sumsq) {
   chk.dtype_is(sumsq, "sumsq", {DType::F32, DType::F64});
   chk.require(sumsq.numel() == 1, "sumsq must have exactly one element, got shape " + shape_str(sumsq.shape()));
 }
+void check_runs(const ArgCheck& chk, const Context& ctx, const Fp8WeightRuns& runs, const Tensor* p_lowp,
+                const Tensor& p) {
+  if (runs.count == 0) return;
+  chk.require(ctx.is_cuda(), "kept FP8 weight runs are updated on the GPU only");
+  chk.require(p_lowp != nullptr, "kept FP8 weight runs need the update to write the bf16 mirror");
+  chk.require(runs.bounds && runs.amax && runs.amax_stride > 0 && runs.elements >= 0 && runs.elements <= p.numel(),
+              "Fp8WeightRuns: bounds and amax must be set, amax_stride > 0, elements within the range");
+}
+// What the update writes of the bf16 copy: the range's, less the kept runs' elements.
+void cost_lowp(OpCost& cost, const Tensor* p_lowp, const Fp8WeightRuns& runs) {
+  if (!p_lowp) return;
+  cost.write(*p_lowp);
+  cost.bytes -= 2.0 * static_cast<double>(runs.elements);
+}
 void check_clip(const ArgCheck& chk, const GradClip& clip) {
   if (!clip.sumsq) return;
   check_sumsq(chk, *clip.sumsq);
@@ -83,7 +97,7 @@ void run_optimizer_op(Context& ctx, cudaStream_t stream, const char* name, const
 }  // namespace
 
 void adamw_step(Context& ctx, Tensor& p, const Tensor& g, Tensor& m, Tensor& v, const AdamWHyper& h, Tensor* p_lowp,
-                const GradClip& clip, DeviceScalars device, cudaStream_t stream) {
+                const GradClip& clip, DeviceScalars device, cudaStream_t stream, const Fp8WeightRuns& runs) {
   ArgCheck chk(ctx, "adamw_step");
   check_clip(chk, clip);
   check_flat(chk, ctx, p, "p", nullptr);
@@ -94,38 +108,40 @@ void adamw_step(Context& ctx, Tensor& p, const Tensor& g, Tensor& m, Tensor& v, 
   chk.require(h.step >= 1, "step must count from 1 (it is " + std::to_string(h.step) + ")");
   chk.require(h.beta1 >= 0 && h.beta1 < 1 && h.beta2 >= 0 && h.beta2 < 1, "betas must lie in [0, 1)");
   check_device_scalars(chk, ctx, device, sizeof(AdamWStepScalars));
+  check_runs(chk, ctx, runs, p_lowp, p);
   if (p.numel() == 0) return;
   // Read g, update p, m and v, write the bf16 copy when asked; read the folded clip's sum.
   OpCost cost;
   cost.read(g).update(p).update(m).update(v);
-  if (p_lowp) cost.write(*p_lowp);
+  cost_lowp(cost, p_lowp, runs);
   if (clip.sumsq) cost.read(*clip.sumsq);
   const void* scalars = device.scalars ? device.scalars->data() : nullptr;
   // Device scalars replace the host's: the GPU reads the step's values from them.
   const AdamWStepScalars sc = scalars ? AdamWStepScalars{} : adamw_step_scalars(h);
   run_optimizer_op(
       ctx, stream, "adamw_step", cost,
-      [&](cudaStream_t s) { cuda::adamw_step(s, p, g, m, v, sc, p_lowp, clip, scalars); },
+      [&](cudaStream_t s) { cuda::adamw_step(s, p, g, m, v, sc, p_lowp, clip, scalars, runs); },
       [&] { cpu::adamw_step(p, g, m, v, h, p_lowp, clip); });
 }
 
 void sgd_step(Context& ctx, Tensor& p, const Tensor& g, float lr, float weight_decay, Tensor* p_lowp,
-              const GradClip& clip, DeviceScalars device, cudaStream_t stream) {
+              const GradClip& clip, DeviceScalars device, cudaStream_t stream, const Fp8WeightRuns& runs) {
   ArgCheck chk(ctx, "sgd_step");
   check_clip(chk, clip);
   check_flat(chk, ctx, p, "p", nullptr);
   check_grad(chk, ctx, g, p);
   check_device_scalars(chk, ctx, device, sizeof(SgdStepScalars));
   p_lowp = check_lowp(chk, p_lowp, p);
+  check_runs(chk, ctx, runs, p_lowp, p);
   if (p.numel() == 0) return;
   OpCost cost;
   cost.read(g).update(p);
-  if (p_lowp) cost.write(*p_lowp);
+  cost_lowp(cost, p_lowp, runs);
   if (clip.sumsq) cost.read(*clip.sumsq);
   const void* scalars = device.scalars ? device.scalars->data() : nullptr;
   run_optimizer_op(
       ctx, stream, "sgd_step", cost,
-      [&](cudaStream_t s) { cuda::sgd_step(s, p, g, lr, weight_decay, p_lowp, clip, scalars); },
+      [&](cudaStream_t s) { cuda::sgd_step(s, p, g, lr, weight_decay, p_lowp, clip, scalars, runs); },
       [&] { cpu::sgd_step(p, g, lr, weight_decay, p_lowp, clip); });
 }
 

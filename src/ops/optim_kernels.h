@@ -33,13 +33,16 @@ struct DeviceScalars {
 // updated parameters rounded to bf16 in the same pass (mixed precision's GEMM copy).
 // `stream`: where the GPU runs it; null is the compute stream. On another stream the caller
 // orders it with events (optim/deferred_update.h) and the kernel timer does not see it.
+// `runs`: the kept FP8 weight runs within p (core/optim_params.h; GPU, with p_lowp): their
+// elements get their amax measured instead of a bf16 copy.
 void adamw_step(Context& ctx, Tensor& p, const Tensor& g, Tensor& m, Tensor& v, const AdamWHyper& h,
                 Tensor* p_lowp = nullptr, const GradClip& clip = {}, DeviceScalars device = {},
-                cudaStream_t stream = nullptr);
+                cudaStream_t stream = nullptr, const Fp8WeightRuns& runs = {});
 
 // Plain SGD with optional weight decay (torch.optim.SGD, no momentum): p ← p − lr·(g + wd·p).
 void sgd_step(Context& ctx, Tensor& p, const Tensor& g, float lr, float weight_decay = 0.0f, Tensor* p_lowp = nullptr,
-              const GradClip& clip = {}, DeviceScalars device = {}, cudaStream_t stream = nullptr);
+              const GradClip& clip = {}, DeviceScalars device = {}, cudaStream_t stream = nullptr,
+              const Fp8WeightRuns& runs = {});
 
 // sumsq (1-element fp32|fp64 tensor, same device) += Σ x² (x any float storage type). No
 // host synchronisation; on the GPU the blocks' partial sums are added in a fixed order, so the

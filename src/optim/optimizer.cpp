@@ -179,7 +179,7 @@ void Optimizer::cast_mirrors(Context& ctx) {
   for (FlatRange& r : ranges_)
     if (r.param_lowp.defined()) {
       ops::cast(ctx, r.param_lowp, r.param);
-      cast_fp8_weights(ctx, r, nullptr);
+      cast_fp8_weights(ctx, r, nullptr, false);
     }
 }
 
@@ -187,15 +187,19 @@ namespace {
 
 // An optimizer whose update is one pass per range (AdamW, SGD): step() is begin_update, every
 // range on the compute stream, end_update; the subclass updates one range's values
-// (update_values), then the kept FP8 weights that end in it are cast when the pass wrote the
-// mirror (cast_mirrors makes both after an unfused update).
+// (update_values). When the pass writes the mirror it measures the amax of the kept FP8 weights
+// it meets instead of their bf16 copies, and those that end in the range are cast after it
+// (cast_mirrors makes both, with amax passes, after an unfused update).
 class RangeOptimizer : public Optimizer {
  public:
   using Optimizer::Optimizer;
   void update_range(Context& ctx, size_t i, cudaStream_t stream) final {
-    update_values(ctx, i, stream);
     FlatRange& r = ranges_.at(i);
-    if (mirror_in_update(r)) cast_fp8_weights(ctx, r, stream);
+    const bool fused = mirror_in_update(r) != nullptr;
+    const Fp8WeightRuns runs =
+        fused && r.store ? r.store->fp8_update_runs(r.param_begin, r.param_begin + r.param.numel()) : Fp8WeightRuns{};
+    update_values(ctx, i, stream, runs);
+    if (fused) cast_fp8_weights(ctx, r, stream, true);
   }
   void step(Context& ctx, float lr) override {
     begin_update(ctx, lr);
@@ -214,7 +218,7 @@ class RangeOptimizer : public Optimizer {
   }
 
  protected:
-  virtual void update_values(Context& ctx, size_t i, cudaStream_t stream) = 0;
+  virtual void update_values(Context& ctx, size_t i, cudaStream_t stream, const Fp8WeightRuns& runs) = 0;
   float lr_ = 0;  // the step begin_update took (steps_ counts it)
   ops::DeviceScalars device_;
 };
@@ -235,12 +239,12 @@ class AdamW final : public RangeOptimizer {
     }
   }
 
-  void update_values(Context& ctx, size_t i, cudaStream_t stream) override {
+  void update_values(Context& ctx, size_t i, cudaStream_t stream, const Fp8WeightRuns& runs) override {
     ops::AdamWHyper h = cfg_.adamw;
     h.lr = lr_;
     h.step = steps_;
     FlatRange& r = ranges_.at(i);
-    ops::adamw_step(ctx, r.param, r.grad, m_[i], v_[i], h, mirror_in_update(r), folded_clip(), device_, stream);
+    ops::adamw_step(ctx, r.param, r.grad, m_[i], v_[i], h, mirror_in_update(r), folded_clip(), device_, stream, runs);
   }
 
   std::vector<std::pair<std::string, Tensor>> state() override {
@@ -279,10 +283,10 @@ class SGD final : public RangeOptimizer {
   void add_ranges(const std::vector<FlatRange>& ranges) override {
     ranges_.insert(ranges_.end(), ranges.begin(), ranges.end());
   }
-  void update_values(Context& ctx, size_t i, cudaStream_t stream) override {
+  void update_values(Context& ctx, size_t i, cudaStream_t stream, const Fp8WeightRuns& runs) override {
     FlatRange& r = ranges_.at(i);
-    ops::sgd_step(ctx, r.param, r.grad, lr_, cfg_.sgd_weight_decay, mirror_in_update(r), folded_clip(), device_,
-                  stream);
+    ops::sgd_step(ctx, r.param, r.grad, lr_, cfg_.sgd_weight_decay, mirror_in_update(r), folded_clip(), device_, stream,
+                  runs);
   }
   std::vector<std::pair<std::string, Tensor>> state() override { return {}; }
   int64_t state_bytes() const override { return 0; }

@@ -156,11 +156,12 @@ class Optimizer {
     return cfg_.fused && r.param_lowp.defined() ? &r.param_lowp : nullptr;
   }
   void cast_mirrors(Context& ctx);
-  // After update_range wrote range r's bf16 copies: the store remakes the FP8 casts of the kept
-  // weights that end in r (ParamStore::cast_fp8_weights), on the update's stream.
-  void cast_fp8_weights(Context& ctx, const FlatRange& r, cudaStream_t stream) const {
+  // After range r's update: the store remakes the FP8 casts of the kept weights that end in r
+  // (ParamStore::cast_fp8_weights), on the update's stream; amax_measured when the update took
+  // r's fp8_update_runs.
+  void cast_fp8_weights(Context& ctx, const FlatRange& r, cudaStream_t stream, bool amax_measured) const {
     if (r.store && r.param_lowp.defined())
-      r.store->cast_fp8_weights(ctx, r.param_begin, r.param_begin + r.param.numel(), stream);
+      r.store->cast_fp8_weights(ctx, r.param_begin, r.param_begin + r.param.numel(), stream, amax_measured);
   }
   // For step(): the device scalars of this step (staged now unless stage_step did), or none.
   ops::DeviceScalars take_device_scalars(Context& ctx, float lr);

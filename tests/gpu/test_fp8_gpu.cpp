@@ -11,6 +11,7 @@
 #include "common/fp8_reference.h"
 #include "core/error.h"
 #include "gpu/test_ops_gpu_helpers.h"
+#include "model/fp8_linear.h"
 #include "ops/elementwise.h"
 #include "ops/fp8.h"
 
@@ -189,6 +190,46 @@ TEST(GpuFp8CastWeight, EqualsTheCastsOfTheBf16Mirror) {
     EXPECT_EQ(scalar_of(gpu, s_w), scalar_of(gpu, s)) << what;
     EXPECT_EQ(bits_of(gpu, stored), bits_of(gpu, plain)) << what;
     EXPECT_EQ(bits_of(gpu, transposed), bits_of(gpu, t)) << what;
+    // With the amax measured by the update, the cast takes it as it is (no pass of its own): a
+    // larger bound than the true max gives the scale of that bound.
+    Tensor bound = make_tensor(gpu, {1}, DType::F32, {600.0}), s_b = scalar(gpu);
+    Tensor bound_ref = make_tensor(gpu, {1}, DType::F32, {600.0}), s_ref = scalar(gpu);
+    ops::fp8_cast_transpose(gpu, t, s_ref, mirror, bound_ref, &plain);
+    ops::fp8_cast_weight(gpu, stored, transposed, s_b, bound, w, nullptr, true);
+    EXPECT_EQ(scalar_of(gpu, bound), 600.0f) << what;
+    EXPECT_EQ(scalar_of(gpu, s_b), scalar_of(gpu, s_ref)) << what;
+    EXPECT_NE(scalar_of(gpu, s_b), scalar_of(gpu, s)) << what;
+    EXPECT_EQ(bits_of(gpu, stored), bits_of(gpu, plain)) << what;
+    EXPECT_EQ(bits_of(gpu, transposed), bits_of(gpu, t)) << what;
+  }
+}
+
+// Fp8GradCasts::place_in: a batched dy's casts (both layouts of each slice) are written into the
+// placed bytes, slice after slice, bit for bit the casts made into new allocations; a slice that
+// no longer fits gets its own.
+TEST(GpuFp8GradCasts, PlacedCastsTakeTheSpacesBytes) {
+  PT_REQUIRE_GPU();
+  Context gpu(Device::cuda(0), Precision::BF16);
+  const int64_t N = 64, F = 48, n = N * F;  // n a multiple of 16
+  Tensor dy = make_tensor(gpu, {3, N, F}, DType::BF16, wide_values(3 * n, 7, 11));
+  Tensor space = Tensor::empty({2, N, F}, DType::BF16, gpu.device());  // 4n bytes: two slices' layouts
+  const char* base = static_cast<const char*>(space.data());
+  Fp8GradCasts placed, fresh;
+  placed.place_in(space);
+  for (int64_t i = 0; i < 3; ++i) {
+    const ops::Fp8Operand& a = placed.of(gpu, dy, i, /*both=*/true);
+    const ops::Fp8Operand& b = fresh.of(gpu, dy, i, /*both=*/true);
+    const char* stored = static_cast<const char*>(a.stored.data());
+    const char* transposed = static_cast<const char*>(a.transposed.data());
+    if (i < 2) {
+      EXPECT_EQ(stored, base + 2 * n * i) << "slice " << i;
+      EXPECT_EQ(transposed, base + 2 * n * i + n) << "slice " << i;
+    } else {
+      EXPECT_TRUE(stored < base || stored >= base + 4 * n) << "slice 2 does not fit, yet sits in the space";
+    }
+    EXPECT_EQ(scalar_of(gpu, a.scale_inv), scalar_of(gpu, b.scale_inv)) << "slice " << i;
+    EXPECT_EQ(bits_of(gpu, a.stored), bits_of(gpu, b.stored)) << "slice " << i;
+    EXPECT_EQ(bits_of(gpu, a.transposed), bits_of(gpu, b.transposed)) << "slice " << i;
   }
 }
 

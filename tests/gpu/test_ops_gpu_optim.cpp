@@ -2,7 +2,9 @@
 // test_ops_gpu_helpers.h).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "gpu/test_ops_gpu_helpers.h"
 #include "ops/optim_kernels.h"
@@ -36,6 +38,83 @@ TEST(GpuOptim, AdamWWithBf16CopyOverSteps) {
     const auto pg = p.gpu.to_host_f64(gpu), lg = lowp.to_host_f64(gpu);
     for (int64_t i = 0; i < n; ++i) ASSERT_EQ(lg[i], double(round_to_bf16(float(pg[i])))) << "at " << i;
   }
+}
+
+// An update of a range that meets kept FP8 weight runs (Fp8WeightRuns, the store's under
+// --precision fp8): p, m and v bit for bit the plain update's; the bf16 copy written outside the
+// runs only; each run's amax the max |bf16(p)| of its elements in the range, folded onto what an
+// earlier range left (run 0 began before the range) and zeroed first for the others. Runs shorter
+// than a block, one ending off a 4-element group, one not kept (empty), one past the range's end
+// (the scalar tail's launch); with a non-finite norm (the guard) nothing changes and the amax is
+// that of the values as they were.
+TEST(GpuOptim, UpdateMeasuresKeptFp8RunsInsteadOfTheirCopies) {
+  PT_REQUIRE_GPU();
+  Context gpu(Device::cuda(0));
+  const int64_t n = 10007, base = 100;  // the range: flat [100, 10107)
+  const std::vector<double> bounds = {40, 700, 704, 1500, 2000, 2000, 2000, 2003, 2008, 9000, 9500, 10200};
+  const int count = 6, stride = 4;
+  const float earlier = 50.0f;  // run 0's amax from the range before
+  Tensor b = make_tensor(gpu, {2 * count}, DType::I64, bounds);
+  int64_t elements = 0;
+  for (int j = 0; j < count; ++j)
+    elements +=
+        std::max<int64_t>(0, std::min<int64_t>(bounds[2 * j + 1], base + n) - std::max<int64_t>(bounds[2 * j], base));
+  const double nan = std::nan("");
+  for (bool sgd : {false, true})
+    for (bool guard : {false, true}) {
+      const std::string what = std::string(sgd ? "sgd" : "adamw") + (guard ? ", guarded" : "");
+      const auto p0 = randn(n, 60), g0 = randn(n, 61);
+      const std::vector<double> zeros(size_t(n), 0.0), sevens(size_t(n), 7.0);
+      Tensor p = make_tensor(gpu, {n}, DType::F32, p0), p2 = make_tensor(gpu, {n}, DType::F32, p0);
+      Tensor g = make_tensor(gpu, {n}, DType::F32, g0);
+      Tensor m = make_tensor(gpu, {n}, DType::F32, zeros), m2 = make_tensor(gpu, {n}, DType::F32, zeros);
+      Tensor v = make_tensor(gpu, {n}, DType::F32, zeros), v2 = make_tensor(gpu, {n}, DType::F32, zeros);
+      Tensor lowp = make_tensor(gpu, {n}, DType::BF16, sevens), lowp2 = make_tensor(gpu, {n}, DType::BF16, sevens);
+      std::vector<double> slots(size_t(count * stride), 1e9);
+      slots[0] = earlier;
+      Tensor amax = make_tensor(gpu, {count * stride}, DType::F32, slots);
+      Tensor sumsq = make_tensor(gpu, {1}, DType::F32, {guard ? nan : 4.0});
+      const GradClip clip{&sumsq, 1.0f};
+      Fp8WeightRuns runs;
+      runs.bounds = b.data_as<const int64_t>();
+      runs.amax = amax.data_as<float>();
+      runs.count = count;
+      runs.amax_stride = stride;
+      runs.zero_from = 1;
+      runs.base = base;
+      runs.elements = elements;
+      if (sgd) {
+        ops::sgd_step(gpu, p, g, 0.1f, 0.01f, &lowp, clip, {}, nullptr, runs);
+        ops::sgd_step(gpu, p2, g, 0.1f, 0.01f, &lowp2, clip);
+      } else {
+        ops::AdamWHyper h;
+        ops::adamw_step(gpu, p, g, m, v, h, &lowp, clip, {}, nullptr, runs);
+        ops::adamw_step(gpu, p2, g, m2, v2, h, &lowp2, clip);
+      }
+      const auto pv = p.to_host_f64(gpu);
+      ASSERT_EQ(pv, p2.to_host_f64(gpu)) << what;
+      ASSERT_EQ(m.to_host_f64(gpu), m2.to_host_f64(gpu)) << what;
+      ASSERT_EQ(v.to_host_f64(gpu), v2.to_host_f64(gpu)) << what;
+      if (guard) ASSERT_EQ(pv, stored(p0, DType::F32)) << what;
+      const auto lg = lowp.to_host_f64(gpu), lg2 = lowp2.to_host_f64(gpu);
+      std::vector<float> want(size_t(count), 0.0f);
+      want[0] = earlier;
+      for (int64_t i = 0; i < n; ++i) {
+        int run = -1;
+        for (int j = 0; j < count; ++j)
+          if (base + i >= bounds[2 * j] && base + i < bounds[2 * j + 1]) run = j;
+        if (run >= 0) {
+          want[size_t(run)] = std::max(want[size_t(run)], std::fabs(round_to_bf16(float(pv[size_t(i)]))));
+          ASSERT_EQ(lg[size_t(i)], 7.0) << what << ": a kept run's bytes written at " << i;
+        } else {
+          ASSERT_EQ(lg[size_t(i)], lg2[size_t(i)]) << what << ": the bf16 copy at " << i;
+        }
+      }
+      const auto got = amax.to_host_f64(gpu);
+      for (int j = 0; j < count; ++j)
+        EXPECT_EQ(got[size_t(j * stride)], double(want[size_t(j)])) << what << ", run " << j;
+      EXPECT_GT(want[3], 0.0f);  // the 3-element run holds values
+    }
 }
 
 // The squared norm of 16M elements (every block of the capped grid busy, both the packed and the
