@@ -4,7 +4,19 @@
 
 namespace pt {
 
+void Fp8GradCasts::keep_transposed_only() {
+  for (ops::Fp8Operand& o : casts_)
+    if (o.transposed.defined()) o.stored = Tensor();  // the CPU's emulated operand is one layout for both
+  dy_ = Tensor();
+  transposed_only_ = true;
+}
+
 const ops::Fp8Operand& Fp8GradCasts::of(Context& ctx, const Tensor& dy, int64_t i, bool both, const Tensor& amax) {
+  if (transposed_only_) {
+    PT_CHECK(!both && i >= 0 && i < int64_t(casts_.size()) && casts_[size_t(i)].amax.defined(),
+             "Fp8GradCasts: after keep_transposed_only only dW's transposed casts of slices cast before are left");
+    return casts_[size_t(i)];
+  }
   const bool same = dy_.defined() && dy_.data() == dy.data() && dy_.shape() == dy.shape() && dy_.dtype() == dy.dtype();
   if (!same) {
     dy_ = dy;
@@ -26,6 +38,24 @@ const ops::Fp8Operand& Fp8GradCasts::of(Context& ctx, const Tensor& dy, int64_t 
     o = ops::fp8_operand(ctx, slice, kFp8Gradient, both, true, fp8_known_amax(ctx, amax), space);
   }
   return o;
+}
+
+ops::Fp8Operand fp8_forward_input(Context& ctx, const Tensor& x, const Tensor& x_amax, bool keep,
+                                  ops::Fp8Operand& kept) {
+  keep = keep && ctx.fp8_reuse() && ctx.is_cuda();  // the CPU's emulated operand has one layout
+  ops::Fp8Operand xq = ops::fp8_operand(ctx, x, kFp8Input, true, keep, fp8_known_amax(ctx, x_amax));
+  kept = ops::Fp8Operand();
+  if (keep) {
+    kept = xq;
+    kept.stored = Tensor();  // forward's GEMM reads it from xq; freed with xq after the call
+  }
+  return xq;
+}
+
+ops::Fp8Operand fp8_dw_input(Context& ctx, const ops::Fp8Operand& kept, const Tensor& x, const Tensor& x_amax,
+                             const Tensor& space) {
+  if (kept.transposed.defined()) return kept;
+  return ops::fp8_operand(ctx, x, kFp8Input, false, true, fp8_known_amax(ctx, x_amax), space);
 }
 
 ops::Fp8Operand Fp8WeightCasts::of(Context& ctx, const Tensor& w, const ParamStore& store, const Parameter& p,

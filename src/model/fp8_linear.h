@@ -36,16 +36,22 @@ class Fp8GradCasts {
     space_ = std::move(space);
     space_used_ = 0;
   }
+  // After dX, when only dW is left: each slice keeps its transposed cast alone (dX read the layout
+  // as stored), and dy's storage is let go. Until clear(), of() returns these casts whatever dy
+  // it is given (undefined too): the caller may drop dy.
+  void keep_transposed_only();
   void clear() {
     dy_ = space_ = Tensor();
     casts_.clear();
+    transposed_only_ = false;
   }
 
  private:
   Tensor dy_;  // holds dy's storage, so that its address identifies it while the casts are kept
   std::vector<ops::Fp8Operand> casts_;
-  Tensor space_;            // place_in's, or undefined
-  int64_t space_used_ = 0;  // bytes of space_ given to casts
+  bool transposed_only_ = false;  // keep_transposed_only's
+  Tensor space_;                  // place_in's, or undefined
+  int64_t space_used_ = 0;        // bytes of space_ given to casts
 };
 
 // A weight's FP8 casts. Where the store keeps them (ParamStore::fp8_weight: made by the update,
@@ -80,6 +86,17 @@ class Fp8WeightCasts {
 // y (N, d_out) = beta·(residual or y) + x·Wᵀ: x (N, d_in) cast as stored, W (d_out, d_in) as stored.
 void fp8_linear_forward(Context& ctx, Tensor& y, const ops::Fp8Operand& x, const ops::Fp8Operand& w, float beta,
                         const Tensor* residual = nullptr);
+// A layer's input for dW under FP8. A layer that keeps its input's cast (the model sets it where the
+// layer is the input's only holder and backward does not recompute it; with Context::fp8_reuse)
+// has forward cast x in both layouts from one read and keeps the transposed one instead of x: a
+// byte a value where x took two, and no cast at dW. fp8_forward_input: forward's operand, and in
+// `kept` the transposed layout alone when it is kept (else undefined). fp8_dw_input: dW's
+// operand: `kept`, else a cast of x now (into `space` if given: ops::fp8_operand).
+ops::Fp8Operand fp8_forward_input(Context& ctx, const Tensor& x, const Tensor& x_amax, bool keep,
+                                  ops::Fp8Operand& kept);
+ops::Fp8Operand fp8_dw_input(Context& ctx, const ops::Fp8Operand& kept, const Tensor& x, const Tensor& x_amax,
+                             const Tensor& space = Tensor());
+
 // dx (N, d_in) = beta·dx + dy·W: dy cast as stored (Fp8GradCasts), W transposed.
 void fp8_linear_dx(Context& ctx, Tensor& dx, const ops::Fp8Operand& dy, const ops::Fp8Operand& w, float beta);
 // dw (d_out, d_in) = beta·dw + dyᵀ·x: dy and x (N, d_in) cast transposed.

@@ -56,12 +56,26 @@ class Linear {
     weight_backward(ctx, dy, /*dx_follows=*/false, dy_amax);
     release();
   }
+  // Under FP8, between input_backward_into and weight_backward: dy's casts keep only what dW
+  // reads and the layer lets dy go (Fp8GradCasts::keep_transposed_only): the caller may drop dy
+  // and give weight_backward an undefined one. Not with a bias (its gradient reads dy).
+  void keep_grad_casts_for_dw();
+  // Under FP8: the next weight_backward's transposed cast of the input goes into `space`'s bytes
+  // (ops::fp8_operand's space: a buffer nothing reads any more) until release.
+  void place_input_cast(Tensor space) { input_cast_space_ = std::move(space); }
   // Drops the saved input (and the FP8 casts that may not outlive it).
   void release();
   // Drops the saved input after forward, for backward to restore (restore_input): an activation
   // recomputed instead of kept. Under FP8 its amax stays: the restored input must be forward's
   // bit for bit, and its cast takes that amax.
-  void drop_input() { saved_x_ = Tensor(); }
+  void drop_input() {
+    saved_x_ = Tensor();
+    kept_xt_ = ops::Fp8Operand();
+  }
+  // Under FP8, whether forward keeps its input's transposed cast instead of the input (the
+  // model's call: this layer is the input's only holder, and backward does not restore it;
+  // fp8_forward_input). Off by default.
+  void keep_fp8_input_cast(bool on) { keep_input_cast_ = on; }
   // Gives backward its input again after release() (an activation recomputed instead of kept).
   void restore_input(const Tensor& x);
   // dx (N, d_in) = dx_beta·dx + dy W, dx given (a view into a larger buffer is fine).
@@ -97,9 +111,12 @@ class Linear {
     PT_CHECK(!on || units_.size() == 1, "Linear '" + weights_.front()->name + "': FP8 GEMMs need the fused model");
     return on;
   }
+  Tensor input_cast_space_;  // place_input_cast's, or undefined
   Fp8GradCasts fp8_dy_;
   Fp8WeightCasts fp8_w_;  // of the stacked weight (one unit under FP8)
   Tensor saved_x_;
+  ops::Fp8Operand kept_xt_;  // the input's transposed cast kept instead of it (keep_fp8_input_cast)
+  bool keep_input_cast_ = false;
   Tensor x_amax_;  // FP8: forward's amax of x, which dW's cast of the same x takes
 };
 
@@ -121,8 +138,12 @@ class BatchedLinear {
   Tensor input_backward(Context& ctx, const Tensor& dy, const Tensor& dy_amax = Tensor());
   // dW_b from dy_b and the saved input; tells the store; releases the input.
   void weight_backward_and_release(Context& ctx, const Tensor& dy, const Tensor& dy_amax = Tensor());
-  void release();                             // as Linear::release
-  void drop_input() { saved_x_ = Tensor(); }  // as Linear::drop_input
+  void release();      // as Linear::release
+  void drop_input() {  // as Linear::drop_input
+    saved_x_ = Tensor();
+    kept_xt_ = ops::Fp8Operand();
+  }
+  void keep_fp8_input_cast(bool on) { keep_input_cast_ = on; }  // as Linear's
   void restore_input(const Tensor& x);
   // Under FP8: dy's casts in the next backward go into `space`'s bytes (Fp8GradCasts::place_in)
   // until release.
@@ -148,6 +169,8 @@ class BatchedLinear {
   int64_t d_in_ = 0, d_out_ = 0;
   int64_t spacing_ = 0, grad_spacing_ = 0;  // elements between consecutive weights (and gradients)
   Tensor saved_x_;
+  ops::Fp8Operand kept_xt_;  // the input's transposed cast kept instead of it (keep_fp8_input_cast)
+  bool keep_input_cast_ = false;
   Tensor x_amax_;  // as Linear's
 };
 

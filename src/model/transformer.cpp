@@ -272,6 +272,12 @@ class TransformerBlock {
     out_proj_.set_fp8(runs_in_fp8(Fp8Layer::OutProj));
     w13_.set_fp8(runs_in_fp8(Fp8Layer::W13));
     w2_.set_fp8(runs_in_fp8(Fp8Layer::W2));
+    // Under FP8 a GEMM input that only its Linear holds and backward does not recompute is kept
+    // as its dW cast (one byte a value): the norms' outputs unless --recompute on, g only with
+    // --recompute off. attn_out stays: flash's backward reads it.
+    qkv_.keep_fp8_input_cast(!recompute_norms());
+    w13_.keep_fp8_input_cast(!recompute_norms());
+    w2_.keep_fp8_input_cast(cfg.recompute == Recompute::Off);
   }
 
   // Registration order must be the state_dict's: ln1, q, k, v, output_proj, ln2, w1, w2, w3.
@@ -363,10 +369,19 @@ class TransformerBlock {
       if (cfg_.recompute != Recompute::Off) {
         // dg = dy·W2 first (it needs no g), into dh1's place; then one pass over h1 and h3 makes
         // dh1 (over dg), dh3 and the recomputed g, which W2's gradient reads last.
+        // Under FP8 what W2's gradient reads is cast by then: dy's transposed cast (dy and the
+        // layout dX read go), and g's, into h1|h3's bytes once SwiGLU's backward has read them. So
+        // the FP8 operands take no memory that bf16's dy and g do not.
+        const bool w2_fp8 = fp8(ctx, Fp8Layer::W2);
         w2_.input_backward_into(ctx, dy, dh1, 0.0f, dy_amax);
+        if (w2_fp8) {
+          w2_.keep_grad_casts_for_dw();
+          dy = Tensor();
+        }
         Tensor g = Tensor::empty(h1.shape(), act, ctx.device(), "swiglu_recompute");
         ops::swiglu_backward(ctx, dh1, dh3, dh1, h1, h3, &g, if_defined(dh_amax));
         w2_.restore_input(g);
+        if (w2_fp8) w2_.place_input_cast(h13_);
         w2_.weight_backward_and_release(ctx, dy, dy_amax);
       } else {
         Tensor dg = w2_.backward(ctx, dy, true, dy_amax);  // (N, F)

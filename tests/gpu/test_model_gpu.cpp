@@ -411,6 +411,37 @@ TEST_F(TransformerFp8Gpu, ReusedCastsAndAmaxesEqualFreshOnes) {
   }
 }
 
+// Under FP8 a GEMM input that only its Linear holds is kept as its dW cast, a byte a value where
+// the bf16 input took two (fp8_forward_input): after a forward that saves for backward, the saved
+// activations are smaller than with Context::fp8_reuse off (which keeps the inputs) by a byte for
+// each value of the kept inputs, both norms' outputs (N, C) a layer and with --recompute off g
+// (N, F) too, less at most a device block (512 bytes) a kept cast for the scale it keeps.
+// ReusedCastsAndAmaxesEqualFreshOnes holds the gradients to the fresh casts'.
+TEST_F(TransformerFp8Gpu, KeptInputCastsHalveTheSavedInputs) {
+  const int64_t B = 2, T = 32, N = B * T;
+  for (const Recompute r : {Recompute::Swiglu, Recompute::Off}) {
+    TransformerConfig c = cfg;
+    c.recompute = r;
+    int64_t saved[2] = {0, 0};
+    for (int reuse = 0; reuse < 2; ++reuse) {
+      Context gpu(Device::cuda(0), Precision::FP8);
+      gpu.set_fp8_reuse(reuse == 1);
+      TransformerLM m(c, gpu);
+      m.store().params_from_host_f64(gpu, w0);
+      Tensor ids = test::make_ids(gpu, {B, T}, test::random_ids(N, 97, 5));
+      Tensor tg = test::make_ids(gpu, {B, T}, test::random_ids(N, 97, 6));
+      const int64_t before = TrackingAllocator::instance().stats(DeviceKind::CUDA).in_use;
+      m.forward(gpu, ids, tg, true);
+      saved[reuse] = TrackingAllocator::instance().stats(DeviceKind::CUDA).in_use - before;
+      m.backward(gpu);
+    }
+    const int64_t kept = r == Recompute::Off ? 3 : 2;  // casts a layer
+    const int64_t per_layer = 2 * N * c.d_model + (r == Recompute::Off ? N * c.d_ff : 0) - kept * 512;
+    EXPECT_GE(saved[0] - saved[1], c.num_layers * per_layer)
+        << recompute_name(r) << ": saved " << saved[1] << " bytes with the kept casts, " << saved[0] << " without";
+  }
+}
+
 // A kept FP8 weight has no bf16 copy to read: its mirror bytes hold its casts. Reading one is
 // an error naming the parameter, not a view of FP8 bytes as bf16; the store's casts of it are
 // there instead, both layouts.
