@@ -13,9 +13,9 @@
 #   fp8-breakdown  the same two points, bf16 and fp8, once with --breakdown (the last bundle)
 #   fp8-llmc       llm.c's working point (XL, 262 144 tokens a step): 8 x 1024 x 32 and 16 x 1024 x 16,
 #                  bf16 and fp8, each with the defaults and with --residual-dtype bf16 --recompute off
-#   fp8-accuracy   train small on the sample tokens, FP8_ACCURACY_STEPS (default 2000) steps: bf16 with
-#                  two seeds (the run-to-run yardstick) and fp8; scripts/compare_runs.py on the pairs and
-#                  the loss curves (scripts/report --plots)
+#   fp8-accuracy   train small on the sample tokens, FP8_ACCURACY_STEPS (default 2000) steps: bf16 and
+#                  fp8 with two seeds each (bf16's pair is the run-to-run yardstick; fp8 against bf16 of
+#                  its seed); scripts/compare_runs.py on the pairs and the loss curves (scripts/report --plots)
 #   fp8-accuracy-xl the same for XL at 4 x 512, FP8_ACCURACY_XL_STEPS (default 300) steps
 #   fp8-resume     a tiny fp8 model, --grad-accum 1 and 2: the same run twice, and one stopped after
 #                  step 3 and resumed; each must equal the first bit for bit (losses and weights)
@@ -75,18 +75,18 @@ accuracy_runs() {
   python3 -c 'import numpy as np, sys
 t = np.load("data/sample_tokens.npy"); n = len(t) * 19 // 20
 np.save(sys.argv[1] + "/train.npy", t[:n]); np.save(sys.argv[1] + "/val.npy", t[n:])' "$split" || return
-  for run in bf16:1 bf16:2 fp8:1; do
+  for run in bf16:1 bf16:2 fp8:1 fp8:2; do
     local prec=${run%:*} seed=${run#*:}
     paratrain train --precision "$prec" --grad-dtype bf16 --seed "$seed" --steps "$steps" \
       --data "$split/train.npy" --val-data "$split/val.npy" --eval-every $((steps / 10)) \
       --log-every $((steps / 20)) "$@" --out "$RESULTS/${tag}_${prec}_$seed.h5" --overwrite || return
   done
-  for run in bf16_2 fp8_1; do
-    echo "bf16 seed 1 against $run:"
-    python3 scripts/compare_runs.py --records "$RESULTS/${tag}_bf16_1.h5" "$RESULTS/${tag}_$run.h5" || return
+  for pair in bf16_1:bf16_2 bf16_1:fp8_1 bf16_2:fp8_2; do
+    echo "${pair%:*} against ${pair#*:}:"
+    python3 scripts/compare_runs.py --records "$RESULTS/${tag}_${pair%:*}.h5" "$RESULTS/${tag}_${pair#*:}.h5" || return
   done
   scripts/report "$RESULTS/${tag}_bf16_1.h5" "$RESULTS/${tag}_bf16_2.h5" "$RESULTS/${tag}_fp8_1.h5" \
-    --out "$RESULTS/${tag}_report" --plots --title "$tag: bf16 (two seeds) and fp8"
+    "$RESULTS/${tag}_fp8_2.h5" --out "$RESULTS/${tag}_report" --plots --title "$tag: bf16 and fp8, two seeds each"
 }
 
 step_fp8-accuracy() {
