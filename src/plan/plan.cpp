@@ -62,14 +62,17 @@ std::vector<parallel::GradSpan> spans_of(const std::vector<ParamShape>& shapes) 
 struct Activations {
   int64_t peak = 0, saved = 0;
 };
-// residual: bytes of a residual-stream element (4, or 2 with --residual-dtype bf16).
-Activations activations(const TransformerConfig& m, int64_t batch, bool lowp, double residual, const Rounding& r,
-                        int tp, int pp) {
+// residual: bytes of a residual-stream element (4, or 2 with --residual-dtype bf16). fp8: the
+// inputs only their Linear holds (the norms' outputs, the SwiGLU product) are saved as their dW
+// casts, a byte a value (model/fp8_linear.h: fp8_forward_input).
+Activations activations(const TransformerConfig& m, int64_t batch, bool lowp, bool fp8, double residual,
+                        const Rounding& r, int tp, int pp) {
   const double B = static_cast<double>(batch), T = static_cast<double>(m.context_length);
   const double N = B * T, C = static_cast<double>(m.d_model), F = static_cast<double>(m.d_ff / tp),
                V = static_cast<double>(m.vocab_size), H = static_cast<double>(m.num_heads / tp);
-  const double Cl = C / tp;       // the tensor-parallel share of q/k/v and attention output columns
-  const double a = lowp ? 2 : 4;  // GEMM activations: bf16 in bf16 mode, else fp32
+  const double Cl = C / tp;         // the tensor-parallel share of q/k/v and attention output columns
+  const double a = lowp ? 2 : 4;    // GEMM activations: bf16 in bf16 mode, else fp32
+  const double kept = fp8 ? 1 : a;  // a Linear's own saved input
   // Summed in double (each term is a counted int64_t), then counted: no sum overflows.
   double block = r(N * C * residual)  // the block's output (the next block's input), the residual stream
                  + r(N * 4)           // ln1's rstd
@@ -80,8 +83,8 @@ Activations activations(const TransformerConfig& m, int64_t batch, bool lowp, do
                  + r(N * C * residual)                                           // h = x + attention branch
                  + r(N * 4)                                                      // ln2's rstd
                  + 2 * r(N * F * a);                                             // SwiGLU inputs h1, h3
-  if (m.recompute != Recompute::All) block += 2 * r(N * C * a);                  // ln1 and ln2 outputs
-  if (m.recompute == Recompute::Off) block += r(N * F * a);                      // SwiGLU product
+  if (m.recompute != Recompute::All) block += 2 * r(N * C * kept);               // ln1 and ln2 outputs
+  if (m.recompute == Recompute::Off) block += r(N * F * kept);                   // SwiGLU product
   const double layers = static_cast<double>(m.num_layers / pp);
   const double head = r(N * C * residual)                        // the embedding output (block 0's input)
                       + r(N * 4) + r(N * C * a) + r(N * V * a);  // ln_final rstd, its output, logits
@@ -235,9 +238,11 @@ Result plan(const Job& job, const Cluster& cluster) {
     res.notes.push_back(std::string(sharding_name(job.sharding)) + " is not implemented in paratrain: estimate");
   if (job.tp > 1) res.notes.push_back("tensor parallelism is not implemented in paratrain: estimate");
   if (job.pp > 1) res.notes.push_back("pipeline parallelism is not implemented in paratrain: estimate");
-  if (job.precision == Precision::FP8 && job.grad_accum > 1)
-    res.notes.push_back("fp8: the FP8 weight casts a step of several micro-batches keeps (2 bytes per FP8 weight) "
-                        "are not counted");
+  // Unsharded, the FP8 weights' casts take their bf16 copies' bytes (ParamStore::fp8_weight);
+  // sharded, the layers cast at use and keep the casts through a step of several micro-batches.
+  if (job.precision == Precision::FP8 && job.grad_accum > 1 && job.sharding != Sharding::None)
+    res.notes.push_back("fp8: the FP8 weight casts a sharded step of several micro-batches keeps (2 bytes per FP8 "
+                        "weight) are not counted");
 
   // ---- memory ----
   const std::vector<ParamShape> shapes = transformer_param_shapes(m);
@@ -263,7 +268,8 @@ Result plan(const Job& job, const Cluster& cluster) {
   PT_CHECK(!job.residual_bf16 || lowp,
            "plan: a bf16 residual stream needs bf16 precision on GPUs (--residual-dtype bf16)");
   const double residual_bytes = job.residual_bf16 ? 2 : 4;
-  const Activations act = activations(m, job.batch, lowp, residual_bytes, r, job.tp, job.pp);
+  const bool fp8_act = job.precision == Precision::FP8 && lowp;
+  const Activations act = activations(m, job.batch, lowp, fp8_act, residual_bytes, r, job.tp, job.pp);
   // 1F1B pipelining keeps up to pp micro-batches of a stage's activations alive.
   const int64_t in_flight = job.pp > 1 ? std::min<int64_t>(job.pp, job.grad_accum) : 1;
   mem.activations = counted(act.peak + static_cast<double>(in_flight - 1) * act.saved);
@@ -277,7 +283,7 @@ Result plan(const Job& job, const Cluster& cluster) {
       alt.attention = kAttentionChoices[at];
       const bool flash_ok = m.d_model % m.num_heads == 0 && cuda::flash_covers_head_dim(m.d_head());
       if (at == 0 && !flash_ok) continue;
-      const Activations x = activations(alt, job.batch, lowp, residual_bytes, r, job.tp, job.pp);
+      const Activations x = activations(alt, job.batch, lowp, fp8_act, residual_bytes, r, job.tp, job.pp);
       mem.activations_by_choice[rc][at] = counted(x.peak + static_cast<double>(in_flight - 1) * x.saved);
     }
 

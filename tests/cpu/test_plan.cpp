@@ -208,6 +208,26 @@ TEST(Plan, Fp8SplitsTheComputeBetweenTheFp8AndBf16Peaks) {
   EXPECT_NE(err.find("a100-sxm has none"), std::string::npos) << err;
 }
 
+// fp8: the inputs only their Linear holds are saved as their dW casts, a byte a value where bf16
+// saves two (model/fp8_linear.h): both norms' outputs unless --recompute on, and the SwiGLU
+// product with --recompute off; with --recompute on fp8 saves what bf16 does.
+TEST(Plan, Fp8SavesTheKeptInputsAtAByteAValue) {
+  const TransformerConfig m = TransformerConfig::named("xl");
+  const plan::Cluster c = plan::cluster_preset("h100-sxm");
+  const int64_t L = m.num_layers, N = 4 * m.context_length, C = m.d_model, F = m.d_ff;  // N·C, N·F: 512 | bytes
+  for (const Recompute rc : {Recompute::All, Recompute::Swiglu, Recompute::Off}) {
+    plan::Job j = job_of(m, 1, "none", plan::Sharding::None);
+    j.batch = 4;
+    j.model.recompute = rc;
+    j.precision = Precision::BF16;
+    const int64_t bf16 = plan::plan(j, c).memory.activations_saved;
+    j.precision = Precision::FP8;
+    const int64_t fp8 = plan::plan(j, c).memory.activations_saved;
+    const int64_t kept = (rc == Recompute::All ? 0 : 2 * N * C) + (rc == Recompute::Off ? N * F : 0);
+    EXPECT_EQ(bf16 - fp8, L * kept) << recompute_name(rc);
+  }
+}
+
 TEST(Plan, FitAndTheSmallestDeviceCount) {
   // The course's XXL model does not fit one H100 unsharded; ZeRO-3 finds the device count.
   TransformerConfig m = TransformerConfig::named("xl");
