@@ -11,6 +11,7 @@
 
 namespace pt::ops {
 
+using detail::aligned16;
 using detail::ArgCheck;
 
 namespace {
@@ -99,7 +100,6 @@ int64_t row_stride(const ArgCheck& chk, const Tensor& t, const char* name) {
       std::string(name) + " must have unit stride in its last dimension, got strides " + shape_str(t.strides()));
   return std::max<int64_t>(t.stride(0), t.size(1));
 }
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 }  // namespace
 
 void matmul_fp8(Context& ctx, Tensor& c, const Tensor& a, const Tensor& b, const Tensor& a_scale_inv,

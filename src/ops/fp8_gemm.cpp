@@ -60,7 +60,7 @@ Fp8Operand fp8_operand(Context& ctx, const Tensor& x, Fp8Format format, bool sto
   const int64_t n = x.numel();
   if (space.defined()) {
     chk.on_device(space, "space");
-    chk.require(space.is_contiguous() && (reinterpret_cast<uintptr_t>(space.data()) & 15u) == 0 &&
+    chk.require(space.is_contiguous() && detail::aligned16(space.data()) &&
                     int64_t(space.nbytes()) >= (int64_t(stored) + int64_t(transposed)) * n &&
                     (!(stored && transposed) || n % 16 == 0),
                 "space " + space.describe() + " cannot hold the layouts of x " + x.describe() +

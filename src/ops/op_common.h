@@ -113,6 +113,9 @@ void dispatch_cpu_float(DType t, F&& f) {
   }
 }
 
+// Whether p starts on a 16-byte boundary (the FP8 GEMMs' operands and casts must).
+inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
 // The CPU ops' amax outputs: max |t| over a CPU float tensor as stored, rounded to fp32
 // (std::fmax skips NaN, as the GPU's fmaxf).
 inline float host_amax(const Tensor& t) {
