@@ -11,9 +11,9 @@
 // fences the stream's earlier writes), streams wait for them (cuStreamWaitValue32: no SM, no
 // host). Each kind is written by one stream in collective order, so each flag only grows. Every
 // rank issues the same collectives in the same order, as with NCCL. The milestones:
-//   ready    my input is final: pull from it            (main stream, after the compute stream)
+//   ready    my input is final: pull from it            (announcing stream, after the compute stream)
 //   reduced  my chunk is summed: pull it                 (main stream, after the sum)
-//   done     I have finished reading your buffer         (the copy stream that read it)
+//   done     I have finished reading your buffer         (the gather stream that read it last)
 // all-reduce (chunk r of the buffer is rank r's): announce ready; pull chunk r of each peer into
 // staging (8 MiB pieces, two slots, so pulls and sums overlap); sum in rank order into chunk r;
 // announce reduced; pull each peer's reduced chunk into place, then announce done to it.
@@ -23,6 +23,13 @@
 // writes it again. The main stream does not wait for that: the next collective's pulls and sum
 // start at once (the next bucket during backward), unless it touches memory of one not yet
 // complete.
+// Collectives pipeline. Two copy streams per peer: the sum's pulls (into staging; gated only by
+// the peer's ready and by the sum that last read the slot) and the gather pulls (the reduced
+// chunks, all-gather blocks, and done); on one stream a bucket's first pulls queued behind the
+// previous bucket's second pull, which waits for the peer's sum. And ready has a stream of its
+// own: announced by the main stream it waited for this rank's previous sum, so every collective
+// paid a pull, a sum and two flag hops in a chain across the ranks (about 0.2 ms on 4 ranks,
+// slower than backward makes buckets). Measured: docs/reports/2026-11-28_ce-pipeline_2xh200-4xh200.md.
 //
 // Failure. Waits on the device have no timeout of their own: the host's waits on a collective
 // (Work::synchronize, barrier, synchronize) are bounded by comm_timeout_s() like NCCL's and end
@@ -91,8 +98,8 @@ void cu_check(CUresult rc, const std::string& what) {
 
 // Milestone kinds (the rows of each rank's flag array).
 enum Milestone : int { kReady = 0, kReduced = 1, kDone = 2, kMilestones = 3 };
-constexpr int64_t kPieceBytes =
-    int64_t(8) << 20;  // a multiple of every element size  // a pull's size: staging stays small, pulls stay long
+// A pull's size (a multiple of every element size): staging stays small, pulls stay long.
+constexpr int64_t kPieceBytes = int64_t(8) << 20;
 
 // Rank r's chunk of n elements: [n·r/W, n·(r+1)/W).
 int64_t chunk_begin(int64_t n, int r, int world) { return n * r / world; }
@@ -133,15 +140,20 @@ class CeCommunicator : public Communicator, public StreamWorkOwner {
     (void)driver();
     const int hi = ctx.stream_priorities().highest;
     PT_CUDA_CHECK(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, hi));
-    copy_.assign(world_, nullptr);
+    PT_CUDA_CHECK(cudaStreamCreateWithPriority(&announce_, cudaStreamNonBlocking, hi));
+    pull_.assign(world_, nullptr);
+    gather_.assign(world_, nullptr);
     pulled_.assign(world_, {nullptr, nullptr});
+    gathered_.assign(world_, nullptr);
     for (int q = 0; q < world_; ++q) {
       if (q == rank_) continue;
-      PT_CUDA_CHECK(cudaStreamCreateWithPriority(&copy_[q], cudaStreamNonBlocking, hi));
+      PT_CUDA_CHECK(cudaStreamCreateWithPriority(&pull_[q], cudaStreamNonBlocking, hi));
+      PT_CUDA_CHECK(cudaStreamCreateWithPriority(&gather_[q], cudaStreamNonBlocking, hi));
       for (auto& e : pulled_[q]) PT_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+      PT_CUDA_CHECK(cudaEventCreateWithFlags(&gathered_[q], cudaEventDisableTiming));
     }
     PT_CUDA_CHECK(cudaStreamCreateWithPriority(&complete_, cudaStreamNonBlocking, hi));
-    for (cudaEvent_t* e : {&ready_, &fork_, &summed_[0], &summed_[1]})
+    for (cudaEvent_t* e : {&ready_, &announced_, &fork_, &summed_[0], &summed_[1]})
       PT_CUDA_CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
     // The flags: zeroed and visible before any peer can write them.
     flags_ = Tensor::empty({kMilestones * world_}, DType::U32, device_, "ce_flags", MemCategory::Workspace);
@@ -168,12 +180,16 @@ class CeCommunicator : public Communicator, public StreamWorkOwner {
     for (auto& pair : pulled_)
       for (cudaEvent_t e : pair)
         if (e) cudaEventDestroy(e);
-    for (cudaEvent_t e : {ready_, fork_, summed_[0], summed_[1]})
+    for (cudaEvent_t e : gathered_)
       if (e) cudaEventDestroy(e);
-    for (cudaStream_t s : copy_)
-      if (s) cudaStreamDestroy(s);
+    for (cudaEvent_t e : {ready_, announced_, fork_, summed_[0], summed_[1]})
+      if (e) cudaEventDestroy(e);
+    for (const auto* streams : {&pull_, &gather_})
+      for (cudaStream_t s : *streams)
+        if (s) cudaStreamDestroy(s);
     for (auto& [range, e] : pending_) cudaEventDestroy(e);
     if (complete_) cudaStreamDestroy(complete_);
+    if (announce_) cudaStreamDestroy(announce_);
     if (stream_) cudaStreamDestroy(stream_);
   }
 
@@ -208,7 +224,7 @@ class CeCommunicator : public Communicator, public StreamWorkOwner {
     const int64_t n = t.numel();
     return run("all_reduce", t, [&](uint32_t k) {
       reduce_my_chunk(*reg, t, 0, n, op, k);
-      announce(kReduced, k);
+      announce(stream_, kReduced, k);
       pull_peer_chunks(*reg, t, 0, n, kReduced, k);
     });
   }
@@ -220,6 +236,7 @@ class CeCommunicator : public Communicator, public StreamWorkOwner {
     // Chunks are the blocks: rank r's block is [r·m, (r+1)·m) with m = n / world.
     return run("reduce_scatter", send, [&](uint32_t k) {
       reduce_my_chunk(*reg, send, 0, send.numel(), op, k);
+      fork_gathers();
       for (int q = 0; q < world_; ++q)
         if (q != rank_) finish_reading(q, k);
     });
@@ -349,17 +366,17 @@ class CeCommunicator : public Communicator, public StreamWorkOwner {
     return reg.at[q] + offset;
   }
 
-  // Runs one collective on the copy engines: ordered after the compute stream (and after any
-  // incomplete collective on overlapping memory), announcing ready, then body(k) (the pulls, the
-  // sums, and each copy stream's done); completes on the completion stream once every peer has
-  // announced done. Returns its completion.
+  // Runs one collective on the copy engines: ready announced once the compute stream's work so
+  // far (and any incomplete collective on overlapping memory) is done, then body(k) (the pulls,
+  // the sums, and each gather stream's done) after it; completes on the completion stream once
+  // every peer has announced done. Returns its completion.
   template <class Body>
   WorkPtr run(const char* kind, const Tensor& big, Body&& body) {
     std::string op =
         std::string("ce ") + kind + " (" + std::to_string(big.numel()) + " " + dtype_name(big.dtype()) + ")";
     const uint32_t k = ++seq_;
     PT_CUDA_CHECK(cudaEventRecord(ready_, ctx_.stream()));
-    PT_CUDA_CHECK(cudaStreamWaitEvent(stream_, ready_, 0));
+    PT_CUDA_CHECK(cudaStreamWaitEvent(announce_, ready_, 0));
     const auto* lo = static_cast<const char*>(big.data());
     const std::pair<const char*, const char*> range{lo, lo + big.nbytes()};
     after_overlapping(range);
@@ -368,19 +385,21 @@ class CeCommunicator : public Communicator, public StreamWorkOwner {
       TracedCollective c(kind, big.data(), static_cast<int64_t>(big.nbytes()), -1);
       c.start = trace_->take_event();
       c.end = traced_end = trace_->take_event();
-      PT_CUDA_CHECK(cudaEventRecord(c.start, stream_));
+      PT_CUDA_CHECK(cudaEventRecord(c.start, announce_));
       trace_->add(std::move(c));
     }
-    announce(kReady, k);
+    announce(announce_, kReady, k);
+    PT_CUDA_CHECK(cudaEventRecord(announced_, announce_));
+    PT_CUDA_CHECK(cudaStreamWaitEvent(stream_, announced_, 0));
     body(k);
-    // Completion: this rank's last work on the main stream and on every copy stream, then every
-    // peer's done.
+    // Completion: this rank's last work on the main stream (which waited for the sums' pulls)
+    // and on every gather stream, then every peer's done.
     PT_CUDA_CHECK(cudaEventRecord(fork_, stream_));
     PT_CUDA_CHECK(cudaStreamWaitEvent(complete_, fork_, 0));
     for (int q = 0; q < world_; ++q) {
       if (q == rank_) continue;
-      PT_CUDA_CHECK(cudaEventRecord(pulled_[q][0], copy_[q]));
-      PT_CUDA_CHECK(cudaStreamWaitEvent(complete_, pulled_[q][0], 0));
+      PT_CUDA_CHECK(cudaEventRecord(gathered_[q], gather_[q]));
+      PT_CUDA_CHECK(cudaStreamWaitEvent(complete_, gathered_[q], 0));
       wait_flag(complete_, kDone, q, k);
     }
     if (traced_end != nullptr) PT_CUDA_CHECK(cudaEventRecord(traced_end, complete_));
@@ -392,8 +411,8 @@ class CeCommunicator : public Communicator, public StreamWorkOwner {
     return std::make_unique<StreamWork>(*this, done, std::move(op));
   }
 
-  // The main stream waits for every incomplete collective whose memory overlaps `range` (two
-  // collectives on one buffer in a row); completed ones are forgotten.
+  // The announcing stream (and so everything after it) waits for every incomplete collective whose
+  // memory overlaps `range` (two collectives on one buffer in a row); completed ones are forgotten.
   void after_overlapping(const std::pair<const char*, const char*>& range) {
     for (auto it = pending_.begin(); it != pending_.end();) {
       const cudaError_t rc = cudaEventQuery(it->second);
@@ -404,15 +423,15 @@ class CeCommunicator : public Communicator, public StreamWorkOwner {
       }
       if (rc != cudaErrorNotReady) PT_CUDA_CHECK(rc);
       if (it->first.first < range.second && range.first < it->first.second)
-        PT_CUDA_CHECK(cudaStreamWaitEvent(stream_, it->second, 0));
+        PT_CUDA_CHECK(cudaStreamWaitEvent(announce_, it->second, 0));
       ++it;
     }
   }
 
-  // Every peer's `kind` flag for this rank ← k (after the main stream's earlier work).
-  void announce(Milestone kind, uint32_t k) {
+  // Every peer's `kind` flag for this rank ← k (after s's earlier work).
+  void announce(cudaStream_t s, Milestone kind, uint32_t k) {
     for (int q = 0; q < world_; ++q)
-      if (q != rank_) write_flag(stream_, q, kind, k);
+      if (q != rank_) write_flag(s, q, kind, k);
   }
 
   void write_flag(cudaStream_t s, int q, Milestone kind, uint32_t k) {
@@ -427,30 +446,34 @@ class CeCommunicator : public Communicator, public StreamWorkOwner {
     cu_check(driver().wait32(reinterpret_cast<CUstream>(s), addr, k, CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue32");
   }
 
-  // Copy stream q has issued its last read of peer q's buffer in collective k: tell q.
-  void finish_reading(int q, uint32_t k) { write_flag(copy_[q], q, kDone, k); }
+  // Peer q's buffer is read no more in collective k: tell q. Written on the gather stream, after
+  // the main stream's work so far (which waited for the sum's pulls), so every collective's done
+  // comes from one stream, in order.
+  void finish_reading(int q, uint32_t k) { write_flag(gather_[q], q, kDone, k); }
 
-  // The copy streams start after everything the main stream has queued.
-  void fork() {
+  // The gather streams start after everything the main stream has queued.
+  void fork_gathers() {
     PT_CUDA_CHECK(cudaEventRecord(fork_, stream_));
     for (int q = 0; q < world_; ++q)
-      if (q != rank_) PT_CUDA_CHECK(cudaStreamWaitEvent(copy_[q], fork_, 0));
+      if (q != rank_) PT_CUDA_CHECK(cudaStreamWaitEvent(gather_[q], fork_, 0));
   }
 
   // Elements [lo, hi) of t: this rank's chunk ← op over the ranks' chunks, pulled in pieces into
-  // two staging slots (a slot is reused once the sum that read it is done).
+  // two staging slots (a slot is refilled once the sum that last read it, of this collective or
+  // an earlier one, is done). The pulls wait for nothing else of this rank: they only write
+  // staging, so they run ahead of the main stream's sums and gathers.
   void reduce_my_chunk(const Region& reg, const Tensor& t, int64_t lo, int64_t hi, ReduceOp op, uint32_t k) {
     const int64_t n = hi - lo;
     const int64_t c0 = lo + chunk_begin(n, rank_, world_), c1 = lo + chunk_begin(n, rank_ + 1, world_);
     const size_t esize = dtype_size(t.dtype());
     const int64_t piece = std::max<int64_t>(1, kPieceBytes / int64_t(esize));
-    fork();
     for (int q = 0; q < world_; ++q)
-      if (q != rank_) wait_flag(copy_[q], kReady, q, k);
+      if (q != rank_) wait_flag(pull_[q], kReady, q, k);
     char* mine = static_cast<char*>(t.data());
-    for (int64_t at = c0, i = 0; at < c1; at += piece, ++i) {
+    for (int64_t at = c0; at < c1; at += piece) {
       const int64_t len = std::min(piece, c1 - at);
-      const int slot = static_cast<int>(i & 1);
+      const int slot = next_slot_;
+      next_slot_ ^= 1;
       cuda::CeReduceParams p;
       p.dst = mine + size_t(at) * esize;
       p.n = len;
@@ -462,15 +485,16 @@ class CeCommunicator : public Communicator, public StreamWorkOwner {
           continue;
         }
         char* stage = static_cast<char*>(staging_.data()) + size_t((slot * (world_ - 1) + k++) * piece) * esize;
-        if (i >= 2) PT_CUDA_CHECK(cudaStreamWaitEvent(copy_[q], summed_[slot], 0));
+        if (slot_used_[slot]) PT_CUDA_CHECK(cudaStreamWaitEvent(pull_[q], summed_[slot], 0));
         PT_CUDA_CHECK(
-            cudaMemcpyAsync(stage, peer_ptr(reg, t, q, at), size_t(len) * esize, cudaMemcpyDeviceToDevice, copy_[q]));
-        PT_CUDA_CHECK(cudaEventRecord(pulled_[q][slot], copy_[q]));
+            cudaMemcpyAsync(stage, peer_ptr(reg, t, q, at), size_t(len) * esize, cudaMemcpyDeviceToDevice, pull_[q]));
+        PT_CUDA_CHECK(cudaEventRecord(pulled_[q][slot], pull_[q]));
         PT_CUDA_CHECK(cudaStreamWaitEvent(stream_, pulled_[q][slot], 0));
         p.src[p.n_src++] = stage;
       }
       cuda::ce_reduce(stream_, p, sum_blocks_);
       PT_CUDA_CHECK(cudaEventRecord(summed_[slot], stream_));
+      slot_used_[slot] = true;
     }
   }
 
@@ -479,14 +503,14 @@ class CeCommunicator : public Communicator, public StreamWorkOwner {
   void pull_peer_chunks(const Region& reg, const Tensor& t, int64_t lo, int64_t hi, Milestone kind, uint32_t k) {
     const int64_t n = hi - lo;
     const size_t esize = dtype_size(t.dtype());
-    fork();
+    fork_gathers();
     for (int q = 0; q < world_; ++q) {
       if (q == rank_) continue;
       const int64_t c0 = lo + chunk_begin(n, q, world_), c1 = lo + chunk_begin(n, q + 1, world_);
-      wait_flag(copy_[q], kind, q, k);
+      wait_flag(gather_[q], kind, q, k);
       if (c1 > c0)
         PT_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(t.data()) + size_t(c0) * esize, peer_ptr(reg, t, q, c0),
-                                      size_t(c1 - c0) * esize, cudaMemcpyDeviceToDevice, copy_[q]));
+                                      size_t(c1 - c0) * esize, cudaMemcpyDeviceToDevice, gather_[q]));
       finish_reading(q, k);
     }
   }
@@ -494,10 +518,15 @@ class CeCommunicator : public Communicator, public StreamWorkOwner {
   Context& ctx_;
   std::unique_ptr<Communicator> nccl_;  // every collective the copy engines do not take
   int sum_blocks_ = 16;
-  cudaStream_t stream_ = nullptr;                   // the collectives' order: announcements, waits, sums
-  std::vector<cudaStream_t> copy_;                  // by peer rank: its pulls (one copy engine queue each)
+  cudaStream_t stream_ = nullptr;                   // the collectives' order: sums, reduced announcements
+  cudaStream_t announce_ = nullptr;                 // ready announcements, in collective order
+  std::vector<cudaStream_t> pull_;                  // by peer rank: pulls for this rank's sum, into staging
+  std::vector<cudaStream_t> gather_;                // by peer rank: reduced chunks, all-gather blocks, done
   std::vector<std::array<cudaEvent_t, 2>> pulled_;  // by peer rank and staging slot
-  cudaEvent_t ready_ = nullptr, fork_ = nullptr, summed_[2] = {nullptr, nullptr};
+  std::vector<cudaEvent_t> gathered_;               // by peer rank: a collective's last gather work
+  cudaEvent_t ready_ = nullptr, announced_ = nullptr, fork_ = nullptr, summed_[2] = {nullptr, nullptr};
+  int next_slot_ = 0;                // staging slots alternate across pieces and collectives
+  std::array<bool, 2> slot_used_{};  // summed_[slot] recorded at least once
   EventPool events_;
   Tensor flags_;                         // (kMilestones, world) uint32: [kind][p], from peer p
   std::vector<CUdeviceptr> peer_flags_;  // by peer rank: that peer's flag array, mapped here

@@ -30,10 +30,11 @@ struct DataParallelConfig {
 // --comm-engine auto for one configuration: the copy engines (auto's "ce where the ranks allow,
 // else NCCL") where they were measured faster than NCCL on one node, NCCL elsewhere; nccl and ce
 // pass through. XL, batch 4 × 512 a rank, 2 and 4 × H200, overhead over the floor's slowest rank
-// (docs/reports/2026-11-28_ddp-scaling-slowest-rank_2xh200.md, …_ddp-four-ranks-slowest-rank_4xh200.md):
-//   ZeRO-1, bucketed reduce-scatters, bf16 gradients: ce +2.5 % / +7.3 % (2 / 4 ranks), nccl +13.1 / +14.2
-//   bucketed all-reduce, bf16 gradients: ce +12.5 % / +29.4 %, nccl +18.0 / +20.7: ce on 2 ranks only
-//   fp32 gradients, and one reduce-scatter after backward: ce loses (+34.0 %; +35.0 % on 4 ranks)
+// (docs/reports/2026-11-28_ce-pipeline_2xh200-4xh200.md):
+//   ZeRO-1, bucketed reduce-scatters, bf16 gradients: ce +2.7 % / +11.5 % (2 / 4 ranks), nccl +13.4 / +14.9
+//   bucketed all-reduce, bf16 gradients: ce +7.0 to +9.5 % / +31.6 %, nccl +18.7 / +19.5: ce on 2 ranks only
+//   one reduce-scatter after backward: ce loses (+17.6 % against +13.0); fp32 gradients: a tie on 2
+//   ranks (ce +22.8 %, nccl +22.6 to +24.2 in other calls), and ce leaves 11.6 ms exposed
 // bf16_gradients: the gradients cross the wire in bf16 (gradients_in_bf16).
 parallel::CommEngine comm_engine_for(parallel::CommEngine requested, const parallel::StrategySpec& ddp, ShardMode shard,
                                      bool bf16_gradients, int ranks);
