@@ -155,13 +155,14 @@ std::vector<TimelineEvent> StepTimeline::finish() {
 }
 
 std::string StepTimeline::describe(const parallel::TracedCollective& c) const {
-  const int64_t esize = static_cast<int64_t>(dtype_size(store_.dtype()));
   // A collective on a bf16 copy (--grad-comm bf16) is named after the gradients it carries.
   const bool copy = c.copy_of != nullptr;
   const void* buffer = copy ? c.copy_of : c.buffer;
   const int64_t bytes = copy ? c.copy_of_bytes : c.bytes;
+  // Elements in the flat buffer's own type: bf16 gradients (--grad-dtype bf16) are 2 bytes.
   auto range_in = [&](const Tensor& flat, int64_t& lo, int64_t& hi) {
     if (!flat.defined() || flat.numel() == 0) return false;
+    const auto esize = static_cast<int64_t>(dtype_size(flat.dtype()));
     const char* base = static_cast<const char*>(flat.data());
     const char* p = static_cast<const char*>(buffer);
     if (p < base || p >= base + flat.nbytes()) return false;
