@@ -1,11 +1,15 @@
 // Data-parallel Transformer training equals single-process training with the same global
 // batch: 10 sequential SGD steps in fp32, for every strategy and both sharding modes; with
-// gradients sent in bf16 (--grad-comm bf16), to bf16's rounding.
+// gradients sent in bf16 (--grad-comm bf16), to bf16's rounding. In FP8 (GPU FP8 GEMMs, or the
+// CPU's emulation of them), data parallelism averages what each rank's own FP8 backward makes.
 #include <gtest/gtest.h>
+#include <mpi.h>
 
 #include <cmath>
 
 #include "common/test_util.h"
+#include "core/error.h"
+#include "core/fp8.h"
 #include "model/transformer.h"
 #include "optim/sharded_optimizer.h"
 #include "parallel/dist_util.h"
@@ -164,6 +168,75 @@ TEST_P(TransformerDdpTest, AccumulatedMicroBatchesOverRanksEqualOneBatch) {
     std::vector<double> dg(got.size()), dw(want.size());
     for (size_t i = 0; i < got.size(); ++i) dg[i] = got[i] - start[i], dw[i] = want[i] - start[i];
     EXPECT_LE(rel_error(dg, dw), 2e-6) << "step " << s;
+  }
+}
+
+// --precision fp8 changes only the GEMM inputs (per-tensor scales from each rank's own rows, so
+// two ranks do not compute one process's FP8 step over the whole batch): every rank also runs a
+// copy of the model without a strategy on its own rows, whose gradients are averaged over the ranks
+// with raw MPI in fp64 and stepped by a plain optimizer. After each of five SGD steps the strategy's
+// weights and loss equal that copy's (with two ranks the fp32 average is exact; more ranks sum in
+// another order, hence the bounds). The GPU runs its FP8 GEMMs; the CPU the emulation they are checked
+// against (Context::set_fp8_linear).
+TEST_P(TransformerDdpTest, Fp8AveragesEachRanksFp8Gradients) {
+  const auto& c = GetParam();
+  if (c.grad_comm == parallel::GradComm::BF16 || c.comm_sms != 0) GTEST_SKIP() << "fp32 gradients, default SMs";
+  Context& cx = ctx();
+  if (cx.is_cuda() && !fp8_unsupported_reason(cx.target()).empty()) GTEST_SKIP() << "no FP8 tensor cores";
+  // FP8 on the backend's shared context (its communicator is bound to it), restored on exit.
+  struct Fp8On {
+    Context& c;
+    Precision was;
+    explicit Fp8On(Context& cx) : c(cx), was(cx.precision()) {
+      if (c.is_cuda()) c.set_precision(Precision::FP8);
+      c.set_fp8_linear(true);
+    }
+    ~Fp8On() {
+      c.set_precision(was);
+      c.set_fp8_linear(false);
+    }
+  } fp8_on(cx);
+  const TransformerConfig cfg = test::test_transformer(97, 32, 64, 2, 4, 176);  // FP8 widths: multiples of 16
+  TransformerLM model(cfg, cx), local(cfg, cx);
+  model.init_weights(cx, 11);
+  local.init_weights(cx, 11);
+  const OptimizerConfig opt_cfg = sgd();
+  auto dp = data_parallel(model, opt_cfg);
+  auto local_opt = make_optimizer(opt_cfg, cx, contiguous_ranges(trainable_params(local.store())));
+  const int rows = kGlobalBatch / world(), seq = 32;
+  for (int step = 0; step < 5; ++step) {
+    const auto all_ids = random_ids(kGlobalBatch * seq, static_cast<int32_t>(cfg.vocab_size), 300 + step);
+    const auto all_tgt = random_ids(kGlobalBatch * seq, static_cast<int32_t>(cfg.vocab_size), 400 + step);
+    const auto mine = [&](const std::vector<int32_t>& all) {
+      return make_ids(cx, {rows, seq},
+                      std::vector<int32_t>(all.begin() + rank() * rows * seq, all.begin() + (rank() + 1) * rows * seq));
+    };
+    local.store().zero_grad(cx);
+    const double local_loss = local.forward(cx, mine(all_ids), mine(all_tgt)).to_host_f64(cx)[0];
+    local.backward(cx);
+    std::vector<double> g = local.store().flat_grads().to_host_f64(cx);
+    PT_MPI_CHECK(
+        MPI_Allreduce(MPI_IN_PLACE, g.data(), static_cast<int>(g.size()), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    for (double& v : g) v /= world();
+    local.store().flat_grads().copy_from(device_f32(cx, g), cx);
+    local_opt->step(cx, 0.5f);
+
+    model.store().zero_grad(cx);
+    dp.sync->begin_step(cx);
+    const double loss = model.forward(cx, mine(all_ids), mine(all_tgt)).to_host_f64(cx)[0];
+    model.backward(cx);
+    dp.sync->finish(cx);
+    dp.optimizer->step(cx, 0.5f);
+
+    const auto got = model.store().params_to_host(cx), want = local.store().params_to_host(cx);
+    const std::vector<double> gd(got.begin(), got.end()), wd(want.begin(), want.end());
+    if (world() == 2) {
+      EXPECT_EQ(loss, local_loss) << "step " << step << ": the same weights and rows";
+      EXPECT_EQ(gd, wd) << "step " << step;
+    } else {
+      EXPECT_NEAR(loss, local_loss, 1e-6 * std::abs(local_loss)) << "step " << step;
+      PT_EXPECT_ALLCLOSE(gd, wd, 1e-6, 1e-7) << "step " << step;
+    }
   }
 }
 
