@@ -65,4 +65,27 @@ std::vector<double> mpi_all_gather(double v);                    // every rank's
 Tensor device_f32(Context& ctx, const std::vector<double>& values);
 std::vector<double> host_f64(Context& ctx, const Tensor& t);
 
+// A backend's shared context (which outlives the test) at another precision, and with or without
+// FP8 Linear GEMMs (Context::set_fp8_linear: on an fp32 CPU context, the emulation), for one
+// scope: both are restored at its end. Set before building a model.
+class PrecisionScope {
+ public:
+  PrecisionScope(Context& ctx, Precision precision, bool fp8_linear = false)
+      : ctx_(ctx), precision_(ctx.precision()), fp8_linear_(ctx.fp8_linear()) {
+    ctx.set_precision(precision);
+    ctx.set_fp8_linear(fp8_linear);
+  }
+  ~PrecisionScope() {
+    ctx_.set_precision(precision_);
+    ctx_.set_fp8_linear(fp8_linear_);
+  }
+  PrecisionScope(const PrecisionScope&) = delete;
+  PrecisionScope& operator=(const PrecisionScope&) = delete;
+
+ private:
+  Context& ctx_;
+  Precision precision_;
+  bool fp8_linear_;
+};
+
 }  // namespace pt::test

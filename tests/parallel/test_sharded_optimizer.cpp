@@ -278,12 +278,7 @@ TEST_P(ShardedDetailTest, GradCommReachesEveryShardingMode) {
 TEST_P(ShardedDetailTest, Zero1GathersTheBf16MirrorAndEqualsUnshardedTraining) {
   if (!ctx().is_cuda()) GTEST_SKIP() << "a bf16 parameter mirror exists on CUDA only";
   PT_REQUIRE_EXACT_AVERAGE(world());
-  struct PrecisionGuard {
-    Context& c;
-    Precision was;
-    ~PrecisionGuard() { c.set_precision(was); }
-  } guard{ctx(), ctx().precision()};
-  ctx().set_precision(Precision::BF16);
+  const PrecisionScope bf16(ctx(), Precision::BF16);
   const TransformerConfig tcfg = test_transformer(97, 16, 32, 2, 4, 64);
   auto cfg = config(OptimizerKind::SGD);
   constexpr int kRows = 2, kSeq = 16;

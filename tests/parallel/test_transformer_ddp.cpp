@@ -183,19 +183,8 @@ TEST_P(TransformerDdpTest, Fp8AveragesEachRanksFp8Gradients) {
   if (c.grad_comm == parallel::GradComm::BF16 || c.comm_sms != 0) GTEST_SKIP() << "fp32 gradients, default SMs";
   Context& cx = ctx();
   if (cx.is_cuda() && !fp8_unsupported_reason(cx.target()).empty()) GTEST_SKIP() << "no FP8 tensor cores";
-  // FP8 on the backend's shared context (its communicator is bound to it), restored on exit.
-  struct Fp8On {
-    Context& c;
-    Precision was;
-    explicit Fp8On(Context& cx) : c(cx), was(cx.precision()) {
-      if (c.is_cuda()) c.set_precision(Precision::FP8);
-      c.set_fp8_linear(true);
-    }
-    ~Fp8On() {
-      c.set_precision(was);
-      c.set_fp8_linear(false);
-    }
-  } fp8_on(cx);
+  // FP8 on the backend's shared context (its communicator is bound to it); the CPU keeps fp32.
+  const PrecisionScope fp8(cx, cx.is_cuda() ? Precision::FP8 : cx.precision(), /*fp8_linear=*/true);
   const TransformerConfig cfg = test::test_transformer(97, 32, 64, 2, 4, 176);  // FP8 widths: multiples of 16
   TransformerLM model(cfg, cx), local(cfg, cx);
   model.init_weights(cx, 11);
