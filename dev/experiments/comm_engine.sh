@@ -12,6 +12,7 @@
 #   ce-collectives       bench allreduce: all-reduce, reduce-scatter, all-gather, 1M-1G [ENGINES]
 #   ce-ddp-bf16          bench ddp xl bf16, bf16 gradients: none, bucketed 25, zero1 [ENGINES]
 #   ce-ddp-bf16-sms      the same on ce alone, bucketed 25 and 100 MiB, --comm-sms 0 and 16
+#   ce-ddp-buckets       bench ddp xl bf16, bf16 gradients: none, bucketed 25, 50, 100, 200 MiB [ENGINES]
 #   ce-ddp-fp32          bench ddp xl bf16, fp32 gradients: none, bucketed 25 [ENGINES]
 #   ce-ddp-accum         ce-ddp-bf16 with --grad-accum 4 [ENGINES]
 #   ce-torch-ddp         scripts/compare_torch_ddp.py xl bf16: none and DDP (the peer)
@@ -52,6 +53,9 @@ step_ce-ddp-bf16() {
 }
 step_ce-ddp-bf16-sms() {
   xl_ddp ddp_bf16_sms --grad-dtype bf16 --ddp none,bucketed --bucket-mb 25,100 --comm-engine ce --comm-sms 0,16
+}
+step_ce-ddp-buckets() {
+  xl_ddp ddp_buckets --grad-dtype bf16 --ddp none,bucketed --bucket-mb 25,50,100,200 --comm-engine "${ENGINES:-nccl,ce}"
 }
 step_ce-ddp-fp32() {
   xl_ddp ddp_fp32 --grad-dtype fp32 --ddp none,bucketed --bucket-mb 25 --comm-engine "${ENGINES:-nccl,ce}"

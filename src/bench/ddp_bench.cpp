@@ -1,5 +1,6 @@
 #include "bench/ddp_bench.h"
 
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -171,7 +172,7 @@ DdpResult DdpBench::run(const DdpConfig& c) {
   r.init = mem_point(at_init.in_use, at_init.in_use_by_category);
 
   StreamClock marks(ctx_, kStepMarks);
-  std::vector<double> step_ms, exposed_ms;
+  std::vector<double> step_ms, exposed_ms, host_ms;
   int64_t bytes = 0;
   for (int s = 0; s < setup_.warmup + setup_.steps; ++s) {
     const bool first = s == 0, timed = s >= setup_.warmup;
@@ -180,6 +181,7 @@ DdpResult DdpBench::run(const DdpConfig& c) {
     store.zero_grad(ctx_, setup_.micro_batches);
     dp.sync->begin_step(ctx_);
     marks.reset();
+    const auto queued_from = std::chrono::steady_clock::now();
     marks.mark();  // kStart
     forward_backward();
     marks.mark();  // kBackwardEnd
@@ -192,6 +194,8 @@ DdpResult DdpBench::run(const DdpConfig& c) {
     }
     dp.optimizer->step(ctx_, opt_cfg.adamw.lr);
     marks.mark();  // kEnd
+    const double queued_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - queued_from).count();
     // A stuck collective must time out here rather than hang the compute-stream wait. Not
     // for parameters still in flight (zero1's prefetched gathers): the next step's forward
     // waits for them, and its time must include what they cost.
@@ -204,6 +208,7 @@ DdpResult DdpBench::run(const DdpConfig& c) {
     if (timed) {
       step_ms.push_back(marks.elapsed_ms(kStart, kEnd));
       exposed_ms.push_back(marks.elapsed_ms(kBackwardEnd, kSyncEnd));
+      host_ms.push_back(queued_ms);
       bytes = dp.sync->bytes_communicated();
     }
   }
@@ -217,6 +222,7 @@ DdpResult DdpBench::run(const DdpConfig& c) {
   // A faster rank's wait for a slower one's backward is not communication: the slowest rank's
   // wait (the least of any rank's) is what the collectives leave unhidden.
   r.exposed_ms = parallel::spread_over_ranks(summarize(exposed_ms).mean).min;
+  r.host_ms = parallel::spread_over_ranks(summarize(host_ms).mean).max;
   r.comm_bytes = static_cast<double>(bytes);
   r.peak = parallel::spread_over_ranks(static_cast<double>(alloc.stats(kind).peak)).max;
 

@@ -89,6 +89,8 @@ DdpTables ddp_tables(const std::vector<DdpResult>& results, const DdpRun& run) {
       .add_double("rank_spread_pct", "slowest rank's mean step over the fastest's (%)", 2)
       .add_double("overhead_pct", "step_ms_max_rank over the ddp=none floor's, in this run (%)", 2)
       .add_double("exposed_comm_ms", "end of backward to end of gradient sync on the slowest rank: not hidden (ms)", 3)
+      .add_double("host_ms",
+                  "host time to queue a step, slowest rank: near step_ms_max_rank, the host sets the pace (ms)", 2)
       .add_double("comm_MB",
                   "bytes this rank put into collectives per step (gradients in their wire type + "
                   "sharded parameters as gathered, MB)",
@@ -112,6 +114,7 @@ DdpTables ddp_tables(const std::vector<DdpResult>& results, const DdpRun& run) {
         .set("rank_spread_pct", r.rank_spread_pct)
         .set("overhead_pct", (r.step_ms_max_rank / floor_ms - 1.0) * 100.0)
         .set("exposed_comm_ms", r.exposed_ms)
+        .set("host_ms", r.host_ms)
         .set("comm_MB", r.comm_bytes / kMB)
         .set("tokens_per_s", run.tokens_per_step / (r.step_ms_max_rank * 1e-3))
         .set("peak_MB", r.peak / kMB);

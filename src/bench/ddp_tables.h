@@ -45,6 +45,7 @@ struct DdpResult {
   double step_ms = 0, step_sd = 0, step_ms_max_rank = 0, comm_bytes = 0, peak = 0;
   double rank_spread_pct = 0;                      // slowest rank's mean step over the fastest's, minus one (%)
   double exposed_ms = 0;                           // on the rank that waits least: the slowest rank's unhidden sync
+  double host_ms = 0;                              // the host's time to queue a step, slowest rank
   DdpMemPoint init, before_step, during_step;      // rank 0
   int64_t traced_step = 0;                         // index of the timeline's step (after the timed ones)
   std::vector<std::vector<TimelineEvent>> events;  // rank 0: every rank's timeline, rank order
