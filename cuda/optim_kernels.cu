@@ -121,8 +121,8 @@ struct LowpOut {
       if (run >= 0 && runs.base + i + N <= runs.bounds[2 * run + 1]) {  // all in one run: the weights
         float a = 0;
 #pragma unroll
-        for (int k = 0; k < N; ++k) a = fmaxf(a, fabsf(as_stored<__nv_bfloat16>(v[k])));
-        fold(run, a);
+        for (int k = 0; k < N; ++k) a = fmaxf(a, fabsf(v[k]));
+        fold(run, as_stored<__nv_bfloat16>(a));  // rounding is monotone: the max of the rounded values
         return;
       }
       if (run >= 0 || (cursor < runs.count && runs.bounds[2 * cursor] < runs.base + i + N)) {  // a run's edge

@@ -40,22 +40,21 @@ const ops::Fp8Operand& Fp8GradCasts::of(Context& ctx, const Tensor& dy, int64_t 
   return o;
 }
 
-ops::Fp8Operand fp8_forward_input(Context& ctx, const Tensor& x, const Tensor& x_amax, bool keep,
-                                  ops::Fp8Operand& kept) {
-  keep = keep && ctx.fp8_reuse() && ctx.is_cuda();  // the CPU's emulated operand has one layout
+ops::Fp8Operand fp8_forward_input(Context& ctx, const Tensor& x, const Tensor& x_amax, SavedInput& saved) {
+  const bool keep = saved.keep_cast && ctx.fp8_reuse() && ctx.is_cuda();  // the CPU's emulated operand has one layout
   ops::Fp8Operand xq = ops::fp8_operand(ctx, x, kFp8Input, true, keep, fp8_known_amax(ctx, x_amax));
-  kept = ops::Fp8Operand();
+  saved.kept_xt = ops::Fp8Operand();
   if (keep) {
-    kept = xq;
-    kept.stored = Tensor();  // forward's GEMM reads it from xq; freed with xq after the call
+    saved.kept_xt = xq;
+    saved.kept_xt.stored = Tensor();  // forward's GEMM reads it from xq; freed with xq after the call
   }
+  saved.amax = xq.amax;
   return xq;
 }
 
-ops::Fp8Operand fp8_dw_input(Context& ctx, const ops::Fp8Operand& kept, const Tensor& x, const Tensor& x_amax,
-                             const Tensor& space) {
-  if (kept.transposed.defined()) return kept;
-  return ops::fp8_operand(ctx, x, kFp8Input, false, true, fp8_known_amax(ctx, x_amax), space);
+ops::Fp8Operand fp8_dw_input(Context& ctx, const SavedInput& saved, const Tensor& space) {
+  if (saved.kept_xt.transposed.defined()) return saved.kept_xt;
+  return ops::fp8_operand(ctx, saved.x, kFp8Input, false, true, fp8_known_amax(ctx, saved.amax), space);
 }
 
 ops::Fp8Operand Fp8WeightCasts::of(Context& ctx, const Tensor& w, const ParamStore& store, const Parameter& p,

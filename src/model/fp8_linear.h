@@ -86,16 +86,38 @@ class Fp8WeightCasts {
 // y (N, d_out) = beta·(residual or y) + x·Wᵀ: x (N, d_in) cast as stored, W (d_out, d_in) as stored.
 void fp8_linear_forward(Context& ctx, Tensor& y, const ops::Fp8Operand& x, const ops::Fp8Operand& w, float beta,
                         const Tensor* residual = nullptr);
+
+// What a Linear or BatchedLinear keeps of its input from forward to dW: the input, or under FP8
+// where the model asks (keep_cast) its transposed cast in the input's place; and forward's amax
+// of it, which dW's cast of the same input takes.
+struct SavedInput {
+  Tensor x;
+  ops::Fp8Operand kept_xt;  // fp8_forward_input's kept layout, or undefined
+  Tensor amax;              // FP8: forward's amax of x
+  bool keep_cast = false;   // the layer's keep_fp8_input_cast
+  bool present() const { return x.defined() || kept_xt.transposed.defined(); }
+  // After forward's GEMMs: x, unless its kept cast stands for it.
+  void keep(const Tensor& input) { x = kept_xt.transposed.defined() ? Tensor() : input; }
+  // The input goes (drop_input); its amax stays: a restored input must cast as forward's did.
+  void drop() {
+    x = Tensor();
+    kept_xt = ops::Fp8Operand();
+  }
+  void clear() {
+    drop();
+    amax = Tensor();
+  }
+};
+
 // A layer's input for dW under FP8. A layer that keeps its input's cast (the model sets it where the
 // layer is the input's only holder and backward does not recompute it; with Context::fp8_reuse)
 // has forward cast x in both layouts from one read and keeps the transposed one instead of x: a
-// byte a value where x took two, and no cast at dW. fp8_forward_input: forward's operand, and in
-// `kept` the transposed layout alone when it is kept (else undefined). fp8_dw_input: dW's
-// operand: `kept`, else a cast of x now (into `space` if given: ops::fp8_operand).
-ops::Fp8Operand fp8_forward_input(Context& ctx, const Tensor& x, const Tensor& x_amax, bool keep,
-                                  ops::Fp8Operand& kept);
-ops::Fp8Operand fp8_dw_input(Context& ctx, const ops::Fp8Operand& kept, const Tensor& x, const Tensor& x_amax,
-                             const Tensor& space = Tensor());
+// byte a value where x took two, and no cast at dW. fp8_forward_input: forward's operand; it sets
+// saved.amax, and saved.kept_xt to the transposed layout alone when it is kept (else undefined).
+// fp8_dw_input: dW's operand: the kept layout, else a cast of saved.x now (into `space` if given:
+// ops::fp8_operand).
+ops::Fp8Operand fp8_forward_input(Context& ctx, const Tensor& x, const Tensor& x_amax, SavedInput& saved);
+ops::Fp8Operand fp8_dw_input(Context& ctx, const SavedInput& saved, const Tensor& space = Tensor());
 
 // dx (N, d_in) = beta·dx + dy·W: dy cast as stored (Fp8GradCasts), W transposed.
 void fp8_linear_dx(Context& ctx, Tensor& dx, const ops::Fp8Operand& dy, const ops::Fp8Operand& w, float beta);

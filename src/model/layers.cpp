@@ -56,8 +56,8 @@ void Linear::set_fp8(bool on) {
 }
 
 void Linear::release() {
-  saved_x_ = x_amax_ = input_cast_space_ = Tensor();
-  kept_xt_ = ops::Fp8Operand();
+  saved_.clear();
+  input_cast_space_ = Tensor();
   fp8_dy_.clear();
   fp8_w_.release_unless_fixed(store_, *weights_.front());
 }
@@ -88,10 +88,9 @@ void Linear::forward_into(Context& ctx, const Tensor& x, Tensor& y, float beta, 
                           const Tensor& x_amax) {
   for (const Parameter* w : weights_) store_.about_to_read(*w);
   if (bias_) store_.about_to_read(*bias_);
-  kept_xt_ = ops::Fp8Operand();
+  saved_.kept_xt = ops::Fp8Operand();
   if (fp8(ctx)) {  // one unit: the model's FP8 layers are fused
-    const ops::Fp8Operand xq = fp8_forward_input(ctx, x, x_amax, keep_input_cast_, kept_xt_);
-    x_amax_ = xq.amax;
+    const ops::Fp8Operand xq = fp8_forward_input(ctx, x, x_amax, saved_);
     fp8_linear_forward(ctx, y, xq, fp8_w_.of(ctx, weight_view(x.dtype(), units_[0]), store_, *weights_.front(), false),
                        beta, residual);
   } else {
@@ -106,18 +105,17 @@ void Linear::forward_into(Context& ctx, const Tensor& x, Tensor& y, float beta, 
     Tensor b = x.dtype() == DType::BF16 ? bias_->data_lowp() : bias_->data();
     ops::add_bias(ctx, y, b);
   }
-  saved_x_ = kept_xt_.transposed.defined() ? Tensor() : x;  // the kept cast stands for x
+  saved_.keep(x);
 }
 
 void Linear::restore_input(const Tensor& x) {
   PT_CHECK(x.dim() == 2 && x.size(1) == d_in_, "Linear '" + weights_.front()->name + "': restored input " +
                                                    x.describe() + ", expected (N, " + std::to_string(d_in_) + ")");
-  saved_x_ = x;
+  saved_.x = x;
 }
 
 void Linear::weight_backward(Context& ctx, const Tensor& dy, bool dx_follows, const Tensor& dy_amax) {
-  PT_CHECK(saved_x_.defined() || kept_xt_.transposed.defined(),
-           "Linear '" + weights_.front()->name + "': backward without forward");
+  PT_CHECK(saved_.present(), "Linear '" + weights_.front()->name + "': backward without forward");
   if (weights_.front()->trainable) {
     // The step's first contribution writes dW (beta 0: C not read, and zero_grad skips it),
     // later ones (a tied weight's second use, later micro-batches) add.
@@ -125,11 +123,11 @@ void Linear::weight_backward(Context& ctx, const Tensor& dy, bool dx_follows, co
     if (fp8(ctx)) {
       Tensor dw = weight_grad_view(units_[0]);
       fp8_linear_dw(ctx, dw, fp8_dy_.of(ctx, dy, 0, dx_follows, dy_amax),
-                    fp8_dw_input(ctx, kept_xt_, saved_x_, x_amax_, std::exchange(input_cast_space_, Tensor())), beta);
+                    fp8_dw_input(ctx, saved_, std::exchange(input_cast_space_, Tensor())), beta);
     } else {
       for (const Unit& u : units_) {
         Tensor dw = weight_grad_view(u);  // (rows, d_in) = beta·dW + dy_uᵀ (rows, N) · x (N, d_in)
-        ops::matmul(ctx, dw, dy.narrow(1, u.row, u.rows), saved_x_, /*trans_a=*/true, /*trans_b=*/false, 1.0f, beta);
+        ops::matmul(ctx, dw, dy.narrow(1, u.row, u.rows), saved_.x, /*trans_a=*/true, /*trans_b=*/false, 1.0f, beta);
       }
     }
   }
@@ -219,8 +217,7 @@ void BatchedLinear::set_fp8(bool on) {
 }
 
 void BatchedLinear::release() {
-  saved_x_ = x_amax_ = Tensor();
-  kept_xt_ = ops::Fp8Operand();
+  saved_.clear();
   fp8_dy_.clear();
   for (size_t b = 0; b < weights_.size(); ++b) fp8_w_[b].release_unless_fixed(store_, *weights_[b]);
 }
@@ -259,10 +256,9 @@ Tensor BatchedLinear::forward(Context& ctx, const Tensor& x, const Tensor& x_ama
   check_input(x, "input");
   for (const Parameter* w : weights_) store_.about_to_read(*w);
   Tensor y = Tensor::empty({batch(), x.size(0), d_out_}, x.dtype(), ctx.device(), "batched_linear_out");
-  kept_xt_ = ops::Fp8Operand();
+  saved_.kept_xt = ops::Fp8Operand();
   if (fp8(ctx)) {  // one GEMM per weight (FP8 GEMMs are 2-D), x cast once for all
-    const ops::Fp8Operand xq = fp8_forward_input(ctx, x, x_amax, keep_input_cast_, kept_xt_);
-    x_amax_ = xq.amax;
+    const ops::Fp8Operand xq = fp8_forward_input(ctx, x, x_amax, saved_);
     const Tensor w = weights_view(x.dtype());
     for (int64_t b = 0; b < batch(); ++b) {
       Tensor yb = y.select(0, b);
@@ -272,13 +268,13 @@ Tensor BatchedLinear::forward(Context& ctx, const Tensor& x, const Tensor& x_ama
   } else {
     gemm(ctx, y, x, weights_view(x.dtype()), /*trans_a=*/false, /*trans_b=*/true, 0.0f);  // x broadcast
   }
-  saved_x_ = kept_xt_.transposed.defined() ? Tensor() : x;  // the kept cast stands for x
+  saved_.keep(x);
   return y;
 }
 
 void BatchedLinear::restore_input(const Tensor& x) {
   check_input(x, "restored input");
-  saved_x_ = x;
+  saved_.x = x;
 }
 
 namespace {
@@ -304,19 +300,18 @@ Tensor BatchedLinear::input_backward(Context& ctx, const Tensor& dy, const Tenso
 }
 
 void BatchedLinear::weight_backward_and_release(Context& ctx, const Tensor& dy, const Tensor& dy_amax) {
-  PT_CHECK(saved_x_.defined() || kept_xt_.transposed.defined(),
-           "BatchedLinear '" + weights_.front()->name + "': backward without forward");
+  PT_CHECK(saved_.present(), "BatchedLinear '" + weights_.front()->name + "': backward without forward");
   if (weights_.front()->trainable) {
     const float beta = store_.grad_beta(weights_);  // written by the step's first contribution
     Tensor dw = grads_view();  // (batch, d_out, d_in) = beta·dW + dy_bᵀ (d_out, N) · x (N, d_in)
     if (fp8(ctx)) {
-      const ops::Fp8Operand xq = fp8_dw_input(ctx, kept_xt_, saved_x_, x_amax_);
+      const ops::Fp8Operand xq = fp8_dw_input(ctx, saved_);
       for (int64_t b = 0; b < batch(); ++b) {
         Tensor dwb = dw.select(0, b);
         fp8_linear_dw(ctx, dwb, fp8_dy_.of(ctx, dy, b, /*both=*/false, amax_of(dy_amax, b)), xq, beta);
       }
     } else {
-      gemm(ctx, dw, dy, saved_x_, /*trans_a=*/true, /*trans_b=*/false, beta);
+      gemm(ctx, dw, dy, saved_.x, /*trans_a=*/true, /*trans_b=*/false, beta);
     }
   }
   // The last weight first, as the reverse order in which backward finishes parameters.

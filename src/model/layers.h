@@ -68,14 +68,11 @@ class Linear {
   // Drops the saved input after forward, for backward to restore (restore_input): an activation
   // recomputed instead of kept. Under FP8 its amax stays: the restored input must be forward's
   // bit for bit, and its cast takes that amax.
-  void drop_input() {
-    saved_x_ = Tensor();
-    kept_xt_ = ops::Fp8Operand();
-  }
+  void drop_input() { saved_.drop(); }
   // Under FP8, whether forward keeps its input's transposed cast instead of the input (the
   // model's call: this layer is the input's only holder, and backward does not restore it;
   // fp8_forward_input). Off by default.
-  void keep_fp8_input_cast(bool on) { keep_input_cast_ = on; }
+  void keep_fp8_input_cast(bool on) { saved_.keep_cast = on; }
   // Gives backward its input again after release() (an activation recomputed instead of kept).
   void restore_input(const Tensor& x);
   // dx (N, d_in) = dx_beta·dx + dy W, dx given (a view into a larger buffer is fine).
@@ -114,10 +111,7 @@ class Linear {
   Tensor input_cast_space_;  // place_input_cast's, or undefined
   Fp8GradCasts fp8_dy_;
   Fp8WeightCasts fp8_w_;  // of the stacked weight (one unit under FP8)
-  Tensor saved_x_;
-  ops::Fp8Operand kept_xt_;  // the input's transposed cast kept instead of it (keep_fp8_input_cast)
-  bool keep_input_cast_ = false;
-  Tensor x_amax_;  // FP8: forward's amax of x, which dW's cast of the same x takes
+  SavedInput saved_;
 };
 
 // y_b = x W_bᵀ for b < batch: several bias-free weights of one shape (d_out, d_in) that read the
@@ -138,12 +132,9 @@ class BatchedLinear {
   Tensor input_backward(Context& ctx, const Tensor& dy, const Tensor& dy_amax = Tensor());
   // dW_b from dy_b and the saved input; tells the store; releases the input.
   void weight_backward_and_release(Context& ctx, const Tensor& dy, const Tensor& dy_amax = Tensor());
-  void release();      // as Linear::release
-  void drop_input() {  // as Linear::drop_input
-    saved_x_ = Tensor();
-    kept_xt_ = ops::Fp8Operand();
-  }
-  void keep_fp8_input_cast(bool on) { keep_input_cast_ = on; }  // as Linear's
+  void release();                                               // as Linear::release
+  void drop_input() { saved_.drop(); }                          // as Linear::drop_input
+  void keep_fp8_input_cast(bool on) { saved_.keep_cast = on; }  // as Linear's
   void restore_input(const Tensor& x);
   // Under FP8: dy's casts in the next backward go into `space`'s bytes (Fp8GradCasts::place_in)
   // until release.
@@ -168,10 +159,7 @@ class BatchedLinear {
   bool split_;
   int64_t d_in_ = 0, d_out_ = 0;
   int64_t spacing_ = 0, grad_spacing_ = 0;  // elements between consecutive weights (and gradients)
-  Tensor saved_x_;
-  ops::Fp8Operand kept_xt_;  // the input's transposed cast kept instead of it (keep_fp8_input_cast)
-  bool keep_input_cast_ = false;
-  Tensor x_amax_;  // as Linear's
+  SavedInput saved_;
 };
 
 // Token embedding (V, C): out (N, C) fp32 rows gathered by id.
