@@ -383,35 +383,23 @@ void RMSNorm::backward(Context& ctx, const Tensor& dy, Tensor& dx, bool accumula
 // ---- initialisers -------------------------------------------------------------------------
 
 namespace {
-void write_param(Context& ctx, Parameter& p, const std::vector<double>& values) {
-  Tensor dst = p.data();
-  Tensor host = Tensor::empty(dst.shape(), dst.dtype(), Device::cpu(), "init_staging");
-  for (size_t i = 0; i < values.size(); ++i) {
-    if (dst.dtype() == DType::F64)
-      host.data_as<double>()[i] = values[i];
-    else
-      host.data_as<float>()[i] = static_cast<float>(values[i]);
-  }
-  dst.copy_from(host, ctx);
-}
-}  // namespace
-
-namespace {
-// Fills v with draws from `make_dist()`. A tensor of at most one chunk draws from the caller's
-// generator in order (one distribution object for the whole tensor), as a serial loop would.
-// A larger one takes one seed from it and is cut into fixed chunks, each with its own generator
-// seeded from (seed, chunk) and filled in parallel: the values depend on the seed only, not on
-// the thread count, and a 2-billion-parameter model initialises in seconds, not minutes.
-template <typename MakeDist, typename Draw>
-void fill_random(std::vector<double>& v, std::mt19937_64& rng, MakeDist make_dist, Draw draw) {
+// Fills v[0, n) with draws from `make_dist()`, each rounded once to T. A tensor of at most one
+// chunk draws from the caller's generator in order (one distribution object for the whole
+// tensor), as a serial loop would. A larger one takes one seed from it and is cut into fixed
+// chunks, each with its own generator seeded from (seed, chunk) and filled in parallel: the values
+// depend on the seed only, not on the thread count. The threads write the staging memory
+// themselves (its pages are faulted in in parallel), so a 2-billion-parameter model initialises
+// in seconds, not minutes.
+template <typename T, typename MakeDist, typename Draw>
+void fill_random(T* v, size_t n, std::mt19937_64& rng, MakeDist make_dist, Draw draw) {
   constexpr size_t kChunk = size_t{1} << 20;
-  if (v.size() <= kChunk) {
+  if (n <= kChunk) {
     auto dist = make_dist();
-    for (auto& x : v) x = draw(dist, rng);
+    for (size_t i = 0; i < n; ++i) v[i] = static_cast<T>(draw(dist, rng));
     return;
   }
   const uint64_t seed = rng();
-  const size_t chunks = (v.size() + kChunk - 1) / kChunk;
+  const size_t chunks = (n + kChunk - 1) / kChunk;
   const size_t threads = std::max<size_t>(1, std::min<size_t>(chunks, std::thread::hardware_concurrency()));
   std::atomic<size_t> next{0};
   auto work = [&] {
@@ -420,7 +408,8 @@ void fill_random(std::vector<double>& v, std::mt19937_64& rng, MakeDist make_dis
                         static_cast<uint32_t>(c >> 32)};
       std::mt19937_64 g(seq);
       auto dist = make_dist();
-      for (size_t i = c * kChunk, end = std::min(v.size(), (c + 1) * kChunk); i < end; ++i) v[i] = draw(dist, g);
+      for (size_t i = c * kChunk, end = std::min(n, (c + 1) * kChunk); i < end; ++i)
+        v[i] = static_cast<T>(draw(dist, g));
     }
   };
   std::vector<std::thread> pool;
@@ -428,12 +417,24 @@ void fill_random(std::vector<double>& v, std::mt19937_64& rng, MakeDist make_dis
   work();
   for (auto& t : pool) t.join();
 }
+
+// p ← fill_random's draws, made in a host tensor of p's type (fp64, else fp32) and copied over.
+template <typename MakeDist, typename Draw>
+void init_random(Context& ctx, Parameter& p, std::mt19937_64& rng, MakeDist make_dist, Draw draw) {
+  Tensor dst = p.data();
+  Tensor host = Tensor::empty(dst.shape(), dst.dtype(), Device::cpu(), "init_staging");
+  const size_t n = static_cast<size_t>(p.numel);
+  if (dst.dtype() == DType::F64)
+    fill_random(host.data_as<double>(), n, rng, make_dist, draw);
+  else
+    fill_random(host.data_as<float>(), n, rng, make_dist, draw);
+  dst.copy_from(host, ctx);
+}
 }  // namespace
 
 void init_trunc_normal(Context& ctx, Parameter& p, double std, double lo, double hi, std::mt19937_64& rng) {
-  std::vector<double> v(static_cast<size_t>(p.numel));
-  fill_random(
-      v, rng, [&] { return std::normal_distribution<double>(0.0, std); },
+  init_random(
+      ctx, p, rng, [&] { return std::normal_distribution<double>(0.0, std); },
       [&](std::normal_distribution<double>& normal, std::mt19937_64& g) {
         double x;
         do {
@@ -441,19 +442,22 @@ void init_trunc_normal(Context& ctx, Parameter& p, double std, double lo, double
         } while (x < lo || x > hi);  // rejection: the same law as torch.nn.init.trunc_normal_
         return x;
       });
-  write_param(ctx, p, v);
 }
 
 void init_constant(Context& ctx, Parameter& p, double value) {
-  write_param(ctx, p, std::vector<double>(static_cast<size_t>(p.numel), value));
+  Tensor dst = p.data();
+  Tensor host = Tensor::empty(dst.shape(), dst.dtype(), Device::cpu(), "init_staging");
+  if (dst.dtype() == DType::F64)
+    std::fill_n(host.data_as<double>(), p.numel, value);
+  else
+    std::fill_n(host.data_as<float>(), p.numel, static_cast<float>(value));
+  dst.copy_from(host, ctx);
 }
 
 void init_uniform(Context& ctx, Parameter& p, double bound, std::mt19937_64& rng) {
-  std::vector<double> v(static_cast<size_t>(p.numel));
-  fill_random(
-      v, rng, [&] { return std::uniform_real_distribution<double>(-bound, bound); },
+  init_random(
+      ctx, p, rng, [&] { return std::uniform_real_distribution<double>(-bound, bound); },
       [](std::uniform_real_distribution<double>& u, std::mt19937_64& g) { return u(g); });
-  write_param(ctx, p, v);
 }
 
 }  // namespace pt
