@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <functional>
 #include <thread>
 #include <utility>
 
@@ -382,66 +383,134 @@ void RMSNorm::backward(Context& ctx, const Tensor& dy, Tensor& dx, bool accumula
 
 // ---- initialisers -------------------------------------------------------------------------
 
+// One large parameter's draws: its seed (taken from the caller's generator where it asked) and
+// what fills a chunk of its host values from a chunk's own generator.
+using ChunkFill = std::function<void(const Tensor& host, size_t begin, size_t end, std::mt19937_64& g)>;
+struct InitBatch::Job {
+  Parameter* param;
+  uint64_t seed;
+  ChunkFill fill;
+};
+
 namespace {
-// Fills v[0, n) with draws from `make_dist()`, each rounded once to T. A tensor of at most one
-// chunk draws from the caller's generator in order (one distribution object for the whole
-// tensor), as a serial loop would. A larger one takes one seed from it and is cut into fixed
-// chunks, each with its own generator seeded from (seed, chunk) and filled in parallel: the values
-// depend on the seed only, not on the thread count. The threads write the staging memory
-// themselves (its pages are faulted in in parallel), so a 2-billion-parameter model initialises
-// in seconds, not minutes.
-template <typename T, typename MakeDist, typename Draw>
-void fill_random(T* v, size_t n, std::mt19937_64& rng, MakeDist make_dist, Draw draw) {
-  constexpr size_t kChunk = size_t{1} << 20;
-  if (n <= kChunk) {
+// A parameter larger than one chunk takes one seed from the caller's generator and is cut into
+// fixed chunks, each with its own generator seeded from (seed, chunk) and filled in parallel: the
+// values depend on the seed only, not on the thread count. A smaller one draws from the caller's
+// generator in order (one distribution object for the whole tensor), as a serial loop would.
+constexpr size_t kInitChunk = size_t{1} << 20;
+// InitBatch's group: its host values at most this many (1 GiB in fp32).
+constexpr int64_t kInitGroupElements = int64_t{1} << 28;
+
+thread_local InitBatch* open_batch = nullptr;
+
+// draw(dist, g) for elements [begin, end) of host (fp64, else fp32: rounded once), dist fresh.
+template <typename MakeDist, typename Draw>
+ChunkFill chunk_fill(MakeDist make_dist, Draw draw) {
+  return [make_dist, draw](const Tensor& host, size_t begin, size_t end, std::mt19937_64& g) {
     auto dist = make_dist();
-    for (size_t i = 0; i < n; ++i) v[i] = static_cast<T>(draw(dist, rng));
-    return;
+    if (host.dtype() == DType::F64) {
+      auto* v = host.data_as<double>();
+      for (size_t i = begin; i < end; ++i) v[i] = draw(dist, g);
+    } else {
+      auto* v = host.data_as<float>();
+      for (size_t i = begin; i < end; ++i) v[i] = static_cast<float>(draw(dist, g));
+    }
+  };
+}
+
+Tensor host_staging(const Parameter& p) {
+  return Tensor::empty(p.data().shape(), p.data().dtype(), Device::cpu(), "init_staging");
+}
+
+// Makes the jobs' draws, every chunk of every job on one pool of threads (the threads write the
+// staging memory themselves: its pages are faulted in in parallel), then writes the parameters.
+void run_jobs(Context& ctx, const std::vector<InitBatch::Job>& jobs) {
+  std::vector<Tensor> hosts;
+  std::vector<std::pair<size_t, size_t>> tasks;  // (job, chunk)
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    hosts.push_back(host_staging(*jobs[j].param));
+    const size_t n = static_cast<size_t>(jobs[j].param->numel);
+    for (size_t c = 0; c * kInitChunk < n; ++c) tasks.emplace_back(j, c);
   }
-  const uint64_t seed = rng();
-  const size_t chunks = (n + kChunk - 1) / kChunk;
-  const size_t threads = std::max<size_t>(1, std::min<size_t>(chunks, std::thread::hardware_concurrency()));
   std::atomic<size_t> next{0};
   auto work = [&] {
-    for (size_t c = next++; c < chunks; c = next++) {
+    for (size_t t = next++; t < tasks.size(); t = next++) {
+      const auto [j, c] = tasks[t];
+      const uint64_t seed = jobs[j].seed;
       std::seed_seq seq{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32), static_cast<uint32_t>(c),
                         static_cast<uint32_t>(c >> 32)};
       std::mt19937_64 g(seq);
-      auto dist = make_dist();
-      for (size_t i = c * kChunk, end = std::min(n, (c + 1) * kChunk); i < end; ++i)
-        v[i] = static_cast<T>(draw(dist, g));
+      const size_t n = static_cast<size_t>(jobs[j].param->numel);
+      jobs[j].fill(hosts[j], c * kInitChunk, std::min(n, (c + 1) * kInitChunk), g);
     }
   };
+  const size_t threads = std::max<size_t>(1, std::min<size_t>(tasks.size(), std::thread::hardware_concurrency()));
   std::vector<std::thread> pool;
   for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
   work();
   for (auto& t : pool) t.join();
+  for (size_t j = 0; j < jobs.size(); ++j) jobs[j].param->data().copy_from(hosts[j], ctx);
 }
 
-// p ← fill_random's draws, made in a host tensor of p's type (fp64, else fp32) and copied over.
-template <typename MakeDist, typename Draw>
-void init_random(Context& ctx, Parameter& p, std::mt19937_64& rng, MakeDist make_dist, Draw draw) {
-  Tensor dst = p.data();
-  Tensor host = Tensor::empty(dst.shape(), dst.dtype(), Device::cpu(), "init_staging");
+// p ← draws: a small parameter at once from rng; a large one takes its seed and is drawn now, or
+// at the open batch's close.
+void init_random(Context& ctx, Parameter& p, std::mt19937_64& rng, const ChunkFill& fill) {
   const size_t n = static_cast<size_t>(p.numel);
-  if (dst.dtype() == DType::F64)
-    fill_random(host.data_as<double>(), n, rng, make_dist, draw);
+  if (n <= kInitChunk) {
+    Tensor host = host_staging(p);
+    fill(host, 0, n, rng);
+    p.data().copy_from(host, ctx);
+    return;
+  }
+  InitBatch::Job job{&p, rng(), fill};
+  if (open_batch != nullptr)
+    open_batch->add(std::move(job));
   else
-    fill_random(host.data_as<float>(), n, rng, make_dist, draw);
-  dst.copy_from(host, ctx);
+    run_jobs(ctx, {job});
 }
 }  // namespace
 
+InitBatch::InitBatch(Context& ctx) : ctx_(ctx) {
+  PT_CHECK(open_batch == nullptr, "InitBatch: one is already open on this thread");
+  open_batch = this;
+}
+
+InitBatch::~InitBatch() {
+  if (open_) open_batch = nullptr;
+}
+
+void InitBatch::add(Job job) { jobs_.push_back(std::move(job)); }
+
+void InitBatch::close() {
+  if (!open_) return;
+  open_ = false;
+  open_batch = nullptr;
+  // In groups of consecutive parameters, so that the host holds a bounded share of the model.
+  std::vector<Job> group;
+  int64_t elements = 0;
+  for (Job& job : jobs_) {
+    if (!group.empty() && elements + job.param->numel > kInitGroupElements) {
+      run_jobs(ctx_, group);
+      group.clear();
+      elements = 0;
+    }
+    elements += job.param->numel;
+    group.push_back(std::move(job));
+  }
+  if (!group.empty()) run_jobs(ctx_, group);
+  jobs_.clear();
+}
+
 void init_trunc_normal(Context& ctx, Parameter& p, double std, double lo, double hi, std::mt19937_64& rng) {
-  init_random(
-      ctx, p, rng, [&] { return std::normal_distribution<double>(0.0, std); },
-      [&](std::normal_distribution<double>& normal, std::mt19937_64& g) {
-        double x;
-        do {
-          x = normal(g);
-        } while (x < lo || x > hi);  // rejection: the same law as torch.nn.init.trunc_normal_
-        return x;
-      });
+  init_random(ctx, p, rng,
+              chunk_fill([std] { return std::normal_distribution<double>(0.0, std); },
+                         [lo, hi](std::normal_distribution<double>& normal, std::mt19937_64& g) {
+                           double x;
+                           do {
+                             x = normal(g);
+                           } while (x < lo || x > hi);  // rejection: the same law as torch.nn.init.trunc_normal_
+                           return x;
+                         }));
 }
 
 void init_constant(Context& ctx, Parameter& p, double value) {
@@ -455,9 +524,9 @@ void init_constant(Context& ctx, Parameter& p, double value) {
 }
 
 void init_uniform(Context& ctx, Parameter& p, double bound, std::mt19937_64& rng) {
-  init_random(
-      ctx, p, rng, [&] { return std::uniform_real_distribution<double>(-bound, bound); },
-      [](std::uniform_real_distribution<double>& u, std::mt19937_64& g) { return u(g); });
+  init_random(ctx, p, rng,
+              chunk_fill([bound] { return std::uniform_real_distribution<double>(-bound, bound); },
+                         [](std::uniform_real_distribution<double>& u, std::mt19937_64& g) { return u(g); }));
 }
 
 }  // namespace pt

@@ -216,4 +216,25 @@ void init_constant(Context& ctx, Parameter& p, double value);
 // torch.nn.Linear's default: U(−1/sqrt(fan_in), 1/sqrt(fan_in)) for weight and bias.
 void init_uniform(Context& ctx, Parameter& p, double bound, std::mt19937_64& rng);
 
+// While one is open on this thread, the random initialisers above only take a large parameter's
+// seed (in call order, so the generator advances as without it) and its draws are made with every
+// other's at close(), on every core: the same values, sooner (a parameter alone has too few
+// chunks of draws to fill the cores). The host holds at most 2^28 values (1 GiB in fp32) at a time.
+class InitBatch {
+ public:
+  struct Job;
+  explicit InitBatch(Context& ctx);
+  ~InitBatch();  // destroyed open (an exception on its way), it drops the draws not made
+  InitBatch(const InitBatch&) = delete;
+  InitBatch& operator=(const InitBatch&) = delete;
+  void add(Job job);  // the initialisers' (layers.cpp)
+  // Makes the draws and writes the parameters.
+  void close();
+
+ private:
+  Context& ctx_;
+  std::vector<Job> jobs_;
+  bool open_ = true;
+};
+
 }  // namespace pt

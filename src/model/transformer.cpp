@@ -545,11 +545,13 @@ TransformerLM::~TransformerLM() = default;
 void TransformerLM::init_weights(Context& ctx, uint64_t seed) {
   std::mt19937_64 rng(seed);
   Impl& m = *impl_;
+  InitBatch batch(ctx);  // every weight's draws at once, on every core
   init_trunc_normal(ctx, m.embedding->weight(), 1.0, -3.0, 3.0, rng);
   for (auto& b : m.blocks) b->init(ctx, rng);
   init_constant(ctx, m.ln_final->weight(), 1.0);
   const double std = std::sqrt(2.0 / static_cast<double>(cfg_.d_model + cfg_.vocab_size));
   init_trunc_normal(ctx, m.lm_head->weight(), std, -3 * std, 3 * std, rng);
+  batch.close();
   store_.refresh_lowp(ctx);
 }
 

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <map>
+#include <random>
 #include <set>
 #include <string>
 #include <variant>
@@ -16,6 +17,7 @@
 #include "core/error.h"
 #include "core/profiler.h"
 #include "cpu/model_test_util.h"
+#include "model/layers.h"
 #include "model/transformer.h"
 #include "optim/optimizer.h"
 
@@ -199,6 +201,48 @@ TEST(TransformerModel, InitialisationFollowsTheReference) {
   auto [gm, gs, gmax] = stats("layers.0.ln1.weight");
   EXPECT_EQ(gm, 1.0);
   EXPECT_EQ(gs, 0.0);
+}
+
+// An InitBatch makes the draws later and on every core, not different ones: each initialiser's
+// values, and the generator after them, equal those of the initialisers run one by one. The
+// parameters mix sizes below and above one chunk of draws (2^20) so that small ones draw from the
+// generator while large ones wait for their seeds' turn.
+TEST(TransformerModel, InitialisationInOneBatchDrawsTheSameValues) {
+  Context ctx(Device::cpu());
+  auto make = [](ParamStore& store) {
+    for (const auto& [name, n] : std::vector<std::pair<std::string, int64_t>>{
+             {"a", 3000}, {"b", (int64_t{5} << 20) + 17}, {"c", 1000}, {"d", (int64_t{3} << 20) + 1}, {"e", 7}})
+      store.add(name, {n});
+  };
+  ParamStore one_by_one, batched;
+  make(one_by_one);
+  make(batched);
+  one_by_one.finalize(ctx, false);
+  batched.finalize(ctx, false);
+  auto init = [&](ParamStore& store, std::mt19937_64& rng) {
+    init_trunc_normal(ctx, *store.find("a"), 0.5, -1.0, 1.0, rng);
+    init_trunc_normal(ctx, *store.find("b"), 0.02, -0.06, 0.06, rng);
+    init_uniform(ctx, *store.find("c"), 0.3, rng);
+    init_uniform(ctx, *store.find("d"), 0.1, rng);
+    init_constant(ctx, *store.find("e"), 1.5);
+  };
+  std::mt19937_64 rng_a(11), rng_b(11);
+  init(one_by_one, rng_a);
+  {
+    InitBatch batch(ctx);
+    init(batched, rng_b);
+    batch.close();
+  }
+  EXPECT_EQ(rng_a(), rng_b()) << "the generator advanced differently";
+  for (const char* name : {"a", "b", "c", "d", "e"}) {
+    const auto want = one_by_one.find(name)->data().to_host_f64(ctx);
+    const auto got = batched.find(name)->data().to_host_f64(ctx);
+    ASSERT_EQ(got.size(), want.size());
+    int64_t differ = 0;
+    for (size_t i = 0; i < got.size(); ++i) differ += got[i] != want[i];
+    EXPECT_EQ(differ, 0) << name;
+    if (std::string(name) != "e") EXPECT_NE(got.front(), got.back()) << name << ": not drawn";
+  }
 }
 
 // The tiny model in fp64 on the CPU; each test initialises its weights.
