@@ -33,6 +33,8 @@ struct DataParallelConfig {
 // (docs/reports/2026-11-28_ce-pipeline_2xh200-4xh200.md):
 //   ZeRO-1, bucketed reduce-scatters, bf16 gradients: ce +2.7 % / +11.5 % (2 / 4 ranks), nccl +13.4 / +14.9
 //   bucketed all-reduce, bf16 gradients: ce +7.0 to +9.5 % / +31.6 %, nccl +18.7 / +19.5: ce on 2 ranks only
+//     (4 ranks want larger buckets on ce: +27.2 / +14.1 / +10.8 % at 25 / 100 / 200 MiB, nccl +18 to
+//     +22 % at each; docs/reports/2026-11-28_ce-push_2xh200-4xh200.md)
 //   one reduce-scatter after backward: ce loses (+17.6 % against +13.0); fp32 gradients: a tie on 2
 //   ranks (ce +22.8 %, nccl +22.6 to +24.2 in other calls), and ce leaves 11.6 ms exposed
 // bf16_gradients: the gradients cross the wire in bf16 (gradients_in_bf16).
