@@ -514,13 +514,12 @@ void init_trunc_normal(Context& ctx, Parameter& p, double std, double lo, double
 }
 
 void init_constant(Context& ctx, Parameter& p, double value) {
-  Tensor dst = p.data();
-  Tensor host = Tensor::empty(dst.shape(), dst.dtype(), Device::cpu(), "init_staging");
-  if (dst.dtype() == DType::F64)
+  Tensor host = host_staging(p);
+  if (host.dtype() == DType::F64)
     std::fill_n(host.data_as<double>(), p.numel, value);
   else
     std::fill_n(host.data_as<float>(), p.numel, static_cast<float>(value));
-  dst.copy_from(host, ctx);
+  p.data().copy_from(host, ctx);
 }
 
 void init_uniform(Context& ctx, Parameter& p, double bound, std::mt19937_64& rng) {

@@ -200,8 +200,9 @@ TEST_P(TransformerDdpTest, Fp8AveragesEachRanksFp8Gradients) {
       return make_ids(cx, {rows, seq},
                       std::vector<int32_t>(all.begin() + rank() * rows * seq, all.begin() + (rank() + 1) * rows * seq));
     };
+    const Tensor ids = mine(all_ids), tgt = mine(all_tgt);  // this rank's rows, for both models
     local.store().zero_grad(cx);
-    const double local_loss = local.forward(cx, mine(all_ids), mine(all_tgt)).to_host_f64(cx)[0];
+    const double local_loss = local.forward(cx, ids, tgt).to_host_f64(cx)[0];
     local.backward(cx);
     std::vector<double> g = local.store().flat_grads().to_host_f64(cx);
     PT_MPI_CHECK(
@@ -212,7 +213,7 @@ TEST_P(TransformerDdpTest, Fp8AveragesEachRanksFp8Gradients) {
 
     model.store().zero_grad(cx);
     dp.sync->begin_step(cx);
-    const double loss = model.forward(cx, mine(all_ids), mine(all_tgt)).to_host_f64(cx)[0];
+    const double loss = model.forward(cx, ids, tgt).to_host_f64(cx)[0];
     model.backward(cx);
     dp.sync->finish(cx);
     dp.optimizer->step(cx, 0.5f);
